@@ -1,0 +1,172 @@
+/**
+ * The local AWS parts, started and stopped by one module that the tests, the local runner and the benchmark
+ * share: AWS's DynamoDB Local (a Java process) and s3rver (an S3-compatible server, in a child process).
+ *
+ * `startLocalParts()` returns the endpoints as the standard `AWS_ENDPOINT_URL_*` variables; callers put them
+ * into `process.env` (or a child's environment) and every client picks them up, as it would LocalStack's.
+ */
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
+import { MissingResourceError } from '../shared/errors.ts';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const DYNAMODB_LOCAL_DIR = join(root, '.cache', 'dynamodb-local');
+
+/** Credentials the local parts accept. Not secrets: they only open servers on the loopback interface. */
+export const LOCAL_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local-secret' } as const;
+
+export interface LocalParts {
+  /** Environment variables that point AWS clients at the local parts. */
+  readonly env: Record<string, string>;
+  readonly dynamodbEndpoint: string;
+  readonly s3Endpoint: string;
+  stop(): Promise<void>;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolvePort(port));
+    });
+  });
+}
+
+function assertJava(): void {
+  const probe = spawnSync('java', ['-version'], { encoding: 'utf8' });
+  if (probe.error || probe.status !== 0) {
+    throw new MissingResourceError(
+      'java',
+      'DynamoDB Local needs a Java runtime (17+) on PATH; on Debian: apt-get install -y default-jre-headless',
+    );
+  }
+}
+
+function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((done) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), 3000);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      done();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+async function waitForDynamoDb(endpoint: string, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
+  const client = new DynamoDBClient({
+    endpoint,
+    region: 'us-east-1',
+    credentials: LOCAL_CREDENTIALS,
+    maxAttempts: 1,
+  });
+  const deadline = Date.now() + timeoutMs;
+  try {
+    for (;;) {
+      if (child.exitCode !== null) throw new Error(`DynamoDB Local exited with code ${child.exitCode}`);
+      try {
+        await client.send(new ListTablesCommand({}));
+        return;
+      } catch (error) {
+        if (Date.now() > deadline)
+          throw new Error(`DynamoDB Local did not answer at ${endpoint}`, { cause: error });
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  } finally {
+    client.destroy();
+  }
+}
+
+export async function startDynamoDbLocal(): Promise<{ endpoint: string; process: ChildProcess }> {
+  const jar = join(DYNAMODB_LOCAL_DIR, 'DynamoDBLocal.jar');
+  if (!existsSync(jar)) {
+    throw new MissingResourceError('DynamoDB Local', `not installed at ${jar}; run \`npm run setup\` first`);
+  }
+  assertJava();
+  const port = await freePort();
+  const child = spawn(
+    'java',
+    [
+      '-Xmx1g',
+      '-XX:+UseSerialGC',
+      `-Djava.library.path=${join(DYNAMODB_LOCAL_DIR, 'DynamoDBLocal_lib')}`,
+      '-jar',
+      jar,
+      '-inMemory',
+      '-disableTelemetry',
+      '-port',
+      String(port),
+    ],
+    { cwd: DYNAMODB_LOCAL_DIR, stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  const endpoint = `http://127.0.0.1:${port}`;
+  try {
+    await waitForDynamoDb(endpoint, child);
+  } catch (error) {
+    await stopProcess(child);
+    throw error;
+  }
+  return { endpoint, process: child };
+}
+
+export async function startS3Server(directory: string): Promise<{ endpoint: string; process: ChildProcess }> {
+  const child = spawn(
+    process.execPath,
+    [
+      '--openssl-legacy-provider',
+      join(root, 'local', 's3-server.cjs'),
+      directory,
+      LOCAL_CREDENTIALS.accessKeyId,
+      LOCAL_CREDENTIALS.secretAccessKey,
+    ],
+    { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } },
+  );
+  const port = await new Promise<number>((resolvePort, reject) => {
+    let buffer = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString('utf8');
+      const line = buffer.split('\n')[0];
+      if (buffer.includes('\n') && line) resolvePort((JSON.parse(line) as { port: number }).port);
+    });
+    child.once('exit', (code) => reject(new Error(`S3 server exited with code ${code}`)));
+  });
+  return { endpoint: `http://127.0.0.1:${port}`, process: child };
+}
+
+export interface StartOptions {
+  /** Where the S3 server keeps objects; a fresh temporary folder (removed on stop) if omitted. */
+  readonly s3Directory?: string;
+}
+
+/** Starts DynamoDB Local and the S3 server side by side. */
+export async function startLocalParts(options: StartOptions = {}): Promise<LocalParts> {
+  const s3Directory = options.s3Directory ?? mkdtempSync(join(tmpdir(), 'eos-s3-'));
+  const [dynamodb, s3] = await Promise.all([startDynamoDbLocal(), startS3Server(s3Directory)]);
+  const env = {
+    AWS_ENDPOINT_URL_DYNAMODB: dynamodb.endpoint,
+    AWS_ENDPOINT_URL_S3: s3.endpoint,
+    AWS_ACCESS_KEY_ID: LOCAL_CREDENTIALS.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: LOCAL_CREDENTIALS.secretAccessKey,
+    AWS_REGION: 'us-east-1',
+  };
+  return {
+    env,
+    dynamodbEndpoint: dynamodb.endpoint,
+    s3Endpoint: s3.endpoint,
+    async stop() {
+      await Promise.all([stopProcess(dynamodb.process), stopProcess(s3.process)]);
+      if (!options.s3Directory) rmSync(s3Directory, { recursive: true, force: true });
+    },
+  };
+}

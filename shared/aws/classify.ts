@@ -1,0 +1,69 @@
+/**
+ * Error classification: which AWS failures are transient (retry the whole batch) and which are not.
+ */
+import { TransientAwsError } from '../errors.ts';
+
+const TRANSIENT_NAMES = new Set([
+  'ThrottlingException',
+  'Throttling',
+  'ThrottledException',
+  'ProvisionedThroughputExceededException',
+  'RequestLimitExceeded',
+  'TransactionConflictException',
+  'TransactionInProgressException',
+  'InternalServerError',
+  'InternalError',
+  'ServiceUnavailable',
+  'ServiceUnavailableException',
+  'SlowDown',
+  'RequestTimeout',
+  'RequestTimeoutException',
+  'TimeoutError',
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+]);
+
+interface AwsLikeError {
+  name?: string;
+  code?: string;
+  $metadata?: { httpStatusCode?: number };
+  $retryable?: unknown;
+}
+
+/** True for throttling, 5xx, transaction conflicts and network errors. */
+export function isTransient(error: unknown): boolean {
+  if (error instanceof TransientAwsError) return true;
+  if (typeof error !== 'object' || error === null) return false;
+  const e = error as AwsLikeError;
+  if (e.name && TRANSIENT_NAMES.has(e.name)) return true;
+  if (e.code && TRANSIENT_NAMES.has(e.code)) return true;
+  const status = e.$metadata?.httpStatusCode;
+  if (status !== undefined && status >= 500) return true;
+  return Boolean(e.$retryable);
+}
+
+/** DynamoDB's per-item cancellation reasons of a cancelled transaction, or undefined for other errors. */
+export interface CancellationReason {
+  Code?: string;
+  Message?: string;
+  Item?: Record<string, unknown>;
+}
+
+export function cancellationReasons(error: unknown): CancellationReason[] | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const e = error as { name?: string; CancellationReasons?: CancellationReason[] };
+  return e.name === 'TransactionCanceledException' ? (e.CancellationReasons ?? []) : undefined;
+}
+
+/** Re-throws transient errors as {@link TransientAwsError}; others unchanged. */
+export function rethrowClassified(operation: string, error: unknown): never {
+  if (error instanceof TransientAwsError) throw error;
+  if (isTransient(error)) throw new TransientAwsError(operation, { cause: error });
+  const reasons = cancellationReasons(error);
+  if (reasons?.some((reason) => reason.Code === 'TransactionConflict' || reason.Code === 'ThrottlingError')) {
+    throw new TransientAwsError(operation, { cause: error });
+  }
+  throw error;
+}

@@ -1,0 +1,125 @@
+/**
+ * Pipeline settings: one schema, documented defaults, unknown keys rejected, errors that name the setting.
+ *
+ * In Lambda the settings come from environment variables (`EOS_*`, see {@link ENV_NAMES}); in tests and the local
+ * runner they are passed as an object. Both go through {@link parseSettings}.
+ */
+import { z } from 'zod';
+import { InvalidSettingError } from '../errors.ts';
+
+export const DELIVERY_GUARANTEES = ['exactly-once', 'at-least-once', 'none'] as const;
+/** As Flink's DeliveryGuarantee: EXACTLY_ONCE, AT_LEAST_ONCE, NONE. */
+export type DeliveryGuarantee = (typeof DELIVERY_GUARANTEES)[number];
+
+/** Where a record's business idempotency key comes from. */
+export type IdempotencyKeySource =
+  | { readonly kind: 'header'; readonly name: string }
+  | { readonly kind: 'json'; readonly field: string }
+  | { readonly kind: 'none' };
+
+const SEVEN_DAYS_S = 7 * 24 * 3600;
+
+/** `header:<name>`, `json:<field>` or `none`. */
+export function parseIdempotencyKeySource(text: string): IdempotencyKeySource {
+  if (text === 'none') return { kind: 'none' };
+  const match = /^(header|json):(.+)$/.exec(text);
+  if (!match) throw new Error(`expected "header:<name>", "json:<field>" or "none", got "${text}"`);
+  return match[1] === 'header' ? { kind: 'header', name: match[2]! } : { kind: 'json', field: match[2]! };
+}
+
+const pipelineId = z
+  .string()
+  .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'lower-case letters, digits and dashes, at most 63 characters');
+
+export const settingsSchema = z
+  .object({
+    /** Names this pipeline in every ledger key and S3 prefix: several pipelines can share a table and bucket. */
+    pipelineId: pipelineId.default('orders'),
+    /** The DynamoDB table holding fences, staged-file entries, claims, keyed state and checkpoints. */
+    ledgerTable: z.string().min(3).max(255),
+    /** The S3 bucket of the file sink. */
+    bucket: z.string().min(3).max(63),
+    deliveryGuarantee: z.enum(DELIVERY_GUARANTEES).default('exactly-once'),
+    /** Business idempotency key: `header:<name>` (default `header:idempotency-key`), `json:<field>` or `none`. */
+    idempotencyKey: z
+      .string()
+      .default('header:idempotency-key')
+      .transform((text, ctx) => {
+        try {
+          return parseIdempotencyKeySource(text);
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: (error as Error).message });
+          return z.NEVER;
+        }
+      }),
+    /** How long a claimed idempotency key blocks duplicates (seconds). */
+    idempotencyTtlSeconds: z.coerce.number().int().positive().default(SEVEN_DAYS_S),
+    /** Gzip staged and final NDJSON objects. */
+    gzip: z
+      .union([z.boolean(), z.enum(['true', 'false'])])
+      .default(true)
+      .transform((value) => value === true || value === 'true'),
+    /** The name of the transform in the registry (`shared/transforms`). */
+    transform: z.string().default('orders'),
+    /** Items per DynamoDB transaction; DynamoDB's limit is 100. */
+    maxTransactionItems: z.coerce.number().int().min(3).max(100).default(100),
+    /** A checkpoint's lease: an execution that finds an older in-flight checkpoint recovers it (seconds). */
+    checkpointLeaseSeconds: z.coerce.number().int().positive().default(600),
+    /** Staged objects no ledger entry references are deleted once older than this; must exceed the processor's timeout (seconds). */
+    orphanGraceSeconds: z.coerce.number().int().positive().default(3600),
+  })
+  .strict();
+
+export type SettingsInput = z.input<typeof settingsSchema>;
+export type Settings = z.output<typeof settingsSchema>;
+
+/** The environment variable that carries each setting in Lambda. */
+export const ENV_NAMES = {
+  pipelineId: 'EOS_PIPELINE_ID',
+  ledgerTable: 'EOS_LEDGER_TABLE',
+  bucket: 'EOS_BUCKET',
+  deliveryGuarantee: 'EOS_DELIVERY_GUARANTEE',
+  idempotencyKey: 'EOS_IDEMPOTENCY_KEY',
+  idempotencyTtlSeconds: 'EOS_IDEMPOTENCY_TTL_SECONDS',
+  gzip: 'EOS_GZIP',
+  transform: 'EOS_TRANSFORM',
+  maxTransactionItems: 'EOS_MAX_TRANSACTION_ITEMS',
+  checkpointLeaseSeconds: 'EOS_CHECKPOINT_LEASE_SECONDS',
+  orphanGraceSeconds: 'EOS_ORPHAN_GRACE_SECONDS',
+} as const satisfies Record<keyof Settings, string>;
+
+/** Validates settings; the error names the first bad setting as `label(key)` (its env var name, for example). */
+export function parseSettings(input: unknown, label: (key: string) => string = (key) => key): Settings {
+  const result = settingsSchema.safeParse(input);
+  if (result.success) return result.data;
+  const issue = result.error.issues[0]!;
+  const key =
+    issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : String(issue.path[0] ?? '(settings)');
+  throw new InvalidSettingError(label(key), issue.message);
+}
+
+/** Settings from `EOS_*` environment variables. Unknown `EOS_*` variables are rejected as typos. */
+export function settingsFromEnv(env: NodeJS.ProcessEnv = process.env): Settings {
+  const byEnvName = new Map<string, string>(Object.entries(ENV_NAMES).map(([key, name]) => [name, key]));
+  const input: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (!name.startsWith('EOS_') || value === undefined || value === '') continue;
+    const key = byEnvName.get(name);
+    if (!key)
+      throw new InvalidSettingError(name, `unknown setting (known: ${[...byEnvName.keys()].join(', ')})`);
+    input[key] = value;
+  }
+  return parseSettings(input, (key) => ENV_NAMES[key as keyof Settings] ?? key);
+}
+
+/** The inverse of {@link settingsFromEnv}: what a Lambda's environment must hold for these settings. */
+export function settingsToEnv(settings: SettingsInput): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const [key, value] of Object.entries(settings)) {
+    if (value === undefined) continue;
+    const name = ENV_NAMES[key as keyof Settings];
+    if (!name) throw new InvalidSettingError(key, 'unknown setting');
+    env[name] = typeof value === 'object' ? JSON.stringify(value) : String(value);
+  }
+  return env;
+}

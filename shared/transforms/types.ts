@@ -1,0 +1,44 @@
+/**
+ * The transform interface: a decoded record in, zero or more output rows (and keyed-state deltas) out, or a
+ * typed poison failure. Transforms are pure and deterministic: the same record always gives the same result,
+ * which is what makes a retried batch harmless (P5) and a poison record safe to dead-letter (P6).
+ */
+import type { DecodedRecord, Lineage } from '../kafka/record.ts';
+
+export interface StateDelta {
+  /** Identifies the state entry, e.g. `cust-007#USD`. */
+  readonly key: string;
+  /** Descriptive fields stored with the entry (set, not accumulated). */
+  readonly fields: Record<string, string>;
+  /** Numeric fields added to the entry. */
+  readonly add: Record<string, number>;
+}
+
+export type TransformResult =
+  | {
+      readonly kind: 'ok';
+      readonly rows: readonly Record<string, unknown>[];
+      readonly state: readonly StateDelta[];
+      /** The business idempotency key from the record's body (for `json:<field>` key sources). */
+      readonly body?: Record<string, unknown>;
+    }
+  | { readonly kind: 'poison'; readonly error: string };
+
+export interface Transform {
+  readonly name: string;
+  apply(record: DecodedRecord): TransformResult;
+}
+
+/** An output row as written to the sink: the transform's row plus its lineage. */
+export type OutputRow = { readonly source: Lineage } & Record<string, unknown>;
+
+/** A dead-letter row (P6): the record as received, and why it was rejected. */
+export interface DeadLetterRow {
+  readonly source: Lineage;
+  readonly error: string;
+  readonly raw: {
+    readonly key: string | null;
+    readonly value: string | null;
+    readonly headers: Record<string, string>;
+  };
+}
