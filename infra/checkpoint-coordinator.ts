@@ -1,0 +1,184 @@
+/**
+ * `CheckpointCoordinator`: the Step Functions checkpoint coordinator of one pipeline (issue 3, C1–C7).
+ *
+ * - A Standard state machine whose definition is {@link buildCoordinatorDefinition} (the same pure function the
+ *   local runner executes), deployed with `DefinitionBody.fromString` and `definitionSubstitutions` for the
+ *   Lambda ARNs. Lambda tasks retry transient errors with backoff; failures before the decision Catch into Abort;
+ *   after it they retry and, if still failing, end in `CheckpointCommitIncomplete` for the next execution to roll
+ *   forward. Payloads are references (checkpoint id, attempt, ≤ 16 shard numbers), never file lists.
+ * - One NodejsFunction per step (entry `functions/coordinator.ts`, handler = the step's name), each granted only
+ *   what its step does: DynamoDB item actions on the table ARN with a `dynamodb:LeadingKeys` condition on the
+ *   pipeline's keys, S3 object actions on the pipeline's in-progress / final / manifest prefixes
+ *   (`shared/sink/layout.ts`), `s3:ListBucket` only with an `s3:prefix` condition.
+ * - An EventBridge rule starts an execution every `interval` (default 60 s; EventBridge's floor is one minute).
+ */
+import { fileURLToPath } from 'node:url';
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import * as events from 'aws-cdk-lib/aws-events';
+import * as targets from 'aws-cdk-lib/aws-events-targets';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import { NodejsFunction, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
+import { Construct } from 'constructs';
+import { ENV_NAMES } from '../shared/config/settings.ts';
+import {
+  buildCoordinatorDefinition,
+  COORDINATOR_STEPS,
+  type CoordinatorStep,
+  functionArnSubstitution,
+} from '../shared/coordinator/definition.ts';
+import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
+import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
+
+export interface CheckpointCoordinatorProps {
+  readonly table: dynamodb.ITable;
+  readonly bucket: s3.IBucket;
+  /** `EOS_*` settings (see `settingsToEnv`); `EOS_PIPELINE_ID` also scopes the IAM grants (default `orders`). */
+  readonly environment: Record<string, string>;
+  /** How often a checkpoint is taken. Default 60 s; whole minutes, at least one (EventBridge's rate floor). */
+  readonly interval?: Duration;
+  /** Runtime, architecture, bundling, memory, logging, timeout… set by the stack; merged under each function. */
+  readonly functionDefaults?: Partial<NodejsFunctionProps>;
+}
+
+type Actions = { readonly dynamodb: string[]; readonly objects: Array<[prefix: string, actions: string[]]> };
+
+const ENTRY = fileURLToPath(new URL('../functions/coordinator.ts', import.meta.url));
+const DEFAULT_TIMEOUT = Duration.minutes(5);
+
+export class CheckpointCoordinator extends Construct {
+  readonly stateMachine: sfn.StateMachine;
+  readonly functions: Readonly<Record<CoordinatorStep, NodejsFunction>>;
+  readonly schedule: events.Rule;
+  readonly pipelineId: string;
+
+  constructor(scope: Construct, id: string, props: CheckpointCoordinatorProps) {
+    super(scope, id);
+    this.pipelineId = props.environment[ENV_NAMES.pipelineId] ?? 'orders';
+    const interval = props.interval ?? Duration.seconds(60);
+    const minutes = interval.toSeconds() / 60;
+    if (!Number.isInteger(minutes) || minutes < 1) {
+      throw new Error(`CheckpointCoordinator interval must be whole minutes, at least 1 (got ${interval})`);
+    }
+    const timeout = props.functionDefaults?.timeout ?? DEFAULT_TIMEOUT;
+
+    const functions = {} as Record<CoordinatorStep, NodejsFunction>;
+    for (const step of COORDINATOR_STEPS) {
+      functions[step] = new NodejsFunction(this, `${step[0]!.toUpperCase()}${step.slice(1)}Function`, {
+        timeout,
+        ...props.functionDefaults,
+        entry: ENTRY,
+        handler: step,
+        description: `Checkpoint coordinator step "${step}" of pipeline ${this.pipelineId}`,
+        environment: { ...props.functionDefaults?.environment, ...props.environment },
+      });
+      this.grantStep(functions[step], this.stepActions(step), props);
+    }
+    this.functions = functions;
+
+    const definition = buildCoordinatorDefinition({
+      taskTimeoutSeconds: timeout.toSeconds() + 60,
+      executionTimeoutSeconds: 3600,
+    });
+    const logGroup = new logs.LogGroup(this, 'StateMachineLogs', {
+      retention: logs.RetentionDays.ONE_MONTH,
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
+      stateMachineType: sfn.StateMachineType.STANDARD,
+      definitionBody: sfn.DefinitionBody.fromString(JSON.stringify(definition)),
+      definitionSubstitutions: Object.fromEntries(
+        COORDINATOR_STEPS.map((step) => [functionArnSubstitution(step), functions[step].functionArn]),
+      ),
+      tracingEnabled: true,
+      logs: { destination: logGroup, level: sfn.LogLevel.ALL, includeExecutionData: false },
+    });
+    for (const step of COORDINATOR_STEPS) functions[step].grantInvoke(this.stateMachine);
+
+    this.schedule = new events.Rule(this, 'Schedule', {
+      description: `Starts a checkpoint of pipeline ${this.pipelineId}`,
+      schedule: events.Schedule.rate(interval),
+      targets: [new targets.SfnStateMachine(this.stateMachine)],
+    });
+  }
+
+  /** What each step does to the ledger and the bucket, and nothing more. */
+  private stepActions(step: CoordinatorStep): Actions {
+    const pl = this.pipelineId;
+    const staged = inProgressPrefix(pl);
+    const work = checkpointWorkPrefix(pl);
+    const final = finalPrefix(pl);
+    const manifests = manifestsPrefix(pl);
+    const read = ['dynamodb:GetItem', 'dynamodb:Query'];
+    const update = ['dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem'];
+    switch (step) {
+      case 'begin':
+        return { dynamodb: [...read, ...update], objects: [] };
+      case 'prepare':
+        return {
+          dynamodb: [...read, ...update],
+          objects: [
+            [staged, ['s3:GetObject']],
+            [work, ['s3:PutObject']],
+          ],
+        };
+      case 'decide':
+        return { dynamodb: [...read, ...update], objects: [] };
+      case 'promote':
+        return {
+          dynamodb: read,
+          objects: [
+            [staged, ['s3:GetObject']],
+            [work, ['s3:PutObject']],
+            [final, ['s3:GetObject', 's3:PutObject']],
+          ],
+        };
+      case 'commit':
+        return {
+          dynamodb: [...read, ...update],
+          objects: [
+            [work, ['s3:GetObject']],
+            [manifests, ['s3:GetObject', 's3:PutObject']],
+          ],
+        };
+      case 'cleanup':
+      case 'abort':
+        return {
+          dynamodb: [...read, ...update, 'dynamodb:DeleteItem'],
+          objects: [[staged, ['s3:GetObject', 's3:DeleteObject']]],
+        };
+    }
+  }
+
+  private grantStep(fn: NodejsFunction, actions: Actions, props: CheckpointCoordinatorProps): void {
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: actions.dynamodb,
+        resources: [props.table.tableArn],
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${this.pipelineId}#*`] } },
+      }),
+    );
+    props.table.encryptionKey?.grantEncryptDecrypt(fn);
+    if (actions.objects.length === 0) return;
+    for (const [prefix, objectActions] of actions.objects) {
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: objectActions,
+          resources: [props.bucket.arnForObjects(`${prefix}*`)],
+        }),
+      );
+    }
+    // Without ListBucket a missing object reads as 403, not 404; scoped to the prefixes this step touches.
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucket'],
+        resources: [props.bucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': actions.objects.map(([prefix]) => `${prefix}*`) } },
+      }),
+    );
+    props.bucket.encryptionKey?.grantEncryptDecrypt(fn);
+  }
+}

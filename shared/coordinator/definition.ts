@@ -1,0 +1,235 @@
+/**
+ * The checkpoint coordinator's state machine, as Amazon States Language, built by one pure function.
+ *
+ * The CDK construct (`infra/checkpoint-coordinator.ts`) deploys exactly this definition through
+ * `DefinitionBody.fromString` with `definitionSubstitutions` for the Lambda ARNs, and the local runner
+ * (`local/coordinator-runner.ts`) runs it in aws-local-stepfunctions; the state machine tests take it back from
+ * the synthesized template, so the definition that deploys is the one tested.
+ *
+ * ```
+ *  Init ─▶ Begin ─▶ Route ─┬─ checkpoint ─▶ Prepare (Map over shards) ─▶ Decide ─▶ Promote (Map) ─▶ Commit
+ *                          │                     │ any failure              │          │                │
+ *                          │                     └────────────▶ Abort ◀─────┘          │ (after the decision:
+ *                          │                                      │                    │  retry, never abort)
+ *                          │                                      ▼                    ▼                ▼
+ *                          │                              Aborted (Fail)      CommitIncomplete (Fail)  Cleanup (Map)
+ *                          ├─ commit (recovery rolls forward) ─▶ Promote                                  │
+ *                          ├─ busy  ─▶ AnotherCheckpointInFlight (Succeed)                                ▼
+ *                          └─ empty ─▶ NothingToCommit (Succeed)                                  Committed (Succeed)
+ * ```
+ *
+ * Step Functions limits: the state data carries references only — the checkpoint id, the attempt and a list of
+ * at most {@link MAX_SHARDS} shard numbers; each shard's Lambda reads its partitions from the checkpoint record
+ * and its files from the ledger (prepare) or from the plan object prepare wrote (promote). So the payloads stay
+ * a few hundred bytes and the history a few hundred events, however many files a checkpoint covers.
+ */
+
+/** The Lambda-backed steps, one handler each in `functions/coordinator.ts`. */
+export const COORDINATOR_STEPS = [
+  'begin',
+  'prepare',
+  'decide',
+  'promote',
+  'commit',
+  'cleanup',
+  'abort',
+] as const;
+export type CoordinatorStep = (typeof COORDINATOR_STEPS)[number];
+
+/** Most shards a checkpoint is split into: bounds every Map's fan-out and the state data. */
+export const MAX_SHARDS = 16;
+/** Map iterations in flight at once. */
+export const MAP_MAX_CONCURRENCY = 8;
+
+/** The `definitionSubstitutions` key that carries each step's Lambda ARN. */
+export function functionArnSubstitution(step: CoordinatorStep): string {
+  return `${step[0]!.toUpperCase()}${step.slice(1)}FunctionArn`;
+}
+
+/** The Task state that invokes each step (inside a Map's processor for the shard steps). */
+export const STATE_NAMES = {
+  begin: 'Begin',
+  prepare: 'PrepareShard',
+  decide: 'Decide',
+  promote: 'PromoteShard',
+  commit: 'Commit',
+  cleanup: 'CleanupShard',
+  abort: 'Abort',
+} as const satisfies Record<CoordinatorStep, string>;
+
+/** Errors worth retrying in place: the Lambda service's own, throttling and network trouble, injected crashes. */
+export const TRANSIENT_ERRORS = [
+  'Lambda.ServiceException',
+  'Lambda.AWSLambdaException',
+  'Lambda.SdkClientException',
+  'Lambda.TooManyRequestsException',
+  'Lambda.Unknown',
+  'States.Timeout',
+  'TransientAwsError',
+  'InjectedCrashError',
+] as const;
+
+export interface DefinitionOptions {
+  /** Seconds per Lambda task before Step Functions gives up on it (keep above the function's timeout). */
+  readonly taskTimeoutSeconds?: number;
+  /** The whole execution's limit; an execution cut off after the decision is rolled forward by the next one. */
+  readonly executionTimeoutSeconds?: number;
+}
+
+type Json = Record<string, unknown>;
+
+/** Retries for steps before the decision: transient failures only; the rest Catch into Abort. */
+const RETRY_BEFORE_DECISION: Json[] = [
+  {
+    ErrorEquals: [...TRANSIENT_ERRORS],
+    IntervalSeconds: 1,
+    BackoffRate: 2,
+    MaxAttempts: 3,
+    MaxDelaySeconds: 30,
+  },
+];
+
+/** After the decision the checkpoint only rolls forward: retry everything, longer. */
+const RETRY_AFTER_DECISION: Json[] = [
+  { ErrorEquals: ['States.ALL'], IntervalSeconds: 2, BackoffRate: 2, MaxAttempts: 6, MaxDelaySeconds: 60 },
+];
+
+const CATCH_TO_ABORT: Json[] = [{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Abort' }];
+const CATCH_TO_INCOMPLETE: Json[] = [
+  { ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'CommitIncomplete' },
+];
+
+/** A Lambda task; `payload` is a Parameters template, or `'$'` to pass the state's input as it is. */
+function lambdaTask(step: CoordinatorStep, payload: Json | '$', timeoutSeconds: number, rest: Json): Json {
+  const body = payload === '$' ? { 'Payload.$': '$' } : { Payload: payload };
+  return {
+    Type: 'Task',
+    Resource: 'arn:aws:states:::lambda:invoke',
+    Parameters: { FunctionName: `\${${functionArnSubstitution(step)}}`, ...body },
+    TimeoutSeconds: timeoutSeconds,
+    ...rest,
+  };
+}
+
+const CHECKPOINT_REF = {
+  'execution.$': '$.execution',
+  'checkpointId.$': '$.checkpoint.checkpointId',
+  'attempt.$': '$.checkpoint.attempt',
+};
+
+function shardMap(step: 'prepare' | 'promote' | 'cleanup', timeoutSeconds: number, retry: Json[]): Json {
+  return {
+    Type: 'Map',
+    ItemsPath: '$.checkpoint.shards',
+    MaxConcurrency: MAP_MAX_CONCURRENCY,
+    ItemSelector: {
+      'execution.$': '$.execution',
+      'checkpointId.$': '$.checkpoint.checkpointId',
+      'attempt.$': '$.checkpoint.attempt',
+      'shard.$': '$$.Map.Item.Value',
+    },
+    ItemProcessor: {
+      ProcessorConfig: { Mode: 'INLINE' },
+      StartAt: STATE_NAMES[step],
+      States: {
+        [STATE_NAMES[step]]: lambdaTask(step, '$', timeoutSeconds, {
+          ResultSelector: { 'shard.$': '$.Payload.shard' },
+          Retry: retry,
+          End: true,
+        }),
+      },
+    },
+    ResultPath: null,
+  };
+}
+
+/**
+ * The coordinator's ASL definition. Lambda ARNs appear as `${BeginFunctionArn}`, `${PrepareFunctionArn}`, ...
+ * (see {@link functionArnSubstitution}) for `definitionSubstitutions` to fill.
+ */
+export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Json {
+  const task = options.taskTimeoutSeconds ?? 900;
+  return {
+    Comment:
+      'Checkpoint coordinator: begin, prepare, decide, promote, commit, cleanup; abort before the decision',
+    TimeoutSeconds: options.executionTimeoutSeconds ?? 3600,
+    StartAt: 'Init',
+    States: {
+      // Seeds the state data so that every later path (Abort included) finds the fields it references.
+      Init: {
+        Type: 'Pass',
+        Parameters: {
+          'execution.$': '$$.Execution.Id',
+          checkpoint: { action: 'none', checkpointId: 0, attempt: 0, shards: [] },
+        },
+        Next: 'Begin',
+      },
+      Begin: lambdaTask('begin', { 'execution.$': '$.execution' }, task, {
+        ResultSelector: {
+          'action.$': '$.Payload.action',
+          'checkpointId.$': '$.Payload.checkpointId',
+          'attempt.$': '$.Payload.attempt',
+          'shards.$': '$.Payload.shards',
+        },
+        ResultPath: '$.checkpoint',
+        Retry: RETRY_BEFORE_DECISION,
+        Catch: CATCH_TO_ABORT,
+        Next: 'Route',
+      }),
+      Route: {
+        Type: 'Choice',
+        Choices: [
+          { Variable: '$.checkpoint.action', StringEquals: 'checkpoint', Next: 'Prepare' },
+          { Variable: '$.checkpoint.action', StringEquals: 'commit', Next: 'Promote' },
+          { Variable: '$.checkpoint.action', StringEquals: 'empty', Next: 'NothingToCommit' },
+        ],
+        Default: 'AnotherCheckpointInFlight',
+      },
+      Prepare: { ...shardMap('prepare', task, RETRY_BEFORE_DECISION), Catch: CATCH_TO_ABORT, Next: 'Decide' },
+      Decide: lambdaTask('decide', CHECKPOINT_REF, task, {
+        ResultPath: null,
+        Retry: RETRY_BEFORE_DECISION,
+        Catch: CATCH_TO_ABORT,
+        Next: 'Promote',
+      }),
+      Promote: {
+        ...shardMap('promote', task, RETRY_AFTER_DECISION),
+        Catch: CATCH_TO_INCOMPLETE,
+        Next: 'Commit',
+      },
+      Commit: lambdaTask('commit', CHECKPOINT_REF, task, {
+        ResultPath: null,
+        Retry: RETRY_AFTER_DECISION,
+        Catch: CATCH_TO_INCOMPLETE,
+        Next: 'Cleanup',
+      }),
+      // Cleanup failures never undo a commit: what is left is cleaned by the next checkpoint.
+      Cleanup: {
+        ...shardMap('cleanup', task, RETRY_AFTER_DECISION),
+        Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Committed' }],
+        Next: 'Committed',
+      },
+      Committed: { Type: 'Succeed' },
+      Abort: lambdaTask('abort', { ...CHECKPOINT_REF, 'error.$': '$.error' }, task, {
+        ResultSelector: { 'reason.$': '$.Payload.reason' },
+        ResultPath: '$.abort',
+        Retry: RETRY_BEFORE_DECISION,
+        Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.abortError', Next: 'AbortFailed' }],
+        Next: 'Aborted',
+      }),
+      Aborted: { Type: 'Fail', Error: 'CheckpointAborted', CausePath: '$.abort.reason' },
+      AbortFailed: {
+        Type: 'Fail',
+        Error: 'CheckpointAbortFailed',
+        Cause: 'the abort step failed; the next execution recovers the checkpoint once its lease expires',
+      },
+      CommitIncomplete: {
+        Type: 'Fail',
+        Error: 'CheckpointCommitIncomplete',
+        Cause: 'the checkpoint is COMMITTING; the next execution rolls it forward once its lease expires',
+      },
+      NothingToCommit: { Type: 'Succeed' },
+      AnotherCheckpointInFlight: { Type: 'Succeed' },
+    },
+  };
+}
