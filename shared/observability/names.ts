@@ -1,0 +1,40 @@
+/**
+ * The pipeline's metric names, namespace and dimensions, defined once: the handlers emit them (EMF, through
+ * {@link ./telemetry.ts}) and the CDK stack's alarms and dashboard read them. Free of SDK imports, so infra can
+ * use it without pulling in Powertools.
+ */
+
+export const METRICS_NAMESPACE = 'ExactlyOncePipeline';
+/** Powertools adds `service` to every metric's dimensions; alarms must match it exactly. */
+export const SERVICE_NAME = 'exactly-once-pipeline';
+
+export const METRIC = {
+  /** Records whose effects a staging transaction made durable (P1). */
+  recordsStaged: 'RecordsStaged',
+  /** Redelivered records at or below the partition's staged offset, acknowledged without effects (P4). */
+  duplicatesByOffset: 'DuplicatesDroppedByOffset',
+  /** Records whose business idempotency key was already claimed (P4). */
+  duplicatesByKey: 'DuplicatesDroppedByKey',
+  /** Poison records written to the dead-letter stream (P6). */
+  deadLettered: 'RecordsDeadLettered',
+  /** From a checkpoint's begin to its COMMITTED (or ABORTED) write, milliseconds. */
+  checkpointDuration: 'CheckpointDuration',
+  checkpointsCommitted: 'CheckpointsCommitted',
+  checkpointsAborted: 'CheckpointsAborted',
+  /** Age of the oldest staged file no committed checkpoint covers yet, seconds (0 when none waits). */
+  oldestUncommittedStagedAge: 'OldestUncommittedStagedAge',
+  /** Seconds since the last COMMITTED checkpoint (emitted by the monitor). */
+  lastCommitAge: 'LastCommitAge',
+} as const;
+
+export type MetricName = (typeof METRIC)[keyof typeof METRIC];
+
+/** The dimensions every pipeline metric carries (besides Powertools' `service`). */
+export function pipelineDimensions(pipeline: string): { pipeline: string } {
+  return { pipeline };
+}
+
+/** The full dimension map as CloudWatch stores it: what an alarm on an EMF metric must name. */
+export function metricDimensionsMap(pipeline: string): Record<string, string> {
+  return { service: SERVICE_NAME, ...pipelineDimensions(pipeline) };
+}

@@ -1,0 +1,118 @@
+/** Renders a pipeline's status for the terminal (text) or for scripts (JSON). */
+import type { CheckpointView } from './checkpoint-view.ts';
+import type { ClusterStatus } from './cluster-status.ts';
+import type { LedgerStatus } from './ledger-status.ts';
+
+export interface PipelineStatus {
+  readonly ledger: LedgerStatus;
+  /** Absent when no cluster ARN was given. */
+  readonly cluster?: ClusterStatus;
+}
+
+export function statusToJson(status: PipelineStatus): unknown {
+  const checkpoint = (view: CheckpointView | undefined) =>
+    view && { ...view, cut: Object.fromEntries(view.cut) };
+  const { ledger } = status;
+  return {
+    ...status,
+    ledger: {
+      ...ledger,
+      lastCommitted: checkpoint(ledger.lastCommitted),
+      inFlight: checkpoint(ledger.inFlight),
+      abortedSinceLastCommit: ledger.abortedSinceLastCommit.map(checkpoint),
+      history: ledger.history.map(checkpoint),
+    },
+  };
+}
+
+export function formatStatus(status: PipelineStatus): string {
+  const { ledger } = status;
+  const lines = [`Pipeline ${ledger.pipeline} (read ${iso(ledger.readAt)})`, '', 'Checkpoints'];
+  lines.push(
+    `  last committed  ${ledger.lastCommitted ? describe(ledger.lastCommitted, ledger.readAt) : 'none yet'}`,
+  );
+  lines.push(`  in flight       ${ledger.inFlight ? describe(ledger.inFlight, ledger.readAt) : 'none'}`);
+  const aborted = ledger.abortedSinceLastCommit;
+  lines.push(
+    `  aborted since last commit: ${aborted.length === 0 ? 'none' : aborted.map((c) => describe(c, ledger.readAt)).join('; ')}`,
+  );
+  if (ledger.history.length > 0) {
+    lines.push('  history (newest first):');
+    for (const view of ledger.history) lines.push(`    ${describe(view, ledger.readAt)}`);
+  }
+  lines.push('', 'Partitions', ...partitionTable(ledger));
+  lines.push(
+    '',
+    `Oldest uncommitted staged file: ${ledger.oldestUncommittedStagedAgeSeconds > 0 ? duration(ledger.oldestUncommittedStagedAgeSeconds) : 'none waiting'}`,
+  );
+  if (status.cluster) lines.push('', ...clusterLines(status.cluster));
+  return `${lines.join('\n')}\n`;
+}
+
+function describe(view: CheckpointView, now: number): string {
+  const parts = [`#${view.id} ${view.status}`];
+  if (view.startedAt !== undefined)
+    parts.push(`started ${iso(view.startedAt)} (${duration((now - view.startedAt) / 1000)} ago)`);
+  if (view.endedAt !== undefined) {
+    parts.push(`ended ${iso(view.endedAt)}`);
+    if (view.startedAt !== undefined) parts.push(`took ${duration((view.endedAt - view.startedAt) / 1000)}`);
+  }
+  if (view.reason) parts.push(`reason: ${view.reason}`);
+  return parts.join(', ');
+}
+
+function partitionTable(ledger: LedgerStatus): string[] {
+  if (ledger.partitions.length === 0) return ['  no partition has staged anything yet'];
+  const header = [
+    'topic',
+    'partition',
+    'staged',
+    'committed',
+    'uncommitted files (out/dlq)',
+    'records',
+    'oldest',
+  ];
+  const rows = ledger.partitions.map((p) => [
+    p.topic,
+    String(p.partition),
+    String(p.stagedOffset),
+    String(p.committedOffset),
+    `${p.uncommittedFiles.output}/${p.uncommittedFiles.deadletter}`,
+    String(p.uncommittedRecords),
+    p.oldestUncommittedStagedAt === undefined
+      ? '-'
+      : duration((ledger.readAt - p.oldestUncommittedStagedAt) / 1000),
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  return [header, ...rows].map(
+    (row) =>
+      `  ${row
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd()}`,
+  );
+}
+
+function clusterLines(cluster: ClusterStatus): string[] {
+  const on = (flag: boolean) => (flag ? 'on' : 'off');
+  const a = cluster.authentication;
+  return [
+    'MSK cluster',
+    `  ${cluster.name ?? cluster.arn} (${cluster.type}) state ${cluster.state}`,
+    `  authentication: IAM ${on(a.iam)}, SASL/SCRAM ${on(a.scram)}, TLS ${on(a.tls)}, unauthenticated ${on(a.unauthenticated)}`,
+    ...cluster.warnings.map((w) => `  WARNING: ${w}`),
+  ];
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+/** `3h 4m`, `4m 12s`, `12.3s`. */
+export function duration(seconds: number): string {
+  const s = Math.max(0, seconds);
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${Math.floor(s % 60)}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+  return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`;
+}

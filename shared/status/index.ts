@@ -1,0 +1,10 @@
+export {
+  type CheckpointView,
+  isAborted,
+  isCommitted,
+  isInFlight,
+  toCheckpointView,
+} from './checkpoint-view.ts';
+export { type AuthenticationModes, type ClusterStatus, readClusterStatus } from './cluster-status.ts';
+export { formatStatus, type PipelineStatus, statusToJson } from './format.ts';
+export { type LedgerStatus, type PartitionStatus, readLedgerStatus } from './ledger-status.ts';

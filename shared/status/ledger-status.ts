@@ -1,0 +1,177 @@
+/**
+ * The pipeline's state as the ledger holds it, for `eos status` and the monitor: the checkpoint history (last
+ * committed, in flight, aborted), per partition the staged offset (fence) and the committed offset (the last
+ * committed cut), and the staged files no committed checkpoint covers yet with the age of the oldest.
+ *
+ * Read-only and strongly consistent. Costs: one Query for the checkpoints (newest first), one for the fences and
+ * one per partition for its uncommitted staged entries (a key range: lastOffset > committed cut).
+ */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient, QueryCommand, type QueryCommandInput } from '@aws-sdk/lib-dynamodb';
+import type { Clock } from '../clock.ts';
+import { keys, partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
+import {
+  type CheckpointView,
+  isAborted,
+  isCommitted,
+  isInFlight,
+  toCheckpointView,
+} from './checkpoint-view.ts';
+
+export interface PartitionStatus {
+  readonly topic: string;
+  readonly partition: number;
+  /** The fence: highest offset whose effects are staged (-1: none). */
+  readonly stagedOffset: number;
+  /** The last committed checkpoint's cut for this partition (-1: nothing committed yet). */
+  readonly committedOffset: number;
+  /** Staged files above the committed cut, per stream. */
+  readonly uncommittedFiles: Readonly<Record<Stream, number>>;
+  readonly uncommittedRecords: number;
+  /** Epoch ms of the oldest uncommitted staged file, if any. */
+  readonly oldestUncommittedStagedAt?: number;
+}
+
+export interface LedgerStatus {
+  readonly pipeline: string;
+  readonly readAt: number;
+  readonly lastCommitted?: CheckpointView;
+  readonly inFlight?: CheckpointView;
+  /** Aborted checkpoints after the last committed one (newest first). */
+  readonly abortedSinceLastCommit: readonly CheckpointView[];
+  /** The newest checkpoints, newest first. */
+  readonly history: readonly CheckpointView[];
+  readonly partitions: readonly PartitionStatus[];
+  /** Seconds; 0 when no staged file waits. */
+  readonly oldestUncommittedStagedAgeSeconds: number;
+}
+
+export interface LedgerStatusOptions {
+  readonly dynamodb: DynamoDBClient;
+  readonly table: string;
+  readonly pipeline: string;
+  readonly clock: Clock;
+  /** How many of the newest checkpoints to list (default 10). */
+  readonly historyLimit?: number;
+}
+
+export async function readLedgerStatus(options: LedgerStatusOptions): Promise<LedgerStatus> {
+  const documents = DynamoDBDocumentClient.from(options.dynamodb);
+  const readAt = options.clock.now();
+  const [checkpoints, fences] = await Promise.all([
+    readCheckpoints(documents, options),
+    queryAll(documents, {
+      TableName: options.table,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': keys.fencePk(options.pipeline) },
+      ConsistentRead: true,
+    }),
+  ]);
+  const lastCommitted = checkpoints.find(isCommitted);
+  const partitions = await Promise.all(
+    fences.map((fence) => readPartition(documents, options, fence, lastCommitted)),
+  );
+  partitions.sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition);
+  const oldest = Math.min(...partitions.map((p) => p.oldestUncommittedStagedAt ?? Number.POSITIVE_INFINITY));
+  const history = checkpoints.slice(0, options.historyLimit ?? 10);
+  return {
+    pipeline: options.pipeline,
+    readAt,
+    lastCommitted,
+    inFlight: checkpoints.find(isInFlight),
+    abortedSinceLastCommit: checkpoints.filter((c) => isAborted(c) && c.id > (lastCommitted?.id ?? -1)),
+    history,
+    partitions,
+    oldestUncommittedStagedAgeSeconds: Number.isFinite(oldest) ? Math.max(0, (readAt - oldest) / 1000) : 0,
+  };
+}
+
+/**
+ * Checkpoint items newest first (ids are zero-padded, so the sort key orders them; HEAD sorts above every id and
+ * is skipped). Pages until the last committed checkpoint is found, so the committed cut is known even after a
+ * long run of aborts.
+ */
+async function readCheckpoints(
+  documents: DynamoDBDocumentClient,
+  options: LedgerStatusOptions,
+): Promise<CheckpointView[]> {
+  const views: CheckpointView[] = [];
+  const limit = options.historyLimit ?? 10;
+  let startKey: Record<string, unknown> | undefined;
+  do {
+    const page = await documents.send(
+      new QueryCommand({
+        TableName: options.table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': keys.checkpointPk(options.pipeline) },
+        ScanIndexForward: false,
+        ConsistentRead: true,
+        Limit: limit + 1,
+        ExclusiveStartKey: startKey,
+      }),
+    );
+    for (const item of page.Items ?? []) {
+      if (item.sk === keys.checkpointHead(options.pipeline).sk) continue;
+      const view = toCheckpointView(item);
+      if (view) views.push(view);
+    }
+    startKey = page.LastEvaluatedKey;
+  } while (startKey && (views.length < limit || !views.some(isCommitted)));
+  return views;
+}
+
+async function readPartition(
+  documents: DynamoDBDocumentClient,
+  options: LedgerStatusOptions,
+  fence: Record<string, unknown>,
+  lastCommitted: CheckpointView | undefined,
+): Promise<PartitionStatus> {
+  const topic = String(fence.topic);
+  const partition = Number(fence.partition);
+  const committedOffset = lastCommitted?.cut.get(partitionId(topic, partition)) ?? -1;
+  const entries = await queryAll(documents, {
+    TableName: options.table,
+    KeyConditionExpression: 'pk = :pk AND sk > :committed',
+    ExpressionAttributeValues: {
+      ':pk': keys.stagedPk(options.pipeline, topic, partition),
+      ':committed': keys.stagedUpTo(committedOffset),
+    },
+    // STREAM is a DynamoDB reserved word.
+    ProjectionExpression: '#stream, recordCount, stagedAt',
+    ExpressionAttributeNames: { '#stream': 'stream' },
+    ConsistentRead: true,
+  });
+  const uncommittedFiles = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<Stream, number>;
+  let uncommittedRecords = 0;
+  let oldest: number | undefined;
+  for (const entry of entries) {
+    const stream = entry.stream as Stream;
+    if (stream in uncommittedFiles) uncommittedFiles[stream] += 1;
+    uncommittedRecords += Number(entry.recordCount ?? 0);
+    const stagedAt = Number(entry.stagedAt);
+    if (Number.isFinite(stagedAt) && (oldest === undefined || stagedAt < oldest)) oldest = stagedAt;
+  }
+  return {
+    topic,
+    partition,
+    stagedOffset: Number(fence.stagedOffset ?? -1),
+    committedOffset,
+    uncommittedFiles,
+    uncommittedRecords,
+    oldestUncommittedStagedAt: oldest,
+  };
+}
+
+async function queryAll(
+  documents: DynamoDBDocumentClient,
+  input: QueryCommandInput,
+): Promise<Record<string, unknown>[]> {
+  const items: Record<string, unknown>[] = [];
+  let startKey: Record<string, unknown> | undefined;
+  do {
+    const page = await documents.send(new QueryCommand({ ...input, ExclusiveStartKey: startKey }));
+    items.push(...(page.Items ?? []));
+    startKey = page.LastEvaluatedKey;
+  } while (startKey);
+  return items;
+}

@@ -1,0 +1,282 @@
+/**
+ * `eos status` against DynamoDB Local (real), with only the Kafka control plane mocked: no MSK runs here.
+ */
+import { DescribeClusterV2Command, KafkaClient } from '@aws-sdk/client-kafka';
+import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { mockClient } from 'aws-sdk-client-mock';
+import { Command } from 'commander';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { registerStatusCommand } from '../cli/status.ts';
+import { ManualClock } from '../shared/clock.ts';
+import { keys, type Stream } from '../shared/ledger/layout.ts';
+import { readLedgerStatus } from '../shared/status/ledger-status.ts';
+import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+
+const TOPIC = 'orders';
+const MINUTE = 60_000;
+const CLUSTER_ARN =
+  'arn:aws:kafka:eu-west-1:123456789012:cluster/demo/1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d-2';
+
+let resources: TestResources;
+let documents: DynamoDBDocumentClient;
+const kafka = mockClient(KafkaClient);
+
+beforeAll(async () => {
+  resources = await freshResources('status');
+  documents = DynamoDBDocumentClient.from(resources.clients.dynamodb);
+});
+
+beforeEach(() => kafka.reset());
+
+async function put(item: Record<string, unknown>): Promise<void> {
+  await documents.send(new PutCommand({ TableName: resources.table, Item: item }));
+}
+
+async function fence(pipeline: string, partition: number, stagedOffset: number): Promise<void> {
+  await put({
+    ...keys.fence(pipeline, TOPIC, partition),
+    topic: TOPIC,
+    partition,
+    stagedOffset,
+    updatedAt: 0,
+  });
+}
+
+async function staged(
+  pipeline: string,
+  partition: number,
+  range: [number, number],
+  stagedAt: number,
+  stream: Stream = 'output',
+): Promise<void> {
+  await put({
+    ...keys.staged(pipeline, TOPIC, partition, range[1], stream),
+    pipeline,
+    stream,
+    topic: TOPIC,
+    partition,
+    firstOffset: range[0],
+    lastOffset: range[1],
+    key: `${pipeline}/_inprogress/x`,
+    recordCount: range[1] - range[0] + 1,
+    bytes: 10,
+    sha256: 'a',
+    md5: 'b',
+    gzip: true,
+    attemptId: 'att',
+    stagedAt,
+  });
+}
+
+async function checkpoint(
+  pipeline: string,
+  id: number,
+  status: string,
+  times: { startedAt: number; endedAt?: number },
+  cut: Record<string, number>,
+): Promise<void> {
+  const ended =
+    times.endedAt === undefined
+      ? {}
+      : status === 'COMMITTED'
+        ? { committedAt: times.endedAt }
+        : { abortedAt: times.endedAt };
+  await put({ ...keys.checkpoint(pipeline, id), id, status, startedAt: times.startedAt, ...ended, cut });
+}
+
+/**
+ * Two partitions. Checkpoint 1 committed the cut {p0: 9, p1: 4}; checkpoint 2 aborted; 3 is in flight.
+ * Partition 0 has files above its cut staged 30 and 20 minutes ago; partition 1 none above its cut.
+ */
+async function seedPipeline(clock: ManualClock): Promise<string> {
+  const pipeline = uniqueName('st');
+  const t0 = clock.now();
+  await Promise.all([fence(pipeline, 0, 29), fence(pipeline, 1, 4)]);
+  await Promise.all([
+    staged(pipeline, 0, [0, 9], t0 - 60 * MINUTE), // covered by checkpoint 1, not yet cleaned up
+    staged(pipeline, 0, [10, 19], t0 - 30 * MINUTE),
+    staged(pipeline, 0, [10, 19], t0 - 30 * MINUTE, 'deadletter'),
+    staged(pipeline, 0, [20, 29], t0 - 20 * MINUTE),
+    staged(pipeline, 1, [0, 4], t0 - 50 * MINUTE), // covered
+  ]);
+  await checkpoint(
+    pipeline,
+    1,
+    'COMMITTED',
+    { startedAt: t0 - 40 * MINUTE, endedAt: t0 - 39 * MINUTE },
+    {
+      [`${TOPIC}#0`]: 9,
+      [`${TOPIC}#1`]: 4,
+    },
+  );
+  await checkpoint(
+    pipeline,
+    2,
+    'ABORTED',
+    { startedAt: t0 - 10 * MINUTE, endedAt: t0 - 9 * MINUTE },
+    {
+      [`${TOPIC}#0`]: 19,
+    },
+  );
+  await checkpoint(pipeline, 3, 'PREPARED', { startedAt: t0 - MINUTE }, { [`${TOPIC}#0`]: 29 });
+  await put({ ...keys.checkpointHead(pipeline), lastId: 3 });
+  return pipeline;
+}
+
+describe('readLedgerStatus', () => {
+  it('reports checkpoints, staged and committed offsets and the oldest uncommitted staged file', async () => {
+    const clock = new ManualClock();
+    const pipeline = await seedPipeline(clock);
+    clock.advance(5 * MINUTE);
+    const status = await readLedgerStatus({
+      dynamodb: resources.clients.dynamodb,
+      table: resources.table,
+      pipeline,
+      clock,
+    });
+
+    expect(status.lastCommitted?.id).toBe(1);
+    expect(status.inFlight).toMatchObject({ id: 3, status: 'PREPARED' });
+    expect(status.abortedSinceLastCommit.map((c) => c.id)).toEqual([2]);
+    expect(status.history.map((c) => c.id)).toEqual([3, 2, 1]);
+    expect(status.partitions).toEqual([
+      {
+        topic: TOPIC,
+        partition: 0,
+        stagedOffset: 29,
+        committedOffset: 9,
+        uncommittedFiles: { output: 2, deadletter: 1 },
+        uncommittedRecords: 30,
+        oldestUncommittedStagedAt: clock.now() - 35 * MINUTE,
+      },
+      {
+        topic: TOPIC,
+        partition: 1,
+        stagedOffset: 4,
+        committedOffset: 4,
+        uncommittedFiles: { output: 0, deadletter: 0 },
+        uncommittedRecords: 0,
+        oldestUncommittedStagedAt: undefined,
+      },
+    ]);
+    // The file covered by checkpoint 1 but not yet cleaned up (60 min old) is not "uncommitted".
+    expect(status.oldestUncommittedStagedAgeSeconds).toBe(35 * 60);
+  });
+
+  it('reads an untouched pipeline as empty, with nothing committed', async () => {
+    const status = await readLedgerStatus({
+      dynamodb: resources.clients.dynamodb,
+      table: resources.table,
+      pipeline: uniqueName('empty'),
+      clock: new ManualClock(),
+    });
+    expect(status).toMatchObject({ partitions: [], history: [], oldestUncommittedStagedAgeSeconds: 0 });
+    expect(status.lastCommitted).toBeUndefined();
+  });
+
+  it('finds the last committed checkpoint beyond the history limit', async () => {
+    const clock = new ManualClock();
+    const pipeline = uniqueName('long');
+    await fence(pipeline, 0, 50);
+    await checkpoint(pipeline, 1, 'COMMITTED', { startedAt: 1, endedAt: 2 }, { [`${TOPIC}#0`]: 7 });
+    for (let id = 2; id <= 8; id++)
+      await checkpoint(pipeline, id, 'ABORTED', { startedAt: id, endedAt: id }, {});
+    const status = await readLedgerStatus({
+      dynamodb: resources.clients.dynamodb,
+      table: resources.table,
+      pipeline,
+      clock,
+      historyLimit: 2,
+    });
+    expect(status.history.map((c) => c.id)).toEqual([8, 7]);
+    expect(status.lastCommitted?.id).toBe(1);
+    expect(status.partitions[0]?.committedOffset).toBe(7);
+    expect(status.abortedSinceLastCommit).toHaveLength(7);
+  });
+});
+
+describe('eos status', () => {
+  async function run(args: string[]): Promise<string> {
+    let output = '';
+    const program = new Command().exitOverride();
+    registerStatusCommand(program, {
+      dynamodb: resources.clients.dynamodb,
+      kafka: new KafkaClient({ region: 'eu-west-1' }),
+      clock: new ManualClock(),
+      write: (text) => {
+        output += text;
+      },
+    });
+    await program.parseAsync(['node', 'eos', 'status', '--table', resources.table, ...args]);
+    return output;
+  }
+
+  it('prints the ledger state and the cluster state, warning when IAM authentication is off', async () => {
+    const pipeline = await seedPipeline(new ManualClock());
+    kafka.on(DescribeClusterV2Command, { ClusterArn: CLUSTER_ARN }).resolves({
+      ClusterInfo: {
+        ClusterArn: CLUSTER_ARN,
+        ClusterName: 'demo',
+        ClusterType: 'PROVISIONED',
+        State: 'ACTIVE',
+        Provisioned: {
+          BrokerNodeGroupInfo: undefined,
+          NumberOfBrokerNodes: 3,
+          ClientAuthentication: {
+            Sasl: { Scram: { Enabled: true }, Iam: { Enabled: false } },
+            Unauthenticated: { Enabled: false },
+          },
+        },
+      },
+    });
+    const text = await run(['--pipeline', pipeline, '--cluster-arn', CLUSTER_ARN]);
+    expect(text).toMatch(/last committed\s+#1 COMMITTED/);
+    expect(text).toMatch(/in flight\s+#3 PREPARED/);
+    expect(text).toMatch(/aborted since last commit: #2 ABORTED/);
+    expect(text).toMatch(/orders\s+0\s+29\s+9\s+2\/1\s+30\s+30m 0s/);
+    expect(text).toContain('Oldest uncommitted staged file: 30m 0s');
+    expect(text).toContain('demo (PROVISIONED) state ACTIVE');
+    expect(text).toContain('IAM off, SASL/SCRAM on');
+    expect(text).toMatch(/WARNING: IAM authentication is off/);
+    expect(kafka.commandCalls(DescribeClusterV2Command)).toHaveLength(1);
+  });
+
+  it('prints no IAM warning for a serverless cluster with IAM, and JSON on request', async () => {
+    const pipeline = await seedPipeline(new ManualClock());
+    kafka.on(DescribeClusterV2Command).resolves({
+      ClusterInfo: {
+        ClusterArn: CLUSTER_ARN,
+        ClusterType: 'SERVERLESS',
+        State: 'ACTIVE',
+        Serverless: { VpcConfigs: [], ClientAuthentication: { Sasl: { Iam: { Enabled: true } } } },
+      },
+    });
+    const json = JSON.parse(await run(['--pipeline', pipeline, '--cluster-arn', CLUSTER_ARN, '--json']));
+    expect(json.cluster).toMatchObject({
+      type: 'SERVERLESS',
+      authentication: { iam: true, unauthenticated: false },
+    });
+    expect(json.cluster.warnings).toEqual([]);
+    expect(json.ledger.lastCommitted).toMatchObject({ id: 1, cut: { 'orders#0': 9, 'orders#1': 4 } });
+  });
+
+  it('warns about a cluster that is not active and skips the cluster without --cluster-arn', async () => {
+    const pipeline = await seedPipeline(new ManualClock());
+    kafka.on(DescribeClusterV2Command).resolves({
+      ClusterInfo: {
+        ClusterType: 'PROVISIONED',
+        State: 'HEALING',
+        Provisioned: {
+          BrokerNodeGroupInfo: undefined,
+          NumberOfBrokerNodes: 3,
+          ClientAuthentication: { Sasl: { Iam: { Enabled: true } } },
+        },
+      },
+    });
+    expect(await run(['--pipeline', pipeline, '--cluster-arn', CLUSTER_ARN])).toMatch(
+      /WARNING: cluster state is HEALING/,
+    );
+    expect(await run(['--pipeline', pipeline])).not.toContain('MSK cluster');
+    expect(kafka.commandCalls(DescribeClusterV2Command)).toHaveLength(1);
+  });
+});
