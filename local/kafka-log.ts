@@ -1,0 +1,138 @@
+/**
+ * A partitioned, append-only log: the topic the local MSK event-source emulator reads. Offsets are positions within
+ * a partition, from 0. Each record is kept in the exact form the event carries (base64 key and value, headers as
+ * byte arrays), so that batching can measure the payload an invocation would really receive.
+ */
+import type { Clock } from '../shared/clock.ts';
+import { UnknownPartitionError } from './errors.ts';
+
+/** What a producer sends. */
+export interface ProducerRecord {
+  readonly key: string | null;
+  readonly value: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  /** Epoch ms; the log's clock when omitted. */
+  readonly timestamp?: number;
+}
+
+/** A record exactly as it appears in an MSK event. */
+export interface MskEventRecord {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly timestamp: number;
+  readonly timestampType: 'CREATE_TIME';
+  /** Absent for a record without a key: Powertools' schema accepts a missing key, not a null one. */
+  readonly key?: string;
+  readonly value: string;
+  readonly headers: Array<Record<string, number[]>>;
+}
+
+/** An MSK invocation event, as the event source mapping sends it. */
+export interface MskEvent {
+  readonly eventSource: 'aws:kafka';
+  readonly eventSourceArn: string;
+  readonly bootstrapServers: string;
+  readonly records: Record<string, MskEventRecord[]>;
+}
+
+export interface LogEntry {
+  readonly record: MskEventRecord;
+  /** The record as the producer sent it (decoded). */
+  readonly produced: ProducerRecord;
+  /** UTF-8 length of the record's JSON in the event. */
+  readonly eventBytes: number;
+  /** The log's clock when appended: starts the batching window. */
+  readonly appendedAt: number;
+}
+
+export function toEventRecord(
+  topic: string,
+  partition: number,
+  offset: number,
+  r: ProducerRecord,
+  now: number,
+): MskEventRecord {
+  const record: MskEventRecord = {
+    topic,
+    partition,
+    offset,
+    timestamp: r.timestamp ?? now,
+    timestampType: 'CREATE_TIME',
+    ...(r.key === null ? {} : { key: Buffer.from(r.key, 'utf8').toString('base64') }),
+    value: Buffer.from(r.value, 'utf8').toString('base64'),
+    headers: Object.entries(r.headers ?? {}).map(([name, value]) => ({
+      [name]: [...Buffer.from(value, 'utf8')],
+    })),
+  };
+  return record;
+}
+
+export class PartitionedLog {
+  private readonly partitionsData: LogEntry[][];
+  private closed = false;
+
+  constructor(
+    readonly topic: string,
+    readonly partitions: number,
+    private readonly clock: Clock,
+  ) {
+    if (!Number.isInteger(partitions) || partitions < 1)
+      throw new RangeError('a topic needs at least one partition');
+    this.partitionsData = Array.from({ length: partitions }, () => []);
+  }
+
+  /** Appends a record and returns its offset. */
+  append(partition: number, produced: ProducerRecord): number {
+    const entries = this.entries(partition);
+    if (this.closed) throw new RangeError('the log is closed to producers');
+    const offset = entries.length;
+    const record = toEventRecord(this.topic, partition, offset, produced, this.clock.now());
+    entries.push({
+      record,
+      produced,
+      eventBytes: Buffer.byteLength(JSON.stringify(record)),
+      appendedAt: this.clock.now(),
+    });
+    return offset;
+  }
+
+  /** The producers are done: the batching window no longer holds back a partition's tail. */
+  close(): void {
+    this.closed = true;
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** The offset the next append to this partition gets. */
+  endOffset(partition: number): number {
+    return this.entries(partition).length;
+  }
+
+  /** The bytes a record would take in an event if appended now (before appending it). */
+  measure(partition: number, produced: ProducerRecord): number {
+    const offset = this.endOffset(partition);
+    return Buffer.byteLength(
+      JSON.stringify(toEventRecord(this.topic, partition, offset, produced, this.clock.now())),
+    );
+  }
+
+  entry(partition: number, offset: number): LogEntry {
+    const entry = this.entries(partition)[offset];
+    if (!entry) throw new RangeError(`no record at ${this.topic}-${partition}@${offset}`);
+    return entry;
+  }
+
+  /** Every record of a partition, in offset order. */
+  entries(partition: number): LogEntry[] {
+    const entries = this.partitionsData[partition];
+    if (!Number.isInteger(partition) || !entries) throw new UnknownPartitionError(partition, this.partitions);
+    return entries;
+  }
+
+  get size(): number {
+    return this.partitionsData.reduce((sum, entries) => sum + entries.length, 0);
+  }
+}
