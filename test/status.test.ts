@@ -8,6 +8,7 @@ import { Command } from 'commander';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { registerStatusCommand } from '../cli/status.ts';
 import { ManualClock } from '../shared/clock.ts';
+import { type CheckpointHead, type CheckpointRecord, INITIAL_HEAD } from '../shared/ledger/checkpoints.ts';
 import { keys, type Stream } from '../shared/ledger/layout.ts';
 import { readLedgerStatus } from '../shared/status/ledger-status.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
@@ -68,25 +69,34 @@ async function staged(
   });
 }
 
+/** Records typed as the coordinator's store writes them, so a change of their shape breaks this test. */
 async function checkpoint(
   pipeline: string,
-  id: number,
-  status: string,
-  times: { startedAt: number; endedAt?: number },
-  cut: Record<string, number>,
+  record: Omit<
+    CheckpointRecord,
+    'pipeline' | 'owner' | 'previousCut' | 'previousCheckpointId' | 'shardCount'
+  >,
 ): Promise<void> {
-  const ended =
-    times.endedAt === undefined
-      ? {}
-      : status === 'COMMITTED'
-        ? { committedAt: times.endedAt }
-        : { abortedAt: times.endedAt };
-  await put({ ...keys.checkpoint(pipeline, id), id, status, startedAt: times.startedAt, ...ended, cut });
+  const full: CheckpointRecord = {
+    pipeline,
+    owner: 'exec-1',
+    previousCut: {},
+    previousCheckpointId: 0,
+    shardCount: 1,
+    ...record,
+  };
+  await put({ ...keys.checkpoint(pipeline, record.checkpointId), ...full });
+}
+
+async function head(pipeline: string, fields: Partial<CheckpointHead>): Promise<void> {
+  const item: CheckpointHead = { ...INITIAL_HEAD, ...fields };
+  await put({ ...keys.checkpointHead(pipeline), ...item });
 }
 
 /**
- * Two partitions. Checkpoint 1 committed the cut {p0: 9, p1: 4}; checkpoint 2 aborted; 3 is in flight.
- * Partition 0 has files above its cut staged 30 and 20 minutes ago; partition 1 none above its cut.
+ * Two partitions. Checkpoint 1 committed the cut {p0: 9, p1: 4}; checkpoint 2 aborted twice and is in flight
+ * (PREPARED) in its third attempt. Partition 0 has files above its cut staged 30 and 20 minutes ago;
+ * partition 1 none above its cut.
  */
 async function seedPipeline(clock: ManualClock): Promise<string> {
   const pipeline = uniqueName('st');
@@ -99,27 +109,33 @@ async function seedPipeline(clock: ManualClock): Promise<string> {
     staged(pipeline, 0, [20, 29], t0 - 20 * MINUTE),
     staged(pipeline, 1, [0, 4], t0 - 50 * MINUTE), // covered
   ]);
-  await checkpoint(
-    pipeline,
-    1,
-    'COMMITTED',
-    { startedAt: t0 - 40 * MINUTE, endedAt: t0 - 39 * MINUTE },
-    {
-      [`${TOPIC}#0`]: 9,
-      [`${TOPIC}#1`]: 4,
-    },
-  );
-  await checkpoint(
-    pipeline,
-    2,
-    'ABORTED',
-    { startedAt: t0 - 10 * MINUTE, endedAt: t0 - 9 * MINUTE },
-    {
-      [`${TOPIC}#0`]: 19,
-    },
-  );
-  await checkpoint(pipeline, 3, 'PREPARED', { startedAt: t0 - MINUTE }, { [`${TOPIC}#0`]: 29 });
-  await put({ ...keys.checkpointHead(pipeline), lastId: 3 });
+  await checkpoint(pipeline, {
+    checkpointId: 1,
+    attempt: 1,
+    status: 'COMMITTED',
+    cut: { [`${TOPIC}#0`]: 9, [`${TOPIC}#1`]: 4 },
+    begunAt: t0 - 40 * MINUTE,
+    committedAt: t0 - 39 * MINUTE,
+  });
+  await checkpoint(pipeline, {
+    checkpointId: 2,
+    attempt: 3,
+    status: 'PREPARED',
+    cut: { [`${TOPIC}#0`]: 29, [`${TOPIC}#1`]: 4 },
+    begunAt: t0 - MINUTE,
+    aborts: [
+      { attempt: 1, reason: 'staged object missing', at: t0 - 10 * MINUTE },
+      { attempt: 2, reason: 'checksum mismatch', at: t0 - 5 * MINUTE },
+    ],
+  });
+  await head(pipeline, {
+    checkpointId: 2,
+    attempt: 3,
+    status: 'PREPARED',
+    committedId: 1,
+    consecutiveAborts: 2,
+    leaseUntil: t0 + 9 * MINUTE,
+  });
   return pipeline;
 }
 
@@ -136,9 +152,14 @@ describe('readLedgerStatus', () => {
     });
 
     expect(status.lastCommitted?.id).toBe(1);
-    expect(status.inFlight).toMatchObject({ id: 3, status: 'PREPARED' });
-    expect(status.abortedSinceLastCommit.map((c) => c.id)).toEqual([2]);
-    expect(status.history.map((c) => c.id)).toEqual([3, 2, 1]);
+    expect(status.lastCommitAgeSeconds).toBe(44 * 60);
+    expect(status.inFlight).toMatchObject({ id: 2, attempt: 3, status: 'PREPARED' });
+    expect(status.head).toMatchObject({ committedId: 1, consecutiveAborts: 2 });
+    expect(status.abortedSinceLastCommit).toEqual([
+      { checkpointId: 2, attempt: 2, reason: 'checksum mismatch', at: clock.now() - 10 * MINUTE },
+      { checkpointId: 2, attempt: 1, reason: 'staged object missing', at: clock.now() - 15 * MINUTE },
+    ]);
+    expect(status.history.map((c) => c.id)).toEqual([2, 1]);
     expect(status.partitions).toEqual([
       {
         topic: TOPIC,
@@ -174,13 +195,44 @@ describe('readLedgerStatus', () => {
     expect(status.lastCommitted).toBeUndefined();
   });
 
-  it('finds the last committed checkpoint beyond the history limit', async () => {
+  it('finds the last committed checkpoint beyond the history limit, and an aborted one without notes', async () => {
     const clock = new ManualClock();
     const pipeline = uniqueName('long');
     await fence(pipeline, 0, 50);
-    await checkpoint(pipeline, 1, 'COMMITTED', { startedAt: 1, endedAt: 2 }, { [`${TOPIC}#0`]: 7 });
-    for (let id = 2; id <= 8; id++)
-      await checkpoint(pipeline, id, 'ABORTED', { startedAt: id, endedAt: id }, {});
+    await checkpoint(pipeline, {
+      checkpointId: 1,
+      attempt: 1,
+      status: 'COMMITTED',
+      cut: { [`${TOPIC}#0`]: 7 },
+      begunAt: 1,
+      committedAt: 2,
+    });
+    for (let id = 2; id <= 7; id++) {
+      await checkpoint(pipeline, {
+        checkpointId: id,
+        attempt: 1,
+        status: 'COMMITTED',
+        cut: { [`${TOPIC}#0`]: 7 + id },
+        begunAt: id,
+        committedAt: id,
+      });
+    }
+    await checkpoint(pipeline, {
+      checkpointId: 8,
+      attempt: 1,
+      status: 'ABORTED',
+      cut: {},
+      begunAt: 8,
+      abortedAt: 9,
+      abortReason: 'prepare failed',
+    });
+    await head(pipeline, {
+      checkpointId: 8,
+      attempt: 1,
+      status: 'ABORTED',
+      committedId: 3,
+      consecutiveAborts: 1,
+    });
     const status = await readLedgerStatus({
       dynamodb: resources.clients.dynamodb,
       table: resources.table,
@@ -189,9 +241,13 @@ describe('readLedgerStatus', () => {
       historyLimit: 2,
     });
     expect(status.history.map((c) => c.id)).toEqual([8, 7]);
-    expect(status.lastCommitted?.id).toBe(1);
-    expect(status.partitions[0]?.committedOffset).toBe(7);
-    expect(status.abortedSinceLastCommit).toHaveLength(7);
+    // The head says 3 is the last committed (4..7 are fabricated as committed to prove the head is what counts).
+    expect(status.lastCommitted?.id).toBe(3);
+    expect(status.partitions[0]?.committedOffset).toBe(10);
+    expect(status.inFlight).toBeUndefined();
+    expect(status.abortedSinceLastCommit).toEqual([
+      { checkpointId: 8, attempt: 1, reason: 'prepare failed', at: 9 },
+    ]);
   });
 });
 
@@ -230,9 +286,11 @@ describe('eos status', () => {
       },
     });
     const text = await run(['--pipeline', pipeline, '--cluster-arn', CLUSTER_ARN]);
-    expect(text).toMatch(/last committed\s+#1 COMMITTED/);
-    expect(text).toMatch(/in flight\s+#3 PREPARED/);
-    expect(text).toMatch(/aborted since last commit: #2 ABORTED/);
+    expect(text).toMatch(/last committed\s+#1 COMMITTED, begun .*took 1m 0s/);
+    expect(text).toMatch(/in flight\s+#2 PREPARED \(attempt 3\)/);
+    expect(text).toMatch(
+      /aborted since last commit:\n\s+#2 attempt 2 at .*: checksum mismatch\n\s+#2 attempt 1/,
+    );
     expect(text).toMatch(/orders\s+0\s+29\s+9\s+2\/1\s+30\s+30m 0s/);
     expect(text).toContain('Oldest uncommitted staged file: 30m 0s');
     expect(text).toContain('demo (PROVISIONED) state ACTIVE');

@@ -1,80 +1,101 @@
 /**
- * How `eos status` reads checkpoint items. The coordinator owns their shape (`shared/ledger/checkpoints.ts`);
- * this module is the one place that translates them into the status view, so a change there touches only this
- * file. It is lenient on purpose: a status command must still show what it can of an item it half understands.
+ * How `eos status` reads checkpoint items. The coordinator owns their shape (`shared/ledger/checkpoints.ts`:
+ * {@link CheckpointRecord}, {@link CheckpointHead}); this module is the one place that turns them into the status
+ * view. An aborted attempt of checkpoint N is followed by attempt k+1 of the same N, so "aborted" is a property of
+ * attempts: each record keeps its aborted attempts in `aborts`.
  */
+import type { AbortNote, CheckpointHead, CheckpointRecord } from '../ledger/checkpoints.ts';
+
 export interface CheckpointView {
   readonly id: number;
-  /** As stored (for example BEGUN, PREPARED, COMMITTING, COMMITTED, ABORTED). */
+  readonly attempt: number;
+  /** BEGUN, PREPARED, COMMITTING, COMMITTED or ABORTED. */
   readonly status: string;
-  readonly startedAt?: number;
-  readonly updatedAt?: number;
+  readonly begunAt?: number;
+  readonly decidedAt?: number;
   /** When it reached COMMITTED or ABORTED. */
   readonly endedAt?: number;
   /** Per partition (`<topic>#<partition>`), the staged offset taken as the cut at begin (C2). */
   readonly cut: ReadonlyMap<string, number>;
-  /** Why it aborted, when recorded. */
-  readonly reason?: string;
+  readonly abortReason?: string;
+  readonly aborts: readonly AbortNote[];
 }
 
-export const TERMINAL_STATUSES = { committed: 'COMMITTED', aborted: 'ABORTED' } as const;
-
-export function isCommitted(view: CheckpointView): boolean {
-  return view.status === TERMINAL_STATUSES.committed;
+/** One aborted attempt of a checkpoint. */
+export interface AbortedAttempt {
+  readonly checkpointId: number;
+  readonly attempt: number;
+  readonly reason: string;
+  readonly at?: number;
 }
 
-export function isAborted(view: CheckpointView): boolean {
-  return view.status === TERMINAL_STATUSES.aborted;
+const IN_FLIGHT = new Set(['BEGUN', 'PREPARED', 'COMMITTING']);
+
+export function isCommitted(view: { readonly status: string }): boolean {
+  return view.status === 'COMMITTED';
 }
 
-export function isInFlight(view: CheckpointView): boolean {
-  return !isCommitted(view) && !isAborted(view);
+export function isInFlight(view: { readonly status: string }): boolean {
+  return IN_FLIGHT.has(view.status);
 }
 
-/** Translates one stored checkpoint item (not the HEAD) into the view; undefined for an unreadable item. */
+/** A stored checkpoint record (keys stripped or not) as the status view; undefined for the head or junk. */
 export function toCheckpointView(item: Record<string, unknown>): CheckpointView | undefined {
-  const id = numberOf(item.id ?? item.checkpointId ?? item.sk);
-  const status = item.status ?? item.state;
-  if (id === undefined || typeof status !== 'string') return undefined;
-  const upper = status.toUpperCase();
+  const record = item as Partial<CheckpointRecord>;
+  if (typeof record.checkpointId !== 'number' || typeof record.status !== 'string') return undefined;
   return {
-    id,
-    status: upper,
-    startedAt: numberOf(item.startedAt ?? item.begunAt ?? item.createdAt),
-    updatedAt: numberOf(item.updatedAt),
-    endedAt: numberOf(item.committedAt ?? item.abortedAt ?? item.endedAt),
-    cut: cutOf(item.cut),
-    reason:
-      typeof item.reason === 'string'
-        ? item.reason
-        : typeof item.abortReason === 'string'
-          ? item.abortReason
-          : undefined,
+    id: record.checkpointId,
+    attempt: record.attempt ?? 1,
+    status: record.status,
+    begunAt: record.begunAt,
+    decidedAt: record.decidedAt,
+    endedAt: record.committedAt ?? record.abortedAt,
+    cut: new Map(Object.entries(record.cut ?? {})),
+    abortReason: record.abortReason,
+    aborts: record.aborts ?? [],
   };
 }
 
-function numberOf(value: unknown): number | undefined {
-  if (typeof value === 'number' && Number.isFinite(value)) return value;
-  if (typeof value === 'string' && /^\d+$/.test(value)) return Number(value);
-  return undefined;
+/** Every aborted attempt a record knows of: its `aborts` notes, plus its current attempt if that is ABORTED. */
+export function abortedAttempts(view: CheckpointView): AbortedAttempt[] {
+  const attempts: AbortedAttempt[] = view.aborts.map((note) => ({
+    checkpointId: view.id,
+    attempt: note.attempt,
+    reason: note.reason,
+    at: note.at,
+  }));
+  if (view.status === 'ABORTED' && !attempts.some((a) => a.attempt === view.attempt)) {
+    attempts.push({
+      checkpointId: view.id,
+      attempt: view.attempt,
+      reason: view.abortReason ?? 'unknown',
+      at: view.endedAt,
+    });
+  }
+  return attempts.sort((a, b) => b.attempt - a.attempt);
 }
 
-/** A cut stored as `{ "<topic>#<p>": offset }` or as `[{ topic, partition, offset }]`. */
-function cutOf(value: unknown): ReadonlyMap<string, number> {
-  const cut = new Map<string, number>();
-  if (Array.isArray(value)) {
-    for (const entry of value as Record<string, unknown>[]) {
-      const partition = numberOf(entry.partition);
-      const offset = numberOf(entry.offset ?? entry.stagedOffset);
-      if (typeof entry.topic === 'string' && partition !== undefined && offset !== undefined) {
-        cut.set(`${entry.topic}#${partition}`, offset);
-      }
-    }
-  } else if (typeof value === 'object' && value !== null) {
-    for (const [name, offset] of Object.entries(value)) {
-      const parsed = numberOf(offset);
-      if (parsed !== undefined && name.includes('#')) cut.set(name, parsed);
-    }
-  }
-  return cut;
+/** The head's fields the status shows. */
+export interface HeadView {
+  readonly checkpointId: number;
+  readonly attempt: number;
+  readonly status: string;
+  readonly committedId: number;
+  readonly consecutiveAborts: number;
+  readonly leaseUntil: number;
+  readonly lastAbortReason?: string;
+}
+
+export function toHeadView(item: Record<string, unknown> | undefined): HeadView | undefined {
+  const head = item as Partial<CheckpointHead> | undefined;
+  if (!head || typeof head.checkpointId !== 'number' || typeof head.status !== 'string') return undefined;
+  return {
+    checkpointId: head.checkpointId,
+    attempt: head.attempt ?? 1,
+    status: head.status,
+    committedId: head.committedId ?? 0,
+    consecutiveAborts: head.consecutiveAborts ?? 0,
+    leaseUntil: head.leaseUntil ?? 0,
+    lastAbortReason: head.lastAbortReason,
+  };
 }

@@ -1,5 +1,5 @@
 /** Renders a pipeline's status for the terminal (text) or for scripts (JSON). */
-import type { CheckpointView } from './checkpoint-view.ts';
+import type { AbortedAttempt, CheckpointView } from './checkpoint-view.ts';
 import type { ClusterStatus } from './cluster-status.ts';
 import type { LedgerStatus } from './ledger-status.ts';
 
@@ -19,7 +19,6 @@ export function statusToJson(status: PipelineStatus): unknown {
       ...ledger,
       lastCommitted: checkpoint(ledger.lastCommitted),
       inFlight: checkpoint(ledger.inFlight),
-      abortedSinceLastCommit: ledger.abortedSinceLastCommit.map(checkpoint),
       history: ledger.history.map(checkpoint),
     },
   };
@@ -33,9 +32,13 @@ export function formatStatus(status: PipelineStatus): string {
   );
   lines.push(`  in flight       ${ledger.inFlight ? describe(ledger.inFlight, ledger.readAt) : 'none'}`);
   const aborted = ledger.abortedSinceLastCommit;
-  lines.push(
-    `  aborted since last commit: ${aborted.length === 0 ? 'none' : aborted.map((c) => describe(c, ledger.readAt)).join('; ')}`,
-  );
+  lines.push(`  aborted since last commit: ${aborted.length === 0 ? 'none' : ''}`.trimEnd());
+  for (const abort of aborted) lines.push(`    ${describeAbort(abort)}`);
+  if (ledger.head && ledger.head.consecutiveAborts > 0) {
+    lines.push(
+      `  consecutive aborts: ${ledger.head.consecutiveAborts} (last: ${ledger.head.lastAbortReason ?? 'unknown'})`,
+    );
+  }
   if (ledger.history.length > 0) {
     lines.push('  history (newest first):');
     for (const view of ledger.history) lines.push(`    ${describe(view, ledger.readAt)}`);
@@ -50,15 +53,19 @@ export function formatStatus(status: PipelineStatus): string {
 }
 
 function describe(view: CheckpointView, now: number): string {
-  const parts = [`#${view.id} ${view.status}`];
-  if (view.startedAt !== undefined)
-    parts.push(`started ${iso(view.startedAt)} (${duration((now - view.startedAt) / 1000)} ago)`);
+  const parts = [`#${view.id} ${view.status}${view.attempt > 1 ? ` (attempt ${view.attempt})` : ''}`];
+  if (view.begunAt !== undefined)
+    parts.push(`begun ${iso(view.begunAt)} (${duration((now - view.begunAt) / 1000)} ago)`);
   if (view.endedAt !== undefined) {
     parts.push(`ended ${iso(view.endedAt)}`);
-    if (view.startedAt !== undefined) parts.push(`took ${duration((view.endedAt - view.startedAt) / 1000)}`);
+    if (view.begunAt !== undefined) parts.push(`took ${duration((view.endedAt - view.begunAt) / 1000)}`);
   }
-  if (view.reason) parts.push(`reason: ${view.reason}`);
+  if (view.status === 'ABORTED' && view.abortReason) parts.push(`reason: ${view.abortReason}`);
   return parts.join(', ');
+}
+
+function describeAbort(abort: AbortedAttempt): string {
+  return `#${abort.checkpointId} attempt ${abort.attempt}${abort.at === undefined ? '' : ` at ${iso(abort.at)}`}: ${abort.reason}`;
 }
 
 function partitionTable(ledger: LedgerStatus): string[] {

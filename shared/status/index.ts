@@ -1,9 +1,9 @@
 export {
+  type AbortedAttempt,
   type CheckpointView,
-  isAborted,
+  type HeadView,
   isCommitted,
   isInFlight,
-  toCheckpointView,
 } from './checkpoint-view.ts';
 export { type AuthenticationModes, type ClusterStatus, readClusterStatus } from './cluster-status.ts';
 export { formatStatus, type PipelineStatus, statusToJson } from './format.ts';

@@ -7,15 +7,22 @@
  * one per partition for its uncommitted staged entries (a key range: lastOffset > committed cut).
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, QueryCommand, type QueryCommandInput } from '@aws-sdk/lib-dynamodb';
+import {
+  DynamoDBDocumentClient,
+  GetCommand,
+  QueryCommand,
+  type QueryCommandInput,
+} from '@aws-sdk/lib-dynamodb';
 import type { Clock } from '../clock.ts';
 import { keys, partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
+  type AbortedAttempt,
+  abortedAttempts,
   type CheckpointView,
-  isAborted,
-  isCommitted,
+  type HeadView,
   isInFlight,
   toCheckpointView,
+  toHeadView,
 } from './checkpoint-view.ts';
 
 export interface PartitionStatus {
@@ -35,15 +42,19 @@ export interface PartitionStatus {
 export interface LedgerStatus {
   readonly pipeline: string;
   readonly readAt: number;
+  /** The checkpoint head: which checkpoint is in flight or last, the last committed id, consecutive aborts. */
+  readonly head?: HeadView;
   readonly lastCommitted?: CheckpointView;
   readonly inFlight?: CheckpointView;
-  /** Aborted checkpoints after the last committed one (newest first). */
-  readonly abortedSinceLastCommit: readonly CheckpointView[];
+  /** Aborted attempts of checkpoints after the last committed one (newest first). */
+  readonly abortedSinceLastCommit: readonly AbortedAttempt[];
   /** The newest checkpoints, newest first. */
   readonly history: readonly CheckpointView[];
   readonly partitions: readonly PartitionStatus[];
   /** Seconds; 0 when no staged file waits. */
   readonly oldestUncommittedStagedAgeSeconds: number;
+  /** Seconds since the last commit; undefined before the first. */
+  readonly lastCommitAgeSeconds?: number;
 }
 
 export interface LedgerStatusOptions {
@@ -58,8 +69,9 @@ export interface LedgerStatusOptions {
 export async function readLedgerStatus(options: LedgerStatusOptions): Promise<LedgerStatus> {
   const documents = DynamoDBDocumentClient.from(options.dynamodb);
   const readAt = options.clock.now();
-  const [checkpoints, fences] = await Promise.all([
-    readCheckpoints(documents, options),
+  const [head, history, fences] = await Promise.all([
+    getItem(documents, options.table, keys.checkpointHead(options.pipeline)).then(toHeadView),
+    readHistory(documents, options),
     queryAll(documents, {
       TableName: options.table,
       KeyConditionExpression: 'pk = :pk',
@@ -67,57 +79,74 @@ export async function readLedgerStatus(options: LedgerStatusOptions): Promise<Le
       ConsistentRead: true,
     }),
   ]);
-  const lastCommitted = checkpoints.find(isCommitted);
+  const committedId = head?.committedId ?? 0;
+  const [lastCommitted, inFlight] = await Promise.all([
+    checkpointById(documents, options, history, committedId),
+    head && isInFlight(head) ? checkpointById(documents, options, history, head.checkpointId) : undefined,
+  ]);
   const partitions = await Promise.all(
     fences.map((fence) => readPartition(documents, options, fence, lastCommitted)),
   );
   partitions.sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition);
   const oldest = Math.min(...partitions.map((p) => p.oldestUncommittedStagedAt ?? Number.POSITIVE_INFINITY));
-  const history = checkpoints.slice(0, options.historyLimit ?? 10);
   return {
     pipeline: options.pipeline,
     readAt,
+    head,
     lastCommitted,
-    inFlight: checkpoints.find(isInFlight),
-    abortedSinceLastCommit: checkpoints.filter((c) => isAborted(c) && c.id > (lastCommitted?.id ?? -1)),
+    inFlight,
+    abortedSinceLastCommit: history.filter((c) => c.id > committedId).flatMap(abortedAttempts),
     history,
     partitions,
     oldestUncommittedStagedAgeSeconds: Number.isFinite(oldest) ? Math.max(0, (readAt - oldest) / 1000) : 0,
+    lastCommitAgeSeconds:
+      lastCommitted?.endedAt === undefined ? undefined : Math.max(0, (readAt - lastCommitted.endedAt) / 1000),
   };
 }
 
-/**
- * Checkpoint items newest first (ids are zero-padded, so the sort key orders them; HEAD sorts above every id and
- * is skipped). Pages until the last committed checkpoint is found, so the committed cut is known even after a
- * long run of aborts.
- */
-async function readCheckpoints(
+/** The newest checkpoint records (ids are zero-padded, so the sort key orders them; HEAD sorts above them all). */
+async function readHistory(
   documents: DynamoDBDocumentClient,
   options: LedgerStatusOptions,
 ): Promise<CheckpointView[]> {
-  const views: CheckpointView[] = [];
   const limit = options.historyLimit ?? 10;
-  let startKey: Record<string, unknown> | undefined;
-  do {
-    const page = await documents.send(
-      new QueryCommand({
-        TableName: options.table,
-        KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': keys.checkpointPk(options.pipeline) },
-        ScanIndexForward: false,
-        ConsistentRead: true,
-        Limit: limit + 1,
-        ExclusiveStartKey: startKey,
-      }),
-    );
-    for (const item of page.Items ?? []) {
-      if (item.sk === keys.checkpointHead(options.pipeline).sk) continue;
-      const view = toCheckpointView(item);
-      if (view) views.push(view);
-    }
-    startKey = page.LastEvaluatedKey;
-  } while (startKey && (views.length < limit || !views.some(isCommitted)));
-  return views;
+  const page = await documents.send(
+    new QueryCommand({
+      TableName: options.table,
+      KeyConditionExpression: 'pk = :pk AND sk < :head',
+      ExpressionAttributeValues: {
+        ':pk': keys.checkpointPk(options.pipeline),
+        ':head': keys.checkpointHead(options.pipeline).sk,
+      },
+      ScanIndexForward: false,
+      ConsistentRead: true,
+      Limit: limit,
+    }),
+  );
+  return (page.Items ?? []).map(toCheckpointView).filter((view) => view !== undefined);
+}
+
+/** From the history when it holds it; else one more read (the last commit may be older than the history). */
+async function checkpointById(
+  documents: DynamoDBDocumentClient,
+  options: LedgerStatusOptions,
+  history: readonly CheckpointView[],
+  id: number,
+): Promise<CheckpointView | undefined> {
+  if (id <= 0) return undefined;
+  const known = history.find((view) => view.id === id);
+  if (known) return known;
+  const item = await getItem(documents, options.table, keys.checkpoint(options.pipeline, id));
+  return item && toCheckpointView(item);
+}
+
+async function getItem(
+  documents: DynamoDBDocumentClient,
+  table: string,
+  key: { pk: string; sk: string },
+): Promise<Record<string, unknown> | undefined> {
+  const result = await documents.send(new GetCommand({ TableName: table, Key: key, ConsistentRead: true }));
+  return result.Item;
 }
 
 async function readPartition(
