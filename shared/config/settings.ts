@@ -62,7 +62,7 @@ export const settingsSchema = z
     /** The name of the transform in the registry (`shared/transforms`). */
     transform: z.string().default('orders'),
     /** Items per DynamoDB transaction; DynamoDB's limit is 100. */
-    maxTransactionItems: z.coerce.number().int().min(3).max(100).default(100),
+    maxTransactionItems: z.coerce.number().int().min(8).max(100).default(100),
     /** A checkpoint's lease: an execution that finds an older in-flight checkpoint recovers it (seconds). */
     checkpointLeaseSeconds: z.coerce.number().int().positive().default(600),
     /** Staged objects no ledger entry references are deleted once older than this; must exceed the processor's timeout (seconds). */

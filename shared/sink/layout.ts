@@ -61,3 +61,16 @@ export function finalObjectKey(pipeline: string, range: ObjectRange, gzip: boole
 export function manifestKey(pipeline: string, checkpointId: number): string {
   return `${manifestsPrefix(pipeline)}${padCheckpointId(checkpointId)}.json`;
 }
+
+/**
+ * At-least-once and none write output straight to final objects, one per attempt: like a naive sink, a retried
+ * batch writes its rows again (which is exactly the duplication those guarantees accept).
+ */
+export function directFinalObjectKey(
+  pipeline: string,
+  range: ObjectRange,
+  attemptId: string,
+  gzip: boolean,
+): string {
+  return `${finalPrefix(pipeline)}${rangePath(range)}.${attemptId}${ndjsonExtension(gzip)}`;
+}

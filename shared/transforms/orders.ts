@@ -1,0 +1,100 @@
+/**
+ * The `orders` example transform.
+ *
+ * Value: JSON `{orderId, customerId, amount, currency, ts}`; `amount` a decimal string converted to integer minor
+ * units by the currency's ISO 4217 exponent. Poison (dead-lettered, never retried): invalid JSON, a missing or
+ * mistyped field, a currency that is not an ISO 4217 code, more decimals than the currency allows.
+ * Output row: `{orderId, customerId, currency, amountMinor, ts}` (the processor adds `source`).
+ * Keyed state: per (customerId, currency), `count` and `totalMinor`.
+ */
+import type { DecodedRecord } from '../kafka/record.ts';
+import type { Transform, TransformResult } from './types.ts';
+
+/** ISO 4217 minor-unit exponents (active codes). */
+const CURRENCY_EXPONENTS: Readonly<Record<string, number>> = {
+  ...Object.fromEntries(
+    'AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BMD BND BOB BRL BSD BTN BWP BYN BZD CAD CDF CHF CNY COP CRC CUP CVE CZK DKK DOP DZD EGP ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GTQ GYD HKD HNL HTG HUF IDR ILS INR IRR KES KGS KHR KPW KYD KZT LAK LBP LKR LRD LSL MAD MDL MGA MKD MMK MNT MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD PAB PEN PGK PHP PKR PLN QAR RON RSD RUB SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS TMT TOP TRY TTD TWD TZS UAH USD UYU UZS VES WST XCD YER ZAR ZMW ZWG'
+      .split(' ')
+      .map((code) => [code, 2]),
+  ),
+  ...Object.fromEntries(
+    'BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX VND VUV XAF XOF XPF'.split(' ').map((c) => [c, 0]),
+  ),
+  ...Object.fromEntries('BHD IQD JOD KWD LYD OMR TND'.split(' ').map((c) => [c, 3])),
+  CLF: 4,
+  UYW: 4,
+};
+
+const AMOUNT = /^(\d{1,15})(?:\.(\d+))?$/;
+
+export class OrderError extends Error {}
+
+/** "19.99" USD → 1999; throws {@link OrderError} when the amount does not fit the currency. */
+export function toMinorUnits(amount: string, currency: string): number {
+  const exponent = CURRENCY_EXPONENTS[currency];
+  if (exponent === undefined) throw new OrderError(`currency "${currency}" is not an ISO 4217 code`);
+  const match = AMOUNT.exec(amount);
+  if (!match) throw new OrderError(`amount "${amount}" is not a non-negative decimal string`);
+  const fraction = match[2] ?? '';
+  if (fraction.length > exponent) {
+    throw new OrderError(`amount "${amount}" has more decimals than ${currency} allows (${exponent})`);
+  }
+  const minor = Number(match[1]) * 10 ** exponent + Number(fraction.padEnd(exponent, '0') || '0');
+  if (!Number.isSafeInteger(minor)) throw new OrderError(`amount "${amount}" is too large`);
+  return minor;
+}
+
+interface Order {
+  orderId: string;
+  customerId: string;
+  amount: string;
+  currency: string;
+  ts: number;
+}
+
+function parseOrder(value: string | null): Order {
+  if (value === null) throw new OrderError('record has no value');
+  let body: unknown;
+  try {
+    body = JSON.parse(value);
+  } catch {
+    throw new OrderError('value is not valid JSON');
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new OrderError('value is not a JSON object');
+  }
+  const o = body as Record<string, unknown>;
+  for (const field of ['orderId', 'customerId', 'amount', 'currency'] as const) {
+    if (typeof o[field] !== 'string' || o[field] === '')
+      throw new OrderError(`field "${field}" is missing or not a string`);
+  }
+  if (typeof o.ts !== 'number' || !Number.isFinite(o.ts))
+    throw new OrderError('field "ts" is missing or not a number');
+  return o as unknown as Order;
+}
+
+export const ordersTransform: Transform = {
+  name: 'orders',
+  apply(record: DecodedRecord): TransformResult {
+    try {
+      const order = parseOrder(record.value);
+      const amountMinor = toMinorUnits(order.amount, order.currency);
+      const { orderId, customerId, currency, ts } = order;
+      return {
+        kind: 'ok',
+        rows: [{ orderId, customerId, currency, amountMinor, ts }],
+        state: [
+          {
+            key: `${customerId}#${currency}`,
+            fields: { customerId, currency },
+            add: { count: 1, totalMinor: amountMinor },
+          },
+        ],
+        body: order as unknown as Record<string, unknown>,
+      };
+    } catch (error) {
+      if (error instanceof OrderError) return { kind: 'poison', error: error.message };
+      throw error;
+    }
+  },
+};

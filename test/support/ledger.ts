@@ -1,0 +1,87 @@
+/** Reads a pipeline's ledger and staged output back, normalised so two runs can be compared. */
+import { GetObjectCommand } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import type { AwsClients } from '../../shared/aws/clients.ts';
+import type { StagedFileEntry } from '../../shared/ledger/records.ts';
+import { decodeNdjson } from '../../shared/sink/ndjson.ts';
+
+export type Item = Record<string, unknown>;
+
+export async function scanPipeline(clients: AwsClients, table: string, pipeline: string): Promise<Item[]> {
+  const doc = DynamoDBDocumentClient.from(clients.dynamodb);
+  const items: Item[] = [];
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await doc.send(
+      new ScanCommand({
+        TableName: table,
+        ConsistentRead: true,
+        FilterExpression: 'begins_with(pk, :prefix)',
+        ExpressionAttributeValues: { ':prefix': `${pipeline}#` },
+        ExclusiveStartKey: start,
+      }),
+    );
+    items.push(...(page.Items ?? []));
+    start = page.LastEvaluatedKey;
+  } while (start);
+  return items.sort((a, b) => `${a.pk}|${a.sk}`.localeCompare(`${b.pk}|${b.sk}`));
+}
+
+export interface LedgerView {
+  fences: Record<string, number>;
+  entries: Array<Omit<StagedFileEntry, 'key' | 'attemptId' | 'stagedAt'>>;
+  claims: Record<string, string>;
+  state: Record<string, Item>;
+}
+
+/** The ledger without what legitimately differs between runs (attempt ids, times). */
+export async function ledgerView(clients: AwsClients, table: string, pipeline: string): Promise<LedgerView> {
+  const view: LedgerView = { fences: {}, entries: [], claims: {}, state: {} };
+  for (const item of await scanPipeline(clients, table, pipeline)) {
+    const pk = String(item.pk);
+    if (pk.endsWith('#FENCE')) view.fences[String(item.sk)] = item.stagedOffset as number;
+    else if (pk.includes('#STAGED#')) {
+      const { pk: _pk, sk: _sk, key: _key, attemptId: _a, stagedAt: _s, ...rest } = item;
+      view.entries.push(rest as LedgerView['entries'][number]);
+    } else if (pk.includes('#CLAIM#')) view.claims[String(item.idempotencyKey)] = String(item.claimant);
+    else if (pk.includes('#STATE#')) {
+      const { pk: _pk, sk: _sk, ...rest } = item;
+      view.state[String(item.stateKey)] = rest;
+    }
+  }
+  return view;
+}
+
+export async function stagedEntries(
+  clients: AwsClients,
+  table: string,
+  pipeline: string,
+): Promise<StagedFileEntry[]> {
+  return (await scanPipeline(clients, table, pipeline)).filter((item) =>
+    String(item.pk).includes('#STAGED#'),
+  ) as unknown as StagedFileEntry[];
+}
+
+export async function readObject(clients: AwsClients, bucket: string, key: string): Promise<Buffer> {
+  const got = await clients.s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+  return Buffer.from(await got.Body!.transformToByteArray());
+}
+
+/** Every row of every staged file the ledger references, sorted by stream and lineage. */
+export async function stagedRows(
+  clients: AwsClients,
+  table: string,
+  bucket: string,
+  pipeline: string,
+): Promise<Array<{ stream: string; row: Item }>> {
+  const rows: Array<{ stream: string; row: Item }> = [];
+  for (const entry of await stagedEntries(clients, table, pipeline)) {
+    const body = await readObject(clients, bucket, entry.key);
+    for (const row of decodeNdjson(body, entry.gzip)) rows.push({ stream: entry.stream, row: row as Item });
+  }
+  const order = (r: { stream: string; row: Item }) => {
+    const s = r.row.source as { partition: number; offset: number };
+    return `${r.stream}|${String(s.partition).padStart(4, '0')}|${String(s.offset).padStart(12, '0')}`;
+  };
+  return rows.sort((a, b) => order(a).localeCompare(order(b)));
+}
