@@ -1,0 +1,354 @@
+/**
+ * `eos verify`: checks a bucket's committed layout against C5/C7, with nothing but S3 reads, so it works on a
+ * deployed bucket as well as on the local runner's. It trusts no other module's reader: it lists and reads every
+ * object itself.
+ *
+ * What must hold under a pipeline's final prefix:
+ * 1. manifests `_manifests/<N, 12 digits>.json` form a gap-free ordered log: ids 1..N, each naming its
+ *    predecessor, each cut starting where the previous one ended and never moving back;
+ * 2. every final object a manifest lists is listed exactly once, exists, and has the listed size, SHA-256 and row
+ *    count, with every row inside the listed offset range and the manifest's cut;
+ * 3. no lineage (topic, partition, offset) appears twice, across files and streams (one row per record: the
+ *    shipped `orders` transform emits exactly one);
+ * 4. per stream and partition, offsets increase in commit order (manifest order, then file order, then row order);
+ * 5. nothing lies under the final prefix that no manifest lists.
+ * A checkpoint that is committing while this runs may show its promoted objects as unlisted (5) until its
+ * manifest lands: verify a quiet pipeline, or run it twice.
+ */
+import { createHash } from 'node:crypto';
+import { gunzipSync } from 'node:zlib';
+import { GetObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
+import { STREAMS, type Stream } from '../ledger/layout.ts';
+import type { Manifest, ManifestFile } from './manifest.ts';
+
+export const PROBLEM_KINDS = [
+  'manifest-unreadable',
+  'manifest-gap',
+  'manifest-chain',
+  'cut-mismatch',
+  'listed-twice',
+  'missing-object',
+  'object-mismatch',
+  'row-malformed',
+  'outside-range',
+  'lineage-twice',
+  'offset-order',
+  'unlisted-object',
+] as const;
+export type ProblemKind = (typeof PROBLEM_KINDS)[number];
+
+export interface Problem {
+  readonly kind: ProblemKind;
+  readonly key?: string;
+  readonly message: string;
+}
+
+export interface VerifyOptions {
+  readonly s3: S3Client;
+  readonly bucket: string;
+  /** The pipeline's final prefix, e.g. `orders/final/` (a missing trailing slash is added). */
+  readonly prefix: string;
+  /** Parallel GETs; default 16. */
+  readonly concurrency?: number;
+}
+
+export interface VerifyResult {
+  readonly ok: boolean;
+  readonly problems: readonly Problem[];
+  readonly manifests: number;
+  readonly files: number;
+  readonly rows: Readonly<Record<Stream, number>>;
+  readonly unlistedObjects: number;
+}
+
+/** A row of a final object with where it was found. */
+export interface FinalRow {
+  readonly key: string;
+  readonly stream: Stream;
+  readonly row: Record<string, unknown>;
+}
+
+interface Lineage {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+}
+
+const MANIFESTS_DIR = '_manifests/';
+const MANIFEST_NAME = /^(\d{12})\.json$/;
+
+export function normalizePrefix(prefix: string): string {
+  return prefix === '' || prefix.endsWith('/') ? prefix : `${prefix}/`;
+}
+
+export async function listKeys(s3: S3Client, bucket: string, prefix: string): Promise<string[]> {
+  const keys: string[] = [];
+  let token: string | undefined;
+  do {
+    const page = await s3.send(
+      new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token, MaxKeys: 1000 }),
+    );
+    for (const object of page.Contents ?? []) if (object.Key) keys.push(object.Key);
+    token = page.IsTruncated ? page.NextContinuationToken : undefined;
+  } while (token);
+  return keys.sort();
+}
+
+async function getObject(s3: S3Client, bucket: string, key: string): Promise<Buffer | undefined> {
+  try {
+    const response = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    return Buffer.from(await response.Body!.transformToByteArray());
+  } catch (error) {
+    const name = (error as { name?: string }).name;
+    if (name === 'NoSuchKey' || name === 'NotFound') return undefined;
+    throw error;
+  }
+}
+
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await fn(items[index]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+/** Rows of an NDJSON object (gzip by the `.gz` extension); throws on a malformed line. */
+export function parseRows(key: string, body: Buffer): Record<string, unknown>[] {
+  const text = (key.endsWith('.gz') ? gunzipSync(body) : body).toString('utf8');
+  return text
+    .split('\n')
+    .filter((line) => line.length > 0)
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+/** The stream of a final object from its key: `<prefix><stream>/topic=…`. */
+export function streamOfKey(prefix: string, key: string): Stream | undefined {
+  const head = key.slice(prefix.length).split('/')[0];
+  return (STREAMS as readonly string[]).includes(head ?? '') ? (head as Stream) : undefined;
+}
+
+function lineageOf(row: Record<string, unknown>): Lineage | undefined {
+  const source = row.source as Partial<Lineage> | undefined;
+  if (!source || typeof source.topic !== 'string') return undefined;
+  if (!Number.isSafeInteger(source.partition) || !Number.isSafeInteger(source.offset)) return undefined;
+  return source as Lineage;
+}
+
+/** Every row of every object under the final prefix (manifests excluded), listed or not. */
+export async function readFinalRows(options: VerifyOptions): Promise<FinalRow[]> {
+  const prefix = normalizePrefix(options.prefix);
+  const keys = (await listKeys(options.s3, options.bucket, prefix)).filter(
+    (key) => !key.startsWith(`${prefix}${MANIFESTS_DIR}`),
+  );
+  const perKey = await mapLimit(keys, options.concurrency ?? 16, async (key) => {
+    const body = await getObject(options.s3, options.bucket, key);
+    const stream = streamOfKey(prefix, key) ?? 'output';
+    return body ? parseRows(key, body).map((row) => ({ key, stream, row })) : [];
+  });
+  return perKey.flat();
+}
+
+class Checker {
+  readonly problems: Problem[] = [];
+  private readonly lineages = new Map<string, string>();
+  private readonly lastOffset = new Map<string, number>();
+  readonly rows: Record<Stream, number> = { output: 0, deadletter: 0 };
+
+  problem(kind: ProblemKind, message: string, key?: string): void {
+    this.problems.push(key === undefined ? { kind, message } : { kind, key, message });
+  }
+
+  /** Manifests gap-free, chained, cuts continuous and never moving back. */
+  chain(manifests: readonly { id: number; manifest: Manifest }[]): void {
+    let previous: Manifest | undefined;
+    manifests.forEach(({ id, manifest }, index) => {
+      if (id !== index + 1)
+        this.problem('manifest-gap', `manifest ${index + 1} is missing (next found: ${id})`);
+      if (manifest.checkpointId !== id) {
+        this.problem('manifest-chain', `manifest ${id} names checkpoint ${manifest.checkpointId}`);
+      }
+      const expected = previous?.checkpointId ?? 0;
+      if (manifest.previousCheckpointId !== expected) {
+        this.problem(
+          'manifest-chain',
+          `manifest ${id} follows ${manifest.previousCheckpointId}, expected ${expected}`,
+        );
+      }
+      for (const [partition, offset] of Object.entries(previous?.cut ?? {})) {
+        const from = manifest.previousCut?.[partition];
+        if (from !== offset) {
+          this.problem(
+            'cut-mismatch',
+            `manifest ${id} starts ${partition} at ${from}, the previous cut ended at ${offset}`,
+          );
+        }
+      }
+      for (const [partition, offset] of Object.entries(manifest.cut ?? {})) {
+        const from = manifest.previousCut?.[partition] ?? -1;
+        if (offset < from)
+          this.problem('cut-mismatch', `manifest ${id} moves ${partition} back from ${from} to ${offset}`);
+      }
+      previous = manifest;
+    });
+  }
+
+  /** A listed file's rows: inside its range and the cut, each lineage once, offsets increasing per stream. */
+  rowsOf(manifest: Manifest, file: ManifestFile, rows: readonly Record<string, unknown>[]): void {
+    const partition = `${file.topic}#${file.partition}`;
+    const cut = manifest.cut?.[partition];
+    const from = manifest.previousCut?.[partition] ?? -1;
+    if (cut === undefined || file.firstOffset <= from || file.lastOffset > cut) {
+      this.problem(
+        'outside-range',
+        `offsets ${file.firstOffset}-${file.lastOffset} lie outside checkpoint ${manifest.checkpointId}'s cut (${from}, ${cut}]`,
+        file.key,
+      );
+    }
+    const sequence = `${file.stream}#${partition}`;
+    for (const row of rows) {
+      const lineage = lineageOf(row);
+      if (!lineage || lineage.topic !== file.topic || lineage.partition !== file.partition) {
+        this.problem(
+          'row-malformed',
+          `a row's source ${JSON.stringify(row.source)} does not name ${partition}`,
+          file.key,
+        );
+        continue;
+      }
+      this.rows[file.stream]++;
+      const { offset } = lineage;
+      if (offset < file.firstOffset || offset > file.lastOffset) {
+        this.problem(
+          'outside-range',
+          `row at offset ${offset} outside the listed range ${file.firstOffset}-${file.lastOffset}`,
+          file.key,
+        );
+      }
+      const id = `${partition}#${offset}`;
+      const first = this.lineages.get(id);
+      if (first !== undefined)
+        this.problem('lineage-twice', `${file.topic}/${file.partition}@${offset} also in ${first}`, file.key);
+      else this.lineages.set(id, file.key);
+      const last = this.lastOffset.get(sequence) ?? -1;
+      if (offset <= last) {
+        this.problem(
+          'offset-order',
+          `${file.stream} ${file.topic}/${file.partition}: offset ${offset} comes after ${last}`,
+          file.key,
+        );
+      }
+      this.lastOffset.set(sequence, Math.max(last, offset));
+    }
+  }
+}
+
+async function readManifests(options: VerifyOptions, prefix: string, checker: Checker) {
+  const manifestKeys = await listKeys(options.s3, options.bucket, `${prefix}${MANIFESTS_DIR}`);
+  const named = manifestKeys.flatMap((key) => {
+    const match = MANIFEST_NAME.exec(key.slice(prefix.length + MANIFESTS_DIR.length));
+    if (!match) checker.problem('manifest-unreadable', 'not named <12 digits>.json', key);
+    return match ? [{ key, id: Number(match[1]) }] : [];
+  });
+  const read = await mapLimit(named, options.concurrency ?? 16, async ({ key, id }) => {
+    const body = await getObject(options.s3, options.bucket, key);
+    try {
+      const manifest = JSON.parse(body?.toString('utf8') ?? '') as Manifest;
+      if (!Array.isArray(manifest.files)) throw new Error('no files list');
+      return [{ key, id, manifest }];
+    } catch (error) {
+      checker.problem('manifest-unreadable', `not a manifest (${(error as Error).message})`, key);
+      return [];
+    }
+  });
+  return read.flat().sort((a, b) => a.id - b.id);
+}
+
+async function checkFile(options: VerifyOptions, file: ManifestFile, checker: Checker) {
+  const body = await getObject(options.s3, options.bucket, file.key);
+  if (!body) {
+    checker.problem('missing-object', 'listed by a manifest but absent', file.key);
+    return [];
+  }
+  const sha256 = createHash('sha256').update(body).digest('hex');
+  if (body.length !== file.bytes || sha256 !== file.sha256) {
+    checker.problem(
+      'object-mismatch',
+      `${body.length} bytes with SHA-256 ${sha256.slice(0, 12)}…, listed as ${file.bytes} bytes with ${String(file.sha256).slice(0, 12)}…`,
+      file.key,
+    );
+  }
+  try {
+    const rows = parseRows(file.key, body);
+    if (rows.length !== file.recordCount) {
+      checker.problem(
+        'object-mismatch',
+        `holds ${rows.length} rows, listed with ${file.recordCount}`,
+        file.key,
+      );
+    }
+    return rows;
+  } catch (error) {
+    checker.problem('row-malformed', `not NDJSON (${(error as Error).message})`, file.key);
+    return [];
+  }
+}
+
+export async function verifySink(options: VerifyOptions): Promise<VerifyResult> {
+  const prefix = normalizePrefix(options.prefix);
+  const checker = new Checker();
+  const manifests = await readManifests(options, prefix, checker);
+  checker.chain(manifests);
+  const listed = new Map<string, number>();
+  const files = manifests.flatMap(({ manifest }) => manifest.files.map((file) => ({ manifest, file })));
+  for (const { manifest, file } of files) {
+    const first = listed.get(file.key);
+    if (first !== undefined) {
+      checker.problem('listed-twice', `listed by manifests ${first} and ${manifest.checkpointId}`, file.key);
+    }
+    listed.set(file.key, first ?? manifest.checkpointId);
+  }
+  const contents = await mapLimit(files, options.concurrency ?? 16, ({ file }) =>
+    checkFile(options, file, checker),
+  );
+  files.forEach(({ manifest, file }, index) => {
+    checker.rowsOf(manifest, file, contents[index]!);
+  });
+  const objects = await listKeys(options.s3, options.bucket, prefix);
+  let unlisted = 0;
+  for (const key of objects) {
+    if (key.startsWith(`${prefix}${MANIFESTS_DIR}`) || listed.has(key)) continue;
+    unlisted++;
+    checker.problem('unlisted-object', 'under the final prefix but listed by no manifest', key);
+  }
+  return {
+    ok: checker.problems.length === 0,
+    problems: checker.problems,
+    manifests: manifests.length,
+    files: files.length,
+    rows: checker.rows,
+    unlistedObjects: unlisted,
+  };
+}
+
+/** A readable report: a summary line, then each problem (capped; the rest counted by kind). */
+export function formatVerifyResult(result: VerifyResult, maxProblems = 50): string {
+  const summary = `${result.manifests} manifests, ${result.files} final objects, ${result.rows.output} output rows, ${result.rows.deadletter} dead-letter rows`;
+  if (result.ok)
+    return `OK: ${summary}; manifests gap-free, every object listed once, no lineage twice, offsets in order, nothing unlisted`;
+  const lines = [`FAILED: ${result.problems.length} problem(s); ${summary}`];
+  for (const problem of result.problems.slice(0, maxProblems)) {
+    lines.push(`  - [${problem.kind}] ${problem.key ? `${problem.key}: ` : ''}${problem.message}`);
+  }
+  if (result.problems.length > maxProblems) {
+    const rest = new Map<string, number>();
+    for (const p of result.problems.slice(maxProblems)) rest.set(p.kind, (rest.get(p.kind) ?? 0) + 1);
+    lines.push(`  … and ${[...rest].map(([kind, n]) => `${n} more ${kind}`).join(', ')}`);
+  }
+  return lines.join('\n');
+}
