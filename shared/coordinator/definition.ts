@@ -10,7 +10,7 @@
  *  Init ─▶ Begin ─▶ Route ─┬─ checkpoint ─▶ Prepare (Map over shards) ─▶ Decide ─▶ Promote (Map) ─▶ Commit
  *                          │                     │ any failure              │          │                │
  *                          │                     └────────────▶ Abort ◀─────┘          │ (after the decision:
- *                          │                                      │                    │  retry, never abort)
+ *                          │                    (decided: roll fwd)│                    │  retry, never abort)
  *                          │                                      ▼                    ▼                ▼
  *                          │                              Aborted (Fail)      CommitIncomplete (Fail)  Cleanup (Map)
  *                          ├─ commit (recovery rolls forward) ─▶ Promote                                  │

@@ -1,0 +1,248 @@
+/**
+ * Runs ONE checkpoint locally with the same state machine definition that deploys: the ASL from
+ * `shared/coordinator/definition.ts` (or, in the state machine tests, the one taken back from the synthesized
+ * CDK template) executed by aws-local-stepfunctions, its Lambda tasks bound to the coordinator's steps running
+ * in-process against the local parts.
+ *
+ * ```ts
+ * const local = createLocalCoordinator({ settings, clients, clock?, hooks?, definition?, functionSteps? });
+ * const outcome: CheckpointOutcome = await local.runCheckpoint();
+ * // outcome.status: 'committed' | 'aborted' | 'busy' | 'empty' | 'incomplete' | 'failed'
+ * ```
+ *
+ * - `hooks.beforeStep(step, payload)` / `hooks.afterStep(step, payload, result)` run around every Lambda
+ *   invocation; throwing from them injects a crash at that step — before its effects, or after them with the
+ *   result lost (throw `InjectedCrashError` from `shared/errors.ts`: the definition retries it like any
+ *   transient failure; any other error is treated as a deterministic failure).
+ * - Retry waits are overridden to 0 ms, so retries are instant.
+ * - `definition` + `functionSteps` (FunctionName/ARN → step) run another definition, e.g. the synthesized one.
+ *   Without them, {@link localDefinition} is used.
+ * - Needs `Promise.withResolvers` (Node 22+, or the polyfill in `test/support/polyfills.ts`).
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  ExecutionError,
+  type RunOptions,
+  StateMachine,
+  type StateMachineDefinition,
+} from 'aws-local-stepfunctions';
+import type { AwsClients } from '../shared/aws/clients.ts';
+import type { Clock } from '../shared/clock.ts';
+import type { Settings } from '../shared/config/settings.ts';
+import {
+  type Coordinator,
+  type CoordinatorLog,
+  createCoordinator,
+} from '../shared/coordinator/coordinator.ts';
+import {
+  buildCoordinatorDefinition,
+  COORDINATOR_STEPS,
+  type CoordinatorStep,
+  functionArnSubstitution,
+} from '../shared/coordinator/definition.ts';
+import type { PromotionLimits } from '../shared/sink/promoter.ts';
+
+export interface CoordinatorHooks {
+  beforeStep?(step: CoordinatorStep, payload: unknown): void | Promise<void>;
+  afterStep?(step: CoordinatorStep, payload: unknown, result: unknown): void | Promise<void>;
+}
+
+export interface LocalCoordinatorOptions {
+  readonly settings: Settings;
+  readonly clients: AwsClients;
+  readonly clock?: Clock;
+  readonly hooks?: CoordinatorHooks;
+  readonly log?: CoordinatorLog;
+  readonly promotionLimits?: Partial<PromotionLimits>;
+  /** An ASL definition whose Lambda tasks name their function by ARN; default {@link localDefinition}. */
+  readonly definition?: Record<string, unknown>;
+  /** FunctionName (ARN) → step, for `definition`. */
+  readonly functionSteps?: Readonly<Record<string, CoordinatorStep>>;
+  /** Names executions; default a random UUID. */
+  readonly executionName?: () => string;
+}
+
+export const CHECKPOINT_OUTCOMES = ['committed', 'aborted', 'busy', 'empty', 'incomplete', 'failed'] as const;
+export type CheckpointOutcomeStatus = (typeof CHECKPOINT_OUTCOMES)[number];
+
+export interface StepInvocation {
+  readonly step: CoordinatorStep;
+  /** JSON size of the Lambda payload and of its result (Step Functions' limit is 256 KB). */
+  readonly payloadBytes: number;
+  readonly resultBytes: number;
+  readonly failed: boolean;
+}
+
+export interface CheckpointOutcome {
+  readonly status: CheckpointOutcomeStatus;
+  readonly execution: string;
+  /** The checkpoint this execution worked on (0 when none). */
+  readonly checkpointId: number;
+  /** The Fail state's error and cause, or the interpreter's. */
+  readonly error?: string;
+  readonly cause?: string;
+  /** The execution's final state data (succeeded executions). */
+  readonly output?: unknown;
+  readonly invocations: readonly StepInvocation[];
+  /** History events the interpreter logged (an estimate of Step Functions' count). */
+  readonly events: number;
+  /** The largest state input/output the interpreter saw, in bytes of JSON. */
+  readonly maxStateBytes: number;
+}
+
+export interface LocalCoordinator {
+  readonly coordinator: Coordinator;
+  runCheckpoint(): Promise<CheckpointOutcome>;
+}
+
+const LOCAL_ARN = (step: CoordinatorStep): string =>
+  `arn:aws:lambda:local:000000000000:function:eos-coordinator-${step}`;
+
+/** Replaces `${Name}` placeholders (definitionSubstitutions) throughout a definition. */
+export function substitute(definition: unknown, values: Readonly<Record<string, string>>): unknown {
+  return JSON.parse(
+    JSON.stringify(definition).replace(
+      /\$\{([A-Za-z0-9_]+)\}/g,
+      (whole, name: string) => values[name] ?? whole,
+    ),
+  );
+}
+
+/** The deployable definition with local ARNs in place of the Lambda substitutions. */
+export function localDefinition(): {
+  definition: Record<string, unknown>;
+  functionSteps: Record<string, CoordinatorStep>;
+} {
+  const values = Object.fromEntries(
+    COORDINATOR_STEPS.map((step) => [functionArnSubstitution(step), LOCAL_ARN(step)]),
+  );
+  return {
+    definition: substitute(buildCoordinatorDefinition(), values) as Record<string, unknown>,
+    functionSteps: Object.fromEntries(COORDINATOR_STEPS.map((step) => [LOCAL_ARN(step), step])),
+  };
+}
+
+type StateJson = {
+  Type?: string;
+  Retry?: unknown;
+  ItemProcessor?: { States?: Record<string, StateJson> };
+  Iterator?: { States?: Record<string, StateJson> };
+};
+
+/** Every state (Map processors included), by name. */
+function allStates(states: Record<string, StateJson>): Array<[string, StateJson]> {
+  return Object.entries(states).flatMap(([name, state]) => [
+    [name, state] as [string, StateJson],
+    ...allStates((state.ItemProcessor ?? state.Iterator)?.States ?? {}),
+  ]);
+}
+
+type LocalHandler = NonNullable<NonNullable<RunOptions['overrides']>['taskResourceLocalHandlers']>[string];
+type JsonValue = Parameters<LocalHandler>[0];
+
+const size = (value: unknown): number => Buffer.byteLength(JSON.stringify(value ?? null));
+
+export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalCoordinator {
+  const coordinator = createCoordinator({
+    settings: options.settings,
+    clients: options.clients,
+    ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.log ? { log: options.log } : {}),
+    ...(options.promotionLimits ? { promotionLimits: options.promotionLimits } : {}),
+  });
+  const fallback = localDefinition();
+  const definition = options.definition ?? fallback.definition;
+  const functionSteps = options.functionSteps ?? fallback.functionSteps;
+  const states = allStates((definition as { States: Record<string, StateJson> }).States);
+
+  async function runCheckpoint(): Promise<CheckpointOutcome> {
+    const invocations: StepInvocation[] = [];
+    const invoke = async (input: JsonValue): Promise<JsonValue> => {
+      const { FunctionName, Payload } = input as unknown as { FunctionName: string; Payload: unknown };
+      const step = functionSteps[FunctionName];
+      if (!step) throw new Error(`no local handler for function ${FunctionName}`);
+      try {
+        await options.hooks?.beforeStep?.(step, Payload);
+        const result = await (coordinator[step] as (payload: unknown) => Promise<unknown>).call(
+          coordinator,
+          Payload,
+        );
+        await options.hooks?.afterStep?.(step, Payload, result);
+        invocations.push({ step, payloadBytes: size(Payload), resultBytes: size(result), failed: false });
+        return { Payload: result } as unknown as JsonValue;
+      } catch (error) {
+        invocations.push({ step, payloadBytes: size(Payload), resultBytes: 0, failed: true });
+        throw error;
+      }
+    };
+    const taskResourceLocalHandlers = Object.fromEntries(
+      states.filter(([, state]) => state.Type === 'Task').map(([name]) => [name, invoke]),
+    );
+    const retryIntervalOverrides = Object.fromEntries(
+      states.filter(([, s]) => s.Retry).map(([name]) => [name, 0]),
+    );
+    const name = options.executionName?.() ?? randomUUID();
+    const execution = `arn:aws:states:local:000000000000:execution:eos-coordinator:${name}`;
+    const machine = new StateMachine(definition as unknown as StateMachineDefinition, {
+      validationOptions: { checkArn: false, checkPaths: false },
+    });
+    const run = machine.run(
+      { source: 'local' },
+      {
+        overrides: { taskResourceLocalHandlers, retryIntervalOverrides },
+        context: { Execution: { Id: execution, Name: name } },
+      },
+    );
+    let events = 0;
+    let maxStateBytes = 0;
+    let seenCheckpointId = 0;
+    const logged = (async () => {
+      for await (const event of run.eventLogs) {
+        events++;
+        const state = (event as { state?: { input?: unknown; output?: unknown } }).state;
+        if (!state) continue;
+        maxStateBytes = Math.max(maxStateBytes, size(state.input), size(state.output));
+        const id = (state.output as { checkpoint?: { checkpointId?: unknown } } | null)?.checkpoint
+          ?.checkpointId;
+        if (typeof id === 'number' && id > 0) seenCheckpointId = id;
+      }
+    })();
+    const base = { execution, invocations };
+    try {
+      const output = (await run.result) as { checkpoint?: { action?: string; checkpointId?: number } };
+      await logged;
+      const action = output.checkpoint?.action;
+      const status: CheckpointOutcomeStatus =
+        action === 'busy' ? 'busy' : action === 'empty' ? 'empty' : 'committed';
+      return {
+        ...base,
+        status,
+        checkpointId: output.checkpoint?.checkpointId ?? 0,
+        output,
+        events,
+        maxStateBytes,
+      };
+    } catch (error) {
+      await logged.catch(() => {});
+      const cause = error instanceof ExecutionError ? (error.cause as Error | undefined) : (error as Error);
+      const errorName = cause?.name ?? 'Error';
+      const status: CheckpointOutcomeStatus =
+        errorName === 'CheckpointAborted'
+          ? 'aborted'
+          : errorName === 'CheckpointCommitIncomplete'
+            ? 'incomplete'
+            : 'failed';
+      return {
+        ...base,
+        status,
+        checkpointId: seenCheckpointId,
+        error: errorName,
+        cause: cause?.message ?? String(error),
+        events,
+        maxStateBytes,
+      };
+    }
+  }
+
+  return { coordinator, runCheckpoint };
+}

@@ -1,0 +1,535 @@
+/**
+ * The checkpoint coordinator: the "exactly-once effect" half of the pipeline. Staged output becomes visible only
+ * through a checkpoint that commits, and a checkpoint commits everything it covers or nothing (C1–C7 of
+ * DESIGN.md). Each step is one Lambda of the state machine in `definition.ts`; every step is safe to rerun.
+ *
+ * ## Protocol
+ *
+ * - **begin** (C1, C2). Reads the head. A live checkpoint of another execution → `busy` (exit cleanly). An expired
+ *   one is recovered first: before its decision it is ABORTED; after it (COMMITTING) it is taken over and rolled
+ *   forward (`commit`). Then the cut = every partition's fence `stagedOffset` (one strongly consistent Query).
+ *   Unchanged since the last committed cut → `empty`: no id is allocated, so the manifest log has no gap. Else
+ *   id N = last committed + 1 (attempt k+1 after k aborted attempts of N) is allocated by ONE transaction
+ *   conditioned on the head being exactly what was read: of two executions started together one wins, the
+ *   other finds the head changed and exits `busy`. The record keeps the cut, the previous cut and the number of
+ *   shards (≤ 16; the changed partitions are dealt round-robin).
+ * - **prepare** (C3), per shard. For every covered staged entry (previous cut < lastOffset ≤ cut, both streams)
+ *   verify the object (`staged-check.ts`: exists, size, MD5-ETag or SHA-256); any failure throws
+ *   `StagedObjectInvalidError` naming the object, which Catches into abort. Then plan the final objects
+ *   (`promoter.ts`), persist the plan, and vote (a set on the record, conditioned on (attempt, BEGUN)).
+ * - **decide** (C4). BEGUN → PREPARED only if every shard voted; PREPARED → COMMITTING with the decision time.
+ *   From here the checkpoint only rolls forward; before it, recovery presumes abort.
+ * - **promote** (C5), per shard, only while COMMITTING: write the planned final objects under deterministic keys
+ *   (same bytes on every retry; `If-None-Match` + checksum compare on real S3) and record their manifest entries.
+ * - **commit** (C5, C7): write manifest N (gap-free, chained by `previousCheckpointId`; its bytes are a pure
+ *   function of the checkpoint), then COMMITTING → COMMITTED (head: committedId = N).
+ * - **cleanup**, per shard, only once COMMITTED: delete the staged objects and entries at or below the committed
+ *   cut (leftovers of earlier cleanups included), and the checkpoint's working objects. Idempotent.
+ * - **abort** (C6), for any failure before the decision: BEGUN|PREPARED → ABORTED with the reason (logged at
+ *   error level, counted in the head's `consecutiveAborts`). Staged entries stay, so the next checkpoint covers
+ *   the same data again — and, if an object is bad, aborts again, loudly, rather than commit past it. Deletes the
+ *   attempt's working objects and orphan staged objects older than `orphanGraceSeconds`. Refuses (`decided`)
+ *   if the checkpoint is already COMMITTING; the state machine then rolls forward.
+ *
+ * ## Timeline of one checkpoint (and who may write what)
+ *
+ * ```
+ *  processor:  stage ─ stage ─ stage ─┬─ stage ─ stage ─────────── stage ─ stage ────────────▶ (entries > cut N)
+ *                                     │ cut N read here (fences)
+ *  head:       COMMITTED(N-1) ── BEGUN(N,k) ── PREPARED ── COMMITTING ────────── COMMITTED(N) ─▶
+ *  steps:            begin ──▶ prepare×shards ──▶ decide ──▶ promote×shards ──▶ commit ──▶ cleanup×shards
+ *  S3 final/:        ·            ·                 ·        objects of N      manifest N     ·
+ *  crash here ⇒      ───── retry; else abort / lease expiry ⇒ ABORTED ──┤├── retry; else next execution
+ *                                (nothing promoted, data stays)        │    takes over, rolls forward
+ *                                                                   decision
+ * ```
+ * Every transition writes head and record in one transaction conditioned on (id, attempt, status); a zombie of
+ * a superseded attempt can therefore change nothing.
+ */
+import type { AwsClients } from '../aws/clients.ts';
+import { type Clock, systemClock } from '../clock.ts';
+import type { Settings } from '../config/settings.ts';
+import { PipelineError } from '../errors.ts';
+import {
+  BEFORE_DECISION_STATUSES,
+  CheckpointConflictError,
+  type CheckpointHead,
+  type CheckpointRecord,
+  type CheckpointStatus,
+  CheckpointStore,
+  isInFlight,
+} from '../ledger/checkpoints.ts';
+import { parsePartitionId } from '../ledger/layout.ts';
+import type { StagedFileEntry } from '../ledger/records.ts';
+import { StagedLedger } from '../ledger/staged-entries.ts';
+import type { Manifest } from '../sink/manifest.ts';
+import { ManifestStore, sortManifestFiles } from '../sink/manifest-store.ts';
+import { deleteKeys, mapLimit } from '../sink/objects.ts';
+import { sweepOrphans } from '../sink/orphans.ts';
+import { PlanStore } from '../sink/plan-store.ts';
+import {
+  DEFAULT_PROMOTION_LIMITS,
+  Promoter,
+  type PromotionLimits,
+  planFinalObjects,
+} from '../sink/promoter.ts';
+import { verifyStagedObject } from '../sink/staged-check.ts';
+import {
+  type AbortInput,
+  type AbortOutput,
+  abortInputSchema,
+  type BeginInput,
+  type BeginOutput,
+  type CheckpointRef,
+  type CommitOutput,
+  type DecideOutput,
+  describeCaughtError,
+  type ShardInput,
+  type ShardOutput,
+} from './messages.ts';
+import { changedPartitions, partitionsOfShard, shardCountFor, shardList } from './shards.ts';
+
+/** A step was asked to act on a checkpoint that is not in the status the step needs (superseded, or out of order). */
+export class CheckpointStateError extends PipelineError {
+  constructor(
+    readonly checkpointId: number,
+    readonly attempt: number,
+    readonly found: string,
+    expected: string,
+  ) {
+    super(`checkpoint ${checkpointId} attempt ${attempt} is ${found}, expected ${expected}`);
+  }
+}
+
+/** Decide found shards that did not vote: prepare did not complete for this attempt. */
+export class VotesIncompleteError extends PipelineError {}
+
+/** The sink of the coordinator's log lines (a Powertools Logger fits). */
+export interface CoordinatorLog {
+  info(message: string, extra?: Record<string, unknown>): void;
+  error(message: string, extra?: Record<string, unknown>): void;
+}
+
+export interface CoordinatorOptions {
+  readonly settings: Settings;
+  readonly clients: AwsClients;
+  readonly clock?: Clock;
+  readonly log?: CoordinatorLog;
+  readonly promotionLimits?: Partial<PromotionLimits>;
+  /** S3 requests in flight per shard (verification, promotion, deletion). Default 16. */
+  readonly concurrency?: number;
+}
+
+const silentLog: CoordinatorLog = { info: () => {}, error: () => {} };
+
+export interface Coordinator {
+  begin(input: BeginInput): Promise<BeginOutput>;
+  prepare(input: ShardInput): Promise<ShardOutput>;
+  decide(input: CheckpointRef): Promise<DecideOutput>;
+  promote(input: ShardInput): Promise<ShardOutput>;
+  commit(input: CheckpointRef): Promise<CommitOutput>;
+  cleanup(input: ShardInput): Promise<ShardOutput>;
+  abort(input: AbortInput): Promise<AbortOutput>;
+}
+
+export function createCoordinator(options: CoordinatorOptions): Coordinator {
+  return new CheckpointCoordinator(options);
+}
+
+const NOTHING: BeginOutput = { action: 'busy', checkpointId: 0, attempt: 0, shards: [] };
+
+class CheckpointCoordinator implements Coordinator {
+  private readonly settings: Settings;
+  private readonly clock: Clock;
+  private readonly log: CoordinatorLog;
+  private readonly store: CheckpointStore;
+  private readonly ledger: StagedLedger;
+  private readonly plans: PlanStore;
+  private readonly manifests: ManifestStore;
+  private readonly promoter: Promoter;
+  private readonly limits: PromotionLimits;
+  private readonly concurrency: number;
+  private readonly clients: AwsClients;
+
+  constructor(options: CoordinatorOptions) {
+    const { settings, clients } = options;
+    this.settings = settings;
+    this.clients = clients;
+    this.clock = options.clock ?? systemClock;
+    this.log = options.log ?? silentLog;
+    this.store = new CheckpointStore(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
+    this.ledger = new StagedLedger(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
+    this.plans = new PlanStore(clients.s3, settings.bucket, settings.pipelineId);
+    this.manifests = new ManifestStore(clients.s3, settings.bucket, settings.pipelineId);
+    this.promoter = new Promoter(clients.s3, settings.bucket);
+    this.limits = { ...DEFAULT_PROMOTION_LIMITS, ...options.promotionLimits };
+    this.concurrency = options.concurrency ?? 16;
+  }
+
+  private leaseUntil(now: number): number {
+    return now + this.settings.checkpointLeaseSeconds * 1000;
+  }
+
+  // ── begin ─────────────────────────────────────────────────────────────────────────────────────────────────
+
+  async begin(input: BeginInput): Promise<BeginOutput> {
+    const now = this.clock.now();
+    let head = await this.store.readHead();
+    if (head && isInFlight(head.status)) {
+      if (head.owner === input.execution) return this.resume(head);
+      if (head.leaseUntil > now) {
+        this.log.info('another checkpoint is in flight', {
+          checkpointId: head.checkpointId,
+          owner: head.owner,
+        });
+        return NOTHING;
+      }
+      if (head.status === 'COMMITTING') return this.rollForward(head, input.execution, now);
+      if (!(await this.abortExpired(head, input.execution, now))) return NOTHING;
+      head = await this.store.readHead();
+    }
+    const committedId = head?.committedId ?? 0;
+    const previousCut = await this.store.committedCut(committedId);
+    const cut = { ...previousCut };
+    for (const [partition, staged] of Object.entries(await this.ledger.readFences())) {
+      cut[partition] = Math.max(staged, previousCut[partition] ?? -1);
+    }
+    const changed = changedPartitions(cut, previousCut);
+    if (changed.length === 0) return { action: 'empty', checkpointId: 0, attempt: 0, shards: [] };
+
+    const checkpointId = committedId + 1;
+    const attempt = head && head.checkpointId === checkpointId ? head.attempt + 1 : 1;
+    const record: CheckpointRecord = {
+      pipeline: this.settings.pipelineId,
+      checkpointId,
+      attempt,
+      status: 'BEGUN',
+      owner: input.execution,
+      cut,
+      previousCut,
+      previousCheckpointId: committedId,
+      shardCount: shardCountFor(changed.length),
+      begunAt: now,
+    };
+    if (!(await this.store.allocate(head, record, this.leaseUntil(now), now))) {
+      this.log.info('lost the race to allocate a checkpoint', { checkpointId });
+      return NOTHING;
+    }
+    this.log.info('checkpoint begun', {
+      checkpointId,
+      attempt,
+      partitions: changed.length,
+      shards: record.shardCount,
+    });
+    return { action: 'checkpoint', checkpointId, attempt, shards: shardList(record.shardCount) };
+  }
+
+  /** A retried begin of the execution that already allocated: hand back the same checkpoint. */
+  private async resume(head: CheckpointHead): Promise<BeginOutput> {
+    const record = await this.requireRecord(head.checkpointId, head.attempt, [head.status]);
+    const action = head.status === 'COMMITTING' ? 'commit' : 'checkpoint';
+    return {
+      action,
+      checkpointId: head.checkpointId,
+      attempt: head.attempt,
+      shards: shardList(record.shardCount),
+    };
+  }
+
+  /** Recovery after the decision (C4): take the expired checkpoint over and roll it forward. */
+  private async rollForward(head: CheckpointHead, execution: string, now: number): Promise<BeginOutput> {
+    if (!(await this.store.takeOver(head, execution, this.leaseUntil(now), now))) return NOTHING;
+    const record = await this.requireRecord(head.checkpointId, head.attempt, ['COMMITTING']);
+    this.log.error('recovering an expired checkpoint after its decision: rolling forward', {
+      checkpointId: head.checkpointId,
+      attempt: head.attempt,
+      previousOwner: head.owner,
+    });
+    return {
+      action: 'commit',
+      checkpointId: head.checkpointId,
+      attempt: head.attempt,
+      shards: shardList(record.shardCount),
+    };
+  }
+
+  /** Recovery before the decision (C4): presume abort. False when another execution changed it first. */
+  private async abortExpired(head: CheckpointHead, execution: string, now: number): Promise<boolean> {
+    const reason = `lease expired in ${head.status} (owner ${head.owner}); recovered by ${execution}`;
+    try {
+      await this.markAborted(head, reason, now);
+      return true;
+    } catch (error) {
+      if (error instanceof CheckpointConflictError) return false;
+      throw error;
+    }
+  }
+
+  private async markAborted(head: CheckpointHead, reason: string, now: number): Promise<void> {
+    const consecutiveAborts = head.consecutiveAborts + 1;
+    await this.store.transition({
+      checkpointId: head.checkpointId,
+      attempt: head.attempt,
+      from: BEFORE_DECISION_STATUSES,
+      to: 'ABORTED',
+      head: { consecutiveAborts, lastAbortReason: reason },
+      record: { abortedAt: now, abortReason: reason },
+      abortNote: { attempt: head.attempt, reason, at: now },
+      now,
+    });
+    this.log.error('checkpoint aborted: its staged data waits for the next checkpoint', {
+      checkpointId: head.checkpointId,
+      attempt: head.attempt,
+      reason,
+      consecutiveAborts,
+    });
+  }
+
+  // ── prepare ───────────────────────────────────────────────────────────────────────────────────────────────
+
+  async prepare(input: ShardInput): Promise<ShardOutput> {
+    const record = await this.requireRecord(input.checkpointId, input.attempt, [
+      'BEGUN',
+      'PREPARED',
+      'COMMITTING',
+    ]);
+    // A retry after this shard's vote counted: the decision may already have moved on.
+    if (record.status !== 'BEGUN') return { shard: input.shard, count: 0 };
+    let stagedFiles = 0;
+    const objects = [];
+    for (const partition of partitionsOfShard(record, input.shard)) {
+      const entries = await this.coveredEntries(record, partition);
+      await mapLimit(entries, this.concurrency, (entry) =>
+        verifyStagedObject(this.clients.s3, this.settings.bucket, entry),
+      );
+      stagedFiles += entries.length;
+      objects.push(...planFinalObjects(this.settings.pipelineId, entries, this.limits));
+    }
+    const { checkpointId, attempt, shard } = input;
+    await this.plans.writePlan({ checkpointId, attempt, shard, stagedFiles, objects });
+    await this.store.vote(checkpointId, attempt, shard);
+    return { shard, count: stagedFiles };
+  }
+
+  /** C2: the entries with previous cut < lastOffset ≤ cut in one partition. */
+  private async coveredEntries(record: CheckpointRecord, partition: string): Promise<StagedFileEntry[]> {
+    const { topic, partition: number } = parsePartitionId(partition);
+    const range = { above: record.previousCut[partition] ?? -1, upTo: record.cut[partition] ?? -1 };
+    const entries: StagedFileEntry[] = [];
+    for await (const entry of this.ledger.entries(topic, number, range)) entries.push(entry);
+    return entries;
+  }
+
+  // ── decide ────────────────────────────────────────────────────────────────────────────────────────────────
+
+  async decide(input: CheckpointRef): Promise<DecideOutput> {
+    const record = await this.requireRecord(input.checkpointId, input.attempt, [
+      'BEGUN',
+      'PREPARED',
+      'COMMITTING',
+    ]);
+    if (record.status === 'COMMITTING')
+      return { checkpointId: record.checkpointId, decidedAt: record.decidedAt ?? 0 };
+    const now = this.clock.now();
+    const ref = { checkpointId: input.checkpointId, attempt: input.attempt, now };
+    if (record.status === 'BEGUN') {
+      const votes = record.votes?.size ?? 0;
+      if (votes !== record.shardCount) {
+        throw new VotesIncompleteError(
+          `checkpoint ${input.checkpointId} attempt ${input.attempt}: ${votes} of ${record.shardCount} shards voted`,
+        );
+      }
+      await this.store.transition({
+        ...ref,
+        from: ['BEGUN'],
+        to: 'PREPARED',
+        recordCondition: {
+          expression: 'size(votes) = :shardCount',
+          values: { ':shardCount': record.shardCount },
+        },
+      });
+    }
+    await this.store.transition({
+      ...ref,
+      from: ['PREPARED'],
+      to: 'COMMITTING',
+      head: { leaseUntil: this.leaseUntil(now) },
+      record: { decidedAt: now },
+    });
+    this.log.info('checkpoint decided: COMMITTING', {
+      checkpointId: input.checkpointId,
+      attempt: input.attempt,
+    });
+    return { checkpointId: input.checkpointId, decidedAt: now };
+  }
+
+  // ── promote ───────────────────────────────────────────────────────────────────────────────────────────────
+
+  async promote(input: ShardInput): Promise<ShardOutput> {
+    const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTING', 'COMMITTED']);
+    if (record.status === 'COMMITTED') return { shard: input.shard, count: 0 };
+    const plan = await this.plans.readPlan(input.checkpointId, input.attempt, input.shard);
+    const files = await mapLimit(plan.objects, Math.max(1, Math.floor(this.concurrency / 4)), (object) =>
+      this.promoter.promote(object),
+    );
+    await this.plans.writePromotion({
+      checkpointId: input.checkpointId,
+      attempt: input.attempt,
+      shard: input.shard,
+      files,
+    });
+    return { shard: input.shard, count: files.length };
+  }
+
+  // ── commit ────────────────────────────────────────────────────────────────────────────────────────────────
+
+  async commit(input: CheckpointRef): Promise<CommitOutput> {
+    const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTING', 'COMMITTED']);
+    const manifest = record.status === 'COMMITTING' ? await this.buildManifest(record) : undefined;
+    if (manifest) {
+      await this.manifests.write(manifest);
+      await this.markCommitted(record);
+    }
+    const files = manifest?.files ?? (await this.manifests.read(record.checkpointId))?.files ?? [];
+    return {
+      checkpointId: record.checkpointId,
+      files: files.length,
+      records: files.reduce((sum, file) => sum + file.recordCount, 0),
+    };
+  }
+
+  private async buildManifest(record: CheckpointRecord): Promise<Manifest> {
+    const promotions = await Promise.all(
+      shardList(record.shardCount).map((shard) =>
+        this.plans.readPromotion(record.checkpointId, record.attempt, shard),
+      ),
+    );
+    return {
+      version: 1,
+      pipeline: this.settings.pipelineId,
+      checkpointId: record.checkpointId,
+      previousCheckpointId: record.previousCheckpointId,
+      cut: record.cut,
+      previousCut: record.previousCut,
+      // The decision time, not "now": a retried commit must write the same bytes.
+      committedAt: new Date(record.decidedAt ?? record.begunAt).toISOString(),
+      files: sortManifestFiles(promotions.flatMap((promotion) => promotion.files)),
+    };
+  }
+
+  private async markCommitted(record: CheckpointRecord): Promise<void> {
+    const now = this.clock.now();
+    try {
+      await this.store.transition({
+        checkpointId: record.checkpointId,
+        attempt: record.attempt,
+        from: ['COMMITTING'],
+        to: 'COMMITTED',
+        head: { committedId: record.checkpointId, consecutiveAborts: 0 },
+        record: { committedAt: now },
+        now,
+      });
+      this.log.info('checkpoint committed', { checkpointId: record.checkpointId, attempt: record.attempt });
+    } catch (error) {
+      // A concurrent roll-forward committed it first: same manifest, same outcome.
+      if (!(error instanceof CheckpointConflictError)) throw error;
+      await this.requireRecord(record.checkpointId, record.attempt, ['COMMITTED']);
+    }
+  }
+
+  // ── cleanup ───────────────────────────────────────────────────────────────────────────────────────────────
+
+  async cleanup(input: ShardInput): Promise<ShardOutput> {
+    const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTED']);
+    let removed = 0;
+    for (const partition of partitionsOfShard(record, input.shard)) {
+      const { topic, partition: number } = parsePartitionId(partition);
+      const promoted: StagedFileEntry[] = [];
+      // Everything at or below the committed cut is promoted: leftovers of earlier cleanups go too.
+      for await (const entry of this.ledger.entries(topic, number, {
+        above: -1,
+        upTo: record.cut[partition] ?? -1,
+      })) {
+        promoted.push(entry);
+      }
+      await deleteKeys(
+        this.clients.s3,
+        this.settings.bucket,
+        promoted.map((entry) => entry.key),
+      );
+      const deleted = await mapLimit(promoted, this.concurrency, (entry) => this.ledger.deleteEntry(entry));
+      removed += deleted.filter(Boolean).length;
+    }
+    if (input.shard === 0) await this.plans.deleteCheckpoint(record.checkpointId);
+    return { shard: input.shard, count: removed };
+  }
+
+  // ── abort ─────────────────────────────────────────────────────────────────────────────────────────────────
+
+  async abort(raw: AbortInput): Promise<AbortOutput> {
+    const input = abortInputSchema.parse(raw);
+    const cause = describeCaughtError(input.error);
+    const head = await this.store.readHead();
+    let { checkpointId, attempt } = input;
+    if (checkpointId === 0) {
+      // Begin failed without handing back an id: abort only a checkpoint this execution allocated.
+      if (!head || head.owner !== input.execution || !BEFORE_DECISION_STATUSES.includes(head.status)) {
+        return { outcome: 'nothing', reason: `no checkpoint begun: ${cause}`, orphansDeleted: 0 };
+      }
+      ({ checkpointId, attempt } = head);
+    }
+    const reason = `checkpoint ${checkpointId} attempt ${attempt} aborted: ${cause}`;
+    const current = await this.store.readRecord(checkpointId);
+    if (current?.attempt === attempt && (current.status === 'COMMITTING' || current.status === 'COMMITTED')) {
+      this.log.error('abort refused: the checkpoint is past its decision and rolls forward', {
+        checkpointId,
+        attempt,
+        cause,
+      });
+      return {
+        outcome: 'decided',
+        reason: `checkpoint ${checkpointId} is ${current.status}; rolling forward (${cause})`,
+        orphansDeleted: 0,
+      };
+    }
+    if (
+      head &&
+      head.checkpointId === checkpointId &&
+      head.attempt === attempt &&
+      BEFORE_DECISION_STATUSES.includes(head.status)
+    ) {
+      try {
+        await this.markAborted(head, reason, this.clock.now());
+      } catch (error) {
+        if (!(error instanceof CheckpointConflictError)) throw error;
+        return this.abort(raw);
+      }
+    }
+    await this.plans.deleteAttempt(checkpointId, attempt);
+    const orphans = await sweepOrphans({
+      s3: this.clients.s3,
+      bucket: this.settings.bucket,
+      pipeline: this.settings.pipelineId,
+      ledger: this.ledger,
+      now: this.clock.now(),
+      graceMs: this.settings.orphanGraceSeconds * 1000,
+    });
+    if (orphans.length > 0) this.log.info('deleted orphan staged objects', { count: orphans.length });
+    return { outcome: 'aborted', reason, orphansDeleted: orphans.length };
+  }
+
+  // ── shared ────────────────────────────────────────────────────────────────────────────────────────────────
+
+  private async requireRecord(
+    checkpointId: number,
+    attempt: number,
+    statuses: readonly CheckpointStatus[],
+  ): Promise<CheckpointRecord> {
+    const record = await this.store.readRecord(checkpointId);
+    if (!record || record.attempt !== attempt || !statuses.includes(record.status)) {
+      const found = record ? `attempt ${record.attempt} ${record.status}` : 'absent';
+      throw new CheckpointStateError(checkpointId, attempt, found, statuses.join('|'));
+    }
+    return record;
+  }
+}

@@ -1,0 +1,170 @@
+/**
+ * The few S3 object operations the coordinator and the reader need, with error translation: missing objects
+ * become `undefined` (or a typed error at the caller), transient failures {@link TransientAwsError}.
+ */
+import {
+  DeleteObjectsCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  type HeadObjectCommandOutput,
+  ListObjectsV2Command,
+  type ListObjectsV2CommandOutput,
+  PutObjectCommand,
+  type S3Client,
+} from '@aws-sdk/client-s3';
+import { rethrowClassified } from '../aws/classify.ts';
+
+function errorName(error: unknown): string | undefined {
+  return (error as { name?: string } | null)?.name;
+}
+
+function statusOf(error: unknown): number | undefined {
+  return (error as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode;
+}
+
+function isNotFound(error: unknown): boolean {
+  const name = errorName(error);
+  return name === 'NoSuchKey' || name === 'NotFound' || statusOf(error) === 404;
+}
+
+export async function headObject(
+  s3: S3Client,
+  bucket: string,
+  key: string,
+): Promise<HeadObjectCommandOutput | undefined> {
+  try {
+    return await s3.send(new HeadObjectCommand({ Bucket: bucket, Key: key }));
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    return rethrowClassified('s3:HeadObject', error);
+  }
+}
+
+/** The object's bytes, or undefined when it does not exist. */
+export async function getBytes(s3: S3Client, bucket: string, key: string): Promise<Buffer | undefined> {
+  try {
+    const result = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+    return Buffer.from(await result.Body!.transformToByteArray());
+  } catch (error) {
+    if (isNotFound(error)) return undefined;
+    return rethrowClassified('s3:GetObject', error);
+  }
+}
+
+export interface PutOptions {
+  readonly contentType?: string;
+  readonly metadata?: Record<string, string>;
+  /** Hex MD5 of `body`: S3 rejects the upload if the bytes it received differ. */
+  readonly md5?: string;
+}
+
+/**
+ * Writes `body` under `key` unless an object is already there (`If-None-Match: *`). Returns `created` when this
+ * call wrote it, `exists` when S3 answered 412 (the caller compares checksums). Servers that ignore the header
+ * (s3rver) overwrite, so callers must only ever write the same bytes under the same key (C5).
+ */
+export async function putIfAbsent(
+  s3: S3Client,
+  bucket: string,
+  key: string,
+  body: Buffer,
+  options: PutOptions = {},
+): Promise<'created' | 'exists'> {
+  try {
+    await s3.send(
+      new PutObjectCommand({
+        Bucket: bucket,
+        Key: key,
+        Body: body,
+        ContentLength: body.length,
+        IfNoneMatch: '*',
+        ...(options.md5 ? { ContentMD5: Buffer.from(options.md5, 'hex').toString('base64') } : {}),
+        ...(options.contentType ? { ContentType: options.contentType } : {}),
+        ...(options.metadata ? { Metadata: options.metadata } : {}),
+      }),
+    );
+    return 'created';
+  } catch (error) {
+    if (statusOf(error) === 412 || errorName(error) === 'PreconditionFailed') return 'exists';
+    // A concurrent conditional write to the same key: the other writer wins; compare like a 412.
+    if (statusOf(error) === 409 || errorName(error) === 'ConditionalRequestConflict') return 'exists';
+    return rethrowClassified('s3:PutObject', error);
+  }
+}
+
+export interface ListedObject {
+  readonly key: string;
+  readonly lastModified: number;
+  readonly size: number;
+}
+
+/** Every object under `prefix`, page by page (at most `limit` objects). */
+export async function* listObjects(
+  s3: S3Client,
+  bucket: string,
+  prefix: string,
+  limit = Number.POSITIVE_INFINITY,
+): AsyncGenerator<ListedObject> {
+  let token: string | undefined;
+  let seen = 0;
+  do {
+    let page: ListObjectsV2CommandOutput;
+    try {
+      page = await s3.send(
+        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token, MaxKeys: 1000 }),
+      );
+    } catch (error) {
+      return rethrowClassified('s3:ListObjectsV2', error);
+    }
+    for (const object of page.Contents ?? []) {
+      if (seen++ >= limit) return;
+      yield { key: object.Key!, lastModified: object.LastModified?.getTime() ?? 0, size: object.Size ?? 0 };
+    }
+    token = page.NextContinuationToken;
+  } while (token);
+}
+
+/** Deletes keys in batches of 1,000; deleting a missing key is not an error. */
+export async function deleteKeys(
+  s3: S3Client,
+  bucket: string,
+  keysToDelete: readonly string[],
+): Promise<void> {
+  for (let i = 0; i < keysToDelete.length; i += 1000) {
+    const batch = keysToDelete.slice(i, i + 1000);
+    try {
+      const result = await s3.send(
+        new DeleteObjectsCommand({
+          Bucket: bucket,
+          Delete: { Objects: batch.map((Key) => ({ Key })), Quiet: true },
+        }),
+      );
+      const failed = result.Errors ?? [];
+      if (failed.length > 0) {
+        throw new Error(
+          `s3:DeleteObjects failed for ${failed.length} keys, e.g. ${failed[0]?.Key}: ${failed[0]?.Code}`,
+        );
+      }
+    } catch (error) {
+      rethrowClassified('s3:DeleteObjects', error);
+    }
+  }
+}
+
+/** Runs `task` over `items` with at most `concurrency` in flight; results in input order. */
+export async function mapLimit<T, R>(
+  items: readonly T[],
+  concurrency: number,
+  task: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  async function worker(): Promise<void> {
+    while (next < items.length) {
+      const index = next++;
+      results[index] = await task(items[index]!, index);
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(concurrency, items.length) }, worker));
+  return results;
+}

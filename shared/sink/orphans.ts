@@ -1,0 +1,73 @@
+/**
+ * Orphan staged objects (P3): an in-progress object that no ledger entry references — its staging transaction
+ * never committed (a crashed or fenced-out attempt), or its entry was already promoted and cleaned up. Never
+ * promoted; deleted once older than the grace period, which exceeds the processor's timeout so that an object
+ * whose transaction is still on its way is never taken for an orphan.
+ */
+import type { S3Client } from '@aws-sdk/client-s3';
+import { STREAMS, type Stream } from '../ledger/layout.ts';
+import type { StagedLedger } from '../ledger/staged-entries.ts';
+import { inProgressPrefix } from './layout.ts';
+import { deleteKeys, listObjects } from './objects.ts';
+
+export interface StagedKeyParts {
+  readonly stream: Stream;
+  readonly topic: string;
+  readonly partition: number;
+  readonly firstOffset: number;
+  readonly lastOffset: number;
+  readonly attemptId: string;
+}
+
+const STAGED_KEY =
+  /^(output|deadletter)\/topic=([^/]+)\/partition=(\d+)\/(\d{20})-(\d{20})\.(.+)\.ndjson(?:\.gz)?$/;
+
+/** The parts of a staged object's key (`stagedObjectKey` in layout.ts), or undefined for any other key. */
+export function parseStagedKey(pipeline: string, key: string): StagedKeyParts | undefined {
+  const prefix = inProgressPrefix(pipeline);
+  if (!key.startsWith(prefix)) return undefined;
+  const match = STAGED_KEY.exec(key.slice(prefix.length));
+  if (!match) return undefined;
+  return {
+    stream: match[1] as Stream,
+    topic: match[2]!,
+    partition: Number(match[3]),
+    firstOffset: Number(match[4]),
+    lastOffset: Number(match[5]),
+    attemptId: match[6]!,
+  };
+}
+
+export interface SweepOptions {
+  readonly s3: S3Client;
+  readonly bucket: string;
+  readonly pipeline: string;
+  readonly ledger: StagedLedger;
+  readonly now: number;
+  readonly graceMs: number;
+  /** Most objects examined per sweep (the rest wait for the next one). */
+  readonly limit?: number;
+}
+
+/** Deletes orphan staged objects older than the grace period; returns their keys. */
+export async function sweepOrphans(options: SweepOptions): Promise<string[]> {
+  const orphans: string[] = [];
+  const limit = options.limit ?? 10_000;
+  for (const stream of STREAMS) {
+    const prefix = `${inProgressPrefix(options.pipeline)}${stream}/`;
+    for await (const object of listObjects(options.s3, options.bucket, prefix, limit)) {
+      if (options.now - object.lastModified < options.graceMs) continue;
+      const parts = parseStagedKey(options.pipeline, object.key);
+      if (!parts) continue;
+      const entry = await options.ledger.entryAt(
+        parts.topic,
+        parts.partition,
+        parts.lastOffset,
+        parts.stream,
+      );
+      if (entry?.key !== object.key) orphans.push(object.key);
+    }
+  }
+  await deleteKeys(options.s3, options.bucket, orphans);
+  return orphans;
+}

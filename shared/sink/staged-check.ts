@@ -1,0 +1,82 @@
+/**
+ * Prepare's check of one staged object (C3): it exists, has the recorded size, and has the recorded checksum.
+ *
+ * Which checksum: HeadObject first. When the ETag is a plain MD5 — 32 hex digits, no `-<parts>` suffix (not a
+ * multipart upload) and the object is not encrypted with SSE-KMS/DSSE (whose ETags are not MD5s) — the ETag is
+ * compared with the entry's `md5`: one cheap request, correct on real S3 (SSE-S3 or none) and on s3rver. Otherwise
+ * the object is read and its SHA-256 compared with the entry's `sha256`. S3's additional checksums are not used:
+ * s3rver does not support them.
+ */
+import { createHash } from 'node:crypto';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { PipelineError } from '../errors.ts';
+import type { StagedFileEntry } from '../ledger/records.ts';
+import { getBytes, headObject } from './objects.ts';
+
+export const STAGED_DEFECTS = ['missing', 'size', 'checksum'] as const;
+export type StagedDefect = (typeof STAGED_DEFECTS)[number];
+
+/** A covered staged object failed verification: the checkpoint aborts and names it. */
+export class StagedObjectInvalidError extends PipelineError {
+  constructor(
+    readonly bucket: string,
+    readonly key: string,
+    readonly defect: StagedDefect,
+    detail: string,
+  ) {
+    super(`staged object s3://${bucket}/${key} is invalid (${defect}): ${detail}`);
+  }
+}
+
+const PLAIN_MD5_ETAG = /^[0-9a-f]{32}$/;
+
+export type VerifiedBy = 'etag-md5' | 'sha256';
+
+/** Throws {@link StagedObjectInvalidError} naming the object; returns how it was verified. */
+export async function verifyStagedObject(
+  s3: S3Client,
+  bucket: string,
+  entry: StagedFileEntry,
+): Promise<VerifiedBy> {
+  const head = await headObject(s3, bucket, entry.key);
+  if (!head) throw new StagedObjectInvalidError(bucket, entry.key, 'missing', 'the object does not exist');
+  if (head.ContentLength !== entry.bytes) {
+    throw new StagedObjectInvalidError(
+      bucket,
+      entry.key,
+      'size',
+      `recorded ${entry.bytes} bytes, found ${head.ContentLength}`,
+    );
+  }
+  const etag = (head.ETag ?? '').replaceAll('"', '').toLowerCase();
+  const kms = head.ServerSideEncryption === 'aws:kms' || head.ServerSideEncryption === 'aws:kms:dsse';
+  if (PLAIN_MD5_ETAG.test(etag) && !kms) {
+    if (etag !== entry.md5) {
+      throw new StagedObjectInvalidError(
+        bucket,
+        entry.key,
+        'checksum',
+        `recorded MD5 ${entry.md5}, ETag ${etag}`,
+      );
+    }
+    return 'etag-md5';
+  }
+  const body = await getBytes(s3, bucket, entry.key);
+  if (!body)
+    throw new StagedObjectInvalidError(
+      bucket,
+      entry.key,
+      'missing',
+      'the object disappeared while being read',
+    );
+  const sha256 = createHash('sha256').update(body).digest('hex');
+  if (body.length !== entry.bytes || sha256 !== entry.sha256) {
+    throw new StagedObjectInvalidError(
+      bucket,
+      entry.key,
+      'checksum',
+      `recorded SHA-256 ${entry.sha256}, found ${sha256}`,
+    );
+  }
+  return 'sha256';
+}
