@@ -25,6 +25,8 @@ export const METRIC = {
   oldestUncommittedStagedAge: 'OldestUncommittedStagedAge',
   /** Seconds since the last COMMITTED checkpoint (emitted by the monitor). */
   lastCommitAge: 'LastCommitAge',
+  /** Aborted attempts since the last commit, from the checkpoint head (emitted by the monitor). */
+  consecutiveAborts: 'ConsecutiveCheckpointAborts',
 } as const;
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];

@@ -1,0 +1,27 @@
+/**
+ * The CDK app (`cdk synth`, `cdk deploy`): `npx cdk deploy -c mskClusterArn=arn:aws:kafka:… -c topic=orders`.
+ * Every setting is a context key (see `docs/deploy.md`); the stack name is `-c stackName=…` (default
+ * `ExactlyOncePipeline-<pipelineId>`). cdk-nag's AwsSolutions checks run on every synth.
+ */
+import { App, Validations } from 'aws-cdk-lib';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { InvalidSettingError } from '../shared/errors.ts';
+import { acknowledgeNagFindings } from './nag.ts';
+import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from './stack.ts';
+
+const app = new App({ context: { ...PIPELINE_FEATURE_FLAGS } });
+try {
+  const pipelineId = String(app.node.tryGetContext('pipelineId') ?? 'orders');
+  const stackName = String(app.node.tryGetContext('stackName') ?? `ExactlyOncePipeline-${pipelineId}`);
+  const stack = new ExactlyOncePipelineStack(app, stackName, {
+    description: `Exactly-once pipeline ${pipelineId}: Amazon MSK to S3 via Lambda, DynamoDB and Step Functions`,
+  });
+  acknowledgeNagFindings(stack.pipeline);
+  Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
+} catch (error) {
+  if (!(error instanceof InvalidSettingError)) throw error;
+  // A plain message, not a stack trace: the user only needs to know which setting to fix.
+  process.stderr.write(`${error.message}\n`);
+  process.exit(1);
+}
+app.synth();

@@ -1,0 +1,128 @@
+/**
+ * The MSK side: the cluster (imported by ARN, or an MSK Serverless sandbox with its VPC) and the IAM
+ * statements a consumer needs under IAM authentication.
+ *
+ * `ManagedKafkaEventSource` grants only the control-plane calls (`kafka:DescribeCluster`, …) and the ENI
+ * permissions; reading through IAM auth needs the `kafka-cluster:*` data-plane actions too, on the cluster, the
+ * topic and the consumer group ARNs, which are derived from the cluster ARN:
+ *
+ * ```
+ * cluster  arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>
+ * topic    arn:aws:kafka:<region>:<account>:topic/<name>/<uuid>/<topic>
+ * group    arn:aws:kafka:<region>:<account>:group/<name>/<uuid>/<group>
+ * ```
+ */
+import { Fn, Token } from 'aws-cdk-lib';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as logs from 'aws-cdk-lib/aws-logs';
+import * as msk from 'aws-cdk-lib/aws-msk';
+import { Construct } from 'constructs';
+
+/** The port MSK listens on for SASL/IAM clients. */
+export const MSK_IAM_PORT = 9098;
+
+/** `cluster/` in a cluster ARN becomes `topic/` or `group/`, and the name is appended (works for tokens too). */
+function dataPlaneArn(clusterArn: string, kind: 'topic' | 'group', name: string): string {
+  if (!Token.isUnresolved(clusterArn)) return `${clusterArn.replace(':cluster/', `:${kind}/`)}/${name}`;
+  const halves = Fn.split(':cluster/', clusterArn, 2);
+  return Fn.join('', [Fn.select(0, halves), `:${kind}/`, Fn.select(1, halves), `/${name}`]);
+}
+
+export function topicArn(clusterArn: string, topic: string): string {
+  return dataPlaneArn(clusterArn, 'topic', topic);
+}
+
+export function groupArn(clusterArn: string, group: string): string {
+  return dataPlaneArn(clusterArn, 'group', group);
+}
+
+/** Least privilege for a Lambda event source mapping reading `topic` as `group` with IAM authentication. */
+export function kafkaConsumerStatements(
+  clusterArn: string,
+  topic: string,
+  group: string,
+): iam.PolicyStatement[] {
+  return [
+    new iam.PolicyStatement({
+      sid: 'KafkaConnect',
+      actions: ['kafka-cluster:Connect', 'kafka-cluster:DescribeClusterDynamicConfiguration'],
+      resources: [clusterArn],
+    }),
+    new iam.PolicyStatement({
+      sid: 'KafkaReadTopic',
+      actions: ['kafka-cluster:DescribeTopic', 'kafka-cluster:ReadData'],
+      resources: [topicArn(clusterArn, topic)],
+    }),
+    new iam.PolicyStatement({
+      sid: 'KafkaConsumerGroup',
+      actions: ['kafka-cluster:DescribeGroup', 'kafka-cluster:AlterGroup'],
+      resources: [groupArn(clusterArn, group)],
+    }),
+    // MSK Serverless is described through the V2 API; the event source grants only the V1 calls.
+    new iam.PolicyStatement({
+      sid: 'KafkaDescribeV2',
+      actions: ['kafka:DescribeClusterV2', 'kafka:GetBootstrapBrokers'],
+      resources: [clusterArn],
+    }),
+  ];
+}
+
+export interface SandboxKafkaClusterProps {
+  readonly clusterName: string;
+}
+
+/**
+ * An MSK Serverless cluster with IAM authentication in a VPC of its own: two private subnets (MSK Serverless
+ * needs two AZs) behind one NAT gateway, through which the event source mapping's pollers reach Lambda and STS.
+ * For sandboxes: production pipelines import their cluster by ARN.
+ */
+export class SandboxKafkaCluster extends Construct {
+  readonly vpc: ec2.Vpc;
+  readonly securityGroup: ec2.SecurityGroup;
+  readonly cluster: msk.CfnServerlessCluster;
+  readonly clusterArn: string;
+
+  constructor(scope: Construct, id: string, props: SandboxKafkaClusterProps) {
+    super(scope, id);
+    this.vpc = new ec2.Vpc(this, 'Vpc', {
+      maxAzs: 2,
+      natGateways: 1,
+      subnetConfiguration: [
+        { name: 'public', subnetType: ec2.SubnetType.PUBLIC, cidrMask: 24 },
+        { name: 'private', subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS, cidrMask: 22 },
+      ],
+      flowLogs: {
+        rejected: {
+          destination: ec2.FlowLogDestination.toCloudWatchLogs(
+            new logs.LogGroup(this, 'FlowLogs', { retention: logs.RetentionDays.ONE_MONTH }),
+          ),
+          trafficType: ec2.FlowLogTrafficType.REJECT,
+        },
+      },
+    });
+    this.securityGroup = new ec2.SecurityGroup(this, 'ClusterSecurityGroup', {
+      vpc: this.vpc,
+      description:
+        'MSK Serverless cluster and the event source mapping pollers (which use the cluster security group)',
+      allowAllOutbound: true,
+    });
+    // The mapping's pollers run in the cluster's subnets with the cluster's security group.
+    this.securityGroup.addIngressRule(
+      this.securityGroup,
+      ec2.Port.tcp(MSK_IAM_PORT),
+      'Kafka over SASL/IAM from pollers and clients in this group',
+    );
+    this.cluster = new msk.CfnServerlessCluster(this, 'Cluster', {
+      clusterName: props.clusterName,
+      clientAuthentication: { sasl: { iam: { enabled: true } } },
+      vpcConfigs: [
+        {
+          subnetIds: this.vpc.selectSubnets({ subnetType: ec2.SubnetType.PRIVATE_WITH_EGRESS }).subnetIds,
+          securityGroups: [this.securityGroup.securityGroupId],
+        },
+      ],
+    });
+    this.clusterArn = this.cluster.attrArn;
+  }
+}

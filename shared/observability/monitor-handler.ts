@@ -1,0 +1,28 @@
+/**
+ * The monitor Lambda (scheduled by the stack every checkpoint interval): a thin middy wrapper over
+ * {@link runMonitor}. Reads the same `EOS_*` settings as the other functions.
+ */
+import middy from '@middy/core';
+import { createAwsClients } from '../aws/clients.ts';
+import { systemClock } from '../clock.ts';
+import { settingsFromEnv } from '../config/settings.ts';
+import { observability } from './middleware.ts';
+import { type MonitorReport, runMonitor } from './monitor.ts';
+import { createTelemetry } from './telemetry.ts';
+
+const settings = settingsFromEnv();
+const { dynamodb } = createAwsClients();
+const telemetry = createTelemetry({ pipeline: settings.pipelineId, component: 'monitor' });
+
+export const handler = middy()
+  .use(observability(telemetry))
+  .handler(
+    (): Promise<MonitorReport> =>
+      runMonitor({
+        dynamodb,
+        table: settings.ledgerTable,
+        pipeline: settings.pipelineId,
+        clock: systemClock,
+        telemetry,
+      }),
+  );
