@@ -5,7 +5,8 @@
  * Each input record belongs to an identity: its business idempotency key when it has one, else its own lineage.
  * Exactly-once means every identity appears exactly once in the committed output (as an output row, or as a
  * dead-letter row for poison), nothing else appears, and the aggregates equal the sum over one record per identity.
- * Poison records are identified by lineage: a record whose transform fails claims nothing.
+ * As in the processor, a poison record claims its key too; a key shared by poison and valid records may land in
+ * either stream (and then the aggregates check assumes the valid one won).
  */
 import type { IdempotencyKeySource } from '../shared/config/settings.ts';
 import type { DecodedRecord, Lineage } from '../shared/kafka/record.ts';
@@ -16,13 +17,15 @@ import type { Transform } from '../shared/transforms/types.ts';
 export type Aggregate = Record<string, string | number>;
 
 export interface Expectation {
-  /** Identity → the stream its single row must land in. */
-  readonly identities: ReadonlyMap<string, Stream>;
+  /** Identity → the stream its single row must land in (`either` when poison and valid records share a key). */
+  readonly identities: ReadonlyMap<string, Stream | 'either'>;
   /** `<topic>#<partition>#<offset>` → identity. */
   readonly identityOf: ReadonlyMap<string, string>;
   /** State key → aggregate. */
   readonly aggregates: ReadonlyMap<string, Aggregate>;
   readonly records: number;
+  /** Input records the transform rejects. */
+  readonly poison: number;
 }
 
 export interface CommittedRow {
@@ -58,24 +61,24 @@ export function expectOutcome(
   transform: Transform,
   keySource: IdempotencyKeySource,
 ): Expectation {
-  const identities = new Map<string, Stream>();
+  const identities = new Map<string, Stream | 'either'>();
   const identityOf = new Map<string, string>();
   const aggregates = new Map<string, Aggregate>();
+  const counted = new Set<string>();
   let count = 0;
+  let poison = 0;
   for (const record of records) {
     count++;
     const result = transform.apply(record);
-    const lineage = `lineage:${lineageId(record)}`;
-    if (result.kind === 'poison') {
-      identities.set(lineage, 'deadletter');
-      identityOf.set(lineageId(record), lineage);
-      continue;
-    }
-    const key = identityKey(record, keySource, result.body);
-    const identity = key === undefined ? lineage : `key:${key}`;
+    const key = identityKey(record, keySource, result.kind === 'ok' ? result.body : undefined);
+    const identity = key === undefined ? `lineage:${lineageId(record)}` : `key:${key}`;
     identityOf.set(lineageId(record), identity);
-    if (identities.has(identity)) continue;
-    identities.set(identity, 'output');
+    const stream: Stream = result.kind === 'poison' ? 'deadletter' : 'output';
+    if (result.kind === 'poison') poison++;
+    const known = identities.get(identity);
+    identities.set(identity, known === undefined || known === stream ? stream : 'either');
+    if (result.kind === 'poison' || counted.has(identity)) continue;
+    counted.add(identity);
     for (const delta of result.state) {
       const aggregate = aggregates.get(delta.key) ?? { ...delta.fields };
       for (const [name, add] of Object.entries(delta.add))
@@ -83,7 +86,7 @@ export function expectOutcome(
       aggregates.set(delta.key, aggregate);
     }
   }
-  return { identities, identityOf, aggregates, records: count };
+  return { identities, identityOf, aggregates, records: count, poison };
 }
 
 function sameAggregate(a: Aggregate | undefined, b: Aggregate | undefined): boolean {
@@ -106,7 +109,8 @@ export function compareOutcome(
   let duplicated = 0;
   for (const row of rows) {
     const identity = expectation.identityOf.get(lineageId(row.source));
-    if (!identity || expectation.identities.get(identity) !== row.stream) {
+    const stream = identity === undefined ? undefined : expectation.identities.get(identity);
+    if (!identity || (stream !== row.stream && stream !== 'either')) {
       unexpected++;
       note(`unexpected ${row.stream} row for ${lineageId(row.source)}`);
       continue;
@@ -122,7 +126,7 @@ export function compareOutcome(
   for (const [identity, stream] of expectation.identities) {
     if (seen.has(identity)) continue;
     lost++;
-    note(`lost: no ${stream} row for ${identity}`);
+    note(`lost: no ${stream === 'either' ? 'output or dead-letter' : stream} row for ${identity}`);
   }
   let aggregatesMatch = true;
   const stateKeys = new Set([...expectation.aggregates.keys(), ...actualAggregates.keys()]);

@@ -1,0 +1,431 @@
+/**
+ * The local runner behind `eos local` and the chaos tests: the MSK event-source emulator, the processor and the
+ * checkpoint coordinator, run together on the local parts under a seeded fault schedule.
+ *
+ * ```
+ *  input ─▶ log (P partitions) ─▶ pollers (one per partition) ─▶ processor attempts ─▶ commit / release offsets
+ *                                        │ faults: crash, zombie, transient SDK errors, lost commit
+ *                                        └─ every checkpoint interval ─▶ coordinator (state machine) ─▶ S3 final/
+ *  drained ─▶ final checkpoint(s) ─▶ read back (final objects, aggregates) ─▶ compare with the input ─▶ verify
+ * ```
+ * Each poller plays the mapping's poller for its partitions: one batch in flight per partition, a failed batch
+ * retried whole, the consumer offset committed only after success. Concurrent attempts never share a processor
+ * instance (as Lambda never runs two invocations in one container); a crashed attempt's instance is discarded.
+ */
+import type { AwsClients } from '../shared/aws/clients.ts';
+import { createAwsClients } from '../shared/aws/clients.ts';
+import type { Settings } from '../shared/config/settings.ts';
+import { InjectedCrashError } from '../shared/errors.ts';
+import { decodeRecord } from '../shared/kafka/event.ts';
+import {
+  type BatchReport,
+  createProcessor,
+  type Processor,
+  type ProcessorStep,
+} from '../shared/processor/processor.ts';
+import { finalPrefix } from '../shared/sink/layout.ts';
+import { type FinalRow, readFinalRows, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
+import { transformNamed } from '../shared/transforms/registry.ts';
+import { type CheckpointCounts, Checkpointer } from './checkpoints.ts';
+import { BatchRetriesExhaustedError } from './errors.ts';
+import {
+  type Aggregate,
+  compareOutcome,
+  type Expectation,
+  expectOutcome,
+  type Outcome,
+} from './expectation.ts';
+import {
+  attemptContext,
+  FaultInjector,
+  type FaultKind,
+  FaultLog,
+  FaultPlanner,
+  type FaultRates,
+  formatFaultRates,
+  type InvocationPlan,
+} from './faults.ts';
+import type { InputRecord } from './input.ts';
+import { PartitionedLog } from './kafka-log.ts';
+import { type Delivery, MskEmulator } from './msk-emulator.ts';
+import { seededRandom } from './prng.ts';
+import { readAggregates } from './results.ts';
+import { type ClockMode, RunClock } from './run-clock.ts';
+
+export interface RunOptions {
+  readonly settings: Settings;
+  readonly input: readonly InputRecord[];
+  readonly partitions: number;
+  readonly faults: FaultRates;
+  readonly seed: number;
+  /** Time between checkpoints (ms of the run's clock). */
+  readonly checkpointIntervalMs: number;
+  /** `real` for `eos local`, `virtual` for tests (no wall-clock dependence); default `real`. */
+  readonly clock?: ClockMode;
+  /** Virtual mode: how much time one processor attempt takes; default 100 ms. */
+  readonly invocationMs?: number;
+  readonly topic?: string;
+  readonly batchSize?: number;
+  readonly maxPartitionsPerEvent?: number;
+  /** Attempts of one batch before the run gives up on an error that was not injected; default 25. */
+  readonly maxAttemptsPerBatch?: number;
+  /** Client environment (endpoints, credentials); default `process.env`. */
+  readonly env?: NodeJS.ProcessEnv;
+  readonly onProgress?: (progress: Progress) => void;
+}
+
+export interface Progress {
+  readonly acknowledged: number;
+  readonly total: number;
+  readonly checkpointsCommitted: number;
+}
+
+export interface RunReport {
+  readonly pipeline: string;
+  readonly guarantee: Settings['deliveryGuarantee'];
+  readonly seed: number;
+  readonly partitions: number;
+  readonly faultSpec: string;
+  readonly records: {
+    readonly in: number;
+    /** Output rows under the final prefix (for exactly-once: the committed output). */
+    readonly committed: number;
+    readonly deadLettered: number;
+    /** Distinct identities the input holds (what exactly-once must commit). */
+    readonly expected: number;
+    readonly duplicatesDroppedByOffset: number;
+    readonly duplicatesDroppedByKey: number;
+  };
+  readonly faults: Record<FaultKind, number>;
+  readonly invocations: { readonly total: number; readonly failed: number; readonly lostCommits: number };
+  readonly checkpoints: CheckpointCounts;
+  readonly durationMs: number;
+  readonly recordsPerSecond: number;
+  readonly outcome: Outcome;
+  readonly verify: VerifyResult;
+  readonly verdict: 'exactly-once' | 'not exactly-once';
+  /** Why the verdict is not exactly-once (empty when it is). */
+  readonly violations: readonly string[];
+}
+
+/** Processor instances, one per concurrent attempt, as Lambda containers. */
+class Containers {
+  private readonly free: Processor[] = [];
+  constructor(private readonly create: () => Processor) {}
+  acquire(): Processor {
+    return this.free.pop() ?? this.create();
+  }
+  release(processor: Processor): void {
+    this.free.push(processor);
+  }
+}
+
+type AttemptResult =
+  | { readonly ok: true; readonly report: BatchReport }
+  | { readonly ok: false; readonly error: unknown };
+
+interface Totals {
+  duplicatesByOffset: number;
+  duplicatesByKey: number;
+  invocations: number;
+  failed: number;
+  lostCommits: number;
+}
+
+class Run {
+  readonly clock: RunClock;
+  readonly faultLog = new FaultLog();
+  private readonly injector = new FaultInjector(this.faultLog);
+  private readonly planner: FaultPlanner;
+  private readonly log: PartitionedLog;
+  readonly emulator: MskEmulator;
+  readonly checkpointer: Checkpointer;
+  readonly clients: AwsClients;
+  private readonly containers: Containers;
+  readonly totals: Totals = {
+    duplicatesByOffset: 0,
+    duplicatesByKey: 0,
+    invocations: 0,
+    failed: 0,
+    lostCommits: 0,
+  };
+  private checkpointing: Promise<void> | undefined;
+  private nextCheckpointAt: number;
+  private failure: unknown;
+  private changed!: () => void;
+  private change: Promise<void> = this.newChange();
+  private readonly lastErrors = new Map<number, unknown>();
+
+  constructor(private readonly options: RunOptions) {
+    this.clock = new RunClock(options.clock ?? 'real');
+    const random = seededRandom(options.seed);
+    this.planner = new FaultPlanner(options.faults, random.fork('faults'));
+    const env = options.env ?? process.env;
+    this.clients = createAwsClients(env);
+    const processorClients = this.injector.instrument(createAwsClients(env));
+    this.log = new PartitionedLog(options.topic ?? 'orders', options.partitions, this.clock);
+    this.emulator = new MskEmulator({
+      log: this.log,
+      clock: this.clock,
+      ...(options.batchSize ? { batchSize: options.batchSize } : {}),
+      ...(options.maxPartitionsPerEvent ? { maxPartitionsPerEvent: options.maxPartitionsPerEvent } : {}),
+    });
+    for (const record of options.input) this.emulator.produce(record.partition, record);
+    this.log.close();
+    this.checkpointer = new Checkpointer({
+      settings: options.settings,
+      clients: createAwsClients(env),
+      clock: this.clock,
+      planner: this.planner,
+      random: random.fork('coordinator'),
+      faults: this.faultLog,
+    });
+    this.containers = new Containers(() =>
+      createProcessor({
+        settings: options.settings,
+        clients: processorClients,
+        clock: this.clock,
+        hooks: this.injector.processorHooks,
+      }),
+    );
+    this.nextCheckpointAt = this.clock.now() + options.checkpointIntervalMs;
+  }
+
+  /** Every record of the log, decoded as the processor sees it. */
+  *records() {
+    for (let p = 0; p < this.log.partitions; p++)
+      for (const entry of this.log.entries(p)) yield decodeRecord(entry.record);
+  }
+
+  /** Polls, invokes and acknowledges until every record is acknowledged. */
+  async drain(): Promise<void> {
+    await Promise.all(Array.from({ length: this.options.partitions }, () => this.poller()));
+    await this.checkpointing;
+    if (this.failure) throw this.failure;
+  }
+
+  private newChange(): Promise<void> {
+    return new Promise((resolve) => {
+      this.changed = resolve;
+    });
+  }
+
+  private notify(): void {
+    const changed = this.changed;
+    this.change = this.newChange();
+    changed();
+  }
+
+  private async poller(): Promise<void> {
+    while (this.failure === undefined) {
+      const delivery = this.emulator.poll();
+      if (delivery) {
+        try {
+          await this.deliver(delivery);
+        } catch (error) {
+          this.failure ??= error;
+        }
+        this.notify();
+        continue;
+      }
+      if (this.emulator.isDrained()) return;
+      await this.change; // every pending partition is in flight elsewhere: wait for an acknowledgement
+    }
+  }
+
+  private async deliver(delivery: Delivery): Promise<void> {
+    const attempt = Math.max(...delivery.slices.map((slice) => slice.attempt));
+    const max = this.options.maxAttemptsPerBatch ?? 25;
+    if (attempt > max) {
+      const partitions = delivery.slices.map((slice) => slice.partition);
+      throw new BatchRetriesExhaustedError(partitions, attempt - 1, {
+        cause: this.lastErrors.get(partitions[0]!),
+      });
+    }
+    const plan = this.planner.planInvocation(attempt);
+    const { result, plan: decisive } = plan.zombie
+      ? await this.zombie(delivery, plan, attempt)
+      : { result: await this.attempt(delivery, plan), plan };
+    this.clock.tick(this.options.invocationMs ?? 100);
+    this.totals.invocations++;
+    if (!result.ok) {
+      this.totals.failed++;
+      for (const slice of delivery.slices) this.lastErrors.set(slice.partition, result.error);
+      this.emulator.release(delivery);
+    } else if (decisive.loseCommit) {
+      this.faultLog.record('redeliver');
+      this.totals.lostCommits++;
+      this.emulator.release(delivery);
+    } else {
+      this.count(result.report);
+      this.emulator.commit(delivery);
+    }
+    this.maybeCheckpoint();
+    this.options.onProgress?.({
+      acknowledged: this.log.size - this.emulator.lag(),
+      total: this.log.size,
+      checkpointsCommitted: this.checkpointer.counts.committed,
+    });
+  }
+
+  private count(report: BatchReport): void {
+    for (const partition of report.partitions) {
+      this.totals.duplicatesByOffset += partition.duplicatesByOffset;
+      this.totals.duplicatesByKey += partition.duplicatesByKey;
+    }
+  }
+
+  /** One processor attempt in its own container under `plan`. */
+  private async attempt(
+    delivery: Delivery,
+    plan: InvocationPlan,
+    extras: Parameters<typeof attemptContext>[1] = {},
+  ): Promise<AttemptResult> {
+    const processor = this.containers.acquire();
+    let crashed = false;
+    try {
+      const context = attemptContext(plan, extras);
+      return {
+        ok: true,
+        report: await this.injector.run(context, () => processor.processEvent(delivery.event)),
+      };
+    } catch (error) {
+      crashed = error instanceof InjectedCrashError;
+      return { ok: false, error };
+    } finally {
+      // A crashed container is gone (its warm state with it); a failed one stays warm, as in Lambda.
+      if (!crashed) this.containers.release(processor);
+    }
+  }
+
+  /**
+   * A zombie: the first attempt stalls at a step until the mapping gives up on it (a timeout) and retries the same
+   * batch; the stalled attempt resumes when the retry reaches its planned step, and both then run concurrently.
+   * The retry's outcome is the delivery's; the zombie's result is discarded, its effects are not.
+   */
+  private async zombie(delivery: Delivery, plan: InvocationPlan, attempt: number) {
+    let resume!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      resume = resolve;
+    });
+    let stalled!: () => void;
+    const isStalled = new Promise<'stalled'>((resolve) => {
+      stalled = () => resolve('stalled');
+    });
+    const first = this.attempt(delivery, plan, {
+      stall: () => {
+        stalled();
+        return gate;
+      },
+    });
+    if ((await Promise.race([first.then(() => 'done' as const), isStalled])) === 'done') {
+      return { result: await first, plan };
+    }
+    const retryPlan = this.planner.planInvocation(attempt + 1, false);
+    const resumeAt = plan.zombie!.resumeAt;
+    const retry = this.attempt(delivery, retryPlan, {
+      onStep: (step: ProcessorStep) => {
+        if (step === resumeAt) resume();
+      },
+    });
+    const result = await retry;
+    resume();
+    await first;
+    return { result, plan: retryPlan };
+  }
+
+  private maybeCheckpoint(): void {
+    if (this.checkpointing || this.clock.now() < this.nextCheckpointAt) return;
+    this.nextCheckpointAt = this.clock.now() + this.options.checkpointIntervalMs;
+    this.checkpointing = this.checkpointer
+      .run()
+      .then(() => undefined)
+      .catch((error: unknown) => {
+        this.failure ??= error;
+      })
+      .finally(() => {
+        this.checkpointing = undefined;
+      });
+  }
+}
+
+function violationsOf(outcome: Outcome, verify: VerifyResult): string[] {
+  const violations: string[] = [];
+  if (outcome.lost > 0) violations.push(`${outcome.lost} lost`);
+  if (outcome.duplicated > 0) violations.push(`${outcome.duplicated} duplicated`);
+  if (outcome.unexpected > 0) violations.push(`${outcome.unexpected} unexpected rows`);
+  if (!outcome.aggregatesMatch) violations.push('aggregates differ from the deduplicated input');
+  if (!verify.ok) violations.push(`eos verify failed (${verify.problems.length} problems)`);
+  return violations;
+}
+
+/** Reads what the run left behind and judges it against the input. */
+async function judge(run: Run, options: RunOptions, expectation: Expectation) {
+  const { settings } = options;
+  const prefix = finalPrefix(settings.pipelineId);
+  const s3 = run.clients.s3;
+  const rows: FinalRow[] = await readFinalRows({ s3, bucket: settings.bucket, prefix });
+  const committedRows = rows.flatMap(({ stream, row }) => {
+    const source = row.source as { topic: string; partition: number; offset: number } | undefined;
+    return source ? [{ stream, source }] : [];
+  });
+  const aggregates: Map<string, Aggregate> = await readAggregates(
+    run.clients,
+    settings.ledgerTable,
+    settings.pipelineId,
+    expectation.aggregates.keys(),
+  );
+  const outcome = compareOutcome(expectation, committedRows, aggregates);
+  const verify = await verifySink({ s3, bucket: settings.bucket, prefix });
+  return { rows, aggregates, outcome, verify };
+}
+
+export interface RunResult {
+  readonly report: RunReport;
+  readonly aggregates: ReadonlyMap<string, Aggregate>;
+}
+
+export async function runLocal(options: RunOptions): Promise<RunResult> {
+  const started = Date.now();
+  const run = new Run(options);
+  const expectation = expectOutcome(
+    run.records(),
+    transformNamed(options.settings.transform),
+    options.settings.idempotencyKey,
+  );
+  if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
+  await run.drain();
+  await run.checkpointer.final();
+  const durationMs = Date.now() - started;
+  const { rows, aggregates, outcome, verify } = await judge(run, options, expectation);
+  const violations = violationsOf(outcome, verify);
+  const report: RunReport = {
+    pipeline: options.settings.pipelineId,
+    guarantee: options.settings.deliveryGuarantee,
+    seed: options.seed,
+    partitions: options.partitions,
+    faultSpec: formatFaultRates(options.faults),
+    records: {
+      in: options.input.length,
+      committed: rows.filter((row) => row.stream === 'output').length,
+      deadLettered: rows.filter((row) => row.stream === 'deadletter').length,
+      expected: expectation.identities.size,
+      duplicatesDroppedByOffset: run.totals.duplicatesByOffset,
+      duplicatesDroppedByKey: run.totals.duplicatesByKey,
+    },
+    faults: run.faultLog.snapshot(),
+    invocations: {
+      total: run.totals.invocations,
+      failed: run.totals.failed,
+      lostCommits: run.totals.lostCommits,
+    },
+    checkpoints: { ...run.checkpointer.counts },
+    durationMs,
+    recordsPerSecond: Math.round((options.input.length * 1000) / Math.max(1, durationMs)),
+    outcome,
+    verify,
+    verdict: violations.length === 0 ? 'exactly-once' : 'not exactly-once',
+    violations,
+  };
+  return { report, aggregates };
+}
