@@ -1,0 +1,221 @@
+/**
+ * `npm run bench`: the processor's throughput and AWS calls per batch under each delivery guarantee, the
+ * checkpoint's commit time against the number of staged files, the bundle size and module initialisation time,
+ * and a cost model per million records. One process, against the local parts; every configuration after a
+ * warm-up, several runs, median reported; the modes interleaved run by run so that background load hits them
+ * alike. Writes `bench/results.json` and `docs/benchmark.md`.
+ *
+ * Figures are from DynamoDB Local and s3rver on this machine: absolute numbers are not AWS's, ratios between
+ * modes measured in the same run are the point.
+ */
+import { writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startLocalParts } from '../local/parts.ts';
+import { createBucket, createLedgerTable } from '../local/provision.ts';
+import { CallCounter } from '../shared/aws/call-counter.ts';
+import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
+import { type DeliveryGuarantee, parseSettings, type Settings } from '../shared/config/settings.ts';
+import { createProcessor, type Processor } from '../shared/processor/processor.ts';
+import { measureBundles } from './bundle.ts';
+import { measureCheckpoints } from './checkpoint.ts';
+import { costModel } from './cost.ts';
+import { type BenchResults, renderMarkdown } from './report.ts';
+import { median } from './stats.ts';
+import { batchEvent, CUSTOMER_POOL, recordBytes } from './workload.ts';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const MODES: readonly DeliveryGuarantee[] = ['exactly-once', 'at-least-once', 'none'];
+const BATCH_SIZES = [100, 500, 2000] as const;
+const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+/** Records per timed run, per batch size (so each run is a few hundred milliseconds at least). */
+const RECORDS_PER_RUN = Number(process.env.BENCH_RECORDS_PER_RUN ?? 4000);
+
+export interface ThroughputResult {
+  mode: DeliveryGuarantee;
+  idempotencyKeys: boolean;
+  batchSize: number;
+  recordsPerSecond: number;
+  runs: number[];
+  msPerBatch: number;
+  callsPerBatchSteady: Record<string, number>;
+  callsPerBatchSteadyTotal: number;
+  callsColdStart: Record<string, number>;
+  transactionItemsPerBatch: number;
+}
+
+function progress(message: string): void {
+  process.stderr.write(`[bench] ${message}\n`);
+}
+
+interface Lane {
+  readonly key: string;
+  readonly mode: DeliveryGuarantee;
+  readonly idempotencyKeys: boolean;
+  readonly batchSize: number;
+  readonly clients: AwsClients;
+  readonly calls: CallCounter;
+  processor: Processor;
+  settings: Settings;
+  nextOffset: number;
+  runs: number[];
+  steadyCalls: Record<string, number>;
+  steadyBatches: number;
+  steadyItems: number;
+  cold: Record<string, number>;
+}
+
+let pipelineSeq = 0;
+
+function newLane(
+  base: { table: string; bucket: string },
+  mode: DeliveryGuarantee,
+  batchSize: number,
+  idempotencyKeys: boolean,
+): Lane {
+  const clients = createAwsClients();
+  const calls = new CallCounter().attach(clients);
+  const settings = parseSettings({
+    ledgerTable: base.table,
+    bucket: base.bucket,
+    pipelineId: `bench-${++pipelineSeq}`,
+    deliveryGuarantee: mode,
+    idempotencyKey: idempotencyKeys ? 'header:idempotency-key' : 'none',
+  });
+  return {
+    key: `${mode}/${batchSize}/${idempotencyKeys ? 'keys' : 'offsets'}`,
+    mode,
+    idempotencyKeys,
+    batchSize,
+    clients,
+    calls,
+    settings,
+    processor: createProcessor({ settings, clients }),
+    nextOffset: 0,
+    runs: [],
+    steadyCalls: {},
+    steadyBatches: 0,
+    steadyItems: 0,
+    cold: {},
+  };
+}
+
+async function runBatches(lane: Lane, batches: number): Promise<number> {
+  const events = Array.from({ length: batches }, (_, i) =>
+    batchEvent(0, lane.nextOffset + i * lane.batchSize, lane.batchSize),
+  );
+  lane.nextOffset += batches * lane.batchSize;
+  const started = performance.now();
+  for (const event of events) await lane.processor.processEvent(event);
+  return performance.now() - started;
+}
+
+async function warmUp(lane: Lane): Promise<void> {
+  lane.calls.reset();
+  await runBatches(lane, 1);
+  lane.cold = lane.calls.snapshot();
+  await runBatches(lane, 2);
+}
+
+async function timedRun(lane: Lane): Promise<void> {
+  const batches = Math.max(2, Math.round(RECORDS_PER_RUN / lane.batchSize));
+  lane.calls.reset();
+  const ms = await runBatches(lane, batches);
+  lane.runs.push((batches * lane.batchSize * 1000) / ms);
+  for (const [operation, count] of Object.entries(lane.calls.snapshot())) {
+    lane.steadyCalls[operation] = (lane.steadyCalls[operation] ?? 0) + count;
+  }
+  lane.steadyItems += lane.calls.transactionItems();
+  lane.steadyBatches += batches;
+}
+
+function resultOf(lane: Lane): ThroughputResult {
+  const perBatch = Object.fromEntries(
+    Object.entries(lane.steadyCalls).map(([operation, count]) => [operation, count / lane.steadyBatches]),
+  );
+  const recordsPerSecond = median(lane.runs);
+  return {
+    mode: lane.mode,
+    idempotencyKeys: lane.idempotencyKeys,
+    batchSize: lane.batchSize,
+    recordsPerSecond: Math.round(recordsPerSecond),
+    runs: lane.runs.map(Math.round),
+    msPerBatch: Number(((lane.batchSize * 1000) / recordsPerSecond).toFixed(2)),
+    callsPerBatchSteady: perBatch,
+    callsPerBatchSteadyTotal: Object.values(perBatch).reduce((a, b) => a + b, 0),
+    callsColdStart: lane.cold,
+    transactionItemsPerBatch: lane.steadyItems / lane.steadyBatches,
+  };
+}
+
+async function measureThroughput(base: { table: string; bucket: string }): Promise<ThroughputResult[]> {
+  const lanes: Lane[] = [];
+  for (const batchSize of BATCH_SIZES)
+    for (const mode of MODES) lanes.push(newLane(base, mode, batchSize, false));
+  lanes.push(newLane(base, 'exactly-once', 500, true));
+  for (const lane of lanes) await warmUp(lane);
+  for (let run = 1; run <= RUNS; run++) {
+    progress(`throughput run ${run}/${RUNS}`);
+    for (const lane of lanes) await timedRun(lane);
+  }
+  return lanes.map(resultOf);
+}
+
+async function main(): Promise<void> {
+  const startedAt = Date.now();
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+  progress('starting the local parts');
+  const parts = await startLocalParts();
+  Object.assign(process.env, parts.env, { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' });
+  try {
+    const clients = createAwsClients();
+    const base = { table: 'bench-ledger', bucket: 'bench-bucket' };
+    await Promise.all([
+      createLedgerTable(clients.dynamodb, base.table),
+      createBucket(clients.s3, base.bucket),
+    ]);
+
+    const throughput = await measureThroughput(base);
+    const find = (mode: DeliveryGuarantee, batchSize: number, keys = false) =>
+      throughput.find((r) => r.mode === mode && r.batchSize === batchSize && r.idempotencyKeys === keys)!;
+    progress('checkpoints');
+    const checkpoints = await measureCheckpoints(base, [10, 100, 1000]);
+    progress('bundles');
+    const bundles = await measureBundles(root);
+    const eo = find('exactly-once', 500);
+    const alo = find('at-least-once', 500);
+    const results: BenchResults = {
+      generatedAt: new Date().toISOString(),
+      machine: {
+        node: process.version,
+        note: 'DynamoDB Local + s3rver on loopback; not AWS latencies',
+      },
+      workload: {
+        recordBytes: recordBytes(),
+        customerPool: CUSTOMER_POOL,
+        runs: RUNS,
+        recordsPerRun: RECORDS_PER_RUN,
+      },
+      ratio_eo_alo_batch500: Number((eo.recordsPerSecond / alo.recordsPerSecond).toFixed(3)),
+      calls_per_batch_eo_steady: eo.callsPerBatchSteadyTotal,
+      calls_per_batch_alo_steady: alo.callsPerBatchSteadyTotal,
+      calls_per_batch_eo_keys_steady: find('exactly-once', 500, true).callsPerBatchSteadyTotal,
+      throughput,
+      checkpoints,
+      bundles,
+      cost: costModel({ eo, alo, eoKeys: find('exactly-once', 500, true), checkpoints }),
+      durationSeconds: Math.round((Date.now() - startedAt) / 1000),
+    };
+    writeFileSync(join(root, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+    writeFileSync(join(root, 'docs', 'benchmark.md'), renderMarkdown(results));
+    progress(`done in ${results.durationSeconds}s: bench/results.json, docs/benchmark.md`);
+    process.stdout.write(
+      `ratio exactly-once / at-least-once at batch 500: ${results.ratio_eo_alo_batch500}\n` +
+        `calls per batch, exactly-once steady state: ${results.calls_per_batch_eo_steady}\n`,
+    );
+  } finally {
+    await parts.stop();
+  }
+}
+
+await main();
