@@ -196,10 +196,9 @@ export class ExactlyOncePipeline extends Construct {
       batchSize: config.batchSize,
       maxBatchingWindow: Duration.seconds(config.maxBatchingWindowSeconds),
       startingPosition: lambda.StartingPosition[config.startingPosition],
-      // Exactly-once never skips a record: a failing batch is retried (the processor dead-letters poison
-      // records itself, P6) until it succeeds, and never split, so per-partition order holds.
-      retryAttempts: -1,
-      bisectBatchOnError: false,
+      // Left at the mapping's defaults on purpose: retry a failing batch until it succeeds (the processor
+      // dead-letters poison records itself, P6, so only transient errors fail a batch) and never split it, so no
+      // record is skipped and per-partition order holds.
     });
     this.processor.addEventSource(source);
     for (const statement of kafkaConsumerStatements(this.clusterArn, config.topic, config.consumerGroupId)) {

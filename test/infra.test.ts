@@ -1,0 +1,469 @@
+/**
+ * Assertions on the synthesized stack: the Kafka mapping, IAM (least privilege), table, bucket, functions,
+ * alarms, schedules, and the validation of settings.
+ */
+import { Match } from 'aws-cdk-lib/assertions';
+import { describe, expect, it } from 'vitest';
+import { parsePipelineConfig } from '../infra/config.ts';
+import { pipelinePropsFromContext } from '../infra/stack.ts';
+import { ENV_NAMES, settingsFromEnv } from '../shared/config/settings.ts';
+import { InvalidSettingError } from '../shared/errors.ts';
+import { METRIC, METRICS_NAMESPACE, metricDimensionsMap } from '../shared/observability/names.ts';
+import {
+  actionsOf,
+  allStatements,
+  CLUSTER_ARN,
+  resourcesOf,
+  resourcesOfStatement,
+  synthesize,
+  testApp,
+} from './infra-fixtures.ts';
+
+const base = synthesize();
+const template = base.template;
+
+describe('the Kafka event source mapping', () => {
+  it('reads the topic from the imported cluster with the configured batching and consumer group', () => {
+    template.resourceCountIs('AWS::Lambda::EventSourceMapping', 1);
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: CLUSTER_ARN,
+      Topics: ['orders'],
+      BatchSize: 500,
+      MaximumBatchingWindowInSeconds: 1,
+      StartingPosition: 'TRIM_HORIZON',
+      AmazonManagedKafkaEventSourceConfig: { ConsumerGroupId: 'eos-orders' },
+      FunctionName: {
+        Ref: base.stack.getLogicalId(base.stack.pipeline.processor.node.defaultChild as never),
+      },
+    });
+  });
+
+  it('takes its settings from props', () => {
+    const { template: custom } = synthesize({
+      batchSize: 2000,
+      maxBatchingWindowSeconds: 5,
+      startingPosition: 'LATEST',
+      consumerGroupId: 'my-group',
+    });
+    custom.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      BatchSize: 2000,
+      MaximumBatchingWindowInSeconds: 5,
+      StartingPosition: 'LATEST',
+      AmazonManagedKafkaEventSourceConfig: { ConsumerGroupId: 'my-group' },
+    });
+  });
+
+  it('grants the kafka-cluster data-plane actions on exactly the cluster, topic and group ARNs', () => {
+    const kafka = allStatements(template).filter((s) =>
+      actionsOf(s).some((a) => a.startsWith('kafka-cluster:')),
+    );
+    const byResource = Object.fromEntries(kafka.map((s) => [String(s.Resource), actionsOf(s).sort()]));
+    expect(byResource).toEqual({
+      [CLUSTER_ARN]: ['kafka-cluster:Connect', 'kafka-cluster:DescribeClusterDynamicConfiguration'],
+      'arn:aws:kafka:eu-west-1:123456789012:topic/demo/1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d-2/orders': [
+        'kafka-cluster:DescribeTopic',
+        'kafka-cluster:ReadData',
+      ],
+      'arn:aws:kafka:eu-west-1:123456789012:group/demo/1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d-2/eos-orders': [
+        'kafka-cluster:AlterGroup',
+        'kafka-cluster:DescribeGroup',
+      ],
+    });
+  });
+});
+
+describe('least privilege', () => {
+  const statements = allStatements(template);
+
+  it('never pairs an S3 or DynamoDB action with a wildcard resource', () => {
+    const dataActions = statements.filter((s) => actionsOf(s).some((a) => /^(s3|dynamodb):/.test(a)));
+    expect(dataActions.length).toBeGreaterThan(5);
+    for (const statement of dataActions) {
+      for (const resource of resourcesOfStatement(statement)) {
+        expect(resource, `${statement.policy} ${actionsOf(statement)}`).not.toBe('*');
+        expect(JSON.stringify(resource)).not.toMatch(/"\*"|:::\*|arn:aws:s3:::\*|table\/\*/);
+      }
+      for (const action of actionsOf(statement)) expect(action).not.toMatch(/\*/);
+    }
+  });
+
+  it("conditions every DynamoDB statement on the pipeline's leading keys", () => {
+    const dynamo = statements.filter((s) => actionsOf(s).some((a) => a.startsWith('dynamodb:')));
+    expect(dynamo.length).toBeGreaterThanOrEqual(9); // processor, monitor, 7 coordinator steps
+    for (const statement of dynamo) {
+      expect(statement.Condition).toEqual({
+        'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['orders#*'] },
+      });
+      expect(actionsOf(statement)).not.toContain('dynamodb:Scan');
+    }
+  });
+
+  it('scopes S3 object actions to the pipeline prefixes and lists only with a prefix condition', () => {
+    for (const statement of statements.filter((s) => actionsOf(s).some((a) => a.startsWith('s3:')))) {
+      if (actionsOf(statement).includes('s3:ListBucket')) {
+        expect(statement.Condition?.StringLike?.['s3:prefix']).toBeDefined();
+        continue;
+      }
+      for (const resource of resourcesOfStatement(statement)) {
+        expect(JSON.stringify(resource)).toMatch(/"\/orders\/(_inprogress|final)\/[^"]*\*"/);
+      }
+    }
+    expect(
+      statements.flatMap(actionsOf).filter((a) => a.startsWith('s3:List') && a !== 's3:ListBucket'),
+    ).toEqual([]);
+  });
+
+  it('lets the exactly-once processor write only staged objects, the weaker guarantees final ones too', () => {
+    const processorS3 = (t: typeof template) =>
+      allStatements(t)
+        .filter((s) => s.Sid === 'StageObjects')
+        .flatMap(resourcesOfStatement)
+        .map((r) => JSON.stringify(r));
+    expect(processorS3(template)).toEqual([expect.stringContaining('/orders/_inprogress/*')]);
+    const atLeastOnce = synthesize({ deliveryGuarantee: 'at-least-once' }).template;
+    expect(processorS3(atLeastOnce)).toEqual([
+      expect.stringContaining('/orders/_inprogress/*'),
+      expect.stringContaining('/orders/final/*'),
+    ]);
+  });
+});
+
+describe('the ledger table', () => {
+  it('is on-demand with TTL, point-in-time recovery, deletion protection and retained by default', () => {
+    template.hasResource('AWS::DynamoDB::Table', {
+      DeletionPolicy: 'Retain',
+      UpdateReplacePolicy: 'Retain',
+      Properties: {
+        BillingMode: 'PAY_PER_REQUEST',
+        TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
+        DeletionProtectionEnabled: true,
+      },
+    });
+  });
+
+  it('follows the settings for a sandbox: destroyed, unprotected, without PITR', () => {
+    const sandbox = synthesize({
+      removalPolicy: 'destroy',
+      deletionProtection: false,
+      pointInTimeRecovery: false,
+    }).template;
+    sandbox.hasResource('AWS::DynamoDB::Table', {
+      DeletionPolicy: 'Delete',
+      Properties: {
+        DeletionProtectionEnabled: false,
+        PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: false },
+      },
+    });
+  });
+});
+
+describe('the sink bucket', () => {
+  const bucketId = base.stack.getLogicalId(base.stack.pipeline.bucket.node.defaultChild as never);
+  const bucket = resourcesOf(template, 'AWS::S3::Bucket')[bucketId]!;
+
+  it('is versioned, private, encrypted, access-logged and retained', () => {
+    expect(bucket.DeletionPolicy).toBe('Retain');
+    expect(bucket.Properties).toMatchObject({
+      VersioningConfiguration: { Status: 'Enabled' },
+      PublicAccessBlockConfiguration: {
+        BlockPublicAcls: true,
+        BlockPublicPolicy: true,
+        IgnorePublicAcls: true,
+        RestrictPublicBuckets: true,
+      },
+      BucketEncryption: {
+        ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: 'AES256' } }],
+      },
+      LoggingConfiguration: { LogFilePrefix: 'sink/' },
+    });
+  });
+
+  it('expires noncurrent versions and, as a backstop, in-progress objects', () => {
+    const rules = (bucket.Properties.LifecycleConfiguration as { Rules: Record<string, unknown>[] }).Rules;
+    expect(rules).toContainEqual(
+      expect.objectContaining({
+        Id: 'expire-noncurrent-versions',
+        NoncurrentVersionExpiration: { NoncurrentDays: 30 },
+      }),
+    );
+    expect(rules).toContainEqual(
+      expect.objectContaining({
+        Id: 'backstop-expire-in-progress',
+        Prefix: 'orders/_inprogress/',
+        ExpirationInDays: 7,
+      }),
+    );
+    // Nothing expires final objects or manifests (C7).
+    expect(rules.filter((rule) => rule.ExpirationInDays !== undefined)).toHaveLength(1);
+  });
+
+  it('denies requests without TLS', () => {
+    template.hasResourceProperties('AWS::S3::BucketPolicy', {
+      Bucket: { Ref: bucketId },
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({ Effect: 'Deny', Condition: { Bool: { 'aws:SecureTransport': 'false' } } }),
+        ]),
+      },
+    });
+  });
+
+  it('uses a rotated customer-managed key for bucket, table and topic when encryption is kms', () => {
+    const kms = synthesize({ encryption: 'kms' });
+    const keyId = kms.stack.getLogicalId(kms.stack.pipeline.encryptionKey!.node.defaultChild as never);
+    kms.template.hasResourceProperties('AWS::KMS::Key', { EnableKeyRotation: true });
+    kms.template.hasResourceProperties('AWS::S3::Bucket', {
+      BucketEncryption: {
+        ServerSideEncryptionConfiguration: [
+          {
+            BucketKeyEnabled: true,
+            ServerSideEncryptionByDefault: {
+              SSEAlgorithm: 'aws:kms',
+              KMSMasterKeyID: { 'Fn::GetAtt': [keyId, 'Arn'] },
+            },
+          },
+        ],
+      },
+    });
+    kms.template.hasResourceProperties('AWS::DynamoDB::Table', {
+      SSESpecification: {
+        SSEEnabled: true,
+        SSEType: 'KMS',
+        KMSMasterKeyId: { 'Fn::GetAtt': [keyId, 'Arn'] },
+      },
+    });
+    kms.template.hasResourceProperties('AWS::SNS::Topic', {
+      KmsMasterKeyId: { 'Fn::GetAtt': [keyId, 'Arn'] },
+    });
+  });
+});
+
+describe('the functions', () => {
+  const functions = Object.values(resourcesOf(template, 'AWS::Lambda::Function'));
+
+  it('run Node.js 24 on ARM64 with JSON logs, every one of them', () => {
+    expect(functions).toHaveLength(9); // processor, monitor, 7 coordinator steps
+    for (const fn of functions) {
+      expect(fn.Properties).toMatchObject({
+        Runtime: 'nodejs24.x',
+        Architectures: ['arm64'],
+        LoggingConfig: { LogFormat: 'JSON' },
+      });
+    }
+  });
+
+  it('carry EOS_* settings that the handlers parse back (no unknown EOS_ variable)', () => {
+    for (const fn of functions) {
+      const env = (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables;
+      const plain = Object.fromEntries(
+        Object.entries(env).map(([name, value]) => [
+          name,
+          typeof value === 'string' ? value : `resolved-${name.toLowerCase()}`,
+        ]),
+      );
+      const settings = settingsFromEnv(plain);
+      expect(settings).toMatchObject({ pipelineId: 'orders', deliveryGuarantee: 'exactly-once' });
+      expect(env[ENV_NAMES.ledgerTable]).toEqual({ Ref: expect.stringMatching(/^PipelineLedger/) });
+      expect(env[ENV_NAMES.bucket]).toEqual({ Ref: expect.stringMatching(/^PipelineSink[0-9A-F]/) });
+    }
+  });
+
+  it('give the processor the configured timeout and the coordinator steps theirs', () => {
+    const custom = synthesize({
+      processorTimeoutSeconds: 300,
+      orphanGraceSeconds: 900,
+      coordinatorStepTimeoutSeconds: 120,
+    });
+    const processorId = custom.stack.getLogicalId(custom.stack.pipeline.processor.node.defaultChild as never);
+    const byId = resourcesOf(custom.template, 'AWS::Lambda::Function');
+    expect(byId[processorId]!.Properties.Timeout).toBe(300);
+    const begin = custom.stack.getLogicalId(
+      custom.stack.pipeline.coordinator.functions.begin.node.defaultChild as never,
+    );
+    expect(byId[begin]!.Properties.Timeout).toBe(120);
+  });
+});
+
+describe('schedules and alarms', () => {
+  it('start a checkpoint and the monitor every checkpoint interval', () => {
+    const sm = base.stack.getLogicalId(
+      base.stack.pipeline.coordinator.stateMachine.node.defaultChild as never,
+    );
+    template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(5 minutes)',
+      Targets: [Match.objectLike({ Arn: { Ref: sm } })],
+    });
+    const monitor = base.stack.getLogicalId(base.stack.pipeline.monitor.node.defaultChild as never);
+    template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(5 minutes)',
+      Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [monitor, 'Arn'] } })],
+    });
+    const custom = synthesize({ checkpointIntervalMinutes: 1 }).template;
+    expect(
+      Object.values(resourcesOf(custom, 'AWS::Events::Rule')).map((r) => r.Properties.ScheduleExpression),
+    ).toEqual(['rate(1 minute)', 'rate(1 minute)']);
+  });
+
+  const alarms = Object.values(resourcesOf(template, 'AWS::CloudWatch::Alarm')).map((a) => a.Properties);
+  const alarm = (suffix: string) => alarms.find((a) => a.AlarmName === `eos-orders-${suffix}`)!;
+  const topicId = base.stack.getLogicalId(base.stack.pipeline.alarmTopic.node.defaultChild as never);
+
+  it('alarm on failed checkpoints, no commit, dead-lettered records and processor errors, all to the topic', () => {
+    expect(alarms.map((a) => a.AlarmName).sort()).toEqual(
+      ['CheckpointFailed', 'NoCommit', 'ProcessorErrors', 'RecordDeadLettered'].map((n) => `eos-orders-${n}`),
+    );
+    for (const a of alarms) {
+      expect(a.AlarmActions).toEqual([{ Ref: topicId }]);
+      expect(a.OKActions).toEqual([{ Ref: topicId }]);
+    }
+  });
+
+  it('watch the EMF metrics under exactly the namespace and dimensions the handlers emit', () => {
+    // CloudWatch matches dimensions as a set; CDK sorts them by name.
+    const dimensions = Object.entries(metricDimensionsMap('orders'))
+      .map(([Name, Value]) => ({ Name, Value }))
+      .sort((a, b) => a.Name.localeCompare(b.Name));
+    expect(alarm('RecordDeadLettered')).toMatchObject({
+      Namespace: METRICS_NAMESPACE,
+      MetricName: METRIC.deadLettered,
+      Dimensions: dimensions,
+      Statistic: 'Sum',
+      Threshold: 1,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      TreatMissingData: 'notBreaching',
+    });
+    expect(alarm('NoCommit')).toMatchObject({
+      Namespace: METRICS_NAMESPACE,
+      MetricName: METRIC.oldestUncommittedStagedAge,
+      Dimensions: dimensions,
+      Statistic: 'Maximum',
+      Period: 300,
+      Threshold: 3 * 300,
+      ComparisonOperator: 'GreaterThanThreshold',
+      // The monitor going silent must alarm too.
+      TreatMissingData: 'breaching',
+    });
+  });
+
+  it('count failed, timed-out and aborted executions of the state machine as failed checkpoints', () => {
+    const metrics = alarm('CheckpointFailed').Metrics as Array<{
+      Id: string;
+      MetricStat?: { Metric: { MetricName: string; Namespace: string } };
+    }>;
+    expect(
+      metrics
+        .filter((m) => m.MetricStat)
+        .map((m) => `${m.MetricStat!.Metric.Namespace}/${m.MetricStat!.Metric.MetricName}`)
+        .sort(),
+    ).toEqual([
+      'AWS/States/ExecutionsAborted',
+      'AWS/States/ExecutionsFailed',
+      'AWS/States/ExecutionsTimedOut',
+    ]);
+  });
+
+  it("alarm on the processor function's errors", () => {
+    const processorId = base.stack.getLogicalId(base.stack.pipeline.processor.node.defaultChild as never);
+    expect(alarm('ProcessorErrors')).toMatchObject({
+      Namespace: 'AWS/Lambda',
+      MetricName: 'Errors',
+      Dimensions: [{ Name: 'FunctionName', Value: { Ref: processorId } }],
+    });
+  });
+
+  it('have a dashboard and an email subscription when asked', () => {
+    template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+    template.resourceCountIs('AWS::SNS::Subscription', 0);
+    synthesize({ alarmEmail: 'ops@example.com' }).template.hasResourceProperties('AWS::SNS::Subscription', {
+      Protocol: 'email',
+      Endpoint: 'ops@example.com',
+    });
+  });
+});
+
+describe('an MSK Serverless sandbox', () => {
+  const sandbox = synthesize({ mskClusterArn: undefined, sandboxCluster: true });
+
+  it('creates the cluster with IAM authentication in a VPC of its own and reads from it', () => {
+    const clusterId = sandbox.stack.getLogicalId(sandbox.stack.pipeline.sandbox!.cluster);
+    sandbox.template.hasResourceProperties('AWS::MSK::ServerlessCluster', {
+      ClientAuthentication: { Sasl: { Iam: { Enabled: true } } },
+      VpcConfigs: [Match.objectLike({ SubnetIds: Match.anyValue() })],
+    });
+    sandbox.template.resourceCountIs('AWS::EC2::VPC', 1);
+    sandbox.template.resourceCountIs('AWS::EC2::FlowLog', 1);
+    sandbox.template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::GetAtt': [clusterId, 'Arn'] },
+    });
+  });
+
+  it('derives the topic and group ARNs from the cluster ARN token', () => {
+    const topic = allStatements(sandbox.template).find((s) => s.Sid === 'KafkaReadTopic')!;
+    expect(JSON.stringify(topic.Resource)).toContain(':topic/');
+    expect(JSON.stringify(topic.Resource)).toContain('"/orders"');
+    expect(JSON.stringify(topic.Resource)).toContain('Fn::Split');
+  });
+});
+
+describe('settings validation', () => {
+  const invalid = (props: Record<string, unknown>) => () =>
+    parsePipelineConfig({ mskClusterArn: CLUSTER_ARN, topic: 'orders', ...props });
+
+  it.each([
+    [{ topic: undefined }, 'topic', /required/],
+    [{ topic: 'no spaces please' }, 'topic', /\[a-zA-Z0-9._-\]/],
+    [{ mskClusterArn: 'arn:aws:kafka:eu-west-1:123:cluster/x' }, 'mskClusterArn', /arn:aws:kafka/],
+    [{ mskClusterArn: undefined }, 'mskClusterArn', /sandboxCluster/],
+    [{ sandboxCluster: true }, 'sandboxCluster', /not both/],
+    [{ batchSize: 20_000 }, 'batchSize', /10000/],
+    [{ batchSize: 'many' }, 'batchSize', /number/],
+    [{ startingPosition: 'AT_TIMESTAMP' }, 'startingPosition', /TRIM_HORIZON/],
+    [{ deliveryGuarantee: 'twice' }, 'deliveryGuarantee', /exactly-once/],
+    [
+      { processorTimeoutSeconds: 600, orphanGraceSeconds: 600 },
+      'orphanGraceSeconds',
+      /must exceed processorTimeoutSeconds/,
+    ],
+    [{ checkpointLeaseSeconds: 300 }, 'checkpointLeaseSeconds', /must exceed coordinatorStepTimeoutSeconds/],
+    [
+      { inProgressExpirationDays: 1, orphanGraceSeconds: 86_400 },
+      'inProgressExpirationDays',
+      /must exceed twice/,
+    ],
+    [{ logRetentionDays: 31 }, 'logRetentionDays', /one of/],
+    [{ alarmEmail: 'not-an-email' }, 'alarmEmail', /email/i],
+    [{ bukcet: 'typo' }, 'bukcet', /unknown setting/],
+  ])('rejects %j naming %s', (props, setting, message) => {
+    const attempt = invalid(props);
+    expect(attempt).toThrow(InvalidSettingError);
+    expect(attempt).toThrow(new RegExp(`^invalid setting ${setting}: `));
+    expect(attempt).toThrow(message);
+  });
+
+  it('accepts the defaults and coerces context strings', () => {
+    const config = parsePipelineConfig({
+      mskClusterArn: CLUSTER_ARN,
+      topic: 'orders',
+      batchSize: '50',
+      gzip: 'false',
+    });
+    expect(config).toMatchObject({
+      batchSize: 50,
+      gzip: false,
+      consumerGroupId: 'eos-orders',
+      checkpointIntervalMinutes: 5,
+    });
+  });
+
+  it('names a context setting the way it is passed on the command line', () => {
+    const app = testApp({ mskClusterArn: CLUSTER_ARN, topic: 'orders', batchSize: '0' });
+    expect(() => pipelinePropsFromContext(app)).toThrow(/^invalid setting -c batchSize: /);
+    const missing = testApp({ mskClusterArn: CLUSTER_ARN });
+    expect(() => pipelinePropsFromContext(missing)).toThrow('invalid setting -c topic: required but not set');
+    expect(pipelinePropsFromContext(testApp({ mskClusterArn: CLUSTER_ARN, topic: 'orders' }))).toEqual({
+      mskClusterArn: CLUSTER_ARN,
+      topic: 'orders',
+    });
+  });
+});
