@@ -99,7 +99,10 @@ export interface RunReport {
   readonly faults: Record<FaultKind, number>;
   readonly invocations: { readonly total: number; readonly failed: number; readonly lostCommits: number };
   readonly checkpoints: CheckpointCounts;
+  /** Wall time from the first delivery to the final checkpoint's end. */
   readonly durationMs: number;
+  /** Where the wall time went: draining the log, the final checkpoint(s), reading back and verifying. */
+  readonly phasesMs: { readonly drain: number; readonly finalCheckpoint: number; readonly judge: number };
   readonly recordsPerSecond: number;
   readonly outcome: Outcome;
   readonly verify: VerifyResult;
@@ -395,9 +398,15 @@ export async function runLocal(options: RunOptions): Promise<RunResult> {
   );
   if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
   await run.drain();
+  const drained = Date.now();
   await run.checkpointer.final();
   const durationMs = Date.now() - started;
   const { rows, aggregates, outcome, verify } = await judge(run, options, expectation);
+  const phasesMs = {
+    drain: drained - started,
+    finalCheckpoint: started + durationMs - drained,
+    judge: Date.now() - started - durationMs,
+  };
   const violations = violationsOf(outcome, verify);
   const report: RunReport = {
     pipeline: options.settings.pipelineId,
@@ -421,6 +430,7 @@ export async function runLocal(options: RunOptions): Promise<RunResult> {
     },
     checkpoints: { ...run.checkpointer.counts },
     durationMs,
+    phasesMs,
     recordsPerSecond: Math.round((options.input.length * 1000) / Math.max(1, durationMs)),
     outcome,
     verify,
