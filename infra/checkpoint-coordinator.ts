@@ -18,6 +18,7 @@ import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
@@ -69,6 +70,8 @@ export class CheckpointCoordinator extends Construct {
     for (const step of COORDINATOR_STEPS) {
       functions[step] = new NodejsFunction(this, `${step[0]!.toUpperCase()}${step.slice(1)}Function`, {
         timeout,
+        runtime: lambda.Runtime.NODEJS_22_X,
+        architecture: lambda.Architecture.ARM_64,
         ...props.functionDefaults,
         entry: ENTRY,
         handler: step,

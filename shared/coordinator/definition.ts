@@ -7,15 +7,13 @@
  * the synthesized template, so the definition that deploys is the one tested.
  *
  * ```
- *  Init ─▶ Begin ─▶ Route ─┬─ checkpoint ─▶ Prepare (Map over shards) ─▶ Decide ─▶ Promote (Map) ─▶ Commit
- *                          │                     │ any failure              │          │                │
- *                          │                     └────────────▶ Abort ◀─────┘          │ (after the decision:
- *                          │                    (decided: roll fwd)│                    │  retry, never abort)
- *                          │                                      ▼                    ▼                ▼
- *                          │                              Aborted (Fail)      CommitIncomplete (Fail)  Cleanup (Map)
- *                          ├─ commit (recovery rolls forward) ─▶ Promote                                  │
- *                          ├─ busy  ─▶ AnotherCheckpointInFlight (Succeed)                                ▼
- *                          └─ empty ─▶ NothingToCommit (Succeed)                                  Committed (Succeed)
+ *  Init ─▶ Begin ─▶ Route ─┬─ checkpoint ─▶ Prepare (Map) ─▶ Decide ─▶ Promote (Map) ─▶ Commit ─▶ Cleanup (Map) ─▶ Committed
+ *                          ├─ commit (recovery: roll forward) ─────────▶ Promote
+ *                          ├─ busy  ─▶ AnotherCheckpointInFlight            ▲        after the decision: retry;
+ *                          └─ empty ─▶ NothingToCommit                      │        still failing ─▶ CommitIncomplete
+ *                                                                           │ decided
+ *  Begin / Prepare / Decide failing (after retries) ─▶ Abort ─▶ AfterAbort ─┴─ else ─▶ Aborted (Fail)
+ *                                                        └─ Abort failing ─▶ AbortFailed (Fail)
  * ```
  *
  * Step Functions limits: the state data carries references only — the checkpoint id, the attempt and a list of
@@ -211,12 +209,18 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
       },
       Committed: { Type: 'Succeed' },
       Abort: lambdaTask('abort', { ...CHECKPOINT_REF, 'error.$': '$.error' }, task, {
-        ResultSelector: { 'reason.$': '$.Payload.reason' },
+        ResultSelector: { 'outcome.$': '$.Payload.outcome', 'reason.$': '$.Payload.reason' },
         ResultPath: '$.abort',
         Retry: RETRY_BEFORE_DECISION,
         Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.abortError', Next: 'AbortFailed' }],
-        Next: 'Aborted',
+        Next: 'AfterAbort',
       }),
+      // Abort refuses a checkpoint already COMMITTING (a decide that wrote, then failed): roll it forward.
+      AfterAbort: {
+        Type: 'Choice',
+        Choices: [{ Variable: '$.abort.outcome', StringEquals: 'decided', Next: 'Promote' }],
+        Default: 'Aborted',
+      },
       Aborted: { Type: 'Fail', Error: 'CheckpointAborted', CausePath: '$.abort.reason' },
       AbortFailed: {
         Type: 'Fail',
