@@ -23,6 +23,8 @@ const bool = z.union([z.boolean(), z.enum(['true', 'false'])]).transform((v) => 
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
 
 const DAY_S = 86_400;
+/** `infra/checkpoint-coordinator.ts` gives each Lambda task the function's timeout plus this much. */
+export const STEP_TASK_TIMEOUT_MARGIN_SECONDS = 60;
 
 /** Deployment-only settings (the pipeline's own settings are merged in from `settingsSchema`). */
 const deploymentShape = {
@@ -160,11 +162,13 @@ function checkCrossSettings(config: PipelineConfig, label: (key: string) => stri
       `${config.orphanGraceSeconds}s must exceed processorTimeoutSeconds (${config.processorTimeoutSeconds}s)`,
     );
   }
-  // A checkpoint's lease must outlast any single step, or a slow but live step is "recovered" under it (C1).
-  if (config.checkpointLeaseSeconds <= config.coordinatorStepTimeoutSeconds) {
+  // A checkpoint's lease must outlast any single step, or a slow but live step is "recovered" under it (C1). A
+  // step lasts at most its Step Functions task timeout, which the coordinator sets to the Lambda timeout + 60 s.
+  const longestStep = config.coordinatorStepTimeoutSeconds + STEP_TASK_TIMEOUT_MARGIN_SECONDS;
+  if (config.checkpointLeaseSeconds <= longestStep) {
     fail(
       'checkpointLeaseSeconds',
-      `${config.checkpointLeaseSeconds}s must exceed coordinatorStepTimeoutSeconds (${config.coordinatorStepTimeoutSeconds}s)`,
+      `${config.checkpointLeaseSeconds}s must exceed the longest coordinator step: coordinatorStepTimeoutSeconds (${config.coordinatorStepTimeoutSeconds}s) + ${STEP_TASK_TIMEOUT_MARGIN_SECONDS}s task margin`,
     );
   }
   // The lifecycle rule is a backstop behind the orphan sweep and checkpoint recovery, never ahead of them.

@@ -425,7 +425,7 @@ describe('settings validation', () => {
       'orphanGraceSeconds',
       /must exceed processorTimeoutSeconds/,
     ],
-    [{ checkpointLeaseSeconds: 300 }, 'checkpointLeaseSeconds', /must exceed coordinatorStepTimeoutSeconds/],
+    [{ checkpointLeaseSeconds: 360 }, 'checkpointLeaseSeconds', /must exceed the longest coordinator step/],
     [
       { inProgressExpirationDays: 1, orphanGraceSeconds: 86_400 },
       'inProgressExpirationDays',
