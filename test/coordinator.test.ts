@@ -2,14 +2,7 @@
  * The coordinator's invariants C1–C7 (DESIGN.md), step by step on the protocol core, against DynamoDB Local and
  * the S3 server. The state machine around these steps is tested in `state-machine.test.ts`.
  */
-import {
-  CompleteMultipartUploadCommand,
-  CreateMultipartUploadCommand,
-  DeleteObjectCommand,
-  PutObjectCommand,
-  type S3Client,
-  UploadPartCommand,
-} from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
