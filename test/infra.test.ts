@@ -2,9 +2,10 @@
  * Assertions on the synthesized stack: the Kafka mapping, IAM (least privilege), table, bucket, functions,
  * alarms, schedules, and the validation of settings.
  */
+import { readFileSync } from 'node:fs';
 import { Match } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { parsePipelineConfig } from '../infra/config.ts';
+import { CONFIG_KEYS, parsePipelineConfig } from '../infra/config.ts';
 import { pipelinePropsFromContext } from '../infra/stack.ts';
 import { ENV_NAMES, settingsFromEnv } from '../shared/config/settings.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
@@ -467,3 +468,31 @@ describe('settings validation', () => {
     });
   });
 });
+
+describe('docs/deploy.md', () => {
+  it('lists every setting with its actual default', () => {
+    const text = readFileSync(new URL('../docs/deploy.md', import.meta.url), 'utf8');
+    const rows = new Map(
+      [...text.matchAll(/^\| `([A-Za-z]+)` \| ([^|]+) \|/gm)].map((match) => [match[1]!, match[2]!.trim()]),
+    );
+    expect([...rows.keys()].sort()).toEqual([...CONFIG_KEYS].sort());
+    const defaults = parsePipelineConfig({ mskClusterArn: CLUSTER_ARN, topic: 'orders' }) as Record<
+      string,
+      unknown
+    >;
+    const documented: Record<string, string> = {
+      idempotencyKey: 'header:idempotency-key',
+      consumerGroupId: 'eos-<pipelineId>',
+    };
+    for (const key of CONFIG_KEYS) {
+      if (key === 'mskClusterArn' || key === 'topic' || defaults[key] === undefined) continue;
+      expect(rows.get(key), key).toMatch(
+        new RegExp(`^\`${escape(documented[key] ?? String(defaults[key]))}\``),
+      );
+    }
+  });
+});
+
+function escape(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
