@@ -119,7 +119,8 @@ export class CheckpointCoordinator extends Construct {
     const update = ['dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem'];
     switch (step) {
       case 'begin':
-        return { dynamodb: [...read, ...update], objects: [] };
+        // The head is allocated with a conditional Put inside a transaction.
+        return { dynamodb: [...read, ...update, 'dynamodb:PutItem'], objects: [] };
       case 'prepare':
         return {
           dynamodb: [...read, ...update],
