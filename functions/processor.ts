@@ -1,16 +1,29 @@
 /**
  * The processor Lambda: a thin middy handler over `shared/processor`. Settings and clients are built once per
  * container (a malformed setting fails the cold start with a message naming it); the processor instance is kept
- * warm so that its cached fences save a read per batch.
+ * warm so that its cached fences save a read per batch. JSON logs carry the batch's correlation id (its
+ * partitions and offset ranges, the same on every retry); EMF metrics count what each batch did.
  */
 import middy from '@middy/core';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { settingsFromEnv } from '../shared/config/settings.ts';
+import { mskBatchCorrelationId } from '../shared/observability/correlation.ts';
+import { observability } from '../shared/observability/middleware.ts';
+import { batchCounts } from '../shared/observability/processor-metrics.ts';
+import { createTelemetry, recordBatch } from '../shared/observability/telemetry.ts';
 import { type BatchReport, createProcessor } from '../shared/processor/processor.ts';
 
-const processor = createProcessor({ settings: settingsFromEnv(), clients: createAwsClients() });
+const settings = settingsFromEnv();
+const processor = createProcessor({ settings, clients: createAwsClients() });
+const telemetry = createTelemetry({ pipeline: settings.pipelineId, component: 'processor' });
 
 /** Throws on any transient failure so that the event source mapping retries the whole batch. */
-export const handler = middy().handler(
-  async (event: unknown): Promise<BatchReport> => processor.processEvent(event),
-);
+export const handler = middy()
+  .use(observability(telemetry, { correlationId: mskBatchCorrelationId }))
+  .handler(async (event: unknown): Promise<BatchReport> => {
+    const report = await processor.processEvent(event);
+    const counts = batchCounts(report);
+    recordBatch(telemetry.metrics, counts);
+    telemetry.logger.info('batch staged', { ...counts, partitions: report.partitions.length });
+    return report;
+  });

@@ -1,0 +1,87 @@
+/**
+ * The deployed processor handler (`functions/processor.ts`) with its observability wiring, run on the local
+ * parts: each batch emits the EMF counts the dashboard and the RecordDeadLettered alarm read, and logs with the
+ * batch's correlation id.
+ */
+import type { Context } from 'aws-lambda';
+import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
+import { ENV_NAMES } from '../shared/config/settings.ts';
+import { METRIC } from '../shared/observability/names.ts';
+import { freshResources, uniqueName } from './support/aws.ts';
+import { mskEvent, orderRecords } from './support/msk.ts';
+
+type Handler = (event: unknown, context: Context) => Promise<unknown>;
+let handler: Handler;
+let pipeline: string;
+
+beforeAll(async () => {
+  const resources = await freshResources('obs-proc');
+  pipeline = uniqueName('obs');
+  vi.stubEnv(ENV_NAMES.ledgerTable, resources.table);
+  vi.stubEnv(ENV_NAMES.bucket, resources.bucket);
+  vi.stubEnv(ENV_NAMES.pipelineId, pipeline);
+  // The handler builds settings and clients at import, as in Lambda.
+  handler = (await import('../functions/processor.ts')).handler as unknown as Handler;
+});
+
+let stdout: MockInstance<typeof process.stdout.write>;
+beforeEach(() => {
+  stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+});
+afterEach(() => stdout.mockRestore());
+
+function jsonLines(): Record<string, unknown>[] {
+  return stdout.mock.calls
+    .flatMap(([chunk]) => String(chunk).split('\n'))
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+const context = {
+  functionName: 'processor',
+  functionVersion: '$LATEST',
+  invokedFunctionArn: 'arn:aws:lambda:us-east-1:123456789012:function:processor',
+  memoryLimitInMB: '1024',
+  awsRequestId: 'req',
+  logGroupName: 'g',
+  logStreamName: 's',
+  callbackWaitsForEmptyEventLoop: true,
+  getRemainingTimeInMillis: () => 60_000,
+  done: () => undefined,
+  fail: () => undefined,
+  succeed: () => undefined,
+} as Context;
+
+describe('the processor handler', () => {
+  it('emits records staged, duplicates by offset and by key, and dead-lettered records per batch', async () => {
+    const first = mskEvent([
+      ...orderRecords(0, 0, 4),
+      { partition: 0, offset: 4, value: 'not json', headers: { 'idempotency-key': 'poison-4' } },
+    ]);
+    await handler(first, context);
+    // Redelivery of the same batch, plus a producer duplicate (a new offset carrying an old key).
+    const second = mskEvent([
+      ...orderRecords(0, 0, 5),
+      { ...orderRecords(0, 5, 1, 'p0')[0]!, headers: { 'idempotency-key': 'p0-o1' } },
+    ]);
+    await handler(second, context);
+
+    const blobs = jsonLines().filter((line) => '_aws' in line);
+    expect(blobs).toHaveLength(2);
+    expect(blobs[0]).toMatchObject({
+      pipeline,
+      [METRIC.recordsStaged]: 5,
+      [METRIC.duplicatesByOffset]: 0,
+      [METRIC.duplicatesByKey]: 0,
+      [METRIC.deadLettered]: 1,
+    });
+    expect(blobs[1]).toMatchObject({
+      [METRIC.recordsStaged]: 0,
+      [METRIC.duplicatesByOffset]: 5,
+      [METRIC.duplicatesByKey]: 1,
+      [METRIC.deadLettered]: 0,
+    });
+    const staged = jsonLines().filter((line) => line.message === 'batch staged');
+    expect(staged.map((line) => line.correlation_id)).toEqual(['orders-0@0-4', 'orders-0@0-5']);
+  });
+});
