@@ -35,7 +35,11 @@ export async function readAggregates(
       const response = await documents.send(new BatchGetCommand({ RequestItems: request }));
       for (const item of response.Responses?.[table] ?? []) {
         const aggregate: Aggregate = {};
-        for (const [name, value] of Object.entries(item)) {
+        // Descriptive (string) fields first, then the totals: {customerId, currency, count, totalMinor}.
+        const entries = Object.entries(item).sort(
+          ([, a], [, b]) => Number(typeof a === 'number') - Number(typeof b === 'number'),
+        );
+        for (const [name, value] of entries) {
           if (!NOT_AGGREGATE.has(name) && (typeof value === 'string' || typeof value === 'number'))
             aggregate[name] = value;
         }

@@ -69,8 +69,6 @@ export interface RunOptions {
   readonly maxPartitionsPerEvent?: number;
   /** Attempts of one batch before the run gives up on an error that was not injected; default 25. */
   readonly maxAttemptsPerBatch?: number;
-  /** Client environment (endpoints, credentials); default `process.env`. */
-  readonly env?: NodeJS.ProcessEnv;
   readonly onProgress?: (progress: Progress) => void;
 }
 
@@ -163,9 +161,9 @@ class Run {
     this.clock = new RunClock(options.clock ?? 'real');
     const random = seededRandom(options.seed);
     this.planner = new FaultPlanner(options.faults, random.fork('faults'));
-    const env = options.env ?? process.env;
-    this.clients = createAwsClients(env);
-    const processorClients = this.injector.instrument(createAwsClients(env));
+    // Clients take endpoints and credentials from the environment (AWS_ENDPOINT_URL_*), as everywhere.
+    this.clients = createAwsClients();
+    const processorClients = this.injector.instrument(createAwsClients());
     this.log = new PartitionedLog(options.topic ?? 'orders', options.partitions, this.clock);
     this.emulator = new MskEmulator({
       log: this.log,
@@ -177,7 +175,7 @@ class Run {
     this.log.close();
     this.checkpointer = new Checkpointer({
       settings: options.settings,
-      clients: createAwsClients(env),
+      clients: createAwsClients(),
       clock: this.clock,
       planner: this.planner,
       random: random.fork('coordinator'),

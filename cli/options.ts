@@ -1,0 +1,23 @@
+/** Option parsers for the `eos` commands: each rejects bad input with a message commander prefixes with the option. */
+import { InvalidArgumentError } from 'commander';
+
+export function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (value.trim() === '' || !Number.isInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(
+        `expected an integer in ${min}..${max === Number.MAX_SAFE_INTEGER ? '' : max}`,
+      );
+    }
+    return n;
+  };
+}
+
+export function oneOf<T extends string>(choices: readonly T[]) {
+  return (value: string): T => {
+    if (!(choices as readonly string[]).includes(value)) {
+      throw new InvalidArgumentError(`expected one of ${choices.join(', ')}`);
+    }
+    return value as T;
+  };
+}

@@ -1,0 +1,70 @@
+/** The `eos local` report as a table for the terminal (the JSON form is the {@link RunReport} itself). */
+import { formatVerifyResult } from '../shared/sink/verify.ts';
+import { FAULT_KINDS } from './faults.ts';
+import type { RunReport } from './runner.ts';
+
+const WIDTH = 32;
+
+function row(label: string, value: string | number): string {
+  return `  ${label.padEnd(WIDTH)}${value}`;
+}
+
+function faultsLine(report: RunReport): string {
+  const fired = FAULT_KINDS.filter((kind) => report.faults[kind] > 0).map(
+    (kind) => `${kind} ${report.faults[kind]}`,
+  );
+  return fired.length === 0 ? 'none' : fired.join(', ');
+}
+
+function checkpointsLine(report: RunReport): string {
+  const c = report.checkpoints;
+  const extra = [
+    c.empty ? `${c.empty} empty` : '',
+    c.busy ? `${c.busy} busy` : '',
+    c.incomplete ? `${c.incomplete} incomplete (rolled forward later)` : '',
+    c.failed ? `${c.failed} failed` : '',
+  ].filter(Boolean);
+  return `${c.committed} committed, ${c.aborted} aborted${extra.length ? `, ${extra.join(', ')}` : ''}`;
+}
+
+export function formatReport(report: RunReport): string {
+  const r = report.records;
+  const o = report.outcome;
+  const lines = [
+    `eos local: ${report.guarantee}, ${report.partitions} partitions, seed ${report.seed}, faults ${report.faultSpec}`,
+    row('records in', r.in),
+    row('committed (output rows)', r.committed),
+    row('dead-lettered', r.deadLettered),
+    row('expected (distinct records)', r.expected),
+    row('duplicates dropped by offset', r.duplicatesDroppedByOffset),
+    row('duplicates dropped by key', r.duplicatesDroppedByKey),
+    row('faults injected', faultsLine(report)),
+    row(
+      'processor invocations',
+      `${report.invocations.total} (${report.invocations.failed} failed and retried, ${report.invocations.lostCommits} offset commits lost)`,
+    ),
+    row('checkpoints', checkpointsLine(report)),
+    row('throughput', `${report.recordsPerSecond} records/s (${(report.durationMs / 1000).toFixed(1)} s)`),
+    row('lost / duplicated / unexpected', `${o.lost} / ${o.duplicated} / ${o.unexpected}`),
+    row(
+      'aggregates',
+      o.aggregatesMatch ? 'equal to the deduplicated input' : 'DIFFER from the deduplicated input',
+    ),
+    row(
+      'eos verify',
+      formatVerifyResult(report.verify, 10)
+        .split('\n')
+        .join(`\n  ${' '.repeat(WIDTH)}`),
+    ),
+    row(
+      'verdict',
+      report.verdict === 'exactly-once'
+        ? 'EXACTLY-ONCE'
+        : `NOT exactly-once: ${report.violations.join('; ')}`,
+    ),
+  ];
+  if (o.differences.length > 0) {
+    lines.push('  first differences:', ...o.differences.slice(0, 10).map((d) => `    - ${d}`));
+  }
+  return `${lines.join('\n')}\n`;
+}
