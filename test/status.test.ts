@@ -288,6 +288,7 @@ describe('eos status', () => {
     const text = await run(['--pipeline', pipeline, '--cluster-arn', CLUSTER_ARN]);
     expect(text).toMatch(/last committed\s+#1 COMMITTED, begun .*took 1m 0s/);
     expect(text).toMatch(/in flight\s+#2 PREPARED \(attempt 3\)/);
+    expect(text).toMatch(/lease until 2026-11-29T00:09:00.000Z\n/);
     expect(text).toMatch(
       /aborted since last commit:\n\s+#2 attempt 2 at .*: checksum mismatch\n\s+#2 attempt 1/,
     );

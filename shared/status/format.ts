@@ -31,6 +31,12 @@ export function formatStatus(status: PipelineStatus): string {
     `  last committed  ${ledger.lastCommitted ? describe(ledger.lastCommitted, ledger.readAt) : 'none yet'}`,
   );
   lines.push(`  in flight       ${ledger.inFlight ? describe(ledger.inFlight, ledger.readAt) : 'none'}`);
+  if (ledger.inFlight && ledger.head && ledger.head.leaseUntil > 0) {
+    const expired = ledger.head.leaseUntil <= ledger.readAt;
+    lines.push(
+      `                  lease until ${iso(ledger.head.leaseUntil)}${expired ? ' (expired: the next execution recovers it)' : ''}`,
+    );
+  }
   const aborted = ledger.abortedSinceLastCommit;
   lines.push(`  aborted since last commit: ${aborted.length === 0 ? 'none' : ''}`.trimEnd());
   for (const abort of aborted) lines.push(`    ${describeAbort(abort)}`);
