@@ -203,6 +203,8 @@ export class PipelineObservability extends Construct {
             label: 'NoCommit alarm threshold',
           },
         ],
+        // The monitor's own failures show up here before the NoCommit alarm's missing-data rule fires.
+        right: [this.props.monitor.metricErrors({ statistic: 'Sum', label: 'monitor errors' })],
       }),
     );
     return dashboard;
