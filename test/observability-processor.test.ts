@@ -84,4 +84,15 @@ describe('the processor handler', () => {
     const staged = jsonLines().filter((line) => line.message === 'batch staged');
     expect(staged.map((line) => line.correlation_id)).toEqual(['orders-0@0-4', 'orders-0@0-5']);
   });
+
+  it('is followed by the monitor handler, which reports the staged files no checkpoint covers yet', async () => {
+    const monitor = (await import('../shared/observability/monitor-handler.ts'))
+      .handler as unknown as Handler;
+    const report = (await monitor({}, context)) as { uncommittedFiles: number; consecutiveAborts: number };
+    // The first batch staged one output and one dead-letter file; the redelivery staged nothing.
+    expect(report).toMatchObject({ uncommittedFiles: 2, consecutiveAborts: 0 });
+    const blob = jsonLines().find((line) => '_aws' in line);
+    expect(blob).toMatchObject({ pipeline, [METRIC.consecutiveAborts]: 0 });
+    expect(blob?.[METRIC.oldestUncommittedStagedAge]).toEqual(expect.any(Number));
+  });
 });
