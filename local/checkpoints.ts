@@ -66,12 +66,9 @@ export class Checkpointer {
     });
   }
 
-  /** One checkpoint, possibly under a planned coordinator crash. */
-  async run(allowFaults = true): Promise<CheckpointOutcome> {
-    const step = allowFaults ? this.options.planner.planCheckpoint(COORDINATOR_STEPS) : undefined;
-    const when = this.options.random.chance(0.5) ? 'before' : 'after';
-    const persistent = this.options.random.chance(0.5);
-    this.crash = step ? { step, when, persistent } : undefined;
+  /** One checkpoint, under a coordinator crash drawn from the schedule (or the one given, or none). */
+  async run(crash: CoordinatorCrashPlan | 'planned' | 'none' = 'planned'): Promise<CheckpointOutcome> {
+    this.crash = crash === 'planned' ? this.planCrash() : crash === 'none' ? undefined : crash;
     this.crashedOnce = false;
     try {
       const outcome = await this.local.runCheckpoint();
@@ -83,17 +80,24 @@ export class Checkpointer {
     }
   }
 
+  private planCrash(): CoordinatorCrashPlan | undefined {
+    const step = this.options.planner.planCheckpoint(COORDINATOR_STEPS);
+    const when = this.options.random.chance(0.5) ? 'before' : 'after';
+    const persistent = this.options.random.chance(0.5);
+    return step ? { step, when, persistent } : undefined;
+  }
+
   /**
-   * Checkpoints until one commits everything staged, without faults: the end of a run. An execution left
-   * incomplete or failed holds the lease; the clock jumps past it (instead of waiting) so the next execution
-   * recovers it.
+   * The end of a run: checkpoints until one finds nothing left to commit. The first may still suffer a planned
+   * crash (the last checkpoint of a run is as exposed as any); the ones after it run clean. An execution left
+   * incomplete or failed holds the lease: the clock jumps past it (instead of waiting) so the next recovers it.
    */
-  async final(maxExecutions = 6): Promise<CheckpointOutcome> {
+  async final(maxExecutions = 8): Promise<CheckpointOutcome> {
     let last: CheckpointOutcome | undefined;
     for (let i = 0; i < maxExecutions; i++) {
-      last = await this.run(false);
+      last = await this.run(i === 0 ? 'planned' : 'none');
       if (last.status === 'empty') return last;
-      if (last.status === 'committed') continue; // another round: an empty one proves nothing is left
+      if (last.status === 'committed' || last.status === 'aborted') continue;
       this.options.clock.advance((this.options.settings.checkpointLeaseSeconds + 1) * 1000);
     }
     return last!;
