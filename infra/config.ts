@@ -127,7 +127,11 @@ export function parsePipelineConfig(
     }
     const key = String(issue.path[0] ?? '(settings)');
     const missing = issue.code === 'invalid_type' && input[key] === undefined;
-    throw new InvalidSettingError(label(key), missing ? 'required but not set' : issue.message);
+    if (missing) throw new InvalidSettingError(label(key), 'required but not set');
+    const given = input[key];
+    const shown =
+      typeof given === 'string' || typeof given === 'number' ? ` (got ${JSON.stringify(given)})` : '';
+    throw new InvalidSettingError(label(key), `${issue.message}${shown}`);
   }
   const config = {
     ...result.data,

@@ -418,7 +418,7 @@ describe('settings validation', () => {
     [{ mskClusterArn: undefined }, 'mskClusterArn', /sandboxCluster/],
     [{ sandboxCluster: true }, 'sandboxCluster', /not both/],
     [{ batchSize: 20_000 }, 'batchSize', /10000/],
-    [{ batchSize: 'many' }, 'batchSize', /number/],
+    [{ batchSize: 'many' }, 'batchSize', /number.*\(got "many"\)/],
     [{ startingPosition: 'AT_TIMESTAMP' }, 'startingPosition', /TRIM_HORIZON/],
     [{ deliveryGuarantee: 'twice' }, 'deliveryGuarantee', /exactly-once/],
     [
