@@ -12,7 +12,7 @@ export interface LedgerTableOptions {
   readonly removalPolicy: RemovalPolicy;
   readonly deletionProtection: boolean;
   readonly pointInTimeRecovery: boolean;
-  /** A customer-managed key; AWS-owned encryption without it. */
+  /** A customer-managed key; the AWS-owned key without it. */
   readonly encryptionKey?: kms.IKey;
 }
 
@@ -31,6 +31,7 @@ export function createLedgerTable(scope: Construct, id: string, options: LedgerT
     removalPolicy: options.removalPolicy,
     ...(options.encryptionKey
       ? { encryption: dynamodb.TableEncryption.CUSTOMER_MANAGED, encryptionKey: options.encryptionKey }
-      : { encryption: dynamodb.TableEncryption.AWS_MANAGED }),
+      : // AWS-owned key: encrypted at rest with no KMS requests to pay for.
+        { encryption: dynamodb.TableEncryption.DEFAULT }),
   });
 }

@@ -139,6 +139,8 @@ describe('the ledger table', () => {
         TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
         PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
         DeletionProtectionEnabled: true,
+        // Encrypted at rest with the AWS-owned key (no KMS requests billed) unless encryption=kms.
+        SSESpecification: { SSEEnabled: false },
       },
     });
   });
