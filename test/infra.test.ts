@@ -475,7 +475,7 @@ describe('docs/deploy.md', () => {
   it('lists every setting with its actual default', () => {
     const text = readFileSync(new URL('../docs/deploy.md', import.meta.url), 'utf8');
     const rows = new Map(
-      [...text.matchAll(/^\| `([A-Za-z]+)` \| ([^|]+) \|/gm)].map((match) => [match[1]!, match[2]!.trim()]),
+      [...text.matchAll(/^\| `([A-Za-z]+)`\s*\| ([^|]+?)\s*\|/gm)].map((match) => [match[1]!, match[2]!.trim()]),
     );
     expect([...rows.keys()].sort()).toEqual([...CONFIG_KEYS].sort());
     const defaults = parsePipelineConfig({ mskClusterArn: CLUSTER_ARN, topic: 'orders' }) as Record<
