@@ -475,7 +475,10 @@ describe('docs/deploy.md', () => {
   it('lists every setting with its actual default', () => {
     const text = readFileSync(new URL('../docs/deploy.md', import.meta.url), 'utf8');
     const rows = new Map(
-      [...text.matchAll(/^\| `([A-Za-z]+)`\s*\| ([^|]+?)\s*\|/gm)].map((match) => [match[1]!, match[2]!.trim()]),
+      [...text.matchAll(/^\| `([A-Za-z]+)`\s*\| ([^|]+?)\s*\|/gm)].map((match) => [
+        match[1]!,
+        match[2]!.trim(),
+      ]),
     );
     expect([...rows.keys()].sort()).toEqual([...CONFIG_KEYS].sort());
     const defaults = parsePipelineConfig({ mskClusterArn: CLUSTER_ARN, topic: 'orders' }) as Record<
@@ -489,12 +492,12 @@ describe('docs/deploy.md', () => {
     for (const key of CONFIG_KEYS) {
       if (key === 'mskClusterArn' || key === 'topic' || defaults[key] === undefined) continue;
       expect(rows.get(key), key).toMatch(
-        new RegExp(`^\`${escape(documented[key] ?? String(defaults[key]))}\``),
+        new RegExp(`^\`${escapeRegExp(documented[key] ?? String(defaults[key]))}\``),
       );
     }
   });
 });
 
-function escape(text: string): string {
+function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
