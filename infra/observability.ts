@@ -162,7 +162,8 @@ export class PipelineObservability extends Construct {
         left: [
           new cloudwatch.MathExpression({
             label: 'OffsetLag',
-            expression: `SEARCH('{AWS/Lambda,FunctionName} MetricName="OffsetLag" FunctionName="${processor.functionName}"', 'Maximum', 60)`,
+            // No schema braces: matches OffsetLag under whatever dimension set the mapping reports it with.
+            expression: `SEARCH('Namespace="AWS/Lambda" MetricName="OffsetLag" FunctionName="${processor.functionName}"', 'Maximum', 60)`,
             period: Duration.minutes(1),
           }),
         ],
