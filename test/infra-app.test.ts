@@ -1,0 +1,55 @@
+/**
+ * The CDK app as `cdk synth` runs it (`infra/app.ts` in a child process, context through CDK_CONTEXT_JSON as the
+ * CLI passes it; bundling skipped to keep it fast — `npm run synth` bundles): a bad setting stops it with a
+ * message naming the setting, and a good configuration passes cdk-nag inside the synth itself.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CLUSTER_ARN } from './infra-fixtures.ts';
+
+const outdir = mkdtempSync(join(tmpdir(), 'eos-synth-'));
+afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+
+function synth(context: Record<string, unknown>): { status: number | null; stderr: string } {
+  const result = spawnSync('npx', ['tsx', 'infra/app.ts'], {
+    cwd: new URL('..', import.meta.url).pathname,
+    encoding: 'utf8',
+    env: {
+      ...process.env,
+      CDK_OUTDIR: outdir,
+      CDK_CONTEXT_JSON: JSON.stringify({ 'aws:cdk:bundling-stacks': [], ...context }),
+      AWS_EC2_METADATA_DISABLED: 'true',
+      // The built-in CloudFormation schema validation (on in `npm run synth`) costs seconds; cdk-nag still runs.
+      CDK_VALIDATION: 'false',
+    },
+  });
+  return { status: result.status, stderr: result.stderr };
+}
+
+describe('infra/app.ts', () => {
+  it('stops on a missing or malformed setting, naming it', () => {
+    const missing = synth({ mskClusterArn: CLUSTER_ARN });
+    expect(missing.status).toBe(1);
+    expect(missing.stderr.trim()).toBe('invalid setting -c topic: required but not set');
+    const malformed = synth({ mskClusterArn: CLUSTER_ARN, topic: 'orders', startingPosition: 'EARLIEST' });
+    expect(malformed.status).toBe(1);
+    expect(malformed.stderr).toMatch(/^invalid setting -c startingPosition: .*"EARLIEST"/);
+  });
+
+  it('synthesizes an environment-agnostic stack that passes cdk-nag during synth', () => {
+    const ok = synth({ mskClusterArn: CLUSTER_ARN, topic: 'orders', pipelineId: 'payments' });
+    expect(ok.stderr).not.toMatch(/AwsSolutions-/);
+    expect(ok.status).toBe(0);
+    const templateFile = join(outdir, 'ExactlyOncePipeline-payments.template.json');
+    expect(existsSync(templateFile)).toBe(true);
+    const manifest = JSON.parse(readFileSync(join(outdir, 'manifest.json'), 'utf8')) as {
+      artifacts: Record<string, { type: string; environment?: string }>;
+    };
+    expect(manifest.artifacts['ExactlyOncePipeline-payments']?.environment).toBe(
+      'aws://unknown-account/unknown-region',
+    );
+  });
+});
