@@ -71,6 +71,7 @@ export interface StepInvocation {
   readonly payloadBytes: number;
   readonly resultBytes: number;
   readonly failed: boolean;
+  readonly durationMs: number;
 }
 
 export interface CheckpointOutcome {
@@ -163,6 +164,8 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
       const { FunctionName, Payload } = input as unknown as { FunctionName: string; Payload: unknown };
       const step = functionSteps[FunctionName];
       if (!step) throw new Error(`no local handler for function ${FunctionName}`);
+      const started = performance.now();
+      const took = () => Math.round(performance.now() - started);
       try {
         await options.hooks?.beforeStep?.(step, Payload);
         const result = await (coordinator[step] as (payload: unknown) => Promise<unknown>).call(
@@ -170,10 +173,22 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
           Payload,
         );
         await options.hooks?.afterStep?.(step, Payload, result);
-        invocations.push({ step, payloadBytes: size(Payload), resultBytes: size(result), failed: false });
+        invocations.push({
+          step,
+          payloadBytes: size(Payload),
+          resultBytes: size(result),
+          failed: false,
+          durationMs: took(),
+        });
         return { Payload: result } as unknown as JsonValue;
       } catch (error) {
-        invocations.push({ step, payloadBytes: size(Payload), resultBytes: 0, failed: true });
+        invocations.push({
+          step,
+          payloadBytes: size(Payload),
+          resultBytes: 0,
+          failed: true,
+          durationMs: took(),
+        });
         throw error;
       }
     };

@@ -73,7 +73,7 @@ import {
   type PromotionLimits,
   planFinalObjects,
 } from '../sink/promoter.ts';
-import { verifyStagedObject } from '../sink/staged-check.ts';
+import { verifyStagedObjects } from '../sink/staged-check.ts';
 import {
   type AbortInput,
   type AbortOutput,
@@ -161,9 +161,9 @@ class CheckpointCoordinator implements Coordinator {
     this.ledger = new StagedLedger(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
     this.plans = new PlanStore(clients.s3, settings.bucket, settings.pipelineId);
     this.manifests = new ManifestStore(clients.s3, settings.bucket, settings.pipelineId);
-    this.promoter = new Promoter(clients.s3, settings.bucket);
-    this.limits = { ...DEFAULT_PROMOTION_LIMITS, ...options.promotionLimits };
     this.concurrency = options.concurrency ?? 16;
+    this.promoter = new Promoter(clients.s3, settings.bucket, Math.max(1, this.concurrency / 2));
+    this.limits = { ...DEFAULT_PROMOTION_LIMITS, ...options.promotionLimits };
   }
 
   private leaseUntil(now: number): number {
@@ -299,9 +299,7 @@ class CheckpointCoordinator implements Coordinator {
     const objects = [];
     for (const partition of partitionsOfShard(record, input.shard)) {
       const entries = await this.coveredEntries(record, partition);
-      await mapLimit(entries, this.concurrency, (entry) =>
-        verifyStagedObject(this.clients.s3, this.settings.bucket, entry),
-      );
+      await verifyStagedObjects(this.clients.s3, this.settings.bucket, entries, this.concurrency);
       stagedFiles += entries.length;
       objects.push(...planFinalObjects(this.settings.pipelineId, entries, this.limits));
     }
@@ -369,9 +367,7 @@ class CheckpointCoordinator implements Coordinator {
     const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTING', 'COMMITTED']);
     if (record.status === 'COMMITTED') return { shard: input.shard, count: 0 };
     const plan = await this.plans.readPlan(input.checkpointId, input.attempt, input.shard);
-    const files = await mapLimit(plan.objects, Math.max(1, Math.floor(this.concurrency / 4)), (object) =>
-      this.promoter.promote(object),
-    );
+    const files = await mapLimit(plan.objects, 2, (object) => this.promoter.promote(object));
     await this.plans.writePromotion({
       checkpointId: input.checkpointId,
       attempt: input.attempt,
@@ -457,8 +453,7 @@ class CheckpointCoordinator implements Coordinator {
         this.settings.bucket,
         promoted.map((entry) => entry.key),
       );
-      const deleted = await mapLimit(promoted, this.concurrency, (entry) => this.ledger.deleteEntry(entry));
-      removed += deleted.filter(Boolean).length;
+      removed += await this.ledger.deleteEntries(promoted, this.settings.maxTransactionItems);
     }
     if (input.shard === 0) await this.plans.deleteCheckpoint(record.checkpointId);
     return { shard: input.shard, count: removed };

@@ -5,8 +5,15 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { DeleteCommand, DynamoDBDocumentClient, GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
-import { rethrowClassified } from '../aws/classify.ts';
+import {
+  DeleteCommand,
+  DynamoDBDocumentClient,
+  GetCommand,
+  QueryCommand,
+  TransactWriteCommand,
+} from '@aws-sdk/lib-dynamodb';
+import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
+import { mapLimit } from '../sink/objects.ts';
 import { keys, padOffset, partitionId, type Stream } from './layout.ts';
 import type { FenceItem, StagedFileEntry } from './records.ts';
 
@@ -116,6 +123,43 @@ export class StagedLedger {
       if (error instanceof ConditionalCheckFailedException) return false;
       return rethrowClassified('dynamodb:DeleteItem(staged entry)', error);
     }
+  }
+
+  /**
+   * Deletes promoted entries, up to `chunk` per transaction (each Delete conditioned on the entry still naming
+   * its object). A chunk whose transaction is cancelled because some entry is already gone (a concurrent or
+   * earlier cleanup) falls back to one conditional delete per entry. Returns how many this call deleted.
+   */
+  async deleteEntries(entries: readonly StagedFileEntry[], chunk = 100, concurrency = 4): Promise<number> {
+    const chunks: StagedFileEntry[][] = [];
+    for (let i = 0; i < entries.length; i += chunk) chunks.push(entries.slice(i, i + chunk));
+    const deleted = await mapLimit(chunks, concurrency, async (part) => {
+      try {
+        await this.doc.send(
+          new TransactWriteCommand({
+            TransactItems: part.map((entry) => ({
+              Delete: {
+                TableName: this.table,
+                Key: keys.staged(this.pipeline, entry.topic, entry.partition, entry.lastOffset, entry.stream),
+                ConditionExpression: '#key = :key',
+                ExpressionAttributeNames: { '#key': 'key' },
+                ExpressionAttributeValues: { ':key': entry.key },
+              },
+            })),
+          }),
+        );
+        return part.length;
+      } catch (error) {
+        const reasons = cancellationReasons(error);
+        if (!reasons?.some((reason) => reason.Code === 'ConditionalCheckFailed')) {
+          return rethrowClassified('dynamodb:TransactWriteItems(delete staged entries)', error);
+        }
+        let count = 0;
+        for (const entry of part) if (await this.deleteEntry(entry)) count++;
+        return count;
+      }
+    });
+    return deleted.reduce((sum, n) => sum + n, 0);
   }
 
   private async query(

@@ -96,6 +96,8 @@ export interface ListedObject {
   readonly key: string;
   readonly lastModified: number;
   readonly size: number;
+  /** Lower-case, without quotes. */
+  readonly etag: string;
 }
 
 /** Every object under `prefix`, page by page (at most `limit` objects). */
@@ -104,6 +106,7 @@ export async function* listObjects(
   bucket: string,
   prefix: string,
   limit = Number.POSITIVE_INFINITY,
+  startAfter?: string,
 ): AsyncGenerator<ListedObject> {
   let token: string | undefined;
   let seen = 0;
@@ -111,14 +114,25 @@ export async function* listObjects(
     let page: ListObjectsV2CommandOutput;
     try {
       page = await s3.send(
-        new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token, MaxKeys: 1000 }),
+        new ListObjectsV2Command({
+          Bucket: bucket,
+          Prefix: prefix,
+          ContinuationToken: token,
+          MaxKeys: 1000,
+          ...(token || !startAfter ? {} : { StartAfter: startAfter }),
+        }),
       );
     } catch (error) {
       return rethrowClassified('s3:ListObjectsV2', error);
     }
     for (const object of page.Contents ?? []) {
       if (seen++ >= limit) return;
-      yield { key: object.Key!, lastModified: object.LastModified?.getTime() ?? 0, size: object.Size ?? 0 };
+      yield {
+        key: object.Key!,
+        lastModified: object.LastModified?.getTime() ?? 0,
+        size: object.Size ?? 0,
+        etag: (object.ETag ?? '').replaceAll('"', '').toLowerCase(),
+      };
     }
     token = page.NextContinuationToken;
   } while (token);

@@ -20,7 +20,7 @@ import { STREAMS } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { finalObjectKey, type ObjectRange } from './layout.ts';
 import type { ManifestFile } from './manifest.ts';
-import { getBytes, putIfAbsent } from './objects.ts';
+import { getBytes, mapLimit, putIfAbsent } from './objects.ts';
 
 export interface StagedMember {
   readonly key: string;
@@ -135,19 +135,20 @@ export class Promoter {
   constructor(
     private readonly s3: S3Client,
     private readonly bucket: string,
+    /** Member objects read at once. */
+    private readonly concurrency = 8,
   ) {}
 
   /** Writes one planned final object (idempotent) and returns its manifest entry. */
   async promote(object: PlannedObject): Promise<ManifestFile> {
-    const parts: Buffer[] = [];
-    for (const m of object.members) {
+    const parts = await mapLimit(object.members, this.concurrency, async (m) => {
       const bytes = await getBytes(this.s3, this.bucket, m.key);
       if (!bytes) throw new StagedObjectLostError(m.key, 'missing');
       if (createHash('sha256').update(bytes).digest('hex') !== m.sha256) {
         throw new StagedObjectLostError(m.key, 'changed (SHA-256 differs from the ledger)');
       }
-      parts.push(bytes);
-    }
+      return bytes;
+    });
     const body = Buffer.concat(parts);
     const sha256 = createHash('sha256').update(body).digest('hex');
     const md5 = createHash('md5').update(body).digest('hex');
