@@ -3,7 +3,6 @@
  * from the CDK construct, its intrinsics resolved, and run in aws-local-stepfunctions with every Lambda task
  * bound (by the function's logical id) to the local step handlers, against DynamoDB Local and the S3 server.
  */
-import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
