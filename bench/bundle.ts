@@ -1,25 +1,32 @@
 /**
- * The Lambda bundles as the stack builds them (esbuild, minified, ESM, Node 22, the AWS SDK v3 left to the
- * runtime as NodejsFunction does by default), and each module's initialisation time in a fresh Node process.
+ * The Lambda bundles exactly as the stack builds them (`scripts/bundle.mjs`: esbuild, minified ESM for Node 22,
+ * the AWS SDK v3 left to the runtime), and each module's initialisation time in a fresh Node process: in total,
+ * and with the AWS SDK clients' own modules loaded beforehand (the baseline every Lambda that uses them pays).
  */
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
-import { build } from 'esbuild';
+import { bundleHandler } from '../scripts/bundle.mjs';
 import { median } from './stats.ts';
 
 export interface BundleResult {
   handler: string;
   bytes: number;
   kilobytes: number;
+  /** Import of the bundle in a fresh process, everything included. */
   initMs: number;
   initRunsMs: number[];
+  /** Import of the AWS SDK v3 client modules alone, in a fresh process (baseline). */
+  sdkLoadMs: number;
+  /** Import of the bundle after the SDK modules were loaded in the same process: the pipeline's own init. */
+  initWithoutSdkMs: number;
 }
 
 const HANDLERS = ['processor', 'coordinator'] as const;
+const SDK_MODULES = ['@aws-sdk/client-dynamodb', '@aws-sdk/client-s3', '@aws-sdk/lib-dynamodb'];
+const RUNS = 7;
 
-function initTime(file: string, root: string): number {
-  const script = `const t = performance.now(); await import(${JSON.stringify(file)}); process.stdout.write(String(performance.now() - t));`;
+function timeIn(root: string, script: string): { sdk: number; bundle: number } {
   const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
     cwd: root,
     env: {
@@ -27,41 +34,40 @@ function initTime(file: string, root: string): number {
       EOS_LEDGER_TABLE: 'ledger',
       EOS_BUCKET: 'bucket',
       AWS_REGION: 'us-east-1',
-      POWERTOOLS_DEV: 'false',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
     },
     encoding: 'utf8',
   });
-  return Number(out);
+  return JSON.parse(out) as { sdk: number; bundle: number };
+}
+
+function measureInit(root: string, file: string, preloadSdk: boolean): { sdk: number; bundle: number } {
+  const preload = preloadSdk ? SDK_MODULES.map((m) => `await import(${JSON.stringify(m)});`).join(' ') : '';
+  return timeIn(
+    root,
+    `const s = performance.now(); ${preload} const t = performance.now(); await import(${JSON.stringify(file)});` +
+      ' process.stdout.write(JSON.stringify({ sdk: t - s, bundle: performance.now() - t }));',
+  );
 }
 
 export async function measureBundles(root: string): Promise<BundleResult[]> {
-  const outdir = join(root, 'bench', 'out');
-  mkdirSync(outdir, { recursive: true });
   const results: BundleResult[] = [];
   for (const handler of HANDLERS) {
-    const outfile = join(outdir, `${handler}.mjs`);
-    await build({
-      entryPoints: [join(root, 'functions', `${handler}.ts`)],
-      outfile,
-      bundle: true,
-      minify: true,
-      format: 'esm',
-      platform: 'node',
-      target: 'node22',
-      external: ['@aws-sdk/*'],
-      banner: {
-        js: "import { createRequire } from 'module'; const require = createRequire(import.meta.url);",
-      },
-      logLevel: 'error',
-    });
-    const runs = Array.from({ length: 5 }, () => Number(initTime(outfile, root).toFixed(1)));
+    const outfile = await bundleHandler(
+      join(root, 'functions', `${handler}.ts`),
+      join(root, 'bench', 'out', handler),
+    );
+    const cold = Array.from({ length: RUNS }, () => measureInit(root, outfile, false).bundle);
+    const split = Array.from({ length: RUNS }, () => measureInit(root, outfile, true));
     const bytes = statSync(outfile).size;
     results.push({
       handler,
       bytes,
       kilobytes: Number((bytes / 1024).toFixed(1)),
-      initMs: median(runs),
-      initRunsMs: runs,
+      initMs: Number(median(cold).toFixed(1)),
+      initRunsMs: cold.map((ms) => Number(ms.toFixed(1))),
+      sdkLoadMs: Number(median(split.map((s) => s.sdk)).toFixed(1)),
+      initWithoutSdkMs: Number(median(split.map((s) => s.bundle)).toFixed(1)),
     });
   }
   return results;

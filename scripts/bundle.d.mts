@@ -1,0 +1,5 @@
+import type { Plugin } from 'esbuild';
+
+export const leanZodLocales: Plugin;
+/** Bundles `entry` to `<outdir>/index.mjs`; returns that path. */
+export function bundleHandler(entry: string, outdir: string): Promise<string>;
