@@ -22,11 +22,10 @@
  * Termination: an attempt that is the {@link FaultPlanner}'s `maxFaultedAttempts`-th retry of the same batch runs
  * without faults, so every rate (even 1) still lets the pipeline make progress.
  *
- * Mechanics: each invocation runs inside an {@link AsyncLocalStorage} context holding its plan; the processor hooks
- * and an SDK middleware on the clients read it. Calls made outside any invocation (the coordinator, the runner's
- * own reads) are never faulted.
+ * Mechanics: each processor container has an {@link AttemptSlot} holding the plan of the attempt it runs; the
+ * container's processor hooks and an SDK middleware on its clients read it. Calls made outside any attempt (the
+ * coordinator, the runner's own reads) are never faulted.
  */
-import { AsyncLocalStorage } from 'node:async_hooks';
 import {
   type DynamoDBClient,
   InternalServerError,
@@ -237,21 +236,32 @@ function transientError(kind: TransientKind, service: Service, command: string, 
   });
 }
 
-/** Runs processor attempts under their plans and turns the plans into crashes, stalls and SDK errors. */
-export class FaultInjector {
-  private readonly storage = new AsyncLocalStorage<AttemptContext>();
+/**
+ * Injects one container's faults. A container (a processor instance with its own clients) runs one attempt at a
+ * time, as a Lambda container does, so the slot's current attempt is the attempt any hook call or SDK call of
+ * that container belongs to. (An AsyncLocalStorage would do the same across shared clients, but it turns on
+ * promise hooks for the whole process: a fifth of the chaos test's CPU went there.)
+ */
+export class AttemptSlot {
+  private current: AttemptContext | undefined;
 
-  constructor(readonly log: FaultLog = new FaultLog()) {}
+  constructor(private readonly log: FaultLog) {}
 
   /** Runs `fn` as one processor attempt under `context`. */
-  run<T>(context: AttemptContext, fn: () => Promise<T>): Promise<T> {
-    return this.storage.run(context, fn);
+  async run<T>(context: AttemptContext, fn: () => Promise<T>): Promise<T> {
+    if (this.current) throw new Error('a container runs one attempt at a time');
+    this.current = context;
+    try {
+      return await fn();
+    } finally {
+      this.current = undefined;
+    }
   }
 
   /** Hooks for `createProcessor`: crash or stall at the planned step. */
-  readonly processorHooks = {
+  readonly hooks = {
     onStep: async (step: ProcessorStep): Promise<void> => {
-      const context = this.storage.getStore();
+      const context = this.current;
       if (!context) return;
       const seen = (context.steps.get(step) ?? 0) + 1;
       context.steps.set(step, seen);
@@ -268,7 +278,7 @@ export class FaultInjector {
     },
   };
 
-  /** Adds the transient-error middleware to both clients (idempotent per client). */
+  /** Adds the transient-error middleware to both clients, bound to this slot. */
   instrument(clients: AwsClients): AwsClients {
     this.addMiddleware(clients.dynamodb, 'dynamodb');
     this.addMiddleware(clients.s3, 's3');
@@ -287,7 +297,7 @@ export class FaultInjector {
   }
 
   private maybeFail(service: Service, command: string, input: unknown): void {
-    const context = this.storage.getStore();
+    const context = this.current;
     const transient = context?.plan.transient;
     if (!context || !transient) return;
     const isTransaction = /TransactWrite/.test(command);

@@ -36,8 +36,8 @@ import {
   type Outcome,
 } from './expectation.ts';
 import {
+  AttemptSlot,
   attemptContext,
-  FaultInjector,
   type FaultKind,
   FaultLog,
   FaultPlanner,
@@ -109,15 +109,21 @@ export interface RunReport {
   readonly violations: readonly string[];
 }
 
-/** Processor instances, one per concurrent attempt, as Lambda containers. */
+/** A processor instance with its own clients and fault slot: one attempt at a time, as a Lambda container. */
+interface Container {
+  readonly processor: Processor;
+  readonly slot: AttemptSlot;
+}
+
+/** Containers, one per concurrent attempt; created on demand, reused while warm. */
 class Containers {
-  private readonly free: Processor[] = [];
-  constructor(private readonly create: () => Processor) {}
-  acquire(): Processor {
+  private readonly free: Container[] = [];
+  constructor(private readonly create: () => Container) {}
+  acquire(): Container {
     return this.free.pop() ?? this.create();
   }
-  release(processor: Processor): void {
-    this.free.push(processor);
+  release(container: Container): void {
+    this.free.push(container);
   }
 }
 
@@ -136,7 +142,6 @@ interface Totals {
 class Run {
   readonly clock: RunClock;
   readonly faultLog = new FaultLog();
-  private readonly injector = new FaultInjector(this.faultLog);
   private readonly planner: FaultPlanner;
   private readonly log: PartitionedLog;
   readonly emulator: MskEmulator;
@@ -163,7 +168,6 @@ class Run {
     this.planner = new FaultPlanner(options.faults, random.fork('faults'));
     // Clients take endpoints and credentials from the environment (AWS_ENDPOINT_URL_*), as everywhere.
     this.clients = createAwsClients();
-    const processorClients = this.injector.instrument(createAwsClients());
     this.log = new PartitionedLog(options.topic ?? 'orders', options.partitions, this.clock);
     this.emulator = new MskEmulator({
       log: this.log,
@@ -181,14 +185,16 @@ class Run {
       random: random.fork('coordinator'),
       faults: this.faultLog,
     });
-    this.containers = new Containers(() =>
-      createProcessor({
+    this.containers = new Containers(() => {
+      const slot = new AttemptSlot(this.faultLog);
+      const processor = createProcessor({
         settings: options.settings,
-        clients: processorClients,
+        clients: slot.instrument(createAwsClients()),
         clock: this.clock,
-        hooks: this.injector.processorHooks,
-      }),
-    );
+        hooks: slot.hooks,
+      });
+      return { processor, slot };
+    });
     this.nextCheckpointAt = this.clock.now() + options.checkpointIntervalMs;
   }
 
@@ -282,20 +288,20 @@ class Run {
     plan: InvocationPlan,
     extras: Parameters<typeof attemptContext>[1] = {},
   ): Promise<AttemptResult> {
-    const processor = this.containers.acquire();
+    const container = this.containers.acquire();
     let crashed = false;
     try {
       const context = attemptContext(plan, extras);
-      return {
-        ok: true,
-        report: await this.injector.run(context, () => processor.processEvent(delivery.event)),
-      };
+      const report = await container.slot.run(context, () =>
+        container.processor.processEvent(delivery.event),
+      );
+      return { ok: true, report };
     } catch (error) {
       crashed = error instanceof InjectedCrashError;
       return { ok: false, error };
     } finally {
       // A crashed container is gone (its warm state with it); a failed one stays warm, as in Lambda.
-      if (!crashed) this.containers.release(processor);
+      if (!crashed) this.containers.release(container);
     }
   }
 

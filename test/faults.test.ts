@@ -3,10 +3,11 @@ import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { describe, expect, it } from 'vitest';
 import { OptionError } from '../local/errors.ts';
 import {
+  AttemptSlot,
   attemptContext,
   CLEAN_PLAN,
   DEFAULT_FAULT_RATES,
-  FaultInjector,
+  FaultLog,
   FaultPlanner,
   NO_FAULTS,
   parseFaultSpec,
@@ -62,10 +63,11 @@ describe('fault planner', () => {
   });
 });
 
-describe('fault injector', () => {
+describe('fault injection slot', () => {
   it('crashes the processor at the planned occurrence of the planned step, only inside an attempt', async () => {
-    const injector = new FaultInjector();
-    const hooks = injector.processorHooks;
+    const log = new FaultLog();
+    const injector = new AttemptSlot(log);
+    const hooks = injector.hooks;
     const context = attemptContext({
       crash: { step: 'after-transaction', occurrence: 2 },
       loseCommit: false,
@@ -78,11 +80,12 @@ describe('fault injector', () => {
       }),
     ).rejects.toBeInstanceOf(InjectedCrashError);
     await hooks.onStep('after-transaction');
-    expect(injector.log.count('crash')).toBe(1);
+    expect(log.count('crash')).toBe(1);
   });
 
   it('stalls a zombie at its pause step until released', async () => {
-    const injector = new FaultInjector();
+    const log = new FaultLog();
+    const injector = new AttemptSlot(log);
     let release!: () => void;
     const stalled = new Promise<void>((resolve) => {
       release = resolve;
@@ -95,9 +98,9 @@ describe('fault injector', () => {
     let done = false;
     const run = injector
       .run(context, async () => {
-        await injector.processorHooks.onStep('before-stage-write');
-        await injector.processorHooks.onStep('after-stage-write');
-        await injector.processorHooks.onStep('after-transaction');
+        await injector.hooks.onStep('before-stage-write');
+        await injector.hooks.onStep('after-stage-write');
+        await injector.hooks.onStep('after-transaction');
       })
       .then(() => {
         done = true;
@@ -108,12 +111,13 @@ describe('fault injector', () => {
     release();
     await run;
     expect(reached).toEqual(['before-stage-write', 'after-stage-write', 'after-transaction']);
-    expect(injector.log.count('zombie')).toBe(1);
+    expect(log.count('zombie')).toBe(1);
   });
 
   it('injects SDK-shaped transient errors into real DynamoDB and S3 calls, classified as transient', async () => {
     const { clients, table, bucket } = await freshResources('faults');
-    const injector = new FaultInjector();
+    const log = new FaultLog();
+    const injector = new AttemptSlot(log);
     injector.instrument(clients);
     const put = () =>
       clients.dynamodb.send(
@@ -164,6 +168,6 @@ describe('fault injector', () => {
     // Outside an attempt nothing is injected.
     await put();
     await transact();
-    expect(injector.log.snapshot()).toMatchObject({ throttle: 1, conflict: 1, 'server-error': 1, crash: 0 });
+    expect(log.snapshot()).toMatchObject({ throttle: 1, conflict: 1, 'server-error': 1, crash: 0 });
   });
 });
