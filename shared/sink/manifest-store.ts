@@ -24,12 +24,14 @@ export function encodeManifest(manifest: Manifest): Buffer {
   return Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`, 'utf8');
 }
 
-/** The manifest's file order: stream, topic, partition, firstOffset. */
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** The manifest's file order: stream, topic, partition, firstOffset (code-unit order: no locale involved). */
 export function sortManifestFiles(files: readonly ManifestFile[]): ManifestFile[] {
   return [...files].sort(
     (a, b) =>
-      a.stream.localeCompare(b.stream) ||
-      a.topic.localeCompare(b.topic) ||
+      byCodeUnits(a.stream, b.stream) ||
+      byCodeUnits(a.topic, b.topic) ||
       a.partition - b.partition ||
       a.firstOffset - b.firstOffset,
   );
