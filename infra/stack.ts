@@ -4,6 +4,7 @@
  */
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
+import { InvalidSettingError } from '../shared/errors.ts';
 import { CONFIG_KEYS, type PipelineConfigInput, parsePipelineConfig } from './config.ts';
 import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from './exactly-once-pipeline.ts';
 
@@ -28,11 +29,16 @@ export class ExactlyOncePipelineStack extends Stack {
   }
 }
 
+/** Context keys of the app itself that are not pipeline settings. */
+const APP_CONTEXT_KEYS = new Set(['stackName']);
+
 /**
  * Reads every setting of `config.ts` from context and validates it here, so that an error names the setting as
- * the user passes it (`-c topic=…`).
+ * the user passes it (`-c topic=…`). A plain camelCase key that is no setting is taken for a typo and rejected
+ * (CDK's own keys contain `:`, `/`, `@` or `-`), so `-c batchsize=1000` does not silently deploy the default.
  */
 export function pipelinePropsFromContext(scope: Construct): PipelineConfigInput {
+  rejectUnknownContext(scope);
   const input: Record<string, unknown> = {};
   for (const key of CONFIG_KEYS) {
     const value = scope.node.tryGetContext(key);
@@ -40,4 +46,13 @@ export function pipelinePropsFromContext(scope: Construct): PipelineConfigInput 
   }
   parsePipelineConfig(input, (key) => `-c ${key}`);
   return input as PipelineConfigInput;
+}
+
+function rejectUnknownContext(scope: Construct): void {
+  const known = new Set<string>(CONFIG_KEYS);
+  for (const key of Object.keys(scope.node.getAllContext() as Record<string, unknown>)) {
+    if (!/^[a-z][A-Za-z0-9]*$/.test(key) || known.has(key) || APP_CONTEXT_KEYS.has(key)) continue;
+    const near = CONFIG_KEYS.find((setting) => setting.toLowerCase() === key.toLowerCase());
+    throw new InvalidSettingError(`-c ${key}`, `unknown setting${near ? ` (did you mean ${near}?)` : ''}`);
+  }
 }

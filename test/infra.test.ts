@@ -464,7 +464,13 @@ describe('settings validation', () => {
     expect(() => pipelinePropsFromContext(app)).toThrow(/^invalid setting -c batchSize: /);
     const missing = testApp({ mskClusterArn: CLUSTER_ARN });
     expect(() => pipelinePropsFromContext(missing)).toThrow('invalid setting -c topic: required but not set');
-    expect(pipelinePropsFromContext(testApp({ mskClusterArn: CLUSTER_ARN, topic: 'orders' }))).toEqual({
+    const typo = testApp({ mskClusterArn: CLUSTER_ARN, topic: 'orders', batchsize: '1000' });
+    expect(() => pipelinePropsFromContext(typo)).toThrow(
+      'invalid setting -c batchsize: unknown setting (did you mean batchSize?)',
+    );
+    expect(
+      pipelinePropsFromContext(testApp({ mskClusterArn: CLUSTER_ARN, topic: 'orders', stackName: 'x' })),
+    ).toEqual({
       mskClusterArn: CLUSTER_ARN,
       topic: 'orders',
     });
