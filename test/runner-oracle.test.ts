@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+import { compareOutcome, expectOutcome, lineageId } from '../local/expectation.ts';
+import { generateOrders, IDEMPOTENCY_HEADER, partitionForKey } from '../local/generator.ts';
+import { PartitionedLog } from '../local/kafka-log.ts';
+import { ManualClock } from '../shared/clock.ts';
+import { decodeRecord } from '../shared/kafka/event.ts';
+import type { DecodedRecord } from '../shared/kafka/record.ts';
+import { ordersTransform } from '../shared/transforms/orders.ts';
+
+function decoded(input: ReturnType<typeof generateOrders>, partitions: number): DecodedRecord[] {
+  const log = new PartitionedLog('orders', partitions, new ManualClock());
+  for (const record of input) log.append(record.partition, record);
+  return Array.from({ length: partitions }, (_, p) =>
+    log.entries(p).map((e) => decodeRecord(e.record)),
+  ).flat();
+}
+
+const header = { kind: 'header', name: IDEMPOTENCY_HEADER } as const;
+
+describe('order generator', () => {
+  it('is reproducible from its seed, with producer duplicates and poison the transform rejects', () => {
+    const options = { seed: 11, records: 2000, partitions: 4, duplicateRate: 0.1, poisonRate: 0.05 };
+    const input = generateOrders(options);
+    expect(generateOrders(options)).toEqual(input);
+    expect(generateOrders({ ...options, seed: 12 })).not.toEqual(input);
+    const records = decoded(input, 4);
+    const results = records.map((r) => ordersTransform.apply(r));
+    const poison = results.filter((r) => r.kind === 'poison').length;
+    expect(poison / records.length).toBeGreaterThan(0.03);
+    expect(poison / records.length).toBeLessThan(0.07);
+    const keys = records.map((r) => r.headers[IDEMPOTENCY_HEADER]);
+    const duplicates = keys.length - new Set(keys).size;
+    expect(duplicates / records.length).toBeGreaterThan(0.07);
+    // Resends carry the same value; most go to the same partition as the original, some elsewhere.
+    const byKey = new Map<string, DecodedRecord[]>();
+    for (const r of records)
+      byKey.set(r.headers[IDEMPOTENCY_HEADER]!, [...(byKey.get(r.headers[IDEMPOTENCY_HEADER]!) ?? []), r]);
+    const resent = [...byKey.values()].filter((group) => group.length > 1);
+    expect(resent.every((group) => group.every((r) => r.value === group[0]!.value))).toBe(true);
+    expect(resent.some((group) => new Set(group.map((r) => r.partition)).size > 1)).toBe(true);
+    expect(partitionForKey('cust-001', 4)).toBe(partitionForKey('cust-001', 4));
+  });
+});
+
+describe('the end-to-end oracle', () => {
+  const records = decoded(
+    generateOrders({ seed: 5, records: 300, partitions: 3, duplicateRate: 0.2, poisonRate: 0.05 }),
+    3,
+  );
+  const expectation = expectOutcome(records, ordersTransform, header);
+  /** The rows exactly-once must commit: the first record of each identity. */
+  const perfect = () => {
+    const seen = new Set<string>();
+    return records.flatMap((record) => {
+      const identity = expectation.identityOf.get(lineageId(record))!;
+      if (seen.has(identity)) return [];
+      seen.add(identity);
+      const stream =
+        ordersTransform.apply(record).kind === 'poison' ? ('deadletter' as const) : ('output' as const);
+      return [
+        { stream, source: { topic: record.topic, partition: record.partition, offset: record.offset } },
+      ];
+    });
+  };
+
+  it('accepts exactly one row per identity with the expected aggregates', () => {
+    const outcome = compareOutcome(expectation, perfect(), expectation.aggregates);
+    expect(outcome).toEqual({
+      lost: 0,
+      duplicated: 0,
+      unexpected: 0,
+      aggregatesMatch: true,
+      differences: [],
+    });
+    expect(expectation.identities.size).toBeLessThan(records.length);
+  });
+
+  it('counts lost, duplicated and unexpected rows, and aggregates that differ', () => {
+    const rows = perfect();
+    const dropped = rows.slice(3);
+    const doubled = [...rows, rows[0]!, rows[1]!];
+    const stranger = [
+      ...rows,
+      { stream: 'output' as const, source: { topic: 'orders', partition: 9, offset: 0 } },
+    ];
+    expect(compareOutcome(expectation, dropped, expectation.aggregates)).toMatchObject({
+      lost: 3,
+      duplicated: 0,
+    });
+    expect(compareOutcome(expectation, doubled, expectation.aggregates)).toMatchObject({
+      lost: 0,
+      duplicated: 2,
+    });
+    expect(compareOutcome(expectation, stranger, expectation.aggregates)).toMatchObject({ unexpected: 1 });
+    const [key, aggregate] = [...expectation.aggregates][0]!;
+    const off = new Map(expectation.aggregates).set(key, {
+      ...aggregate,
+      count: Number(aggregate.count) + 1,
+    });
+    const outcome = compareOutcome(expectation, rows, off);
+    expect(outcome.aggregatesMatch).toBe(false);
+    expect(outcome.differences[0]).toMatch(new RegExp(`^aggregate ${key}: expected`));
+  });
+});
