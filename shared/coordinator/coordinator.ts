@@ -120,6 +120,9 @@ export interface CoordinatorOptions {
   readonly concurrency?: number;
 }
 
+/** The checkpoint statuses (BEGUN, PREPARED, COMMITTING, COMMITTED, ABORTED), stored by the ledger module. */
+export { CHECKPOINT_STATUS, type CheckpointStatus } from '../ledger/checkpoints.ts';
+
 const silentLog: CoordinatorLog = { info: () => {}, error: () => {} };
 
 export interface Coordinator {
