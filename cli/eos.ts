@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 /**
  * `eos`: the pipeline's command line. `eos local` runs the pipeline on this machine under injected faults,
- * `eos verify` checks a bucket's committed output, `eos status` reads a pipeline's ledger and cluster.
+ * `eos verify` checks a bucket's committed output, `eos read` prints it, `eos status` reads a pipeline's ledger
+ * and cluster.
  */
 import './preamble.ts';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { type LocalDependencies, registerLocalCommand } from './local.ts';
+import { registerReadCommand } from './read.ts';
 import { registerStatusCommand } from './status.ts';
 import { registerVerifyCommand, type VerifyDependencies } from './verify.ts';
 
@@ -22,6 +24,7 @@ export function buildProgram(deps: ProgramDependencies = {}): Command {
     .showHelpAfterError();
   registerLocalCommand(program, deps.local);
   registerVerifyCommand(program, deps.verify);
+  registerReadCommand(program);
   registerStatusCommand(program);
   return program;
 }

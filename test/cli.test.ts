@@ -179,7 +179,9 @@ describe('bin/eos.mjs', () => {
   it('runs the CLI through tsx: help lists the commands, a bad option exits non-zero naming it', () => {
     const help = spawnSync(process.execPath, ['bin/eos.mjs', '--help'], { encoding: 'utf8' });
     expect(help.status).toBe(0);
-    expect(help.stdout).toMatch(/local \[options\][\s\S]*verify \[options\][\s\S]*status \[options\]/);
+    expect(help.stdout).toMatch(
+      /local \[options\][\s\S]*verify \[options\][\s\S]*read \[options\][\s\S]*status \[options\]/,
+    );
     const bad = spawnSync(process.execPath, ['bin/eos.mjs', 'local', '--faults', 'meteor=1'], {
       encoding: 'utf8',
     });
