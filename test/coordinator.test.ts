@@ -349,6 +349,23 @@ describe('C4 the decision', () => {
     }
   });
 
+  it('C4: each prepare vote renews the lease: a slow prepare is not recovered while its shards keep voting', async () => {
+    const s = setup();
+    await s.stage([
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+      { partition: 1, firstOffset: 0, lastOffset: 4 },
+    ]);
+    const begun = await s.core.begin({ execution: 'slow' });
+    expect(begun.shards).toEqual([0, 1]);
+    s.clock.advance(LEASE_S * 1000 - 1);
+    await s.core.prepare({ execution: 'slow', checkpointId: 1, attempt: 1, shard: 0 });
+    s.clock.advance(LEASE_S * 1000 - 1);
+    expect((await s.core.begin({ execution: 'other' })).action).toBe('busy');
+    await s.core.prepare({ execution: 'slow', checkpointId: 1, attempt: 1, shard: 1 });
+    await s.core.decide({ execution: 'slow', checkpointId: 1, attempt: 1 });
+    expect((await s.store.readHead())?.status).toBe('COMMITTING');
+  });
+
   it('C4: after the decision only roll forward: an expired COMMITTING checkpoint is taken over and committed, abort refuses it', async () => {
     const s = setup();
     await s.stage([

@@ -16,7 +16,8 @@
  * - **prepare** (C3), per shard. For every covered staged entry (previous cut < lastOffset ≤ cut, both streams)
  *   verify the object (`staged-check.ts`: exists, size, MD5-ETag or SHA-256); any failure throws
  *   `StagedObjectInvalidError` naming the object, which Catches into abort. Then plan the final objects
- *   (`promoter.ts`), persist the plan, and vote (a set on the record, conditioned on (attempt, BEGUN)).
+ *   (`promoter.ts`), persist the plan, and vote (a set on the record, conditioned on (attempt, BEGUN)); a vote
+ *   renews the lease, so a long prepare is not mistaken for a dead one.
  * - **decide** (C4). BEGUN → PREPARED only if every shard voted; PREPARED → COMMITTING with the decision time.
  *   From here the checkpoint only rolls forward; before it, recovery presumes abort.
  * - **promote** (C5), per shard, only while COMMITTING: write the planned final objects under deterministic keys
@@ -308,7 +309,8 @@ class CheckpointCoordinator implements Coordinator {
     }
     const { checkpointId, attempt, shard } = input;
     await this.plans.writePlan({ checkpointId, attempt, shard, stagedFiles, objects });
-    await this.store.vote(checkpointId, attempt, shard);
+    const now = this.clock.now();
+    await this.store.vote(checkpointId, attempt, shard, this.leaseUntil(now), now);
     return { shard, count: stagedFiles };
   }
 

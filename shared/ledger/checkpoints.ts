@@ -350,21 +350,54 @@ export class CheckpointStore {
     }
   }
 
-  /** Records shard `shard`'s yes vote; idempotent (a set). Conditioned on (attempt, BEGUN). Returns the votes. */
-  async vote(checkpointId: number, attempt: number, shard: number): Promise<ReadonlySet<number>> {
+  /**
+   * Records shard `shard`'s yes vote (idempotent: a set) and renews the lease, so that a long prepare is not
+   * taken for a dead one. Both conditioned on (id, attempt, BEGUN).
+   */
+  async vote(
+    checkpointId: number,
+    attempt: number,
+    shard: number,
+    leaseUntil: number,
+    now: number,
+  ): Promise<void> {
     try {
-      const result = await this.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: keys.checkpoint(this.pipeline, checkpointId),
-          ConditionExpression: 'attempt = :attempt AND #status = :begun',
-          UpdateExpression: 'ADD votes :shard',
-          ExpressionAttributeNames: { '#status': 'status' },
-          ExpressionAttributeValues: { ':attempt': attempt, ':begun': 'BEGUN', ':shard': new Set([shard]) },
-          ReturnValues: 'ALL_NEW',
+      await this.doc.send(
+        new TransactWriteCommand({
+          TransactItems: [
+            {
+              Update: {
+                TableName: this.table,
+                Key: keys.checkpoint(this.pipeline, checkpointId),
+                ConditionExpression: 'attempt = :attempt AND #status = :begun',
+                UpdateExpression: 'ADD votes :shard',
+                ExpressionAttributeNames: { '#status': 'status' },
+                ExpressionAttributeValues: {
+                  ':attempt': attempt,
+                  ':begun': 'BEGUN',
+                  ':shard': new Set([shard]),
+                },
+              },
+            },
+            {
+              Update: {
+                TableName: this.table,
+                Key: keys.checkpointHead(this.pipeline),
+                ConditionExpression: 'checkpointId = :id AND attempt = :attempt AND #status = :begun',
+                UpdateExpression: 'SET leaseUntil = :lease, updatedAt = :now',
+                ExpressionAttributeNames: { '#status': 'status' },
+                ExpressionAttributeValues: {
+                  ':id': checkpointId,
+                  ':attempt': attempt,
+                  ':begun': 'BEGUN',
+                  ':lease': leaseUntil,
+                  ':now': now,
+                },
+              },
+            },
+          ],
         }),
       );
-      return (result.Attributes?.votes as Set<number> | undefined) ?? new Set();
     } catch (error) {
       if (isConditionFailure(error)) {
         throw new CheckpointConflictError(
@@ -374,7 +407,7 @@ export class CheckpointStore {
           { cause: error },
         );
       }
-      return rethrowClassified('dynamodb:UpdateItem(vote)', error);
+      rethrowClassified('dynamodb:TransactWriteItems(vote)', error);
     }
   }
 
