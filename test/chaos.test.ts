@@ -7,7 +7,7 @@
  * - the same schedules under at-least-once show duplicates on some, and under none losses on some.
  *
  * 200 schedules by default, `EOS_CHAOS_RUNS=1000` for more; `EOS_CHAOS_SEED` picks another set of schedules.
- * Schedules run a few at a time (`EOS_CHAOS_CONCURRENCY`, default 3), each with its own pipeline id on one table
+ * Schedules run a few at a time (`EOS_CHAOS_CONCURRENCY`, default 4), each with its own pipeline id on one table
  * and bucket. A failing schedule is printed as the `eos local` command that replays it.
  */
 import fc from 'fast-check';
@@ -20,7 +20,7 @@ import { freshResources, uniqueName } from './support/aws.ts';
 
 const RUNS = Number(process.env.EOS_CHAOS_RUNS ?? 200);
 const SEED = Number(process.env.EOS_CHAOS_SEED ?? 20261129);
-const CONCURRENCY = Number(process.env.EOS_CHAOS_CONCURRENCY ?? 3);
+const CONCURRENCY = Number(process.env.EOS_CHAOS_CONCURRENCY ?? 4);
 
 interface Schedule {
   readonly seed: number;
@@ -36,7 +36,7 @@ interface Schedule {
 const rate = fc.constantFrom(0, 0, 0.05, 0.15, 0.3, 0.5);
 const scheduleArbitrary: fc.Arbitrary<Schedule> = fc.record({
   seed: fc.integer({ min: 1, max: 2 ** 31 - 1 }),
-  records: fc.integer({ min: 10, max: 40 }),
+  records: fc.integer({ min: 10, max: 30 }),
   partitions: fc.integer({ min: 2, max: 3 }),
   batchSize: fc.integer({ min: 3, max: 15 }),
   maxPartitionsPerEvent: fc.integer({ min: 1, max: 3 }),
