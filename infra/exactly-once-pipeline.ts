@@ -18,13 +18,13 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { ManagedKafkaEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
-import { NodejsFunction, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import { settingsToEnv } from '../shared/config/settings.ts';
 import { finalPrefix, inProgressPrefix } from '../shared/sink/layout.ts';
+import { BundledFunction } from './bundled-function.ts';
 import { CheckpointCoordinator } from './checkpoint-coordinator.ts';
 import {
   type PipelineConfig,
@@ -32,7 +32,7 @@ import {
   parsePipelineConfig,
   pipelineSettingsOf,
 } from './config.ts';
-import { functionDefaults, functionLogGroup } from './function-defaults.ts';
+import { type FunctionDefaults, functionDefaults, functionLogGroup } from './function-defaults.ts';
 import { kafkaConsumerStatements, SandboxKafkaCluster } from './kafka-cluster.ts';
 import { createLedgerTable } from './ledger-table.ts';
 import { PipelineObservability } from './observability.ts';
@@ -64,10 +64,10 @@ export class ExactlyOncePipeline extends Construct {
   readonly table: dynamodb.Table;
   readonly bucket: s3.Bucket;
   readonly accessLogsBucket: s3.Bucket;
-  readonly processor: NodejsFunction;
+  readonly processor: BundledFunction;
   readonly eventSource: ManagedKafkaEventSource;
   readonly coordinator: CheckpointCoordinator;
-  readonly monitor: NodejsFunction;
+  readonly monitor: BundledFunction;
   readonly alarmTopic: sns.Topic;
   readonly observability: PipelineObservability;
   /** The `EOS_*` environment every function gets (the settings the Lambdas parse with `settingsFromEnv`). */
@@ -148,7 +148,7 @@ export class ExactlyOncePipeline extends Construct {
     timeout: Duration,
     memorySize: number,
     removalPolicy: RemovalPolicy,
-  ): NodejsFunctionProps {
+  ): FunctionDefaults {
     return functionDefaults({
       timeout,
       memorySize,
@@ -157,7 +157,7 @@ export class ExactlyOncePipeline extends Construct {
     });
   }
 
-  private createProcessor(entry: string, removalPolicy: RemovalPolicy): NodejsFunction {
+  private createProcessor(entry: string, removalPolicy: RemovalPolicy): BundledFunction {
     const config = this.config;
     const defaults = this.defaults(
       'ProcessorLogs',
@@ -165,7 +165,7 @@ export class ExactlyOncePipeline extends Construct {
       config.processorMemoryMb,
       removalPolicy,
     );
-    const fn = new NodejsFunction(this, 'Processor', {
+    const fn = new BundledFunction(this, 'Processor', {
       ...defaults,
       entry,
       handler: 'handler',
@@ -207,9 +207,9 @@ export class ExactlyOncePipeline extends Construct {
     return source;
   }
 
-  private createMonitor(removalPolicy: RemovalPolicy): NodejsFunction {
+  private createMonitor(removalPolicy: RemovalPolicy): BundledFunction {
     const defaults = this.defaults('MonitorLogs', Duration.seconds(60), 256, removalPolicy);
-    const fn = new NodejsFunction(this, 'Monitor', {
+    const fn = new BundledFunction(this, 'Monitor', {
       ...defaults,
       entry: MONITOR_ENTRY,
       handler: 'handler',

@@ -1,18 +1,19 @@
 /**
- * What every pipeline Lambda shares: Node.js 24 on ARM64, bundled by the local esbuild (no Docker), ESM output,
- * JSON logs into a log group with a retention, source maps for readable stacks.
- *
- * The AWS SDK is bundled rather than taken from the runtime: the pinned client versions the tests ran against are
- * the ones that deploy.
+ * What every pipeline Lambda shares: Node.js 24 on ARM64, JSON logs into a log group with a retention. The code
+ * itself comes from {@link BundledFunction} (`scripts/bundle.mjs`: minified ESM, AWS SDK v3 from the runtime —
+ * the benchmark measures exactly that bundle).
  */
 import type { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { type NodejsFunctionProps, OutputFormat, SourceMapMode } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type { Construct } from 'constructs';
 import { METRICS_NAMESPACE, SERVICE_NAME } from '../shared/observability/names.ts';
+import { type BundledFunctionProps, LAMBDA_RUNTIME } from './bundled-function.ts';
 
-export const LAMBDA_RUNTIME = lambda.Runtime.NODEJS_24_X;
+/** Everything but the code: what the stack sets on every function. */
+export type FunctionDefaults = Omit<BundledFunctionProps, 'entry' | 'handler'>;
+
+export { LAMBDA_RUNTIME };
 
 export interface FunctionDefaultsOptions {
   readonly timeout: Duration;
@@ -21,7 +22,7 @@ export interface FunctionDefaultsOptions {
   readonly environment: Record<string, string>;
 }
 
-export function functionDefaults(options: FunctionDefaultsOptions): NodejsFunctionProps {
+export function functionDefaults(options: FunctionDefaultsOptions): FunctionDefaults {
   return {
     runtime: LAMBDA_RUNTIME,
     architecture: lambda.Architecture.ARM_64,
@@ -33,25 +34,8 @@ export function functionDefaults(options: FunctionDefaultsOptions): NodejsFuncti
     systemLogLevelV2: lambda.SystemLogLevel.WARN,
     environment: {
       ...options.environment,
-      NODE_OPTIONS: '--enable-source-maps',
       POWERTOOLS_SERVICE_NAME: SERVICE_NAME,
       POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
-    },
-    bundling: {
-      format: OutputFormat.ESM,
-      target: 'node24',
-      platform: 'node',
-      mainFields: ['module', 'main'],
-      minify: true,
-      sourceMap: true,
-      sourceMapMode: SourceMapMode.INLINE,
-      sourcesContent: false,
-      bundleAwsSDK: true,
-      externalModules: [],
-      // Some CommonJS dependencies call require(); ESM output needs it defined.
-      banner:
-        "import { createRequire as __eosCreateRequire } from 'node:module'; const require = __eosCreateRequire(import.meta.url);",
-      forceDockerBundling: false,
     },
   };
 }
