@@ -460,6 +460,26 @@ describe('C5 promotion', () => {
     expect(await manifestIds(s.settings)).toEqual([1]);
   });
 
+  it('C5: two executions rolling the same decided checkpoint forward at once leave one set of objects and one manifest', async () => {
+    const s = setup();
+    await s.stage([
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+      { partition: 0, firstOffset: 5, lastOffset: 9 },
+      { partition: 1, firstOffset: 0, lastOffset: 4 },
+    ]);
+    const begun = await s.core.begin({ execution: 'slow' });
+    await prepareAll(s.core, begun, 'slow');
+    await s.core.decide({ execution: 'slow', checkpointId: 1, attempt: 1 });
+    s.clock.advance(LEASE_S * 1000 + 1);
+    const recovered = await s.core.begin({ execution: 'recoverer' });
+    expect(recovered.action).toBe('commit');
+    // The original execution is not dead, only slow: both finish the same checkpoint concurrently.
+    await Promise.all([finishAll(s.core, begun, 'slow'), finishAll(s.core, recovered, 'recoverer')]);
+    expect(await manifestIds(s.settings)).toEqual([1]);
+    expect((await finalKeys(s.settings)).filter((k) => !k.includes('_manifests'))).toHaveLength(2);
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 10), 'orders#1': range(0, 5) });
+  });
+
   it('C5: manifest first, then COMMITTED, then cleanup removes the promoted staged objects and entries', async () => {
     const s = setup();
     const staged = await s.stage([
