@@ -14,7 +14,8 @@
  *   other finds the head changed and exits `busy`. The record keeps the cut, the previous cut and the number of
  *   shards (≤ 16; the changed partitions are dealt round-robin).
  * - **prepare** (C3), per shard. For every covered staged entry (previous cut < lastOffset ≤ cut, both streams)
- *   verify the object (`staged-check.ts`: exists, size, MD5-ETag or SHA-256); any failure throws
+ *   verify the object (`staged-check.ts`: exists, size, checksum — MD5 against a plain-MD5 ETag, else SHA-256 of
+ *   the bytes; listed 1,000 at a time, a doubtful one checked alone); any failure throws
  *   `StagedObjectInvalidError` naming the object, which Catches into abort. Then plan the final objects
  *   (`promoter.ts`), persist the plan, and vote (a set on the record, conditioned on (attempt, BEGUN)); a vote
  *   renews the lease, so a long prepare is not mistaken for a dead one.

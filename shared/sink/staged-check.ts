@@ -5,7 +5,9 @@
  * multipart upload) and the object is not encrypted with SSE-KMS/DSSE (whose ETags are not MD5s) — the ETag is
  * compared with the entry's `md5`: one cheap request, correct on real S3 (SSE-S3 or none) and on s3rver. Otherwise
  * the object is read and its SHA-256 compared with the entry's `sha256`. S3's additional checksums are not used:
- * s3rver does not support them.
+ * s3rver does not support them. Prepare checks a partition's objects in bulk ({@link verifyStagedObjects}): one
+ * listing page gives size and ETag for 1,000 objects, and any object the listing does not clear is checked alone
+ * as above, so the verdict is the same as one HeadObject per object.
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
