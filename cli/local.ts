@@ -101,8 +101,8 @@ export async function runLocalCommand(
       ledgerTable: 'eos-local-ledger',
       bucket: 'eos-local',
       deliveryGuarantee: options.guarantee,
-      // A dead checkpoint's lease blocks the next one; locally 30 s (the runner jumps its clock past it).
-      checkpointLeaseSeconds: 30,
+      // A dead checkpoint's lease blocks the next one: locally 10 s (the final checkpoint jumps the clock past it).
+      checkpointLeaseSeconds: 10,
     });
     await Promise.all([
       createLedgerTable(clients.dynamodb, settings.ledgerTable),

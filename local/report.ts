@@ -52,7 +52,7 @@ export function formatReport(report: RunReport): string {
     ),
     row(
       'eos verify',
-      formatVerifyResult(report.verify, 10)
+      formatVerifyResult(report.verify, 3)
         .split('\n')
         .join(`\n  ${' '.repeat(WIDTH)}`),
     ),
