@@ -20,7 +20,13 @@ describe('local runner', () => {
       clock: 'virtual',
       batchSize: 20,
     });
-    console.log(JSON.stringify({ ...report, verify: { ...report.verify, problems: report.verify.problems.slice(0, 5) } }, null, 1));
+    console.log(
+      JSON.stringify(
+        { ...report, verify: { ...report.verify, problems: report.verify.problems.slice(0, 5) } },
+        null,
+        1,
+      ),
+    );
     expect(report.violations).toEqual([]);
     expect(report.verdict).toBe('exactly-once');
     expect(report.records.committed + report.records.deadLettered).toBe(report.records.expected);
@@ -32,10 +38,27 @@ describe('local runner', () => {
   it('stays exactly-once under every fault kind', async () => {
     const { table, bucket } = await freshResources('runner');
     const settings = parseSettings({ pipelineId: uniqueName('run'), ledgerTable: table, bucket });
-    const faults = parseFaultSpec('crash=0.2,redeliver=0.1,zombie=0.1,throttle=0.1,server-error=0.1,conflict=0.1,coordinator-crash=0.5,poison=0.02');
+    const faults = parseFaultSpec(
+      'crash=0.2,redeliver=0.1,zombie=0.1,throttle=0.1,server-error=0.1,conflict=0.1,coordinator-crash=0.5,poison=0.02',
+    );
     const input = generateOrders({ seed: 2, records: 300, partitions: 3, poisonRate: 0.02 });
-    const { report } = await runLocal({ settings, input, partitions: 3, faults, seed: 2, checkpointIntervalMs: 500, clock: 'virtual', batchSize: 20 });
-    console.log(JSON.stringify({ ...report, verify: { ...report.verify, problems: report.verify.problems.slice(0, 5) } }, null, 1));
+    const { report } = await runLocal({
+      settings,
+      input,
+      partitions: 3,
+      faults,
+      seed: 2,
+      checkpointIntervalMs: 500,
+      clock: 'virtual',
+      batchSize: 20,
+    });
+    console.log(
+      JSON.stringify(
+        { ...report, verify: { ...report.verify, problems: report.verify.problems.slice(0, 5) } },
+        null,
+        1,
+      ),
+    );
     expect(report.violations).toEqual([]);
   });
 });

@@ -161,7 +161,7 @@ describe('eos verify', () => {
   });
 
   it('finds unlisted, missing and altered objects', async () => {
-    const { pipeline, prefix, files } = await healthyPipeline();
+    const { prefix, files } = await healthyPipeline();
     await put(
       `${prefix}output/topic=orders/partition=0/stray.ndjson`,
       '{"source":{"topic":"orders","partition":0,"offset":9}}\n',
