@@ -6,7 +6,7 @@
  *   Lambda ARNs. Lambda tasks retry transient errors with backoff; failures before the decision Catch into Abort;
  *   after it they retry and, if still failing, end in `CheckpointCommitIncomplete` for the next execution to roll
  *   forward. Payloads are references (checkpoint id, attempt, ≤ 16 shard numbers), never file lists.
- * - One NodejsFunction per step (entry `functions/coordinator.ts`, handler = the step's name), each granted only
+ * - One BundledFunction per step (entry `functions/coordinator.ts`, handler = the step's name), each granted only
  *   what its step does: DynamoDB item actions on the table ARN with a `dynamodb:LeadingKeys` condition on the
  *   pipeline's keys, S3 object actions on the pipeline's in-progress / final / manifest prefixes
  *   (`shared/sink/layout.ts`), `s3:ListBucket` only with an `s3:prefix` condition.
@@ -19,7 +19,6 @@ import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, type NodejsFunctionProps } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
@@ -33,6 +32,7 @@ import {
 } from '../shared/coordinator/definition.ts';
 import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
 import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
+import { BundledFunction, type BundledFunctionProps } from './bundled-function.ts';
 
 export interface CheckpointCoordinatorProps {
   readonly table: dynamodb.ITable;
@@ -42,7 +42,11 @@ export interface CheckpointCoordinatorProps {
   /** How often a checkpoint is taken. Default 60 s; whole minutes, at least one (EventBridge's rate floor). */
   readonly interval?: Duration;
   /** Runtime, architecture, bundling, memory, logging, timeout… set by the stack; merged under each function. */
-  readonly functionDefaults?: Partial<NodejsFunctionProps>;
+  readonly functionDefaults?: Partial<Omit<BundledFunctionProps, 'entry' | 'handler'>>;
+  /** Retention of the state machine's execution log (default one month). */
+  readonly logRetention?: logs.RetentionDays;
+  /** What happens to the execution log group when the stack is deleted (default destroy). */
+  readonly removalPolicy?: RemovalPolicy;
 }
 
 type Actions = { readonly dynamodb: string[]; readonly objects: Array<[prefix: string, actions: string[]]> };
@@ -52,7 +56,7 @@ const DEFAULT_TIMEOUT = Duration.minutes(5);
 
 export class CheckpointCoordinator extends Construct {
   readonly stateMachine: sfn.StateMachine;
-  readonly functions: Readonly<Record<CoordinatorStep, NodejsFunction>>;
+  readonly functions: Readonly<Record<CoordinatorStep, BundledFunction>>;
   readonly schedule: events.Rule;
   readonly pipelineId: string;
 
@@ -66,11 +70,10 @@ export class CheckpointCoordinator extends Construct {
     }
     const timeout = props.functionDefaults?.timeout ?? DEFAULT_TIMEOUT;
 
-    const functions = {} as Record<CoordinatorStep, NodejsFunction>;
+    const functions = {} as Record<CoordinatorStep, BundledFunction>;
     for (const step of COORDINATOR_STEPS) {
-      functions[step] = new NodejsFunction(this, `${step[0]!.toUpperCase()}${step.slice(1)}Function`, {
+      functions[step] = new BundledFunction(this, `${step[0]!.toUpperCase()}${step.slice(1)}Function`, {
         timeout,
-        runtime: lambda.Runtime.NODEJS_22_X,
         architecture: lambda.Architecture.ARM_64,
         ...props.functionDefaults,
         entry: ENTRY,
@@ -87,8 +90,8 @@ export class CheckpointCoordinator extends Construct {
       executionTimeoutSeconds: 3600,
     });
     const logGroup = new logs.LogGroup(this, 'StateMachineLogs', {
-      retention: logs.RetentionDays.ONE_MONTH,
-      removalPolicy: RemovalPolicy.DESTROY,
+      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      removalPolicy: props.removalPolicy ?? RemovalPolicy.DESTROY,
     });
     this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
       stateMachineType: sfn.StateMachineType.STANDARD,
@@ -157,7 +160,7 @@ export class CheckpointCoordinator extends Construct {
     }
   }
 
-  private grantStep(fn: NodejsFunction, actions: Actions, props: CheckpointCoordinatorProps): void {
+  private grantStep(fn: BundledFunction, actions: Actions, props: CheckpointCoordinatorProps): void {
     fn.addToRolePolicy(
       new iam.PolicyStatement({
         actions: actions.dynamodb,

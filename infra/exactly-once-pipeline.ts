@@ -18,6 +18,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { ManagedKafkaEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import type * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
@@ -128,6 +129,8 @@ export class ExactlyOncePipeline extends Construct {
         1024,
         removalPolicy,
       ),
+      logRetention: config.logRetentionDays as logs.RetentionDays,
+      removalPolicy,
     });
     this.monitor = this.createMonitor(removalPolicy);
     this.alarmTopic = this.createAlarmTopic();
