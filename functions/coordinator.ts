@@ -2,9 +2,10 @@
  * The checkpoint coordinator's Lambda handlers: one per step of the state machine (`shared/coordinator`), each a
  * thin middy wrapper that validates the payload and calls the protocol. Settings come from `EOS_*` variables.
  * A thrown error's `name` becomes the Step Functions error name (`TransientAwsError` is retried in place; the
- * rest, before the decision, Catch into abort).
+ * rest, before the decision, Catch into abort). JSON logs carry the checkpoint id as correlation id; commit and
+ * abort emit the checkpoint metrics the alarms watch.
  */
-import { Logger } from '@aws-lambda-powertools/logger';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import middy from '@middy/core';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { settingsFromEnv } from '../shared/config/settings.ts';
@@ -19,12 +20,19 @@ import {
   checkpointRefSchema,
   shardInputSchema,
 } from '../shared/coordinator/messages.ts';
+import { fieldCorrelationId } from '../shared/observability/correlation.ts';
+import { observability } from '../shared/observability/middleware.ts';
+import { METRIC } from '../shared/observability/names.ts';
+import { createTelemetry, recordCheckpoint } from '../shared/observability/telemetry.ts';
 
-const logger = new Logger({ serviceName: 'eos-coordinator' });
+const telemetry = createTelemetry({
+  pipeline: process.env.EOS_PIPELINE_ID || 'orders',
+  component: 'coordinator',
+});
 
 const log: CoordinatorLog = {
-  info: (message, extra) => logger.info(message, extra ?? {}),
-  error: (message, extra) => logger.error(message, extra ?? {}),
+  info: (message, extra) => telemetry.logger.info(message, extra ?? {}),
+  error: (message, extra) => telemetry.logger.error(message, extra ?? {}),
 };
 
 let coordinator: Coordinator | undefined;
@@ -37,23 +45,24 @@ function core(): Coordinator {
 
 function step<T>(name: string, run: (event: unknown) => Promise<T>) {
   return middy(async (event: unknown): Promise<T> => {
-    logger.appendKeys({
-      step: name,
-      checkpointId: (event as { checkpointId?: unknown } | null)?.checkpointId,
-    });
-    try {
-      return await run(event);
-    } catch (error) {
-      logger.error(`coordinator step ${name} failed`, error as Error);
-      throw error;
-    }
-  });
+    telemetry.logger.appendKeys({ step: name });
+    return run(event);
+  }).use(observability(telemetry, { correlationId: fieldCorrelationId('checkpointId') }));
 }
 
 export const begin = step('begin', (event) => core().begin(beginInputSchema.parse(event)));
 export const prepare = step('prepare', (event) => core().prepare(shardInputSchema.parse(event)));
 export const decide = step('decide', (event) => core().decide(checkpointRefSchema.parse(event)));
 export const promote = step('promote', (event) => core().promote(shardInputSchema.parse(event)));
-export const commit = step('commit', (event) => core().commit(checkpointRefSchema.parse(event)));
+export const commit = step('commit', async (event) => {
+  const output = await core().commit(checkpointRefSchema.parse(event));
+  recordCheckpoint(telemetry.metrics, { outcome: 'committed', durationMs: Date.now() - output.begunAt });
+  return output;
+});
 export const cleanup = step('cleanup', (event) => core().cleanup(shardInputSchema.parse(event)));
-export const abort = step('abort', (event) => core().abort(abortInputSchema.parse(event)));
+export const abort = step('abort', async (event) => {
+  const output = await core().abort(abortInputSchema.parse(event));
+  if (output.outcome === 'aborted')
+    telemetry.metrics.addMetric(METRIC.checkpointsAborted, MetricUnit.Count, 1);
+  return output;
+});

@@ -395,6 +395,7 @@ class CheckpointCoordinator implements Coordinator {
     const files = manifest?.files ?? (await this.manifests.read(record.checkpointId))?.files ?? [];
     return {
       checkpointId: record.checkpointId,
+      begunAt: record.begunAt,
       files: files.length,
       records: files.reduce((sum, file) => sum + file.recordCount, 0),
     };

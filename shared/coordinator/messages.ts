@@ -71,6 +71,8 @@ export interface DecideOutput {
 
 export interface CommitOutput {
   readonly checkpointId: number;
+  /** When the checkpoint began (epoch ms): its duration is measured from here. */
+  readonly begunAt: number;
   readonly files: number;
   readonly records: number;
 }
