@@ -14,10 +14,10 @@
  * | `coordinator-crash` | checkpoint              | the coordinator throws at one of its steps                          |
  * | `poison`            | generated record        | the generator writes a record the transform rejects                 |
  *
- * Reproducibility: every decision is drawn from a seeded {@link Random} in the order the runner asks (one plan per
- * delivery attempt, one per checkpoint), so the same seed gives the same schedule of plans. Which SDK call of an
- * attempt is "the n-th" can depend on how concurrent partitions interleave, so the plan is reproducible, the exact
- * interleaving of I/O is not.
+ * Reproducibility: every decision comes from a seeded {@link Random}: an attempt's plan from a stream keyed by its
+ * batch and attempt number, a checkpoint's from the sequence of checkpoints. The same seed therefore gives each
+ * batch the same faults whatever order concurrent partitions finish in. Which SDK call of an attempt is "the n-th"
+ * can still depend on how its partitions interleave: the plan is reproducible, the exact interleaving of I/O is not.
  *
  * Termination: an attempt that is the {@link FaultPlanner}'s `maxFaultedAttempts`-th retry of the same batch runs
  * without faults, so every rate (even 1) still lets the pipeline make progress.
@@ -129,10 +129,13 @@ export class FaultPlanner {
     private readonly maxFaultedAttempts = 3,
   ) {}
 
-  /** The plan of a delivery attempt (`attempt` 1 for a batch's first delivery). */
-  planInvocation(attempt: number, allowZombie = true): InvocationPlan {
-    // Draw every decision even when it is not used, so later draws do not depend on which fault fired.
-    const r = this.random;
+  /**
+   * The plan of one attempt at a batch (`attempt` 1 for its first delivery). Drawn from a stream keyed by the
+   * batch (`batch` names its partitions and offsets) and the attempt, not from a shared sequence: concurrent
+   * partitions finish in a different order on every run, but each batch meets the same faults.
+   */
+  planInvocation(batch: string, attempt: number, allowZombie = true): InvocationPlan {
+    const r = this.random.fork(`${batch}#${attempt}${allowZombie ? '' : '#zombie-retry'}`);
     const draws = {
       crash: r.chance(this.rates.crash),
       zombie: r.chance(this.rates.zombie),

@@ -249,9 +249,10 @@ class Run {
         cause: this.lastErrors.get(partitions[0]!),
       });
     }
-    const plan = this.planner.planInvocation(attempt);
+    const batch = delivery.slices.map((s) => `${s.partition}:${s.firstOffset}-${s.lastOffset}`).join(',');
+    const plan = this.planner.planInvocation(batch, attempt);
     const { result, plan: decisive } = plan.zombie
-      ? await this.zombie(delivery, plan, attempt)
+      ? await this.zombie(delivery, plan, batch, attempt)
       : { result: await this.attempt(delivery, plan), plan };
     this.clock.tick(this.options.invocationMs ?? 100);
     this.totals.invocations++;
@@ -310,7 +311,7 @@ class Run {
    * batch; the stalled attempt resumes when the retry reaches its planned step, and both then run concurrently.
    * The retry's outcome is the delivery's; the zombie's result is discarded, its effects are not.
    */
-  private async zombie(delivery: Delivery, plan: InvocationPlan, attempt: number) {
+  private async zombie(delivery: Delivery, plan: InvocationPlan, batch: string, attempt: number) {
     let resume!: () => void;
     const gate = new Promise<void>((resolve) => {
       resume = resolve;
@@ -328,7 +329,7 @@ class Run {
     if ((await Promise.race([first.then(() => 'done' as const), isStalled])) === 'done') {
       return { result: await first, plan };
     }
-    const retryPlan = this.planner.planInvocation(attempt + 1, false);
+    const retryPlan = this.planner.planInvocation(batch, attempt + 1, false);
     const resumeAt = plan.zombie!.resumeAt;
     const retry = this.attempt(delivery, retryPlan, {
       onStep: (step: ProcessorStep) => {

@@ -40,7 +40,7 @@ describe('fault planner', () => {
   const plans = (seed: number) => {
     const planner = new FaultPlanner(DEFAULT_FAULT_RATES, seededRandom(seed));
     return Array.from({ length: 300 }, (_, i) => ({
-      invocation: planner.planInvocation(1 + (i % 3)),
+      invocation: planner.planInvocation(`0:${i}-${i + 9}`, 1 + (i % 3)),
       checkpoint: planner.planCheckpoint(['begin', 'prepare', 'commit'] as const),
     }));
   };
@@ -54,12 +54,23 @@ describe('fault planner', () => {
     expect(plans(7).some((p) => p.checkpoint !== undefined)).toBe(true);
   });
 
+  it('gives a batch the same plan whatever order the batches are planned in', () => {
+    const batches = Array.from({ length: 50 }, (_, i) => `${i % 3}:${i * 10}-${i * 10 + 9}`);
+    const planAll = (order: string[]) => {
+      const planner = new FaultPlanner(DEFAULT_FAULT_RATES, seededRandom(3));
+      return new Map(order.map((batch) => [batch, planner.planInvocation(batch, 1)]));
+    };
+    const forward = planAll(batches);
+    const backward = planAll([...batches].reverse());
+    for (const batch of batches) expect(backward.get(batch)).toEqual(forward.get(batch));
+  });
+
   it('lets a batch through without faults after maxFaultedAttempts attempts, even at rate 1', () => {
     const planner = new FaultPlanner({ ...NO_FAULTS, crash: 1 }, seededRandom(1), 3);
-    expect(planner.planInvocation(3).crash).toBeDefined();
-    expect(planner.planInvocation(4)).toEqual(CLEAN_PLAN);
+    expect(planner.planInvocation('0:0-9', 3).crash).toBeDefined();
+    expect(planner.planInvocation('0:0-9', 4)).toEqual(CLEAN_PLAN);
     const none = new FaultPlanner(NO_FAULTS, seededRandom(1));
-    for (let i = 0; i < 50; i++) expect(none.planInvocation(1)).toEqual(CLEAN_PLAN);
+    for (let i = 0; i < 50; i++) expect(none.planInvocation(`1:${i}-${i}`, 1)).toEqual(CLEAN_PLAN);
   });
 });
 
