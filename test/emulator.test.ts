@@ -10,6 +10,7 @@ import {
 } from '../local/msk-emulator.ts';
 import { seededRandom } from '../local/prng.ts';
 import { ManualClock } from '../shared/clock.ts';
+import { parseMskEvent, partitionBatches } from '../shared/kafka/event.ts';
 
 function setup(partitions: number, options: Partial<MskEmulatorOptions> = {}) {
   const clock = new ManualClock();
@@ -49,6 +50,13 @@ describe('MSK event-source emulator', () => {
     expect(keyless).not.toHaveProperty('key');
     expect(Buffer.from(keyless!.value, 'base64').toString()).toBe('ünïcode');
     expect(delivery.payloadBytes).toBe(Buffer.byteLength(JSON.stringify(delivery.event)));
+    // And the processor's own validation and decoding (the schema plus its offset and key checks) agree.
+    const batches = partitionBatches(parseMskEvent(JSON.parse(JSON.stringify(delivery.event))));
+    expect(batches.map((b) => [b.partition, b.records[0]!.key, b.records[0]!.value])).toEqual([
+      [0, 'cust-007', '{"orderId":"ord-1"}'],
+      [1, null, 'ünïcode'],
+    ]);
+    expect(batches[0]!.records[0]!.headers).toEqual({ 'idempotency-key': 'ord-1' });
   });
 
   it('cuts per-partition ordered batches of at most batchSize records', () => {

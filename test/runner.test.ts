@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { BatchRetriesExhaustedError } from '../local/errors.ts';
 import { NO_FAULTS, parseFaultSpec } from '../local/faults.ts';
 import { generateOrders } from '../local/generator.ts';
 import { runLocal } from '../local/runner.ts';
@@ -50,5 +51,27 @@ describe('local runner', () => {
     expect(report.faults.crash + report.faults.zombie).toBeGreaterThan(0);
     expect(report.invocations.failed).toBeGreaterThan(0);
     expect(report.records.duplicatesDroppedByOffset).toBeGreaterThan(0);
+  });
+
+  it('gives up with a clear error when a batch keeps failing for a reason nobody injected', async () => {
+    const { table } = await freshResources('runner');
+    const settings = parseSettings({
+      pipelineId: uniqueName('run'),
+      ledgerTable: table,
+      bucket: uniqueName('no-such-bucket'),
+    });
+    const input = generateOrders({ seed: 3, records: 20, partitions: 2 });
+    const run = runLocal({
+      settings,
+      input,
+      partitions: 2,
+      faults: NO_FAULTS,
+      seed: 3,
+      checkpointIntervalMs: 1000,
+      clock: 'virtual',
+      maxAttemptsPerBatch: 3,
+    });
+    await expect(run).rejects.toBeInstanceOf(BatchRetriesExhaustedError);
+    await expect(run).rejects.toThrow(/batch of partitions \d failed 3 times: /);
   });
 });
