@@ -51,7 +51,7 @@ const deploymentShape = {
   /** The timeout of each coordinator step (seconds); `checkpointLeaseSeconds` must exceed it. */
   coordinatorStepTimeoutSeconds: int(10, 900).default(300),
   /** How often the coordinator takes a checkpoint (minutes). */
-  checkpointIntervalMinutes: int(1, 1440).default(5),
+  checkpointIntervalMinutes: int(1, 1440).default(1),
   /** Alarm when no checkpoint commits for this many intervals. */
   noCommitAlarmIntervals: int(1, 288).default(3),
   /** Where alarm notifications go (an SNS email subscription), if anywhere. */

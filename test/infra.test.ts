@@ -294,18 +294,18 @@ describe('schedules and alarms', () => {
       base.stack.pipeline.coordinator.stateMachine.node.defaultChild as never,
     );
     template.hasResourceProperties('AWS::Events::Rule', {
-      ScheduleExpression: 'rate(5 minutes)',
+      ScheduleExpression: 'rate(1 minute)',
       Targets: [Match.objectLike({ Arn: { Ref: sm } })],
     });
     const monitor = base.stack.getLogicalId(base.stack.pipeline.monitor.node.defaultChild as never);
     template.hasResourceProperties('AWS::Events::Rule', {
-      ScheduleExpression: 'rate(5 minutes)',
+      ScheduleExpression: 'rate(1 minute)',
       Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [monitor, 'Arn'] } })],
     });
-    const custom = synthesize({ checkpointIntervalMinutes: 1 }).template;
+    const custom = synthesize({ checkpointIntervalMinutes: 5 }).template;
     expect(
       Object.values(resourcesOf(custom, 'AWS::Events::Rule')).map((r) => r.Properties.ScheduleExpression),
-    ).toEqual(['rate(1 minute)', 'rate(1 minute)']);
+    ).toEqual(['rate(5 minutes)', 'rate(5 minutes)']);
   });
 
   const alarms = Object.values(resourcesOf(template, 'AWS::CloudWatch::Alarm')).map((a) => a.Properties);
@@ -341,8 +341,8 @@ describe('schedules and alarms', () => {
       MetricName: METRIC.oldestUncommittedStagedAge,
       Dimensions: dimensions,
       Statistic: 'Maximum',
-      Period: 300,
-      Threshold: 3 * 300,
+      Period: 60,
+      Threshold: 3 * 60,
       ComparisonOperator: 'GreaterThanThreshold',
       // The monitor going silent must alarm too.
       TreatMissingData: 'breaching',
@@ -455,7 +455,7 @@ describe('settings validation', () => {
       batchSize: 50,
       gzip: false,
       consumerGroupId: 'eos-orders',
-      checkpointIntervalMinutes: 5,
+      checkpointIntervalMinutes: 1,
     });
   });
 
