@@ -3,7 +3,8 @@
  * machine in aws-local-stepfunctions), with coordinator crashes injected by the fault schedule, and counts the
  * outcomes.
  *
- * A coordinator crash is planned per checkpoint: a step, before its effects or after them (result lost), once
+ * The coordinator's clients are instrumented like the processor's: a checkpoint may meet one transient SDK error
+ * (throttling, a 5xx, a `TransactionConflict`), anywhere in a step. A coordinator crash is planned per checkpoint: a step, before its effects or after them (result lost), once
  * (the state machine's Retry absorbs it) or on every invocation of the step in that execution (retries run out:
  * before the decision the checkpoint aborts, after it the execution ends incomplete and the next one rolls it
  * forward once the lease has expired).
@@ -19,7 +20,13 @@ import {
   createLocalCoordinator,
   type LocalCoordinator,
 } from './coordinator-runner.ts';
-import type { FaultLog, FaultPlanner } from './faults.ts';
+import {
+  AttemptSlot,
+  attemptContext,
+  type FaultLog,
+  type FaultPlanner,
+  type InvocationPlan,
+} from './faults.ts';
 import type { Random } from './prng.ts';
 import type { RunClock } from './run-clock.ts';
 
@@ -33,6 +40,7 @@ export type CheckpointCounts = Record<CheckpointOutcomeStatus, number>;
 
 export interface CheckpointerOptions {
   readonly settings: Settings;
+  /** The coordinator's own clients; the checkpointer adds its fault middleware to them. */
   readonly clients: AwsClients;
   readonly clock: RunClock;
   readonly planner: FaultPlanner;
@@ -53,11 +61,14 @@ export class Checkpointer {
   private readonly local: LocalCoordinator;
   private crash: CoordinatorCrashPlan | undefined;
   private crashedOnce = false;
+  /** Transient SDK errors for the coordinator's calls (its clients are instrumented). */
+  private readonly slot: AttemptSlot;
 
   constructor(private readonly options: CheckpointerOptions) {
+    this.slot = new AttemptSlot(options.faults);
     this.local = createLocalCoordinator({
       settings: options.settings,
-      clients: options.clients,
+      clients: this.slot.instrument(options.clients),
       clock: options.clock,
       hooks: {
         beforeStep: (step) => this.maybeCrash(step, 'before'),
@@ -66,12 +77,21 @@ export class Checkpointer {
     });
   }
 
-  /** One checkpoint, under a coordinator crash drawn from the schedule (or the one given, or none). */
-  async run(crash: CoordinatorCrashPlan | 'planned' | 'none' = 'planned'): Promise<CheckpointOutcome> {
+  /**
+   * One checkpoint, under the faults drawn from the schedule (a crash and a transient SDK error), or under the
+   * crash and transient error given (tests), or under none.
+   */
+  async run(
+    crash: CoordinatorCrashPlan | 'planned' | 'none' = 'planned',
+    transientError?: InvocationPlan['transient'],
+  ): Promise<CheckpointOutcome> {
     this.crash = crash === 'planned' ? this.planCrash() : crash === 'none' ? undefined : crash;
     this.crashedOnce = false;
+    const transient: InvocationPlan['transient'] =
+      crash === 'planned' ? this.options.planner.planCheckpointTransient() : transientError;
     try {
-      const outcome = await this.local.runCheckpoint();
+      const context = attemptContext(transient ? { transient, loseCommit: false } : { loseCommit: false });
+      const outcome = await this.slot.run(context, () => this.local.runCheckpoint());
       this.counts[outcome.status]++;
       this.outcomes.push(outcome);
       return outcome;

@@ -8,9 +8,9 @@
  * | `redeliver`         | successful invocation   | the offset commit is lost: the batch that succeeded comes again     |
  * | `zombie`            | processor attempt       | the attempt stalls at a step (timeout); the mapping's retry runs    |
  * |                     |                         | while it is stalled, then the stalled one resumes concurrently      |
- * | `throttle`          | processor attempt       | one SDK call fails with ThrottlingException / SlowDown              |
- * | `server-error`      | processor attempt       | one SDK call fails with a 5xx (InternalServerError / InternalError) |
- * | `conflict`          | processor attempt       | one TransactWriteItems is cancelled with a `TransactionConflict`    |
+ * | `throttle`          | attempt or checkpoint   | one SDK call fails with ThrottlingException / SlowDown              |
+ * | `server-error`      | attempt or checkpoint   | one SDK call fails with a 5xx (InternalServerError / InternalError) |
+ * | `conflict`          | attempt or checkpoint   | one TransactWriteItems is cancelled with a `TransactionConflict`    |
  * | `coordinator-crash` | checkpoint              | the coordinator throws at one of its steps                          |
  * | `poison`            | generated record        | the generator writes a record the transform rejects                 |
  *
@@ -23,8 +23,8 @@
  * without faults, so every rate (even 1) still lets the pipeline make progress.
  *
  * Mechanics: each processor container has an {@link AttemptSlot} holding the plan of the attempt it runs; the
- * container's processor hooks and an SDK middleware on its clients read it. Calls made outside any attempt (the
- * coordinator, the runner's own reads) are never faulted.
+ * container's processor hooks and an SDK middleware on its clients read it. The coordinator's clients have a
+ * slot of their own, holding the checkpoint's plan. The runner's own reads are never faulted.
  */
 import {
   type DynamoDBClient,
@@ -158,6 +158,20 @@ export class FaultPlanner {
         return { transient: { kind, call: kind === 'conflict' ? occurrence : call }, loseCommit };
     }
     return { loseCommit };
+  }
+
+  /**
+   * The transient AWS error one checkpoint's coordinator meets, if any: the n-th SDK call of the execution (the
+   * n-th transaction for a conflict), mid-step as often as not, which a crash at a step's edge never is.
+   */
+  planCheckpointTransient(): InvocationPlan['transient'] {
+    const r = this.random;
+    const draws = TRANSIENT_KINDS.map((kind) => ({ kind, hit: r.chance(this.rates[kind]) }));
+    const call = 1 + r.int(30);
+    const transaction = 1 + r.int(3);
+    const kind = draws.find((draw) => draw.hit)?.kind;
+    if (!kind) return undefined;
+    return { kind, call: kind === 'conflict' ? transaction : call };
   }
 
   /** The coordinator step to crash at in this checkpoint, if any. */

@@ -76,4 +76,15 @@ describe('local runner checkpoints under coordinator crashes', () => {
     expect(checkpointer.counts.committed).toBe(1);
     expect((await verify()).ok).toBe(true);
   });
+
+  it.each([
+    { kind: 'throttle', call: 3 },
+    { kind: 'server-error', call: 9 },
+    { kind: 'conflict', call: 1 },
+  ] as const)('rides out a transient $kind in the middle of a checkpoint and commits', async (transient) => {
+    const { checkpointer, faults, verify } = await staged();
+    expect((await checkpointer.run('none', transient)).status).toBe('committed');
+    expect(faults.count(transient.kind)).toBe(1);
+    expect((await verify()).ok).toBe(true);
+  });
 });
