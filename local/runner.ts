@@ -161,13 +161,15 @@ class Run {
   private changed!: () => void;
   private change: Promise<void> = this.newChange();
   private readonly lastErrors = new Map<number, unknown>();
+  /** Every client set this run made: destroyed at the end, so that no keep-alive socket outlives the run. */
+  private readonly allClients: AwsClients[] = [];
 
   constructor(private readonly options: RunOptions) {
     this.clock = new RunClock(options.clock ?? 'real');
     const random = seededRandom(options.seed);
     this.planner = new FaultPlanner(options.faults, random.fork('faults'));
     // Clients take endpoints and credentials from the environment (AWS_ENDPOINT_URL_*), as everywhere.
-    this.clients = createAwsClients();
+    this.clients = this.newClients();
     this.log = new PartitionedLog(options.topic ?? 'orders', options.partitions, this.clock);
     this.emulator = new MskEmulator({
       log: this.log,
@@ -179,7 +181,7 @@ class Run {
     this.log.close();
     this.checkpointer = new Checkpointer({
       settings: options.settings,
-      clients: createAwsClients(),
+      clients: this.newClients(),
       clock: this.clock,
       planner: this.planner,
       random: random.fork('coordinator'),
@@ -189,13 +191,26 @@ class Run {
       const slot = new AttemptSlot(this.faultLog);
       const processor = createProcessor({
         settings: options.settings,
-        clients: slot.instrument(createAwsClients()),
+        clients: slot.instrument(this.newClients()),
         clock: this.clock,
         hooks: slot.hooks,
       });
       return { processor, slot };
     });
     this.nextCheckpointAt = this.clock.now() + options.checkpointIntervalMs;
+  }
+
+  private newClients(): AwsClients {
+    const clients = createAwsClients();
+    this.allClients.push(clients);
+    return clients;
+  }
+
+  dispose(): void {
+    for (const { dynamodb, s3 } of this.allClients) {
+      dynamodb.destroy();
+      s3.destroy();
+    }
   }
 
   /** Every record of the log, decoded as the processor sees it. */
@@ -396,6 +411,14 @@ export interface RunResult {
 export async function runLocal(options: RunOptions): Promise<RunResult> {
   const started = Date.now();
   const run = new Run(options);
+  try {
+    return await runAndJudge(run, options, started);
+  } finally {
+    run.dispose();
+  }
+}
+
+async function runAndJudge(run: Run, options: RunOptions, started: number): Promise<RunResult> {
   const expectation = expectOutcome(
     run.records(),
     transformNamed(options.settings.transform),
