@@ -168,7 +168,10 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
       LOCAL_DEFAULTS.guarantee,
     )
     .addOption(
-      new Option('--faults <spec>', 'all | none | KIND=RATE,… (kinds: see docs/local-runner.md)')
+      new Option(
+        '--faults <spec>',
+        'all | none | KIND=RATE,… (kinds: crash, redeliver, zombie, throttle, server-error, conflict, coordinator-crash, poison; see the README)',
+      )
         .argParser(faults)
         .default(parseFaultSpec(LOCAL_DEFAULTS.faults), LOCAL_DEFAULTS.faults),
     )

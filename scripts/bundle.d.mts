@@ -2,4 +2,8 @@ import type { Plugin } from 'esbuild';
 
 export const leanZodLocales: Plugin;
 /** Bundles `entry` to `<outdir>/index.mjs`; returns that path. */
-export function bundleHandler(entry: string, outdir: string): Promise<string>;
+export function bundleHandler(
+  entry: string,
+  outdir: string,
+  options?: { readonly bundleAwsSdk?: boolean },
+): Promise<string>;

@@ -22,7 +22,8 @@ export const leanZodLocales = {
   },
 };
 
-export async function bundleHandler(entry, outdir) {
+/** `options.bundleAwsSdk`: bundle the AWS SDK v3 too (the benchmark's comparison; the stack does not). */
+export async function bundleHandler(entry, outdir, options = {}) {
   mkdirSync(outdir, { recursive: true });
   const outfile = join(outdir, 'index.mjs');
   await build({
@@ -37,7 +38,7 @@ export async function bundleHandler(entry, outdir) {
     // Readable names in stack traces, for the price of a few KB.
     keepNames: true,
     mainFields: ['module', 'main'],
-    external: ['@aws-sdk/*'],
+    external: options.bundleAwsSdk ? [] : ['@aws-sdk/*'],
     plugins: [leanZodLocales],
     // ESM bundles of CommonJS dependencies still call require(): give them one.
     banner: {

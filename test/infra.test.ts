@@ -477,9 +477,10 @@ describe('settings validation', () => {
   });
 });
 
-describe('docs/deploy.md', () => {
+describe("the README's Deploy to AWS section", () => {
   it('lists every setting with its actual default', () => {
-    const text = readFileSync(new URL('../docs/deploy.md', import.meta.url), 'utf8');
+    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+    const text = readme.split('\n## Deploy to AWS\n')[1]!.split('\n## ')[0]!;
     const rows = new Map(
       [...text.matchAll(/^\| `([A-Za-z]+)`\s*\| ([^|]+?)\s*\|/gm)].map((match) => [
         match[1]!,

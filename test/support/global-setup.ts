@@ -8,7 +8,7 @@ import { type LocalParts, startLocalParts } from '../../local/parts.ts';
 let parts: LocalParts | undefined;
 
 export async function setup(_project: TestProject): Promise<void> {
-  // Endpoints given from outside (LocalStack, say: docs/deploy.md) are used as they are.
+  // Endpoints given from outside (LocalStack, say: the README) are used as they are.
   if (process.env.AWS_ENDPOINT_URL_DYNAMODB && process.env.AWS_ENDPOINT_URL_S3) return;
   parts = await startLocalParts();
   Object.assign(process.env, parts.env);
