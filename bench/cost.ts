@@ -67,18 +67,28 @@ function line(parts: Omit<CostLine, 'total'>): CostLine {
   return { ...rounded, total: Number(total.toFixed(4)) };
 }
 
-function processorCost(result: ThroughputResult): CostLine {
-  const batches = MILLION / result.batchSize;
-  const calls = result.callsPerBatchSteady;
-  const wru = result.transactionItemsPerBatch * 2 + sum(calls, DDB_PLAIN_WRITES);
-  return line({
-    dynamodbWrites: (wru * batches * prices.dynamodb.writeRequestUnitPerMillion) / MILLION,
-    dynamodbReads: (sum(calls, DDB_READS) * batches * prices.dynamodb.readRequestUnitPerMillion) / MILLION,
+/** DynamoDB and S3 request costs of `calls` (and `transactionItems`) made `times` times. */
+function requestCosts(
+  calls: Record<string, number>,
+  transactionItems: number,
+  times: number,
+): Pick<CostLine, 'dynamodbWrites' | 'dynamodbReads' | 's3Requests'> {
+  const wru = transactionItems * 2 + sum(calls, DDB_PLAIN_WRITES);
+  return {
+    dynamodbWrites: (wru * times * prices.dynamodb.writeRequestUnitPerMillion) / MILLION,
+    dynamodbReads: (sum(calls, DDB_READS) * times * prices.dynamodb.readRequestUnitPerMillion) / MILLION,
     s3Requests:
-      (batches *
+      (times *
         (sum(calls, PUT_CLASS) * prices.s3.putCopyPostListPer1000 +
           sum(calls, GET_CLASS) * prices.s3.getHeadPer1000)) /
       1000,
+  };
+}
+
+function processorCost(result: ThroughputResult): CostLine {
+  const batches = MILLION / result.batchSize;
+  return line({
+    ...requestCosts(result.callsPerBatchSteady, result.transactionItemsPerBatch, batches),
     stepFunctions: 0,
     lambda:
       (batches * result.msPerBatch * LAMBDA_GB * prices.lambda.arm64GbSecond) / 1000 +
@@ -88,16 +98,8 @@ function processorCost(result: ThroughputResult): CostLine {
 
 function checkpointCost(checkpoint: CheckpointResult, stagedFiles: number): CostLine {
   const scale = stagedFiles / checkpoint.stagedFiles;
-  const calls = checkpoint.calls;
-  const wru = checkpoint.transactionItems * 2 + sum(calls, DDB_PLAIN_WRITES);
   return line({
-    dynamodbWrites: (wru * scale * prices.dynamodb.writeRequestUnitPerMillion) / MILLION,
-    dynamodbReads: (sum(calls, DDB_READS) * scale * prices.dynamodb.readRequestUnitPerMillion) / MILLION,
-    s3Requests:
-      (scale *
-        (sum(calls, PUT_CLASS) * prices.s3.putCopyPostListPer1000 +
-          sum(calls, GET_CLASS) * prices.s3.getHeadPer1000)) /
-      1000,
+    ...requestCosts(checkpoint.calls, checkpoint.transactionItems, scale),
     stepFunctions:
       (scale * (checkpoint.historyEvents / 2) * prices.stepFunctions.standardTransitionPer1000) / 1000,
     lambda: (scale * checkpoint.lambdaInvocations * prices.lambda.requestsPerMillion) / MILLION,

@@ -5,6 +5,7 @@
  */
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { S3Client } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 
 export interface AwsClients {
   readonly dynamodb: DynamoDBClient;
@@ -30,4 +31,9 @@ export function createAwsClients(env: NodeJS.ProcessEnv = process.env): AwsClien
       responseChecksumValidation: 'WHEN_REQUIRED',
     }),
   };
+}
+
+/** The ledger's document client: plain JS values in and out; undefined attributes are left out of items. */
+export function ledgerDocumentClient(dynamodb: DynamoDBClient): DynamoDBDocumentClient {
+  return DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
 }

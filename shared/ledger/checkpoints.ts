@@ -15,13 +15,14 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import {
-  DynamoDBDocumentClient,
+  type DynamoDBDocumentClient,
   GetCommand,
   TransactWriteCommand,
   type TransactWriteCommandInput,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
+import { ledgerDocumentClient } from '../aws/clients.ts';
 import { PipelineError } from '../errors.ts';
 import { keys } from './layout.ts';
 
@@ -160,7 +161,7 @@ export class CheckpointStore {
     private readonly table: string,
     private readonly pipeline: string,
   ) {
-    this.doc = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+    this.doc = ledgerDocumentClient(dynamodb);
   }
 
   /** The head, read strongly consistently; undefined before the first checkpoint. */

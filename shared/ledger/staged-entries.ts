@@ -3,16 +3,18 @@
  * staged-file entries (what a checkpoint covers). Writes of these items are the processor's; the coordinator only
  * deletes entries it has promoted, each delete conditioned on the entry still naming the object it promoted.
  */
+
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import {
   DeleteCommand,
-  DynamoDBDocumentClient,
+  type DynamoDBDocumentClient,
   GetCommand,
   QueryCommand,
   TransactWriteCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
+import { ledgerDocumentClient } from '../aws/clients.ts';
 import { mapLimit } from '../sink/objects.ts';
 import { keys, padOffset, partitionId, type Stream } from './layout.ts';
 import type { FenceItem, StagedFileEntry } from './records.ts';
@@ -33,7 +35,7 @@ export class StagedLedger {
     private readonly table: string,
     private readonly pipeline: string,
   ) {
-    this.doc = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+    this.doc = ledgerDocumentClient(dynamodb);
   }
 
   /**

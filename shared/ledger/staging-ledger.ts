@@ -8,9 +8,11 @@
  *   ...    idempotency claims, each on condition: absent, expired, or already ours
  *   ...    keyed-state deltas (ADD), guarded by the fence condition of the same transaction
  */
+
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { DynamoDBDocumentClient, GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
+import { ledgerDocumentClient } from '../aws/clients.ts';
 import { MissingResourceError, PipelineError } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
 import { keys } from './layout.ts';
@@ -63,7 +65,7 @@ export class StagingLedger {
     dynamodb: DynamoDBClient,
     private readonly table: string,
   ) {
-    this.doc = DynamoDBDocumentClient.from(dynamodb, { marshallOptions: { removeUndefinedValues: true } });
+    this.doc = ledgerDocumentClient(dynamodb);
   }
 
   /** The partition's staged offset, strongly consistent; {@link NO_FENCE} when nothing was staged yet. */
