@@ -73,10 +73,20 @@ const batch = mskEvent([
   ...orderRecords(1, 100, 9),
 ]);
 
+/** Every record its own customer: several chunks per partition whether claims are in the transaction or not. */
+const p5batch = mskEvent([
+  ...orderRecords(0, 0, 12).map((r) => ({ ...r, value: order(`a${r.offset}`, `c${r.offset}`) })),
+  { partition: 0, offset: 12, value: '{"orderId":', headers: { 'idempotency-key': 'poison-1' } },
+  { partition: 0, offset: 13, value: order('dup', 'c13'), headers: { 'idempotency-key': 'p0-o3' } },
+  ...orderRecords(1, 100, 9).map((r) => ({ ...r, value: order(`b${r.offset}`, `c${r.offset}`) })),
+]);
+
 describe('processor', () => {
   it('stages the sample MSK event: rows with lineage, the poison record dead-lettered', async () => {
     const settings = settingsFor();
-    const event = JSON.parse(readFileSync('../shared/fixtures/msk-event.sample.json', 'utf8'));
+    const event = JSON.parse(
+      readFileSync(new URL('./fixtures/msk-event.sample.json', import.meta.url), 'utf8'),
+    );
     const report = await processorFor(settings).processEvent(event);
     expect(report.partitions.map((p) => [p.partition, p.stagedRows, p.deadLettered, p.stagedOffset])).toEqual(
       [
@@ -107,8 +117,8 @@ describe('processor', () => {
     expect((dead[0]!.row.raw as { value: string }).value).toBe('eyJvcmRlcklkIjoib3JkLTQiLA==');
   });
 
-  it('P1 atomic effect: a crash between chunk transactions leaves exactly the first chunk durable', async () => {
-    const settings = settingsFor({ maxTransactionItems: 8 });
+  it('P1 atomic effect: a crash between chunk transactions leaves exactly the first chunk durable (claims in the transaction)', async () => {
+    const settings = settingsFor({ maxTransactionItems: 8, claimWrite: 'in-transaction' });
     const batch = mskEvent(orderRecords(0, 0, 20));
     await expect(
       processorFor(settings, { hooks: crashAt('after-transaction', 1) }).processEvent(batch),
@@ -243,6 +253,45 @@ describe('processor', () => {
     expect(calls.total()).toBe(0);
   });
 
+  it('P1 refinement: claims written ahead name their claimant; a crash after them blocks a duplicate elsewhere, and the retry commits the original', async () => {
+    const settings = settingsFor();
+    const rec = (partition: number, offset: number) => ({
+      partition,
+      offset,
+      value: order('k'),
+      headers: { 'idempotency-key': 'k' },
+    });
+    await expect(
+      processorFor(settings, { hooks: crashAt('after-claims') }).processEvent(mskEvent([rec(0, 0)])),
+    ).rejects.toThrow(InjectedCrashError);
+    const afterCrash = await ledgerView(res.clients, res.table, settings.pipelineId);
+    expect(afterCrash.claims).toEqual({ k: 'orders#0#0' });
+    expect(afterCrash.fences).toEqual({});
+    // A producer duplicate on another partition finds the key taken and is dropped.
+    const dup = await processorFor(settings).processEvent(mskEvent([rec(1, 0)]));
+    expect(dup.partitions[0]).toMatchObject({ stagedRows: 0, duplicatesByKey: 1 });
+    // The original's redelivery recognises its own claim and commits the record.
+    const retry = await processorFor(settings).processEvent(mskEvent([rec(0, 0)]));
+    expect(retry.partitions[0]).toMatchObject({ stagedRows: 1, duplicatesByKey: 0 });
+    const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+    expect(rows.map((r) => r.row.source)).toEqual([{ topic: 'orders', partition: 0, offset: 0 }]);
+  });
+
+  it('steady state with idempotency keys written ahead: one small transaction per batch, claims as parallel puts', async () => {
+    const settings = settingsFor();
+    const clients = createAwsClients();
+    const calls = new CallCounter().attach(clients);
+    const processor = createProcessor({ settings, clients });
+    await processor.processEvent(mskEvent(orderRecords(0, 0, 50)));
+    calls.reset();
+    await processor.processEvent(mskEvent(orderRecords(0, 50, 150)));
+    expect(calls.snapshot()).toEqual({
+      'dynamodb:PutItem': 150,
+      'dynamodb:TransactWriteItems': 1,
+      's3:PutObject': 1,
+    });
+  });
+
   it('P4 dedupe: producer duplicates by idempotency key are dropped within a batch, across batches and partitions', async () => {
     const settings = settingsFor();
     const dup = (partition: number, offset: number, key: string) => ({
@@ -284,23 +333,30 @@ describe('processor', () => {
   });
 
   describe('P5 restartable: a crash at any step, then redelivery, ends as a run without the crash', async () => {
-    const cases: Array<[ProcessorStep, number]> = [
-      ['before-stage-write', 1],
-      ['after-stage-write', 1],
-      ['after-transaction', 1],
-      ['before-stage-write', 3],
-      ['after-stage-write', 3],
-      ['after-transaction', 3],
-      ['before-return', 1],
-    ];
-    it.each(cases)('P5 crash at %s #%i', async (step, nth) => {
-      const reference = settingsFor({ maxTransactionItems: 10 });
-      await processorFor(reference).processEvent(batch);
-      const settings = settingsFor({ maxTransactionItems: 10 });
-      await expect(processorFor(settings, { hooks: crashAt(step, nth) }).processEvent(batch)).rejects.toThrow(
-        InjectedCrashError,
-      );
-      await processorFor(settings).processEvent(batch);
+    const cases: Array<readonly [ProcessorStep, number, 'ahead' | 'in-transaction']> = (
+      [
+        ['after-claims', 1],
+        ['before-stage-write', 1],
+        ['after-stage-write', 1],
+        ['after-transaction', 1],
+        ['before-stage-write', 3],
+        ['after-stage-write', 3],
+        ['after-transaction', 3],
+        ['before-return', 1],
+      ] as const
+    ).flatMap(([step, nth]) => [
+      [step, nth, 'ahead'],
+      // Claims inside the transaction have no step of their own.
+      ...(step === 'after-claims' ? [] : [[step, nth, 'in-transaction'] as const]),
+    ]);
+    it.each(cases)('P5 crash at %s #%i (claims %s)', async (step, nth, claimWrite) => {
+      const reference = settingsFor({ maxTransactionItems: 10, claimWrite });
+      await processorFor(reference).processEvent(p5batch);
+      const settings = settingsFor({ maxTransactionItems: 10, claimWrite });
+      await expect(
+        processorFor(settings, { hooks: crashAt(step, nth) }).processEvent(p5batch),
+      ).rejects.toThrow(InjectedCrashError);
+      await processorFor(settings).processEvent(p5batch);
       const [got, want] = await Promise.all([snapshot(settings), snapshot(reference)]);
       expect(got.rows).toEqual(want.rows);
       expect(got.ledger.state).toEqual(want.ledger.state);

@@ -52,6 +52,12 @@ export const settingsSchema = z
           return z.NEVER;
         }
       }),
+    /**
+     * How idempotency claims are written: `ahead` (default) as parallel conditional puts naming their claimant,
+     * before the staging transaction (DESIGN.md's refinement of P1: one small transaction per batch instead of
+     * one 100-item transaction per ~95 records); `in-transaction` inside the staging transactions.
+     */
+    claimWrite: z.enum(['ahead', 'in-transaction']).default('ahead'),
     /** How long a claimed idempotency key blocks duplicates (seconds). */
     idempotencyTtlSeconds: z.coerce.number().int().positive().default(SEVEN_DAYS_S),
     /** Gzip staged and final NDJSON objects. */
@@ -80,6 +86,7 @@ export const ENV_NAMES = {
   bucket: 'EOS_BUCKET',
   deliveryGuarantee: 'EOS_DELIVERY_GUARANTEE',
   idempotencyKey: 'EOS_IDEMPOTENCY_KEY',
+  claimWrite: 'EOS_CLAIM_WRITE',
   idempotencyTtlSeconds: 'EOS_IDEMPOTENCY_TTL_SECONDS',
   gzip: 'EOS_GZIP',
   transform: 'EOS_TRANSFORM',

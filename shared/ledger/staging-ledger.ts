@@ -10,7 +10,12 @@
  */
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  type DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  TransactWriteCommand,
+} from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { MissingResourceError, PipelineError } from '../errors.ts';
@@ -53,6 +58,9 @@ export interface StagingTransaction {
 }
 
 export const NO_FENCE = -1;
+
+/** Claims written ahead at once per partition batch: enough to hide latency, few enough not to throttle. */
+const CLAIM_CONCURRENCY = 32;
 
 type TransactItem = NonNullable<
   ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']
@@ -97,6 +105,31 @@ export class StagingLedger {
       if (reasons) this.explainCancellation(txn, reasons, claimsStart);
       this.rethrow('dynamodb:TransactWriteItems', error);
     }
+  }
+
+  /**
+   * Writes claims ahead of the staging transaction (DESIGN.md's refinement of P1), as conditional puts in
+   * parallel: absent, expired, or already naming this claimant (a retry of the same record). Returns the keys
+   * another record holds: those records are duplicates. A claim written here whose record never commits stays
+   * until the record's retry re-claims it as its own (same claimant) and commits it.
+   */
+  async claimAhead(pipeline: string, claims: readonly ClaimItem[], now: number): Promise<string[]> {
+    const taken: string[] = [];
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < claims.length) {
+        const claim = claims[next++]!;
+        try {
+          await this.doc.send(new PutCommand(this.claimPut(pipeline, claim, now)));
+        } catch (error) {
+          if ((error as { name?: string }).name === 'ConditionalCheckFailedException')
+            taken.push(claim.idempotencyKey);
+          else this.rethrow('dynamodb:PutItem', error);
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(CLAIM_CONCURRENCY, claims.length) }, worker));
+    return taken;
   }
 
   /**
@@ -174,14 +207,16 @@ export class StagingLedger {
   }
 
   private claimItem(txn: StagingTransaction, claim: ClaimItem): TransactItem {
+    return { Put: this.claimPut(txn.pipeline, claim, txn.now) };
+  }
+
+  private claimPut(pipeline: string, claim: ClaimItem, now: number) {
     return {
-      Put: {
-        TableName: this.table,
-        Item: { ...keys.claim(txn.pipeline, claim.idempotencyKey), ...claim },
-        // Absent, expired (TTL deletion lags by up to days), or already ours (a retry of the same record).
-        ConditionExpression: 'attribute_not_exists(pk) OR expiresAt < :nowSeconds OR claimant = :claimant',
-        ExpressionAttributeValues: { ':nowSeconds': Math.floor(txn.now / 1000), ':claimant': claim.claimant },
-      },
+      TableName: this.table,
+      Item: { ...keys.claim(pipeline, claim.idempotencyKey), ...claim },
+      // Absent, expired (TTL deletion lags by up to days), or already ours (a retry of the same record).
+      ConditionExpression: 'attribute_not_exists(pk) OR expiresAt < :nowSeconds OR claimant = :claimant',
+      ExpressionAttributeValues: { ':nowSeconds': Math.floor(now / 1000), ':claimant': claim.claimant },
     };
   }
 

@@ -3,8 +3,8 @@
  * item limit (P1). A chunk always ends on a record boundary, so each record's effects and the fence move past it
  * land in the same transaction.
  *
- * Items of a chunk: 1 fence + 1 staged entry per stream with rows + 1 claim per kept keyed record + 1 per
- * distinct state key.
+ * Items of a chunk: 1 fence + 1 staged entry per stream with rows + 1 claim per kept keyed record (unless the
+ * claims were written ahead) + 1 per distinct state key.
  */
 import { PipelineError } from '../errors.ts';
 import type { EvaluatedRecord } from './evaluate.ts';
@@ -29,11 +29,11 @@ function itemCount(tally: Tally): number {
   return 1 + Number(tally.output) + Number(tally.deadLetter) + tally.claims + tally.stateKeys.size;
 }
 
-function tallyWith(tally: Tally, record: EvaluatedRecord): Tally {
+function tallyWith(tally: Tally, record: EvaluatedRecord, countClaim: boolean): Tally {
   return {
     output: tally.output || record.output.length > 0,
     deadLetter: tally.deadLetter || record.deadLetter !== undefined,
-    claims: tally.claims + (record.idempotencyKey === undefined ? 0 : 1),
+    claims: tally.claims + (countClaim && record.idempotencyKey !== undefined ? 1 : 0),
     stateKeys: new Set([...tally.stateKeys, ...record.state.map((delta) => delta.key)]),
   };
 }
@@ -43,11 +43,12 @@ export function planChunk(
   records: readonly EvaluatedRecord[],
   dropped: ReadonlySet<number>,
   maxItems: number,
+  claimsInTransaction = true,
 ): Chunk {
   let tally: Tally = { output: false, deadLetter: false, claims: 0, stateKeys: new Set() };
   let end = 0;
   for (const record of records) {
-    const next = dropped.has(record.offset) ? tally : tallyWith(tally, record);
+    const next = dropped.has(record.offset) ? tally : tallyWith(tally, record, claimsInTransaction);
     if (itemCount(next) > maxItems) break;
     tally = next;
     end += 1;

@@ -9,6 +9,8 @@
  *   in the     │
  *   warm       ▼  for each chunk (<= 100 transaction items, record boundaries)                         (P1)
  *   container) ├─ PutObject in-progress/<stream>/…/<first>-<last>.<attempt>.ndjson.gz  per stream   (P3)
+ *              ├─ (first chunk, claims ahead) conditional PutItem per idempotency key, in parallel,
+ *              │   naming its claimant (t#p#o): a retry finds its own claim; others are duplicates (P4)
  *              ├─ TransactWriteItems: fence == read value → chunk's last offset                     (P2)
  *              │                      + staged-file entries + idempotency claims + keyed-state deltas
  *              ├─ fence moved?   re-read it, drop what another invocation staged, continue         (P2)
@@ -17,7 +19,9 @@
  * Poison records become dead-letter rows staged through the same path (P6). Transient AWS errors escape, so the
  * event source mapping retries the whole batch; the fence makes the retry harmless (P5). In steady state with
  * offset-only dedupe a batch costs two AWS calls: the PutObject and one transaction — the fence is read once
- * per warm container and re-read only when its condition fails.
+ * per warm container and re-read only when its condition fails. With idempotency keys, claims are written ahead
+ * (DESIGN.md's refinement of P1; setting `claimWrite`), so the transaction stays small; `in-transaction` puts
+ * them in the staging transactions instead (one 100-item transaction per ~95 keyed records).
  *
  * Delivery guarantees (as Flink's DeliveryGuarantee): `exactly-once` as above; `at-least-once` writes rows
  * straight to final objects and applies keyed state without fence or dedupe (duplicates after retries);
@@ -43,6 +47,7 @@ import { type EvaluatedRecord, evaluateRecord, foldState } from './evaluate.ts';
 
 /** The points of a batch where a fault schedule can crash the processor. */
 export const PROCESSOR_STEPS = [
+  'after-claims',
   'before-stage-write',
   'after-stage-write',
   'after-transaction',
@@ -168,6 +173,9 @@ export class Processor {
     let fence = await this.fenceOf(topic, partition);
     let pending = this.evaluate(batch).filter((record) => record.offset > fence);
     const dropped = duplicateKeysWithin(pending);
+    const claimsAhead = this.deps.settings.claimWrite === 'ahead';
+    // Claims go ahead only once the first staged write succeeded: a missing bucket writes nothing at all.
+    let claimed = !claimsAhead;
     const report = {
       duplicatesByOffset: batch.records.length - pending.length,
       duplicatesByKey: 0,
@@ -177,7 +185,7 @@ export class Processor {
     };
     let writes = 0;
     while (pending.length > 0) {
-      const chunk = planChunk(pending, dropped, this.deps.settings.maxTransactionItems);
+      const chunk = planChunk(pending, dropped, this.deps.settings.maxTransactionItems, !claimsAhead);
       const context = { topic, partition, chunk: report.chunks };
       await this.step('before-stage-write', context);
       const objects = await this.writeObjects(chunk, topic, partition, (range) =>
@@ -189,6 +197,13 @@ export class Processor {
         ),
       );
       await this.step('after-stage-write', context);
+      if (!claimed) {
+        claimed = true;
+        const kept = chunk.kept.length;
+        await this.claimAhead(pending, dropped, topic, partition);
+        // Duplicates found in this chunk: re-plan it without them (the objects just written become orphans).
+        if (chunk.records.filter((record) => !dropped.has(record.offset)).length !== kept) continue;
+      }
       try {
         await this.ledger.stage({
           pipeline: this.deps.settings.pipelineId,
@@ -197,7 +212,7 @@ export class Processor {
           expectedOffset: fence,
           newOffset: chunk.lastOffset,
           entries: objects.map((object) => this.entryFor(chunk, object, topic, partition, attemptId)),
-          claims: this.claimsFor(chunk, topic, partition),
+          claims: claimsAhead ? [] : this.claimsFor(chunk.kept, topic, partition),
           state: foldState(chunk.kept.flatMap((record) => record.state)),
           now: this.clock.now(),
         });
@@ -283,9 +298,34 @@ export class Processor {
     };
   }
 
-  private claimsFor(chunk: Chunk, topic: string, partition: number): ClaimItem[] {
+  /**
+   * Claims the keys of the records still pending, before any staging transaction; records whose key another
+   * record holds join `dropped` (duplicates by key). Safe to repeat: a retry finds its own claims.
+   */
+  private async claimAhead(
+    pending: readonly EvaluatedRecord[],
+    dropped: Set<number>,
+    topic: string,
+    partition: number,
+  ): Promise<void> {
+    const claims = this.claimsFor(
+      pending.filter((record) => !dropped.has(record.offset)),
+      topic,
+      partition,
+    );
+    if (claims.length === 0) return;
+    const taken = new Set(
+      await this.ledger.claimAhead(this.deps.settings.pipelineId, claims, this.clock.now()),
+    );
+    for (const record of pending) {
+      if (record.idempotencyKey !== undefined && taken.has(record.idempotencyKey)) dropped.add(record.offset);
+    }
+    await this.step('after-claims', { topic, partition, chunk: 0 });
+  }
+
+  private claimsFor(records: readonly EvaluatedRecord[], topic: string, partition: number): ClaimItem[] {
     const expiresAt = Math.floor(this.clock.now() / 1000) + this.deps.settings.idempotencyTtlSeconds;
-    return chunk.kept.flatMap((record) =>
+    return records.flatMap((record) =>
       record.idempotencyKey === undefined
         ? []
         : [
