@@ -38,12 +38,7 @@ function explanations(r: BenchResults): string[] {
       `  client modules alone takes ${processor.sdkLoadMs} ms in a fresh process — a cost every Lambda that uses these`,
       `  clients pays, whoever wrote it. With them loaded, the pipeline's own initialisation (settings, clients,`,
       `  Powertools, zod, the protocol) is ${processor.initWithoutSdkMs} ms, well inside the target.`,
-      ...(withSdk
-        ? [
-            `  Bundling the SDK into the function instead measures ${withSdk.kilobytes} KB and ${withSdk.initMs} ms: it would`,
-            "  give up the size target for no reliable gain, so the stack uses the runtime's SDK.",
-          ]
-        : []),
+      ...(withSdk ? sdkTradeOff(withSdk) : []),
     );
   }
   if (processor.kilobytes >= 400) {
@@ -56,6 +51,24 @@ function explanations(r: BenchResults): string[] {
     lines.push(`- **Calls per batch: ${r.calls_per_batch_eo_steady} against 2.**`);
   }
   return lines;
+}
+
+/** What bundling the AWS SDK would change, in this run's figures. */
+function sdkTradeOff(withSdk: BenchResults['bundles'][number]): string[] {
+  const meetsInit = withSdk.initMs < 150;
+  const meetsSize = withSdk.kilobytes < 400;
+  return [
+    `  Bundling the SDK into the function instead measures ${withSdk.kilobytes} KB and ${withSdk.initMs} ms:`,
+    meetsInit && !meetsSize
+      ? '  it meets the initialisation target and misses the size target — with the v3 DynamoDB and S3 clients the two'
+      : `  it ${meetsInit ? 'meets' : 'misses'} the initialisation target and ${meetsSize ? 'meets' : 'misses'} the size target.`,
+    ...(meetsInit && !meetsSize
+      ? [
+          "  targets cannot both be met. The stack keeps the runtime's SDK (a smaller asset, patched by the runtime);",
+          '  bundling it is a one-line change in `scripts/bundle.mjs` for whoever prefers the faster cold start.',
+        ]
+      : []),
+  ];
 }
 
 function verdict(met: boolean): string {

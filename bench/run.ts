@@ -27,9 +27,9 @@ import { batchEvent, CUSTOMER_POOL, recordBytes } from './workload.ts';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const MODES: readonly DeliveryGuarantee[] = ['exactly-once', 'at-least-once', 'none'];
 const BATCH_SIZES = [100, 500, 2000] as const;
-const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const RUNS = Number(process.env.BENCH_RUNS ?? 7);
 /** Records per timed run, per batch size (so each run is a few hundred milliseconds at least). */
-const RECORDS_PER_RUN = Number(process.env.BENCH_RECORDS_PER_RUN ?? 4000);
+const RECORDS_PER_RUN = Number(process.env.BENCH_RECORDS_PER_RUN ?? 10_000);
 
 export interface ThroughputResult {
   mode: DeliveryGuarantee;
@@ -156,7 +156,8 @@ async function measureThroughput(base: { table: string; bucket: string }): Promi
   for (const lane of lanes) await warmUp(lane);
   for (let run = 1; run <= RUNS; run++) {
     progress(`throughput run ${run}/${RUNS}`);
-    for (const lane of lanes) await timedRun(lane);
+    // Rotate the order run by run, so that no lane always follows the same neighbour (GC debt, cache state).
+    for (let i = 0; i < lanes.length; i++) await timedRun(lanes[(i + run) % lanes.length]!);
   }
   return lanes.map(resultOf);
 }
