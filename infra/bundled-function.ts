@@ -6,7 +6,7 @@
  * (context `aws:cdk:bundling-stacks`).
  */
 import { execFileSync } from 'node:child_process';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { AssetHashType, DockerImage } from 'aws-cdk-lib';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -18,12 +18,16 @@ const BUNDLE_SCRIPT = join(PROJECT_ROOT, 'scripts', 'bundle.mjs');
 /** The code asset of one handler module (`functions/<name>.ts`), bundled to `index.mjs`. */
 export function bundledCode(entry: string): lambda.Code {
   const absoluteEntry = resolve(PROJECT_ROOT, entry);
+  const relativeEntry = relative(PROJECT_ROOT, absoluteEntry);
   return lambda.Code.fromAsset(PROJECT_ROOT, {
     // Hash what was built, not the project folder (node_modules included) it was built from.
     assetHashType: AssetHashType.OUTPUT,
     bundling: {
       // Never used: local bundling always succeeds or throws. Docker is not needed.
       image: DockerImage.fromRegistry('local-bundling-only'),
+      // CDK caches staged assets by source path and the serializable bundling options; `tryBundle` is a function
+      // and does not count, so the entry must appear here, or every function would get the first one's bundle.
+      command: ['node', 'scripts/bundle.mjs', relativeEntry, '/asset-output'],
       local: {
         tryBundle(outputDir: string): boolean {
           execFileSync(process.execPath, [BUNDLE_SCRIPT, absoluteEntry, outputDir], { stdio: 'inherit' });
