@@ -13,7 +13,7 @@
  * - An EventBridge rule starts an execution every `interval` (default 60 s; EventBridge's floor is one minute).
  */
 import { fileURLToPath } from 'node:url';
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { Duration, Names, RemovalPolicy } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -90,6 +90,9 @@ export class CheckpointCoordinator extends Construct {
       executionTimeoutSeconds: 3600,
     });
     const logGroup = new logs.LogGroup(this, 'StateMachineLogs', {
+      // Under /aws/vendedlogs/: otherwise every state machine log group is added to the account's one CloudWatch
+      // Logs resource policy, whose size limit eventually fails deploys of many pipelines.
+      logGroupName: `/aws/vendedlogs/states/eos-${this.pipelineId}-coordinator-${Names.uniqueId(this).slice(-8)}`,
       retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
       removalPolicy: props.removalPolicy ?? RemovalPolicy.DESTROY,
     });

@@ -67,7 +67,7 @@ const deploymentShape = {
   /** Noncurrent object versions are deleted after this many days. */
   noncurrentVersionExpirationDays: int(1, 3650).default(30),
   /** Backstop: in-progress objects older than this are deleted by a lifecycle rule (days). */
-  inProgressExpirationDays: int(1, 3650).default(7),
+  inProgressExpirationDays: int(1, 3650).default(30),
   /** CloudWatch Logs retention of every function's log group (days). */
   logRetentionDays: z.coerce
     .number()

@@ -10,7 +10,7 @@
  * (`dynamodb:LeadingKeys`), S3 object actions only under this pipeline's prefixes, no `s3:List*` on the bucket.
  */
 import { fileURLToPath } from 'node:url';
-import { CfnOutput, Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -249,12 +249,33 @@ export class ExactlyOncePipeline extends Construct {
       enforceSSL: true,
       masterKey: this.encryptionKey,
     });
+    // A topic policy replaces SNS's default one, and `enforceSSL` writes a topic policy: without this Allow,
+    // CloudWatch alarms (not IAM identities of the account) could not publish, and nobody would be notified.
+    const stack = Stack.of(this);
+    const fromOurAlarms = {
+      StringEquals: { 'aws:SourceAccount': stack.account },
+      ArnLike: {
+        'aws:SourceArn': `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:eos-${this.config.pipelineId}-*`,
+      },
+    };
+    topic.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'AllowPipelineAlarmsToPublish',
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['sns:Publish'],
+        resources: [topic.topicArn],
+        conditions: fromOurAlarms,
+      }),
+    );
     if (this.encryptionKey) {
       // CloudWatch publishes to the encrypted topic with its own principal.
-      this.encryptionKey.grant(
-        new iam.ServicePrincipal('cloudwatch.amazonaws.com'),
-        'kms:Decrypt',
-        'kms:GenerateDataKey*',
+      this.encryptionKey.addToResourcePolicy(
+        new iam.PolicyStatement({
+          principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+          actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
+          resources: ['*'],
+          conditions: { StringEquals: { 'aws:SourceAccount': stack.account } },
+        }),
       );
     }
     if (this.config.alarmEmail)

@@ -62,6 +62,14 @@ export function createSinkBuckets(scope: Construct, id: string, options: SinkBuc
         prefix: inProgressPrefix(options.pipelineId),
         expiration: Duration.days(options.inProgressExpirationDays),
       },
+      {
+        // Cleanup deletes every promoted staged object: on a versioned bucket each leaves a noncurrent version.
+        // Keep those a few days (enough to recover from a mistake), not the bucket-wide retention.
+        id: 'expire-noncurrent-in-progress',
+        prefix: inProgressPrefix(options.pipelineId),
+        noncurrentVersionExpiration: Duration.days(3),
+        expiredObjectDeleteMarker: true,
+      },
     ],
   });
   return { bucket, accessLogs };

@@ -14,6 +14,7 @@ import {
   actionsOf,
   allStatements,
   CLUSTER_ARN,
+  type PolicyStatementJson,
   resourcesOf,
   resourcesOfStatement,
   synthesize,
@@ -194,7 +195,14 @@ describe('the sink bucket', () => {
       expect.objectContaining({
         Id: 'backstop-expire-in-progress',
         Prefix: 'orders/_inprogress/',
-        ExpirationInDays: 7,
+        ExpirationInDays: 30,
+      }),
+    );
+    expect(rules).toContainEqual(
+      expect.objectContaining({
+        Id: 'expire-noncurrent-in-progress',
+        Prefix: 'orders/_inprogress/',
+        NoncurrentVersionExpiration: { NoncurrentDays: 3 },
       }),
     );
     // Nothing expires final objects or manifests (C7).
@@ -508,3 +516,27 @@ describe("the README's Deploy to AWS section", () => {
 function escapeRegExp(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
+
+describe('alarm notifications', () => {
+  it('let CloudWatch alarms of this pipeline publish to the SSL-only alarm topic (a topic policy replaces the default)', () => {
+    for (const encryption of ['s3', 'kms'] as const) {
+      const { stack, template } = synthesize({ encryption });
+      const topicId = stack.getLogicalId(stack.pipeline.alarmTopic.node.defaultChild as never);
+      const policies = Object.values(resourcesOf(template, 'AWS::SNS::TopicPolicy')).filter((p) =>
+        JSON.stringify(p.Properties.Topics).includes(topicId),
+      );
+      const statements = policies.flatMap(
+        (p) => (p.Properties.PolicyDocument as { Statement: PolicyStatementJson[] }).Statement,
+      );
+      const allow = statements.find(
+        (s) =>
+          s.Effect === 'Allow' &&
+          JSON.stringify(s).includes('cloudwatch.amazonaws.com') &&
+          JSON.stringify(s.Action).includes('sns:Publish'),
+      );
+      expect(allow, encryption).toBeDefined();
+      expect(JSON.stringify(allow!.Condition)).toContain('aws:SourceAccount');
+      expect(JSON.stringify(allow!.Condition)).toContain(':alarm:eos-orders-*');
+    }
+  });
+});
