@@ -632,6 +632,23 @@ describe('C6 abort loses nothing', () => {
   });
 });
 
+describe('P3 orphans on a healthy pipeline', () => {
+  it('P3: cleanup after a commit deletes orphan staged objects once older than the grace period', async () => {
+    const s = setup({ orphanGraceSeconds: 60 });
+    const [referenced] = await s.stage([{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const orphan = referenced!.key.replace('.a1.', '.crashed.');
+    await res.clients.s3.send(new PutObjectCommand({ Bucket: s.settings.bucket, Key: orphan, Body: 'x' }));
+    s.clock.advance(30_000);
+    await checkpoint(s.core);
+    expect(await headObject(res.clients.s3, s.settings.bucket, orphan)).toBeDefined(); // still young
+    await s.stage([{ partition: 0, firstOffset: 5, lastOffset: 9 }]);
+    s.clock.advance(31_000);
+    await checkpoint(s.core);
+    expect(await headObject(res.clients.s3, s.settings.bucket, orphan)).toBeUndefined();
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 10) });
+  });
+});
+
 describe('C7 readers', () => {
   it('C7: manifests form a gap-free ordered log: empty checkpoints and aborted attempts leave no gap; final objects never change', async () => {
     const s = setup();

@@ -285,7 +285,9 @@ describe('processor', () => {
     await processor.processEvent(mskEvent(orderRecords(0, 0, 50)));
     calls.reset();
     await processor.processEvent(mskEvent(orderRecords(0, 50, 150)));
+    // The fence is read fresh before claims go ahead (a stale cached fence must not claim anything).
     expect(calls.snapshot()).toEqual({
+      'dynamodb:GetItem': 1,
       'dynamodb:PutItem': 150,
       'dynamodb:TransactWriteItems': 1,
       's3:PutObject': 1,
@@ -316,7 +318,7 @@ describe('processor', () => {
 
   it('P4 dedupe: an expired claim no longer blocks its key', async () => {
     const clock = new ManualClock();
-    const settings = settingsFor({ idempotencyTtlSeconds: 60 });
+    const settings = settingsFor({ idempotencyTtlSeconds: 86_400 });
     const processor = processorFor(settings, { clock });
     const rec = (offset: number) => ({
       partition: 0,
@@ -327,9 +329,68 @@ describe('processor', () => {
     await processor.processEvent(mskEvent([rec(0)]));
     const blocked = await processor.processEvent(mskEvent([rec(1)]));
     expect(blocked.partitions[0]).toMatchObject({ stagedRows: 0, duplicatesByKey: 1 });
-    clock.advance(61_000);
+    clock.advance(86_401_000);
     const after = await processor.processEvent(mskEvent([rec(2)]));
     expect(after.partitions[0]).toMatchObject({ stagedRows: 1, duplicatesByKey: 0 });
+  });
+
+  it('P4 dedupe: a redelivery to a container with a stale cached fence cannot take over an expired claim of a record still waiting for its retry', async () => {
+    // Found in review: claims written ahead against a stale fence let an invocation that applies nothing steal a key.
+    const clock = new ManualClock();
+    const settings = settingsFor({ idempotencyTtlSeconds: 86_400 });
+    const make = (hooks?: ProcessorDeps['hooks']) => processorFor(settings, { clock, hooks });
+    const rec = (partition: number, offset: number, key: string) => ({
+      partition,
+      offset,
+      value: order(key),
+      headers: { 'idempotency-key': key },
+    });
+    const warm = make();
+    await warm.processEvent(mskEvent([0, 1, 2, 3].map((o) => rec(0, o, `a${o}`))));
+    // q = 1:7 claims K ahead, then crashes before its transaction.
+    await expect(make(crashAt('after-claims')).processEvent(mskEvent([rec(1, 7, 'K')]))).rejects.toThrow(
+      InjectedCrashError,
+    );
+    // Another container stages 0:[4..6]; 0:5 (key K) is a duplicate of the claimed key; it crashes before returning.
+    const redelivered = mskEvent([rec(0, 4, 'a4'), rec(0, 5, 'K'), rec(0, 6, 'a6')]);
+    await expect(make(crashAt('before-return')).processEvent(redelivered)).rejects.toThrow(
+      InjectedCrashError,
+    );
+    clock.advance(2 * 86_400_000); // q's claim expires while q waits for its retry
+    // The mapping redelivers 0:[4..6] to the warm container, whose cached fence is still 3.
+    const again = await warm.processEvent(redelivered);
+    expect(again.partitions[0]).toMatchObject({ chunks: 0, stagedRows: 0 });
+    await make().processEvent(mskEvent([rec(1, 7, 'K')]));
+    const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+    expect(rows.map((r) => r.row.orderId).sort()).toEqual(['K', 'a0', 'a1', 'a2', 'a3', 'a4', 'a6']);
+  });
+
+  it('P6: a record whose idempotency key or state key is too long for a ledger key is dead-lettered, not retried forever', async () => {
+    for (const claimWrite of ['ahead', 'in-transaction'] as const) {
+      const settings = settingsFor({ claimWrite });
+      const report = await processorFor(settings).processEvent(
+        mskEvent([
+          { partition: 0, offset: 0, value: order('ok'), headers: { 'idempotency-key': 'ok' } },
+          { partition: 0, offset: 1, value: order('big'), headers: { 'idempotency-key': 'x'.repeat(3000) } },
+          {
+            partition: 0,
+            offset: 2,
+            value: order('c', 'c'.repeat(3000)),
+            headers: { 'idempotency-key': 'c' },
+          },
+        ]),
+      );
+      expect(report.partitions[0], claimWrite).toMatchObject({
+        stagedRows: 1,
+        deadLettered: 2,
+        stagedOffset: 2,
+      });
+      const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+      expect(rows.filter((r) => r.stream === 'deadletter').map((r) => r.row.error)).toEqual([
+        'idempotency key longer than 1024 bytes',
+        'state key longer than 1024 bytes',
+      ]);
+    }
   });
 
   describe('P5 restartable: a crash at any step, then redelivery, ends as a run without the crash', async () => {

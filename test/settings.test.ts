@@ -43,6 +43,10 @@ describe('settings', () => {
     expect(() => parseSettings({ ledgerTable: 'ledger', bucket: 'b-1', maxTransactionItems: 101 })).toThrow(
       /invalid setting maxTransactionItems/,
     );
+    // A claim written ahead must not expire before its transaction: TTLs shorter than a day are refused.
+    expect(() => parseSettings({ ledgerTable: 'ledger', bucket: 'b-1', idempotencyTtlSeconds: 60 })).toThrow(
+      /invalid setting idempotencyTtlSeconds: at least one day/,
+    );
     expect(() => parseSettings({ ledgerTable: 'ledger', bucket: 'b-1', colour: 'red' })).toThrow(
       /invalid setting colour/,
     );

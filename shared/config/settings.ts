@@ -59,7 +59,12 @@ export const settingsSchema = z
      */
     claimWrite: z.enum(['ahead', 'in-transaction']).default('ahead'),
     /** How long a claimed idempotency key blocks duplicates (seconds). */
-    idempotencyTtlSeconds: z.coerce.number().int().positive().default(SEVEN_DAYS_S),
+    idempotencyTtlSeconds: z.coerce
+      .number()
+      .int()
+      // Far above any invocation: a claim written ahead must not expire before its transaction (DESIGN P1).
+      .min(86_400, "at least one day (86400 s), far above any invocation's duration")
+      .default(SEVEN_DAYS_S),
     /** Gzip staged and final NDJSON objects. */
     gzip: z
       .union([z.boolean(), z.enum(['true', 'false'])])

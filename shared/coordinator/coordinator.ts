@@ -462,8 +462,26 @@ class CheckpointCoordinator implements Coordinator {
       );
       removed += await this.ledger.deleteEntries(promoted, this.settings.maxTransactionItems);
     }
-    if (input.shard === 0) await this.plans.deleteCheckpoint(record.checkpointId);
+    if (input.shard === 0) {
+      await this.plans.deleteCheckpoint(record.checkpointId);
+      // A healthy pipeline never aborts: orphans (crashed attempts, fenced-out zombies) are swept here too (P3).
+      await this.sweepOrphans();
+    }
     return { shard: input.shard, count: removed };
+  }
+
+  /** Deletes staged objects no ledger entry references, older than the grace period (P3). */
+  private async sweepOrphans(): Promise<number> {
+    const orphans = await sweepOrphans({
+      s3: this.clients.s3,
+      bucket: this.settings.bucket,
+      pipeline: this.settings.pipelineId,
+      ledger: this.ledger,
+      now: this.clock.now(),
+      graceMs: this.settings.orphanGraceSeconds * 1000,
+    });
+    if (orphans.length > 0) this.log.info('deleted orphan staged objects', { count: orphans.length });
+    return orphans.length;
   }
 
   // ── abort ─────────────────────────────────────────────────────────────────────────────────────────────────
@@ -508,16 +526,8 @@ class CheckpointCoordinator implements Coordinator {
       }
     }
     await this.plans.deleteAttempt(checkpointId, attempt);
-    const orphans = await sweepOrphans({
-      s3: this.clients.s3,
-      bucket: this.settings.bucket,
-      pipeline: this.settings.pipelineId,
-      ledger: this.ledger,
-      now: this.clock.now(),
-      graceMs: this.settings.orphanGraceSeconds * 1000,
-    });
-    if (orphans.length > 0) this.log.info('deleted orphan staged objects', { count: orphans.length });
-    return { outcome: 'aborted', reason, orphansDeleted: orphans.length };
+    const orphansDeleted = await this.sweepOrphans();
+    return { outcome: 'aborted', reason, orphansDeleted };
   }
 
   // ── shared ────────────────────────────────────────────────────────────────────────────────────────────────

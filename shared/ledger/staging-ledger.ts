@@ -59,6 +59,21 @@ export interface StagingTransaction {
 
 export const NO_FENCE = -1;
 
+/** What writing claims ahead found: keys another record holds, and keys whose holder's claim has expired. */
+export interface ClaimsAhead {
+  readonly taken: string[];
+  /** To be taken over inside the staging transaction (conditioned on still being expired). */
+  readonly expired: string[];
+}
+
+/** `expiresAt` of a claim returned with a failed condition (plain or DynamoDB-typed), if any. */
+function expiresAtOf(item: unknown): number | undefined {
+  const value = (item as { expiresAt?: unknown } | undefined)?.expiresAt;
+  if (typeof value === 'number') return value;
+  const typed = (value as { N?: string } | undefined)?.N;
+  return typed === undefined ? undefined : Number(typed);
+}
+
 /** Claims written ahead at once per partition batch: enough to hide latency, few enough not to throttle. */
 const CLAIM_CONCURRENCY = 32;
 
@@ -113,23 +128,31 @@ export class StagingLedger {
    * another record holds: those records are duplicates. A claim written here whose record never commits stays
    * until the record's retry re-claims it as its own (same claimant) and commits it.
    */
-  async claimAhead(pipeline: string, claims: readonly ClaimItem[], now: number): Promise<string[]> {
-    const taken: string[] = [];
+  async claimAhead(pipeline: string, claims: readonly ClaimItem[], now: number): Promise<ClaimsAhead> {
+    const result: ClaimsAhead = { taken: [], expired: [] };
     let next = 0;
+    let failure: { error: unknown } | undefined;
     const worker = async (): Promise<void> => {
-      while (next < claims.length) {
+      // Stop at the first real error: no put of this invocation outlives its failure.
+      while (next < claims.length && !failure) {
         const claim = claims[next++]!;
         try {
-          await this.doc.send(new PutCommand(this.claimPut(pipeline, claim, now)));
+          await this.doc.send(new PutCommand(this.claimAheadPut(pipeline, claim)));
         } catch (error) {
-          if ((error as { name?: string }).name === 'ConditionalCheckFailedException')
-            taken.push(claim.idempotencyKey);
-          else this.rethrow('dynamodb:PutItem', error);
+          if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') {
+            failure ??= { error };
+            continue;
+          }
+          const held = expiresAtOf((error as { Item?: unknown }).Item);
+          (held !== undefined && held < Math.floor(now / 1000) ? result.expired : result.taken).push(
+            claim.idempotencyKey,
+          );
         }
       }
     };
     await Promise.all(Array.from({ length: Math.min(CLAIM_CONCURRENCY, claims.length) }, worker));
-    return taken;
+    if (failure) this.rethrow('dynamodb:PutItem', failure.error);
+    return result;
   }
 
   /**
@@ -208,6 +231,21 @@ export class StagingLedger {
 
   private claimItem(txn: StagingTransaction, claim: ClaimItem): TransactItem {
     return { Put: this.claimPut(txn.pipeline, claim, txn.now) };
+  }
+
+  /**
+   * Ahead of the transaction a claim may only be created or confirmed, never taken over: taking over another
+   * record's expired claim happens inside the fenced transaction, so an invocation that turns out to apply
+   * nothing (a stale fence) cannot steal a key from a record still waiting for its retry.
+   */
+  private claimAheadPut(pipeline: string, claim: ClaimItem) {
+    return {
+      TableName: this.table,
+      Item: { ...keys.claim(pipeline, claim.idempotencyKey), ...claim },
+      ConditionExpression: 'attribute_not_exists(pk) OR claimant = :claimant',
+      ExpressionAttributeValues: { ':claimant': claim.claimant },
+      ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+    };
   }
 
   private claimPut(pipeline: string, claim: ClaimItem, now: number) {

@@ -33,7 +33,7 @@ function tallyWith(tally: Tally, record: EvaluatedRecord, countClaim: boolean): 
   return {
     output: tally.output || record.output.length > 0,
     deadLetter: tally.deadLetter || record.deadLetter !== undefined,
-    claims: tally.claims + (countClaim && record.idempotencyKey !== undefined ? 1 : 0),
+    claims: tally.claims + (countClaim ? 1 : 0),
     stateKeys: new Set([...tally.stateKeys, ...record.state.map((delta) => delta.key)]),
   };
 }
@@ -43,12 +43,12 @@ export function planChunk(
   records: readonly EvaluatedRecord[],
   dropped: ReadonlySet<number>,
   maxItems: number,
-  claimsInTransaction = true,
+  claimInTransaction: (record: EvaluatedRecord) => boolean = (record) => record.idempotencyKey !== undefined,
 ): Chunk {
   let tally: Tally = { output: false, deadLetter: false, claims: 0, stateKeys: new Set() };
   let end = 0;
   for (const record of records) {
-    const next = dropped.has(record.offset) ? tally : tallyWith(tally, record, claimsInTransaction);
+    const next = dropped.has(record.offset) ? tally : tallyWith(tally, record, claimInTransaction(record));
     if (itemCount(next) > maxItems) break;
     tally = next;
     end += 1;

@@ -47,9 +47,13 @@ export function evaluateRecord(
   keySource: IdempotencyKeySource,
   record: DecodedRecord,
 ): EvaluatedRecord {
-  const result = transform.apply(record);
+  const transformed = transform.apply(record);
   const source = lineageOf(record);
-  const idempotencyKey = idempotencyKeyOf(keySource, record, result);
+  const candidateKey = idempotencyKeyOf(keySource, record, transformed);
+  const tooLong = oversizedKey(candidateKey, transformed);
+  const result: TransformResult = tooLong ? { kind: 'poison', error: tooLong } : transformed;
+  // An oversized key can be stored nowhere: the record is dead-lettered without a claim.
+  const idempotencyKey = tooLong ? undefined : candidateKey;
   if (result.kind === 'poison') {
     return {
       offset: record.offset,
@@ -70,6 +74,23 @@ export function evaluateRecord(
     deadLetter: undefined,
     state: result.state,
   };
+}
+
+/**
+ * Ledger keys embed idempotency keys and state keys; DynamoDB rejects a partition key over 2,048 bytes, which
+ * would fail the batch on every retry and stall the partition. Such a record is poison instead (P6).
+ */
+export const MAX_KEY_BYTES = 1024;
+
+function oversizedKey(idempotencyKey: string | undefined, result: TransformResult): string | undefined {
+  if (idempotencyKey !== undefined && Buffer.byteLength(idempotencyKey) > MAX_KEY_BYTES) {
+    return `idempotency key longer than ${MAX_KEY_BYTES} bytes`;
+  }
+  const state = result.kind === 'ok' ? result.state : [];
+  if (state.some((delta) => Buffer.byteLength(delta.key) > MAX_KEY_BYTES)) {
+    return `state key longer than ${MAX_KEY_BYTES} bytes`;
+  }
+  return undefined;
 }
 
 /** Sums deltas per state key: a transaction may touch each item once. */

@@ -175,7 +175,11 @@ export class Processor {
     const dropped = duplicateKeysWithin(pending);
     const claimsAhead = this.deps.settings.claimWrite === 'ahead';
     // Claims go ahead only once the first staged write succeeded: a missing bucket writes nothing at all.
-    let claimed = !claimsAhead;
+    let claimed = !claimsAhead || !pending.some((record) => record.idempotencyKey !== undefined);
+    /** Records whose claim goes into the transaction: all keyed ones, or (ahead) expired takeovers. */
+    const takeovers = new Set<number>();
+    const claimInTransaction = (record: EvaluatedRecord) =>
+      record.idempotencyKey !== undefined && (!claimsAhead || takeovers.has(record.offset));
     const report = {
       duplicatesByOffset: batch.records.length - pending.length,
       duplicatesByKey: 0,
@@ -185,7 +189,7 @@ export class Processor {
     };
     let writes = 0;
     while (pending.length > 0) {
-      const chunk = planChunk(pending, dropped, this.deps.settings.maxTransactionItems, !claimsAhead);
+      const chunk = planChunk(pending, dropped, this.deps.settings.maxTransactionItems, claimInTransaction);
       const context = { topic, partition, chunk: report.chunks };
       await this.step('before-stage-write', context);
       const objects = await this.writeObjects(chunk, topic, partition, (range) =>
@@ -199,10 +203,18 @@ export class Processor {
       await this.step('after-stage-write', context);
       if (!claimed) {
         claimed = true;
-        const kept = chunk.kept.length;
-        await this.claimAhead(pending, dropped, topic, partition);
-        // Duplicates found in this chunk: re-plan it without them (the objects just written become orphans).
-        if (chunk.records.filter((record) => !dropped.has(record.offset)).length !== kept) continue;
+        // Claims ahead are judged against the fence as it is now, not as this container cached it: records
+        // another invocation staged meanwhile must not claim anything.
+        fence = await this.refreshFence(topic, partition);
+        const before = pending.length;
+        pending = pending.filter((record) => record.offset > fence);
+        report.duplicatesByOffset += before - pending.length;
+        await this.claimAhead(pending, dropped, takeovers, topic, partition);
+        // Records dropped or claims moved into the transaction: re-plan (the objects just written become orphans).
+        const replan =
+          pending.length !== before ||
+          chunk.kept.some((record) => dropped.has(record.offset) || takeovers.has(record.offset));
+        if (replan) continue;
       }
       try {
         await this.ledger.stage({
@@ -212,7 +224,7 @@ export class Processor {
           expectedOffset: fence,
           newOffset: chunk.lastOffset,
           entries: objects.map((object) => this.entryFor(chunk, object, topic, partition, attemptId)),
-          claims: claimsAhead ? [] : this.claimsFor(chunk.kept, topic, partition),
+          claims: this.claimsFor(chunk.kept.filter(claimInTransaction), topic, partition),
           state: foldState(chunk.kept.flatMap((record) => record.state)),
           now: this.clock.now(),
         });
@@ -305,6 +317,7 @@ export class Processor {
   private async claimAhead(
     pending: readonly EvaluatedRecord[],
     dropped: Set<number>,
+    takeovers: Set<number>,
     topic: string,
     partition: number,
   ): Promise<void> {
@@ -314,11 +327,13 @@ export class Processor {
       partition,
     );
     if (claims.length === 0) return;
-    const taken = new Set(
-      await this.ledger.claimAhead(this.deps.settings.pipelineId, claims, this.clock.now()),
-    );
+    const found = await this.ledger.claimAhead(this.deps.settings.pipelineId, claims, this.clock.now());
+    const taken = new Set(found.taken);
+    const expired = new Set(found.expired);
     for (const record of pending) {
-      if (record.idempotencyKey !== undefined && taken.has(record.idempotencyKey)) dropped.add(record.offset);
+      if (record.idempotencyKey === undefined) continue;
+      if (taken.has(record.idempotencyKey)) dropped.add(record.offset);
+      if (expired.has(record.idempotencyKey)) takeovers.add(record.offset);
     }
     await this.step('after-claims', { topic, partition, chunk: 0 });
   }
