@@ -104,9 +104,10 @@ describe('eos verify', () => {
     expect(rows).toHaveLength(8);
   });
 
-  it('passes an empty prefix (nothing committed yet)', async () => {
+  it('fails an empty prefix, so that a mistyped prefix never passes', async () => {
     const result = await verifySink({ s3: clients.s3, bucket, prefix: finalPrefix(uniqueName('empty')) });
-    expect(result.ok).toBe(true);
+    expect(result.ok).toBe(false);
+    expect(kinds(result.problems)).toEqual(['no-manifests']);
   });
 
   it('finds a gap in the manifest log and a broken chain', async () => {
@@ -114,8 +115,22 @@ describe('eos verify', () => {
     await clients.s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: manifestKey(pipeline, 1) }));
     const result = await verifySink({ s3: clients.s3, bucket, prefix });
     expect(result.ok).toBe(false);
-    expect(kinds(result.problems)).toEqual(['manifest-chain', 'manifest-gap', 'unlisted-object']);
+    // Manifest 2 now starts where nothing ended: the skipped offsets show as a cut mismatch too.
+    expect(kinds(result.problems)).toEqual([
+      'cut-mismatch',
+      'manifest-chain',
+      'manifest-gap',
+      'unlisted-object',
+    ]);
     expect(formatVerifyResult(result)).toMatch(/FAILED: .*\n {2}- \[manifest-gap\] manifest 1 is missing/);
+  });
+
+  it('finds a cut that drops a partition (its later offsets would be skipped silently)', async () => {
+    const { pipeline, prefix } = await healthyPipeline();
+    await writeManifest(pipeline, 3, [], { 'orders#0': 5 }, { 'orders#0': 5, 'orders#1': 1 });
+    const result = await verifySink({ s3: clients.s3, bucket, prefix });
+    expect(kinds(result.problems)).toEqual(['cut-mismatch']);
+    expect(formatVerifyResult(result)).toMatch(/manifest 3 drops orders#1 from its cut/);
   });
 
   it('finds an object listed twice and a lineage committed twice', async () => {

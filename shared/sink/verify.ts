@@ -23,6 +23,7 @@ import type { Manifest, ManifestFile } from './manifest.ts';
 
 export const PROBLEM_KINDS = [
   'manifest-unreadable',
+  'no-manifests',
   'manifest-gap',
   'manifest-chain',
   'cut-mismatch',
@@ -188,6 +189,19 @@ class Checker {
             `manifest ${id} starts ${partition} at ${from}, the previous cut ended at ${offset}`,
           );
         }
+        if (manifest.cut?.[partition] === undefined) {
+          this.problem('cut-mismatch', `manifest ${id} drops ${partition} from its cut`);
+        }
+      }
+      // Every partition it starts from must be where the previous checkpoint ended (nothing before the first).
+      for (const [partition, from] of Object.entries(manifest.previousCut ?? {})) {
+        const ended = previous?.cut?.[partition] ?? -1;
+        if (from !== ended) {
+          this.problem(
+            'cut-mismatch',
+            `manifest ${id} starts ${partition} at ${from}, but ${previous ? 'the previous cut ended' : 'nothing was committed before'} at ${ended}`,
+          );
+        }
       }
       for (const [partition, offset] of Object.entries(manifest.cut ?? {})) {
         const from = manifest.previousCut?.[partition] ?? -1;
@@ -319,6 +333,12 @@ export async function verifySink(options: VerifyOptions): Promise<VerifyResult> 
   files.forEach(({ manifest, file }, index) => {
     checker.rowsOf(manifest, file, contents[index]!);
   });
+  if (manifests.length === 0) {
+    checker.problem(
+      'no-manifests',
+      `no manifest under ${prefix}${MANIFESTS_DIR}/: a wrong prefix, or nothing committed yet`,
+    );
+  }
   const objects = await listKeys(options.s3, options.bucket, prefix);
   let unlisted = 0;
   for (const key of objects) {
