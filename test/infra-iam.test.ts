@@ -1,0 +1,125 @@
+/**
+ * Least privilege checked against behaviour, for the processor and the monitor (the coordinator steps are in
+ * `state-machine-iam.test.ts`): every AWS call they make on the local parts is allowed by the policy the
+ * synthesized stack gives their role — action, table leading key, object key.
+ */
+import { Template } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import type { ExactlyOncePipelineProps } from '../infra/exactly-once-pipeline.ts';
+import { ExactlyOncePipelineStack } from '../infra/stack.ts';
+import { createAwsClients } from '../shared/aws/clients.ts';
+import { systemClock } from '../shared/clock.ts';
+import { parseSettings } from '../shared/config/settings.ts';
+import { runMonitor } from '../shared/observability/monitor.ts';
+import { createTelemetry } from '../shared/observability/telemetry.ts';
+import { createProcessor } from '../shared/processor/processor.ts';
+import { BASE_PROPS, testApp } from './infra-fixtures.ts';
+import { freshResources, type TestResources } from './support/aws.ts';
+import { type Call, isAllowed, recordCalls, roleStatements } from './support/iam.ts';
+import { mskEvent, order, orderRecords } from './support/msk.ts';
+
+let res: TestResources;
+beforeAll(async () => {
+  res = await freshResources('iam-proc');
+});
+
+function deployed(props: Partial<ExactlyOncePipelineProps> = {}) {
+  const stack = new ExactlyOncePipelineStack(testApp(), 'Iam', { pipeline: { ...BASE_PROPS, ...props } });
+  const template = Template.fromStack(stack).toJSON() as Parameters<typeof roleStatements>[0];
+  const idOf = (fn: { node: { defaultChild?: unknown } }) =>
+    stack.getLogicalId(fn.node.defaultChild as never);
+  return {
+    template,
+    processor: roleStatements(template, idOf(stack.pipeline.processor)),
+    monitor: roleStatements(template, idOf(stack.pipeline.monitor)),
+  };
+}
+
+describe('processor and monitor IAM', () => {
+  it('grants the exactly-once processor every call it makes, claims ahead and in the transaction, and nothing on final/', async () => {
+    const stack = deployed();
+    for (const claimWrite of ['ahead', 'in-transaction'] as const) {
+      const settings = parseSettings({
+        ledgerTable: res.table,
+        bucket: res.bucket,
+        pipelineId: 'orders',
+        claimWrite,
+      });
+      const clients = createAwsClients();
+      const calls: Call[] = [];
+      recordCalls(clients, (found) => calls.push(...found));
+      const processor = createProcessor({ settings, clients });
+      const from = claimWrite === 'ahead' ? 0 : 100;
+      await processor.processEvent(
+        mskEvent([
+          ...orderRecords(0, from, 5),
+          {
+            partition: 0,
+            offset: from + 5,
+            value: order('dup'),
+            headers: { 'idempotency-key': `p0-o${from}` },
+          },
+          { partition: 1, offset: from, value: 'not json' },
+        ]),
+      );
+      const actions = new Set(calls.map((c) => c.action));
+      expect([...actions].sort(), claimWrite).toEqual([
+        'dynamodb:GetItem',
+        'dynamodb:PutItem',
+        'dynamodb:UpdateItem',
+        's3:PutObject',
+      ]);
+      expect(
+        calls.filter((call) => !isAllowed(stack.template, stack.processor, call)),
+        claimWrite,
+      ).toEqual([]);
+    }
+    // The check can fail: exactly-once never writes final objects, and the grant says so.
+    expect(
+      isAllowed(stack.template, stack.processor, {
+        action: 's3:PutObject',
+        target: 'orders/final/x',
+        leadingKeys: [],
+      }),
+    ).toBe(false);
+  });
+
+  it('grants the at-least-once processor the final objects it writes directly', async () => {
+    const stack = deployed({ deliveryGuarantee: 'at-least-once' });
+    const settings = parseSettings({
+      ledgerTable: res.table,
+      bucket: res.bucket,
+      pipelineId: 'orders',
+      deliveryGuarantee: 'at-least-once',
+    });
+    const clients = createAwsClients();
+    const calls: Call[] = [];
+    recordCalls(clients, (found) => calls.push(...found));
+    await createProcessor({ settings, clients }).processEvent(mskEvent(orderRecords(2, 0, 3)));
+    expect(calls.some((c) => c.target.startsWith('orders/final/'))).toBe(true);
+    expect(calls.filter((call) => !isAllowed(stack.template, stack.processor, call))).toEqual([]);
+  });
+
+  it('grants the monitor the ledger reads it makes, and no write', async () => {
+    const stack = deployed();
+    const clients = createAwsClients();
+    const calls: Call[] = [];
+    recordCalls(clients, (found) => calls.push(...found));
+    await runMonitor({
+      dynamodb: clients.dynamodb,
+      table: res.table,
+      pipeline: 'orders',
+      clock: systemClock,
+      telemetry: createTelemetry({ pipeline: 'orders', component: 'monitor' }),
+    });
+    expect(calls.length).toBeGreaterThan(0);
+    expect(calls.filter((call) => !isAllowed(stack.template, stack.monitor, call))).toEqual([]);
+    expect(
+      isAllowed(stack.template, stack.monitor, {
+        action: 'dynamodb:PutItem',
+        target: 'table',
+        leadingKeys: ['orders#FENCE'],
+      }),
+    ).toBe(false);
+  });
+});
