@@ -47,15 +47,11 @@ export interface ExactlyOncePipelineProps extends PipelineConfigInput {
 const DEFAULT_PROCESSOR_ENTRY = fileURLToPath(new URL('../functions/processor.ts', import.meta.url));
 const MONITOR_ENTRY = fileURLToPath(new URL('../shared/observability/monitor-handler.ts', import.meta.url));
 
-/** DynamoDB actions the processor's staging transactions and fence reads need (no Scan, no Delete). */
-export const PROCESSOR_DYNAMODB_ACTIONS = [
-  'dynamodb:GetItem',
-  'dynamodb:BatchGetItem',
-  'dynamodb:Query',
-  'dynamodb:PutItem',
-  'dynamodb:UpdateItem',
-  'dynamodb:ConditionCheckItem',
-];
+/**
+ * DynamoDB actions the processor makes (checked against its calls in `test/infra-iam.test.ts`): the fence read,
+ * claims ahead, and the staging transaction's Put and Update items. No Query, Scan or Delete.
+ */
+export const PROCESSOR_DYNAMODB_ACTIONS = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
 
 export class ExactlyOncePipeline extends Construct {
   readonly config: PipelineConfig;
