@@ -139,7 +139,8 @@ export class CheckpointCoordinator extends Construct {
         return { dynamodb: [...read, ...update], objects: [] };
       case 'promote':
         return {
-          dynamodb: read,
+          // UpdateItem: the lease renewal on the head.
+          dynamodb: [...read, 'dynamodb:UpdateItem'],
           objects: [
             [staged, ['s3:GetObject']],
             [work, ['s3:PutObject']],

@@ -366,6 +366,26 @@ describe('C4 the decision', () => {
     expect((await s.store.readHead())?.status).toBe('COMMITTING');
   });
 
+  it('C4: each promote renews the lease: a slow roll-forward is not taken over while its shards keep promoting', async () => {
+    const s = setup();
+    await s.stage([
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+      { partition: 1, firstOffset: 0, lastOffset: 4 },
+    ]);
+    const begun = await s.core.begin({ execution: 'slow' });
+    await prepareAll(s.core, begun, 'slow');
+    await s.core.decide({ execution: 'slow', checkpointId: 1, attempt: 1 });
+    s.clock.advance(LEASE_S * 1000 - 1);
+    await s.core.promote({ execution: 'slow', checkpointId: 1, attempt: 1, shard: 0 });
+    s.clock.advance(LEASE_S * 1000 - 1);
+    // Twice the lease since the decision: without the renewal this execution would take the checkpoint over.
+    expect((await s.core.begin({ execution: 'other' })).action).toBe('busy');
+    await s.core.promote({ execution: 'slow', checkpointId: 1, attempt: 1, shard: 1 });
+    await s.core.commit({ execution: 'slow', checkpointId: 1, attempt: 1 });
+    expect((await s.store.readHead())?.committedId).toBe(1);
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5), 'orders#1': range(0, 5) });
+  });
+
   it('C4: after the decision only roll forward: an expired COMMITTING checkpoint is taken over and committed, abort refuses it', async () => {
     const s = setup();
     await s.stage([

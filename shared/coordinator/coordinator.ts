@@ -372,6 +372,10 @@ class CheckpointCoordinator implements Coordinator {
   async promote(input: ShardInput): Promise<ShardOutput> {
     const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTING', 'COMMITTED']);
     if (record.status === 'COMMITTED') return { shard: input.shard, count: 0 };
+    // Shards promote in waves with retries: keep the lease ahead of them, so the next execution does not take
+    // over a roll-forward that is alive (harmless, but double work and a false CheckpointFailed).
+    const now = this.clock.now();
+    await this.store.renewLease(input.checkpointId, input.attempt, 'COMMITTING', this.leaseUntil(now), now);
     const plan = await this.plans.readPlan(input.checkpointId, input.attempt, input.shard);
     const files = await mapLimit(plan.objects, 2, (object) => this.promoter.promote(object));
     await this.plans.writePromotion({

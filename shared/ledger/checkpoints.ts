@@ -355,6 +355,42 @@ export class CheckpointStore {
    * Records shard `shard`'s yes vote (idempotent: a set) and renews the lease, so that a long prepare is not
    * taken for a dead one. Both conditioned on (id, attempt, BEGUN).
    */
+  /**
+   * Renews the lease of a checkpoint still in `status` (promote does, after the decision), so that a long
+   * roll-forward is not taken for a dead one. False when the head moved on (another attempt, or a takeover).
+   */
+  async renewLease(
+    checkpointId: number,
+    attempt: number,
+    status: CheckpointStatus,
+    leaseUntil: number,
+    now: number,
+  ): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: keys.checkpointHead(this.pipeline),
+          ConditionExpression:
+            'checkpointId = :id AND attempt = :attempt AND #status = :status AND leaseUntil < :lease',
+          UpdateExpression: 'SET leaseUntil = :lease, updatedAt = :now',
+          ExpressionAttributeNames: { '#status': 'status' },
+          ExpressionAttributeValues: {
+            ':id': checkpointId,
+            ':attempt': attempt,
+            ':status': status,
+            ':lease': leaseUntil,
+            ':now': now,
+          },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      rethrowClassified('dynamodb:UpdateItem', error);
+    }
+  }
+
   async vote(
     checkpointId: number,
     attempt: number,
