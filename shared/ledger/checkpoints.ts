@@ -351,10 +351,30 @@ export class CheckpointStore {
     }
   }
 
-  /**
-   * Records shard `shard`'s yes vote (idempotent: a set) and renews the lease, so that a long prepare is not
-   * taken for a dead one. Both conditioned on (id, attempt, BEGUN).
-   */
+  /** The head update that renews a lease, conditioned on (id, attempt, status). */
+  private leaseRenewal(
+    checkpointId: number,
+    attempt: number,
+    status: CheckpointStatus,
+    leaseUntil: number,
+    now: number,
+  ) {
+    return {
+      TableName: this.table,
+      Key: keys.checkpointHead(this.pipeline),
+      ConditionExpression: 'checkpointId = :id AND attempt = :attempt AND #status = :status',
+      UpdateExpression: 'SET leaseUntil = :lease, updatedAt = :now',
+      ExpressionAttributeNames: { '#status': 'status' },
+      ExpressionAttributeValues: {
+        ':id': checkpointId,
+        ':attempt': attempt,
+        ':status': status,
+        ':lease': leaseUntil,
+        ':now': now,
+      },
+    };
+  }
+
   /**
    * Renews the lease of a checkpoint still in `status` (promote does, after the decision), so that a long
    * roll-forward is not taken for a dead one. False when the head moved on (another attempt, or a takeover).
@@ -368,21 +388,7 @@ export class CheckpointStore {
   ): Promise<boolean> {
     try {
       await this.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: keys.checkpointHead(this.pipeline),
-          ConditionExpression:
-            'checkpointId = :id AND attempt = :attempt AND #status = :status AND leaseUntil < :lease',
-          UpdateExpression: 'SET leaseUntil = :lease, updatedAt = :now',
-          ExpressionAttributeNames: { '#status': 'status' },
-          ExpressionAttributeValues: {
-            ':id': checkpointId,
-            ':attempt': attempt,
-            ':status': status,
-            ':lease': leaseUntil,
-            ':now': now,
-          },
-        }),
+        new UpdateCommand(this.leaseRenewal(checkpointId, attempt, status, leaseUntil, now)),
       );
       return true;
     } catch (error) {
@@ -391,6 +397,10 @@ export class CheckpointStore {
     }
   }
 
+  /**
+   * Records shard `shard`'s yes vote (idempotent: a set) and renews the lease, so that a long prepare is not
+   * taken for a dead one. Both conditioned on (id, attempt, BEGUN).
+   */
   async vote(
     checkpointId: number,
     attempt: number,
@@ -416,22 +426,7 @@ export class CheckpointStore {
                 },
               },
             },
-            {
-              Update: {
-                TableName: this.table,
-                Key: keys.checkpointHead(this.pipeline),
-                ConditionExpression: 'checkpointId = :id AND attempt = :attempt AND #status = :begun',
-                UpdateExpression: 'SET leaseUntil = :lease, updatedAt = :now',
-                ExpressionAttributeNames: { '#status': 'status' },
-                ExpressionAttributeValues: {
-                  ':id': checkpointId,
-                  ':attempt': attempt,
-                  ':begun': 'BEGUN',
-                  ':lease': leaseUntil,
-                  ':now': now,
-                },
-              },
-            },
+            { Update: this.leaseRenewal(checkpointId, attempt, 'BEGUN', leaseUntil, now) },
           ],
         }),
       );
