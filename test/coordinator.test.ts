@@ -738,6 +738,30 @@ describe('C7 readers', () => {
     await expect(read()).rejects.toBeInstanceOf(ManifestLogError);
   });
 
+  it('C7: the reader refuses a manifest log that lists a file twice rather than yield its records twice', async () => {
+    const s = setup();
+    await s.stage([{ partition: 0, firstOffset: 0, lastOffset: 2 }]);
+    await checkpoint(s.core);
+    await s.stage([{ partition: 0, firstOffset: 3, lastOffset: 5 }]);
+    await checkpoint(s.core);
+    const [one, two] = await readAllManifests(s.settings);
+    const key = manifestKey(s.settings.pipelineId, 2);
+    const doubled = { ...two!, files: [...two!.files, one!.files[0]!] };
+    await res.clients.s3.send(
+      new PutObjectCommand({ Bucket: s.settings.bucket, Key: key, Body: JSON.stringify(doubled) }),
+    );
+    const read = async () => {
+      for await (const _ of readCommitted({
+        s3: res.clients.s3,
+        bucket: s.settings.bucket,
+        pipeline: s.settings.pipelineId,
+      })) {
+        // drain
+      }
+    };
+    await expect(read()).rejects.toThrow(/is listed twice in the manifest log/);
+  });
+
   it('C7: random staging and coordinator crash schedules end in every record exactly once (end-to-end property)', async () => {
     await fc.assert(
       fc.asyncProperty(

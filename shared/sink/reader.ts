@@ -78,8 +78,12 @@ export function readManifests(options: Omit<ReadCommittedOptions, 'stream'>): As
 /** Yields the records of all committed checkpoints of one stream, in manifest order. */
 export async function* readCommitted(options: ReadCommittedOptions): AsyncGenerator<CommittedRecord> {
   const stream = options.stream ?? 'output';
+  const seen = new Set<string>();
   for await (const manifest of readManifests(options)) {
     for (const file of manifest.files) {
+      // A file listed twice would be read twice: refuse it rather than yield duplicates (C7).
+      if (seen.has(file.key)) throw new CommittedFileError(file.key, 'is listed twice in the manifest log');
+      seen.add(file.key);
       if (file.stream !== stream) continue;
       for (const row of await readFile(options.s3, options.bucket, file)) {
         yield { checkpointId: manifest.checkpointId, file, row };
