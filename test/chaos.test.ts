@@ -17,6 +17,7 @@ import { FAULT_KINDS, type FaultKind, type FaultRates } from '../local/faults.ts
 import { generateOrders } from '../local/generator.ts';
 import { type RunReport, runLocal } from '../local/runner.ts';
 import { type DeliveryGuarantee, parseSettings } from '../shared/config/settings.ts';
+import { mapLimit } from '../shared/sink/objects.ts';
 import { freshResources, uniqueName } from './support/aws.ts';
 
 const RUNS = Number(process.env.EOS_CHAOS_RUNS ?? 200);
@@ -90,19 +91,6 @@ async function runSchedule(s: Schedule, guarantee: DeliveryGuarantee): Promise<R
   return report;
 }
 
-async function pool<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++;
-      results[index] = await fn(items[index]!);
-    }
-  };
-  await Promise.all(Array.from({ length: limit }, worker));
-  return results;
-}
-
 describe('chaos: the end-to-end property under random fault schedules', () => {
   const replay = process.env.EOS_CHAOS_SCHEDULE;
   const schedules = replay
@@ -111,7 +99,7 @@ describe('chaos: the end-to-end property under random fault schedules', () => {
 
   it(`holds exactly-once on ${schedules.length} schedule(s), and the same schedules show duplicates under at-least-once and losses under none`, async () => {
     const started = Date.now();
-    const results = await pool(schedules, CONCURRENCY, async (schedule) => ({
+    const results = await mapLimit(schedules, CONCURRENCY, async (schedule) => ({
       schedule,
       exactlyOnce: await runSchedule(schedule, 'exactly-once'),
       atLeastOnce: await runSchedule(schedule, 'at-least-once'),

@@ -3,11 +3,13 @@
  * parts: each batch emits the EMF counts the dashboard and the RecordDeadLettered alarm read, and logs with the
  * batch's correlation id.
  */
+
 import type { Context } from 'aws-lambda';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { ENV_NAMES } from '../shared/config/settings.ts';
 import { METRIC } from '../shared/observability/names.ts';
 import { freshResources, uniqueName } from './support/aws.ts';
+import { lambdaContext } from './support/lambda-context.ts';
 import { mskEvent, orderRecords } from './support/msk.ts';
 
 type Handler = (event: unknown, context: Context) => Promise<unknown>;
@@ -37,20 +39,7 @@ function jsonLines(): Record<string, unknown>[] {
     .map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
-const context = {
-  functionName: 'processor',
-  functionVersion: '$LATEST',
-  invokedFunctionArn: 'arn:aws:lambda:us-east-1:123456789012:function:processor',
-  memoryLimitInMB: '1024',
-  awsRequestId: 'req',
-  logGroupName: 'g',
-  logStreamName: 's',
-  callbackWaitsForEmptyEventLoop: true,
-  getRemainingTimeInMillis: () => 60_000,
-  done: () => undefined,
-  fail: () => undefined,
-  succeed: () => undefined,
-} as Context;
+const context = lambdaContext('processor', 'req');
 
 describe('the processor handler', () => {
   it('emits records staged, duplicates by offset and by key, and dead-lettered records per batch', async () => {

@@ -6,7 +6,6 @@
 
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import middy from '@middy/core';
-import type { Context } from 'aws-lambda';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { ManualClock } from '../shared/clock.ts';
 import { TransientAwsError } from '../shared/errors.ts';
@@ -17,6 +16,7 @@ import { runMonitor } from '../shared/observability/monitor.ts';
 import { METRIC, METRICS_NAMESPACE, metricDimensionsMap } from '../shared/observability/names.ts';
 import { createTelemetry, recordBatch, recordCheckpoint } from '../shared/observability/telemetry.ts';
 import { freshResources, uniqueName } from './support/aws.ts';
+import { lambdaContext } from './support/lambda-context.ts';
 
 let stdout: MockInstance<typeof process.stdout.write>;
 let stderr: MockInstance<typeof process.stderr.write>;
@@ -50,20 +50,7 @@ interface EmfBlob {
 const emf = () => lines().filter((line) => '_aws' in line) as unknown as EmfBlob[];
 const logs = () => lines().filter((line) => !('_aws' in line));
 
-const context = {
-  functionName: 'eos-processor',
-  functionVersion: '$LATEST',
-  invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:eos-processor',
-  memoryLimitInMB: '1024',
-  awsRequestId: 'req-1',
-  logGroupName: '/aws/lambda/eos-processor',
-  logStreamName: 'stream',
-  callbackWaitsForEmptyEventLoop: true,
-  getRemainingTimeInMillis: () => 60_000,
-  done: () => undefined,
-  fail: () => undefined,
-  succeed: () => undefined,
-} as Context;
+const context = lambdaContext('eos-processor', 'req-1');
 
 const mskEvent = {
   eventSource: 'aws:kafka',

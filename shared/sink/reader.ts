@@ -5,12 +5,12 @@
  * manifest's size and SHA-256, so what this yields is exactly the committed output, each record once.
  */
 import { createHash } from 'node:crypto';
-import { gunzipSync } from 'node:zlib';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import type { Stream } from '../ledger/layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { ManifestStore } from './manifest-store.ts';
+import { decodeNdjson } from './ndjson.ts';
 import { getBytes } from './objects.ts';
 
 export interface ReadCommittedOptions {
@@ -38,14 +38,6 @@ export class CommittedFileError extends PipelineError {
   }
 }
 
-export function decodeRows(body: Buffer, gzip: boolean): Record<string, unknown>[] {
-  const text = (gzip ? gunzipSync(body) : body).toString('utf8');
-  return text
-    .split('\n')
-    .filter((line) => line.length > 0)
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
-}
-
 async function readFile(
   s3: S3Client,
   bucket: string,
@@ -60,7 +52,7 @@ async function readFile(
       `does not match its manifest (${body.length} bytes, SHA-256 ${sha256})`,
     );
   }
-  const rows = decodeRows(body, file.key.endsWith('.gz'));
+  const rows = decodeNdjson(body, file.key.endsWith('.gz')) as Record<string, unknown>[];
   if (rows.length !== file.recordCount) {
     throw new CommittedFileError(
       file.key,

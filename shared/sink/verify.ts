@@ -16,10 +16,11 @@
  * manifest lands: verify a quiet pipeline, or run it twice.
  */
 import { createHash } from 'node:crypto';
-import { gunzipSync } from 'node:zlib';
-import { GetObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { STREAMS, type Stream } from '../ledger/layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
+import { decodeNdjson } from './ndjson.ts';
+import { getBytes, listObjects, mapLimit } from './objects.ts';
 
 export const PROBLEM_KINDS = [
   'manifest-unreadable',
@@ -82,50 +83,16 @@ export function normalizePrefix(prefix: string): string {
   return prefix === '' || prefix.endsWith('/') ? prefix : `${prefix}/`;
 }
 
+/** Every key under `prefix`, sorted. */
 export async function listKeys(s3: S3Client, bucket: string, prefix: string): Promise<string[]> {
   const keys: string[] = [];
-  let token: string | undefined;
-  do {
-    const page = await s3.send(
-      new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token, MaxKeys: 1000 }),
-    );
-    for (const object of page.Contents ?? []) if (object.Key) keys.push(object.Key);
-    token = page.IsTruncated ? page.NextContinuationToken : undefined;
-  } while (token);
+  for await (const object of listObjects(s3, bucket, prefix)) keys.push(object.key);
   return keys.sort();
-}
-
-async function getObject(s3: S3Client, bucket: string, key: string): Promise<Buffer | undefined> {
-  try {
-    const response = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-    return Buffer.from(await response.Body!.transformToByteArray());
-  } catch (error) {
-    const name = (error as { name?: string }).name;
-    if (name === 'NoSuchKey' || name === 'NotFound') return undefined;
-    throw error;
-  }
-}
-
-async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const index = next++;
-      results[index] = await fn(items[index]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return results;
 }
 
 /** Rows of an NDJSON object (gzip by the `.gz` extension); throws on a malformed line. */
 export function parseRows(key: string, body: Buffer): Record<string, unknown>[] {
-  const text = (key.endsWith('.gz') ? gunzipSync(body) : body).toString('utf8');
-  return text
-    .split('\n')
-    .filter((line) => line.length > 0)
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
+  return decodeNdjson(body, key.endsWith('.gz')) as Record<string, unknown>[];
 }
 
 /** The stream of a final object from its key: `<prefix><stream>/topic=…`. */
@@ -148,7 +115,7 @@ export async function readFinalRows(options: VerifyOptions): Promise<FinalRow[]>
     (key) => !key.startsWith(`${prefix}${MANIFESTS_DIR}`),
   );
   const perKey = await mapLimit(keys, options.concurrency ?? 16, async (key) => {
-    const body = await getObject(options.s3, options.bucket, key);
+    const body = await getBytes(options.s3, options.bucket, key);
     const stream = streamOfKey(prefix, key) ?? 'output';
     return body ? parseRows(key, body).map((row) => ({ key, stream, row })) : [];
   });
@@ -270,7 +237,7 @@ async function readManifests(options: VerifyOptions, prefix: string, checker: Ch
     return match ? [{ key, id: Number(match[1]) }] : [];
   });
   const read = await mapLimit(named, options.concurrency ?? 16, async ({ key, id }) => {
-    const body = await getObject(options.s3, options.bucket, key);
+    const body = await getBytes(options.s3, options.bucket, key);
     try {
       const manifest = JSON.parse(body?.toString('utf8') ?? '') as Manifest;
       if (!Array.isArray(manifest.files)) throw new Error('no files list');
@@ -284,7 +251,7 @@ async function readManifests(options: VerifyOptions, prefix: string, checker: Ch
 }
 
 async function checkFile(options: VerifyOptions, file: ManifestFile, checker: Checker) {
-  const body = await getObject(options.s3, options.bucket, file.key);
+  const body = await getBytes(options.s3, options.bucket, file.key);
   if (!body) {
     checker.problem('missing-object', 'listed by a manifest but absent', file.key);
     return [];
