@@ -27,6 +27,14 @@ export const METRIC = {
   lastCommitAge: 'LastCommitAge',
   /** Aborted attempts since the last commit, from the checkpoint head (emitted by the monitor). */
   consecutiveAborts: 'ConsecutiveCheckpointAborts',
+  /** A batch whose offsets went backwards past the fence (recreated topic, reset consumer group): the partition stops (L2). */
+  offsetsWentBackwards: 'OffsetsWentBackwards',
+  /** A batch whose first offset lies further above the fence than the configured bound (gap or forged fence). */
+  fenceJumps: 'FenceJumps',
+  /** A record whose idempotency key was claimed by a record with a different payload: dead-lettered as a conflict. */
+  keyConflicts: 'IdempotencyKeyConflicts',
+  /** An event rejected before any effect: wrong event source, unknown topic, malformed shape. */
+  eventsRejected: 'EventsRejected',
 } as const;
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];

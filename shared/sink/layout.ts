@@ -19,6 +19,11 @@ export function inProgressPrefix(pipeline: string): string {
   return `${pipeline}/${IN_PROGRESS_DIR}/`;
 }
 
+/** Where one output stream's staged objects live: the only S3 prefixes the processor may write (exactly-once). */
+export function stagedStreamPrefix(pipeline: string, stream: Stream): string {
+  return `${inProgressPrefix(pipeline)}${stream}/`;
+}
+
 export function finalPrefix(pipeline: string): string {
   return `${pipeline}/${FINAL_DIR}/`;
 }
