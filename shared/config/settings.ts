@@ -76,6 +76,27 @@ export const settingsSchema = z
     maxTransactionItems: z.coerce.number().int().min(8).max(100).default(100),
     /** A checkpoint's lease: an execution that finds an older in-flight checkpoint recovers it (seconds). */
     checkpointLeaseSeconds: z.coerce.number().int().positive().default(600),
+    /**
+     * The event source this processor accepts (the MSK cluster's or the self-managed source's ARN as it appears in
+     * `eventSourceArn`); unset accepts any (local runs). An event from another source is rejected before any effect.
+     */
+    eventSourceArn: z.string().min(1).optional(),
+    /** Comma-separated topics this processor accepts; unset accepts any. A record of another topic rejects its event. */
+    topics: z
+      .union([z.string(), z.array(z.string())])
+      .optional()
+      .transform((value) =>
+        value === undefined
+          ? undefined
+          : (typeof value === 'string' ? value.split(',') : value)
+              .map((topic) => topic.trim())
+              .filter(Boolean),
+      ),
+    /**
+     * How far above a partition's fence a batch may start before the `FenceJumps` alarm fires (offsets; Kafka
+     * offsets have gaps after compaction and transactions, so a jump is reported, not refused).
+     */
+    maxFenceJump: z.coerce.number().int().positive().default(1_000_000),
     /** Staged objects no ledger entry references are deleted once older than this; must exceed the processor's timeout (seconds). */
     orphanGraceSeconds: z.coerce.number().int().positive().default(3600),
   })
@@ -98,6 +119,9 @@ export const ENV_NAMES = {
   maxTransactionItems: 'EOS_MAX_TRANSACTION_ITEMS',
   checkpointLeaseSeconds: 'EOS_CHECKPOINT_LEASE_SECONDS',
   orphanGraceSeconds: 'EOS_ORPHAN_GRACE_SECONDS',
+  eventSourceArn: 'EOS_EVENT_SOURCE_ARN',
+  topics: 'EOS_TOPICS',
+  maxFenceJump: 'EOS_MAX_FENCE_JUMP',
 } as const satisfies Record<keyof Settings, string>;
 
 /** Validates settings; the error names the first bad setting as `label(key)` (its env var name, for example). */
@@ -131,7 +155,11 @@ export function settingsToEnv(settings: SettingsInput): Record<string, string> {
     if (value === undefined) continue;
     const name = ENV_NAMES[key as keyof Settings];
     if (!name) throw new InvalidSettingError(key, 'unknown setting');
-    env[name] = typeof value === 'object' ? JSON.stringify(value) : String(value);
+    env[name] = Array.isArray(value)
+      ? value.join(',')
+      : typeof value === 'object'
+        ? JSON.stringify(value)
+        : String(value);
   }
   return env;
 }
