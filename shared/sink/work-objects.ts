@@ -1,21 +1,23 @@
 /**
  * The coordinator's working objects: per checkpoint attempt and shard, the promotion plan written by prepare and
- * the promotion result written by promote. They live under the in-progress prefix (never under `final/`, which
- * holds only what manifests list) so that Step Functions passes references, not file lists:
+ * the promotion result written by promote. They live under `<pl>/_coordinator/`, a prefix only the coordinator's
+ * roles may write (never under `_inprogress/`, which the processor writes, nor under `final/`, which holds only
+ * what manifests list), so that Step Functions passes references, not file lists:
  *
  * ```
- * <pipeline>/_inprogress/_checkpoints/<N, 12 digits>/<attempt>/plan-<shard>.json
- * <pipeline>/_inprogress/_checkpoints/<N, 12 digits>/<attempt>/promoted-<shard>.json
+ * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/plan-<shard>.json
+ * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/promoted-<shard>.json
  * ```
- * Cleanup removes a committed checkpoint's folder, abort an aborted attempt's.
+ * Cleanup removes a committed checkpoint's folder, abort an aborted attempt's. Even so, nothing read from here is
+ * trusted blindly: a plan is used only if its SHA-256 equals the digest its shard's vote recorded in the ledger,
+ * and every key in it is re-derived from the layout (`plan-store.ts`, `promoter.ts`).
  */
 import { padCheckpointId } from '../ledger/layout.ts';
-import { inProgressPrefix } from './layout.ts';
 
-export const CHECKPOINT_WORK_DIR = '_checkpoints';
+export const CHECKPOINT_WORK_DIR = '_coordinator';
 
 export function checkpointWorkPrefix(pipeline: string): string {
-  return `${inProgressPrefix(pipeline)}${CHECKPOINT_WORK_DIR}/`;
+  return `${pipeline}/${CHECKPOINT_WORK_DIR}/`;
 }
 
 export function checkpointAttemptPrefix(pipeline: string, checkpointId: number, attempt: number): string {
