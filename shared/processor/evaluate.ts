@@ -2,6 +2,7 @@
  * Evaluation of a partition's pending records: transform once, find each record's business idempotency key,
  * and build its rows. Pure: no I/O, so a retried batch evaluates to the same rows (P5).
  */
+import { createHash } from 'node:crypto';
 import type { IdempotencyKeySource } from '../config/settings.ts';
 import type { DecodedRecord, Lineage } from '../kafka/record.ts';
 import type {
@@ -14,11 +15,61 @@ import type {
 
 export interface EvaluatedRecord {
   readonly offset: number;
-  /** The business idempotency key, or undefined when the record has none (or keys are off). */
+  /** Where the record came from; every row it makes carries it. */
+  readonly source: Lineage;
+  /** The record as received, kept so that any evaluated record can still become a dead-letter row. */
+  readonly raw: DeadLetterRow['raw'];
+  /** {@link recordDigest} of the record: tells a same-key record with another payload from a redelivery. */
+  readonly digest: string;
+  /**
+   * The business idempotency key, or undefined when the record has none, keys are off, or the record is a
+   * dead letter (a poison record never claims its key: it must not suppress the real record with that key).
+   */
   readonly idempotencyKey: string | undefined;
   readonly output: readonly OutputRow[];
   readonly deadLetter: DeadLetterRow | undefined;
   readonly state: readonly StateDelta[];
+}
+
+function framed(hash: ReturnType<typeof createHash>, base64: string | null): void {
+  if (base64 === null) {
+    hash.update(Uint8Array.of(0));
+    return;
+  }
+  const bytes = Buffer.from(base64, 'base64');
+  const length = Buffer.alloc(9);
+  length.writeUInt8(1, 0);
+  length.writeBigUInt64BE(BigInt(bytes.length), 1);
+  hash.update(length).update(bytes);
+}
+
+/**
+ * SHA-256 (base64url) of the record's exact key and value bytes. Each part is framed (a presence byte, then an
+ * 8-byte length), so a null key differs from an empty one and no (key, value) split collides with another.
+ * Headers and timestamp are left out: they are delivery metadata, not the record's content.
+ */
+export function recordDigest(record: Pick<DecodedRecord, 'rawKey' | 'rawValue'>): string {
+  const hash = createHash('sha256');
+  framed(hash, record.rawKey);
+  framed(hash, record.rawValue);
+  return hash.digest('base64url');
+}
+
+/**
+ * The record as a dead letter with `reason`: no output rows, no state, no idempotency key (so it claims
+ * nothing), the raw record kept. Used for every per-record problem found after the transform (L1).
+ */
+export function deadLetterOf(record: EvaluatedRecord, reason: string): EvaluatedRecord {
+  return {
+    offset: record.offset,
+    source: record.source,
+    raw: record.raw,
+    digest: record.digest,
+    idempotencyKey: undefined,
+    output: [],
+    deadLetter: { source: record.source, error: reason, raw: record.raw },
+    state: [],
+  };
 }
 
 function lineageOf(record: DecodedRecord): Lineage {
@@ -49,30 +100,26 @@ export function evaluateRecord(
 ): EvaluatedRecord {
   const transformed = transform.apply(record);
   const source = lineageOf(record);
+  const raw: DeadLetterRow['raw'] = { key: record.rawKey, value: record.rawValue, headers: record.headers };
   const candidateKey = idempotencyKeyOf(keySource, record, transformed);
-  const tooLong = oversizedKey(candidateKey, transformed);
-  const result: TransformResult = tooLong ? { kind: 'poison', error: tooLong } : transformed;
-  // An oversized key can be stored nowhere: the record is dead-lettered without a claim.
-  const idempotencyKey = tooLong ? undefined : candidateKey;
-  if (result.kind === 'poison') {
-    return {
-      offset: record.offset,
-      idempotencyKey,
-      output: [],
-      deadLetter: {
-        source,
-        error: result.error,
-        raw: { key: record.rawKey, value: record.rawValue, headers: record.headers },
-      },
-      state: [],
-    };
-  }
-  return {
+  const base: EvaluatedRecord = {
     offset: record.offset,
-    idempotencyKey,
-    output: result.rows.map((row) => ({ ...row, source })),
+    source,
+    raw,
+    digest: recordDigest(record),
+    idempotencyKey: candidateKey,
+    output: [],
     deadLetter: undefined,
-    state: result.state,
+    state: [],
+  };
+  if (transformed.kind === 'poison') return deadLetterOf(base, transformed.error);
+  // An oversized key can be stored nowhere: the record is dead-lettered without a claim.
+  const tooLong = oversizedKey(candidateKey, transformed);
+  if (tooLong) return deadLetterOf(base, tooLong);
+  return {
+    ...base,
+    output: transformed.rows.map((row) => ({ ...row, source })),
+    state: transformed.state,
   };
 }
 
