@@ -64,3 +64,55 @@ export class InjectedCrashError extends PipelineError {
     super(`injected crash at ${step}`);
   }
 }
+
+/**
+ * A partition's offsets went backwards past its fence (L2): a recreated topic, a consumer group reset to an
+ * earlier offset, a migrated cluster. The batch's records cannot be told from a redelivery by position alone, and
+ * the fence's fingerprints say they are not one; the partition stops (nothing is acknowledged) until an operator
+ * resumes it. `fence` is the staged offset, `firstOffset`/`lastOffset` the batch's range.
+ */
+export class OffsetsWentBackwardsError extends PipelineError {
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly fence: number,
+    readonly firstOffset: number,
+    readonly lastOffset: number,
+    readonly reason: string,
+  ) {
+    super(
+      `offsets of ${topic}-${partition} went backwards: batch ${firstOffset}..${lastOffset} against fence ` +
+        `${fence}: ${reason}; the partition stops until an operator resumes it`,
+    );
+  }
+}
+
+/** An event from a source or topic this processor is not configured for; rejected before any effect. */
+export class EventSourceRejectedError extends PipelineError {
+  constructor(
+    readonly check: 'event-source' | 'topic',
+    readonly got: string,
+    readonly allowed: readonly string[],
+  ) {
+    super(`event rejected: ${check} "${got}" is not one of the configured (${allowed.join(', ')})`);
+  }
+}
+
+/**
+ * A staging transaction would break a DynamoDB limit (an item over 400 KB, for example a state item grown over many
+ * records): structural, never retried as transient. Names the partition and the item(s) DynamoDB refused.
+ */
+export class ItemLimitExceededError extends PipelineError {
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly items: readonly string[],
+    readonly detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `staging ${topic}-${partition} exceeds a DynamoDB limit at ${items.join(', ') || 'an item'}: ${detail}`,
+      options,
+    );
+  }
+}
