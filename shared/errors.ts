@@ -116,3 +116,26 @@ export class ItemLimitExceededError extends PipelineError {
     );
   }
 }
+
+/**
+ * A record's topic is not a Kafka topic name (1–249 of `[a-zA-Z0-9._-]`, not `.` or `..`). Topic names become
+ * parts of S3 keys and ledger keys, so such an event is rejected whole, before any effect.
+ */
+export class InvalidTopicNameError extends MalformedEventError {
+  constructor(
+    path: string,
+    readonly topic: string,
+  ) {
+    super(path, `${JSON.stringify(topic)} is not a Kafka topic name (1-249 of [a-zA-Z0-9._-], not "." or "..")`);
+  }
+}
+
+/** A ledger item the pipeline reads does not have the shape the pipeline writes (corrupted or forged): structural. */
+export class MalformedLedgerItemError extends PipelineError {
+  constructor(
+    readonly item: string,
+    message: string,
+  ) {
+    super(`ledger item ${item} is malformed: ${message}`);
+  }
+}
