@@ -6,10 +6,12 @@
  *   Lambda ARNs. Lambda tasks retry transient errors with backoff; failures before the decision Catch into Abort;
  *   after it they retry and, if still failing, end in `CheckpointCommitIncomplete` for the next execution to roll
  *   forward. Payloads are references (checkpoint id, attempt, ≤ 16 shard numbers), never file lists.
- * - One BundledFunction per step (entry `functions/coordinator.ts`, handler = the step's name), each granted only
- *   what its step does: DynamoDB item actions on the table ARN with a `dynamodb:LeadingKeys` condition on the
- *   pipeline's keys, S3 object actions on the pipeline's in-progress / final / manifest prefixes
- *   (`shared/sink/layout.ts`), `s3:ListBucket` only with an `s3:prefix` condition.
+ * - One BundledFunction per step (entry `functions/coordinator.ts`, handler = the step's name), each with a role
+ *   of its own granted only what its step does (checked against its calls in `test/state-machine-iam.test.ts`):
+ *   DynamoDB item actions on the table ARN with a `dynamodb:LeadingKeys` condition naming the item kinds the step
+ *   touches (`shared/ledger/layout.ts`), S3 object actions on the prefixes it reads or writes
+ *   (`shared/sink/layout.ts`, `work-objects.ts`) — only promote writes final data, only commit manifests —,
+ *   `s3:ListBucket` only with an `s3:prefix` condition, KMS only through S3 and DynamoDB.
  * - An EventBridge rule starts an execution every `interval` (default 60 s; EventBridge's floor is one minute).
  */
 import { fileURLToPath } from 'node:url';
@@ -18,6 +20,7 @@ import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
@@ -30,9 +33,11 @@ import {
   type CoordinatorStep,
   functionArnSubstitution,
 } from '../shared/coordinator/definition.ts';
+import { keys } from '../shared/ledger/layout.ts';
 import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
 import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 import { BundledFunction, type BundledFunctionProps } from './bundled-function.ts';
+import { grantKeyVia } from './security.ts';
 
 export interface CheckpointCoordinatorProps {
   readonly table: dynamodb.ITable;
@@ -47,9 +52,16 @@ export interface CheckpointCoordinatorProps {
   readonly logRetention?: logs.RetentionDays;
   /** What happens to the execution log group when the stack is deleted (default destroy). */
   readonly removalPolicy?: RemovalPolicy;
+  /** The pipeline's customer-managed key, if any: encrypts the state machine's log group. */
+  readonly encryptionKey?: kms.IKey;
 }
 
-type Actions = { readonly dynamodb: string[]; readonly objects: Array<[prefix: string, actions: string[]]> };
+/** A step's ledger access: actions on the items whose partition key matches one of the patterns. */
+type LedgerGrant = readonly [actions: string[], leadingKeys: string[]];
+type Actions = {
+  readonly dynamodb: readonly LedgerGrant[];
+  readonly objects: ReadonlyArray<readonly [prefix: string, actions: string[]]>;
+};
 
 const ENTRY = fileURLToPath(new URL('../functions/coordinator.ts', import.meta.url));
 const DEFAULT_TIMEOUT = Duration.minutes(5);
@@ -95,6 +107,7 @@ export class CheckpointCoordinator extends Construct {
       logGroupName: `/aws/vendedlogs/states/eos-${this.pipelineId}-coordinator-${Names.uniqueId(this).slice(-8)}`,
       retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
       removalPolicy: props.removalPolicy ?? RemovalPolicy.DESTROY,
+      encryptionKey: props.encryptionKey,
     });
     this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
       stateMachineType: sfn.StateMachineType.STANDARD,
@@ -114,42 +127,59 @@ export class CheckpointCoordinator extends Construct {
     });
   }
 
-  /** What each step does to the ledger and the bucket, and nothing more. */
+  /**
+   * What each step does to the ledger and the bucket, and nothing more. Item kinds: the checkpoint head, records
+   * and cut pages (`<pl>#CHECKPOINT`, `<pl>#CHECKPOINT#…`), read by every step and written by the steps that move
+   * a checkpoint; the fences (`<pl>#FENCE`), read by begin for the cut; staged-file entries
+   * (`<pl>#STAGED#…`), read by prepare and removed by cleanup. No step touches claims or keyed state.
+   */
   private stepActions(step: CoordinatorStep): Actions {
     const pl = this.pipelineId;
     const staged = inProgressPrefix(pl);
     const work = checkpointWorkPrefix(pl);
     const final = finalPrefix(pl);
     const manifests = manifestsPrefix(pl);
+    const checkpoint = [keys.checkpointPk(pl), `${keys.checkpointPk(pl)}#*`];
+    const fences = [keys.fencePk(pl)];
+    const stagedEntries = [`${pl}#STAGED#*`];
     const read = ['dynamodb:GetItem', 'dynamodb:Query'];
-    const update = ['dynamodb:UpdateItem', 'dynamodb:ConditionCheckItem'];
+    const write = ['dynamodb:UpdateItem'];
     switch (step) {
       case 'begin':
-        // The head is allocated with a conditional Put inside a transaction.
-        return { dynamodb: [...read, ...update, 'dynamodb:PutItem'], objects: [] };
+        // The head is allocated with a conditional Put (C1); the cut's pages are Puts too.
+        return {
+          dynamodb: [
+            [[...read, ...write, 'dynamodb:PutItem'], checkpoint],
+            [read, fences],
+          ],
+          objects: [],
+        };
       case 'prepare':
         return {
-          dynamodb: [...read, ...update],
+          dynamodb: [
+            [[...read, ...write], checkpoint],
+            [read, stagedEntries],
+          ],
           objects: [
             [staged, ['s3:GetObject']],
             [work, ['s3:PutObject']],
           ],
         };
       case 'decide':
-        return { dynamodb: [...read, ...update], objects: [] };
+        return { dynamodb: [[[...read, ...write], checkpoint]], objects: [] };
       case 'promote':
         return {
           // UpdateItem: the lease renewal on the head.
-          dynamodb: [...read, 'dynamodb:UpdateItem'],
+          dynamodb: [[[...read, ...write], checkpoint]],
           objects: [
             [staged, ['s3:GetObject']],
-            [work, ['s3:PutObject']],
+            [work, ['s3:GetObject', 's3:PutObject']],
             [final, ['s3:GetObject', 's3:PutObject']],
           ],
         };
       case 'commit':
         return {
-          dynamodb: [...read, ...update],
+          dynamodb: [[[...read, ...write], checkpoint]],
           objects: [
             [work, ['s3:GetObject']],
             [manifests, ['s3:GetObject', 's3:PutObject']],
@@ -158,21 +188,30 @@ export class CheckpointCoordinator extends Construct {
       case 'cleanup':
       case 'abort':
         return {
-          dynamodb: [...read, ...update, 'dynamodb:DeleteItem'],
-          objects: [[staged, ['s3:GetObject', 's3:DeleteObject']]],
+          dynamodb: [
+            [[...read, ...write, 'dynamodb:DeleteItem'], checkpoint],
+            [[...read, 'dynamodb:DeleteItem'], stagedEntries],
+          ],
+          objects: [
+            [staged, ['s3:GetObject', 's3:DeleteObject']],
+            [work, ['s3:DeleteObject']],
+          ],
         };
     }
   }
 
   private grantStep(fn: BundledFunction, actions: Actions, props: CheckpointCoordinatorProps): void {
-    fn.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: actions.dynamodb,
-        resources: [props.table.tableArn],
-        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${this.pipelineId}#*`] } },
-      }),
-    );
-    props.table.encryptionKey?.grantEncryptDecrypt(fn);
+    for (const [dynamodbActions, leadingKeys] of actions.dynamodb) {
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          actions: dynamodbActions,
+          resources: [props.table.tableArn],
+          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': leadingKeys } },
+        }),
+      );
+    }
+    if (props.table.encryptionKey)
+      grantKeyVia(props.table.encryptionKey, fn, ['dynamodb'], 'encrypt-decrypt');
     if (actions.objects.length === 0) return;
     for (const [prefix, objectActions] of actions.objects) {
       fn.addToRolePolicy(
@@ -190,6 +229,6 @@ export class CheckpointCoordinator extends Construct {
         conditions: { StringLike: { 's3:prefix': actions.objects.map(([prefix]) => `${prefix}*`) } },
       }),
     );
-    props.bucket.encryptionKey?.grantEncryptDecrypt(fn);
+    if (props.bucket.encryptionKey) grantKeyVia(props.bucket.encryptionKey, fn, ['s3'], 'encrypt-decrypt');
   }
 }

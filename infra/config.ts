@@ -33,6 +33,15 @@ const deploymentShape = {
     .string()
     .regex(MSK_CLUSTER_ARN, 'expected arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>')
     .optional(),
+  /**
+   * The VPC of the imported cluster (`vpc-…`): the processor's network-interface permissions (the event source
+   * mapping's pollers create ENIs with the function's role) are conditioned on it. Without it they are scoped to
+   * the account and region only, and synth warns. The sandbox cluster's VPC is known and used.
+   */
+  mskVpcId: z
+    .string()
+    .regex(/^vpc-[0-9a-f]{8,17}$/, 'expected a VPC id, vpc-<hex>')
+    .optional(),
   /** Create an MSK Serverless cluster (IAM auth) and its VPC instead of importing one: for a sandbox. */
   sandboxCluster: bool.default(false),
   /** The topic to consume. */
@@ -64,8 +73,13 @@ const deploymentShape = {
   pointInTimeRecovery: bool.default(true),
   /** `s3` (SSE-S3) or `kms` (a customer-managed key with rotation, also used by the table). */
   encryption: z.enum(['s3', 'kms']).default('s3'),
-  /** Noncurrent object versions are deleted after this many days. */
-  noncurrentVersionExpirationDays: int(1, 3650).default(30),
+  /**
+   * Noncurrent versions of committed objects (final data, manifests) are deleted after this many days. The bucket
+   * policy already denies overwriting or deleting them to every principal but the step that writes them; the
+   * versions are the second line (recovery from a mistake by a principal allowed to change the policy), so the
+   * default keeps them a year. Staged and coordinator work objects keep theirs 3 days whatever this says.
+   */
+  noncurrentVersionExpirationDays: int(1, 3650).default(365),
   /** Backstop: in-progress objects older than this are deleted by a lifecycle rule (days). */
   inProgressExpirationDays: int(1, 3650).default(30),
   /** CloudWatch Logs retention of every function's log group (days). */
@@ -81,7 +95,13 @@ export const LOG_RETENTION_DAYS = [
   1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
 ];
 
-const pipelineSettingsShape = settingsSchema.omit({ ledgerTable: true, bucket: true }).shape;
+/** The stack derives these from its own resources and settings (bucket, table, cluster ARN, topic). */
+const pipelineSettingsShape = settingsSchema.omit({
+  ledgerTable: true,
+  bucket: true,
+  eventSourceArn: true,
+  topics: true,
+}).shape;
 
 export const pipelineConfigSchema = z.object({ ...pipelineSettingsShape, ...deploymentShape }).strict();
 
@@ -91,8 +111,13 @@ export type PipelineConfig = z.output<typeof pipelineConfigSchema> & { readonly 
 /** Every setting's name, in schema order (for context lookup and the docs' table). */
 export const CONFIG_KEYS = Object.keys(pipelineConfigSchema.shape) as (keyof PipelineConfigInput)[];
 
-/** The pipeline settings the Lambdas read from `EOS_*` variables, minus the stack-owned table and bucket. */
-export function pipelineSettingsOf(config: PipelineConfig): Omit<SettingsInput, 'ledgerTable' | 'bucket'> {
+/**
+ * The pipeline settings the Lambdas read from `EOS_*` variables, minus the stack-owned table and bucket and the
+ * processor's source checks (the stack sets those from the cluster ARN and topic).
+ */
+export function pipelineSettingsOf(
+  config: PipelineConfig,
+): Omit<SettingsInput, 'ledgerTable' | 'bucket' | 'eventSourceArn' | 'topics'> {
   return {
     pipelineId: config.pipelineId,
     deliveryGuarantee: config.deliveryGuarantee,
@@ -104,6 +129,7 @@ export function pipelineSettingsOf(config: PipelineConfig): Omit<SettingsInput, 
     maxTransactionItems: config.maxTransactionItems,
     checkpointLeaseSeconds: config.checkpointLeaseSeconds,
     orphanGraceSeconds: config.orphanGraceSeconds,
+    maxFenceJump: config.maxFenceJump,
   };
 }
 
@@ -151,6 +177,12 @@ function checkCrossSettings(config: PipelineConfig, label: (key: string) => stri
     fail(
       'mskClusterArn',
       'required but not set (or set sandboxCluster=true to create an MSK Serverless cluster)',
+    );
+  }
+  if (config.mskVpcId && config.sandboxCluster) {
+    fail(
+      'mskVpcId',
+      "is the imported cluster's VPC: not used with sandboxCluster=true (the sandbox's VPC is)",
     );
   }
   if (config.mskClusterArn && config.sandboxCluster) {

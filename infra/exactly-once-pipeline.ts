@@ -6,25 +6,28 @@
  * new ExactlyOncePipeline(stack, 'Orders', { mskClusterArn: 'arn:aws:kafka:…', topic: 'orders' });
  * ```
  * Props are the settings of `config.ts` (validated there: a bad one fails synth naming it). Least privilege
- * throughout: DynamoDB item actions only on the table ARN and only on this pipeline's keys
- * (`dynamodb:LeadingKeys`), S3 object actions only under this pipeline's prefixes, no `s3:List*` on the bucket.
+ * throughout, on both sides: each role has DynamoDB item actions only on the table ARN and only on the item kinds
+ * its component writes (`dynamodb:LeadingKeys`), S3 object actions only under the prefixes its step writes, logs
+ * only into its own log group, KMS only through S3 and DynamoDB (`kms:ViaService`); the bucket policy denies
+ * writes to manifests, final data, coordinator work and staged data to every principal but their writers
+ * (`security.ts`).
  */
 import { fileURLToPath } from 'node:url';
-import { CfnOutput, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { ManagedKafkaEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import { settingsToEnv } from '../shared/config/settings.ts';
-import { finalPrefix, inProgressPrefix } from '../shared/sink/layout.ts';
+import { keys, STREAMS } from '../shared/ledger/layout.ts';
+import { finalPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
 import { BundledFunction } from './bundled-function.ts';
 import { CheckpointCoordinator } from './checkpoint-coordinator.ts';
 import {
@@ -33,10 +36,11 @@ import {
   parsePipelineConfig,
   pipelineSettingsOf,
 } from './config.ts';
-import { type FunctionDefaults, functionDefaults, functionLogGroup } from './function-defaults.ts';
-import { kafkaConsumerStatements, SandboxKafkaCluster } from './kafka-cluster.ts';
+import { type FunctionDefaults, functionDefaults } from './function-defaults.ts';
+import { kafkaConsumerStatements, networkInterfaceStatements, SandboxKafkaCluster } from './kafka-cluster.ts';
 import { createLedgerTable } from './ledger-table.ts';
 import { PipelineObservability } from './observability.ts';
+import { allowLogsToUseKey, autoDeleteHandlerRoleArn, grantKeyVia, protectSinkBucket } from './security.ts';
 import { createSinkBuckets } from './sink-bucket.ts';
 
 export interface ExactlyOncePipelineProps extends PipelineConfigInput {
@@ -53,6 +57,19 @@ const MONITOR_ENTRY = fileURLToPath(new URL('../shared/observability/monitor-han
  */
 export const PROCESSOR_DYNAMODB_ACTIONS = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
 
+/**
+ * The partition keys the processor may touch: its fences, staged-file entries, claims and keyed state — never
+ * the checkpoint head, checkpoint records or cut pages (`<pl>#CHECKPOINT…`), which only the coordinator writes.
+ */
+export function processorLeadingKeys(pipeline: string): string[] {
+  return [
+    keys.fencePk(pipeline),
+    `${pipeline}#STAGED#*`,
+    `${pipeline}#CLAIM#*`,
+    keys.statePrefix(pipeline) + '*',
+  ];
+}
+
 export class ExactlyOncePipeline extends Construct {
   readonly config: PipelineConfig;
   readonly clusterArn: string;
@@ -62,7 +79,7 @@ export class ExactlyOncePipeline extends Construct {
   readonly bucket: s3.Bucket;
   readonly accessLogsBucket: s3.Bucket;
   readonly processor: BundledFunction;
-  readonly eventSource: ManagedKafkaEventSource;
+  readonly eventSource: lambda.EventSourceMapping;
   readonly coordinator: CheckpointCoordinator;
   readonly monitor: BundledFunction;
   readonly alarmTopic: sns.Topic;
@@ -86,10 +103,11 @@ export class ExactlyOncePipeline extends Construct {
 
     if (config.encryption === 'kms') {
       this.encryptionKey = new kms.Key(this, 'Key', {
-        description: `Exactly-once pipeline ${config.pipelineId}: ledger, sink bucket and alarm topic`,
+        description: `Exactly-once pipeline ${config.pipelineId}: ledger, sink bucket, log groups and alarm topic`,
         enableKeyRotation: true,
         removalPolicy,
       });
+      allowLogsToUseKey(this.encryptionKey);
     }
     this.table = createLedgerTable(this, 'Ledger', {
       removalPolicy,
@@ -120,14 +138,15 @@ export class ExactlyOncePipeline extends Construct {
       environment: this.environment,
       interval: Duration.minutes(config.checkpointIntervalMinutes),
       functionDefaults: this.defaults(
-        'CoordinatorLogs',
         Duration.seconds(config.coordinatorStepTimeoutSeconds),
         1024,
         removalPolicy,
       ),
       logRetention: config.logRetentionDays as logs.RetentionDays,
       removalPolicy,
+      encryptionKey: this.encryptionKey,
     });
+    this.protectBucket();
     this.monitor = this.createMonitor(removalPolicy);
     this.alarmTopic = this.createAlarmTopic();
     this.observability = new PipelineObservability(this, 'Observability', {
@@ -139,19 +158,17 @@ export class ExactlyOncePipeline extends Construct {
       noCommitIntervals: config.noCommitAlarmIntervals,
       alarmTopic: this.alarmTopic,
     });
+    this.allowAlarmsToPublish();
     this.outputs();
   }
 
-  private defaults(
-    logGroupId: string,
-    timeout: Duration,
-    memorySize: number,
-    removalPolicy: RemovalPolicy,
-  ): FunctionDefaults {
+  private defaults(timeout: Duration, memorySize: number, removalPolicy: RemovalPolicy): FunctionDefaults {
     return functionDefaults({
       timeout,
       memorySize,
-      logGroup: functionLogGroup(this, logGroupId, this.config.logRetentionDays, removalPolicy),
+      logRetention: this.config.logRetentionDays as logs.RetentionDays,
+      removalPolicy,
+      logEncryptionKey: this.encryptionKey,
       environment: {},
     });
   }
@@ -159,7 +176,6 @@ export class ExactlyOncePipeline extends Construct {
   private createProcessor(entry: string, removalPolicy: RemovalPolicy): BundledFunction {
     const config = this.config;
     const defaults = this.defaults(
-      'ProcessorLogs',
       Duration.seconds(config.processorTimeoutSeconds),
       config.processorMemoryMb,
       removalPolicy,
@@ -169,29 +185,67 @@ export class ExactlyOncePipeline extends Construct {
       entry,
       handler: 'handler',
       description: `Stages MSK records of ${config.topic} for pipeline ${config.pipelineId} (${config.deliveryGuarantee})`,
-      environment: { ...defaults.environment, ...this.environment },
+      environment: {
+        ...defaults.environment,
+        ...this.environment,
+        // The processor rejects events of any other source or topic before any effect (issue 17).
+        ...settingsToEnv({
+          ledgerTable: this.table.tableName,
+          bucket: this.bucket.bucketName,
+          eventSourceArn: this.clusterArn,
+          topics: [config.topic],
+        }),
+      },
     });
-    this.grantLedger(fn, PROCESSOR_DYNAMODB_ACTIONS);
-    // Exactly-once stages under the in-progress prefix only; the weaker guarantees write final objects directly.
-    const prefixes = [inProgressPrefix(config.pipelineId)];
-    if (config.deliveryGuarantee !== 'exactly-once') prefixes.push(finalPrefix(config.pipelineId));
+    this.grantLedger(fn, PROCESSOR_DYNAMODB_ACTIONS, processorLeadingKeys(config.pipelineId));
     fn.addToRolePolicy(
       new iam.PolicyStatement({
         sid: 'StageObjects',
         actions: ['s3:PutObject', 's3:AbortMultipartUpload'],
-        resources: prefixes.map((prefix) => this.bucket.arnForObjects(`${prefix}*`)),
+        resources: this.processorObjectPrefixes().map((prefix) => this.bucket.arnForObjects(`${prefix}*`)),
       }),
     );
-    this.encryptionKey?.grantEncryptDecrypt(fn);
+    if (this.encryptionKey) grantKeyVia(this.encryptionKey, fn, ['s3', 'dynamodb'], 'encrypt-decrypt');
     return fn;
   }
 
-  private attachKafkaSource(): ManagedKafkaEventSource {
+  /**
+   * Exactly-once stages each output stream under its in-progress prefix, and nothing else (not the coordinator's
+   * work objects, not final data, not manifests); the weaker guarantees write final objects directly.
+   */
+  processorObjectPrefixes(): string[] {
+    const pl = this.config.pipelineId;
+    const prefixes = STREAMS.map((stream) => stagedStreamPrefix(pl, stream));
+    if (this.config.deliveryGuarantee !== 'exactly-once') prefixes.push(finalPrefix(pl));
+    return prefixes;
+  }
+
+  /** The resource side of the same boundaries (`security.ts`). */
+  private protectBucket(): void {
+    const steps = this.coordinator.functions;
+    const role = (fn: lambda.IFunction): iam.IRole => fn.role!;
+    const processorWritesFinal = this.config.deliveryGuarantee !== 'exactly-once';
+    const exempt = autoDeleteHandlerRoleArn(this);
+    protectSinkBucket(this.bucket, {
+      pipelineId: this.config.pipelineId,
+      commit: role(steps.commit),
+      finalData: [role(steps.promote), ...(processorWritesFinal ? [role(this.processor)] : [])],
+      coordinatorWork: [steps.prepare, steps.promote, steps.cleanup, steps.abort].map(role),
+      staged: [this.processor, steps.cleanup, steps.abort].map(role),
+      exempt: exempt ? [exempt] : [],
+    });
+  }
+
+  /**
+   * The mapping itself, not `ManagedKafkaEventSource`: that one attaches `AWSLambdaMSKExecutionRole`, whose ENI
+   * and log permissions are on `*`. The permissions the pollers need are granted here, scoped.
+   */
+  private attachKafkaSource(): lambda.EventSourceMapping {
     const config = this.config;
-    const source = new ManagedKafkaEventSource({
-      clusterArn: this.clusterArn,
-      topic: config.topic,
-      consumerGroupId: config.consumerGroupId,
+    const mapping = this.processor.addEventSourceMapping('KafkaSource', {
+      eventSourceArn: this.clusterArn,
+      kafkaTopic: config.topic,
+      kafkaConsumerGroupId: config.consumerGroupId,
       batchSize: config.batchSize,
       maxBatchingWindow: Duration.seconds(config.maxBatchingWindowSeconds),
       startingPosition: lambda.StartingPosition[config.startingPosition],
@@ -199,15 +253,22 @@ export class ExactlyOncePipeline extends Construct {
       // dead-letters poison records itself, P6, so only transient errors fail a batch) and never split it, so no
       // record is skipped and per-partition order holds.
     });
-    this.processor.addEventSource(source);
     for (const statement of kafkaConsumerStatements(this.clusterArn, config.topic, config.consumerGroupId)) {
       this.processor.addToRolePolicy(statement);
     }
-    return source;
+    const vpcId = this.sandbox?.vpc.vpcId ?? config.mskVpcId;
+    if (!vpcId) {
+      Annotations.of(this).addWarningV2(
+        'eos:mskVpcId',
+        "Set mskVpcId (the MSK cluster's VPC) to condition the processor's network-interface permissions on it; without it they are scoped to this account and region only.",
+      );
+    }
+    for (const statement of networkInterfaceStatements(vpcId)) this.processor.addToRolePolicy(statement);
+    return mapping;
   }
 
   private createMonitor(removalPolicy: RemovalPolicy): BundledFunction {
-    const defaults = this.defaults('MonitorLogs', Duration.seconds(60), 256, removalPolicy);
+    const defaults = this.defaults(Duration.seconds(60), 256, removalPolicy);
     const fn = new BundledFunction(this, 'Monitor', {
       ...defaults,
       entry: MONITOR_ENTRY,
@@ -215,8 +276,9 @@ export class ExactlyOncePipeline extends Construct {
       description: `Emits ledger ages of pipeline ${this.config.pipelineId} for the NoCommit alarm`,
       environment: { ...defaults.environment, ...this.environment },
     });
-    this.grantLedger(fn, ['dynamodb:GetItem', 'dynamodb:Query']);
-    this.encryptionKey?.grantDecrypt(fn);
+    // Read-only: the monitor reports ages from every item kind of the pipeline and writes nothing.
+    this.grantLedger(fn, ['dynamodb:GetItem', 'dynamodb:Query'], [`${this.config.pipelineId}#*`]);
+    if (this.encryptionKey) grantKeyVia(this.encryptionKey, fn, ['dynamodb'], 'decrypt');
     new events.Rule(this, 'MonitorSchedule', {
       description: `Reads the ledger ages of pipeline ${this.config.pipelineId}`,
       schedule: events.Schedule.rate(Duration.minutes(this.config.checkpointIntervalMinutes)),
@@ -225,16 +287,14 @@ export class ExactlyOncePipeline extends Construct {
     return fn;
   }
 
-  /** Item actions on the table ARN, only for items whose partition key starts with this pipeline's id. */
-  private grantLedger(fn: lambda.IFunction, actions: string[]): void {
+  /** Item actions on the table ARN, only for items whose partition key matches `leadingKeys`. */
+  private grantLedger(fn: lambda.IFunction, actions: string[], leadingKeys: string[]): void {
     fn.addToRolePolicy(
       new iam.PolicyStatement({
         sid: 'LedgerItems',
         actions,
         resources: [this.table.tableArn],
-        conditions: {
-          'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': [`${this.config.pipelineId}#*`] },
-        },
+        conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': leadingKeys } },
       }),
     );
   }
@@ -245,24 +305,7 @@ export class ExactlyOncePipeline extends Construct {
       enforceSSL: true,
       masterKey: this.encryptionKey,
     });
-    // A topic policy replaces SNS's default one, and `enforceSSL` writes a topic policy: without this Allow,
-    // CloudWatch alarms (not IAM identities of the account) could not publish, and nobody would be notified.
     const stack = Stack.of(this);
-    const fromOurAlarms = {
-      StringEquals: { 'aws:SourceAccount': stack.account },
-      ArnLike: {
-        'aws:SourceArn': `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:eos-${this.config.pipelineId}-*`,
-      },
-    };
-    topic.addToResourcePolicy(
-      new iam.PolicyStatement({
-        sid: 'AllowPipelineAlarmsToPublish',
-        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
-        actions: ['sns:Publish'],
-        resources: [topic.topicArn],
-        conditions: fromOurAlarms,
-      }),
-    );
     if (this.encryptionKey) {
       // CloudWatch publishes to the encrypted topic with its own principal.
       this.encryptionKey.addToResourcePolicy(
@@ -277,6 +320,32 @@ export class ExactlyOncePipeline extends Construct {
     if (this.config.alarmEmail)
       topic.addSubscription(new subscriptions.EmailSubscription(this.config.alarmEmail));
     return topic;
+  }
+
+  /**
+   * A topic policy replaces SNS's default one, and `enforceSSL` writes a topic policy: without this Allow,
+   * CloudWatch alarms (not IAM identities of the account) could not publish, and nobody would be notified. It
+   * names this pipeline's alarms one by one: a wildcard `eos-orders-*` would also match pipeline `orders-eu`'s.
+   */
+  private allowAlarmsToPublish(): void {
+    const stack = Stack.of(this);
+    this.alarmTopic.addToResourcePolicy(
+      new iam.PolicyStatement({
+        sid: 'AllowPipelineAlarmsToPublish',
+        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
+        actions: ['sns:Publish'],
+        resources: [this.alarmTopic.topicArn],
+        conditions: {
+          StringEquals: { 'aws:SourceAccount': stack.account },
+          // ARNs built from the names (known at synth), so the policy does not wait on the alarms.
+          ArnEquals: {
+            'aws:SourceArn': this.observability.alarmNames.map(
+              (name) => `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:${name}`,
+            ),
+          },
+        },
+      }),
+    );
   }
 
   private outputs(): void {

@@ -1,12 +1,13 @@
 /**
- * What every pipeline Lambda shares: Node.js 24 on ARM64, JSON logs into a log group with a retention. The code
- * itself comes from {@link BundledFunction} (`scripts/bundle.mjs`: minified ESM, AWS SDK v3 from the runtime —
- * the benchmark measures exactly that bundle).
+ * What every pipeline Lambda shares: Node.js 24 on ARM64, JSON logs into a log group of its own with a retention
+ * (CMK-encrypted under `encryption=kms`). The code, the role and the log group come from {@link BundledFunction}
+ * (`scripts/bundle.mjs`: minified ESM with the locked AWS SDK v3 bundled in — the benchmark measures exactly that
+ * bundle).
  */
 import type { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import * as logs from 'aws-cdk-lib/aws-logs';
-import type { Construct } from 'constructs';
+import type * as logs from 'aws-cdk-lib/aws-logs';
 import { METRICS_NAMESPACE, SERVICE_NAME } from '../shared/observability/names.ts';
 import { type BundledFunctionProps, LAMBDA_RUNTIME } from './bundled-function.ts';
 
@@ -18,7 +19,9 @@ export { LAMBDA_RUNTIME };
 export interface FunctionDefaultsOptions {
   readonly timeout: Duration;
   readonly memorySize: number;
-  readonly logGroup: logs.ILogGroup;
+  readonly logRetention: logs.RetentionDays;
+  readonly removalPolicy: RemovalPolicy;
+  readonly logEncryptionKey?: kms.IKey;
   readonly environment: Record<string, string>;
 }
 
@@ -28,7 +31,11 @@ export function functionDefaults(options: FunctionDefaultsOptions): FunctionDefa
     architecture: lambda.Architecture.ARM_64,
     timeout: options.timeout,
     memorySize: options.memorySize,
-    logGroup: options.logGroup,
+    logs: {
+      retention: options.logRetention,
+      removalPolicy: options.removalPolicy,
+      encryptionKey: options.logEncryptionKey,
+    },
     loggingFormat: lambda.LoggingFormat.JSON,
     applicationLogLevelV2: lambda.ApplicationLogLevel.INFO,
     systemLogLevelV2: lambda.SystemLogLevel.WARN,
@@ -38,16 +45,4 @@ export function functionDefaults(options: FunctionDefaultsOptions): FunctionDefa
       POWERTOOLS_METRICS_NAMESPACE: METRICS_NAMESPACE,
     },
   };
-}
-
-export function functionLogGroup(
-  scope: Construct,
-  id: string,
-  retentionDays: number,
-  removalPolicy: RemovalPolicy,
-): logs.LogGroup {
-  return new logs.LogGroup(scope, id, {
-    retention: retentionDays as logs.RetentionDays,
-    removalPolicy,
-  });
 }

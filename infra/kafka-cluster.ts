@@ -12,7 +12,7 @@
  * group    arn:aws:kafka:<region>:<account>:group/<name>/<uuid>/<group>
  * ```
  */
-import { Fn, Token } from 'aws-cdk-lib';
+import { Aws, Fn, Token } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -59,11 +59,42 @@ export function kafkaConsumerStatements(
       actions: ['kafka-cluster:DescribeGroup', 'kafka-cluster:AlterGroup'],
       resources: [groupArn(clusterArn, group)],
     }),
-    // MSK Serverless is described through the V2 API; the event source grants only the V1 calls.
+    // How the mapping finds the brokers: V1 for provisioned clusters, V2 for MSK Serverless.
     new iam.PolicyStatement({
-      sid: 'KafkaDescribeV2',
-      actions: ['kafka:DescribeClusterV2', 'kafka:GetBootstrapBrokers'],
+      sid: 'KafkaDescribe',
+      actions: ['kafka:DescribeCluster', 'kafka:DescribeClusterV2', 'kafka:GetBootstrapBrokers'],
       resources: [clusterArn],
+    }),
+  ];
+}
+
+/**
+ * The network-interface permissions the MSK event source mapping's pollers use through the function's role
+ * (what `AWSLambdaMSKExecutionRole` grants on `*`), scoped as far as IAM allows:
+ * - `ec2:CreateNetworkInterface` authorizes the new interface, its subnet and its security groups, and
+ *   `ec2:DeleteNetworkInterface` the interface: all three resource types carry the `ec2:Vpc` condition key (the
+ *   VPC's ARN), so with the cluster's VPC known both are limited to it; either way to this account and region.
+ * - The `ec2:Describe*` actions support no resource-level permissions or resource condition keys: `*` is the only
+ *   resource IAM accepts for them, and they read, never change.
+ */
+export function networkInterfaceStatements(vpcId: string | undefined): iam.PolicyStatement[] {
+  const arn = (resource: string) => `arn:${Aws.PARTITION}:ec2:${Aws.REGION}:${Aws.ACCOUNT_ID}:${resource}`;
+  return [
+    new iam.PolicyStatement({
+      sid: 'PollerNetworkInterfaces',
+      actions: ['ec2:CreateNetworkInterface', 'ec2:DeleteNetworkInterface'],
+      resources: [arn('network-interface/*'), arn('subnet/*'), arn('security-group/*')],
+      ...(vpcId ? { conditions: { ArnEquals: { 'ec2:Vpc': arn(`vpc/${vpcId}`) } } } : {}),
+    }),
+    new iam.PolicyStatement({
+      sid: 'PollerNetworkDescribe',
+      actions: [
+        'ec2:DescribeNetworkInterfaces',
+        'ec2:DescribeSecurityGroups',
+        'ec2:DescribeSubnets',
+        'ec2:DescribeVpcs',
+      ],
+      resources: ['*'],
     }),
   ];
 }

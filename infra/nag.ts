@@ -1,31 +1,27 @@
 /**
  * cdk-nag (AwsSolutions pack) acknowledgements for an {@link ExactlyOncePipeline}. Each one names the exact
  * finding (rule and, for IAM5, the resource or action) on the exact construct, with the reason it is accepted;
- * nothing is acknowledged stack-wide, so a new finding anywhere fails the nag test.
+ * nothing is acknowledged stack-wide, so a new finding anywhere fails the nag test. Every reason states a fact the
+ * infra tests check (`test/infra-nag.test.ts`, `test/security-iam.test.ts`).
  */
 import { type CfnElement, Stack, Validations } from 'aws-cdk-lib';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
 import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
-import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
+import { STREAMS } from '../shared/ledger/layout.ts';
+import { finalPrefix, inProgressPrefix, manifestsPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
 import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 import type { ExactlyOncePipeline } from './exactly-once-pipeline.ts';
 
-const BASIC_EXECUTION_ROLE =
-  'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]';
-const MSK_EXECUTION_ROLE =
-  'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaMSKExecutionRole]';
-
 const REASONS = {
-  basicExecution:
-    'The AWS managed basic execution policy only lets the function create log streams and put log events; its log group is its own, created by this stack with a retention.',
-  mskExecution:
-    'Attached by ManagedKafkaEventSource itself: the ENI (ec2:*NetworkInterface*) and kafka:Describe*/GetBootstrapBrokers permissions the MSK event source pollers need, kept current by AWS. Topic and group data-plane access is granted separately, scoped to their ARNs.',
   prefix:
-    "S3 object actions scoped to one of this pipeline's prefixes (shared/sink/layout.ts): object keys are unique per attempt and checkpoint, so a key prefix is the narrowest scope IAM can express.",
-  kmsWildcards:
-    "KMS grant of the pipeline's own customer-managed key (the only resource): GenerateDataKey* and ReEncrypt* are the action families S3 and DynamoDB use for envelope encryption.",
+    "S3 object actions scoped to one of this pipeline's prefixes (shared/sink/layout.ts): object keys are unique per attempt and checkpoint, so a key prefix is the narrowest scope IAM can express; the bucket policy denies every other writer of the same prefix.",
+  xray: 'X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level permissions (CDK adds them for active tracing).',
+  eniScoped:
+    "The MSK event source mapping's pollers create and delete network interfaces with the function's role; those actions are limited to this account and region, and to the cluster's VPC through the ec2:Vpc condition when the VPC is known (sandbox cluster or mskVpcId).",
+  eniDescribe:
+    'ec2:DescribeNetworkInterfaces, DescribeSecurityGroups, DescribeSubnets and DescribeVpcs support no resource-level permissions; the pollers need them, and they change nothing.',
   stateMachineStar:
     'Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules/Targets) and vended log delivery (logs:CreateLogDelivery, …) do not support resource-level permissions.',
   invokeVersions:
@@ -36,22 +32,35 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
   const pl = pipeline.config.pipelineId;
   const bucketArn = `<${logicalId(pipeline.bucket.node.defaultChild as CfnElement)}.Arn>`;
   const prefixFinding = (prefix: string) => `AwsSolutions-IAM5[Resource::${bucketArn}/${prefix}*]`;
-  const allPrefixes = [inProgressPrefix(pl), checkpointWorkPrefix(pl), finalPrefix(pl), manifestsPrefix(pl)];
+  const allPrefixes = [
+    inProgressPrefix(pl),
+    ...STREAMS.map((stream) => stagedStreamPrefix(pl, stream)),
+    checkpointWorkPrefix(pl),
+    finalPrefix(pl),
+    manifestsPrefix(pl),
+  ];
   const functions: lambda.IFunction[] = [
     pipeline.processor,
     pipeline.monitor,
     ...COORDINATOR_STEPS.map((step) => pipeline.coordinator.functions[step]),
   ];
 
+  // The findings are on each function's role (a sibling of the function: BundledFunction creates it first).
+  const role = (fn: lambda.IFunction): IConstruct => fn.role!;
   for (const fn of functions) {
-    acknowledge(fn, BASIC_EXECUTION_ROLE, REASONS.basicExecution);
-    for (const prefix of allPrefixes) acknowledge(fn, prefixFinding(prefix), REASONS.prefix);
-    if (pipeline.encryptionKey) {
-      acknowledge(fn, 'AwsSolutions-IAM5[Action::kms:GenerateDataKey*]', REASONS.kmsWildcards);
-      acknowledge(fn, 'AwsSolutions-IAM5[Action::kms:ReEncrypt*]', REASONS.kmsWildcards);
-    }
+    acknowledge(role(fn), 'AwsSolutions-IAM5[Resource::*]', REASONS.xray);
+    for (const prefix of allPrefixes) acknowledge(role(fn), prefixFinding(prefix), REASONS.prefix);
   }
-  acknowledge(pipeline.processor, MSK_EXECUTION_ROLE, REASONS.mskExecution);
+  const ec2 = (type: string) =>
+    `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:${type}/*]`;
+  for (const type of ['network-interface', 'subnet', 'security-group']) {
+    acknowledge(role(pipeline.processor), ec2(type), REASONS.eniScoped);
+  }
+  acknowledge(
+    role(pipeline.processor),
+    'AwsSolutions-IAM5[Resource::*]',
+    `${REASONS.xray} ${REASONS.eniDescribe}`,
+  );
 
   const stateMachine = pipeline.coordinator.stateMachine;
   acknowledge(stateMachine, 'AwsSolutions-IAM5[Resource::*]', REASONS.stateMachineStar);

@@ -10,6 +10,16 @@
  * | RecordDeadLettered     | any record went to the dead-letter stream                                        |
  * | ProcessorErrors        | any processor invocation failed (the mapping retries it; repeated errors stall  |
  * |                        | the partition)                                                                   |
+ * | OffsetsWentBackwards   | a batch started below its partition's fence (recreated topic, reset consumer     |
+ * |                        | group): that partition is stopped until an operator resumes it (L2)             |
+ * | FenceJump              | a batch started further above its fence than `maxFenceJump` (a gap, or an       |
+ * |                        | invocation with forged offsets)                                                  |
+ * | IdempotencyKeyConflict | a record reused another record's idempotency key with a different payload        |
+ * | EventRejected          | an event from another source or topic, or malformed, was refused before effects |
+ * | DuplicateKeyBurst      | more key duplicates than `duplicateBurstThreshold` in 5 minutes (a producer      |
+ * |                        | replaying, or keys being suppressed on purpose)                                  |
+ *
+ * Each alarm's description says what it means and the first thing to do (the README copies them).
  */
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -33,7 +43,12 @@ export interface PipelineObservabilityProps {
   readonly checkpointInterval: Duration;
   readonly noCommitIntervals: number;
   readonly alarmTopic: sns.ITopic;
+  /** Key duplicates in 5 minutes at which DuplicateKeyBurst fires (default 100). */
+  readonly duplicateBurstThreshold?: number;
 }
+
+/** The default of {@link PipelineObservabilityProps.duplicateBurstThreshold}. */
+export const DEFAULT_DUPLICATE_BURST_THRESHOLD = 100;
 
 export class PipelineObservability extends Construct {
   readonly alarms: {
@@ -41,7 +56,14 @@ export class PipelineObservability extends Construct {
     readonly noCommit: cloudwatch.Alarm;
     readonly deadLettered: cloudwatch.Alarm;
     readonly processorErrors: cloudwatch.Alarm;
+    readonly offsetsWentBackwards: cloudwatch.Alarm;
+    readonly fenceJump: cloudwatch.Alarm;
+    readonly keyConflict: cloudwatch.Alarm;
+    readonly eventRejected: cloudwatch.Alarm;
+    readonly duplicateKeyBurst: cloudwatch.Alarm;
   };
+  /** Every alarm's name (known at synth: the alarm topic's policy names them one by one). */
+  readonly alarmNames: string[] = [];
   readonly dashboard: cloudwatch.Dashboard;
 
   constructor(
@@ -97,8 +119,40 @@ export class PipelineObservability extends Construct {
           treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
         },
       ),
+      ...this.securityAlarms(pl),
     };
     this.dashboard = this.buildDashboard(failedExecutions);
+  }
+
+  /** The alarms of issues 9 and 17: any occurrence is an operator's business, except duplicates (a burst). */
+  private securityAlarms(pl: string) {
+    const fiveMinutes = Duration.minutes(5);
+    const anyOf = (name: MetricName) => this.pipelineMetric(name, 'Sum', fiveMinutes);
+    const once = { threshold: 1, treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING };
+    const burst = this.props.duplicateBurstThreshold ?? DEFAULT_DUPLICATE_BURST_THRESHOLD;
+    return {
+      offsetsWentBackwards: this.alarm('OffsetsWentBackwards', anyOf(METRIC.offsetsWentBackwards), {
+        ...once,
+        alarmDescription: `Pipeline ${pl}: a partition's offsets went back below its fence (recreated topic or reset consumer group); that partition is stopped and nothing was acknowledged. First: read the processor's error log for the topic, partition and both offsets, find out why, then resume the partition into a new epoch with the operations command.`,
+      }),
+      fenceJump: this.alarm('FenceJump', anyOf(METRIC.fenceJumps), {
+        ...once,
+        alarmDescription: `Pipeline ${pl}: a batch started further above its partition's fence than maxFenceJump: a large gap in the topic, or an invocation with forged offsets. First: compare the logged offsets with the topic's (kafka-get-offsets); if the topic has no such records, check who may invoke the processor (CloudTrail lambda:Invoke).`,
+      }),
+      keyConflict: this.alarm('IdempotencyKeyConflict', anyOf(METRIC.keyConflicts), {
+        ...once,
+        alarmDescription: `Pipeline ${pl}: a record reused another record's idempotency key with a different payload and was dead-lettered as a conflict (not dropped). First: read the dead-letter rows of the conflict, and find the producer that reuses keys.`,
+      }),
+      eventRejected: this.alarm('EventRejected', anyOf(METRIC.eventsRejected), {
+        ...once,
+        alarmDescription: `Pipeline ${pl}: the processor refused an event before any effect (another event source or topic, or a malformed event); the mapping retries it, so its partition waits. First: read the processor's error for the source ARN and topic, and check the event source mappings that target the processor.`,
+      }),
+      duplicateKeyBurst: this.alarm('DuplicateKeyBurst', anyOf(METRIC.duplicatesByKey), {
+        threshold: burst,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        alarmDescription: `Pipeline ${pl}: at least ${burst} records in 5 minutes were dropped as duplicates of an already claimed idempotency key: a producer replaying, or records suppressing others' keys. First: check which producer sent them (the processor's logs name the keys' partitions and offsets), and whether they are true retries.`,
+      }),
+    };
   }
 
   /** An EMF metric of this pipeline, with exactly the dimensions Powertools emits (`names.ts`). */
@@ -117,9 +171,11 @@ export class PipelineObservability extends Construct {
     metric: cloudwatch.IMetric,
     options: Omit<cloudwatch.CreateAlarmOptions, 'evaluationPeriods'> & { evaluationPeriods?: number },
   ): cloudwatch.Alarm {
+    const alarmName = `eos-${this.props.pipelineId}-${id}`;
+    this.alarmNames.push(alarmName);
     const alarm = new cloudwatch.Alarm(this, id, {
       metric,
-      alarmName: `eos-${this.props.pipelineId}-${id}`,
+      alarmName,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       evaluationPeriods: 1,
       ...options,
@@ -154,6 +210,16 @@ export class PipelineObservability extends Construct {
           sum(METRIC.duplicatesByOffset),
           sum(METRIC.duplicatesByKey),
           sum(METRIC.deadLettered),
+        ],
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Source and key anomalies (each one alarms)',
+        width: 12,
+        left: [
+          sum(METRIC.offsetsWentBackwards),
+          sum(METRIC.fenceJumps),
+          sum(METRIC.keyConflicts),
+          sum(METRIC.eventsRejected),
         ],
       }),
       new cloudwatch.GraphWidget({

@@ -1,13 +1,16 @@
 /**
  * The file sink's bucket: versioned (a final object is never changed once visible, C7, and versions make an
- * accidental overwrite or delete recoverable), TLS-only, no public access, encrypted, access-logged, with a
- * lifecycle rule on the in-progress prefix as a backstop behind the orphan sweep and checkpoint cleanup.
+ * accidental overwrite or delete recoverable for `noncurrentVersionExpirationDays`, a year by default), TLS-only,
+ * no public access, encrypted, access-logged, with a lifecycle rule on the in-progress prefix as a backstop behind
+ * the orphan sweep and checkpoint cleanup. Its write boundaries (who may write which prefix) are added by
+ * `security.ts` once the roles exist.
  */
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
 import { inProgressPrefix } from '../shared/sink/layout.ts';
+import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 
 export interface SinkBucketOptions {
   readonly pipelineId: string;
@@ -67,6 +70,13 @@ export function createSinkBuckets(scope: Construct, id: string, options: SinkBuc
         // Keep those a few days (enough to recover from a mistake), not the bucket-wide retention.
         id: 'expire-noncurrent-in-progress',
         prefix: inProgressPrefix(options.pipelineId),
+        noncurrentVersionExpiration: Duration.days(3),
+        expiredObjectDeleteMarker: true,
+      },
+      {
+        // Cleanup deletes each committed checkpoint's plans and promotion results: the same applies.
+        id: 'expire-noncurrent-coordinator-work',
+        prefix: checkpointWorkPrefix(options.pipelineId),
         noncurrentVersionExpiration: Duration.days(3),
         expiredObjectDeleteMarker: true,
       },

@@ -46,7 +46,11 @@ describe('cdk-nag AwsSolutions', () => {
   it('reports findings without the acknowledgements (the check is live)', () => {
     const { stack } = synthesize({}, { nag: false });
     const findings = unacknowledgedNagFindings(stack);
-    expect(findings.some((f) => f.startsWith('AwsSolutions-IAM4[') && f.includes('/Processor/'))).toBe(true);
+    expect(findings.some((f) => f.startsWith('AwsSolutions-IAM5[') && f.includes('/ProcessorRole/'))).toBe(
+      true,
+    );
+    // No AWS managed policy anywhere: every role's grants are written out (issue 17).
+    expect(findings.filter((f) => f.startsWith('AwsSolutions-IAM4['))).toEqual([]);
     expect(
       findings.some((f) => f.startsWith('AwsSolutions-IAM5[Resource::') && f.includes('_inprogress')),
     ).toBe(true);

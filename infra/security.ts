@@ -1,0 +1,149 @@
+/**
+ * The resource side of least privilege: the sink bucket's policy enforces the same write boundaries as the
+ * roles' identity policies, so that an over-broad role elsewhere in the account (an `s3:*` admin tool, a data
+ * team's job) cannot overwrite or delete what readers trust (C7), and KMS use is tied to the services that need it.
+ *
+ * | prefix (shared/sink)          | who may write or delete objects (every other principal is denied)          |
+ * |-------------------------------|----------------------------------------------------------------------------|
+ * | `<pl>/_manifests/`            | the commit step's role                                                      |
+ * | `<pl>/final/`                 | the promote step's role (and the processor under at-least-once / none)    |
+ * | `<pl>/_coordinator/`          | the prepare, promote, cleanup and abort steps' roles                        |
+ * | `<pl>/_inprogress/`           | the processor (stages), cleanup and abort (delete)                         |
+ *
+ * Trade-offs, deliberately:
+ * - Lifecycle rules are not subject to bucket policies: the in-progress backstop and noncurrent-version expiry
+ *   keep working.
+ * - With `removalPolicy=destroy`, CDK's auto-delete-objects handler must empty the bucket (every version): its
+ *   role is exempt everywhere. With `retain` (the default) nobody is exempt; deleting the retained bucket's
+ *   committed data takes removing this policy first — on purpose.
+ * - A bucket policy cannot protect itself from a principal allowed `s3:PutBucketPolicy`: it stops over-broad
+ *   data-plane rights, not an account administrator.
+ */
+import { Stack } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as kms from 'aws-cdk-lib/aws-kms';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import type { IConstruct } from 'constructs';
+import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
+import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
+
+/** Every object-level write: data, deletes (current and versions), ACLs, tags, replication. */
+export const OBJECT_WRITE_ACTIONS = [
+  's3:PutObject',
+  's3:PutObjectAcl',
+  's3:PutObjectVersionAcl',
+  's3:PutObjectTagging',
+  's3:PutObjectVersionTagging',
+  's3:DeleteObject',
+  's3:DeleteObjectVersion',
+  's3:DeleteObjectTagging',
+  's3:DeleteObjectVersionTagging',
+  's3:ReplicateObject',
+  's3:ReplicateDelete',
+  's3:RestoreObject',
+] as const;
+
+export interface SinkWriters {
+  readonly pipelineId: string;
+  /** The only writer of manifests. */
+  readonly commit: iam.IRole;
+  /** Writers of final data objects: promote (and the processor under the weaker guarantees). */
+  readonly finalData: readonly iam.IRole[];
+  /** Writers of the coordinator's plans and promotion results. */
+  readonly coordinatorWork: readonly iam.IRole[];
+  /** Writers of staged objects (the processor) and their deleters (cleanup, abort). */
+  readonly staged: readonly iam.IRole[];
+  /** Exempt from every boundary (CDK's auto-delete handler when the bucket is destroyed with the stack). */
+  readonly exempt: readonly string[];
+}
+
+/** The deny statements, one per protected prefix: `Sid` names the prefix's boundary. */
+export function sinkBoundaryStatements(bucket: s3.IBucket, writers: SinkWriters): iam.PolicyStatement[] {
+  const pl = writers.pipelineId;
+  const boundary = (sid: string, prefix: string, roles: readonly iam.IRole[]) =>
+    new iam.PolicyStatement({
+      sid,
+      effect: iam.Effect.DENY,
+      principals: [new iam.AnyPrincipal()],
+      actions: [...OBJECT_WRITE_ACTIONS],
+      resources: [bucket.arnForObjects(`${prefix}*`)],
+      // For an assumed-role session aws:PrincipalArn is the role's ARN. A principal without one (a service
+      // acting on its own) has no such key, and a negated operator then matches: it is denied too.
+      conditions: {
+        ArnNotEquals: { 'aws:PrincipalArn': [...roles.map((r) => r.roleArn), ...writers.exempt] },
+      },
+    });
+  return [
+    boundary('OnlyCommitWritesManifests', manifestsPrefix(pl), [writers.commit]),
+    boundary('OnlyPromoteWritesFinalData', finalPrefix(pl), writers.finalData),
+    boundary('OnlyCoordinatorWritesWork', checkpointWorkPrefix(pl), writers.coordinatorWork),
+    boundary('OnlyPipelineWritesStaged', inProgressPrefix(pl), writers.staged),
+  ];
+}
+
+export function protectSinkBucket(bucket: s3.Bucket, writers: SinkWriters): void {
+  for (const statement of sinkBoundaryStatements(bucket, writers)) bucket.addToResourcePolicy(statement);
+}
+
+/** The role ARN of CDK's auto-delete-objects handler in `scope`'s stack, if the stack has one. */
+export function autoDeleteHandlerRoleArn(scope: IConstruct): string | undefined {
+  const provider = Stack.of(scope).node.tryFindChild('Custom::S3AutoDeleteObjectsCustomResourceProvider') as
+    | { roleArn?: string }
+    | undefined;
+  return provider?.roleArn;
+}
+
+export type KeyService = 's3' | 'dynamodb';
+export type KeyAccess = 'decrypt' | 'encrypt-decrypt';
+
+const KEY_ACTIONS: Record<KeyAccess, string[]> = {
+  decrypt: ['kms:Decrypt', 'kms:DescribeKey'],
+  // S3 (SSE-KMS with a bucket key) and DynamoDB request paths: no ReEncrypt, no wildcard action.
+  'encrypt-decrypt': ['kms:Decrypt', 'kms:DescribeKey', 'kms:Encrypt', 'kms:GenerateDataKey'],
+};
+
+/**
+ * A grant of the pipeline's key usable only through the named services (`kms:ViaService`): the role can have S3
+ * or DynamoDB decrypt for it, never call KMS directly with the key.
+ */
+export function grantKeyVia(
+  key: kms.IKey,
+  grantee: iam.IGrantable,
+  services: readonly KeyService[],
+  access: KeyAccess,
+): void {
+  const stack = Stack.of(key);
+  grantee.grantPrincipal.addToPrincipalPolicy(
+    new iam.PolicyStatement({
+      sid: `PipelineKeyVia${services.map((s) => s[0]!.toUpperCase() + s.slice(1)).join('')}`,
+      actions: KEY_ACTIONS[access],
+      resources: [key.keyArn],
+      conditions: {
+        StringEquals: {
+          'kms:ViaService': services.map((service) => `${service}.${stack.region}.${stack.urlSuffix}`),
+        },
+      },
+    }),
+  );
+}
+
+/**
+ * Lets CloudWatch Logs encrypt this account's log groups in this region with the key (the key policy statement
+ * AWS documents for CMK-encrypted log groups; the log group names are not known before the groups exist).
+ */
+export function allowLogsToUseKey(key: kms.Key): void {
+  const stack = Stack.of(key);
+  key.addToResourcePolicy(
+    new iam.PolicyStatement({
+      sid: 'CloudWatchLogsOfThisAccount',
+      principals: [new iam.ServicePrincipal(`logs.${stack.region}.${stack.urlSuffix}`)],
+      actions: ['kms:Encrypt*', 'kms:Decrypt*', 'kms:ReEncrypt*', 'kms:GenerateDataKey*', 'kms:Describe*'],
+      resources: ['*'],
+      conditions: {
+        ArnLike: {
+          'kms:EncryptionContext:aws:logs:arn': `arn:${stack.partition}:logs:${stack.region}:${stack.account}:log-group:*`,
+        },
+      },
+    }),
+  );
+}
