@@ -126,7 +126,10 @@ export class InvalidTopicNameError extends MalformedEventError {
     path: string,
     readonly topic: string,
   ) {
-    super(path, `${JSON.stringify(topic)} is not a Kafka topic name (1-249 of [a-zA-Z0-9._-], not "." or "..")`);
+    super(
+      path,
+      `${JSON.stringify(topic)} is not a Kafka topic name (1-249 of [a-zA-Z0-9._-], not "." or "..")`,
+    );
   }
 }
 

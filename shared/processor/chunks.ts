@@ -1,13 +1,21 @@
 /**
  * Chunk planning: split a partition's pending records into consecutive chunks whose transaction fits DynamoDB's
- * item limit (P1). A chunk always ends on a record boundary, so each record's effects and the fence move past it
+ * limits (P1). A chunk always ends on a record boundary, so each record's effects and the fence move past it
  * land in the same transaction.
  *
  * Items of a chunk: 1 fence + 1 staged entry per stream with rows + 1 claim per kept keyed record (unless the
- * claims were written ahead) + 1 per distinct state key.
+ * claims were written ahead) + 1 per distinct state key. A chunk also ends before its folded state would break
+ * one item's update: more than {@link MAX_STATE_FIELDS} fields on one state key, a field both set and added on
+ * one key, or state items past {@link TRANSACTION_STATE_BUDGET_BYTES}. Evaluation dead-letters any record whose
+ * effects alone break these bounds, so every record fits a chunk of its own.
  */
 import { PipelineError } from '../errors.ts';
-import type { EvaluatedRecord } from './evaluate.ts';
+import {
+  type EvaluatedRecord,
+  MAX_STATE_FIELDS,
+  stateItemBytes,
+  TRANSACTION_STATE_BUDGET_BYTES,
+} from './evaluate.ts';
 
 export interface Chunk {
   /** Every record of the chunk, in offset order, including those dropped as duplicates by key. */
@@ -18,24 +26,59 @@ export interface Chunk {
   readonly lastOffset: number;
 }
 
-interface Tally {
-  output: boolean;
-  deadLetter: boolean;
-  claims: number;
-  stateKeys: Set<string>;
+/** Field names folded on one state key so far: set (`fields`) or added (`add`). */
+interface FoldedFields {
+  readonly set: Set<string>;
+  readonly added: Set<string>;
 }
 
-function itemCount(tally: Tally): number {
-  return 1 + Number(tally.output) + Number(tally.deadLetter) + tally.claims + tally.stateKeys.size;
-}
+class Tally {
+  output = false;
+  deadLetter = false;
+  claims = 0;
+  stateBytes = 0;
+  readonly stateKeys = new Map<string, FoldedFields>();
 
-function tallyWith(tally: Tally, record: EvaluatedRecord, countClaim: boolean): Tally {
-  return {
-    output: tally.output || record.output.length > 0,
-    deadLetter: tally.deadLetter || record.deadLetter !== undefined,
-    claims: tally.claims + (countClaim ? 1 : 0),
-    stateKeys: new Set([...tally.stateKeys, ...record.state.map((delta) => delta.key)]),
-  };
+  /** Adds the record if the chunk still fits afterwards; leaves the tally unchanged and returns false if not. */
+  tryAdd(record: EvaluatedRecord, countClaim: boolean, maxItems: number): boolean {
+    const newKeys = new Set(record.state.map((delta) => delta.key).filter((key) => !this.stateKeys.has(key)));
+    const items =
+      1 +
+      Number(this.output || record.output.length > 0) +
+      Number(this.deadLetter || record.deadLetter !== undefined) +
+      this.claims +
+      (countClaim ? 1 : 0) +
+      this.stateKeys.size +
+      newKeys.size;
+    if (items > maxItems) return false;
+    const bytes = record.state.reduce((sum, delta) => sum + stateItemBytes(delta), 0);
+    if (this.stateBytes + bytes > TRANSACTION_STATE_BUDGET_BYTES) return false;
+    if (!this.foldFits(record)) return false;
+    this.output ||= record.output.length > 0;
+    this.deadLetter ||= record.deadLetter !== undefined;
+    this.claims += countClaim ? 1 : 0;
+    this.stateBytes += bytes;
+    for (const delta of record.state) {
+      const folded = this.stateKeys.get(delta.key) ?? { set: new Set<string>(), added: new Set<string>() };
+      for (const name of Object.keys(delta.fields)) folded.set.add(name);
+      for (const name of Object.keys(delta.add)) folded.added.add(name);
+      this.stateKeys.set(delta.key, folded);
+    }
+    return true;
+  }
+
+  private foldFits(record: EvaluatedRecord): boolean {
+    const trial = new Map<string, { set: Set<string>; added: Set<string> }>();
+    for (const delta of record.state) {
+      const known = trial.get(delta.key) ?? this.stateKeys.get(delta.key);
+      const set = new Set([...(known?.set ?? []), ...Object.keys(delta.fields)]);
+      const added = new Set([...(known?.added ?? []), ...Object.keys(delta.add)]);
+      if (set.size + added.size > MAX_STATE_FIELDS) return false;
+      for (const name of set) if (added.has(name)) return false;
+      trial.set(delta.key, { set, added });
+    }
+    return true;
+  }
 }
 
 /** The first chunk of `records` (non-empty) given the offsets dropped by key. */
@@ -45,15 +88,14 @@ export function planChunk(
   maxItems: number,
   claimInTransaction: (record: EvaluatedRecord) => boolean = (record) => record.idempotencyKey !== undefined,
 ): Chunk {
-  let tally: Tally = { output: false, deadLetter: false, claims: 0, stateKeys: new Set() };
+  const tally = new Tally();
   let end = 0;
   for (const record of records) {
-    const next = dropped.has(record.offset) ? tally : tallyWith(tally, record, claimInTransaction(record));
-    if (itemCount(next) > maxItems) break;
-    tally = next;
+    if (!dropped.has(record.offset) && !tally.tryAdd(record, claimInTransaction(record), maxItems)) break;
     end += 1;
   }
   if (end === 0) {
+    // Unreachable: evaluation dead-letters a record whose effects alone exceed these bounds (L1).
     throw new PipelineError(
       `record at offset ${records[0]!.offset} alone needs more than ${maxItems} transaction items`,
     );

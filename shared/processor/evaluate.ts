@@ -1,9 +1,17 @@
 /**
  * Evaluation of a partition's pending records: transform once, find each record's business idempotency key,
  * and build its rows. Pure: no I/O, so a retried batch evaluates to the same rows (P5).
+ *
+ * Every per-record problem ends here as a dead letter with its reason (L1, P6), never as an error that would
+ * stall the partition: the transform's poison, a transform that throws or returns something malformed, a key the
+ * ledger cannot store exactly (empty, oversized, not well-formed UTF-16, not derivable from the exact bytes),
+ * effects that cannot fit one transaction or one item, and state field names the ledger item or plain-object
+ * folding would misread. A dead letter never claims its idempotency key: a garbage record must not suppress the
+ * real record with that key (issue 17).
  */
 import { createHash } from 'node:crypto';
 import type { IdempotencyKeySource } from '../config/settings.ts';
+import { strictUtf8 } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage } from '../kafka/record.ts';
 import type {
   DeadLetterRow,
@@ -30,6 +38,52 @@ export interface EvaluatedRecord {
   readonly deadLetter: DeadLetterRow | undefined;
   readonly state: readonly StateDelta[];
 }
+
+/** Bounds a record's effects must respect; checked at evaluation so that no record can stall its partition. */
+export interface EffectLimits {
+  /** The `maxTransactionItems` setting: one record's effects alone must fit one staging transaction. */
+  readonly maxTransactionItems: number;
+}
+
+const DEFAULT_LIMITS: EffectLimits = { maxTransactionItems: 100 };
+
+/**
+ * Ledger keys embed idempotency keys and state keys; DynamoDB rejects a partition key over 2,048 bytes, which
+ * would fail the batch on every retry and stall the partition. Such a record is poison instead (P6).
+ */
+export const MAX_KEY_BYTES = 1024;
+/** Most fields (`fields` and `add` together) of one state item, folded over a chunk too (see chunks.ts). */
+export const MAX_STATE_FIELDS = 100;
+/** Longest state field name (UTF-8 bytes). */
+export const MAX_FIELD_NAME_BYTES = 255;
+/** Longest descriptive (`fields`) value (UTF-8 bytes). With the two bounds above a state item stays < 150 KB. */
+export const MAX_FIELD_VALUE_BYTES = 1024;
+/** Largest numeric `add` magnitude: far inside DynamoDB's number range even summed over years of records. */
+export const MAX_ADD_MAGNITUDE = 1e30;
+/** Largest output row, as NDJSON with its lineage: a sane bound on what one record may write. */
+export const MAX_ROW_BYTES = 1024 * 1024;
+/**
+ * Most bytes of state items in one staging transaction (DynamoDB caps a transaction at 4 MB; the rest is left
+ * for the fence, entries and claims). One record's state must fit alone; chunks.ts ends a chunk before it.
+ */
+export const TRANSACTION_STATE_BUDGET_BYTES = 3 * 1024 * 1024;
+/** Longest error text kept in a dead-letter row (a transform's exception message may be anything). */
+export const MAX_ERROR_CHARS = 1000;
+
+/**
+ * State field names the ledger's state item uses itself (`pk`, `sk`, `stateKey`; `expiresAt` is the table's TTL
+ * attribute, so a state field of that name would let TTL delete the aggregate), and names that break folding in
+ * plain objects.
+ */
+export const RESERVED_STATE_FIELDS: ReadonlySet<string> = new Set([
+  'pk',
+  'sk',
+  'stateKey',
+  'expiresAt',
+  '__proto__',
+  'constructor',
+  'prototype',
+]);
 
 function framed(hash: ReturnType<typeof createHash>, base64: string | null): void {
   if (base64 === null) {
@@ -60,6 +114,7 @@ export function recordDigest(record: Pick<DecodedRecord, 'rawKey' | 'rawValue'>)
  * nothing), the raw record kept. Used for every per-record problem found after the transform (L1).
  */
 export function deadLetterOf(record: EvaluatedRecord, reason: string): EvaluatedRecord {
+  const error = reason.length > MAX_ERROR_CHARS ? `${reason.slice(0, MAX_ERROR_CHARS)}…` : reason;
   return {
     offset: record.offset,
     source: record.source,
@@ -67,88 +122,249 @@ export function deadLetterOf(record: EvaluatedRecord, reason: string): Evaluated
     digest: record.digest,
     idempotencyKey: undefined,
     output: [],
-    deadLetter: { source: record.source, error: reason, raw: record.raw },
+    deadLetter: { source: record.source, error, raw: record.raw },
     state: [],
   };
 }
 
-function lineageOf(record: DecodedRecord): Lineage {
-  return { topic: record.topic, partition: record.partition, offset: record.offset };
+const LONE_SURROGATE = /\p{Cs}/u;
+
+/** Why `key` cannot be a ledger key, or undefined when it can. */
+export function keyProblem(what: string, key: string): string | undefined {
+  if (key === '') return `${what} is empty`;
+  // DynamoDB stores UTF-8: two strings with different lone surrogates would become one item (issue 9.5).
+  if (LONE_SURROGATE.test(key)) return `${what} is not well-formed UTF-16 (a lone surrogate)`;
+  if (Buffer.byteLength(key) > MAX_KEY_BYTES) return `${what} longer than ${MAX_KEY_BYTES} bytes`;
+  return undefined;
 }
+
+/**
+ * An idempotency key from a header's exact bytes. Well-formed UTF-8 gives its text, so ordinary keys read as
+ * sent; any other bytes give `~` + base64url of the bytes, and a text that itself starts with `~` gets a second
+ * `~`. The map is one-to-one: `6b ff` and `6b fe` are two keys, and no binary key equals a text key.
+ */
+export function keyFromBytes(bytes: Uint8Array): string {
+  const text = strictUtf8(bytes);
+  if (text === undefined) return `~${Buffer.from(bytes).toString('base64url')}`;
+  return text.startsWith('~') ? `~${text}` : text;
+}
+
+type KeyOutcome = { readonly key: string | undefined } | { readonly problem: string };
 
 function idempotencyKeyOf(
   source: IdempotencyKeySource,
   record: DecodedRecord,
-  result: TransformResult,
-): string | undefined {
+  result: TransformResult & { kind: 'ok' },
+): KeyOutcome {
   switch (source.kind) {
     case 'none':
-      return undefined;
-    case 'header':
-      return record.headers[source.name] || undefined;
+      return { key: undefined };
+    case 'header': {
+      // The last header of that name wins, as in `headers`; its exact bytes make the key.
+      const header = record.rawHeaders.findLast((h) => h.name === source.name);
+      if (header === undefined) return { key: undefined };
+      const key = keyFromBytes(Buffer.from(header.value, 'base64'));
+      return key === '' ? { key: undefined } : { key };
+    }
     case 'json': {
-      const value = result.kind === 'ok' ? result.body?.[source.field] : undefined;
-      return typeof value === 'string' || typeof value === 'number' ? String(value) : undefined;
+      const value =
+        result.body === undefined
+          ? undefined
+          : Object.hasOwn(result.body, source.field)
+            ? result.body[source.field]
+            : undefined;
+      if (typeof value !== 'string' && typeof value !== 'number') return { key: undefined };
+      if (!record.valueIsUtf8) {
+        return { problem: `value is not well-formed UTF-8, so json:${source.field} cannot be read exactly` };
+      }
+      return { key: String(value) };
     }
   }
+}
+
+const isPlainObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/** Why `result` is not a {@link TransformResult}, or undefined. Transforms are code we did not write. */
+function shapeProblem(result: unknown): string | undefined {
+  if (!isPlainObject(result)) return 'transform returned no result object';
+  if (result.kind === 'poison') {
+    return typeof result.error === 'string' ? undefined : 'transform returned poison without an error string';
+  }
+  if (result.kind !== 'ok') return 'transform returned a result whose kind is neither "ok" nor "poison"';
+  if (!Array.isArray(result.rows) || !result.rows.every(isPlainObject)) {
+    return 'transform returned rows that are not an array of objects';
+  }
+  if (!Array.isArray(result.state)) return 'transform returned state that is not an array';
+  for (const delta of result.state as unknown[]) {
+    if (!isPlainObject(delta) || typeof delta.key !== 'string')
+      return 'transform returned a state delta without a key';
+    if (!isPlainObject(delta.fields) || !Object.values(delta.fields).every((v) => typeof v === 'string')) {
+      return `state delta "${delta.key}": fields must map names to strings`;
+    }
+    if (!isPlainObject(delta.add) || !Object.values(delta.add).every((v) => typeof v === 'number')) {
+      return `state delta "${delta.key}": add must map names to numbers`;
+    }
+  }
+  if (result.body !== undefined && !isPlainObject(result.body))
+    return 'transform returned a body that is not an object';
+  return undefined;
+}
+
+/** Why one state delta cannot be one ledger item, or undefined. */
+function deltaProblem(delta: StateDelta): string | undefined {
+  const keyIssue = keyProblem('state key', delta.key);
+  if (keyIssue) return keyIssue;
+  const at = `state delta "${delta.key.slice(0, 100)}"`;
+  const fieldNames = Object.keys(delta.fields);
+  const addNames = Object.keys(delta.add);
+  if (fieldNames.length + addNames.length > MAX_STATE_FIELDS) {
+    return `${at} has more than ${MAX_STATE_FIELDS} fields`;
+  }
+  for (const name of [...fieldNames, ...addNames]) {
+    if (RESERVED_STATE_FIELDS.has(name)) return `${at}: field name "${name}" is reserved`;
+    if (name === '' || LONE_SURROGATE.test(name) || Buffer.byteLength(name) > MAX_FIELD_NAME_BYTES) {
+      return `${at}: field name must be 1-${MAX_FIELD_NAME_BYTES} bytes of well-formed text`;
+    }
+  }
+  const both = fieldNames.find((name) => Object.hasOwn(delta.add, name));
+  if (both !== undefined) return `${at}: field "${both}" is both set and added`;
+  for (const [name, value] of Object.entries(delta.fields)) {
+    if (LONE_SURROGATE.test(value) || Buffer.byteLength(value) > MAX_FIELD_VALUE_BYTES) {
+      return `${at}: field "${name}" must be at most ${MAX_FIELD_VALUE_BYTES} bytes of well-formed text`;
+    }
+  }
+  for (const [name, value] of Object.entries(delta.add)) {
+    if (
+      !Number.isFinite(value) ||
+      Math.abs(value) > MAX_ADD_MAGNITUDE ||
+      (value !== 0 && Math.abs(value) < 1 / MAX_ADD_MAGNITUDE)
+    ) {
+      return `${at}: add "${name}" must be 0 or a finite number of magnitude 1e-30..1e30, got ${value}`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * An upper bound of the bytes a state delta's item adds to a transaction, sized as DynamoDB sizes items (UTF-8
+ * bytes of names and strings, at most 21 bytes per number), with room for the pipeline prefix and `sk`.
+ */
+export function stateItemBytes(delta: StateDelta): number {
+  let bytes = 2 * Buffer.byteLength(delta.key) + 200;
+  for (const [name, value] of Object.entries(delta.fields))
+    bytes += Buffer.byteLength(name) + Buffer.byteLength(value);
+  for (const name of Object.keys(delta.add)) bytes += Buffer.byteLength(name) + 21;
+  return bytes;
+}
+
+/** Why the effects of an ok result cannot be applied in one transaction, or undefined. */
+function effectsProblem(
+  result: TransformResult & { kind: 'ok' },
+  rows: readonly OutputRow[],
+  hasKey: boolean,
+  limits: EffectLimits,
+): string | undefined {
+  for (const delta of result.state) {
+    const problem = deltaProblem(delta);
+    if (problem) return problem;
+  }
+  const stateKeys = new Set(result.state.map((delta) => delta.key)).size;
+  // A chunk holding only this record: the fence, its output entry, its claim, one item per state key.
+  const items = 1 + (rows.length > 0 ? 1 : 0) + (hasKey ? 1 : 0) + stateKeys;
+  if (items > limits.maxTransactionItems) {
+    return `effects need ${items} transaction items, more than maxTransactionItems (${limits.maxTransactionItems})`;
+  }
+  const stateBytes = result.state.reduce((sum, delta) => sum + stateItemBytes(delta), 0);
+  if (stateBytes > TRANSACTION_STATE_BUDGET_BYTES) {
+    return `state items need about ${stateBytes} bytes, more than one transaction holds (${TRANSACTION_STATE_BUDGET_BYTES})`;
+  }
+  for (const [index, row] of rows.entries()) {
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(row);
+    } catch (error) {
+      return `output row ${index} cannot be serialized as JSON: ${messageOf(error)}`;
+    }
+    if (Buffer.byteLength(text) > MAX_ROW_BYTES)
+      return `output row ${index} is larger than ${MAX_ROW_BYTES} bytes`;
+  }
+  return undefined;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
+
+/** Copies a delta into null-prototype objects, so folding and key lookups never reach Object.prototype. */
+function ownDelta(delta: StateDelta): StateDelta {
+  return {
+    key: delta.key,
+    fields: Object.assign(Object.create(null) as Record<string, string>, delta.fields),
+    add: Object.assign(Object.create(null) as Record<string, number>, delta.add),
+  };
 }
 
 export function evaluateRecord(
   transform: Transform,
   keySource: IdempotencyKeySource,
   record: DecodedRecord,
+  limits: EffectLimits = DEFAULT_LIMITS,
 ): EvaluatedRecord {
-  const transformed = transform.apply(record);
-  const source = lineageOf(record);
-  const raw: DeadLetterRow['raw'] = { key: record.rawKey, value: record.rawValue, headers: record.headers };
-  const candidateKey = idempotencyKeyOf(keySource, record, transformed);
+  const source: Lineage = { topic: record.topic, partition: record.partition, offset: record.offset };
+  const raw: DeadLetterRow['raw'] = {
+    key: record.rawKey,
+    value: record.rawValue,
+    headers: record.rawHeaders,
+  };
   const base: EvaluatedRecord = {
     offset: record.offset,
     source,
     raw,
     digest: recordDigest(record),
-    idempotencyKey: candidateKey,
+    idempotencyKey: undefined,
     output: [],
     deadLetter: undefined,
     state: [],
   };
+  let result: unknown;
+  try {
+    result = transform.apply(record);
+  } catch (error) {
+    return deadLetterOf(base, `transform ${transform.name} threw ${messageOf(error)}`);
+  }
+  const shape = shapeProblem(result);
+  if (shape) return deadLetterOf(base, shape);
+  const transformed = result as TransformResult;
   if (transformed.kind === 'poison') return deadLetterOf(base, transformed.error);
-  // An oversized key can be stored nowhere: the record is dead-lettered without a claim.
-  const tooLong = oversizedKey(candidateKey, transformed);
-  if (tooLong) return deadLetterOf(base, tooLong);
-  return {
-    ...base,
-    output: transformed.rows.map((row) => ({ ...row, source })),
-    state: transformed.state,
-  };
+  const keyed = idempotencyKeyOf(keySource, record, transformed);
+  if ('problem' in keyed) return deadLetterOf(base, keyed.problem);
+  const keyIssue = keyed.key === undefined ? undefined : keyProblem('idempotency key', keyed.key);
+  if (keyIssue) return deadLetterOf(base, keyIssue);
+  let output: OutputRow[];
+  try {
+    output = transformed.rows.map((row) => ({ ...row, source }));
+  } catch (error) {
+    return deadLetterOf(base, `output rows cannot be copied: ${messageOf(error)}`);
+  }
+  const effects = effectsProblem(transformed, output, keyed.key !== undefined, limits);
+  if (effects) return deadLetterOf(base, effects);
+  return { ...base, idempotencyKey: keyed.key, output, state: transformed.state.map(ownDelta) };
 }
 
-/**
- * Ledger keys embed idempotency keys and state keys; DynamoDB rejects a partition key over 2,048 bytes, which
- * would fail the batch on every retry and stall the partition. Such a record is poison instead (P6).
- */
-export const MAX_KEY_BYTES = 1024;
-
-function oversizedKey(idempotencyKey: string | undefined, result: TransformResult): string | undefined {
-  if (idempotencyKey !== undefined && Buffer.byteLength(idempotencyKey) > MAX_KEY_BYTES) {
-    return `idempotency key longer than ${MAX_KEY_BYTES} bytes`;
-  }
-  const state = result.kind === 'ok' ? result.state : [];
-  if (state.some((delta) => Buffer.byteLength(delta.key) > MAX_KEY_BYTES)) {
-    return `state key longer than ${MAX_KEY_BYTES} bytes`;
-  }
-  return undefined;
-}
-
-/** Sums deltas per state key: a transaction may touch each item once. */
+/** Sums deltas per state key: a transaction may touch each item once. Null-prototype objects throughout. */
 export function foldState(deltas: Iterable<StateDelta>): StateDelta[] {
   const folded = new Map<
     string,
     { key: string; fields: Record<string, string>; add: Record<string, number> }
   >();
   for (const delta of deltas) {
-    const current = folded.get(delta.key) ?? { key: delta.key, fields: {}, add: {} };
-    Object.assign(current.fields, delta.fields);
+    const current = folded.get(delta.key) ?? {
+      key: delta.key,
+      fields: Object.create(null) as Record<string, string>,
+      add: Object.create(null) as Record<string, number>,
+    };
+    for (const [field, value] of Object.entries(delta.fields)) current.fields[field] = value;
     for (const [field, value] of Object.entries(delta.add))
       current.add[field] = (current.add[field] ?? 0) + value;
     folded.set(delta.key, current);

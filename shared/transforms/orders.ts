@@ -3,7 +3,8 @@
  *
  * Value: JSON `{orderId, customerId, amount, currency, ts}`; `amount` a decimal string converted to integer minor
  * units by the currency's ISO 4217 exponent. Poison (dead-lettered, never retried): invalid JSON, a missing or
- * mistyped field, a currency that is not an ISO 4217 code, more decimals than the currency allows.
+ * mistyped field, a currency that is not an ISO 4217 code, more decimals than the currency allows, a tombstone
+ * (a record with no value: an order cannot be deleted by a compacted topic's tombstone).
  * Output row: `{orderId, customerId, currency, amountMinor, ts}` (the processor adds `source`).
  * Keyed state: per (customerId, currency), `count` and `totalMinor`.
  */
@@ -53,7 +54,7 @@ interface Order {
 }
 
 function parseOrder(value: string | null): Order {
-  if (value === null) throw new OrderError('record has no value');
+  if (value === null) throw new OrderError('tombstone: the record has no value (orders are never deleted)');
   let body: unknown;
   try {
     body = JSON.parse(value);

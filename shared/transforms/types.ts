@@ -3,10 +3,10 @@
  * typed poison failure. Transforms are pure and deterministic: the same record always gives the same result,
  * which is what makes a retried batch harmless (P5) and a poison record safe to dead-letter (P6).
  */
-import type { DecodedRecord, Lineage } from '../kafka/record.ts';
+import type { DecodedRecord, Lineage, RawHeader } from '../kafka/record.ts';
 
 export interface StateDelta {
-  /** Identifies the state entry, e.g. `cust-007#USD`. */
+  /** Identifies the state entry, e.g. `cust-007#USD` (`#` is fine: the ledger key's prefix is fixed). */
   readonly key: string;
   /** Descriptive fields stored with the entry (set, not accumulated). */
   readonly fields: Record<string, string>;
@@ -24,6 +24,11 @@ export type TransformResult =
     }
   | { readonly kind: 'poison'; readonly error: string };
 
+/**
+ * A transform. `apply` should return `poison` for a record it rejects; if it throws instead, or returns something
+ * that is not a {@link TransformResult}, the record is dead-lettered with that error (L1): a transform's bug
+ * never stalls a partition, and an exception is never retried (transforms do no I/O, so nothing is transient).
+ */
 export interface Transform {
   readonly name: string;
   apply(record: DecodedRecord): TransformResult;
@@ -39,6 +44,7 @@ export interface DeadLetterRow {
   readonly raw: {
     readonly key: string | null;
     readonly value: string | null;
-    readonly headers: Record<string, string>;
+    /** Every header as received (name, base64 bytes), in order. */
+    readonly headers: readonly RawHeader[];
   };
 }
