@@ -1,0 +1,282 @@
+/**
+ * Generates `docs/configuration.md` from the settings definitions, so the page cannot drift from the code:
+ * - the pipeline settings (`settingsSchema`, `ENV_NAMES` in `shared/config/settings.ts`): env variable, default;
+ * - the deployment settings (`pipelineConfigSchema`, `CONFIG_KEYS` in `infra/config.ts`): CDK context key and
+ *   construct prop, default;
+ * - the `eos` commands' flags, read from the commander program itself (`cli/eos.ts`).
+ *
+ * Names, defaults and flags come from the code. The settings' prose lives here, keyed by setting name, because the
+ * schemas carry no machine-readable descriptions: `test/docs-configuration.test.ts` fails naming any setting that
+ * has none (a setting added to a schema without a line here), and any description left for a setting that no
+ * longer exists.
+ *
+ *   npx tsx scripts/docs-configuration.ts          # rewrite docs/configuration.md
+ *   npx tsx scripts/docs-configuration.ts --check  # exit 1 when the page is stale
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Command, Option } from 'commander';
+import type { z } from 'zod';
+import { CONFIG_KEYS, pipelineConfigSchema } from '../infra/config.ts';
+import { ENV_NAMES, settingsSchema } from '../shared/config/settings.ts';
+
+export const CONFIGURATION_PAGE = join(
+  dirname(fileURLToPath(import.meta.url)),
+  '..',
+  'docs',
+  'configuration.md',
+);
+
+/** App-level context keys that are no pipeline setting (`infra/app.ts`). */
+const APP_CONTEXT = {
+  stackName: {
+    default: '`ExactlyOncePipeline-<pipelineId>`',
+    meaning: 'The CloudFormation stack name (context only; not a construct prop).',
+  },
+} as const;
+
+/** One line of prose per setting, pipeline and deployment alike. Keep it to what the code does. */
+export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
+  // Pipeline settings (shared/config/settings.ts)
+  pipelineId:
+    'Names the pipeline in every ledger key, S3 prefix, alarm and the dashboard, so pipelines can share a table and bucket. Lower-case letters, digits and dashes, at most 63 characters.',
+  ledgerTable:
+    'The DynamoDB ledger table: offset fences, staged-file entries, idempotency claims, keyed state, checkpoints. The stack sets it.',
+  bucket: 'The S3 bucket of the file sink. The stack sets it.',
+  deliveryGuarantee:
+    '`exactly-once`; `at-least-once` (output written straight to final objects, no fence, no dedupe: duplicates under faults; the performance baseline); `none` (errors swallowed, the batch acknowledged anyway: losses under faults).',
+  idempotencyKey:
+    "Where a record's business idempotency key comes from: `header:<name>`, `json:<field>` or `none`.",
+  claimWrite:
+    'How idempotency claims are written: `ahead` (parallel conditional puts that name their claimant, before the staging transaction) or `in-transaction` (inside the staging transactions).',
+  idempotencyTtlSeconds:
+    'How long a claimed idempotency key blocks duplicates (DynamoDB TTL on the claim). At least one day.',
+  gzip: 'Gzip staged and final NDJSON objects.',
+  transform: 'The transform, by its name in the registry (`shared/transforms/registry.ts`).',
+  maxTransactionItems: 'Items per DynamoDB transaction (8–100; DynamoDB allows 100).',
+  checkpointLeaseSeconds:
+    'An in-flight checkpoint older than this is recovered by the next execution. Must exceed `coordinatorStepTimeoutSeconds` + 60 s.',
+  eventSourceArn:
+    'The only event source ARN the processor accepts; an event from another source is rejected before any effect (`EventsRejected`). Unset accepts any (local runs); the stack sets it to the cluster.',
+  topics:
+    'Comma-separated topics the processor accepts; a record of another topic rejects its event (`EventsRejected`). Unset accepts any; the stack sets it to `topic`.',
+  maxFenceJump:
+    "How far (in offsets) above a partition's fence a batch may start before `FenceJumps` is reported. Reported, not refused: compaction and transactions leave gaps.",
+  orphanGraceSeconds:
+    'Staged objects no ledger entry references are deleted once older than this. Must exceed `processorTimeoutSeconds`.',
+  // Deployment settings (infra/config.ts)
+  mskClusterArn: 'The MSK cluster to consume from. Required unless `sandboxCluster` is true.',
+  mskVpcId:
+    "The imported cluster's VPC (`vpc-…`): the pollers' network-interface permissions are conditioned on it. Without it they are scoped to the account and region, and synth warns. Not with `sandboxCluster`.",
+  sandboxCluster:
+    'Create an MSK Serverless cluster (IAM auth) in a VPC of its own instead of importing one. Not with `mskClusterArn`.',
+  topic: 'The topic to consume.',
+  consumerGroupId:
+    "The event source mapping's consumer group (default `eos-<pipelineId>`). Cannot change after the mapping is created.",
+  batchSize: 'Records per invocation (1–10,000; the 6 MB payload limit also applies).',
+  maxBatchingWindowSeconds: 'How long the mapping gathers records before invoking (0–300 s).',
+  startingPosition: 'Where a new consumer group starts: `TRIM_HORIZON` or `LATEST`.',
+  processorTimeoutSeconds: "The processor Lambda's timeout (10–900 s).",
+  processorMemoryMb: "The processor Lambda's memory (128–10,240 MB).",
+  coordinatorStepTimeoutSeconds: 'The timeout of each coordinator step Lambda (10–900 s).',
+  checkpointIntervalMinutes:
+    'How often a checkpoint is taken and the monitor runs. Committed output is at most about this old.',
+  noCommitAlarmIntervals: 'The `NoCommit` alarm fires when staged data has waited this many intervals.',
+  alarmEmail: 'Subscribe this address to the alarm topic.',
+  removalPolicy:
+    '`retain` keeps table, bucket and logs when the stack is deleted; `destroy` removes them (sandboxes).',
+  deletionProtection: 'DynamoDB deletion protection on the ledger table.',
+  pointInTimeRecovery: 'DynamoDB point-in-time recovery on the ledger table.',
+  encryption:
+    '`s3` (SSE-S3) or `kms` (one customer-managed key with rotation for bucket, table and alarm topic). With `kms`, prepare verifies each staged object by reading it (SSE-KMS ETags are not MD5s).',
+  noncurrentVersionExpirationDays:
+    'Noncurrent versions of committed objects (final data, manifests) are deleted after this many days. Staged and coordinator work objects keep theirs 3 days.',
+  inProgressExpirationDays:
+    'Lifecycle backstop on the in-progress prefix (days). Must exceed twice the longest of the orphan grace period, the lease and the NoCommit window.',
+  logRetentionDays:
+    'CloudWatch Logs retention of every function (a value CloudWatch accepts: 1, 3, 5, 7, 14, 30, …).',
+};
+
+/** The setting names of both schemas. */
+export function settingNames(): string[] {
+  return [...new Set([...Object.keys(settingsSchema.shape), ...CONFIG_KEYS])];
+}
+
+/** Settings with no description here: a schema grew a setting and this file did not. */
+export function settingsWithoutDescription(): string[] {
+  return settingNames().filter((name) => !SETTING_DESCRIPTIONS[name]);
+}
+
+/** Descriptions of settings no schema has any more. */
+export function staleDescriptions(): string[] {
+  const names = new Set(settingNames());
+  return Object.keys(SETTING_DESCRIPTIONS).filter((name) => !names.has(name));
+}
+
+type Default =
+  | { readonly kind: 'value'; readonly value: unknown }
+  | { readonly kind: 'optional' | 'required' };
+
+/** A zod field's default as the user writes it (before transforms): `.default()` may sit inside a pipe. */
+function defaultOf(schema: z.ZodType): Default {
+  let current: z.ZodType | undefined = schema;
+  while (current) {
+    const def = current.def as { type: string; defaultValue?: unknown; in?: z.ZodType };
+    if (def.type === 'default') return { kind: 'value', value: def.defaultValue };
+    if (def.type === 'optional') return { kind: 'optional' };
+    if (def.type !== 'pipe') return { kind: 'required' };
+    current = def.in;
+  }
+  return { kind: 'required' };
+}
+
+function showDefault(value: Default, absent: string): string {
+  if (value.kind === 'required') return '— (required)';
+  if (value.kind === 'optional') return absent;
+  return `\`${typeof value.value === 'string' ? value.value : JSON.stringify(value.value)}\``;
+}
+
+const ABSENT: Readonly<Record<string, string>> = {
+  mskClusterArn: '— (required unless `sandboxCluster`)',
+  consumerGroupId: '`eos-<pipelineId>`',
+};
+
+function cell(text: string): string {
+  return text.replaceAll('|', '\\|').replaceAll('\n', ' ');
+}
+
+function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const lines = [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`];
+  for (const row of rows) lines.push(`| ${row.map(cell).join(' | ')} |`);
+  return lines.join('\n');
+}
+
+function description(name: string): string {
+  return SETTING_DESCRIPTIONS[name] ?? '**(no description)**';
+}
+
+function pipelineSection(): string {
+  const contextKeys = new Set<string>(CONFIG_KEYS);
+  const rows = Object.entries(settingsSchema.shape).map(([name, schema]) => [
+    `\`${name}\``,
+    `\`${ENV_NAMES[name as keyof typeof ENV_NAMES]}\``,
+    contextKeys.has(name) ? `\`-c ${name}\` / \`${name}\`` : '— (set by the stack)',
+    showDefault(defaultOf(schema as z.ZodType), '— (unset)'),
+    description(name),
+  ]);
+  return table(['setting', 'Lambda environment', 'CDK context / construct prop', 'default', 'meaning'], rows);
+}
+
+function deploymentSection(): string {
+  const pipelineKeys = new Set(Object.keys(settingsSchema.shape));
+  const shape = pipelineConfigSchema.shape as Record<string, z.ZodType>;
+  const rows = CONFIG_KEYS.filter((name) => !pipelineKeys.has(name)).map((name) => [
+    `\`-c ${name}\` / \`${name}\``,
+    showDefault(defaultOf(shape[name]!), ABSENT[name] ?? '— (unset)'),
+    description(name),
+  ]);
+  for (const [name, app] of Object.entries(APP_CONTEXT))
+    rows.push([`\`-c ${name}\``, app.default, app.meaning]);
+  return table(['CDK context / construct prop', 'default', 'meaning'], rows);
+}
+
+function optionDefault(option: Option): string {
+  if (option.defaultValueDescription !== undefined) return `\`${option.defaultValueDescription}\``;
+  if (option.defaultValue === undefined || option.defaultValue === false) return '—';
+  return `\`${typeof option.defaultValue === 'string' ? option.defaultValue : JSON.stringify(option.defaultValue)}\``;
+}
+
+function commandSection(command: Command): string {
+  const rows = command.options.map((option) => [
+    `\`${option.flags}\``,
+    optionDefault(option),
+    option.description + (option.argChoices ? ` (${option.argChoices.join(', ')})` : ''),
+  ]);
+  return [
+    `### \`eos ${command.name()}\``,
+    '',
+    `${command.description()}.`,
+    '',
+    table(['flag', 'default', 'meaning'], rows),
+  ].join('\n');
+}
+
+/**
+ * The `eos` program as a user without `EOS_*` variables sees it: some flags default to `$EOS_BUCKET` or
+ * `$EOS_LEDGER_TABLE`, read when the program is built, and the page must not depend on who generates it.
+ */
+async function cleanProgram(): Promise<Command> {
+  const saved = Object.entries(process.env).filter(([name]) => name.startsWith('EOS_'));
+  for (const [name] of saved) delete process.env[name];
+  try {
+    const { buildProgram } = await import('../cli/eos.ts');
+    return buildProgram();
+  } finally {
+    for (const [name, value] of saved) process.env[name] = value;
+  }
+}
+
+export async function renderConfigurationPage(): Promise<string> {
+  const program = await cleanProgram();
+  return `${[
+    '# Configuration',
+    '',
+    '<!-- Generated by scripts/docs-configuration.ts from shared/config/settings.ts, infra/config.ts and cli/. Do not edit: run `npx tsx scripts/docs-configuration.ts`. -->',
+    '',
+    'Every setting, where it is set, its default and what it does. [Back to the README](../README.md).',
+    '',
+    '## Pipeline settings',
+    '',
+    'The settings the Lambdas read. In Lambda they are `EOS_*` environment variables, set by the stack from its',
+    "context or the construct's props; in tests and the local runner they are an object. Unknown `EOS_*`",
+    'variables are rejected as typos, and a bad value fails the cold start with an error naming the variable.',
+    '',
+    pipelineSection(),
+    '',
+    '## Deployment settings',
+    '',
+    'The settings that shape the stack (`infra/config.ts`). Each is a CDK context key (`-c key=value` or the',
+    "`context` of `cdk.json`) for this repository's app, and a prop of the `ExactlyOncePipeline` construct in your",
+    'own app. A missing, malformed or unknown setting stops the synth naming it, for example',
+    '`invalid setting -c topic: required but not set`. Cross-checks: `orphanGraceSeconds` > `processorTimeoutSeconds`;',
+    '`checkpointLeaseSeconds` > `coordinatorStepTimeoutSeconds` + 60; `inProgressExpirationDays` > twice the',
+    'longest of grace period, lease and NoCommit window; exactly one of `mskClusterArn` and `sandboxCluster`.',
+    '',
+    deploymentSection(),
+    '',
+    '## Command-line flags',
+    '',
+    'The `eos` command (`npx eos …` in this repository). AWS credentials, region and endpoints come from the',
+    'standard AWS environment (`AWS_PROFILE`, `AWS_REGION`, `AWS_ENDPOINT_URL_S3`, …).',
+    '',
+    ...program.commands
+      .filter((command) => command.name() !== 'help')
+      .flatMap((command) => [commandSection(command), '']),
+  ]
+    .join('\n')
+    .trimEnd()}\n`;
+}
+
+async function main(): Promise<void> {
+  const missing = settingsWithoutDescription();
+  if (missing.length > 0) {
+    process.stderr.write(
+      `settings without a description in scripts/docs-configuration.ts: ${missing.join(', ')}\n`,
+    );
+    process.exitCode = 1;
+    return;
+  }
+  const page = await renderConfigurationPage();
+  if (process.argv.includes('--check')) {
+    const current = readFileSync(CONFIGURATION_PAGE, 'utf8');
+    if (current !== page) {
+      process.stderr.write('docs/configuration.md is stale: run npx tsx scripts/docs-configuration.ts\n');
+      process.exitCode = 1;
+    }
+    return;
+  }
+  writeFileSync(CONFIGURATION_PAGE, page);
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) await main();
