@@ -146,10 +146,11 @@ export class CheckpointCoordinator extends Construct {
     const write = ['dynamodb:UpdateItem'];
     switch (step) {
       case 'begin':
-        // The head is allocated with a conditional Put (C1); the cut's pages are Puts too.
+        // The head is allocated with a conditional Put (C1); the cut's pages are Puts too, and the pages of a
+        // cut that lost the race are deleted.
         return {
           dynamodb: [
-            [[...read, ...write, 'dynamodb:PutItem'], checkpoint],
+            [[...read, ...write, 'dynamodb:PutItem', 'dynamodb:DeleteItem'], checkpoint],
             [read, fences],
           ],
           objects: [],
@@ -187,9 +188,10 @@ export class CheckpointCoordinator extends Construct {
         };
       case 'cleanup':
       case 'abort':
+        // PutItem: the orphan sweep's resume mark; DeleteItem: cut pages no checkpoint needs any more.
         return {
           dynamodb: [
-            [[...read, ...write, 'dynamodb:DeleteItem'], checkpoint],
+            [[...read, ...write, 'dynamodb:PutItem', 'dynamodb:DeleteItem'], checkpoint],
             [[...read, 'dynamodb:DeleteItem'], stagedEntries],
           ],
           objects: [

@@ -74,11 +74,12 @@ export function createSinkBuckets(scope: Construct, id: string, options: SinkBuc
         expiredObjectDeleteMarker: true,
       },
       {
-        // Cleanup deletes each committed checkpoint's plans and promotion results: the same applies.
-        id: 'expire-noncurrent-coordinator-work',
+        // Plans and promotion results: cleanup and abort delete them, this is their backstop (same period as the
+        // staged data's, far beyond any lease); each deletion leaves a noncurrent version, kept a few days.
+        id: 'backstop-expire-coordinator-work',
         prefix: checkpointWorkPrefix(options.pipelineId),
+        expiration: Duration.days(options.inProgressExpirationDays),
         noncurrentVersionExpiration: Duration.days(3),
-        expiredObjectDeleteMarker: true,
       },
     ],
   });

@@ -89,15 +89,19 @@ describe('least privilege', () => {
     }
   });
 
-  it("conditions every DynamoDB statement on the pipeline's leading keys", () => {
+  it("conditions every DynamoDB statement on leading keys of the pipeline's own item kinds", () => {
     const dynamo = statements.filter((s) => actionsOf(s).some((a) => a.startsWith('dynamodb:')));
     expect(dynamo.length).toBeGreaterThanOrEqual(9); // processor, monitor, 7 coordinator steps
     for (const statement of dynamo) {
-      expect(statement.Condition).toEqual({
-        'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': ['orders#*'] },
-      });
+      const leading = statement.Condition?.['ForAllValues:StringLike']?.['dynamodb:LeadingKeys'] as string[];
+      expect(Object.keys(statement.Condition ?? {})).toEqual(['ForAllValues:StringLike']);
+      expect(leading.length).toBeGreaterThan(0);
+      for (const pattern of leading) expect(pattern).toMatch(/^orders#/);
       expect(actionsOf(statement)).not.toContain('dynamodb:Scan');
     }
+    // Only the monitor, which writes nothing, reads every item kind.
+    const everything = dynamo.filter((s) => JSON.stringify(s.Condition).includes('"orders#*"'));
+    expect(everything.flatMap(actionsOf).sort()).toEqual(['dynamodb:GetItem', 'dynamodb:Query']);
   });
 
   it('scopes S3 object actions to the pipeline prefixes and lists only with a prefix condition', () => {
@@ -107,7 +111,9 @@ describe('least privilege', () => {
         continue;
       }
       for (const resource of resourcesOfStatement(statement)) {
-        expect(JSON.stringify(resource)).toMatch(/"\/orders\/(_inprogress|final)\/[^"]*\*"/);
+        expect(JSON.stringify(resource)).toMatch(
+          /"\/orders\/(_inprogress|_coordinator|_manifests|final)\/[^"]*\*"/,
+        );
       }
     }
     expect(
@@ -121,10 +127,14 @@ describe('least privilege', () => {
         .filter((s) => s.Sid === 'StageObjects')
         .flatMap(resourcesOfStatement)
         .map((r) => JSON.stringify(r));
-    expect(processorS3(template)).toEqual([expect.stringContaining('/orders/_inprogress/*')]);
+    expect(processorS3(template)).toEqual([
+      expect.stringContaining('/orders/_inprogress/output/*'),
+      expect.stringContaining('/orders/_inprogress/deadletter/*'),
+    ]);
     const atLeastOnce = synthesize({ deliveryGuarantee: 'at-least-once' }).template;
     expect(processorS3(atLeastOnce)).toEqual([
-      expect.stringContaining('/orders/_inprogress/*'),
+      expect.stringContaining('/orders/_inprogress/output/*'),
+      expect.stringContaining('/orders/_inprogress/deadletter/*'),
       expect.stringContaining('/orders/final/*'),
     ]);
   });
@@ -183,12 +193,20 @@ describe('the sink bucket', () => {
     });
   });
 
-  it('expires noncurrent versions and, as a backstop, in-progress objects', () => {
+  it('keeps noncurrent versions of committed objects a year, and expires in-progress and work objects as a backstop', () => {
     const rules = (bucket.Properties.LifecycleConfiguration as { Rules: Record<string, unknown>[] }).Rules;
     expect(rules).toContainEqual(
       expect.objectContaining({
         Id: 'expire-noncurrent-versions',
-        NoncurrentVersionExpiration: { NoncurrentDays: 30 },
+        NoncurrentVersionExpiration: { NoncurrentDays: 365 },
+      }),
+    );
+    expect(rules).toContainEqual(
+      expect.objectContaining({
+        Id: 'backstop-expire-coordinator-work',
+        Prefix: 'orders/_coordinator/',
+        ExpirationInDays: 30,
+        NoncurrentVersionExpiration: { NoncurrentDays: 3 },
       }),
     );
     expect(rules).toContainEqual(
@@ -206,7 +224,8 @@ describe('the sink bucket', () => {
       }),
     );
     // Nothing expires final objects or manifests (C7).
-    expect(rules.filter((rule) => rule.ExpirationInDays !== undefined)).toHaveLength(1);
+    const expiring = rules.filter((rule) => rule.ExpirationInDays !== undefined).map((rule) => rule.Prefix);
+    expect(expiring.sort()).toEqual(['orders/_coordinator/', 'orders/_inprogress/']);
   });
 
   it('denies requests without TLS', () => {
@@ -320,9 +339,19 @@ describe('schedules and alarms', () => {
   const alarm = (suffix: string) => alarms.find((a) => a.AlarmName === `eos-orders-${suffix}`)!;
   const topicId = base.stack.getLogicalId(base.stack.pipeline.alarmTopic.node.defaultChild as never);
 
-  it('alarm on failed checkpoints, no commit, dead-lettered records and processor errors, all to the topic', () => {
+  it('alarm on failed checkpoints, no commit, dead-lettered records, processor errors and source or key anomalies, all to the topic', () => {
     expect(alarms.map((a) => a.AlarmName).sort()).toEqual(
-      ['CheckpointFailed', 'NoCommit', 'ProcessorErrors', 'RecordDeadLettered'].map((n) => `eos-orders-${n}`),
+      [
+        'CheckpointFailed',
+        'DuplicateKeyBurst',
+        'EventRejected',
+        'FenceJump',
+        'IdempotencyKeyConflict',
+        'NoCommit',
+        'OffsetsWentBackwards',
+        'ProcessorErrors',
+        'RecordDeadLettered',
+      ].map((n) => `eos-orders-${n}`),
     );
     for (const a of alarms) {
       expect(a.AlarmActions).toEqual([{ Ref: topicId }]);
@@ -536,7 +565,12 @@ describe('alarm notifications', () => {
       );
       expect(allow, encryption).toBeDefined();
       expect(JSON.stringify(allow!.Condition)).toContain('aws:SourceAccount');
-      expect(JSON.stringify(allow!.Condition)).toContain(':alarm:eos-orders-*');
+      // Each alarm by name: a wildcard eos-orders-* would match pipeline orders-eu's alarms too.
+      const sources = JSON.stringify(allow!.Condition?.ArnEquals?.['aws:SourceArn']);
+      expect(sources).not.toContain('*');
+      expect(sources).toContain(':alarm:eos-orders-CheckpointFailed');
+      expect(sources).toContain(':alarm:eos-orders-DuplicateKeyBurst');
+      expect(sources).not.toContain('orders-eu');
     }
   });
 });
