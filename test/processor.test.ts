@@ -258,6 +258,7 @@ describe('processor', () => {
     const rec = (partition: number, offset: number) => ({
       partition,
       offset,
+      key: 'k',
       value: order('k'),
       headers: { 'idempotency-key': 'k' },
     });
@@ -299,6 +300,8 @@ describe('processor', () => {
     const dup = (partition: number, offset: number, key: string) => ({
       partition,
       offset,
+      // A producer resend: the same Kafka key and value (same digest), so a duplicate, not a key conflict.
+      key,
       value: order(key),
       headers: { 'idempotency-key': key },
     });
@@ -323,6 +326,7 @@ describe('processor', () => {
     const rec = (offset: number) => ({
       partition: 0,
       offset,
+      key: 'x',
       value: order('x'),
       headers: { 'idempotency-key': 'x' },
     });
@@ -342,6 +346,8 @@ describe('processor', () => {
     const rec = (partition: number, offset: number, key: string) => ({
       partition,
       offset,
+      // A producer resend: the same Kafka key and value (same digest), so a duplicate, not a key conflict.
+      key,
       value: order(key),
       headers: { 'idempotency-key': key },
     });

@@ -4,10 +4,36 @@
 import type { Stream } from './layout.ts';
 
 /**
- * A partition's fence: the highest offset whose effects are staged (P2). -1 when nothing is staged yet.
- * Advanced only by a staging transaction conditioned on the value the invocation read.
+ * Which record sits at an offset: the digest of its exact key and value bytes (`recordDigest`, processor) and its
+ * Kafka timestamp. Two generations of a recreated topic put different records at the same offsets; a redelivery
+ * puts the same record there again (the log stores key, value and timestamp, so they come back unchanged).
  */
-export interface FenceItem {
+export interface RecordFingerprint {
+  readonly offset: number;
+  readonly digest: string;
+  readonly timestamp: number;
+}
+
+/**
+ * What the fence knows about the records it was moved past, so that a batch starting at or below it can be told
+ * from a redelivery (see the processor's module doc). Written by every staging transaction.
+ */
+export interface FenceIdentity {
+  /** The record at `stagedOffset` (the last record of the chunk that moved the fence). */
+  readonly fenceRecord: RecordFingerprint;
+  /**
+   * The first record of the delivered batch whose staging moved the fence last: where the mapping's retry of that
+   * batch starts (its committed offset), so no redelivery starts below it.
+   */
+  readonly batchStart: RecordFingerprint;
+}
+
+/**
+ * A partition's fence: the highest offset whose effects are staged (P2). -1 when nothing is staged yet.
+ * Advanced only by a staging transaction conditioned on the value the invocation read. Fences written before the
+ * identity existed lack `fenceRecord`/`batchStart`: their identity is unknown and only the distance rule applies.
+ */
+export interface FenceItem extends Partial<FenceIdentity> {
   readonly topic: string;
   readonly partition: number;
   readonly stagedOffset: number;
@@ -50,6 +76,11 @@ export interface ClaimItem {
   readonly idempotencyKey: string;
   /** `<topic>#<partition>#<offset>` of the claiming record. */
   readonly claimant: string;
+  /**
+   * The claiming record's digest (exact key and value bytes): a same-key record with another digest is a conflict
+   * (dead-lettered), one with the same digest a duplicate (dropped). Claims written before digests lack it.
+   */
+  readonly digest: string;
   readonly expiresAt: number;
 }
 

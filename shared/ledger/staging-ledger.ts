@@ -3,10 +3,20 @@
  * transaction (P1, P2). This adapter only translates; the protocol lives in `shared/processor`.
  *
  * Transaction items, in this order (the order matters: cancellation reasons are reported by index):
- *   0      the fence: stagedOffset := newOffset, on condition stagedOffset = expected (or absent when expected -1)
+ *   0      the fence: stagedOffset := newOffset and its identity (the fingerprints of the record at newOffset and
+ *          of the delivered batch's first record), on condition stagedOffset = expected (or absent when -1)
  *   1..    staged-file entries (one per stream with rows), each on condition the entry does not exist
- *   ...    idempotency claims, each on condition: absent, expired, or already ours
+ *   ...    idempotency claims, each on condition: absent, expired, or already ours (same claimant and digest);
+ *          a failed one returns the holder, so the processor tells a duplicate (same digest) from a conflict
  *   ...    keyed-state deltas (ADD), guarded by the fence condition of the same transaction
+ *
+ * The identity rides in the fence update the transaction makes anyway: no extra call in the steady state.
+ * A transaction DynamoDB refuses for a limit (an item over 400 KB: `ValidationError`/`ValidationException`) is
+ * structural, not transient: {@link ItemLimitExceededError} names the partition and the refused item.
+ *
+ * Claims written ahead that belong to a batch which then fails deterministically are released
+ * ({@link StagingLedger.releaseClaims}): deleted only while the fence still shows their records unstaged and only
+ * if they still name exactly their record (claimant and digest).
  */
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -18,10 +28,15 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
-import { MissingResourceError, PipelineError } from '../errors.ts';
+import {
+  ItemLimitExceededError,
+  MalformedLedgerItemError,
+  MissingResourceError,
+  PipelineError,
+} from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
 import { keys } from './layout.ts';
-import type { ClaimItem, StagedFileEntry } from './records.ts';
+import type { ClaimItem, FenceIdentity, RecordFingerprint, StagedFileEntry } from './records.ts';
 
 /** The fence is not at the value this invocation started from: someone else staged (P2). */
 export class FenceMovedError extends PipelineError {
@@ -34,11 +49,27 @@ export class FenceMovedError extends PipelineError {
   }
 }
 
-/** Some idempotency keys of the chunk are claimed by other records (P4). */
+/** Who holds a claim another record found taken (the digest is absent on claims written before digests). */
+export interface ClaimHolder {
+  readonly idempotencyKey: string;
+  readonly claimant: string;
+  readonly digest: string | undefined;
+}
+
+/** Some idempotency keys of the chunk are claimed by other records (P4); `holders` says by whom. */
 export class ClaimsTakenError extends PipelineError {
-  constructor(readonly idempotencyKeys: readonly string[]) {
-    super(`idempotency keys already claimed: ${idempotencyKeys.join(', ')}`);
+  constructor(readonly holders: readonly ClaimHolder[]) {
+    super(`idempotency keys already claimed: ${holders.map((h) => h.idempotencyKey).join(', ')}`);
   }
+}
+
+/** A partition's fence as read: the staged offset and, when the fence carries it, its identity. */
+export interface FenceState {
+  readonly stagedOffset: number;
+  /** Undefined for no fence and for fences written before identities (unknown: the distance rule only). */
+  readonly identity: FenceIdentity | undefined;
+  /** Epoch ms of the fence's last staging transaction (undefined for no fence). */
+  readonly updatedAt: number | undefined;
 }
 
 export interface StagingTransaction {
@@ -53,6 +84,8 @@ export interface StagingTransaction {
   readonly claims: readonly ClaimItem[];
   /** Folded per key: at most one delta per state key. */
   readonly state: readonly StateDelta[];
+  /** What the fence will say about the records it moves past (see {@link FenceIdentity}). */
+  readonly identity: FenceIdentity;
   /** Epoch ms. */
   readonly now: number;
 }
@@ -61,18 +94,72 @@ export const NO_FENCE = -1;
 
 /** What writing claims ahead found: keys another record holds, and keys whose holder's claim has expired. */
 export interface ClaimsAhead {
-  readonly taken: string[];
+  readonly taken: ClaimHolder[];
   /** To be taken over inside the staging transaction (conditioned on still being expired). */
   readonly expired: string[];
+  /** The claims this call created or confirmed as its records' own (released if the batch fails for good). */
+  readonly held: ClaimItem[];
 }
 
-/** `expiresAt` of a claim returned with a failed condition (plain or DynamoDB-typed), if any. */
-function expiresAtOf(item: unknown): number | undefined {
-  const value = (item as { expiresAt?: unknown } | undefined)?.expiresAt;
-  if (typeof value === 'number') return value;
-  const typed = (value as { N?: string } | undefined)?.N;
-  return typed === undefined ? undefined : Number(typed);
+/** What {@link StagingLedger.releaseClaims} did. */
+export type ReleaseOutcome =
+  | { readonly kind: 'released'; readonly deleted: number }
+  /** The fence is no longer at the value given: some of the records may be staged now; nothing was deleted. */
+  | { readonly kind: 'fence-moved' };
+
+/** An attribute of an item returned with a failed condition, plain (document client) or DynamoDB-typed. */
+function attributeOf(item: unknown, name: string): string | number | undefined {
+  const value = (item as Record<string, unknown> | undefined)?.[name];
+  if (typeof value === 'number' || typeof value === 'string') return value;
+  const typed = value as { N?: string; S?: string } | undefined;
+  if (typed?.N !== undefined) return Number(typed.N);
+  return typed?.S;
 }
+
+function holderOf(idempotencyKey: string, item: unknown): ClaimHolder {
+  const claimant = attributeOf(item, 'claimant');
+  const digest = attributeOf(item, 'digest');
+  return {
+    idempotencyKey,
+    claimant: typeof claimant === 'string' ? claimant : '(unknown)',
+    digest: typeof digest === 'string' ? digest : undefined,
+  };
+}
+
+function isFingerprint(value: unknown): value is RecordFingerprint {
+  const v = value as Partial<RecordFingerprint> | undefined;
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    Number.isSafeInteger(v.offset) &&
+    typeof v.digest === 'string' &&
+    typeof v.timestamp === 'number'
+  );
+}
+
+/**
+ * The identity of a fence item, or undefined when it has none or a malformed one (treated as unknown, like a fence
+ * written before identities; a fence whose record fingerprint is not at its staged offset is malformed too).
+ */
+function identityOf(item: Record<string, unknown>, stagedOffset: number): FenceIdentity | undefined {
+  const { fenceRecord, batchStart } = item;
+  if (!isFingerprint(fenceRecord) || !isFingerprint(batchStart)) return undefined;
+  if (fenceRecord.offset !== stagedOffset || batchStart.offset > stagedOffset) return undefined;
+  return { fenceRecord, batchStart };
+}
+
+/** A transaction DynamoDB refused for a size or other limit (a `ValidationException`, or a cancellation reason). */
+function isLimitError(error: unknown): boolean {
+  const e = error as { name?: string; message?: string };
+  return e.name === 'ValidationException' && /size|exceed|limit/i.test(e.message ?? '');
+}
+
+/**
+ * A claim is this record's own when it names the same claimant and the same digest: a retry of the record. The
+ * same claimant with another digest is another record at the same offset (a new topic generation, a new epoch).
+ * Claims written before digests existed match on the claimant alone.
+ */
+const OWN_CLAIM = '(claimant = :claimant AND (digest = :digest OR attribute_not_exists(digest)))';
 
 /** Claims written ahead at once per partition batch: enough to hide latency, few enough not to throttle. */
 const CLAIM_CONCURRENCY = 32;
@@ -91,45 +178,140 @@ export class StagingLedger {
     this.doc = ledgerDocumentClient(dynamodb);
   }
 
-  /** The partition's staged offset, strongly consistent; {@link NO_FENCE} when nothing was staged yet. */
-  async readFence(pipeline: string, topic: string, partition: number): Promise<number> {
+  /**
+   * The partition's fence, strongly consistent: {@link NO_FENCE} when nothing was staged yet. A staged offset that
+   * is not a non-negative safe integer is no fence this code wrote: refused, loudly.
+   */
+  async readFence(pipeline: string, topic: string, partition: number): Promise<FenceState> {
+    let item: Record<string, unknown> | undefined;
     try {
-      const { Item } = await this.doc.send(
+      ({ Item: item } = await this.doc.send(
         new GetCommand({
           TableName: this.table,
           Key: keys.fence(pipeline, topic, partition),
           ConsistentRead: true,
         }),
-      );
-      return typeof Item?.stagedOffset === 'number' ? Item.stagedOffset : NO_FENCE;
+      ));
     } catch (error) {
       this.rethrow('dynamodb:GetItem', error);
     }
+    if (item?.stagedOffset === undefined) {
+      return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
+    }
+    const stagedOffset = item.stagedOffset;
+    if (typeof stagedOffset !== 'number' || !Number.isSafeInteger(stagedOffset) || stagedOffset < 0) {
+      throw new MalformedLedgerItemError(
+        `fence ${topic}#${partition}`,
+        `staged offset ${String(stagedOffset)} is not an offset`,
+      );
+    }
+    return {
+      stagedOffset,
+      identity: identityOf(item, stagedOffset),
+      updatedAt: typeof item.updatedAt === 'number' ? item.updatedAt : undefined,
+    };
   }
 
-  /** Applies a chunk's effects atomically, or throws {@link FenceMovedError} / {@link ClaimsTakenError}. */
+  /**
+   * Applies a chunk's effects atomically, or throws {@link FenceMovedError} / {@link ClaimsTakenError} /
+   * {@link ItemLimitExceededError}.
+   */
   async stage(txn: StagingTransaction): Promise<void> {
     const items = [this.fenceItem(txn), ...txn.entries.map((e) => this.entryItem(txn, e))];
+    const labels = [
+      'fence',
+      ...txn.entries.map((e) => `staged entry ${e.stream} ${e.firstOffset}..${e.lastOffset}`),
+    ];
     const claimsStart = items.length;
     items.push(...txn.claims.map((claim) => this.claimItem(txn, claim)));
+    labels.push(...txn.claims.map((claim) => `claim ${claim.idempotencyKey}`));
     items.push(...txn.state.map((delta) => this.stateItem(txn.pipeline, delta)));
+    labels.push(...txn.state.map((delta) => `state ${delta.key}`));
     try {
       await this.doc.send(new TransactWriteCommand({ TransactItems: items }));
     } catch (error) {
       const reasons = cancellationReasons(error);
-      if (reasons) this.explainCancellation(txn, reasons, claimsStart);
+      if (reasons) this.explainCancellation(txn, reasons, claimsStart, labels, error);
+      if (isLimitError(error)) {
+        // DynamoDB names no item here (a Put over the size limit): name the candidates, the state items first.
+        const candidates = labels.filter((label) => label.startsWith('state ')).concat(labels.slice(0, 1));
+        throw new ItemLimitExceededError(
+          txn.topic,
+          txn.partition,
+          candidates,
+          String((error as Error).message),
+          {
+            cause: error,
+          },
+        );
+      }
       this.rethrow('dynamodb:TransactWriteItems', error);
     }
   }
 
   /**
+   * Deletes claims written ahead by a batch that failed deterministically (issue 9.3), so that a duplicate of their
+   * keys elsewhere is not dropped because of a claim whose record never becomes durable. One transaction per 99
+   * claims: a condition check that the fence is still at `fence` (so none of these records — all above it — is
+   * staged), and a delete per claim on condition it still names exactly its record (claimant and digest). A claim
+   * that no longer does (taken over after expiry) is skipped; a moved fence stops the release (the records may be
+   * staged now: their claims are theirs).
+   */
+  async releaseClaims(
+    pipeline: string,
+    topic: string,
+    partition: number,
+    fence: number,
+    claims: readonly ClaimItem[],
+  ): Promise<ReleaseOutcome> {
+    let deleted = 0;
+    let remaining = [...claims];
+    while (remaining.length > 0) {
+      const batch = remaining.slice(0, 99);
+      const check: TransactItem = {
+        ConditionCheck: {
+          TableName: this.table,
+          Key: keys.fence(pipeline, topic, partition),
+          ConditionExpression:
+            fence === NO_FENCE ? 'attribute_not_exists(stagedOffset)' : 'stagedOffset = :fence',
+          ExpressionAttributeValues: fence === NO_FENCE ? undefined : { ':fence': fence },
+        },
+      };
+      const deletes: TransactItem[] = batch.map((claim) => ({
+        Delete: {
+          TableName: this.table,
+          Key: keys.claim(pipeline, claim.idempotencyKey),
+          ConditionExpression: 'claimant = :claimant AND digest = :digest',
+          ExpressionAttributeValues: { ':claimant': claim.claimant, ':digest': claim.digest },
+        },
+      }));
+      try {
+        await this.doc.send(new TransactWriteCommand({ TransactItems: [check, ...deletes] }));
+      } catch (error) {
+        const reasons = cancellationReasons(error);
+        const failed = (index: number) => reasons?.[index]?.Code === 'ConditionalCheckFailed';
+        if (!reasons?.some((_, i) => failed(i))) this.rethrow('dynamodb:TransactWriteItems', error);
+        if (failed(0)) return { kind: 'fence-moved' };
+        // Claims no longer ours: leave them, delete the rest.
+        const notOurs = new Set(batch.filter((_, i) => failed(1 + i)));
+        remaining = remaining.filter((claim) => !notOurs.has(claim));
+        continue;
+      }
+      deleted += batch.length;
+      remaining = remaining.slice(batch.length);
+    }
+    return { kind: 'released', deleted };
+  }
+
+  /**
    * Writes claims ahead of the staging transaction (DESIGN.md's refinement of P1), as conditional puts in
-   * parallel: absent, expired, or already naming this claimant (a retry of the same record). Returns the keys
-   * another record holds: those records are duplicates. A claim written here whose record never commits stays
-   * until the record's retry re-claims it as its own (same claimant) and commits it.
+   * parallel: absent, or already naming this claimant with this digest (a retry of the same record). Returns who
+   * holds the keys another record holds (the processor compares digests: duplicate or conflict) and the claims it
+   * holds now. A claim written here whose record never commits stays until the record's retry re-claims it as its
+   * own and commits it, or until the batch fails deterministically and releases it ({@link releaseClaims}).
    */
   async claimAhead(pipeline: string, claims: readonly ClaimItem[], now: number): Promise<ClaimsAhead> {
-    const result: ClaimsAhead = { taken: [], expired: [] };
+    const result: ClaimsAhead = { taken: [], expired: [], held: [] };
     let next = 0;
     let failure: { error: unknown } | undefined;
     const worker = async (): Promise<void> => {
@@ -138,15 +320,19 @@ export class StagingLedger {
         const claim = claims[next++]!;
         try {
           await this.doc.send(new PutCommand(this.claimAheadPut(pipeline, claim)));
+          result.held.push(claim);
         } catch (error) {
           if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') {
             failure ??= { error };
             continue;
           }
-          const held = expiresAtOf((error as { Item?: unknown }).Item);
-          (held !== undefined && held < Math.floor(now / 1000) ? result.expired : result.taken).push(
-            claim.idempotencyKey,
-          );
+          const item = (error as { Item?: unknown }).Item;
+          const expiresAt = attributeOf(item, 'expiresAt');
+          if (typeof expiresAt === 'number' && expiresAt < Math.floor(now / 1000)) {
+            result.expired.push(claim.idempotencyKey);
+          } else {
+            result.taken.push(holderOf(claim.idempotencyKey, item));
+          }
         }
       }
     };
@@ -176,16 +362,31 @@ export class StagingLedger {
 
   private explainCancellation(
     txn: StagingTransaction,
-    reasons: ReadonlyArray<{ Code?: string }>,
+    reasons: ReadonlyArray<{ Code?: string; Message?: string; Item?: Record<string, unknown> }>,
     claimsStart: number,
+    labels: readonly string[],
+    error: unknown,
   ): void {
     const failed = (index: number) => reasons[index]?.Code === 'ConditionalCheckFailed';
     // A failed entry condition means another invocation staged the same range: the fence moved too.
     if (failed(0) || txn.entries.some((_, i) => failed(1 + i))) {
       throw new FenceMovedError(txn.topic, txn.partition, txn.expectedOffset);
     }
-    const taken = txn.claims.filter((_, i) => failed(claimsStart + i)).map((claim) => claim.idempotencyKey);
+    const taken = txn.claims.flatMap((claim, i) =>
+      failed(claimsStart + i) ? [holderOf(claim.idempotencyKey, reasons[claimsStart + i]?.Item)] : [],
+    );
     if (taken.length > 0) throw new ClaimsTakenError(taken);
+    // A limit (an item over 400 KB): the same on every retry, so structural, never transient.
+    const refused = reasons.flatMap((reason, i) => (reason.Code === 'ValidationError' ? [i] : []));
+    if (refused.length > 0) {
+      throw new ItemLimitExceededError(
+        txn.topic,
+        txn.partition,
+        refused.map((i) => labels[i] ?? `item ${i}`),
+        refused.map((i) => reasons[i]?.Message ?? 'ValidationError').join('; '),
+        { cause: error },
+      );
+    }
   }
 
   private rethrow(operation: string, error: unknown): never {
@@ -202,7 +403,8 @@ export class StagingLedger {
         TableName: this.table,
         Key: keys.fence(txn.pipeline, txn.topic, txn.partition),
         UpdateExpression:
-          'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition',
+          'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition, ' +
+          'fenceRecord = :fenceRecord, batchStart = :batchStart',
         ConditionExpression: absent ? 'attribute_not_exists(pk)' : 'stagedOffset = :expected',
         ExpressionAttributeNames: { '#partition': 'partition' },
         ExpressionAttributeValues: {
@@ -210,6 +412,8 @@ export class StagingLedger {
           ':now': txn.now,
           ':topic': txn.topic,
           ':partition': txn.partition,
+          ':fenceRecord': txn.identity.fenceRecord,
+          ':batchStart': txn.identity.batchStart,
           ...(absent ? {} : { ':expected': txn.expectedOffset }),
         },
       },
@@ -230,7 +434,10 @@ export class StagingLedger {
   }
 
   private claimItem(txn: StagingTransaction, claim: ClaimItem): TransactItem {
-    return { Put: this.claimPut(txn.pipeline, claim, txn.now) };
+    // The holder comes back with a failed condition: duplicate (same digest) or conflict.
+    return {
+      Put: { ...this.claimPut(txn.pipeline, claim, txn.now), ReturnValuesOnConditionCheckFailure: 'ALL_OLD' },
+    };
   }
 
   /**
@@ -242,8 +449,8 @@ export class StagingLedger {
     return {
       TableName: this.table,
       Item: { ...keys.claim(pipeline, claim.idempotencyKey), ...claim },
-      ConditionExpression: 'attribute_not_exists(pk) OR claimant = :claimant',
-      ExpressionAttributeValues: { ':claimant': claim.claimant },
+      ConditionExpression: `attribute_not_exists(pk) OR ${OWN_CLAIM}`,
+      ExpressionAttributeValues: { ':claimant': claim.claimant, ':digest': claim.digest },
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
     };
   }
@@ -253,8 +460,12 @@ export class StagingLedger {
       TableName: this.table,
       Item: { ...keys.claim(pipeline, claim.idempotencyKey), ...claim },
       // Absent, expired (TTL deletion lags by up to days), or already ours (a retry of the same record).
-      ConditionExpression: 'attribute_not_exists(pk) OR expiresAt < :nowSeconds OR claimant = :claimant',
-      ExpressionAttributeValues: { ':nowSeconds': Math.floor(now / 1000), ':claimant': claim.claimant },
+      ConditionExpression: `attribute_not_exists(pk) OR expiresAt < :nowSeconds OR ${OWN_CLAIM}`,
+      ExpressionAttributeValues: {
+        ':nowSeconds': Math.floor(now / 1000),
+        ':claimant': claim.claimant,
+        ':digest': claim.digest,
+      },
     };
   }
 

@@ -26,24 +26,120 @@
  * Delivery guarantees (as Flink's DeliveryGuarantee): `exactly-once` as above; `at-least-once` writes rows
  * straight to final objects and applies keyed state without fence or dedupe (duplicates after retries);
  * `none` does the same and swallows every error so the batch is acknowledged anyway (losses under faults).
+ *
+ * ## Source checks (issue 17)
+ * Before any effect, in every delivery guarantee: an event whose `eventSourceArn` is not `settings.eventSourceArn`
+ * (when set), or holding a topic outside `settings.topics` (when set), is refused with
+ * {@link EventSourceRejectedError}; a malformed one with `MalformedEventError`. Both reach
+ * {@link ProcessorObserver.eventRejected} (metric `EventsRejected`).
+ *
+ * ## Offsets that go backwards (L2, issue 9.4): telling a redelivery from a new generation
+ * What the mapping does (AWS Lambda docs, "Amazon MSK event sources": Lambda reads each partition sequentially;
+ * after it processes a batch it commits the offsets of that batch; if the function returns an error, it retries
+ * the whole batch until it succeeds — with the default, infinite, `MaximumRetryAttempts`). So a partition has one
+ * batch in flight, and a batch is delivered again only from the consumer group's committed offset: the first
+ * offset of the last batch that was not acknowledged. A batch staged (fully or in part) but not acknowledged is
+ * therefore redelivered starting at ITS first offset — call it B — and never below it. With "split batch on
+ * error" a retry may be a half of the batch: it starts at B or inside [B, F]. Kafka keeps a record's key, value
+ * and timestamp in the log, so a redelivered record is byte-identical.
+ *
+ * Every staging transaction therefore writes into the fence, with the staged offset F, the fingerprints (digest of
+ * the exact key and value bytes, and timestamp) of the record AT F and of the delivered batch's first record AT B
+ * (`FenceIdentity`). It rides in the fence update the transaction makes anyway: the steady state stays at two
+ * calls. A batch whose first offset s is at or below F is judged ({@link judgeBatch}):
+ *
+ * ```
+ *   offsets:   ... B ............ F | s > F: new records (above the fence), staged
+ *                  ^ batchStart   ^ fenceRecord
+ *   1. the batch holds offset F or B and that record's fingerprint differs    → backwards (another generation)
+ *   2. the batch holds F or B with the same fingerprint                       → redelivery (same records, proven)
+ *   3. the batch reaches past F without holding F                              → backwards
+ *   4. s < B (and neither is in the batch): no redelivery starts below B       → backwards
+ *   5. otherwise (s inside (B, F], ends before F: a split retry)               → redelivery
+ * ```
+ * A recreated topic starting again at 0 below a fence of the old generation hits 1 (the batch reaches B or F with
+ * other records), 3 or 4; a consumer group reset below the last staged batch hits 4 (or 2 if it reaches B: then
+ * its records are the staged ones, and dropping them is exactly-once). "Backwards" throws
+ * {@link OffsetsWentBackwardsError} naming topic, partition, fence and the batch's offsets, reports it to
+ * {@link ProcessorObserver.partitionStopped} (metric `OffsetsWentBackwards`), and acknowledges nothing: the mapping
+ * retries and the partition stays stopped, loudly, until an operator resumes it. Other partitions go on.
+ *
+ * Which fence is judged. The first judgement uses the fence this container cached (no read in the steady state);
+ * if it says "backwards", the fence is read again and the batch judged against the fresh value before anything is
+ * thrown (a stale cache never stops a partition). When a re-read during the batch (claims ahead, or a failed fence
+ * condition) finds the fence moved:
+ * - moved BEFORE this invocation began (`updatedAt` < start): the cache was merely stale, so the batch is judged
+ *   again in full, as at the start;
+ * - moved WHILE this invocation ran: a concurrent or zombie invocation of the same partition staged it. A zombie
+ *   can legitimately hold a batch wholly below the new B (its batch was retried, acknowledged, and later batches
+ *   staged), so rules 4 and 5 are not applied; only fingerprints (1, 2) and rule 3 judge it. Same-generation
+ *   records always match their fingerprints, so a zombie never trips.
+ * Residual (documented): a batch of another generation that starts inside (B, F], ends before F and holds neither
+ * B nor F is taken for a split retry (rule 5); the next batch reaches F and stops the partition. Compaction that
+ * removes the record at B or F between a delivery and its retry makes rule 3 or 4 stop a partition falsely (loud,
+ * never silent). Fences written before identities existed carry none: for them only the distance rule applies —
+ * a batch starting more than `maxFenceJump` below the fence is backwards (no redelivery is that far below).
+ * Operator resumes (new epochs) are the operations issue's: an epoch must get a fence of its own.
+ *
+ * ## Fence jumps (issue 17)
+ * A transaction that moves the fence from F to a chunk starting more than `maxFenceJump` above F is reported to
+ * {@link ProcessorObserver.fenceJumped} (metric `FenceJumps` and a warning naming the partition and offsets) once
+ * it has committed — reported, not refused: Kafka offsets have gaps (compaction, transaction markers). A forged
+ * far-future fence is caught the other way: real batches then start below its B (rule 4).
+ *
+ * ## Claims that can't be abused (issue 17.2)
+ * A claim records its record's digest. A record whose key is held by a claim with the same digest is a duplicate
+ * (dropped, P4); with another digest it is a conflict: dead-lettered (through the same exactly-once path) with a
+ * reason naming the key and the claimant, and reported to {@link ProcessorObserver.keyConflicts} after its
+ * transaction commits (metric `IdempotencyKeyConflicts`). The same within one batch: a later same-key record with
+ * another digest is a conflict of the earlier one. A claim is a record's own when claimant and digest both match,
+ * so a retry recognises its own claim in both claim modes. Claims written before digests count as duplicates.
+ *
+ * ## Claims ahead of a batch that fails for good (issue 9.3)
+ * Claims written ahead are released (deleted) when the batch then fails deterministically — any error that is not
+ * transient (offsets backwards, an item over a DynamoDB limit, a validation error, a missing resource): only the
+ * claims this attempt created or confirmed, only for records still above the fence, in a transaction conditioned
+ * on the fence still being where this attempt last saw it and on each claim naming exactly its record. Transient
+ * errors keep them (the retry confirms and reuses them). What still holds a key without a durable holder, until
+ * the record's retry commits it or the TTL expires: a crash after the claims (no code runs; the retry of the same
+ * batch reclaims them as its own — if instead it fails deterministically first, e.g. the partition now stops as
+ * backwards before claiming, the old claims stay to their TTL); and a release that loses a race with a concurrent
+ * invocation of the same batch. A claim whose claimant's fence has passed its offset without staging it can only
+ * come from these cases; it expires with its TTL.
  */
 import { randomUUID } from 'node:crypto';
+import { isTransient } from '../aws/classify.ts';
 import type { AwsClients } from '../aws/clients.ts';
 import type { Clock } from '../clock.ts';
 import { systemClock } from '../clock.ts';
 import type { Settings } from '../config/settings.ts';
-import { parseMskEvent, partitionBatches } from '../kafka/event.ts';
-import type { PartitionBatch } from '../kafka/record.ts';
+import {
+  EventSourceRejectedError,
+  InjectedCrashError,
+  ItemLimitExceededError,
+  MalformedEventError,
+  MalformedLedgerItemError,
+  OffsetsWentBackwardsError,
+} from '../errors.ts';
+import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
+import type { DecodedRecord, PartitionBatch } from '../kafka/record.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
-import type { ClaimItem, StagedFileEntry } from '../ledger/records.ts';
-import { ClaimsTakenError, FenceMovedError, NO_FENCE, StagingLedger } from '../ledger/staging-ledger.ts';
+import type { ClaimItem, FenceIdentity, RecordFingerprint, StagedFileEntry } from '../ledger/records.ts';
+import {
+  type ClaimHolder,
+  ClaimsTakenError,
+  FenceMovedError,
+  type FenceState,
+  NO_FENCE,
+  StagingLedger,
+} from '../ledger/staging-ledger.ts';
 import { directFinalObjectKey, type ObjectRange, stagedObjectKey } from '../sink/layout.ts';
 import { type EncodedObject, encodeNdjson } from '../sink/ndjson.ts';
 import { StagedWriter } from '../sink/staged-writer.ts';
 import { transformNamed } from '../transforms/registry.ts';
 import type { Transform } from '../transforms/types.ts';
 import { type Chunk, planChunk } from './chunks.ts';
-import { type EvaluatedRecord, evaluateRecord, foldState } from './evaluate.ts';
+import { deadLetterOf, type EvaluatedRecord, evaluateRecord, foldState, recordDigest } from './evaluate.ts';
 
 /** The points of a batch where a fault schedule can crash the processor. */
 export const PROCESSOR_STEPS = [
@@ -67,6 +163,44 @@ export interface ProcessorHooks {
   onStep?(step: ProcessorStep, context: StepContext): void | Promise<void>;
 }
 
+/** A fence move larger than `settings.maxFenceJump`, after the transaction that made it committed. */
+export interface FenceJump {
+  readonly topic: string;
+  readonly partition: number;
+  /** The fence before the transaction. */
+  readonly fence: number;
+  /** The first offset the transaction staged. */
+  readonly firstOffset: number;
+}
+
+/** A record dead-lettered because its idempotency key is held by a record with another payload. */
+export interface KeyConflict {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly idempotencyKey: string;
+  /** `<topic>#<partition>#<offset>` of the holder. */
+  readonly claimant: string;
+}
+
+/** The errors that stop a partition for a structural reason (L2): the same on every retry. */
+export type PartitionStoppedError =
+  | OffsetsWentBackwardsError
+  | ItemLimitExceededError
+  | MalformedLedgerItemError;
+
+/**
+ * What the processor tells its host as it happens (the Lambda handler turns these into metrics and logs; see
+ * `observability/processor-metrics.ts`). Called when the fact is final: a jump or conflict once its transaction
+ * has committed (so a crash and retry never count it twice), a stop or a rejection before the error is thrown.
+ */
+export interface ProcessorObserver {
+  eventRejected?(error: MalformedEventError | EventSourceRejectedError): void;
+  partitionStopped?(error: PartitionStoppedError): void;
+  fenceJumped?(jump: FenceJump): void;
+  keyConflicts?(conflicts: readonly KeyConflict[]): void;
+}
+
 export interface ProcessorDeps {
   readonly settings: Settings;
   readonly clients: AwsClients;
@@ -76,6 +210,7 @@ export interface ProcessorDeps {
   /** Unique per invocation; defaults to a random UUID. */
   readonly newAttemptId?: () => string;
   readonly hooks?: ProcessorHooks;
+  readonly observer?: ProcessorObserver;
 }
 
 export interface PartitionReport {
@@ -84,11 +219,16 @@ export interface PartitionReport {
   readonly received: number;
   /** Records at or below the fence: acknowledged without effects (redelivery). */
   readonly duplicatesByOffset: number;
-  /** Records whose idempotency key was already claimed: acknowledged without effects. */
+  /** Records whose idempotency key was already claimed by the same payload: acknowledged without effects. */
   readonly duplicatesByKey: number;
   /** Output rows written. */
   readonly stagedRows: number;
+  /** Dead-letter rows written (key conflicts included). */
   readonly deadLettered: number;
+  /** Records dead-lettered because another payload holds their idempotency key. */
+  readonly keyConflicts: number;
+  /** Transactions that moved the fence by more than `maxFenceJump`. */
+  readonly fenceJumps: number;
   /** Transactions committed. */
   readonly chunks: number;
   /** The partition's fence after this batch (-1 under at-least-once and none). */
@@ -99,10 +239,111 @@ export interface BatchReport {
   readonly partitions: readonly PartitionReport[];
 }
 
+/** The counters of a partition report, as the batch goes. */
+type Counts = {
+  -readonly [K in Exclude<
+    keyof PartitionReport,
+    'topic' | 'partition' | 'received' | 'stagedOffset'
+  >]: number;
+};
+
 interface StagedObject {
   readonly stream: Stream;
   readonly key: string;
   readonly encoded: EncodedObject;
+}
+
+/** What {@link judgeBatch} decided about a batch against a fence. */
+export type Verdict =
+  | { readonly kind: 'new' }
+  | { readonly kind: 'redelivery' }
+  | { readonly kind: 'backwards'; readonly reason: string };
+
+/**
+ * The rule of the module doc ("Offsets that go backwards"). `records` are the batch's fingerprints in offset order
+ * (non-empty); `mode` is `start` for a batch as delivered and `moved` for a batch whose fence another invocation
+ * moved while it ran (rules 4 and 5 skipped: a zombie may legitimately hold a batch wholly below the new B). Pure.
+ */
+export function judgeBatch(
+  records: readonly RecordFingerprint[],
+  fence: Pick<FenceState, 'stagedOffset' | 'identity'>,
+  maxDistance: number,
+  mode: 'start' | 'moved',
+): Verdict {
+  const F = fence.stagedOffset;
+  const first = records[0]!.offset;
+  const last = records[records.length - 1]!.offset;
+  if (F === NO_FENCE || first > F) return { kind: 'new' };
+  const identity = fence.identity;
+  if (identity === undefined) {
+    return F - first > maxDistance
+      ? { kind: 'backwards', reason: `the batch starts more than ${maxDistance} offsets below the fence` }
+      : { kind: 'redelivery' };
+  }
+  const at = new Map(records.map((record) => [record.offset, record]));
+  let matched = false;
+  for (const [what, print] of [
+    ['fence', identity.fenceRecord],
+    ['first record of the last staged batch', identity.batchStart],
+  ] as const) {
+    const held = at.get(print.offset);
+    if (held === undefined) continue;
+    if (held.digest !== print.digest || held.timestamp !== print.timestamp) {
+      return {
+        kind: 'backwards',
+        reason: `the record at offset ${print.offset} (the ${what}) is not the one staged there`,
+      };
+    }
+    matched = true;
+  }
+  if (matched) return { kind: 'redelivery' };
+  if (last > F) {
+    return {
+      kind: 'backwards',
+      reason: `the batch reaches past the fence without the record staged at ${F}`,
+    };
+  }
+  if (mode === 'moved') return { kind: 'redelivery' };
+  const B = identity.batchStart.offset;
+  if (first < B) {
+    return {
+      kind: 'backwards',
+      reason: `the batch starts below ${B}, where the last staged batch started (a redelivery starts there)`,
+    };
+  }
+  return { kind: 'redelivery' };
+}
+
+/** A partition batch's records by offset, with their fingerprints computed on demand. */
+class Fingerprints {
+  private readonly byOffset = new Map<number, DecodedRecord>();
+  private readonly memo = new Map<number, RecordFingerprint>();
+
+  constructor(readonly batch: PartitionBatch) {
+    for (const record of batch.records) this.byOffset.set(record.offset, record);
+  }
+
+  of(offset: number): RecordFingerprint {
+    const cached = this.memo.get(offset);
+    if (cached) return cached;
+    const record = this.byOffset.get(offset)!;
+    const print = { offset, digest: recordDigest(record), timestamp: record.timestamp };
+    this.memo.set(offset, print);
+    return print;
+  }
+
+  /** Every record's fingerprint (only when a batch starts at or below the fence: not the steady state). */
+  all(): RecordFingerprint[] {
+    return this.batch.records.map((record) => this.of(record.offset));
+  }
+
+  get firstOffset(): number {
+    return this.batch.records[0]!.offset;
+  }
+
+  get lastOffset(): number {
+    return this.batch.records[this.batch.records.length - 1]!.offset;
+  }
 }
 
 export class Processor {
@@ -112,7 +353,7 @@ export class Processor {
   private readonly clock: Clock;
   private readonly newAttemptId: () => string;
   /** Fences as last read or written by this container: re-read only when a condition fails. */
-  private readonly fences = new Map<string, number>();
+  private readonly fences = new Map<string, FenceState>();
 
   constructor(private readonly deps: ProcessorDeps) {
     this.ledger = new StagingLedger(deps.clients.dynamodb, deps.settings.ledgerTable);
@@ -124,11 +365,12 @@ export class Processor {
 
   /** Validates the event, then stages every partition; throws to make the mapping retry the batch. */
   async processEvent(input: unknown): Promise<BatchReport> {
-    const batches = partitionBatches(parseMskEvent(input));
+    const batches = partitionBatches(this.accept(input));
     const attemptId = this.newAttemptId();
+    const startedAt = this.clock.now();
     const work =
       this.deps.settings.deliveryGuarantee === 'exactly-once'
-        ? (batch: PartitionBatch) => this.stagePartition(batch, attemptId)
+        ? (batch: PartitionBatch) => this.stagePartition(batch, attemptId, startedAt)
         : (batch: PartitionBatch) => this.writeDirect(batch, attemptId);
     try {
       // allSettled, not all: no partition's work is left running when the invocation fails.
@@ -144,18 +386,42 @@ export class Processor {
     }
   }
 
+  /** Parses the event and applies the source checks, before any effect; reports a rejection. */
+  private accept(input: unknown): MskEvent {
+    try {
+      const event = parseMskEvent(input);
+      const { eventSourceArn, topics } = this.deps.settings;
+      if (eventSourceArn !== undefined && event.eventSourceArn !== eventSourceArn) {
+        throw new EventSourceRejectedError('event-source', event.eventSourceArn, [eventSourceArn]);
+      }
+      if (topics !== undefined) {
+        for (const records of Object.values(event.records)) {
+          const topic = records[0]?.topic;
+          if (topic !== undefined && !topics.includes(topic)) {
+            throw new EventSourceRejectedError('topic', topic, topics);
+          }
+        }
+      }
+      return event;
+    } catch (error) {
+      if (error instanceof MalformedEventError || error instanceof EventSourceRejectedError) {
+        this.deps.observer?.eventRejected?.(error);
+      }
+      throw error;
+    }
+  }
+
   private async step(step: ProcessorStep, context: StepContext): Promise<void> {
     await this.deps.hooks?.onStep?.(step, context);
   }
 
-  private async fenceOf(topic: string, partition: number): Promise<number> {
-    const id = partitionId(topic, partition);
-    const cached = this.fences.get(id);
-    if (cached !== undefined) return cached;
-    return this.refreshFence(topic, partition);
+  private async fenceOf(topic: string, partition: number): Promise<{ state: FenceState; cached: boolean }> {
+    const cached = this.fences.get(partitionId(topic, partition));
+    if (cached !== undefined) return { state: cached, cached: true };
+    return { state: await this.refreshFence(topic, partition), cached: false };
   }
 
-  private async refreshFence(topic: string, partition: number): Promise<number> {
+  private async refreshFence(topic: string, partition: number): Promise<FenceState> {
     const fence = await this.ledger.readFence(this.deps.settings.pipelineId, topic, partition);
     this.fences.set(partitionId(topic, partition), fence);
     return fence;
@@ -167,93 +433,271 @@ export class Processor {
     );
   }
 
+  /** Throws {@link OffsetsWentBackwardsError} when `judgeBatch` says so. */
+  private judge(prints: Fingerprints, fence: FenceState, mode: 'start' | 'moved'): Verdict {
+    // The steady state (a batch above the fence) computes no digest at all.
+    if (fence.stagedOffset === NO_FENCE || prints.firstOffset > fence.stagedOffset) return { kind: 'new' };
+    return judgeBatch(prints.all(), fence, this.deps.settings.maxFenceJump, mode);
+  }
+
+  private backwards(prints: Fingerprints, fence: FenceState, reason: string): OffsetsWentBackwardsError {
+    const { topic, partition } = prints.batch;
+    return new OffsetsWentBackwardsError(
+      topic,
+      partition,
+      fence.stagedOffset,
+      prints.firstOffset,
+      prints.lastOffset,
+      reason,
+    );
+  }
+
+  /** The fence to start from, judged: a "backwards" against a cached fence is confirmed against a fresh read. */
+  private async startingFence(prints: Fingerprints): Promise<FenceState> {
+    const { topic, partition } = prints.batch;
+    const { state, cached } = await this.fenceOf(topic, partition);
+    const verdict = this.judge(prints, state, 'start');
+    if (verdict.kind !== 'backwards') return state;
+    const fresh = cached ? await this.refreshFence(topic, partition) : state;
+    const again = cached ? this.judge(prints, fresh, 'start') : verdict;
+    if (again.kind === 'backwards') throw this.backwards(prints, fresh, again.reason);
+    return fresh;
+  }
+
+  /**
+   * Re-reads the fence during the batch and judges the batch against it if it moved: in full when it moved before
+   * this invocation began (the cache was stale), by fingerprints only when it moved while this invocation ran.
+   */
+  private async movedFence(prints: Fingerprints, known: FenceState, startedAt: number): Promise<FenceState> {
+    const { topic, partition } = prints.batch;
+    const fresh = await this.refreshFence(topic, partition);
+    if (fresh.stagedOffset === known.stagedOffset) return fresh;
+    if (fresh.stagedOffset < known.stagedOffset) {
+      // Only a staging transaction moves a fence, and only up: a lower one was rewritten outside the protocol.
+      throw new MalformedLedgerItemError(
+        `fence ${topic}#${partition}`,
+        `went down from ${known.stagedOffset} to ${fresh.stagedOffset}`,
+      );
+    }
+    const movedWhileRunning = fresh.updatedAt !== undefined && fresh.updatedAt >= startedAt;
+    const verdict = this.judge(prints, fresh, movedWhileRunning ? 'moved' : 'start');
+    if (verdict.kind === 'backwards') throw this.backwards(prints, fresh, verdict.reason);
+    return fresh;
+  }
+
   /** EXACTLY_ONCE: the staging protocol of the module doc. */
-  private async stagePartition(batch: PartitionBatch, attemptId: string): Promise<PartitionReport> {
+  private async stagePartition(
+    batch: PartitionBatch,
+    attemptId: string,
+    startedAt: number,
+  ): Promise<PartitionReport> {
+    const prints = new Fingerprints(batch);
+    /** Claims this attempt wrote ahead (or confirmed as its records' own), by record offset. */
+    const held = new Map<number, ClaimItem>();
+    let known: FenceState = { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
+    try {
+      known = await this.startingFence(prints);
+      return await this.stageFrom(prints, known, held, attemptId, startedAt, (fence) => {
+        known = fence;
+      });
+    } catch (error) {
+      await this.releaseAfter(error, prints, known, held);
+      if (
+        error instanceof OffsetsWentBackwardsError ||
+        error instanceof ItemLimitExceededError ||
+        error instanceof MalformedLedgerItemError
+      ) {
+        this.deps.observer?.partitionStopped?.(error);
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Issue 9.3: a batch that fails deterministically after writing claims ahead deletes its own claims of records
+   * still above the fence (see the module doc). A crash runs no code (an injected crash stands for one); transient
+   * errors keep the claims for the retry. A release that fails itself leaves them to the retry or their TTL.
+   */
+  private async releaseAfter(
+    error: unknown,
+    prints: Fingerprints,
+    known: FenceState,
+    held: ReadonlyMap<number, ClaimItem>,
+  ): Promise<void> {
+    if (held.size === 0 || isTransient(error) || error instanceof InjectedCrashError) return;
+    const unstaged = [...held].filter(([offset]) => offset > known.stagedOffset).map(([, claim]) => claim);
+    if (unstaged.length === 0) return;
+    try {
+      await this.ledger.releaseClaims(
+        this.deps.settings.pipelineId,
+        prints.batch.topic,
+        prints.batch.partition,
+        known.stagedOffset,
+        unstaged,
+      );
+    } catch {
+      // The original error is what the invocation reports; the claims stay for the retry (or their TTL).
+    }
+  }
+
+  private async stageFrom(
+    prints: Fingerprints,
+    start: FenceState,
+    held: Map<number, ClaimItem>,
+    attemptId: string,
+    startedAt: number,
+    onFence: (fence: FenceState) => void,
+  ): Promise<PartitionReport> {
+    const { batch } = prints;
     const { topic, partition } = batch;
-    let fence = await this.fenceOf(topic, partition);
-    let pending = this.evaluate(batch).filter((record) => record.offset > fence);
-    const dropped = duplicateKeysWithin(pending);
-    const claimsAhead = this.deps.settings.claimWrite === 'ahead';
+    const { settings } = this.deps;
+    let known = start;
+    let pending = this.evaluate(batch).filter((record) => record.offset > known.stagedOffset);
+    const report: Counts = {
+      duplicatesByOffset: batch.records.length - pending.length,
+      duplicatesByKey: 0,
+      stagedRows: 0,
+      deadLettered: 0,
+      keyConflicts: 0,
+      fenceJumps: 0,
+      chunks: 0,
+    };
+    const setFence = (fence: FenceState) => {
+      known = fence;
+      this.fences.set(partitionId(topic, partition), fence);
+      onFence(fence);
+    };
+    /** After a re-read: what another invocation staged meanwhile is dropped (P2). */
+    const reread = async () => {
+      setFence(await this.movedFence(prints, known, startedAt));
+      const before = pending.length;
+      pending = pending.filter((record) => record.offset > known.stagedOffset);
+      report.duplicatesByOffset += before - pending.length;
+    };
+    const conflicts = new Map<number, KeyConflict>();
+    const conflict = (record: EvaluatedRecord, claimant: string): EvaluatedRecord => {
+      const idempotencyKey = record.idempotencyKey!;
+      conflicts.set(record.offset, { topic, partition, offset: record.offset, idempotencyKey, claimant });
+      return deadLetterOf(
+        record,
+        `idempotency key ${JSON.stringify(idempotencyKey)} is already claimed by ${claimant} with a different payload`,
+      );
+    };
+    const within = keysWithin(pending, topic, partition);
+    const dropped = within.dropped;
+    pending = pending.map((record) => {
+      const claimant = within.conflicts.get(record.offset);
+      return claimant === undefined ? record : conflict(record, claimant);
+    });
+    /** Holders found for taken keys: the same digest is a duplicate (dropped), another a conflict. */
+    const resolveTaken = (holders: readonly ClaimHolder[]): void => {
+      const byKey = new Map(holders.map((holder) => [holder.idempotencyKey, holder]));
+      pending = pending.map((record) => {
+        const holder = record.idempotencyKey === undefined ? undefined : byKey.get(record.idempotencyKey);
+        if (holder === undefined || dropped.has(record.offset)) return record;
+        // Claims written before digests existed cannot tell: a duplicate, as before.
+        if (holder.digest === undefined || holder.digest === record.digest) {
+          dropped.add(record.offset);
+          return record;
+        }
+        return conflict(record, holder.claimant);
+      });
+    };
+    const claimsAhead = settings.claimWrite === 'ahead';
     // Claims go ahead only once the first staged write succeeded: a missing bucket writes nothing at all.
     let claimed = !claimsAhead || !pending.some((record) => record.idempotencyKey !== undefined);
     /** Records whose claim goes into the transaction: all keyed ones, or (ahead) expired takeovers. */
     const takeovers = new Set<number>();
     const claimInTransaction = (record: EvaluatedRecord) =>
       record.idempotencyKey !== undefined && (!claimsAhead || takeovers.has(record.offset));
-    const report = {
-      duplicatesByOffset: batch.records.length - pending.length,
-      duplicatesByKey: 0,
-      stagedRows: 0,
-      deadLettered: 0,
-      chunks: 0,
-    };
     let writes = 0;
     while (pending.length > 0) {
-      const chunk = planChunk(pending, dropped, this.deps.settings.maxTransactionItems, claimInTransaction);
+      const chunk = planChunk(pending, dropped, settings.maxTransactionItems, claimInTransaction);
       const context = { topic, partition, chunk: report.chunks };
       await this.step('before-stage-write', context);
       const objects = await this.writeObjects(chunk, topic, partition, (range) =>
-        stagedObjectKey(
-          this.deps.settings.pipelineId,
-          range,
-          `${attemptId}.${writes++}`,
-          this.deps.settings.gzip,
-        ),
+        stagedObjectKey(settings.pipelineId, range, `${attemptId}.${writes++}`, settings.gzip),
       );
       await this.step('after-stage-write', context);
       if (!claimed) {
         claimed = true;
         // Claims ahead are judged against the fence as it is now, not as this container cached it: records
         // another invocation staged meanwhile must not claim anything.
-        fence = await this.refreshFence(topic, partition);
         const before = pending.length;
-        pending = pending.filter((record) => record.offset > fence);
-        report.duplicatesByOffset += before - pending.length;
-        await this.claimAhead(pending, dropped, takeovers, topic, partition);
-        // Records dropped or claims moved into the transaction: re-plan (the objects just written become orphans).
+        await reread();
+        resolveTaken(await this.claimAhead(pending, dropped, takeovers, held, topic, partition));
+        // Records dropped, turned into conflicts, or claims moved into the transaction: re-plan (the objects
+        // just written become orphans).
         const replan =
           pending.length !== before ||
-          chunk.kept.some((record) => dropped.has(record.offset) || takeovers.has(record.offset));
+          chunk.kept.some(
+            (record) =>
+              dropped.has(record.offset) || takeovers.has(record.offset) || conflicts.has(record.offset),
+          );
         if (replan) continue;
       }
+      const identity: FenceIdentity = {
+        fenceRecord: prints.of(chunk.lastOffset),
+        batchStart: prints.of(prints.firstOffset),
+      };
+      const from = known.stagedOffset;
       try {
         await this.ledger.stage({
-          pipeline: this.deps.settings.pipelineId,
+          pipeline: settings.pipelineId,
           topic,
           partition,
-          expectedOffset: fence,
+          expectedOffset: from,
           newOffset: chunk.lastOffset,
           entries: objects.map((object) => this.entryFor(chunk, object, topic, partition, attemptId)),
           claims: this.claimsFor(chunk.kept.filter(claimInTransaction), topic, partition),
           state: foldState(chunk.kept.flatMap((record) => record.state)),
+          identity,
           now: this.clock.now(),
         });
       } catch (error) {
         if (error instanceof FenceMovedError) {
-          fence = await this.refreshFence(topic, partition);
-          const before = pending.length;
-          pending = pending.filter((record) => record.offset > fence);
-          report.duplicatesByOffset += before - pending.length;
+          await reread();
           continue;
         }
         if (error instanceof ClaimsTakenError) {
-          const taken = new Set(error.idempotencyKeys);
-          for (const record of chunk.kept)
-            if (record.idempotencyKey && taken.has(record.idempotencyKey)) dropped.add(record.offset);
+          resolveTaken(error.holders);
           continue;
         }
         throw error;
       }
-      fence = chunk.lastOffset;
-      this.fences.set(partitionId(topic, partition), fence);
-      report.chunks += 1;
-      report.duplicatesByKey += chunk.records.length - chunk.kept.length;
-      report.stagedRows += chunk.kept.reduce((n, record) => n + record.output.length, 0);
-      report.deadLettered += chunk.kept.filter((record) => record.deadLetter).length;
+      setFence({ stagedOffset: chunk.lastOffset, identity, updatedAt: this.clock.now() });
       pending = pending.slice(chunk.records.length);
+      this.reportCommitted(chunk, from, conflicts, report, topic, partition);
       await this.step('after-transaction', context);
     }
-    return { topic, partition, received: batch.records.length, stagedOffset: fence, ...report };
+    return { topic, partition, received: batch.records.length, stagedOffset: known.stagedOffset, ...report };
+  }
+
+  /** Counts a committed chunk and reports its fence jump and key conflicts (final now: see the observer). */
+  private reportCommitted(
+    chunk: Chunk,
+    from: number,
+    conflicts: ReadonlyMap<number, KeyConflict>,
+    report: Counts,
+    topic: string,
+    partition: number,
+  ): void {
+    report.chunks += 1;
+    report.duplicatesByKey += chunk.records.length - chunk.kept.length;
+    report.stagedRows += chunk.kept.reduce((n, record) => n + record.output.length, 0);
+    report.deadLettered += chunk.kept.filter((record) => record.deadLetter).length;
+    const committed = chunk.kept.flatMap((record) => {
+      const found = conflicts.get(record.offset);
+      return found ? [found] : [];
+    });
+    if (committed.length > 0) {
+      report.keyConflicts += committed.length;
+      this.deps.observer?.keyConflicts?.(committed);
+    }
+    if (from !== NO_FENCE && chunk.firstOffset - from > this.deps.settings.maxFenceJump) {
+      report.fenceJumps += 1;
+      this.deps.observer?.fenceJumped?.({ topic, partition, fence: from, firstOffset: chunk.firstOffset });
+    }
   }
 
   /** Writes one object per stream that has rows in the chunk, in parallel. */
@@ -311,31 +755,35 @@ export class Processor {
   }
 
   /**
-   * Claims the keys of the records still pending, before any staging transaction; records whose key another
-   * record holds join `dropped` (duplicates by key). Safe to repeat: a retry finds its own claims.
+   * Claims the keys of the records still pending, before any staging transaction. Returns the holders of keys
+   * another record holds (the caller tells duplicates from conflicts); expired ones join `takeovers` (taken over
+   * inside the fenced transaction); claims created or confirmed join `held`. Safe to repeat: a retry finds its own.
    */
   private async claimAhead(
     pending: readonly EvaluatedRecord[],
-    dropped: Set<number>,
+    dropped: ReadonlySet<number>,
     takeovers: Set<number>,
+    held: Map<number, ClaimItem>,
     topic: string,
     partition: number,
-  ): Promise<void> {
+  ): Promise<ClaimHolder[]> {
     const claims = this.claimsFor(
       pending.filter((record) => !dropped.has(record.offset)),
       topic,
       partition,
     );
-    if (claims.length === 0) return;
+    if (claims.length === 0) return [];
     const found = await this.ledger.claimAhead(this.deps.settings.pipelineId, claims, this.clock.now());
-    const taken = new Set(found.taken);
     const expired = new Set(found.expired);
+    const heldKeys = new Map(found.held.map((claim) => [claim.idempotencyKey, claim]));
     for (const record of pending) {
-      if (record.idempotencyKey === undefined) continue;
-      if (taken.has(record.idempotencyKey)) dropped.add(record.offset);
+      if (record.idempotencyKey === undefined || dropped.has(record.offset)) continue;
       if (expired.has(record.idempotencyKey)) takeovers.add(record.offset);
+      const claim = heldKeys.get(record.idempotencyKey);
+      if (claim) held.set(record.offset, claim);
     }
     await this.step('after-claims', { topic, partition, chunk: 0 });
+    return found.taken;
   }
 
   private claimsFor(records: readonly EvaluatedRecord[], topic: string, partition: number): ClaimItem[] {
@@ -346,7 +794,8 @@ export class Processor {
         : [
             {
               idempotencyKey: record.idempotencyKey,
-              claimant: `${topic}#${partition}#${record.offset}`,
+              claimant: claimantOf(topic, partition, record.offset),
+              digest: record.digest,
               expiresAt,
             },
           ],
@@ -383,22 +832,39 @@ export class Processor {
       duplicatesByKey: 0,
       stagedRows: records.reduce((n, record) => n + record.output.length, 0),
       deadLettered: records.filter((record) => record.deadLetter).length,
+      keyConflicts: 0,
+      fenceJumps: 0,
       chunks,
       stagedOffset: NO_FENCE,
     };
   }
 }
 
-/** Offsets of records whose idempotency key appeared earlier in the same batch. */
-function duplicateKeysWithin(records: readonly EvaluatedRecord[]): Set<number> {
-  const seen = new Set<string>();
+function claimantOf(topic: string, partition: number, offset: number): string {
+  return `${topic}#${partition}#${offset}`;
+}
+
+/**
+ * Records whose idempotency key appeared earlier in the same batch: with the same digest they are duplicates
+ * (`dropped`), with another digest conflicts (`conflicts`: offset → the earlier record's claimant). Pure, so a
+ * retry of the batch decides the same.
+ */
+function keysWithin(
+  records: readonly EvaluatedRecord[],
+  topic: string,
+  partition: number,
+): { dropped: Set<number>; conflicts: Map<number, string> } {
+  const first = new Map<string, EvaluatedRecord>();
   const dropped = new Set<number>();
+  const conflicts = new Map<number, string>();
   for (const record of records) {
     if (record.idempotencyKey === undefined) continue;
-    if (seen.has(record.idempotencyKey)) dropped.add(record.offset);
-    seen.add(record.idempotencyKey);
+    const holder = first.get(record.idempotencyKey);
+    if (holder === undefined) first.set(record.idempotencyKey, record);
+    else if (holder.digest === record.digest) dropped.add(record.offset);
+    else conflicts.set(record.offset, claimantOf(topic, partition, holder.offset));
   }
-  return dropped;
+  return { dropped, conflicts };
 }
 
 export function createProcessor(deps: ProcessorDeps): Processor {
