@@ -1,7 +1,10 @@
-/** `eos verify --bucket B [--prefix P]`: checks a bucket's committed layout (see `shared/sink/verify.ts`). */
+/**
+ * `eos verify --bucket B [--pipeline P]`: checks a pipeline's committed layout (see `shared/sink/verify.ts`):
+ * its manifests under `<P>/_manifests/` and its data under `<P>/final/`. The older `--prefix <P>/final/` still
+ * works and names the same pipeline.
+ */
 import type { Command } from 'commander';
 import { createAwsClients } from '../shared/aws/clients.ts';
-import { finalPrefix } from '../shared/sink/layout.ts';
 import { formatVerifyResult, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
 
 export interface VerifyDependencies {
@@ -10,11 +13,15 @@ export interface VerifyDependencies {
 }
 
 export async function runVerifyCommand(
-  options: { bucket: string; prefix: string; json?: boolean },
+  options: { bucket: string; pipeline?: string; prefix?: string; json?: boolean },
   deps: VerifyDependencies = {},
 ): Promise<{ result: VerifyResult; exitCode: number }> {
   const { s3 } = createAwsClients(deps.env ?? process.env);
-  const result = await verifySink({ s3, bucket: options.bucket, prefix: options.prefix });
+  const which =
+    options.prefix !== undefined && options.pipeline === undefined
+      ? { prefix: options.prefix }
+      : { pipeline: options.pipeline ?? 'orders' };
+  const result = await verifySink({ s3, bucket: options.bucket, ...which });
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
   write(options.json ? `${JSON.stringify(result, null, 2)}\n` : `${formatVerifyResult(result, 200)}\n`);
   return { result, exitCode: result.ok ? 0 : 1 };
@@ -24,12 +31,13 @@ export function registerVerifyCommand(program: Command, deps: VerifyDependencies
   return program
     .command('verify')
     .description(
-      'check the committed output under a final prefix: exit 0 when every invariant holds, 1 otherwise',
+      "check a pipeline's committed output (manifests and final data): exit 0 when every invariant holds, 1 otherwise",
     )
     .requiredOption('--bucket <name>', 'the sink bucket')
-    .option('--prefix <prefix>', "the pipeline's final prefix", finalPrefix('orders'))
+    .option('--pipeline <id>', 'the pipeline id (its root prefix in the bucket); default orders')
+    .option('--prefix <prefix>', "older form: the pipeline's final prefix, <pipeline>/final/")
     .option('--json', 'print the result as JSON', false)
-    .action(async (options: { bucket: string; prefix: string; json: boolean }) => {
+    .action(async (options: { bucket: string; pipeline?: string; prefix?: string; json: boolean }) => {
       process.exitCode = (await runVerifyCommand(options, deps)).exitCode;
     });
 }

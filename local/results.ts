@@ -8,6 +8,7 @@ import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { BatchGetCommand, DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type { AwsClients } from '../shared/aws/clients.ts';
 import { keys, LEDGER_TABLE_LAYOUT } from '../shared/ledger/layout.ts';
+import { FINAL_DIR, manifestsPrefix } from '../shared/sink/layout.ts';
 import { listKeys } from '../shared/sink/verify.ts';
 import type { Aggregate } from './expectation.ts';
 
@@ -51,7 +52,11 @@ export async function readAggregates(
   return found;
 }
 
-/** Writes every object under `prefix` to `dir/bucket/<key>` and the aggregates to `dir/aggregates.json`. */
+/**
+ * Writes every object under `prefix` to `dir/bucket/<key>` and the aggregates to `dir/aggregates.json`. When
+ * `prefix` is a pipeline's final prefix, its manifests (`<pl>/_manifests/`, outside `final/` since the manifests
+ * moved out of the data prefix) are exported too, so the export stays readable as committed output.
+ */
 export async function exportRun(
   clients: AwsClients,
   bucket: string,
@@ -60,6 +65,8 @@ export async function exportRun(
   dir: string,
 ): Promise<{ objects: number }> {
   const objectKeys = await listKeys(clients.s3, bucket, prefix);
+  const pipeline = prefix.endsWith(`/${FINAL_DIR}/`) ? prefix.slice(0, -`/${FINAL_DIR}/`.length) : undefined;
+  if (pipeline) objectKeys.push(...(await listKeys(clients.s3, bucket, manifestsPrefix(pipeline))));
   for (const key of objectKeys) {
     const response = await clients.s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
     const target = join(dir, 'bucket', ...key.split('/'));

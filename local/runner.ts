@@ -23,7 +23,6 @@ import {
   type Processor,
   type ProcessorStep,
 } from '../shared/processor/processor.ts';
-import { finalPrefix } from '../shared/sink/layout.ts';
 import { type FinalRow, readFinalRows, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
 import { transformNamed } from '../shared/transforms/registry.ts';
 import { type CheckpointCounts, Checkpointer } from './checkpoints.ts';
@@ -385,9 +384,9 @@ function violationsOf(outcome: Outcome, verify: VerifyResult): string[] {
 /** Reads what the run left behind and judges it against the input. */
 async function judge(run: Run, options: RunOptions, expectation: Expectation) {
   const { settings } = options;
-  const prefix = finalPrefix(settings.pipelineId);
+  const pipeline = settings.pipelineId;
   const s3 = run.clients.s3;
-  const rows: FinalRow[] = await readFinalRows({ s3, bucket: settings.bucket, prefix });
+  const rows: FinalRow[] = await readFinalRows({ s3, bucket: settings.bucket, pipeline });
   const committedRows = rows.flatMap(({ stream, row }) => {
     const source = row.source as { topic: string; partition: number; offset: number } | undefined;
     return source ? [{ stream, source }] : [];
@@ -399,7 +398,7 @@ async function judge(run: Run, options: RunOptions, expectation: Expectation) {
     expectation.aggregates.keys(),
   );
   const outcome = compareOutcome(expectation, committedRows, aggregates);
-  const verify = await verifySink({ s3, bucket: settings.bucket, prefix });
+  const verify = await verifySink({ s3, bucket: settings.bucket, pipeline });
   return { rows, aggregates, outcome, verify };
 }
 

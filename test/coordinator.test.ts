@@ -163,7 +163,7 @@ describe('C1 one checkpoint in flight', () => {
       committedId: 1,
       consecutiveAborts: 0,
     });
-    expect((await s.store.readRecord(1))?.aborts?.map((a) => a.attempt)).toEqual([1]);
+    expect((await s.store.readRecord(1))?.recentAborts?.map((a) => a.attempt)).toEqual([1]);
   });
 });
 
@@ -344,7 +344,7 @@ describe('C4 the decision', () => {
       const next = await s.core.begin({ execution: 'recoverer' });
       expect(next).toMatchObject({ action: 'checkpoint', checkpointId: 1, attempt: 2 });
       const record = await s.store.readRecord(1);
-      expect(record?.aborts?.[0]?.reason).toContain(`lease expired in ${stopAt}`);
+      expect(record?.recentAborts?.[0]?.reason).toContain(`lease expired in ${stopAt}`);
       expect(await finalKeys(s.settings)).toEqual([]);
     }
   });

@@ -399,7 +399,8 @@ describe('the deployed state machine in the interpreter', () => {
     await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 10) });
     const record = await h.store.readRecord(1);
     expect(record?.attempt).toBe(4);
-    expect(record?.aborts).toHaveLength(3);
+    expect(record?.recentAborts).toHaveLength(3);
+    expect(record?.abortCount).toBe(3);
   });
 
   it('a missing staged object aborts naming it (C3)', async () => {

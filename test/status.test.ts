@@ -8,7 +8,12 @@ import { Command } from 'commander';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { registerStatusCommand } from '../cli/status.ts';
 import { ManualClock } from '../shared/clock.ts';
-import { type CheckpointHead, type CheckpointRecord, INITIAL_HEAD } from '../shared/ledger/checkpoints.ts';
+import {
+  type CheckpointHead,
+  type CheckpointRecord,
+  CheckpointStore,
+  INITIAL_HEAD,
+} from '../shared/ledger/checkpoints.ts';
 import { keys, type Stream } from '../shared/ledger/layout.ts';
 import { readLedgerStatus } from '../shared/status/ledger-status.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
@@ -69,21 +74,45 @@ async function staged(
   });
 }
 
-/** Records typed as the coordinator's store writes them, so a change of their shape breaks this test. */
+/**
+ * Records typed as the coordinator's store writes them, so a change of their shape breaks this test; the cut is
+ * written as cut pages through the store, as begin writes it.
+ */
 async function checkpoint(
   pipeline: string,
   record: Omit<
     CheckpointRecord,
-    'pipeline' | 'owner' | 'previousCut' | 'previousCheckpointId' | 'shardCount'
-  >,
+    | 'pipeline'
+    | 'owner'
+    | 'cutId'
+    | 'cutPages'
+    | 'partitions'
+    | 'changedPartitions'
+    | 'previousCutId'
+    | 'previousCheckpointId'
+    | 'shardCount'
+  > & { readonly cut: Record<string, number> },
 ): Promise<void> {
+  const { cut, ...fields } = record;
+  const store = new CheckpointStore(resources.clients.dynamodb, resources.table, pipeline);
+  const cutId = `${record.checkpointId}#${record.attempt}#${uniqueName('cut')}`;
+  const entries = Object.entries(cut).map(([partition, offset]) => ({
+    partition,
+    previous: -1,
+    cut: offset,
+  }));
+  const cutPages = await store.writeCut(cutId, [entries], []);
   const full: CheckpointRecord = {
     pipeline,
     owner: 'exec-1',
-    previousCut: {},
+    cutId,
+    cutPages,
+    partitions: entries.length,
+    changedPartitions: entries.length,
+    previousCutId: '',
     previousCheckpointId: 0,
     shardCount: 1,
-    ...record,
+    ...fields,
   };
   await put({ ...keys.checkpoint(pipeline, record.checkpointId), ...full });
 }
@@ -123,7 +152,8 @@ async function seedPipeline(clock: ManualClock): Promise<string> {
     status: 'PREPARED',
     cut: { [`${TOPIC}#0`]: 29, [`${TOPIC}#1`]: 4 },
     begunAt: t0 - MINUTE,
-    aborts: [
+    abortCount: 2,
+    recentAborts: [
       { attempt: 1, reason: 'staged object missing', at: t0 - 10 * MINUTE },
       { attempt: 2, reason: 'checksum mismatch', at: t0 - 5 * MINUTE },
     ],

@@ -11,24 +11,35 @@
  *   Unchanged since the last committed cut → `empty`: no id is allocated, so the manifest log has no gap. Else
  *   id N = last committed + 1 (attempt k+1 after k aborted attempts of N) is allocated by ONE transaction
  *   conditioned on the head being exactly what was read: of two executions started together one wins, the
- *   other finds the head changed and exits `busy`. The record keeps the cut, the previous cut and the number of
- *   shards (≤ 16; the changed partitions are dealt round-robin).
+ *   other finds the head changed and exits `busy`. The cut is written first, as cut pages under a fresh `cutId`
+ *   (the changed partitions dealt round-robin to ≤ 16 shards, then the unchanged ones), and the record names the
+ *   cutId and page counts: no item grows with the number of partitions (L3). A begin that loses the race deletes
+ *   its pages; one that crashes between the pages and the allocation leaves them unreferenced (never read).
  * - **prepare** (C3), per shard. For every covered staged entry (previous cut < lastOffset ≤ cut, both streams)
  *   verify the object (`staged-check.ts`: exists, size, checksum — MD5 against a plain-MD5 ETag, else SHA-256 of
  *   the bytes; listed 1,000 at a time, a doubtful one checked alone); any failure throws
- *   `StagedObjectInvalidError` naming the object, which Catches into abort. Then plan the final objects
- *   (`promoter.ts`), persist the plan, and vote (a set on the record, conditioned on (attempt, BEGUN)); a vote
- *   renews the lease, so a long prepare is not mistaken for a dead one.
+ *   `StagedObjectInvalidError` naming the object, which Catches into abort. Before that, every entry's object key
+ *   must be the staged key of exactly that entry in this pipeline (`assertStagedEntry`): an entry a compromised
+ *   processor forged to point at a manifest, a final object or another pipeline aborts the attempt with the
+ *   reason. Then plan the final objects (`promoter.ts`), persist the plan, and vote (a set on the record,
+ *   conditioned on (attempt, BEGUN)) together with the plan's SHA-256; a vote renews the lease, so a long prepare
+ *   is not mistaken for a dead one.
  * - **decide** (C4). BEGUN → PREPARED only if every shard voted; PREPARED → COMMITTING with the decision time.
  *   From here the checkpoint only rolls forward; before it, recovery presumes abort.
- * - **promote** (C5), per shard, only while COMMITTING: write the planned final objects under deterministic keys
- *   (same bytes on every retry; `If-None-Match` + checksum compare on real S3) and record their manifest entries.
- * - **commit** (C5, C7): write manifest N (gap-free, chained by `previousCheckpointId`; its bytes are a pure
- *   function of the checkpoint), then COMMITTING → COMMITTED (head: committedId = N).
+ * - **promote** (C5), per shard, only while COMMITTING: read the plan only if it hashes to the digest of the
+ *   shard's vote, check each object's final key and members against the layout (`assertPlannedObject`), then
+ *   write the planned final objects under deterministic keys (same bytes on every retry; `If-None-Match` +
+ *   checksum compare on real S3) and record their manifest entries.
+ * - **commit** (C5, C7): write manifest N (gap-free, chained by `previousCheckpointId`; its bytes are a canonical,
+ *   pure function of the checkpoint: digest-checked plans, promotion records that must match them object for
+ *   object, and the cut pages), then COMMITTING → COMMITTED (head: committedId = N).
  * - **cleanup**, per shard, only once COMMITTED: delete the staged objects and entries at or below the committed
- *   cut (leftovers of earlier cleanups included), and the checkpoint's working objects. Idempotent.
+ *   cut (leftovers of earlier cleanups included), the checkpoint's working objects and the previous committed
+ *   checkpoint's cut pages (superseded by this one's). Shard 0 also sweeps orphans, incrementally (a mark in the
+ *   ledger, so each sweep continues where the last one stopped). Idempotent.
  * - **abort** (C6), for any failure before the decision: BEGUN|PREPARED → ABORTED with the reason (logged at
- *   error level, counted in the head's `consecutiveAborts`). Staged entries stay, so the next checkpoint covers
+ *   error level, counted in the head's `consecutiveAborts` and the record's bounded `abortCount`/`recentAborts`;
+ *   the attempt's cut pages are deleted). Staged entries stay, so the next checkpoint covers
  *   the same data again — and, if an object is bad, aborts again, loudly, rather than commit past it. Deletes the
  *   attempt's working objects and orphan staged objects older than `orphanGraceSeconds`. Refuses (`decided`)
  *   if the checkpoint is already COMMITTING; the state machine then rolls forward.
@@ -48,6 +59,8 @@
  * Every transition writes head and record in one transaction conditioned on (id, attempt, status); a zombie of
  * a superseded attempt can therefore change nothing.
  */
+
+import { randomUUID } from 'node:crypto';
 import type { AwsClients } from '../aws/clients.ts';
 import { type Clock, systemClock } from '../clock.ts';
 import type { Settings } from '../config/settings.ts';
@@ -59,17 +72,21 @@ import {
   type CheckpointRecord,
   type CheckpointStatus,
   CheckpointStore,
+  type CutEntry,
   isInFlight,
+  truncateReason,
 } from '../ledger/checkpoints.ts';
-import { parsePartitionId } from '../ledger/layout.ts';
+import { padCheckpointId, parsePartitionId } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { StagedLedger } from '../ledger/staged-entries.ts';
 import type { Manifest } from '../sink/manifest.ts';
 import { ManifestStore, sortManifestFiles } from '../sink/manifest-store.ts';
 import { deleteKeys, mapLimit } from '../sink/objects.ts';
 import { sweepOrphans } from '../sink/orphans.ts';
-import { PlanStore } from '../sink/plan-store.ts';
+import { PlanStore, PromotionRecordError, type ShardPlan, type ShardPromotion } from '../sink/plan-store.ts';
 import {
+  assertPlannedObject,
+  assertStagedEntry,
   DEFAULT_PROMOTION_LIMITS,
   Promoter,
   type PromotionLimits,
@@ -89,7 +106,7 @@ import {
   type ShardInput,
   type ShardOutput,
 } from './messages.ts';
-import { changedPartitions, partitionsOfShard, shardCountFor, shardList } from './shards.ts';
+import { dealToShards, shardCountFor, shardList, splitCut } from './shards.ts';
 
 /** A step was asked to act on a checkpoint that is not in the status the step needs (superseded, or out of order). */
 export class CheckpointStateError extends PipelineError {
@@ -120,6 +137,8 @@ export interface CoordinatorOptions {
   readonly promotionLimits?: Partial<PromotionLimits>;
   /** S3 requests in flight per shard (verification, promotion, deletion). Default 16. */
   readonly concurrency?: number;
+  /** Most staged objects one orphan sweep examines (it continues from there next time). Default 10,000. */
+  readonly orphanSweepLimit?: number;
 }
 
 /** The checkpoint statuses (BEGUN, PREPARED, COMMITTING, COMMITTED, ABORTED), stored by the ledger module. */
@@ -155,6 +174,7 @@ class CheckpointCoordinator implements Coordinator {
   private readonly limits: PromotionLimits;
   private readonly concurrency: number;
   private readonly clients: AwsClients;
+  private readonly orphanSweepLimit: number;
 
   constructor(options: CoordinatorOptions) {
     const { settings, clients } = options;
@@ -167,7 +187,13 @@ class CheckpointCoordinator implements Coordinator {
     this.plans = new PlanStore(clients.s3, settings.bucket, settings.pipelineId);
     this.manifests = new ManifestStore(clients.s3, settings.bucket, settings.pipelineId);
     this.concurrency = options.concurrency ?? 16;
-    this.promoter = new Promoter(clients.s3, settings.bucket, Math.max(1, this.concurrency / 2));
+    this.promoter = new Promoter(
+      clients.s3,
+      settings.bucket,
+      settings.pipelineId,
+      Math.max(1, this.concurrency / 2),
+    );
+    this.orphanSweepLimit = options.orphanSweepLimit ?? 10_000;
     this.limits = { ...DEFAULT_PROMOTION_LIMITS, ...options.promotionLimits };
   }
 
@@ -194,30 +220,43 @@ class CheckpointCoordinator implements Coordinator {
       head = await this.store.readHead();
     }
     const committedId = head?.committedId ?? 0;
-    const previousCut = await this.store.committedCut(committedId);
-    const cut = { ...previousCut };
+    const previous = await this.store.committedCut(committedId);
+    // C2: per partition, the staged offset read now; never below the committed cut (a partition the fences no
+    // longer show keeps its committed offset, so the cut never drops a partition).
+    const cut = new Map<string, CutEntry>();
+    for (const [partition, offset] of previous.cut)
+      cut.set(partition, { partition, previous: offset, cut: offset });
     for (const [partition, staged] of Object.entries(await this.ledger.readFences())) {
-      cut[partition] = Math.max(staged, previousCut[partition] ?? -1);
+      const before = previous.cut.get(partition) ?? -1;
+      cut.set(partition, { partition, previous: before, cut: Math.max(staged, before) });
     }
-    const changed = changedPartitions(cut, previousCut);
+    const { changed, unchanged } = splitCut(cut.values());
     if (changed.length === 0) return { action: 'empty', checkpointId: 0, attempt: 0, shards: [] };
 
     const checkpointId = committedId + 1;
     const attempt = head && head.checkpointId === checkpointId ? head.attempt + 1 : 1;
+    const shardCount = shardCountFor(changed.length);
+    // Unique to this begin: two racing begins never write the same pages, and the loser's are never named.
+    const cutId = `${padCheckpointId(checkpointId)}#${attempt}#${randomUUID()}`;
+    const cutPages = await this.store.writeCut(cutId, dealToShards(changed, shardCount), unchanged);
     const record: CheckpointRecord = {
       pipeline: this.settings.pipelineId,
       checkpointId,
       attempt,
       status: 'BEGUN',
       owner: input.execution,
-      cut,
-      previousCut,
+      cutId,
+      cutPages,
+      partitions: cut.size,
+      changedPartitions: changed.length,
       previousCheckpointId: committedId,
-      shardCount: shardCountFor(changed.length),
+      previousCutId: previous.record?.cutId ?? '',
+      shardCount,
       begunAt: now,
     };
     if (!(await this.store.allocate(head, record, this.leaseUntil(now), now))) {
       this.log.info('lost the race to allocate a checkpoint', { checkpointId });
+      await this.store.deleteCut(cutId);
       return NOTHING;
     }
     this.log.info('checkpoint begun', {
@@ -270,24 +309,35 @@ class CheckpointCoordinator implements Coordinator {
     }
   }
 
-  private async markAborted(head: CheckpointHead, reason: string, now: number): Promise<void> {
+  private async markAborted(head: CheckpointHead, fullReason: string, now: number): Promise<void> {
     const consecutiveAborts = head.consecutiveAborts + 1;
+    const reason = truncateReason(fullReason);
+    // Read-modify-write of the bounded history is safe: the transition below is conditioned on (attempt, status
+    // before the decision), and only an abort of this very attempt — which that condition lets through once —
+    // changes the history.
+    const current = await this.store.readRecord(head.checkpointId);
+    const history = CheckpointStore.abortHistory(current?.attempt === head.attempt ? current : undefined, {
+      attempt: head.attempt,
+      reason,
+      at: now,
+    });
     await this.store.transition({
       checkpointId: head.checkpointId,
       attempt: head.attempt,
       from: BEFORE_DECISION_STATUSES,
       to: 'ABORTED',
       head: { consecutiveAborts, lastAbortReason: reason },
-      record: { abortedAt: now, abortReason: reason },
-      abortNote: { attempt: head.attempt, reason, at: now },
+      record: { abortedAt: now, abortReason: reason, ...history },
       now,
     });
     this.log.error('checkpoint aborted: its staged data waits for the next checkpoint', {
       checkpointId: head.checkpointId,
       attempt: head.attempt,
-      reason,
+      reason: fullReason,
       consecutiveAborts,
     });
+    // The attempt's cut is never read again (a zombie step of it fails on the missing pages, harmlessly).
+    if (current?.attempt === head.attempt) await this.store.deleteCut(current.cutId);
   }
 
   // ── prepare ───────────────────────────────────────────────────────────────────────────────────────────────
@@ -302,25 +352,30 @@ class CheckpointCoordinator implements Coordinator {
     if (record.status !== 'BEGUN') return { shard: input.shard, count: 0 };
     let stagedFiles = 0;
     const objects = [];
-    for (const partition of partitionsOfShard(record, input.shard)) {
-      const entries = await this.coveredEntries(record, partition);
+    for (const cut of await this.store.readCut(record, input.shard)) {
+      const entries = await this.coveredEntries(cut);
       await verifyStagedObjects(this.clients.s3, this.settings.bucket, entries, this.concurrency);
       stagedFiles += entries.length;
       objects.push(...planFinalObjects(this.settings.pipelineId, entries, this.limits));
     }
     const { checkpointId, attempt, shard } = input;
-    await this.plans.writePlan({ checkpointId, attempt, shard, stagedFiles, objects });
+    const digest = await this.plans.writePlan({ checkpointId, attempt, shard, stagedFiles, objects });
     const now = this.clock.now();
-    await this.store.vote(checkpointId, attempt, shard, this.leaseUntil(now), now);
+    await this.store.vote(checkpointId, attempt, shard, digest, this.leaseUntil(now), now);
     return { shard, count: stagedFiles };
   }
 
-  /** C2: the entries with previous cut < lastOffset ≤ cut in one partition. */
-  private async coveredEntries(record: CheckpointRecord, partition: string): Promise<StagedFileEntry[]> {
-    const { topic, partition: number } = parsePartitionId(partition);
-    const range = { above: record.previousCut[partition] ?? -1, upTo: record.cut[partition] ?? -1 };
+  /**
+   * C2: the entries with previous cut < lastOffset ≤ cut in one partition, each refused unless its object key is
+   * the staged key of exactly that entry in this pipeline (an entry is processor-written: trust nothing in it).
+   */
+  private async coveredEntries(cut: CutEntry): Promise<StagedFileEntry[]> {
+    const { topic, partition } = parsePartitionId(cut.partition);
     const entries: StagedFileEntry[] = [];
-    for await (const entry of this.ledger.entries(topic, number, range)) entries.push(entry);
+    for await (const entry of this.ledger.entries(topic, partition, { above: cut.previous, upTo: cut.cut })) {
+      assertStagedEntry(this.settings.pipelineId, entry, { topic, partition });
+      entries.push(entry);
+    }
     return entries;
   }
 
@@ -376,7 +431,9 @@ class CheckpointCoordinator implements Coordinator {
     // over a roll-forward that is alive (harmless, but double work and a false CheckpointFailed).
     const now = this.clock.now();
     await this.store.renewLease(input.checkpointId, input.attempt, 'COMMITTING', this.leaseUntil(now), now);
-    const plan = await this.plans.readPlan(input.checkpointId, input.attempt, input.shard);
+    const plan = await this.readVotedPlan(record, input.shard);
+    // Every object is checked against the layout before any is written: a plan with one forged object writes none.
+    for (const object of plan.objects) assertPlannedObject(this.settings.pipelineId, object);
     const files = await mapLimit(plan.objects, 2, (object) => this.promoter.promote(object));
     await this.plans.writePromotion({
       checkpointId: input.checkpointId,
@@ -407,21 +464,42 @@ class CheckpointCoordinator implements Coordinator {
 
   private async buildManifest(record: CheckpointRecord): Promise<Manifest> {
     const promotions = await Promise.all(
-      shardList(record.shardCount).map((shard) =>
-        this.plans.readPromotion(record.checkpointId, record.attempt, shard),
-      ),
+      shardList(record.shardCount).map(async (shard) => {
+        const [plan, promotion] = await Promise.all([
+          this.readVotedPlan(record, shard),
+          this.plans.readPromotion(record.checkpointId, record.attempt, shard),
+        ]);
+        return matchPromotion(plan, promotion);
+      }),
     );
+    const cut: Record<string, number> = {};
+    const previousCut: Record<string, number> = {};
+    for (const entry of await this.store.readCut(record)) {
+      cut[entry.partition] = entry.cut;
+      if (entry.previous >= 0) previousCut[entry.partition] = entry.previous;
+    }
     return {
       version: 1,
       pipeline: this.settings.pipelineId,
       checkpointId: record.checkpointId,
       previousCheckpointId: record.previousCheckpointId,
-      cut: record.cut,
-      previousCut: record.previousCut,
+      // encodeManifest sorts both cuts: the bytes do not depend on the order the pages came back in.
+      cut,
+      previousCut,
       // The decision time, not "now": a retried commit must write the same bytes.
       committedAt: new Date(record.decidedAt ?? record.begunAt).toISOString(),
       files: sortManifestFiles(promotions.flatMap((promotion) => promotion.files)),
     };
+  }
+
+  /** The plan shard `shard` voted for: its bytes must hash to the digest recorded with the vote. */
+  private readVotedPlan(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
+    return this.plans.readPlan(
+      record.checkpointId,
+      record.attempt,
+      shard,
+      record.planDigests?.[String(shard)],
+    );
   }
 
   private async markCommitted(record: CheckpointRecord): Promise<void> {
@@ -449,14 +527,11 @@ class CheckpointCoordinator implements Coordinator {
   async cleanup(input: ShardInput): Promise<ShardOutput> {
     const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTED']);
     let removed = 0;
-    for (const partition of partitionsOfShard(record, input.shard)) {
-      const { topic, partition: number } = parsePartitionId(partition);
+    for (const cut of await this.store.readCut(record, input.shard)) {
+      const { topic, partition: number } = parsePartitionId(cut.partition);
       const promoted: StagedFileEntry[] = [];
       // Everything at or below the committed cut is promoted: leftovers of earlier cleanups go too.
-      for await (const entry of this.ledger.entries(topic, number, {
-        above: -1,
-        upTo: record.cut[partition] ?? -1,
-      })) {
+      for await (const entry of this.ledger.entries(topic, number, { above: -1, upTo: cut.cut })) {
         promoted.push(entry);
       }
       await deleteKeys(
@@ -468,6 +543,8 @@ class CheckpointCoordinator implements Coordinator {
     }
     if (input.shard === 0) {
       await this.plans.deleteCheckpoint(record.checkpointId);
+      // The previous committed cut is superseded by this one (begin reads only the last committed cut).
+      await this.store.deleteCut(record.previousCutId);
       // A healthy pipeline never aborts: orphans (crashed attempts, fenced-out zombies) are swept here too (P3).
       await this.sweepOrphans();
     }
@@ -483,6 +560,11 @@ class CheckpointCoordinator implements Coordinator {
       ledger: this.ledger,
       now: this.clock.now(),
       graceMs: this.settings.orphanGraceSeconds * 1000,
+      limit: this.orphanSweepLimit,
+      mark: {
+        read: () => this.store.readSweepMark(),
+        write: (expected, after) => this.store.writeSweepMark(expected, after, this.clock.now()),
+      },
     });
     if (orphans.length > 0) this.log.info('deleted orphan staged objects', { count: orphans.length });
     return orphans.length;
@@ -548,4 +630,35 @@ class CheckpointCoordinator implements Coordinator {
     }
     return record;
   }
+}
+
+/**
+ * Commit's check of one shard's promotion record against its digest-checked plan: the same objects, in order, each
+ * with the planned key, range and record count. Only the SHA-256 and size come from promote (computed from the
+ * bytes it wrote); everything that decides what a manifest may list comes from the voted plan.
+ */
+function matchPromotion(plan: ShardPlan, promotion: ShardPromotion): ShardPromotion {
+  const where = `checkpoint ${plan.checkpointId} attempt ${plan.attempt} shard ${plan.shard}`;
+  if (
+    promotion.checkpointId !== plan.checkpointId ||
+    promotion.attempt !== plan.attempt ||
+    promotion.shard !== plan.shard ||
+    promotion.files.length !== plan.objects.length
+  ) {
+    throw new PromotionRecordError(`${where}: the promotion record does not match the voted plan`);
+  }
+  plan.objects.forEach((object, index) => {
+    const file = promotion.files[index]!;
+    const same =
+      file.key === object.finalKey &&
+      file.stream === object.stream &&
+      file.topic === object.topic &&
+      file.partition === object.partition &&
+      file.firstOffset === object.firstOffset &&
+      file.lastOffset === object.lastOffset &&
+      file.recordCount === object.recordCount;
+    if (!same)
+      throw new PromotionRecordError(`${where}: promoted ${file.key}, the voted plan has ${object.finalKey}`);
+  });
+  return promotion;
 }

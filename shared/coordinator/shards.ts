@@ -1,19 +1,21 @@
 /**
- * How a checkpoint's work is split for the Map states: the partitions whose cut moved are sorted and dealt
- * round-robin to at most MAX_SHARDS shards. The assignment is a pure function of the checkpoint record, so every
- * step (and every retry) of every shard sees the same partitions without passing them through Step Functions.
+ * How a checkpoint's work is split for the Map states: begin sorts the partitions whose cut moved (code-unit
+ * order) and deals them round-robin to at most MAX_SHARDS shards; each shard's partitions are stored as that
+ * shard's cut pages (`ledger/checkpoints.ts`), so every step (and every retry) of a shard reads exactly its
+ * partitions, page by page, without passing them through Step Functions and without reading the whole cut.
  */
-import type { CheckpointRecord } from '../ledger/checkpoints.ts';
+import type { CutEntry } from '../ledger/checkpoints.ts';
 import { MAX_SHARDS } from './definition.ts';
 
-/** The partitions with something new: cut above the previous cut (absent = -1). Sorted. */
-export function changedPartitions(
-  cut: Record<string, number>,
-  previousCut: Record<string, number>,
-): string[] {
-  return Object.keys(cut)
-    .filter((partition) => (cut[partition] ?? -1) > (previousCut[partition] ?? -1))
-    .sort();
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Splits a cut into the entries that moved (cut above previous), sorted, and the rest, sorted. */
+export function splitCut(entries: Iterable<CutEntry>): { changed: CutEntry[]; unchanged: CutEntry[] } {
+  const changed: CutEntry[] = [];
+  const unchanged: CutEntry[] = [];
+  for (const entry of entries) (entry.cut > entry.previous ? changed : unchanged).push(entry);
+  const order = (a: CutEntry, b: CutEntry) => byCodeUnits(a.partition, b.partition);
+  return { changed: changed.sort(order), unchanged: unchanged.sort(order) };
 }
 
 export function shardCountFor(changed: number): number {
@@ -24,11 +26,9 @@ export function shardList(count: number): number[] {
   return Array.from({ length: count }, (_, shard) => shard);
 }
 
-export function partitionsOfShard(
-  record: Pick<CheckpointRecord, 'cut' | 'previousCut' | 'shardCount'>,
-  shard: number,
-): string[] {
-  return changedPartitions(record.cut, record.previousCut).filter(
-    (_, index) => index % record.shardCount === shard,
-  );
+/** Deals sorted entries round-robin to `shardCount` shards. Pure and deterministic. */
+export function dealToShards<T>(sorted: readonly T[], shardCount: number): T[][] {
+  const shards: T[][] = shardList(shardCount).map(() => []);
+  sorted.forEach((entry, index) => shards[index % shardCount]!.push(entry));
+  return shards;
 }

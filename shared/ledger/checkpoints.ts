@@ -6,17 +6,30 @@
  * - The head names the checkpoint in flight (or the last one), its attempt, status, lease and owner, and the last
  *   committed id. Allocation is one conditional write on the head (C1): it succeeds only if the head is still
  *   exactly what the caller read.
- * - Checkpoint N's item holds its cut, the previous committed cut, its shard count and the prepare votes. An
- *   aborted attempt of N is followed by attempt k+1 of the same N (manifest ids stay gap-free, C7); the item keeps
- *   the history of aborted attempts in `aborts`.
+ * - Checkpoint N's item holds a reference to its cut (`cutId`, page counts), the previous committed cut's id, its
+ *   shard count, the prepare votes and, per shard, the SHA-256 of the plan that shard voted for. An aborted
+ *   attempt of N is followed by attempt k+1 of the same N (manifest ids stay gap-free, C7); the item keeps a
+ *   bounded abort history: `abortCount` and the last {@link RECENT_ABORTS} notes, reasons truncated to
+ *   {@link MAX_ABORT_REASON} characters (L3).
+ * - The cut itself lives in cut pages (`layout.ts`): immutable items written before the allocation that names
+ *   them, each bounded by {@link CUT_PAGE_BUDGET_BYTES}, read with paged Queries. A reader checks it found exactly
+ *   the page counts the record names, so a lost page fails loudly instead of shrinking the cut.
  * - Every transition updates head and item in ONE transaction conditioned on (id, attempt, status) of both.
+ *
+ * Size bound of every item written here (L3): head ≈ fixed fields + one reason ≤ 1,000 chars; record ≈ fixed
+ * fields + ≤ 16 votes + ≤ 16 digests + ≤ 5 reasons ≤ 1,000 chars; cut page ≤ 100 KB of entries + keys; sweep mark
+ * ≈ one S3 key. None depends on the number of partitions, aborts or checkpoints.
  */
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import {
+  DeleteCommand,
   type DynamoDBDocumentClient,
   GetCommand,
+  PutCommand,
+  QueryCommand,
+  type QueryCommandOutput,
   TransactWriteCommand,
   type TransactWriteCommandInput,
   UpdateCommand,
@@ -24,7 +37,8 @@ import {
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { PipelineError } from '../errors.ts';
-import { keys } from './layout.ts';
+import { mapLimit } from '../sink/objects.ts';
+import { CUT_PAGE_BUDGET_BYTES, keys } from './layout.ts';
 
 export const CHECKPOINT_STATUS = {
   /** Id allocated, cut recorded; prepare shards are verifying and voting. */
@@ -82,26 +96,62 @@ export interface AbortNote {
   readonly at: number;
 }
 
+/** How many abort notes a record keeps (the newest); older ones are only counted in `abortCount`. */
+export const RECENT_ABORTS = 5;
+/** Longest abort reason stored (head and record); longer ones are cut with a marker. */
+export const MAX_ABORT_REASON = 1000;
+
+export function truncateReason(reason: string): string {
+  return reason.length <= MAX_ABORT_REASON
+    ? reason
+    : `${reason.slice(0, MAX_ABORT_REASON - 13)} …[truncated]`;
+}
+
+/** One partition of a cut: the previous committed offset (-1: none) and this checkpoint's cut (C2). */
+export interface CutEntry {
+  readonly partition: string;
+  readonly previous: number;
+  readonly cut: number;
+}
+
+/** How many cut pages a begin wrote: per shard the pages of changed partitions, and the unchanged pages. */
+export interface CutPages {
+  readonly changed: readonly number[];
+  readonly unchanged: number;
+}
+
+/** A cut page the checkpoint record names is missing, or an extra one appeared: the cut cannot be trusted. */
+export class CutPagesError extends PipelineError {}
+
 export interface CheckpointRecord {
   readonly pipeline: string;
   readonly checkpointId: number;
   readonly attempt: number;
   readonly status: CheckpointStatus;
   readonly owner: string;
-  /** Per partition (`<topic>#<partition>`), the staged offset read at begin (C2). */
-  readonly cut: Record<string, number>;
-  /** The previous committed checkpoint's cut (partitions absent there start at -1). */
-  readonly previousCut: Record<string, number>;
+  /** The pk suffix of this attempt's cut pages: unique to the begin that wrote them. */
+  readonly cutId: string;
+  readonly cutPages: CutPages;
+  /** Partitions in the cut, and how many of them moved (the ones this checkpoint covers). */
+  readonly partitions: number;
+  readonly changedPartitions: number;
   readonly previousCheckpointId: number;
+  /** The cutId of checkpoint `previousCheckpointId` ('' for none): cleanup deletes its pages once this commits. */
+  readonly previousCutId: string;
   readonly shardCount: number;
   /** Shards whose prepare voted yes for this attempt. */
   readonly votes?: ReadonlySet<number>;
+  /** Per shard (as a string), the hex SHA-256 of the plan that shard's yes vote is for (issue 17). */
+  readonly planDigests?: Readonly<Record<string, string>>;
   readonly begunAt: number;
   readonly decidedAt?: number;
   readonly committedAt?: number;
   readonly abortedAt?: number;
   readonly abortReason?: string;
-  readonly aborts?: readonly AbortNote[];
+  /** Aborted attempts of this checkpoint id, all of them. */
+  readonly abortCount?: number;
+  /** The newest {@link RECENT_ABORTS} aborted attempts, oldest first. */
+  readonly recentAborts?: readonly AbortNote[];
 }
 
 /** A conditional write lost: the head or the record is no longer what the caller expected. */
@@ -125,8 +175,6 @@ export interface TransitionRequest {
   readonly head?: Record<string, unknown>;
   /** Extra attributes to SET on the record (besides status). */
   readonly record?: Record<string, unknown>;
-  /** Appended to the record's `aborts` list. */
-  readonly abortNote?: AbortNote;
   /** An extra condition on the record, e.g. `size(votes) = :shardCount`, with its values. */
   readonly recordCondition?: { readonly expression: string; readonly values: Record<string, unknown> };
   readonly now: number;
@@ -175,9 +223,9 @@ export class CheckpointStore {
     return item as CheckpointRecord | undefined;
   }
 
-  /** The committed cut of checkpoint `committedId`; empty for 0. */
-  async committedCut(committedId: number): Promise<Record<string, number>> {
-    if (committedId === 0) return {};
+  /** Checkpoint `committedId`'s record (which must be COMMITTED) and its whole cut; nothing for 0. */
+  async committedCut(committedId: number): Promise<{ record?: CheckpointRecord; cut: Map<string, number> }> {
+    if (committedId === 0) return { cut: new Map() };
     const record = await this.readRecord(committedId);
     if (record?.status !== 'COMMITTED') {
       throw new CheckpointConflictError(
@@ -186,7 +234,158 @@ export class CheckpointStore {
         'the head calls it committed but its record does not',
       );
     }
-    return record.cut;
+    const cut = new Map<string, number>();
+    for (const entry of await this.readCut(record)) cut.set(entry.partition, entry.cut);
+    return { record, cut };
+  }
+
+  /**
+   * Writes a cut as pages under a fresh `cutId` (before the allocation that names it): the changed partitions of
+   * each shard, then the unchanged ones, each page at most {@link CUT_PAGE_BUDGET_BYTES} of entries. Each put is
+   * conditioned on the page not existing (a cutId is never reused). Returns the page counts for the record.
+   */
+  async writeCut(
+    cutId: string,
+    shards: readonly (readonly CutEntry[])[],
+    unchanged: readonly CutEntry[],
+  ): Promise<CutPages> {
+    const puts: { key: { pk: string; sk: string }; entries: readonly CutEntry[] }[] = [];
+    const changed = shards.map((entries, shard) => {
+      const pages = paginateCut(entries);
+      pages.forEach((page, index) =>
+        puts.push({ key: keys.changedCutPage(this.pipeline, cutId, shard, index), entries: page }),
+      );
+      return pages.length;
+    });
+    const unchangedPages = paginateCut(unchanged);
+    unchangedPages.forEach((page, index) =>
+      puts.push({ key: keys.unchangedCutPage(this.pipeline, cutId, index), entries: page }),
+    );
+    await mapLimit(puts, 8, async ({ key, entries }) => {
+      try {
+        await this.doc.send(
+          new PutCommand({
+            TableName: this.table,
+            Item: { ...key, entries: entries.map((e) => [e.partition, e.previous, e.cut]) },
+            ConditionExpression: 'attribute_not_exists(pk)',
+          }),
+        );
+      } catch (error) {
+        rethrowClassified('dynamodb:PutItem(cut page)', error);
+      }
+    });
+    return { changed, unchanged: unchangedPages.length };
+  }
+
+  /** The cut entries of one shard (changed partitions only), or of the whole cut; in page order. */
+  async readCut(
+    record: Pick<CheckpointRecord, 'cutId' | 'cutPages' | 'checkpointId' | 'attempt'>,
+    shard?: number,
+  ): Promise<CutEntry[]> {
+    const pk = keys.cutPagesPk(this.pipeline, record.cutId);
+    const prefix = shard === undefined ? undefined : keys.changedCutPagesOf(shard);
+    const expected =
+      shard === undefined
+        ? record.cutPages.changed.reduce((sum, n) => sum + n, 0) + record.cutPages.unchanged
+        : (record.cutPages.changed[shard] ?? 0);
+    const entries: CutEntry[] = [];
+    let pages = 0;
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      let result: QueryCommandOutput;
+      try {
+        result = await this.doc.send(
+          new QueryCommand({
+            TableName: this.table,
+            ConsistentRead: true,
+            KeyConditionExpression: prefix ? 'pk = :pk AND begins_with(sk, :prefix)' : 'pk = :pk',
+            ExpressionAttributeValues: prefix ? { ':pk': pk, ':prefix': prefix } : { ':pk': pk },
+            ExclusiveStartKey: startKey,
+          }),
+        );
+      } catch (error) {
+        return rethrowClassified('dynamodb:Query(cut pages)', error);
+      }
+      for (const item of result.Items ?? []) {
+        pages++;
+        for (const tuple of (item.entries ?? []) as unknown[]) entries.push(parseCutTuple(tuple));
+      }
+      startKey = result.LastEvaluatedKey;
+    } while (startKey);
+    if (pages !== expected) {
+      throw new CutPagesError(
+        `checkpoint ${record.checkpointId} attempt ${record.attempt}: found ${pages} cut pages${shard === undefined ? '' : ` of shard ${shard}`} under ${record.cutId}, its record names ${expected}`,
+      );
+    }
+    return entries;
+  }
+
+  /** Deletes every page of a cut that is no longer needed (a lost begin, an aborted attempt, a superseded cut). */
+  async deleteCut(cutId: string): Promise<number> {
+    if (cutId === '') return 0;
+    const pk = keys.cutPagesPk(this.pipeline, cutId);
+    const found: string[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      try {
+        const result = await this.doc.send(
+          new QueryCommand({
+            TableName: this.table,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': pk },
+            ProjectionExpression: 'sk',
+            ExclusiveStartKey: startKey,
+          }),
+        );
+        for (const item of result.Items ?? []) found.push(String(item.sk));
+        startKey = result.LastEvaluatedKey;
+      } catch (error) {
+        return rethrowClassified('dynamodb:Query(cut pages)', error);
+      }
+    } while (startKey);
+    await mapLimit(found, 8, async (sk) => {
+      try {
+        await this.doc.send(
+          new DeleteCommand({
+            TableName: this.table,
+            Key: { pk, sk },
+            ConditionExpression: 'attribute_exists(entries)',
+          }),
+        );
+      } catch (error) {
+        if (!isConditionFailure(error)) rethrowClassified('dynamodb:DeleteItem(cut page)', error);
+      }
+    });
+    return found.length;
+  }
+
+  /** The orphan sweep's continuation mark: the last staged key it examined ('' = start from the lowest key). */
+  async readSweepMark(): Promise<string> {
+    const item = await this.get(keys.sweepMark(this.pipeline), 'readSweepMark');
+    return typeof item?.after === 'string' ? item.after : '';
+  }
+
+  /**
+   * Moves the sweep mark from `expected` to `after`, conditioned on it still being `expected`: of two sweeps
+   * (a zombie's and a live one) one moves it; the other's result is dropped, which only means some objects are
+   * examined again. False when it lost.
+   */
+  async writeSweepMark(expected: string, after: string, now: number): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...keys.sweepMark(this.pipeline), after, updatedAt: now },
+          ConditionExpression: 'attribute_not_exists(pk) OR #after = :expected',
+          ExpressionAttributeNames: { '#after': 'after' },
+          ExpressionAttributeValues: { ':expected': expected },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      return rethrowClassified('dynamodb:PutItem(sweep mark)', error);
+    }
   }
 
   /**
@@ -207,7 +406,7 @@ export class CheckpointStore {
       owner: record.owner,
       committedId: expected?.committedId ?? 0,
       consecutiveAborts: expected?.consecutiveAborts ?? 0,
-      ...(expected?.lastAbortReason ? { lastAbortReason: expected.lastAbortReason } : {}),
+      ...(expected?.lastAbortReason ? { lastAbortReason: truncateReason(expected.lastAbortReason) } : {}),
       updatedAt: now,
     };
     const headCondition = expected
@@ -221,8 +420,9 @@ export class CheckpointStore {
           },
         }
       : { ConditionExpression: 'attribute_not_exists(pk)' };
-    const { aborts: _aborts, votes: _votes, ...fields } = record;
-    const set = setClause('r', fields);
+    const { recentAborts: _recent, abortCount: _count, votes: _votes, ...fields } = record;
+    // A fresh attempt votes afresh: no digest of an aborted attempt's plans survives.
+    const set = setClause('r', { ...fields, planDigests: {} });
     const input: TransactWriteCommandInput = {
       TransactItems: [
         {
@@ -259,6 +459,19 @@ export class CheckpointStore {
     }
   }
 
+  /** The record's abort history after one more abort of `note.attempt`: bounded, newest last. */
+  static abortHistory(
+    record: Pick<CheckpointRecord, 'abortCount' | 'recentAborts'> | undefined,
+    note: AbortNote,
+  ): { abortCount: number; recentAborts: AbortNote[] } {
+    const bounded = { ...note, reason: truncateReason(note.reason) };
+    const recent = [...(record?.recentAborts ?? []).filter((n) => n.attempt !== note.attempt), bounded];
+    return {
+      abortCount: (record?.abortCount ?? 0) + 1,
+      recentAborts: recent.slice(-RECENT_ABORTS),
+    };
+  }
+
   /** Moves head and record from one of `from` to `to`, both conditioned on (id, attempt, status). */
   async transition(request: TransitionRequest): Promise<void> {
     const { checkpointId, attempt, from, to } = request;
@@ -268,11 +481,6 @@ export class CheckpointStore {
     const record = setClause('r', { ...request.record, status: to });
     const recordSets = [...record.sets];
     const recordValues: Record<string, unknown> = { ...record.vals, ...fromValues, ':attempt': attempt };
-    if (request.abortNote) {
-      recordSets.push('aborts = list_append(if_not_exists(aborts, :emptyList), :abortNote)');
-      recordValues[':emptyList'] = [];
-      recordValues[':abortNote'] = [request.abortNote];
-    }
     const extra = request.recordCondition;
     try {
       await this.doc.send(
@@ -405,6 +613,7 @@ export class CheckpointStore {
     checkpointId: number,
     attempt: number,
     shard: number,
+    planDigest: string,
     leaseUntil: number,
     now: number,
   ): Promise<void> {
@@ -417,12 +626,14 @@ export class CheckpointStore {
                 TableName: this.table,
                 Key: keys.checkpoint(this.pipeline, checkpointId),
                 ConditionExpression: 'attempt = :attempt AND #status = :begun',
-                UpdateExpression: 'ADD votes :shard',
-                ExpressionAttributeNames: { '#status': 'status' },
+                // The digest and the vote land together: a yes vote is a vote for exactly these plan bytes.
+                UpdateExpression: 'ADD votes :shard SET planDigests.#shard = :digest',
+                ExpressionAttributeNames: { '#status': 'status', '#shard': String(shard) },
                 ExpressionAttributeValues: {
                   ':attempt': attempt,
                   ':begun': 'BEGUN',
                   ':shard': new Set([shard]),
+                  ':digest': planDigest,
                 },
               },
             },
@@ -458,4 +669,41 @@ export class CheckpointStore {
       return rethrowClassified(`dynamodb:GetItem(${operation})`, error);
     }
   }
+}
+
+/** Splits entries into pages of at most {@link CUT_PAGE_BUDGET_BYTES} (DynamoDB's size rule, upper bound). */
+export function paginateCut(entries: readonly CutEntry[]): CutEntry[][] {
+  const pages: CutEntry[][] = [];
+  let page: CutEntry[] = [];
+  let bytes = 3;
+  for (const entry of entries) {
+    const size = cutEntrySize(entry);
+    if (page.length > 0 && bytes + size > CUT_PAGE_BUDGET_BYTES) {
+      pages.push(page);
+      page = [];
+      bytes = 3;
+    }
+    page.push(entry);
+    bytes += size;
+  }
+  if (page.length > 0) pages.push(page);
+  return pages;
+}
+
+/** An upper bound of one entry's DynamoDB size: a list (3) of a string and two numbers (≤ 21 each), 1 per element. */
+export function cutEntrySize(entry: CutEntry): number {
+  return 3 + 3 + Buffer.byteLength(entry.partition, 'utf8') + 2 * 21;
+}
+
+function parseCutTuple(tuple: unknown): CutEntry {
+  if (
+    !Array.isArray(tuple) ||
+    tuple.length !== 3 ||
+    typeof tuple[0] !== 'string' ||
+    !Number.isSafeInteger(tuple[1]) ||
+    !Number.isSafeInteger(tuple[2])
+  ) {
+    throw new CutPagesError(`a cut page holds a malformed entry ${JSON.stringify(tuple)}`);
+  }
+  return { partition: tuple[0], previous: tuple[1] as number, cut: tuple[2] as number };
 }

@@ -13,6 +13,20 @@
  * | keyed state       | `<pl>#STATE#<stateKey>`                 | `STATE`                             |
  * | checkpoint head   | `<pl>#CHECKPOINT`                       | `HEAD`                              |
  * | checkpoint N      | `<pl>#CHECKPOINT`                       | `<N, 12 digits>`                    |
+ * | orphan sweep mark | `<pl>#CHECKPOINT`                       | `SWEEP`                             |
+ * | cut page          | `<pl>#CHECKPOINT#CUT#<cutId>`           | `C#<shard, 2>#<page, 6>` / `U#<page, 6>` |
+ *
+ * Who writes what (the stack's IAM scopes each role to these leading keys; see `infra/`):
+ * - the processor: `<pl>#FENCE`, `<pl>#STAGED#*`, `<pl>#CLAIM#*`, `<pl>#STATE#*` — and nothing else;
+ * - the coordinator: every `<pl>#CHECKPOINT…` item (head, records, sweep mark, cut pages), and deletes of
+ *   staged entries it promoted. Nothing the commit path trusts lies under a processor key: a processor that
+ *   is compromised can stage garbage (prepare refuses it) but cannot move the head, forge a cut or a vote.
+ *
+ * A checkpoint's cut is not in its record: it is written as cut pages (at most {@link CUT_PAGE_BUDGET_BYTES} of
+ * partition names each, so every item stays far under DynamoDB's 400 KB at any number of partitions, L3) under a
+ * pk unique to the begin that wrote them (`cutId`, recorded in the checkpoint record). `C#` pages hold the
+ * partitions whose cut moved, dealt to prepare/promote/cleanup shards; `U#` pages the unchanged ones, carried so
+ * that the next begin reads the whole committed cut.
  *
  * All fences of a pipeline share one partition key, so the coordinator reads every partition's staged offset
  * with one strongly consistent Query. Staged entries are spread per source partition; within one, the sort key
@@ -82,7 +96,31 @@ export const keys = {
     pk: `${pipeline}#CHECKPOINT`,
     sk: padCheckpointId(id),
   }),
+  /** The orphan sweep's continuation mark (coordinator-owned). */
+  sweepMark: (pipeline: string): ItemKey => ({ pk: `${pipeline}#CHECKPOINT`, sk: 'SWEEP' }),
+  cutPagesPk: (pipeline: string, cutId: string): string => `${pipeline}#CHECKPOINT#CUT#${cutId}`,
+  /** A page of the partitions whose cut moved, dealt to `shard`. */
+  changedCutPage: (pipeline: string, cutId: string, shard: number, page: number): ItemKey => ({
+    pk: `${pipeline}#CHECKPOINT#CUT#${cutId}`,
+    sk: `${CUT_PAGE_CHANGED}${String(shard).padStart(2, '0')}#${String(page).padStart(6, '0')}`,
+  }),
+  changedCutPagesOf: (shard: number): string => `${CUT_PAGE_CHANGED}${String(shard).padStart(2, '0')}#`,
+  /** A page of the partitions whose cut did not move (carried to the next checkpoint). */
+  unchangedCutPage: (pipeline: string, cutId: string, page: number): ItemKey => ({
+    pk: `${pipeline}#CHECKPOINT#CUT#${cutId}`,
+    sk: `${CUT_PAGE_UNCHANGED}${String(page).padStart(6, '0')}`,
+  }),
 } as const;
+
+export const CUT_PAGE_CHANGED = 'C#';
+export const CUT_PAGE_UNCHANGED = 'U#';
+
+/**
+ * Most bytes of partition entries in one cut page, counted as DynamoDB sizes them (an upper bound: UTF-8 bytes of
+ * the partition name, 21 bytes per number, 1 byte per list element, 3 per list). 100 KB leaves room for the keys
+ * and fixed attributes and stays a quarter of the 400 KB item limit whatever the topic names are.
+ */
+export const CUT_PAGE_BUDGET_BYTES = 100 * 1024;
 
 /** `<topic>#<partition>` — how partitions are named in cuts and fences. */
 export function partitionId(topic: string, partition: number): string {

@@ -78,7 +78,7 @@ export interface ParsedObjectKey extends ObjectRange {
 }
 
 const RANGE_PATH =
-  /^(output|deadletter)\/topic=([a-zA-Z0-9._-]+)\/partition=(0|[1-9]\d{0,9})\/(\d{20})-(\d{20})(?:\.([A-Za-z0-9_-]+))?\.ndjson(\.gz)?$/;
+  /^(output|deadletter)\/topic=([a-zA-Z0-9._-]+)\/partition=(0|[1-9]\d{0,9})\/(\d{20})-(\d{20})(?:\.([A-Za-z0-9._-]+))?\.ndjson(\.gz)?$/;
 
 function parseRangePath(rest: string): ParsedObjectKey | undefined {
   const match = RANGE_PATH.exec(rest);
@@ -92,7 +92,9 @@ function parseRangePath(rest: string): ParsedObjectKey | undefined {
     gzip: match[7] !== undefined,
     ...(match[6] === undefined ? {} : { attemptId: match[6] }),
   };
-  return Number.isSafeInteger(range.firstOffset) && Number.isSafeInteger(range.lastOffset) ? range : undefined;
+  return Number.isSafeInteger(range.firstOffset) && Number.isSafeInteger(range.lastOffset)
+    ? range
+    : undefined;
 }
 
 /**

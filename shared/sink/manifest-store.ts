@@ -20,11 +20,43 @@ export class ManifestConflictError extends PipelineError {
 /** The manifest log is not gap-free or not chained: somebody wrote or deleted under the final prefix. */
 export class ManifestLogError extends PipelineError {}
 
-export function encodeManifest(manifest: Manifest): Buffer {
-  return Buffer.from(`${JSON.stringify(manifest, null, 2)}\n`, 'utf8');
+const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** A cut with its partitions in code-unit order (JSON keeps insertion order for non-index keys). */
+export function canonicalCut(cut: Readonly<Record<string, number>>): Record<string, number> {
+  const sorted: Record<string, number> = {};
+  for (const partition of Object.keys(cut).sort(byCodeUnits)) sorted[partition] = cut[partition]!;
+  return sorted;
 }
 
-const byCodeUnits = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+/**
+ * The manifest's bytes: canonical, so that every roll-forward of a checkpoint writes identical bytes whatever order
+ * its inputs came in (issue 9) — fields in one fixed order, cut and previousCut keys sorted by code units, files in
+ * {@link sortManifestFiles} order, each file's fields in one fixed order.
+ */
+export function encodeManifest(manifest: Manifest): Buffer {
+  const canonical: Manifest = {
+    version: manifest.version,
+    pipeline: manifest.pipeline,
+    checkpointId: manifest.checkpointId,
+    previousCheckpointId: manifest.previousCheckpointId,
+    cut: canonicalCut(manifest.cut),
+    previousCut: canonicalCut(manifest.previousCut),
+    committedAt: manifest.committedAt,
+    files: sortManifestFiles(manifest.files).map((file) => ({
+      key: file.key,
+      stream: file.stream,
+      topic: file.topic,
+      partition: file.partition,
+      firstOffset: file.firstOffset,
+      lastOffset: file.lastOffset,
+      recordCount: file.recordCount,
+      bytes: file.bytes,
+      sha256: file.sha256,
+    })),
+  };
+  return Buffer.from(`${JSON.stringify(canonical, null, 2)}\n`, 'utf8');
+}
 
 /** The manifest's file order: stream, topic, partition, firstOffset (code-unit order: no locale involved). */
 export function sortManifestFiles(files: readonly ManifestFile[]): ManifestFile[] {

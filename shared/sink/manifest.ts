@@ -1,6 +1,6 @@
 /**
  * The manifest of a committed checkpoint (C5, C7): the only index of committed output. Manifests form a gap-free
- * ordered log under `<pipeline>/final/_manifests/<N, 12 digits>.json`; reading all of them in order gives every
+ * ordered log under `<pipeline>/_manifests/<N, 12 digits>.json` (outside `final/`, which holds data only); reading all of them in order gives every
  * committed record exactly once.
  */
 import type { Stream } from '../ledger/layout.ts';

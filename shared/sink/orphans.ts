@@ -5,7 +5,7 @@
  * whose transaction is still on its way is never taken for an orphan.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
-import { STREAMS, type Stream } from '../ledger/layout.ts';
+import type { Stream } from '../ledger/layout.ts';
 import type { StagedLedger } from '../ledger/staged-entries.ts';
 import { inProgressPrefix } from './layout.ts';
 import { deleteKeys, listObjects } from './objects.ts';
@@ -38,6 +38,14 @@ export function parseStagedKey(pipeline: string, key: string): StagedKeyParts | 
   };
 }
 
+/** Where the sweep continues from: a coordinator-owned ledger item (`CheckpointStore` sweep mark). */
+export interface SweepMark {
+  /** The last key examined by the previous sweep; '' to start from the lowest key. */
+  read(): Promise<string>;
+  /** Moves the mark, conditioned on it still being `expected`; false when another sweep moved it first. */
+  write(expected: string, after: string): Promise<boolean>;
+}
+
 export interface SweepOptions {
   readonly s3: S3Client;
   readonly bucket: string;
@@ -45,29 +53,43 @@ export interface SweepOptions {
   readonly ledger: StagedLedger;
   readonly now: number;
   readonly graceMs: number;
-  /** Most objects examined per sweep (the rest wait for the next one). */
+  /** Where the previous sweep stopped. Without it every sweep starts at the lowest key. */
+  readonly mark?: SweepMark;
+  /** Most objects examined per sweep (the rest wait for the next one). Default 10,000. */
   readonly limit?: number;
 }
 
-/** Deletes orphan staged objects older than the grace period; returns their keys. */
+/**
+ * Deletes orphan staged objects older than the grace period; returns their keys. Incremental (issue 9): each
+ * sweep examines at most `limit` staged objects after the persisted mark, in key order across both streams, and
+ * moves the mark to the last one examined; a sweep that reaches the end resets it, so the next starts over. Every
+ * orphan is therefore examined within ⌈staged objects / limit⌉ sweeps, wherever its key sorts. Safety does not
+ * depend on the mark: each object is judged against its ledger entry, so a stale or lost mark only means some
+ * objects are examined again.
+ */
 export async function sweepOrphans(options: SweepOptions): Promise<string[]> {
   const orphans: string[] = [];
   const limit = options.limit ?? 10_000;
-  for (const stream of STREAMS) {
-    const prefix = `${inProgressPrefix(options.pipeline)}${stream}/`;
-    for await (const object of listObjects(options.s3, options.bucket, prefix, limit)) {
-      if (options.now - object.lastModified < options.graceMs) continue;
-      const parts = parseStagedKey(options.pipeline, object.key);
-      if (!parts) continue;
-      const entry = await options.ledger.entryAt(
-        parts.topic,
-        parts.partition,
-        parts.lastOffset,
-        parts.stream,
-      );
-      if (entry?.key !== object.key) orphans.push(object.key);
-    }
+  const after = (await options.mark?.read()) ?? '';
+  let examined = 0;
+  let last = after;
+  for await (const object of listObjects(
+    options.s3,
+    options.bucket,
+    inProgressPrefix(options.pipeline),
+    limit,
+    after === '' ? undefined : after,
+  )) {
+    examined++;
+    last = object.key;
+    if (options.now - object.lastModified < options.graceMs) continue;
+    const parts = parseStagedKey(options.pipeline, object.key);
+    if (!parts) continue;
+    const entry = await options.ledger.entryAt(parts.topic, parts.partition, parts.lastOffset, parts.stream);
+    if (entry?.key !== object.key) orphans.push(object.key);
   }
   await deleteKeys(options.s3, options.bucket, orphans);
+  // Fewer than `limit` objects: the listing reached the end; the next sweep starts from the lowest key again.
+  await options.mark?.write(after, examined < limit ? '' : last);
   return orphans;
 }

@@ -2,12 +2,21 @@
  * The coordinator's working objects (keys in `work-objects.ts`): per checkpoint attempt and shard, the promotion
  * plan prepare wrote and the manifest entries promote produced. Step Functions passes only (checkpoint, attempt,
  * shard); the lists live here.
+ *
+ * Trust: the bucket's layout keeps these under a prefix only coordinator roles may write, but the commit path does
+ * not rely on that alone (issue 17). A plan is written, its SHA-256 is recorded with the shard's yes vote in the
+ * ledger (a coordinator-only item), and {@link PlanStore.readPlan} returns a plan only if its bytes hash to that
+ * digest and parse with {@link shardPlanSchema}: a rewritten plan fails with {@link PlanDigestMismatchError}
+ * before anything is promoted. Promotion results are parsed with a schema too, and commit accepts them only if they
+ * match the digest-checked plans object for object (`coordinator.ts`).
  */
+import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { z } from 'zod';
 import { rethrowClassified } from '../aws/classify.ts';
 import { PipelineError } from '../errors.ts';
-import { padCheckpointId } from '../ledger/layout.ts';
+import { padCheckpointId, STREAMS } from '../ledger/layout.ts';
 import type { ManifestFile } from './manifest.ts';
 import { deleteKeys, getBytes, listObjects } from './objects.ts';
 import type { PlannedObject } from './promoter.ts';
@@ -29,11 +38,85 @@ export interface ShardPromotion {
   readonly files: readonly ManifestFile[];
 }
 
+const offset = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+const count = z.number().int().min(0);
+const sha256 = z.string().regex(/^[0-9a-f]{64}$/);
+const rangeFields = {
+  stream: z.enum(STREAMS),
+  topic: z.string().min(1),
+  partition: z.number().int().min(0),
+  firstOffset: offset,
+  lastOffset: offset,
+};
+
+export const shardPlanSchema = z
+  .object({
+    checkpointId: z.number().int().positive(),
+    attempt: z.number().int().positive(),
+    shard: z.number().int().min(0),
+    stagedFiles: count,
+    objects: z.array(
+      z
+        .object({
+          ...rangeFields,
+          finalKey: z.string().min(1),
+          gzip: z.boolean(),
+          recordCount: count,
+          members: z.array(
+            z
+              .object({
+                key: z.string().min(1),
+                firstOffset: offset,
+                lastOffset: offset,
+                recordCount: count,
+                bytes: count,
+                sha256,
+              })
+              .strict(),
+          ),
+        })
+        .strict(),
+    ),
+  })
+  .strict();
+
+export const shardPromotionSchema = z
+  .object({
+    checkpointId: z.number().int().positive(),
+    attempt: z.number().int().positive(),
+    shard: z.number().int().min(0),
+    files: z.array(
+      z.object({ ...rangeFields, key: z.string().min(1), recordCount: count, bytes: count, sha256 }).strict(),
+    ),
+  })
+  .strict();
+
 /** A working object the protocol needs is not there (a step ran out of order, or cleanup ran early). */
 export class WorkObjectMissingError extends PipelineError {
   constructor(readonly key: string) {
     super(`coordinator working object ${key} is missing`);
   }
+}
+
+/**
+ * A plan's bytes do not hash to the digest its shard voted for, or do not parse: somebody rewrote it. Promote and
+ * commit stop here, before writing anything; the checkpoint stays COMMITTING (loudly failing) until an operator
+ * looks, because rolling forward from a forged plan could publish anything.
+ */
+export class PlanDigestMismatchError extends PipelineError {
+  constructor(
+    readonly key: string,
+    detail: string,
+  ) {
+    super(`coordinator plan ${key} is not the plan its shard voted for: ${detail}`);
+  }
+}
+
+/** A promotion result does not parse, or does not match its digest-checked plan. */
+export class PromotionRecordError extends PipelineError {}
+
+export function sha256Hex(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
 }
 
 export class PlanStore {
@@ -43,23 +126,50 @@ export class PlanStore {
     private readonly pipeline: string,
   ) {}
 
-  writePlan(plan: ShardPlan): Promise<void> {
-    return this.put(planKey(this.pipeline, plan.checkpointId, plan.attempt, plan.shard), plan);
+  /** Writes the plan and returns the SHA-256 of its bytes, which the shard's vote records. */
+  async writePlan(plan: ShardPlan): Promise<string> {
+    const body = Buffer.from(JSON.stringify(plan), 'utf8');
+    await this.put(planKey(this.pipeline, plan.checkpointId, plan.attempt, plan.shard), body);
+    return sha256Hex(body);
   }
 
-  readPlan(checkpointId: number, attempt: number, shard: number): Promise<ShardPlan> {
-    return this.get(planKey(this.pipeline, checkpointId, attempt, shard));
+  /** The plan, only if its bytes hash to `digest` (from the vote) and it is the plan of (id, attempt, shard). */
+  async readPlan(
+    checkpointId: number,
+    attempt: number,
+    shard: number,
+    digest: string | undefined,
+  ): Promise<ShardPlan> {
+    const key = planKey(this.pipeline, checkpointId, attempt, shard);
+    const bytes = await this.get(key);
+    if (digest === undefined) throw new PlanDigestMismatchError(key, 'no digest was recorded with its vote');
+    const found = sha256Hex(bytes);
+    if (found !== digest) throw new PlanDigestMismatchError(key, `SHA-256 ${found}, voted for ${digest}`);
+    const parsed = shardPlanSchema.safeParse(parseJson(bytes));
+    if (!parsed.success) throw new PlanDigestMismatchError(key, `malformed: ${parsed.error.message}`);
+    const plan = parsed.data;
+    if (plan.checkpointId !== checkpointId || plan.attempt !== attempt || plan.shard !== shard) {
+      throw new PlanDigestMismatchError(
+        key,
+        `names checkpoint ${plan.checkpointId}/${plan.attempt}/${plan.shard}`,
+      );
+    }
+    return plan;
   }
 
   writePromotion(promotion: ShardPromotion): Promise<void> {
     return this.put(
       promotedKey(this.pipeline, promotion.checkpointId, promotion.attempt, promotion.shard),
-      promotion,
+      Buffer.from(JSON.stringify(promotion), 'utf8'),
     );
   }
 
-  readPromotion(checkpointId: number, attempt: number, shard: number): Promise<ShardPromotion> {
-    return this.get(promotedKey(this.pipeline, checkpointId, attempt, shard));
+  async readPromotion(checkpointId: number, attempt: number, shard: number): Promise<ShardPromotion> {
+    const key = promotedKey(this.pipeline, checkpointId, attempt, shard);
+    const parsed = shardPromotionSchema.safeParse(parseJson(await this.get(key)));
+    if (!parsed.success)
+      throw new PromotionRecordError(`promotion record ${key} is malformed: ${parsed.error.message}`);
+    return parsed.data;
   }
 
   /** Removes one attempt's working objects (abort). */
@@ -78,24 +188,27 @@ export class PlanStore {
     await deleteKeys(this.s3, this.bucket, found);
   }
 
-  private async put(key: string, value: unknown): Promise<void> {
+  private async put(key: string, body: Buffer): Promise<void> {
     try {
       await this.s3.send(
-        new PutObjectCommand({
-          Bucket: this.bucket,
-          Key: key,
-          Body: JSON.stringify(value),
-          ContentType: 'application/json',
-        }),
+        new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: body, ContentType: 'application/json' }),
       );
     } catch (error) {
       rethrowClassified('s3:PutObject(coordinator working object)', error);
     }
   }
 
-  private async get<T>(key: string): Promise<T> {
+  private async get(key: string): Promise<Buffer> {
     const bytes = await getBytes(this.s3, this.bucket, key);
     if (!bytes) throw new WorkObjectMissingError(key);
-    return JSON.parse(bytes.toString('utf8')) as T;
+    return bytes;
+  }
+}
+
+function parseJson(bytes: Buffer): unknown {
+  try {
+    return JSON.parse(bytes.toString('utf8'));
+  } catch {
+    return undefined;
   }
 }

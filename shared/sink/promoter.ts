@@ -12,13 +12,20 @@
  * concatenated in offset order (concatenated gzip members are one valid gzip stream; NDJSON concatenates). The
  * result is written with `If-None-Match: *`; on a 412 the existing object's SHA-256 must equal ours, else
  * {@link FinalObjectConflictError}. Servers that ignore the header (s3rver) simply get the same bytes again.
+ *
+ * Trust (issue 17): the promoter writes under `final/`, so it is the one place a forged plan could do harm. Before
+ * reading or writing anything it checks the planned object in code ({@link assertPlannedObject}): the final key
+ * must be exactly the layout's key for the object's (stream, topic, partition, offset range) — so never a
+ * manifest, never another pipeline's key, never a second spelling of a range — and every member must be a staged
+ * key of this pipeline for the same stream, topic and partition, inside the object's range, in offset order.
+ * Prepare applies the same rule to staged entries before planning ({@link assertStagedEntry}).
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import { STREAMS } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
-import { finalObjectKey, type ObjectRange } from './layout.ts';
+import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from './layout.ts';
 import type { ManifestFile } from './manifest.ts';
 import { getBytes, mapLimit, putIfAbsent } from './objects.ts';
 
@@ -72,6 +79,97 @@ export class StagedObjectLostError extends PipelineError {
       `staged object ${key} needed by a decided checkpoint is ${detail}; the checkpoint cannot roll forward`,
     );
   }
+}
+
+/** A planned object is not what the layout allows promote to write: nothing is written. */
+export class PlanRejectedError extends PipelineError {
+  constructor(
+    readonly finalKey: string,
+    detail: string,
+  ) {
+    super(`promotion of ${finalKey} refused: ${detail}`);
+  }
+}
+
+/** A staged entry names an object that is not a staged key of this pipeline for its own partition and range. */
+export class StagedEntryRejectedError extends PipelineError {
+  constructor(
+    readonly key: string,
+    detail: string,
+  ) {
+    super(`staged entry for ${key} refused: ${detail}`);
+  }
+}
+
+/** Prepare's check: the entry's object key is the staged key of exactly this entry (pipeline, partition, range). */
+export function assertStagedEntry(
+  pipeline: string,
+  entry: StagedFileEntry,
+  expected: { readonly topic: string; readonly partition: number },
+): void {
+  const parts = parseStagedObjectKey(pipeline, entry.key);
+  if (!parts) throw new StagedEntryRejectedError(entry.key, `not a staged key of pipeline ${pipeline}`);
+  const same =
+    entry.topic === expected.topic &&
+    entry.partition === expected.partition &&
+    parts.topic === entry.topic &&
+    parts.partition === entry.partition &&
+    parts.stream === entry.stream &&
+    parts.firstOffset === entry.firstOffset &&
+    parts.lastOffset === entry.lastOffset &&
+    parts.gzip === entry.gzip &&
+    entry.firstOffset <= entry.lastOffset;
+  if (!same) {
+    throw new StagedEntryRejectedError(
+      entry.key,
+      `the key does not name the entry's ${entry.stream} ${entry.topic}/${entry.partition} ${entry.firstOffset}-${entry.lastOffset} in ${expected.topic}/${expected.partition}`,
+    );
+  }
+}
+
+/** Promote's check of a planned object (see the module comment); throws {@link PlanRejectedError}. */
+export function assertPlannedObject(pipeline: string, object: PlannedObject): void {
+  const range: ObjectRange = {
+    stream: object.stream,
+    topic: object.topic,
+    partition: object.partition,
+    firstOffset: object.firstOffset,
+    lastOffset: object.lastOffset,
+  };
+  const reject = (detail: string): never => {
+    throw new PlanRejectedError(object.finalKey, detail);
+  };
+  if (object.finalKey !== finalObjectKey(pipeline, range, object.gzip)) {
+    reject(
+      `not the final key of ${object.stream} ${object.topic}/${object.partition} ${object.firstOffset}-${object.lastOffset}`,
+    );
+  }
+  if (object.firstOffset > object.lastOffset) reject('empty offset range');
+  let after = object.firstOffset - 1;
+  let records = 0;
+  for (const m of object.members) {
+    const parts = parseStagedObjectKey(pipeline, m.key);
+    if (
+      !parts ||
+      parts.stream !== object.stream ||
+      parts.topic !== object.topic ||
+      parts.partition !== object.partition ||
+      parts.gzip !== object.gzip ||
+      parts.firstOffset !== m.firstOffset ||
+      parts.lastOffset !== m.lastOffset
+    ) {
+      reject(
+        `member ${m.key} is not a staged ${object.stream} key of ${object.topic}/${object.partition} in this pipeline`,
+      );
+    }
+    if (m.firstOffset <= after || m.lastOffset < m.firstOffset || m.lastOffset > object.lastOffset) {
+      reject(`member ${m.key} lies outside the object's range or out of order`);
+    }
+    after = m.lastOffset;
+    records += m.recordCount;
+  }
+  if (records !== object.recordCount)
+    reject(`members hold ${records} records, the plan says ${object.recordCount}`);
 }
 
 function member(entry: StagedFileEntry): StagedMember {
@@ -135,12 +233,14 @@ export class Promoter {
   constructor(
     private readonly s3: S3Client,
     private readonly bucket: string,
+    private readonly pipeline: string,
     /** Member objects read at once. */
     private readonly concurrency = 8,
   ) {}
 
-  /** Writes one planned final object (idempotent) and returns its manifest entry. */
+  /** Writes one planned final object (idempotent) and returns its manifest entry. Refuses a forged object. */
   async promote(object: PlannedObject): Promise<ManifestFile> {
+    assertPlannedObject(this.pipeline, object);
     const parts = await mapLimit(object.members, this.concurrency, async (m) => {
       const bytes = await getBytes(this.s3, this.bucket, m.key);
       if (!bytes) throw new StagedObjectLostError(m.key, 'missing');

@@ -2,12 +2,16 @@
  * The committed reader: the records of every committed checkpoint, in manifest order (C7) — manifest 1, 2, 3, …
  * and within a manifest its files in order (stream, topic, partition, first offset), each file's rows in order.
  * Per partition that is offset order. Only files a manifest lists are read, and each is checked against the
- * manifest's size and SHA-256, so what this yields is exactly the committed output, each record once.
+ * manifest's size and SHA-256, so what this yields is exactly the committed output, each record once. A listed
+ * key must be a final data key of this pipeline that names exactly the entry's stream, partition and range
+ * (`parseFinalKey`): a manifest entry pointing anywhere else (another manifest, a staged object, another pipeline)
+ * is refused before it is read (issue 17).
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import type { Stream } from '../ledger/layout.ts';
+import { parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { ManifestStore } from './manifest-store.ts';
 import { decodeNdjson } from './ndjson.ts';
@@ -35,6 +39,24 @@ export class CommittedFileError extends PipelineError {
     detail: string,
   ) {
     super(`committed file ${key} ${detail}`);
+  }
+}
+
+/** Throws unless `file.key` is the final data key of this pipeline for exactly the entry's stream, partition, range. */
+export function assertFinalDataKey(pipeline: string, file: ManifestFile): void {
+  const parts = parseFinalKey(pipeline, file.key);
+  const same =
+    parts !== undefined &&
+    parts.stream === file.stream &&
+    parts.topic === file.topic &&
+    parts.partition === file.partition &&
+    parts.firstOffset === file.firstOffset &&
+    parts.lastOffset === file.lastOffset;
+  if (!same) {
+    throw new CommittedFileError(
+      file.key,
+      `is listed by a manifest but is not the final data key of ${file.stream} ${file.topic}/${file.partition} ${file.firstOffset}-${file.lastOffset} in pipeline ${pipeline}`,
+    );
   }
 }
 
@@ -76,6 +98,7 @@ export async function* readCommitted(options: ReadCommittedOptions): AsyncGenera
       // A file listed twice would be read twice: refuse it rather than yield duplicates (C7).
       if (seen.has(file.key)) throw new CommittedFileError(file.key, 'is listed twice in the manifest log');
       seen.add(file.key);
+      assertFinalDataKey(options.pipeline, file);
       if (file.stream !== stream) continue;
       for (const row of await readFile(options.s3, options.bucket, file)) {
         yield { checkpointId: manifest.checkpointId, file, row };

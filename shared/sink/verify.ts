@@ -3,11 +3,12 @@
  * deployed bucket as well as on the local runner's. It trusts no other module's reader: it lists and reads every
  * object itself.
  *
- * What must hold under a pipeline's final prefix:
- * 1. manifests `_manifests/<N, 12 digits>.json` form a gap-free ordered log: ids 1..N, each naming its
+ * What must hold for a pipeline (`<pl>/_manifests/` and `<pl>/final/`):
+ * 1. manifests `<pl>/_manifests/<N, 12 digits>.json` form a gap-free ordered log: ids 1..N, each naming its
  *    predecessor, each cut starting where the previous one ended and never moving back;
- * 2. every final object a manifest lists is listed exactly once, exists, and has the listed size, SHA-256 and row
- *    count, with every row inside the listed offset range and the manifest's cut;
+ * 2. every final object a manifest lists is a final data key of this pipeline naming exactly the entry's stream,
+ *    partition and range (else `foreign-key`: never read), is listed exactly once, exists, and has the listed
+ *    size, SHA-256 and row count, with every row inside the listed offset range and the manifest's cut;
  * 3. no lineage (topic, partition, offset) appears twice, across files and streams (one row per record: the
  *    shipped `orders` transform emits exactly one);
  * 4. per stream and partition, offsets increase in commit order (manifest order, then file order, then row order);
@@ -18,6 +19,7 @@
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { STREAMS, type Stream } from '../ledger/layout.ts';
+import { FINAL_DIR, finalPrefix, manifestsPrefix, parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { decodeNdjson } from './ndjson.ts';
 import { getBytes, listObjects, mapLimit } from './objects.ts';
@@ -29,6 +31,7 @@ export const PROBLEM_KINDS = [
   'manifest-chain',
   'cut-mismatch',
   'listed-twice',
+  'foreign-key',
   'missing-object',
   'object-mismatch',
   'row-malformed',
@@ -45,13 +48,30 @@ export interface Problem {
   readonly message: string;
 }
 
-export interface VerifyOptions {
+interface VerifyCommon {
   readonly s3: S3Client;
   readonly bucket: string;
-  /** The pipeline's final prefix, e.g. `orders/final/` (a missing trailing slash is added). */
-  readonly prefix: string;
   /** Parallel GETs; default 16. */
   readonly concurrency?: number;
+}
+
+/**
+ * Which pipeline: its id (the root prefix, e.g. `orders`), or — the older form, still accepted — its final prefix
+ * (`orders/final/`), from which the id is derived.
+ */
+export type VerifyOptions =
+  | (VerifyCommon & { readonly pipeline: string; readonly prefix?: undefined })
+  | (VerifyCommon & { readonly prefix: string; readonly pipeline?: undefined });
+
+/** The pipeline id a {@link VerifyOptions} names; throws if a prefix is not `<pipeline>/final/`. */
+export function pipelineOf(options: VerifyOptions): string {
+  if (options.pipeline !== undefined) return options.pipeline.replace(/\/+$/, '');
+  const prefix = normalizePrefix(options.prefix);
+  const suffix = `/${FINAL_DIR}/`;
+  if (!prefix.endsWith(suffix) || prefix.length === suffix.length) {
+    throw new Error(`--prefix ${options.prefix} is not a pipeline's final prefix (<pipeline>/${FINAL_DIR}/)`);
+  }
+  return prefix.slice(0, -suffix.length);
 }
 
 export interface VerifyResult {
@@ -76,7 +96,6 @@ interface Lineage {
   readonly offset: number;
 }
 
-const MANIFESTS_DIR = '_manifests/';
 const MANIFEST_NAME = /^(\d{12})\.json$/;
 
 export function normalizePrefix(prefix: string): string {
@@ -108,12 +127,10 @@ function lineageOf(row: Record<string, unknown>): Lineage | undefined {
   return source as Lineage;
 }
 
-/** Every row of every object under the final prefix (manifests excluded), listed or not. */
+/** Every row of every object under the final prefix, listed or not. */
 export async function readFinalRows(options: VerifyOptions): Promise<FinalRow[]> {
-  const prefix = normalizePrefix(options.prefix);
-  const keys = (await listKeys(options.s3, options.bucket, prefix)).filter(
-    (key) => !key.startsWith(`${prefix}${MANIFESTS_DIR}`),
-  );
+  const prefix = finalPrefix(pipelineOf(options));
+  const keys = await listKeys(options.s3, options.bucket, prefix);
   const perKey = await mapLimit(keys, options.concurrency ?? 16, async (key) => {
     const body = await getBytes(options.s3, options.bucket, key);
     const stream = streamOfKey(prefix, key) ?? 'output';
@@ -229,10 +246,11 @@ class Checker {
   }
 }
 
-async function readManifests(options: VerifyOptions, prefix: string, checker: Checker) {
-  const manifestKeys = await listKeys(options.s3, options.bucket, `${prefix}${MANIFESTS_DIR}`);
+async function readManifests(options: VerifyOptions, pipeline: string, checker: Checker) {
+  const prefix = manifestsPrefix(pipeline);
+  const manifestKeys = await listKeys(options.s3, options.bucket, prefix);
   const named = manifestKeys.flatMap((key) => {
-    const match = MANIFEST_NAME.exec(key.slice(prefix.length + MANIFESTS_DIR.length));
+    const match = MANIFEST_NAME.exec(key.slice(prefix.length));
     if (!match) checker.problem('manifest-unreadable', 'not named <12 digits>.json', key);
     return match ? [{ key, id: Number(match[1]) }] : [];
   });
@@ -280,13 +298,38 @@ async function checkFile(options: VerifyOptions, file: ManifestFile, checker: Ch
   }
 }
 
+/** True when `file.key` is the final data key of exactly the entry's stream, partition and range. */
+function isFinalDataKey(pipeline: string, file: ManifestFile): boolean {
+  const parts = parseFinalKey(pipeline, String(file.key));
+  return (
+    parts !== undefined &&
+    parts.stream === file.stream &&
+    parts.topic === file.topic &&
+    parts.partition === file.partition &&
+    parts.firstOffset === file.firstOffset &&
+    parts.lastOffset === file.lastOffset
+  );
+}
+
 export async function verifySink(options: VerifyOptions): Promise<VerifyResult> {
-  const prefix = normalizePrefix(options.prefix);
+  const pipeline = pipelineOf(options);
+  const prefix = finalPrefix(pipeline);
   const checker = new Checker();
-  const manifests = await readManifests(options, prefix, checker);
+  const manifests = await readManifests(options, pipeline, checker);
   checker.chain(manifests);
   const listed = new Map<string, number>();
-  const files = manifests.flatMap(({ manifest }) => manifest.files.map((file) => ({ manifest, file })));
+  const files = manifests.flatMap(({ manifest }) =>
+    manifest.files.flatMap((file) => {
+      // A key outside this pipeline's final data (a manifest, a staged object, another pipeline) is never read.
+      if (isFinalDataKey(pipeline, file)) return [{ manifest, file }];
+      checker.problem(
+        'foreign-key',
+        `manifest ${manifest.checkpointId} lists a key that is not a final data key of pipeline ${pipeline} for ${file.stream} ${file.topic}/${file.partition} ${file.firstOffset}-${file.lastOffset}`,
+        String(file.key),
+      );
+      return [];
+    }),
+  );
   for (const { manifest, file } of files) {
     const first = listed.get(file.key);
     if (first !== undefined) {
@@ -303,13 +346,13 @@ export async function verifySink(options: VerifyOptions): Promise<VerifyResult> 
   if (manifests.length === 0) {
     checker.problem(
       'no-manifests',
-      `no manifest under ${prefix}${MANIFESTS_DIR}/: a wrong prefix, or nothing committed yet`,
+      `no manifest under ${manifestsPrefix(pipeline)}: a wrong pipeline, or nothing committed yet`,
     );
   }
   const objects = await listKeys(options.s3, options.bucket, prefix);
   let unlisted = 0;
   for (const key of objects) {
-    if (key.startsWith(`${prefix}${MANIFESTS_DIR}`) || listed.has(key)) continue;
+    if (listed.has(key)) continue;
     unlisted++;
     checker.problem('unlisted-object', 'under the final prefix but listed by no manifest', key);
   }

@@ -2,7 +2,8 @@
  * How `eos status` reads checkpoint items. The coordinator owns their shape (`shared/ledger/checkpoints.ts`:
  * {@link CheckpointRecord}, {@link CheckpointHead}); this module is the one place that turns them into the status
  * view. An aborted attempt of checkpoint N is followed by attempt k+1 of the same N, so "aborted" is a property of
- * attempts: each record keeps its aborted attempts in `aborts`.
+ * attempts: each record keeps a bounded history of them (`abortCount`, the newest notes in `recentAborts`). A cut
+ * is not part of the record (it lives in cut pages); the status reads it only for the last committed checkpoint.
  */
 import type { AbortNote, CheckpointHead, CheckpointRecord } from '../ledger/checkpoints.ts';
 
@@ -15,9 +16,17 @@ export interface CheckpointView {
   readonly decidedAt?: number;
   /** When it reached COMMITTED or ABORTED. */
   readonly endedAt?: number;
-  /** Per partition (`<topic>#<partition>`), the staged offset taken as the cut at begin (C2). */
+  /**
+   * Per partition (`<topic>#<partition>`), the staged offset taken as the cut at begin (C2). Filled in for the last
+   * committed checkpoint only (read from its cut pages); empty for the others.
+   */
   readonly cut: ReadonlyMap<string, number>;
+  /** Partitions in the cut, and how many of them this checkpoint covers (cut moved). */
+  readonly partitions?: number;
+  readonly changedPartitions?: number;
   readonly abortReason?: string;
+  /** Aborted attempts of this id in all; `aborts` holds the newest of them. */
+  readonly abortCount: number;
   readonly aborts: readonly AbortNote[];
 }
 
@@ -50,13 +59,19 @@ export function toCheckpointView(item: Record<string, unknown>): CheckpointView 
     begunAt: record.begunAt,
     decidedAt: record.decidedAt,
     endedAt: record.committedAt ?? record.abortedAt,
-    cut: new Map(Object.entries(record.cut ?? {})),
+    cut: new Map(),
+    partitions: record.partitions,
+    changedPartitions: record.changedPartitions,
     abortReason: record.abortReason,
-    aborts: record.aborts ?? [],
+    abortCount: record.abortCount ?? 0,
+    aborts: record.recentAborts ?? [],
   };
 }
 
-/** Every aborted attempt a record knows of: its `aborts` notes, plus its current attempt if that is ABORTED. */
+/**
+ * The aborted attempts a record still describes: its recent notes, plus its current attempt if that is ABORTED.
+ * Older ones are only counted (`abortCount`).
+ */
 export function abortedAttempts(view: CheckpointView): AbortedAttempt[] {
   const attempts: AbortedAttempt[] = view.aborts.map((note) => ({
     checkpointId: view.id,

@@ -14,6 +14,7 @@ import {
   type QueryCommandInput,
 } from '@aws-sdk/lib-dynamodb';
 import type { Clock } from '../clock.ts';
+import { CheckpointStore } from '../ledger/checkpoints.ts';
 import { keys, partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
   type AbortedAttempt,
@@ -80,10 +81,11 @@ export async function readLedgerStatus(options: LedgerStatusOptions): Promise<Le
     }),
   ]);
   const committedId = head?.committedId ?? 0;
-  const [lastCommitted, inFlight] = await Promise.all([
+  const [lastCommittedView, inFlight] = await Promise.all([
     checkpointById(documents, options, history, committedId),
     head && isInFlight(head) ? checkpointById(documents, options, history, head.checkpointId) : undefined,
   ]);
+  const lastCommitted = lastCommittedView && (await withCommittedCut(options, lastCommittedView));
   const partitions = await Promise.all(
     fences.map((fence) => readPartition(documents, options, fence, lastCommitted)),
   );
@@ -102,6 +104,13 @@ export async function readLedgerStatus(options: LedgerStatusOptions): Promise<Le
     lastCommitAgeSeconds:
       lastCommitted?.endedAt === undefined ? undefined : Math.max(0, (readAt - lastCommitted.endedAt) / 1000),
   };
+}
+
+/** The last committed checkpoint with its cut, read page by page from its cut pages. */
+async function withCommittedCut(options: LedgerStatusOptions, view: CheckpointView): Promise<CheckpointView> {
+  const store = new CheckpointStore(options.dynamodb, options.table, options.pipeline);
+  const { cut } = await store.committedCut(view.id);
+  return { ...view, cut };
 }
 
 /** The newest checkpoint records (ids are zero-padded, so the sort key orders them; HEAD sorts above them all). */
