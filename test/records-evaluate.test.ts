@@ -8,6 +8,7 @@ import { decodeRecord } from '../shared/kafka/event.ts';
 import { deadLetterOf, evaluateRecord, recordDigest } from '../shared/processor/evaluate.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { ordersTransform } from '../shared/transforms/orders.ts';
+import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { ledgerView, stagedRows } from './support/ledger.ts';
 import { mskEvent, mskRecord, order, type RecordSpec } from './support/msk.ts';
@@ -118,4 +119,57 @@ describe('poison records on the local parts', () => {
       expect(ledger.claims).toEqual({ 'order-42': 'orders#1#0' });
     });
   }
+
+  it('a tombstone and an unkeyed record: the tombstone becomes one dead-letter row and the partition moves on', async () => {
+    const settings = settingsFor();
+    const processor = createProcessor({ settings, clients: res.clients });
+    const event = mskEvent([
+      { partition: 0, offset: 0, key: null, value: null, headers: { 'idempotency-key': 'o-1' } },
+      { partition: 0, offset: 1, key: null, value: order('o-1'), headers: { 'idempotency-key': 'o-1' } },
+    ]);
+    const report = await processor.processEvent(event);
+    expect(report.partitions[0]).toMatchObject({ stagedOffset: 1, deadLettered: 1 });
+    const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+    expect(rows.map((r) => [r.stream, r.row.source, r.row.error])).toEqual([
+      ['deadletter', { topic: 'orders', partition: 0, offset: 0 }, expect.stringMatching(/^tombstone: /)],
+      ['output', { topic: 'orders', partition: 0, offset: 1 }, undefined],
+    ]);
+    expect((rows[0]!.row.raw as { value: unknown }).value).toBeNull();
+  });
+
+  it('header keys 6b ff and 6b fe are two records, both staged (keys are the exact bytes)', async () => {
+    const settings = settingsFor();
+    const processor = createProcessor({ settings, clients: res.clients });
+    await processor.processEvent(
+      mskEvent([
+        { partition: 0, offset: 0, value: order('a'), headers: { 'idempotency-key': [0x6b, -1] } },
+        { partition: 0, offset: 1, value: order('b'), headers: { 'idempotency-key': [0x6b, -2] } },
+        { partition: 0, offset: 2, value: order('c'), headers: { 'idempotency-key': [0x6b, -1] } },
+      ]),
+    );
+    const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+    // The third repeats the first's key bytes: a producer duplicate (or, with digests, a key conflict).
+    expect(rows.filter((r) => r.stream === 'output').map((r) => r.row.orderId)).toEqual(['a', 'b']);
+  });
+
+  it('a transform that throws mid-batch makes one dead-letter row and the rest is staged', async () => {
+    const settings = settingsFor();
+    const throwing: Transform = {
+      name: 'orders',
+      apply: (record) => {
+        if (record.offset === 1) throw new RangeError('transform bug');
+        return ordersTransform.apply(record);
+      },
+    };
+    const processor = createProcessor({ settings, clients: res.clients, transform: throwing });
+    await processor.processEvent(
+      mskEvent([0, 1, 2].map((offset) => ({ partition: 0, offset, value: order(`o-${offset}`) }))),
+    );
+    const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+    expect(rows.map((r) => [r.stream, (r.row.source as { offset: number }).offset, r.row.error])).toEqual([
+      ['deadletter', 1, 'transform orders threw RangeError: transform bug'],
+      ['output', 0, undefined],
+      ['output', 2, undefined],
+    ]);
+  });
 });

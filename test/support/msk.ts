@@ -6,8 +6,15 @@ export interface RecordSpec {
   readonly partition: number;
   readonly offset: number;
   readonly key?: string | null;
-  readonly value: string;
-  readonly headers?: Record<string, string>;
+  /** null: a tombstone. */
+  readonly value: string | null;
+  /** A string is sent as its UTF-8 bytes; an array as those byte values (signed, as the mapping sends them). */
+  readonly headers?: Record<string, string | readonly number[]>;
+}
+
+/** Bytes as the event source mapping serializes them: Java's signed bytes (0xff → -1). */
+export function signedBytes(bytes: Uint8Array): number[] {
+  return [...bytes].map((byte) => (byte > 127 ? byte - 256 : byte));
 }
 
 export function mskRecord(spec: RecordSpec): MskRecord {
@@ -19,8 +26,10 @@ export function mskRecord(spec: RecordSpec): MskRecord {
     timestamp: 1764374400000 + spec.offset,
     timestampType: 'CREATE_TIME',
     key: spec.key === null ? null : Buffer.from(spec.key ?? `k-${spec.offset}`).toString('base64'),
-    value: Buffer.from(spec.value).toString('base64'),
-    headers: Object.entries(spec.headers ?? {}).map(([name, value]) => ({ [name]: [...Buffer.from(value)] })),
+    value: spec.value === null ? null : Buffer.from(spec.value).toString('base64'),
+    headers: Object.entries(spec.headers ?? {}).map(([name, value]) => ({
+      [name]: typeof value === 'string' ? signedBytes(Buffer.from(value)) : [...value],
+    })),
   };
 }
 
