@@ -228,10 +228,16 @@ export class ExactlyOncePipeline extends Construct {
     const exempt = autoDeleteHandlerRoleArn(this);
     protectSinkBucket(this.bucket, {
       pipelineId: this.config.pipelineId,
-      commit: role(steps.commit),
-      finalData: [role(steps.promote), ...(processorWritesFinal ? [role(this.processor)] : [])],
-      coordinatorWork: [steps.prepare, steps.promote, steps.cleanup, steps.abort].map(role),
-      staged: [this.processor, steps.cleanup, steps.abort].map(role),
+      manifests: { put: [role(steps.commit)], delete: [] },
+      finalData: {
+        put: [role(steps.promote), ...(processorWritesFinal ? [role(this.processor)] : [])],
+        delete: [],
+      },
+      coordinatorWork: {
+        put: [steps.prepare, steps.promote].map(role),
+        delete: [steps.cleanup, steps.abort].map(role),
+      },
+      staged: { put: [role(this.processor)], delete: [steps.cleanup, steps.abort].map(role) },
       exempt: exempt ? [exempt] : [],
     });
   }

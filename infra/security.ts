@@ -3,12 +3,15 @@
  * roles' identity policies, so that an over-broad role elsewhere in the account (an `s3:*` admin tool, a data
  * team's job) cannot overwrite or delete what readers trust (C7), and KMS use is tied to the services that need it.
  *
- * | prefix (shared/sink)          | who may write or delete objects (every other principal is denied)          |
- * |-------------------------------|----------------------------------------------------------------------------|
- * | `<pl>/_manifests/`            | the commit step's role                                                      |
- * | `<pl>/final/`                 | the promote step's role (and the processor under at-least-once / none)    |
- * | `<pl>/_coordinator/`          | the prepare, promote, cleanup and abort steps' roles                        |
- * | `<pl>/_inprogress/`           | the processor (stages), cleanup and abort (delete)                         |
+ * | prefix (shared/sink)  | who may put objects                      | who may delete objects             |
+ * |-----------------------|------------------------------------------|------------------------------------|
+ * | `<pl>/_manifests/`    | commit                                   | nobody                             |
+ * | `<pl>/final/`         | promote (and the processor under         | nobody                             |
+ * |                       | at-least-once / none)                    |                                    |
+ * | `<pl>/_coordinator/`  | prepare, promote                         | cleanup, abort                     |
+ * | `<pl>/_inprogress/`   | the processor                            | cleanup, abort                     |
+ *
+ * Every other principal of the account is denied (puts, ACLs, tags, deletes of objects and versions).
  *
  * Trade-offs, deliberately:
  * - Lifecycle rules are not subject to bucket policies: the in-progress backstop and noncurrent-version expiry
@@ -27,45 +30,55 @@ import type { IConstruct } from 'constructs';
 import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
 import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 
-/** Every object-level write: data, deletes (current and versions), ACLs, tags, replication. */
-export const OBJECT_WRITE_ACTIONS = [
+/** Object-level writes that create or change an object: data, ACLs, tags, replicas, restores. */
+export const OBJECT_PUT_ACTIONS = [
   's3:PutObject',
   's3:PutObjectAcl',
   's3:PutObjectVersionAcl',
   's3:PutObjectTagging',
   's3:PutObjectVersionTagging',
+  's3:ReplicateObject',
+  's3:RestoreObject',
+] as const;
+
+/** Object-level deletes: of the current object (a delete marker), of a version, of tags, of replicas. */
+export const OBJECT_DELETE_ACTIONS = [
   's3:DeleteObject',
   's3:DeleteObjectVersion',
   's3:DeleteObjectTagging',
   's3:DeleteObjectVersionTagging',
-  's3:ReplicateObject',
   's3:ReplicateDelete',
-  's3:RestoreObject',
 ] as const;
+
+/** Who may put and who may delete objects under one prefix; every other principal is denied. */
+export interface PrefixWriters {
+  readonly put: readonly iam.IRole[];
+  readonly delete: readonly iam.IRole[];
+}
 
 export interface SinkWriters {
   readonly pipelineId: string;
-  /** The only writer of manifests. */
-  readonly commit: iam.IRole;
-  /** Writers of final data objects: promote (and the processor under the weaker guarantees). */
-  readonly finalData: readonly iam.IRole[];
-  /** Writers of the coordinator's plans and promotion results. */
-  readonly coordinatorWork: readonly iam.IRole[];
-  /** Writers of staged objects (the processor) and their deleters (cleanup, abort). */
-  readonly staged: readonly iam.IRole[];
+  /** Manifests: put by commit, deleted by nobody. */
+  readonly manifests: PrefixWriters;
+  /** Final data: put by promote (and the processor under the weaker guarantees), deleted by nobody. */
+  readonly finalData: PrefixWriters;
+  /** The coordinator's plans and promotion results: put by prepare and promote, deleted by cleanup and abort. */
+  readonly coordinatorWork: PrefixWriters;
+  /** Staged objects: put by the processor, deleted by cleanup and abort. */
+  readonly staged: PrefixWriters;
   /** Exempt from every boundary (CDK's auto-delete handler when the bucket is destroyed with the stack). */
   readonly exempt: readonly string[];
 }
 
-/** The deny statements, one per protected prefix: `Sid` names the prefix's boundary. */
+/** The deny statements, two per protected prefix (puts, deletes): each `Sid` names its boundary. */
 export function sinkBoundaryStatements(bucket: s3.IBucket, writers: SinkWriters): iam.PolicyStatement[] {
   const pl = writers.pipelineId;
-  const boundary = (sid: string, prefix: string, roles: readonly iam.IRole[]) =>
+  const deny = (sid: string, actions: readonly string[], prefix: string, roles: readonly iam.IRole[]) =>
     new iam.PolicyStatement({
       sid,
       effect: iam.Effect.DENY,
       principals: [new iam.AnyPrincipal()],
-      actions: [...OBJECT_WRITE_ACTIONS],
+      actions: [...actions],
       resources: [bucket.arnForObjects(`${prefix}*`)],
       // For an assumed-role session aws:PrincipalArn is the role's ARN. A principal without one (a service
       // acting on its own) has no such key, and a negated operator then matches: it is denied too.
@@ -73,11 +86,15 @@ export function sinkBoundaryStatements(bucket: s3.IBucket, writers: SinkWriters)
         ArnNotEquals: { 'aws:PrincipalArn': [...roles.map((r) => r.roleArn), ...writers.exempt] },
       },
     });
+  const boundary = (name: string, prefix: string, roles: PrefixWriters) => [
+    deny(`OnlyWritersPut${name}`, OBJECT_PUT_ACTIONS, prefix, roles.put),
+    deny(`OnlyWritersDelete${name}`, OBJECT_DELETE_ACTIONS, prefix, roles.delete),
+  ];
   return [
-    boundary('OnlyCommitWritesManifests', manifestsPrefix(pl), [writers.commit]),
-    boundary('OnlyPromoteWritesFinalData', finalPrefix(pl), writers.finalData),
-    boundary('OnlyCoordinatorWritesWork', checkpointWorkPrefix(pl), writers.coordinatorWork),
-    boundary('OnlyPipelineWritesStaged', inProgressPrefix(pl), writers.staged),
+    ...boundary('Manifests', manifestsPrefix(pl), writers.manifests),
+    ...boundary('FinalData', finalPrefix(pl), writers.finalData),
+    ...boundary('CoordinatorWork', checkpointWorkPrefix(pl), writers.coordinatorWork),
+    ...boundary('Staged', inProgressPrefix(pl), writers.staged),
   ];
 }
 

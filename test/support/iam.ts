@@ -135,3 +135,136 @@ export function isAllowed(template: Template, statements: readonly Statement[], 
     );
   });
 }
+
+// ── A small policy evaluator ─────────────────────────────────────────────────────────────────────────────────
+//
+// A MODEL of IAM's same-account evaluation, not IAM: an explicit Deny in the identity or the resource policy
+// wins; otherwise an Allow in either allows; otherwise the request is implicitly denied. It knows only what the
+// stack's policies use: Action/Resource globs (`*`, `?`), Principal `*` / `{ AWS }` / `{ Service }`, and the
+// condition operators StringEquals/Like, StringNotEquals/NotLike, ArnEquals/Like, ArnNotEquals/NotLike, Bool, and
+// the `ForAllValues:` / `ForAnyValue:` set qualifiers — with IAM's rules for a key missing from the request (a
+// negated operator matches, a positive one does not, `ForAllValues` over no values matches).
+
+export type Decision = 'allow' | 'explicit-deny' | 'implicit-deny';
+
+export interface PolicyStatement {
+  Effect?: 'Allow' | 'Deny';
+  Action?: string | string[];
+  NotAction?: string | string[];
+  Resource?: unknown;
+  Principal?: unknown;
+  Condition?: Record<string, Record<string, unknown>>;
+}
+
+export interface AccessRequest {
+  /** The calling role's ARN, as the template resolves it (`roleArn`). */
+  readonly principal: string;
+  readonly action: string;
+  /** The full resource ARN: `<bucket ARN>/<key>`, the bucket ARN, or the table ARN. */
+  readonly resource: string;
+  /** Request context keys besides `aws:PrincipalArn` (taken from `principal`); multi-valued keys as arrays. */
+  readonly context?: Readonly<Record<string, string | readonly string[]>>;
+}
+
+function globMatch(pattern: string, value: string, ignoreCase = false): boolean {
+  const source = pattern
+    .replace(/[.+^${}()|[\]\\]/g, '\\$&')
+    .replace(/\*/g, '.*')
+    .replace(/\?/g, '.');
+  return new RegExp(`^${source}$`, ignoreCase ? 'i' : '').test(value);
+}
+
+function asList(value: unknown): unknown[] {
+  return value === undefined ? [] : Array.isArray(value) ? value : [value];
+}
+
+function principalMatches(principal: unknown, request: AccessRequest, template: Template): boolean {
+  if (principal === undefined) return true; // identity policy: its principal is the role it is attached to
+  if (principal === '*') return true;
+  const aws = asList((principal as { AWS?: unknown }).AWS).map((p) => String(resolveIntrinsics(p, template)));
+  return aws.includes('*') || aws.includes(request.principal);
+}
+
+function conditionMatches(
+  operator: string,
+  key: string,
+  expected: unknown,
+  request: AccessRequest,
+  template: Template,
+): boolean {
+  const context: Record<string, string | readonly string[]> = {
+    'aws:PrincipalArn': request.principal,
+    ...request.context,
+  };
+  const [qualifier, base] = operator.includes(':') ? operator.split(':') : [undefined, operator];
+  const values = asList(resolveIntrinsics(expected, template)).map(String);
+  const given = context[key];
+  const actual = given === undefined ? [] : asList(given).map(String);
+  const negated = /Not/.test(base!);
+  const positive = base!.replace('Not', '');
+  const test = (value: string): boolean =>
+    values.some((pattern) => {
+      switch (positive) {
+        case 'StringEquals':
+        case 'ArnEquals':
+        case 'Bool':
+          return pattern === value;
+        case 'StringLike':
+        case 'ArnLike':
+          return globMatch(pattern, value);
+        default:
+          throw new Error(`the IAM model does not know condition operator ${operator}`);
+      }
+    });
+  if (qualifier === 'ForAllValues') return actual.every((value) => (negated ? !test(value) : test(value)));
+  if (qualifier === 'ForAnyValue') return actual.some((value) => (negated ? !test(value) : test(value)));
+  if (actual.length === 0) return negated;
+  const any = actual.some(test);
+  return negated ? !any : any;
+}
+
+function statementApplies(statement: PolicyStatement, request: AccessRequest, template: Template): boolean {
+  if (statement.Action !== undefined) {
+    if (!asList(statement.Action).some((a) => globMatch(String(a), request.action, true))) return false;
+  } else if (asList(statement.NotAction).some((a) => globMatch(String(a), request.action, true))) {
+    return false;
+  }
+  const resources = asList(statement.Resource).map((r) => String(resolveIntrinsics(r, template)));
+  if (!resources.some((r) => globMatch(r, request.resource))) return false;
+  if (!principalMatches(statement.Principal, request, template)) return false;
+  for (const [operator, entries] of Object.entries(statement.Condition ?? {})) {
+    for (const [key, expected] of Object.entries(entries)) {
+      if (!conditionMatches(operator, key, expected, request, template)) return false;
+    }
+  }
+  return true;
+}
+
+/** The decision for `request` under the caller's identity policy and the resource's policy (same account). */
+export function evaluate(
+  template: Template,
+  identity: readonly PolicyStatement[],
+  resourcePolicy: readonly PolicyStatement[],
+  request: AccessRequest,
+): Decision {
+  const applying = [
+    ...identity,
+    ...resourcePolicy.map((s) => ({ ...s, Principal: s.Principal ?? '*' })),
+  ].filter((statement) => statementApplies(statement, request, template));
+  if (applying.some((s) => s.Effect === 'Deny')) return 'explicit-deny';
+  return applying.some((s) => (s.Effect ?? 'Allow') === 'Allow') ? 'allow' : 'implicit-deny';
+}
+
+/** The statements of the bucket policy of the bucket with this logical id. */
+export function bucketPolicyStatements(template: Template, bucketLogicalId: string): PolicyStatement[] {
+  return Object.values(template.Resources)
+    .filter((r) => r.Type === 'AWS::S3::BucketPolicy')
+    .filter((r) => JSON.stringify(r.Properties!.Bucket) === JSON.stringify({ Ref: bucketLogicalId }))
+    .flatMap((r) => (r.Properties!.PolicyDocument as { Statement: PolicyStatement[] }).Statement);
+}
+
+/** The role ARN of a function, as the template's policies name it. */
+export function roleArnOf(template: Template, functionLogicalId: string): string {
+  const fn = template.Resources[functionLogicalId]!;
+  return String(resolveIntrinsics(fn.Properties!.Role, template));
+}
