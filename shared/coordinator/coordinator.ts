@@ -83,7 +83,15 @@ import type { Manifest } from '../sink/manifest.ts';
 import { ManifestStore, sortManifestFiles } from '../sink/manifest-store.ts';
 import { deleteKeys, mapLimit } from '../sink/objects.ts';
 import { sweepOrphans } from '../sink/orphans.ts';
-import { PlanStore, PromotionRecordError, type ShardPlan, type ShardPromotion } from '../sink/plan-store.ts';
+import {
+  PlanDigestMismatchError,
+  PlanStore,
+  PromotionRecordError,
+  planDigest,
+  type ShardPlan,
+  type ShardPromotion,
+  WorkObjectMissingError,
+} from '../sink/plan-store.ts';
 import {
   assertPlannedObject,
   assertStagedEntry,
@@ -350,19 +358,31 @@ class CheckpointCoordinator implements Coordinator {
     ]);
     // A retry after this shard's vote counted: the decision may already have moved on.
     if (record.status !== 'BEGUN') return { shard: input.shard, count: 0 };
-    let stagedFiles = 0;
-    const objects = [];
-    for (const cut of await this.store.readCut(record, input.shard)) {
-      const entries = await this.coveredEntries(cut);
-      await verifyStagedObjects(this.clients.s3, this.settings.bucket, entries, this.concurrency);
-      stagedFiles += entries.length;
-      objects.push(...planFinalObjects(this.settings.pipelineId, entries, this.limits));
-    }
+    const plan = await this.planShard(record, input.shard, true);
     const { checkpointId, attempt, shard } = input;
-    const digest = await this.plans.writePlan({ checkpointId, attempt, shard, stagedFiles, objects });
+    const stagedFiles = plan.stagedFiles;
+    const digest = await this.plans.writePlan(plan);
     const now = this.clock.now();
     await this.store.vote(checkpointId, attempt, shard, digest, this.leaseUntil(now), now);
     return { shard, count: stagedFiles };
+  }
+
+  /**
+   * One shard's plan: its covered entries (C2), checked against the layout, verified (C3) when `verify`, grouped
+   * into final objects. A pure function of the cut pages, the covered ledger entries and the promotion limits, so
+   * planning again yields the same bytes (see {@link readVotedPlan}).
+   */
+  private async planShard(record: CheckpointRecord, shard: number, verify: boolean): Promise<ShardPlan> {
+    let stagedFiles = 0;
+    const objects = [];
+    for (const cut of await this.store.readCut(record, shard)) {
+      const entries = await this.coveredEntries(cut);
+      if (verify) await verifyStagedObjects(this.clients.s3, this.settings.bucket, entries, this.concurrency);
+      stagedFiles += entries.length;
+      objects.push(...planFinalObjects(this.settings.pipelineId, entries, this.limits));
+    }
+    const { checkpointId, attempt } = record;
+    return { checkpointId, attempt, shard, stagedFiles, objects };
   }
 
   /**
@@ -492,14 +512,31 @@ class CheckpointCoordinator implements Coordinator {
     };
   }
 
-  /** The plan shard `shard` voted for: its bytes must hash to the digest recorded with the vote. */
-  private readVotedPlan(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
-    return this.plans.readPlan(
-      record.checkpointId,
-      record.attempt,
-      shard,
-      record.planDigests?.[String(shard)],
-    );
+  /**
+   * The plan shard `shard` voted for: its bytes must hash to the digest recorded with the vote. If the stored plan
+   * was rewritten or lost (issue 17: whoever could write it), the plan is derived again from the ledger — the
+   * same pure planning prepare did — and used only if its digest is the voted one; then it is written back. So a
+   * forged plan has no effect and the decided checkpoint still rolls forward; if the ledger no longer yields the
+   * voted plan either, the original error stands and the roll-forward fails loudly (nothing is promoted from an
+   * unvoted plan).
+   */
+  private async readVotedPlan(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
+    const digest = record.planDigests?.[String(shard)];
+    try {
+      return await this.plans.readPlan(record.checkpointId, record.attempt, shard, digest);
+    } catch (error) {
+      if (!(error instanceof PlanDigestMismatchError || error instanceof WorkObjectMissingError)) throw error;
+      const derived = await this.planShard(record, shard, false);
+      if (digest === undefined || planDigest(derived) !== digest) throw error;
+      this.log.error('a coordinator plan did not match its vote: derived it again from the ledger', {
+        checkpointId: record.checkpointId,
+        attempt: record.attempt,
+        shard,
+        cause: error.message,
+      });
+      await this.plans.writePlan(derived);
+      return derived;
+    }
   }
 
   private async markCommitted(record: CheckpointRecord): Promise<void> {

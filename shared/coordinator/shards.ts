@@ -29,6 +29,8 @@ export function shardList(count: number): number[] {
 /** Deals sorted entries round-robin to `shardCount` shards. Pure and deterministic. */
 export function dealToShards<T>(sorted: readonly T[], shardCount: number): T[][] {
   const shards: T[][] = shardList(shardCount).map(() => []);
-  sorted.forEach((entry, index) => shards[index % shardCount]!.push(entry));
+  sorted.forEach((entry, index) => {
+    shards[index % shardCount]!.push(entry);
+  });
   return shards;
 }

@@ -252,15 +252,15 @@ export class CheckpointStore {
     const puts: { key: { pk: string; sk: string }; entries: readonly CutEntry[] }[] = [];
     const changed = shards.map((entries, shard) => {
       const pages = paginateCut(entries);
-      pages.forEach((page, index) =>
-        puts.push({ key: keys.changedCutPage(this.pipeline, cutId, shard, index), entries: page }),
-      );
+      pages.forEach((page, index) => {
+        puts.push({ key: keys.changedCutPage(this.pipeline, cutId, shard, index), entries: page });
+      });
       return pages.length;
     });
     const unchangedPages = paginateCut(unchanged);
-    unchangedPages.forEach((page, index) =>
-      puts.push({ key: keys.unchangedCutPage(this.pipeline, cutId, index), entries: page }),
-    );
+    unchangedPages.forEach((page, index) => {
+      puts.push({ key: keys.unchangedCutPage(this.pipeline, cutId, index), entries: page });
+    });
     await mapLimit(puts, 8, async ({ key, entries }) => {
       try {
         await this.doc.send(

@@ -119,6 +119,16 @@ export function sha256Hex(bytes: Buffer): string {
   return createHash('sha256').update(bytes).digest('hex');
 }
 
+/** A plan's bytes: JSON of the plan as built (fixed field order), so planning the same entries gives the same bytes. */
+export function encodePlan(plan: ShardPlan): Buffer {
+  return Buffer.from(JSON.stringify(plan), 'utf8');
+}
+
+/** The digest a shard's vote records for `plan`. */
+export function planDigest(plan: ShardPlan): string {
+  return sha256Hex(encodePlan(plan));
+}
+
 export class PlanStore {
   constructor(
     private readonly s3: S3Client,
@@ -128,7 +138,7 @@ export class PlanStore {
 
   /** Writes the plan and returns the SHA-256 of its bytes, which the shard's vote records. */
   async writePlan(plan: ShardPlan): Promise<string> {
-    const body = Buffer.from(JSON.stringify(plan), 'utf8');
+    const body = encodePlan(plan);
     await this.put(planKey(this.pipeline, plan.checkpointId, plan.attempt, plan.shard), body);
     return sha256Hex(body);
   }
