@@ -1,7 +1,7 @@
 import type { Plugin } from 'esbuild';
 
 export const leanZodLocales: Plugin;
-/** Bundles `entry` to `<outdir>/index.mjs`; returns that path. */
+/** Bundles `entry` to `<outdir>/index.mjs` (the AWS SDK included unless `bundleAwsSdk` is false); returns that path. */
 export function bundleHandler(
   entry: string,
   outdir: string,

@@ -1,6 +1,7 @@
 /**
  * The stack with bundling ON, as `npm run synth` and `cdk deploy` build it: every Lambda gets a bundle of its own
- * entry that exports its handler, within the size the benchmark measures. (The other infra tests skip bundling.)
+ * entry that exports its handler, with the locked AWS SDK inside (the SDK the tests ran, issue 17), within the
+ * size the benchmark measures. (The other infra tests skip bundling.)
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,11 +12,31 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from '../infra/stack.ts';
 import { BASE_PROPS, resourcesOf } from './infra-fixtures.ts';
 
+/** The version package-lock.json pins for an AWS SDK package: what the tests install and run. */
+function lockedVersion(name: string): string {
+  const lock = JSON.parse(readFileSync(new URL('../package-lock.json', import.meta.url), 'utf8')) as {
+    packages: Record<string, { version?: string }>;
+  };
+  const version = lock.packages[`node_modules/${name}`]?.version;
+  if (!version) throw new Error(`${name} is not in package-lock.json`);
+  return version;
+}
+
+/** Each SDK client's package name and version as esbuild inlines them from its package.json (its user agent). */
+function bundledClients(source: string): Map<string, string> {
+  return new Map(
+    [...source.matchAll(/name:"(@aws-sdk\/client-[a-z0-9-]+)",version:"([^"]+)"/g)].map((m) => [
+      m[1]!,
+      m[2]!,
+    ]),
+  );
+}
+
 const outdir = mkdtempSync(join(tmpdir(), 'eos-synth-'));
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
 describe('bundled Lambda code', () => {
-  it('gives each function a bundle of its own entry that exports its handler', () => {
+  it('gives each function a bundle of its own entry that exports its handler and carries the locked AWS SDK', () => {
     const app = new App({
       outdir,
       builtinCloudFormationValidation: false,
@@ -45,6 +66,15 @@ describe('bundled Lambda code', () => {
     }
     // processor, monitor, and one bundle shared by the seven coordinator steps
     expect(bundles.size).toBe(3);
-    for (const source of bundles.values()) expect(source.length).toBeLessThan(400 * 1024);
+    for (const source of bundles.values()) {
+      // No import of the SDK is left for the runtime to resolve…
+      expect(source).not.toMatch(/from\s*"@aws-sdk\//);
+      expect(source).not.toMatch(/import\(\s*"@aws-sdk\//);
+      // …and the clients inside are the locked ones.
+      const clients = bundledClients(source);
+      expect([...clients.keys()]).toContain('@aws-sdk/client-dynamodb'); // every function reads the ledger
+      for (const [name, version] of clients) expect(version, name).toBe(lockedVersion(name));
+      expect(source.length).toBeLessThan(1024 * 1024);
+    }
   }, 120_000);
 });
