@@ -116,7 +116,8 @@ export function staleDescriptions(): string[] {
 
 type Default =
   | { readonly kind: 'value'; readonly value: unknown }
-  | { readonly kind: 'optional' | 'required' };
+  | { readonly kind: 'optional' }
+  | { readonly kind: 'required' };
 
 /** A zod field's default as the user writes it (before transforms): `.default()` may sit inside a pipe. */
 function defaultOf(schema: z.ZodType): Default {

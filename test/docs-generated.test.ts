@@ -1,11 +1,13 @@
 /**
- * docs/configuration.md is generated from the settings definitions (scripts/docs-configuration.ts); these tests
- * fail when the page is stale, when a setting has no description, and when operations.md misses a metric.
+ * The generated pages stay in step with their sources: docs/configuration.md with the settings definitions
+ * (scripts/docs-configuration.ts), docs/benchmark.md with the benchmark's figures and bench/report.ts; and
+ * operations.md explains every metric the pipeline emits.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_KEYS } from '../infra/config.ts';
+import { BENCHMARK_PAGE, renderBenchmarkPage } from '../scripts/docs-benchmark.ts';
 import {
   CONFIGURATION_PAGE,
   renderConfigurationPage,
@@ -67,5 +69,11 @@ describe('docs/operations.md', () => {
     const page = readFileSync(join(CONFIGURATION_PAGE, '..', 'operations.md'), 'utf8');
     const missing = Object.values(METRIC).filter((name) => !page.includes(`\`${name}\``));
     expect(missing, `metrics missing from docs/operations.md: ${missing.join(', ')}`).toEqual([]);
+  });
+});
+
+describe('docs/benchmark.md', () => {
+  it('is what bench/report.ts renders from bench/results.json (run `npx tsx scripts/docs-benchmark.ts`)', () => {
+    expect(readFileSync(BENCHMARK_PAGE, 'utf8')).toBe(renderBenchmarkPage());
   });
 });
