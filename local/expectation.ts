@@ -5,20 +5,24 @@
  * Each input record belongs to an identity: its business idempotency key when it has one, else its own lineage.
  * Exactly-once means every identity appears exactly once in the committed output (as an output row, or as a
  * dead-letter row for poison), nothing else appears, and the aggregates equal the sum over one record per identity.
- * As in the processor, a poison record claims its key too; a key shared by poison and valid records may land in
- * either stream (and then the aggregates check assumes the valid one won).
+ *
+ * Each record's fate (output or dead letter, its key, its state) is the processor's pure evaluation
+ * (`evaluateRecord`: the record-level rules, tested on their own); what this oracle judges is the protocol around
+ * it: staging, dedupe, checkpoints, commit. A dead letter never claims its key (issue 17), so it is always an
+ * identity of its own (its lineage), whatever key its header names.
  */
 import type { IdempotencyKeySource } from '../shared/config/settings.ts';
 import type { DecodedRecord, Lineage } from '../shared/kafka/record.ts';
 import type { Stream } from '../shared/ledger/layout.ts';
+import { type EffectLimits, evaluateRecord } from '../shared/processor/evaluate.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 
 /** A keyed aggregate as exported: the state entry's descriptive fields and its totals. */
 export type Aggregate = Record<string, string | number>;
 
 export interface Expectation {
-  /** Identity → the stream its single row must land in (`either` when poison and valid records share a key). */
-  readonly identities: ReadonlyMap<string, Stream | 'either'>;
+  /** Identity → the stream its single row must land in. */
+  readonly identities: ReadonlyMap<string, Stream>;
   /** `<topic>#<partition>#<offset>` → identity. */
   readonly identityOf: ReadonlyMap<string, string>;
   /** State key → aggregate. */
@@ -47,39 +51,31 @@ export interface Outcome {
 
 export const lineageId = (l: Lineage): string => `${l.topic}#${l.partition}#${l.offset}`;
 
-function identityKey(record: DecodedRecord, source: IdempotencyKeySource, body?: Record<string, unknown>) {
-  if (source.kind === 'header') return record.headers[source.name];
-  if (source.kind === 'json') {
-    const value = body?.[source.field];
-    return typeof value === 'string' || typeof value === 'number' ? String(value) : undefined;
-  }
-  return undefined;
-}
-
 export function expectOutcome(
   records: Iterable<DecodedRecord>,
   transform: Transform,
   keySource: IdempotencyKeySource,
+  limits?: EffectLimits,
 ): Expectation {
-  const identities = new Map<string, Stream | 'either'>();
+  const identities = new Map<string, Stream>();
   const identityOf = new Map<string, string>();
   const aggregates = new Map<string, Aggregate>();
-  const counted = new Set<string>();
   let count = 0;
   let poison = 0;
   for (const record of records) {
     count++;
-    const result = transform.apply(record);
-    const key = identityKey(record, keySource, result.kind === 'ok' ? result.body : undefined);
+    const evaluated = evaluateRecord(transform, keySource, record, limits);
+    const key = evaluated.idempotencyKey;
     const identity = key === undefined ? `lineage:${lineageId(record)}` : `key:${key}`;
     identityOf.set(lineageId(record), identity);
-    const stream: Stream = result.kind === 'poison' ? 'deadletter' : 'output';
-    if (result.kind === 'poison') poison++;
-    const known = identities.get(identity);
-    identities.set(identity, known === undefined || known === stream ? stream : 'either');
-    if (result.kind === 'poison' || counted.has(identity)) continue;
-    counted.add(identity);
-    for (const delta of result.state) {
+    if (evaluated.deadLetter) {
+      poison++;
+      identities.set(identity, 'deadletter');
+      continue;
+    }
+    if (identities.has(identity)) continue;
+    identities.set(identity, 'output');
+    for (const delta of evaluated.state) {
       const aggregate = aggregates.get(delta.key) ?? { ...delta.fields };
       for (const [name, add] of Object.entries(delta.add))
         aggregate[name] = Number(aggregate[name] ?? 0) + add;
@@ -110,7 +106,7 @@ export function compareOutcome(
   for (const row of rows) {
     const identity = expectation.identityOf.get(lineageId(row.source));
     const stream = identity === undefined ? undefined : expectation.identities.get(identity);
-    if (!identity || (stream !== row.stream && stream !== 'either')) {
+    if (!identity || stream !== row.stream) {
       unexpected++;
       note(`unexpected ${row.stream} row for ${lineageId(row.source)}`);
       continue;
@@ -126,7 +122,7 @@ export function compareOutcome(
   for (const [identity, stream] of expectation.identities) {
     if (seen.has(identity)) continue;
     lost++;
-    note(`lost: no ${stream === 'either' ? 'output or dead-letter' : stream} row for ${identity}`);
+    note(`lost: no ${stream} row for ${identity}`);
   }
   let aggregatesMatch = true;
   const stateKeys = new Set([...expectation.aggregates.keys(), ...actualAggregates.keys()]);

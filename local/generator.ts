@@ -6,8 +6,13 @@
  *   default partitioner does), each with an `idempotency-key` header equal to its order id.
  * - Producer duplicates: a resend of an earlier order (same value, same `idempotency-key`), usually to the same
  *   partition (a producer retry), sometimes to another one (an application-level resend).
- * - Poison records: invalid JSON, a currency that is not an ISO code, too many decimals, a missing field. Each has
- *   its own idempotency key and is never duplicated, so its expected fate (one dead-letter row) is unambiguous.
+ * - Poison records: invalid JSON, a currency that is not an ISO code, too many decimals, a missing field, a
+ *   tombstone (value null), a customer id that is a lone surrogate (a state key DynamoDB would merge with others,
+ *   issue 9.5). Each has its own idempotency key and is never duplicated, so its expected fate (one dead-letter
+ *   row) is unambiguous.
+ * - Binary idempotency keys: some orders carry an `idempotency-key` header that is not UTF-8 (the order's id, then
+ *   one byte 0xfc-0xff); neighbouring orders share the id prefix, so a lossy decoding would merge them and drop
+ *   one as a duplicate (issue 17). Their resends carry the same bytes and must still be deduplicated.
  */
 import type { InputRecord } from './input.ts';
 import { type Random, seededRandom } from './prng.ts';
@@ -21,6 +26,8 @@ export interface GeneratorOptions {
   readonly duplicateRate?: number;
   /** Fraction of records that are poison; default 0.01. */
   readonly poisonRate?: number;
+  /** Fraction of orders whose idempotency-key header is binary (not UTF-8); default 0.05. */
+  readonly binaryKeyRate?: number;
   /** Distinct customers; default 50. */
   readonly customers?: number;
   /** Timestamp of the first order (epoch ms). */
@@ -35,7 +42,14 @@ const CURRENCIES = [
   { code: 'KRW', decimals: 0 },
 ] as const;
 
-const POISON_KINDS = ['invalid-json', 'unknown-currency', 'too-many-decimals', 'missing-field'] as const;
+const POISON_KINDS = [
+  'invalid-json',
+  'unknown-currency',
+  'too-many-decimals',
+  'missing-field',
+  'tombstone',
+  'ill-formed-customer',
+] as const;
 
 /** A stable string hash (FNV-1a), standing in for Kafka's murmur2 key partitioner. */
 export function partitionForKey(key: string, partitions: number): number {
@@ -48,6 +62,11 @@ function amountFor(random: Random, decimals: number): string {
   const whole = 1 + random.int(decimals === 0 ? 200_000 : 2_000);
   if (decimals === 0) return String(whole);
   return `${whole}.${String(random.int(10 ** decimals)).padStart(decimals, '0')}`;
+}
+
+/** A header that is not UTF-8: the ids of four neighbouring orders share a prefix, then one byte 0xfc-0xff. */
+function binaryKey(index: number, options: GeneratorOptions): number[] {
+  return [...Buffer.from(`bin-${options.seed >>> 0}-${Math.floor(index / 4)}-`), 0xfc + (index % 4)];
 }
 
 function order(random: Random, index: number, options: GeneratorOptions): InputRecord {
@@ -65,7 +84,11 @@ function order(random: Random, index: number, options: GeneratorOptions): InputR
     partition: partitionForKey(customerId, options.partitions),
     key: customerId,
     value: JSON.stringify(value),
-    headers: { [IDEMPOTENCY_HEADER]: orderId },
+    headers: {
+      [IDEMPOTENCY_HEADER]: random.chance(options.binaryKeyRate ?? 0.05)
+        ? binaryKey(index, options)
+        : orderId,
+    },
   };
 }
 
@@ -86,7 +109,12 @@ function poison(random: Random, index: number, options: GeneratorOptions): Input
         ? JSON.stringify({ ...base, currency: 'XYZ' })
         : kind === 'too-many-decimals'
           ? JSON.stringify({ ...base, amount: '10.001' })
-          : JSON.stringify({ ...base, customerId: undefined });
+          : kind === 'missing-field'
+            ? JSON.stringify({ ...base, customerId: undefined })
+            : kind === 'tombstone'
+              ? null
+              : // JSON.stringify escapes the lone surrogate: the value's bytes are ASCII, the parsed id is not.
+                JSON.stringify({ ...base, customerId: `\ud800${customerId}` });
   return {
     partition: partitionForKey(customerId, options.partitions),
     key: customerId,

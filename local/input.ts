@@ -1,27 +1,32 @@
 /**
  * Input for `eos local --input FILE.jsonl`: one record per line,
- * `{"partition": int, "key": string|null, "value": string, "headers"?: {name: string}}`, appended to the topic in
- * file order (a record's offset is its position within its partition). Everything is checked before anything
+ * `{"partition": int, "key": string|null, "value": string|null, "headers"?: {name: string|[byte, …]}}`, appended
+ * to the topic in file order. `"value": null` is a tombstone; a header is text (sent as UTF-8) or its exact bytes
+ * as an array of byte values (-128..255, as the MSK event carries them) (a record's offset is its position within its partition). Everything is checked before anything
  * runs; an error names the file and the line.
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { InputFileError } from './errors.ts';
+import type { HeaderValue } from './kafka-log.ts';
 
 /** A record to append to the topic. */
 export interface InputRecord {
   readonly partition: number;
   readonly key: string | null;
-  readonly value: string;
-  readonly headers: Readonly<Record<string, string>>;
+  /** null: a tombstone. */
+  readonly value: string | null;
+  readonly headers: Readonly<Record<string, HeaderValue>>;
 }
 
 const lineSchema = z
   .object({
     partition: z.number().int().nonnegative(),
     key: z.string().nullable(),
-    value: z.string(),
-    headers: z.record(z.string(), z.string()).optional(),
+    value: z.string().nullable(),
+    headers: z
+      .record(z.string(), z.union([z.string(), z.array(z.number().int().min(-128).max(255))]))
+      .optional(),
   })
   .strict();
 

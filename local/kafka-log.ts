@@ -6,11 +6,18 @@
 import type { Clock } from '../shared/clock.ts';
 import { UnknownPartitionError } from './errors.ts';
 
+/**
+ * A header value as a producer sends it: text (sent as its UTF-8 bytes) or the exact bytes, as byte values
+ * (-128..255; the MSK event carries Java's signed bytes).
+ */
+export type HeaderValue = string | readonly number[];
+
 /** What a producer sends. */
 export interface ProducerRecord {
   readonly key: string | null;
-  readonly value: string;
-  readonly headers?: Readonly<Record<string, string>>;
+  /** null: a tombstone. */
+  readonly value: string | null;
+  readonly headers?: Readonly<Record<string, HeaderValue>>;
   /** Epoch ms; the log's clock when omitted. */
   readonly timestamp?: number;
 }
@@ -22,9 +29,11 @@ export interface MskEventRecord {
   readonly offset: number;
   readonly timestamp: number;
   readonly timestampType: 'CREATE_TIME';
-  /** Absent for a record without a key: Powertools' schema accepts a missing key, not a null one. */
+  /** Absent for a record without a key. */
   readonly key?: string;
-  readonly value: string;
+  /** null for a tombstone. */
+  readonly value: string | null;
+  /** Each header's bytes as Java's signed bytes (-128..127), as the event source mapping serializes them. */
   readonly headers: Array<Record<string, number[]>>;
 }
 
@@ -46,6 +55,13 @@ export interface LogEntry {
   readonly appendedAt: number;
 }
 
+/** A header's bytes as the mapping sends them: Java's signed bytes (0xff → -1). */
+export function signedBytes(value: HeaderValue): number[] {
+  const bytes =
+    typeof value === 'string' ? Buffer.from(value, 'utf8') : Uint8Array.from(value, (b) => b & 0xff);
+  return Array.from(bytes, (byte) => (byte > 127 ? byte - 256 : byte));
+}
+
 export function toEventRecord(
   topic: string,
   partition: number,
@@ -60,10 +76,8 @@ export function toEventRecord(
     timestamp: r.timestamp ?? now,
     timestampType: 'CREATE_TIME',
     ...(r.key === null ? {} : { key: Buffer.from(r.key, 'utf8').toString('base64') }),
-    value: Buffer.from(r.value, 'utf8').toString('base64'),
-    headers: Object.entries(r.headers ?? {}).map(([name, value]) => ({
-      [name]: [...Buffer.from(value, 'utf8')],
-    })),
+    value: r.value === null ? null : Buffer.from(r.value, 'utf8').toString('base64'),
+    headers: Object.entries(r.headers ?? {}).map(([name, value]) => ({ [name]: signedBytes(value) })),
   };
   return record;
 }

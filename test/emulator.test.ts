@@ -44,11 +44,11 @@ describe('MSK event-source emulator', () => {
     const [first] = delivery.event.records['orders-0']!;
     expect(first).toMatchObject({ topic: 'orders', partition: 0, offset: 0, timestampType: 'CREATE_TIME' });
     expect(Buffer.from(first!.key!, 'base64').toString()).toBe('cust-007');
-    expect(Buffer.from(first!.value, 'base64').toString()).toBe('{"orderId":"ord-1"}');
+    expect(Buffer.from(first!.value!, 'base64').toString()).toBe('{"orderId":"ord-1"}');
     expect(first!.headers).toEqual([{ 'idempotency-key': [...Buffer.from('ord-1')] }]);
     const [keyless] = delivery.event.records['orders-1']!;
     expect(keyless).not.toHaveProperty('key');
-    expect(Buffer.from(keyless!.value, 'base64').toString()).toBe('ünïcode');
+    expect(Buffer.from(keyless!.value!, 'base64').toString()).toBe('ünïcode');
     expect(delivery.payloadBytes).toBe(Buffer.byteLength(JSON.stringify(delivery.event)));
     // And the processor's own validation and decoding (the schema plus its offset and key checks) agree.
     const batches = partitionBatches(parseMskEvent(JSON.parse(JSON.stringify(delivery.event))));
@@ -57,6 +57,24 @@ describe('MSK event-source emulator', () => {
       [1, null, 'ünïcode'],
     ]);
     expect(batches[0]!.records[0]!.headers).toEqual({ 'idempotency-key': 'ord-1' });
+  });
+
+  it('delivers tombstones, unkeyed records and binary headers in the shape MSK sends, and the processor parses them', () => {
+    const { emulator, log } = setup(1);
+    emulator.produce(0, { key: 'cust-1', value: null, headers: { 'idempotency-key': [0x6b, 0xff] } });
+    emulator.produce(0, { key: null, value: null, headers: { h: 'ë' } });
+    log.close();
+    const delivery = emulator.poll()!;
+    const [tombstone, bare] = delivery.event.records['orders-0']!;
+    expect(tombstone!.value).toBeNull();
+    // Java's signed bytes, as the event source mapping serializes header values.
+    expect(tombstone!.headers).toEqual([{ 'idempotency-key': [107, -1] }]);
+    expect(bare!.headers).toEqual([{ h: [-61, -85] }]);
+    const [batch] = partitionBatches(parseMskEvent(JSON.parse(JSON.stringify(delivery.event))));
+    expect(batch!.records.map((r) => [r.key, r.value, r.rawHeaders])).toEqual([
+      ['cust-1', null, [{ name: 'idempotency-key', value: Buffer.of(0x6b, 0xff).toString('base64') }]],
+      [null, null, [{ name: 'h', value: Buffer.from('ë').toString('base64') }]],
+    ]);
   });
 
   it('cuts per-partition ordered batches of at most batchSize records', () => {

@@ -3,8 +3,9 @@ import { compareOutcome, expectOutcome, lineageId } from '../local/expectation.t
 import { generateOrders, IDEMPOTENCY_HEADER, partitionForKey } from '../local/generator.ts';
 import { PartitionedLog } from '../local/kafka-log.ts';
 import { ManualClock } from '../shared/clock.ts';
-import { decodeRecord } from '../shared/kafka/event.ts';
+import { decodeRecord, strictUtf8 } from '../shared/kafka/event.ts';
 import type { DecodedRecord } from '../shared/kafka/record.ts';
+import { evaluateRecord } from '../shared/processor/evaluate.ts';
 import { ordersTransform } from '../shared/transforms/orders.ts';
 
 function decoded(input: ReturnType<typeof generateOrders>, partitions: number): DecodedRecord[] {
@@ -17,6 +18,9 @@ function decoded(input: ReturnType<typeof generateOrders>, partitions: number): 
 
 const header = { kind: 'header', name: IDEMPOTENCY_HEADER } as const;
 
+/** The idempotency-key header's exact bytes (base64), as the processor keys them. */
+const keyBytes = (r: DecodedRecord) => r.rawHeaders.findLast((h) => h.name === IDEMPOTENCY_HEADER)?.value;
+
 describe('order generator', () => {
   it('is reproducible from its seed, with producer duplicates and poison the transform rejects', () => {
     const options = { seed: 11, records: 2000, partitions: 4, duplicateRate: 0.1, poisonRate: 0.05 };
@@ -24,21 +28,32 @@ describe('order generator', () => {
     expect(generateOrders(options)).toEqual(input);
     expect(generateOrders({ ...options, seed: 12 })).not.toEqual(input);
     const records = decoded(input, 4);
-    const results = records.map((r) => ordersTransform.apply(r));
-    const poison = results.filter((r) => r.kind === 'poison').length;
+    const results = records.map((r) => evaluateRecord(ordersTransform, header, r));
+    const poison = results.filter((r) => r.deadLetter).length;
     expect(poison / records.length).toBeGreaterThan(0.03);
     expect(poison / records.length).toBeLessThan(0.07);
-    const keys = records.map((r) => r.headers[IDEMPOTENCY_HEADER]);
+    const keys = records.map(keyBytes);
     const duplicates = keys.length - new Set(keys).size;
     expect(duplicates / records.length).toBeGreaterThan(0.07);
     // Resends carry the same value; most go to the same partition as the original, some elsewhere.
     const byKey = new Map<string, DecodedRecord[]>();
-    for (const r of records)
-      byKey.set(r.headers[IDEMPOTENCY_HEADER]!, [...(byKey.get(r.headers[IDEMPOTENCY_HEADER]!) ?? []), r]);
+    for (const r of records) byKey.set(keyBytes(r)!, [...(byKey.get(keyBytes(r)!) ?? []), r]);
     const resent = [...byKey.values()].filter((group) => group.length > 1);
     expect(resent.every((group) => group.every((r) => r.value === group[0]!.value))).toBe(true);
     expect(resent.some((group) => new Set(group.map((r) => r.partition)).size > 1)).toBe(true);
     expect(partitionForKey('cust-001', 4)).toBe(partitionForKey('cust-001', 4));
+  });
+
+  it('mixes in tombstones, lone-surrogate customer ids and binary keys that a lossy decoding would merge', () => {
+    const records = decoded(generateOrders({ seed: 7, records: 3000, partitions: 3, poisonRate: 0.05 }), 3);
+    const errors = records.map((r) => evaluateRecord(ordersTransform, header, r).deadLetter?.error ?? '');
+    expect(errors.filter((e) => e.startsWith('tombstone:')).length).toBeGreaterThan(5);
+    expect(errors.filter((e) => e.includes('not well-formed UTF-16')).length).toBeGreaterThan(5);
+    const binary = records.filter((r) => strictUtf8(Buffer.from(keyBytes(r)!, 'base64')) === undefined);
+    expect(binary.length / records.length).toBeGreaterThan(0.02);
+    const lossy = new Set(binary.map((r) => r.headers[IDEMPOTENCY_HEADER]));
+    const exact = new Set(binary.map((r) => evaluateRecord(ordersTransform, header, r).idempotencyKey));
+    expect(exact.size).toBeGreaterThan(lossy.size);
   });
 });
 
@@ -55,8 +70,9 @@ describe('the end-to-end oracle', () => {
       const identity = expectation.identityOf.get(lineageId(record))!;
       if (seen.has(identity)) return [];
       seen.add(identity);
-      const stream =
-        ordersTransform.apply(record).kind === 'poison' ? ('deadletter' as const) : ('output' as const);
+      const stream = evaluateRecord(ordersTransform, header, record).deadLetter
+        ? ('deadletter' as const)
+        : ('output' as const);
       return [
         { stream, source: { topic: record.topic, partition: record.partition, offset: record.offset } },
       ];
