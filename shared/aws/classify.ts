@@ -1,5 +1,8 @@
 /**
- * Error classification: which AWS failures are transient (retry the whole batch) and which are not.
+ * Error classification: which AWS failures are transient (retry the whole batch) and which are not. Everything
+ * not transient is deterministic: the same request fails the same way on every retry, so the processor treats it
+ * as a stop (and releases its claims written ahead), never as something a retry could fix. Limits DynamoDB
+ * enforces per request ({@link isLimitExceeded}) are the structural kind named by `ItemLimitExceededError`.
  */
 import { TransientAwsError } from '../errors.ts';
 
@@ -66,4 +69,16 @@ export function rethrowClassified(operation: string, error: unknown): never {
     throw new TransientAwsError(operation, { cause: error });
   }
   throw error;
+}
+
+/**
+ * DynamoDB refused the request for a limit it enforces per item or request (an item over 400 KB, for example a
+ * state item grown over many records): a `ValidationException` about a size or limit, or a cancelled transaction
+ * whose reasons include a `ValidationError`. Deterministic: a retry sends the same items.
+ */
+export function isLimitExceeded(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const e = error as { name?: string; message?: string };
+  if (e.name === 'ValidationException') return /size|exceed|limit/i.test(e.message ?? '');
+  return cancellationReasons(error)?.some((reason) => reason.Code === 'ValidationError') ?? false;
 }

@@ -26,7 +26,7 @@ import {
   PutCommand,
   TransactWriteCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
+import { cancellationReasons, isLimitExceeded, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import {
   ItemLimitExceededError,
@@ -148,12 +148,6 @@ function identityOf(item: Record<string, unknown>, stagedOffset: number): FenceI
   return { fenceRecord, batchStart };
 }
 
-/** A transaction DynamoDB refused for a size or other limit (a `ValidationException`, or a cancellation reason). */
-function isLimitError(error: unknown): boolean {
-  const e = error as { name?: string; message?: string };
-  return e.name === 'ValidationException' && /size|exceed|limit/i.test(e.message ?? '');
-}
-
 /**
  * A claim is this record's own when it names the same claimant and the same digest: a retry of the record. The
  * same claimant with another digest is another record at the same offset (a new topic generation, a new epoch).
@@ -232,7 +226,7 @@ export class StagingLedger {
     } catch (error) {
       const reasons = cancellationReasons(error);
       if (reasons) this.explainCancellation(txn, reasons, claimsStart, labels, error);
-      if (isLimitError(error)) {
+      if (isLimitExceeded(error)) {
         // DynamoDB names no item here (a Put over the size limit): name the candidates, the state items first.
         const candidates = labels.filter((label) => label.startsWith('state ')).concat(labels.slice(0, 1));
         throw new ItemLimitExceededError(

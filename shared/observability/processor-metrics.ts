@@ -1,6 +1,12 @@
-/** What the processor's batch report means in metrics (the processor handler records it after each batch). */
-import type { BatchReport } from '../processor/processor.ts';
-import type { BatchCounts } from './telemetry.ts';
+/**
+ * What the processor's batch report and its observer events mean in metrics and logs (the processor handler wires
+ * both). Metric names come from `names.ts`, which the stack's alarms read.
+ */
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { OffsetsWentBackwardsError } from '../errors.ts';
+import type { BatchReport, ProcessorObserver } from '../processor/processor.ts';
+import { METRIC } from './names.ts';
+import type { BatchCounts, Telemetry } from './telemetry.ts';
 
 /**
  * Sums a batch report over its partitions. "Staged" counts every record whose effects a staging transaction made
@@ -18,4 +24,51 @@ export function batchCounts(report: BatchReport): BatchCounts {
     deadLettered += partition.deadLettered;
   }
   return { staged, duplicatesByOffset, duplicatesByKey, deadLettered };
+}
+
+/**
+ * The processor's events as metrics and logs, emitted when the processor reports them (not from the batch
+ * report): a partition stopped or an event rejected fails the invocation, and a jump or conflict that committed
+ * before a later failure would otherwise never be counted. The observability middleware flushes metrics after a
+ * failed invocation too.
+ *
+ * - rejected event → `EventsRejected` + an error log naming the check;
+ * - offsets went backwards → `OffsetsWentBackwards` + an error log naming topic, partition, fence and offsets;
+ *   other structural stops (an item over a DynamoDB limit, a malformed fence) → an error log naming the partition
+ *   and the item (the failed invocation is logged and alarmed on as non-transient by the middleware as well);
+ * - fence jump → `FenceJumps` + a warning naming the partition and both offsets;
+ * - key conflicts → `IdempotencyKeyConflicts` (their number) + a warning per conflict naming key and claimant.
+ */
+export function processorObserver(telemetry: Telemetry): ProcessorObserver {
+  const { logger, metrics } = telemetry;
+  return {
+    eventRejected(error) {
+      metrics.addMetric(METRIC.eventsRejected, MetricUnit.Count, 1);
+      logger.error('event rejected before any effect', { error });
+    },
+    partitionStopped(error) {
+      if (error instanceof OffsetsWentBackwardsError) {
+        metrics.addMetric(METRIC.offsetsWentBackwards, MetricUnit.Count, 1);
+        logger.error('partition stopped: offsets went backwards', {
+          topic: error.topic,
+          partition: error.partition,
+          fence: error.fence,
+          firstOffset: error.firstOffset,
+          lastOffset: error.lastOffset,
+          reason: error.reason,
+        });
+        return;
+      }
+      logger.error('partition stopped: structural error', { error });
+    },
+    fenceJumped(jump) {
+      metrics.addMetric(METRIC.fenceJumps, MetricUnit.Count, 1);
+      logger.warn('fence jumped further than maxFenceJump', { ...jump });
+    },
+    keyConflicts(conflicts) {
+      metrics.addMetric(METRIC.keyConflicts, MetricUnit.Count, conflicts.length);
+      for (const conflict of conflicts)
+        logger.warn('idempotency key conflict: record dead-lettered', { ...conflict });
+    },
+  };
 }

@@ -428,8 +428,9 @@ export class Processor {
   }
 
   private evaluate(batch: PartitionBatch): EvaluatedRecord[] {
+    const limits = { maxTransactionItems: this.deps.settings.maxTransactionItems };
     return batch.records.map((record) =>
-      evaluateRecord(this.transform, this.deps.settings.idempotencyKey, record),
+      evaluateRecord(this.transform, this.deps.settings.idempotencyKey, record, limits),
     );
   }
 
@@ -552,9 +553,10 @@ export class Processor {
     const { topic, partition } = batch;
     const { settings } = this.deps;
     let known = start;
-    let pending = this.evaluate(batch).filter((record) => record.offset > known.stagedOffset);
+    /** The batch's records above the fence it started from, as evaluated (before any key decision). */
+    const originals = this.evaluate(batch).filter((record) => record.offset > known.stagedOffset);
     const report: Counts = {
-      duplicatesByOffset: batch.records.length - pending.length,
+      duplicatesByOffset: batch.records.length - originals.length,
       duplicatesByKey: 0,
       stagedRows: 0,
       deadLettered: 0,
@@ -562,6 +564,59 @@ export class Processor {
       fenceJumps: 0,
       chunks: 0,
     };
+    /** The first record of the batch per idempotency key: it claims the key unless another record holds it. */
+    const firstWithKey = new Map<string, EvaluatedRecord>();
+    for (const record of originals) {
+      if (record.idempotencyKey !== undefined && !firstWithKey.has(record.idempotencyKey)) {
+        firstWithKey.set(record.idempotencyKey, record);
+      }
+    }
+    /** Keys found held by records outside this batch (claims ahead, or a cancelled transaction). */
+    const external = new Map<string, ClaimHolder>();
+    /** Offsets dropped as duplicates by key (P4). */
+    const dropped = new Set<number>();
+    /** Offsets dead-lettered as key conflicts (issue 17.2), reported once their transaction commits. */
+    const conflicts = new Map<number, KeyConflict>();
+    let pending: EvaluatedRecord[] = [];
+    /**
+     * Decides every pending record's key from what is known: a record whose key another record holds (outside the
+     * batch, or the batch's first record with that key) is a duplicate when the digests are equal — or when the
+     * holder's claim predates digests — and a conflict (dead-lettered, naming key and claimant) otherwise. Pure
+     * in what it is given, so a retry of the batch decides the same; re-run whenever something new is known.
+     */
+    const decide = () => {
+      dropped.clear();
+      conflicts.clear();
+      pending = originals
+        .filter((record) => record.offset > known.stagedOffset)
+        .map((record) => {
+          const key = record.idempotencyKey;
+          if (key === undefined) return record;
+          const first = firstWithKey.get(key)!;
+          const holder =
+            external.get(key) ??
+            (first === record
+              ? undefined
+              : { claimant: claimantOf(topic, partition, first.offset), digest: first.digest });
+          if (holder === undefined) return record;
+          if (holder.digest === undefined || holder.digest === record.digest) {
+            dropped.add(record.offset);
+            return record;
+          }
+          conflicts.set(record.offset, {
+            topic,
+            partition,
+            offset: record.offset,
+            idempotencyKey: key,
+            claimant: holder.claimant,
+          });
+          return deadLetterOf(
+            record,
+            `idempotency key ${JSON.stringify(key)} is already claimed by ${holder.claimant} with a different payload`,
+          );
+        });
+    };
+    decide();
     const setFence = (fence: FenceState) => {
       known = fence;
       this.fences.set(partitionId(topic, partition), fence);
@@ -571,37 +626,13 @@ export class Processor {
     const reread = async () => {
       setFence(await this.movedFence(prints, known, startedAt));
       const before = pending.length;
-      pending = pending.filter((record) => record.offset > known.stagedOffset);
+      decide();
       report.duplicatesByOffset += before - pending.length;
     };
-    const conflicts = new Map<number, KeyConflict>();
-    const conflict = (record: EvaluatedRecord, claimant: string): EvaluatedRecord => {
-      const idempotencyKey = record.idempotencyKey!;
-      conflicts.set(record.offset, { topic, partition, offset: record.offset, idempotencyKey, claimant });
-      return deadLetterOf(
-        record,
-        `idempotency key ${JSON.stringify(idempotencyKey)} is already claimed by ${claimant} with a different payload`,
-      );
-    };
-    const within = keysWithin(pending, topic, partition);
-    const dropped = within.dropped;
-    pending = pending.map((record) => {
-      const claimant = within.conflicts.get(record.offset);
-      return claimant === undefined ? record : conflict(record, claimant);
-    });
-    /** Holders found for taken keys: the same digest is a duplicate (dropped), another a conflict. */
+    /** Holders found for taken keys: decided again with them. */
     const resolveTaken = (holders: readonly ClaimHolder[]): void => {
-      const byKey = new Map(holders.map((holder) => [holder.idempotencyKey, holder]));
-      pending = pending.map((record) => {
-        const holder = record.idempotencyKey === undefined ? undefined : byKey.get(record.idempotencyKey);
-        if (holder === undefined || dropped.has(record.offset)) return record;
-        // Claims written before digests existed cannot tell: a duplicate, as before.
-        if (holder.digest === undefined || holder.digest === record.digest) {
-          dropped.add(record.offset);
-          return record;
-        }
-        return conflict(record, holder.claimant);
-      });
+      for (const holder of holders) external.set(holder.idempotencyKey, holder);
+      decide();
     };
     const claimsAhead = settings.claimWrite === 'ahead';
     // Claims go ahead only once the first staged write succeeded: a missing bucket writes nothing at all.
@@ -665,9 +696,9 @@ export class Processor {
         }
         throw error;
       }
-      setFence({ stagedOffset: chunk.lastOffset, identity, updatedAt: this.clock.now() });
-      pending = pending.slice(chunk.records.length);
       this.reportCommitted(chunk, from, conflicts, report, topic, partition);
+      setFence({ stagedOffset: chunk.lastOffset, identity, updatedAt: this.clock.now() });
+      decide();
       await this.step('after-transaction', context);
     }
     return { topic, partition, received: batch.records.length, stagedOffset: known.stagedOffset, ...report };
@@ -842,29 +873,6 @@ export class Processor {
 
 function claimantOf(topic: string, partition: number, offset: number): string {
   return `${topic}#${partition}#${offset}`;
-}
-
-/**
- * Records whose idempotency key appeared earlier in the same batch: with the same digest they are duplicates
- * (`dropped`), with another digest conflicts (`conflicts`: offset → the earlier record's claimant). Pure, so a
- * retry of the batch decides the same.
- */
-function keysWithin(
-  records: readonly EvaluatedRecord[],
-  topic: string,
-  partition: number,
-): { dropped: Set<number>; conflicts: Map<number, string> } {
-  const first = new Map<string, EvaluatedRecord>();
-  const dropped = new Set<number>();
-  const conflicts = new Map<number, string>();
-  for (const record of records) {
-    if (record.idempotencyKey === undefined) continue;
-    const holder = first.get(record.idempotencyKey);
-    if (holder === undefined) first.set(record.idempotencyKey, record);
-    else if (holder.digest === record.digest) dropped.add(record.offset);
-    else conflicts.set(record.offset, claimantOf(topic, partition, holder.offset));
-  }
-  return { dropped, conflicts };
 }
 
 export function createProcessor(deps: ProcessorDeps): Processor {

@@ -1,0 +1,458 @@
+/**
+ * The processor's structural rules (L2, issues 9 and 17) against DynamoDB Local and the S3 server: offsets that go
+ * backwards stop a partition loudly and stage nothing, while every genuine redelivery (crash retry, split retry,
+ * zombie, stale cache) still passes; fence jumps are reported; events from other sources are rejected; claims
+ * carry their record's digest (conflicts dead-lettered); claims ahead do not outlive a batch that fails for good;
+ * an item over a DynamoDB limit is a named structural error.
+ */
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
+import {
+  EventSourceRejectedError,
+  InjectedCrashError,
+  ItemLimitExceededError,
+  OffsetsWentBackwardsError,
+  TransientAwsError,
+} from '../shared/errors.ts';
+import { keys } from '../shared/ledger/layout.ts';
+import {
+  createProcessor,
+  type FenceJump,
+  judgeBatch,
+  type KeyConflict,
+  type PartitionStoppedError,
+  type ProcessorDeps,
+  type ProcessorStep,
+} from '../shared/processor/processor.ts';
+import { transformNamed } from '../shared/transforms/registry.ts';
+import type { Transform } from '../shared/transforms/types.ts';
+import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { ledgerView, scanPipeline, stagedRows } from './support/ledger.ts';
+import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
+
+let res: TestResources;
+beforeAll(async () => {
+  res = await freshResources('hard');
+});
+
+function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
+  return parseSettings({
+    ledgerTable: res.table,
+    bucket: res.bucket,
+    pipelineId: uniqueName('h'),
+    ...overrides,
+  });
+}
+
+/** Everything the processor told its observer. */
+function recorder() {
+  const seen = {
+    stopped: [] as PartitionStoppedError[],
+    rejected: [] as Error[],
+    jumps: [] as FenceJump[],
+    conflicts: [] as KeyConflict[],
+  };
+  const observer: NonNullable<ProcessorDeps['observer']> = {
+    partitionStopped: (error) => seen.stopped.push(error),
+    eventRejected: (error) => seen.rejected.push(error),
+    fenceJumped: (jump) => seen.jumps.push(jump),
+    keyConflicts: (conflicts) => seen.conflicts.push(...conflicts),
+  };
+  return { seen, observer };
+}
+
+function processorFor(settings: Settings, extra: Partial<ProcessorDeps> = {}) {
+  return createProcessor({ settings, clients: res.clients, ...extra });
+}
+
+function crashAt(step: ProcessorStep) {
+  let fired = false;
+  return {
+    onStep(reached: ProcessorStep) {
+      if (reached !== step || fired) return;
+      fired = true;
+      throw new InjectedCrashError(step);
+    },
+  };
+}
+
+/** Records of one topic generation: `gen` changes every value, so the same offset holds another record. */
+function generation(gen: string, partition: number, from: number, count: number): RecordSpec[] {
+  return Array.from({ length: count }, (_, i) => ({
+    partition,
+    offset: from + i,
+    key: `${gen}-${from + i}`,
+    value: order(`${gen}-o${from + i}`, `cust-${(from + i) % 3}`),
+    headers: { 'idempotency-key': `${gen}-o${from + i}` },
+  }));
+}
+
+async function everything(settings: Settings) {
+  const objects = await res.clients.s3.send(
+    new ListObjectsV2Command({ Bucket: res.bucket, Prefix: `${settings.pipelineId}/` }),
+  );
+  return {
+    items: await scanPipeline(res.clients, res.table, settings.pipelineId),
+    objects: (objects.Contents ?? []).map((o) => o.Key).sort(),
+  };
+}
+
+describe('L2 offsets that go backwards stop the partition loudly', () => {
+  it('a recreated topic (new records from offset 0 below a fence at 5000 of the old generation) stops the partition and stages nothing, on every retry', async () => {
+    const settings = settingsFor();
+    const { seen, observer } = recorder();
+    const warm = processorFor(settings, { observer });
+    await warm.processEvent(mskEvent(generation('old', 0, 4900, 101)));
+    const before = await everything(settings);
+    const recreated = mskEvent(generation('new', 0, 0, 100));
+    for (const processor of [warm, processorFor(settings, { observer })]) {
+      const failure = await processor.processEvent(recreated).catch((error: unknown) => error);
+      expect(failure).toBeInstanceOf(OffsetsWentBackwardsError);
+      expect(failure).toMatchObject({
+        topic: 'orders',
+        partition: 0,
+        fence: 5000,
+        firstOffset: 0,
+        lastOffset: 99,
+      });
+      expect(String(failure)).toMatch(/orders-0.*0\.\.99.*fence 5000/);
+    }
+    expect(seen.stopped).toHaveLength(2);
+    expect(await everything(settings)).toEqual(before);
+  });
+
+  it('a recreated topic whose batch reaches the old fingerprinted offsets stops on the fingerprint; other partitions of the event go on', async () => {
+    const settings = settingsFor();
+    const processor = processorFor(settings);
+    await processor.processEvent(mskEvent(generation('old', 0, 0, 10)));
+    await processor.processEvent(mskEvent(generation('old', 0, 10, 10)));
+    const event = mskEvent([...generation('new', 0, 0, 40), ...orderRecords(1, 0, 5)]);
+    await expect(processor.processEvent(event)).rejects.toThrow(
+      /record at offset (19|10) .* is not the one staged there/,
+    );
+    const ledger = await ledgerView(res.clients, res.table, settings.pipelineId);
+    expect(ledger.fences).toEqual({ 'orders#0': 19, 'orders#1': 4 });
+    const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+    expect(rows.filter((r) => (r.row.source as { partition: number }).partition === 0)).toHaveLength(20);
+  });
+
+  it('a consumer-group reset to an earlier offset (below the last staged batch) stops loudly', async () => {
+    const settings = settingsFor();
+    const processor = processorFor(settings);
+    await processor.processEvent(mskEvent(orderRecords(0, 0, 50)));
+    await processor.processEvent(mskEvent(orderRecords(0, 50, 50)));
+    const before = await everything(settings);
+    await expect(processor.processEvent(mskEvent(orderRecords(0, 10, 20)))).rejects.toThrow(
+      OffsetsWentBackwardsError,
+    );
+    await expect(processorFor(settings).processEvent(mskEvent(orderRecords(0, 10, 20)))).rejects.toThrow(
+      /starts below 50, where the last staged batch started/,
+    );
+    expect(await everything(settings)).toEqual(before);
+  });
+
+  it('genuine redeliveries pass: a crash before returning, a split retry, a lost commit that rewinds to the last batch', async () => {
+    const settings = settingsFor();
+    const batch = orderRecords(0, 10, 20);
+    await processorFor(settings).processEvent(mskEvent(orderRecords(0, 0, 10)));
+    await expect(
+      processorFor(settings, { hooks: crashAt('before-return') }).processEvent(mskEvent(batch)),
+    ).rejects.toThrow(InjectedCrashError);
+    const staged = await everything(settings);
+    // "Split batch on error": the retry comes as two halves, [10..19] then [20..29].
+    const first = await processorFor(settings).processEvent(mskEvent(batch.slice(0, 10)));
+    const second = await processorFor(settings).processEvent(mskEvent(batch.slice(10)));
+    expect([first.partitions[0]!.duplicatesByOffset, second.partitions[0]!.duplicatesByOffset]).toEqual([
+      10, 10,
+    ]);
+    // The whole batch again, and a longer one from the same start that goes on past the fence.
+    await processorFor(settings).processEvent(mskEvent(batch));
+    expect(await everything(settings)).toEqual(staged);
+    const longer = await processorFor(settings).processEvent(mskEvent(orderRecords(0, 10, 25)));
+    expect(longer.partitions[0]).toMatchObject({ duplicatesByOffset: 20, stagedOffset: 34 });
+  });
+
+  it('a zombie whose batch lies wholly below the last staged batch applies nothing and does not stop the partition', async () => {
+    const settings = settingsFor();
+    let release!: () => void;
+    let paused!: () => void;
+    const resumed = new Promise<void>((r) => {
+      release = r;
+    });
+    const reachedPause = new Promise<void>((r) => {
+      paused = r;
+    });
+    const zombie = processorFor(settings, {
+      hooks: {
+        async onStep(step) {
+          if (step !== 'after-stage-write') return;
+          paused();
+          await resumed;
+        },
+      },
+    });
+    const zombieRun = zombie.processEvent(mskEvent(orderRecords(0, 0, 10)));
+    await reachedPause;
+    // The mapping's retry stages the batch, then two later batches are staged.
+    const live = processorFor(settings);
+    await live.processEvent(mskEvent(orderRecords(0, 0, 10)));
+    await live.processEvent(mskEvent(orderRecords(0, 10, 10)));
+    await live.processEvent(mskEvent(orderRecords(0, 20, 10)));
+    const before = await ledgerView(res.clients, res.table, settings.pipelineId);
+    release();
+    const report = await zombieRun;
+    expect(report.partitions[0]).toMatchObject({ chunks: 0, duplicatesByOffset: 10 });
+    expect(await ledgerView(res.clients, res.table, settings.pipelineId)).toEqual(before);
+  });
+
+  it('a container whose cached fence is stale takes a redelivery of a batch another container staged for what it is', async () => {
+    const settings = settingsFor();
+    const stale = processorFor(settings, { settings: { ...settings, idempotencyKey: { kind: 'none' } } });
+    const other = processorFor(settings, { settings: { ...settings, idempotencyKey: { kind: 'none' } } });
+    await stale.processEvent(mskEvent(orderRecords(0, 0, 10)));
+    await other.processEvent(mskEvent(orderRecords(0, 10, 10)));
+    await other.processEvent(mskEvent(orderRecords(0, 20, 10)));
+    const before = await everything(settings);
+    // Its cache says 9; the batch [20..29] was staged by the other container: a redelivery, not new records.
+    const again = await stale.processEvent(mskEvent(orderRecords(0, 20, 10)));
+    expect(again.partitions[0]).toMatchObject({ chunks: 0, duplicatesByOffset: 10, stagedOffset: 29 });
+    const ledger = await ledgerView(res.clients, res.table, settings.pipelineId);
+    expect(ledger.fences).toEqual({ 'orders#0': 29 });
+    expect((await everything(settings)).items).toEqual(before.items);
+  });
+
+  it('a fence written before identities: only the distance rule applies (maxFenceJump below the fence)', async () => {
+    const settings = settingsFor({ maxFenceJump: 1000 });
+    const doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
+    const key = keys.fence(settings.pipelineId, 'orders', 0);
+    await doc.send(
+      new PutCommand({
+        TableName: res.table,
+        Item: { ...key, topic: 'orders', partition: 0, stagedOffset: 5000, updatedAt: 1 },
+      }),
+    );
+    await expect(processorFor(settings).processEvent(mskEvent(orderRecords(0, 0, 10)))).rejects.toThrow(
+      /more than 1000 offsets below the fence/,
+    );
+    const report = await processorFor(settings).processEvent(mskEvent(orderRecords(0, 4995, 10)));
+    expect(report.partitions[0]).toMatchObject({ duplicatesByOffset: 6, stagedOffset: 5004 });
+    const { Item } = await doc.send(new GetCommand({ TableName: res.table, Key: key }));
+    expect(Item).toMatchObject({ fenceRecord: { offset: 5004 }, batchStart: { offset: 4995 } });
+  });
+
+  it('judgeBatch: the rule table of the module doc', () => {
+    const p = (offset: number, digest = `d${offset}`) => ({ offset, digest, timestamp: offset });
+    const fence = { stagedOffset: 20, identity: { fenceRecord: p(20), batchStart: p(10) } };
+    const range = (from: number, to: number, digest?: string) =>
+      Array.from({ length: to - from + 1 }, (_, i) => p(from + i, digest && `${digest}${from + i}`));
+    expect(judgeBatch(range(21, 30), fence, 1e6, 'start')).toEqual({ kind: 'new' });
+    expect(judgeBatch(range(10, 25), fence, 1e6, 'start')).toEqual({ kind: 'redelivery' });
+    expect(judgeBatch(range(15, 18), fence, 1e6, 'start')).toEqual({ kind: 'redelivery' });
+    expect(judgeBatch(range(0, 12), fence, 1e6, 'start')).toEqual({ kind: 'redelivery' });
+    expect(judgeBatch(range(0, 12, 'x'), fence, 1e6, 'start').kind).toBe('backwards');
+    expect(judgeBatch(range(0, 5), fence, 1e6, 'start').kind).toBe('backwards');
+    expect(judgeBatch(range(0, 5), fence, 1e6, 'moved')).toEqual({ kind: 'redelivery' });
+    expect(judgeBatch([p(15), p(25)], fence, 1e6, 'moved').kind).toBe('backwards');
+    expect(judgeBatch(range(0, 5), { stagedOffset: 20, identity: undefined }, 10, 'start').kind).toBe(
+      'backwards',
+    );
+    expect(judgeBatch(range(12, 15), { stagedOffset: 20, identity: undefined }, 10, 'start')).toEqual({
+      kind: 'redelivery',
+    });
+  });
+});
+
+describe('issue 17: fence jumps and source checks', () => {
+  it('a batch starting more than maxFenceJump above the fence is staged and reported once, naming the partition and offsets', async () => {
+    const settings = settingsFor({ maxFenceJump: 1000 });
+    const { seen, observer } = recorder();
+    const processor = processorFor(settings, { observer });
+    await processor.processEvent(mskEvent(orderRecords(0, 0, 10)));
+    await processor.processEvent(mskEvent(orderRecords(0, 10, 10)));
+    const report = await processor.processEvent(mskEvent(orderRecords(0, 5000, 5)));
+    expect(report.partitions[0]).toMatchObject({ fenceJumps: 1, stagedOffset: 5004 });
+    expect(seen.jumps).toEqual([{ topic: 'orders', partition: 0, fence: 19, firstOffset: 5000 }]);
+  });
+
+  it('rejects, before any effect, an event from another source or holding a topic it is not configured for', async () => {
+    const arn = mskEvent([]).eventSourceArn;
+    const settings = settingsFor({ eventSourceArn: arn, topics: 'orders,payments' });
+    const { seen, observer } = recorder();
+    const processor = processorFor(settings, { observer });
+    const foreign = { ...mskEvent(orderRecords(0, 0, 3)), eventSourceArn: `${arn}-other` };
+    await expect(processor.processEvent(foreign)).rejects.toThrow(EventSourceRejectedError);
+    const otherTopic = mskEvent([
+      ...orderRecords(0, 0, 3),
+      { topic: 'audit', partition: 0, offset: 0, value: '{}' },
+    ]);
+    await expect(processor.processEvent(otherTopic)).rejects.toThrow(
+      /topic "audit" is not one of the configured/,
+    );
+    expect(seen.rejected.map((error) => (error as EventSourceRejectedError).check)).toEqual([
+      'event-source',
+      'topic',
+    ]);
+    expect(await everything(settings)).toEqual({ items: [], objects: [] });
+    const ok = await processor.processEvent(mskEvent(orderRecords(0, 0, 3)));
+    expect(ok.partitions[0]).toMatchObject({ stagedOffset: 2 });
+  });
+});
+
+describe('issue 17.2: claims that cannot be abused', () => {
+  for (const claimWrite of ['ahead', 'in-transaction'] as const) {
+    it(`a same-key record with another payload is dead-lettered as a conflict naming the key and claimant; the same payload is a duplicate (claims ${claimWrite})`, async () => {
+      const settings = settingsFor({ claimWrite });
+      const { seen, observer } = recorder();
+      const processor = processorFor(settings, { observer });
+      const real = {
+        partition: 0,
+        offset: 0,
+        key: 'c-1',
+        value: order('order-42'),
+        headers: { 'idempotency-key': 'order-42' },
+      };
+      await processor.processEvent(mskEvent([real]));
+      const forged = {
+        partition: 1,
+        offset: 0,
+        key: 'x',
+        value: order('forged'),
+        headers: { 'idempotency-key': 'order-42' },
+      };
+      const resend = { ...real, partition: 1, offset: 1 };
+      // Within one batch too: a later record of the batch with the first one's key and another payload.
+      const within = [
+        { partition: 2, offset: 0, key: 'k', value: order('w1'), headers: { 'idempotency-key': 'w' } },
+        { partition: 2, offset: 1, key: 'k', value: order('w2'), headers: { 'idempotency-key': 'w' } },
+      ];
+      const report = await processor.processEvent(mskEvent([forged, resend, ...within]));
+      expect(
+        report.partitions.map((p) => [p.partition, p.keyConflicts, p.duplicatesByKey, p.deadLettered]),
+      ).toEqual([
+        [1, 1, 1, 1],
+        [2, 1, 0, 1],
+      ]);
+      const dead = (await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId)).filter(
+        (r) => r.stream === 'deadletter',
+      );
+      expect(dead.map((r) => r.row.error)).toEqual([
+        'idempotency key "order-42" is already claimed by orders#0#0 with a different payload',
+        'idempotency key "w" is already claimed by orders#2#0 with a different payload',
+      ]);
+      // Partitions run concurrently: the order of their reports is not fixed.
+      expect(seen.conflicts.map((c) => [c.idempotencyKey, c.claimant, c.offset]).sort()).toEqual([
+        ['order-42', 'orders#0#0', 0],
+        ['w', 'orders#2#0', 1],
+      ]);
+      const ledger = await ledgerView(res.clients, res.table, settings.pipelineId);
+      expect(ledger.claims).toEqual({ 'order-42': 'orders#0#0', w: 'orders#2#0' });
+    });
+  }
+
+  it('a retry of the same record recognises its own claim (claims ahead, crash after the claims)', async () => {
+    const settings = settingsFor();
+    const record = {
+      partition: 0,
+      offset: 0,
+      key: 'a',
+      value: order('a'),
+      headers: { 'idempotency-key': 'a' },
+    };
+    await expect(
+      processorFor(settings, { hooks: crashAt('after-claims') }).processEvent(mskEvent([record])),
+    ).rejects.toThrow(InjectedCrashError);
+    const retry = await processorFor(settings).processEvent(mskEvent([record]));
+    expect(retry.partitions[0]).toMatchObject({ stagedRows: 1, keyConflicts: 0, duplicatesByKey: 0 });
+  });
+});
+
+/** Every record sets 100 descriptive fields of 1 KB with names of its own: the customer's state item grows. */
+const growing: Transform = {
+  name: 'growing',
+  apply(record) {
+    const fields: Record<string, string> = {};
+    for (let i = 0; i < 99; i++) fields[`r${record.offset}f${i}`] = 'v'.repeat(1000);
+    return {
+      kind: 'ok',
+      rows: [{ offset: record.offset }],
+      state: [{ key: 'customer', fields, add: { n: 1 } }],
+    };
+  },
+};
+
+describe('structural limits and claims ahead of a batch that fails for good (issue 9.3)', () => {
+  it('a state item grown past 400 KB over many records is a named structural error naming the partition and item, not a transient retry', async () => {
+    const settings = settingsFor({ idempotencyKey: 'none' });
+    const { seen, observer } = recorder();
+    const processor = processorFor(settings, { transform: growing, observer });
+    // Four records fill the item to just under 400 KB (each its own chunk: at most 100 fields per item per chunk).
+    await processor.processEvent(
+      mskEvent([0, 1, 2, 3].map((offset) => ({ partition: 0, offset, value: '-' }))),
+    );
+    const third = mskEvent([{ partition: 0, offset: 4, value: '-' }]);
+    const failure = await processor.processEvent(third).catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(ItemLimitExceededError);
+    expect(failure).not.toBeInstanceOf(TransientAwsError);
+    expect(failure).toMatchObject({ topic: 'orders', partition: 0, items: ['state customer'] });
+    expect(seen.stopped).toHaveLength(1);
+    // Stopped, not skipped: the fence did not move past the records that could not be applied.
+    expect((await ledgerView(res.clients, res.table, settings.pipelineId)).fences).toEqual({ 'orders#0': 3 });
+    await expect(processor.processEvent(third)).rejects.toThrow(ItemLimitExceededError);
+  });
+
+  it('claims written ahead by a batch that then fails deterministically are released, so a duplicate elsewhere is staged', async () => {
+    const settings = settingsFor();
+    const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
+      partition,
+      offset,
+      key,
+      value: order(key),
+      headers: { 'idempotency-key': key },
+    });
+    const transform: Transform = {
+      name: 'growing-orders',
+      apply: (record) =>
+        record.partition === 0 ? growing.apply(record) : transformNamed('orders').apply(record),
+    };
+    const processor = processorFor(settings, { transform });
+    await processor.processEvent(
+      mskEvent([keyed(0, 0, 'a'), keyed(0, 1, 'b'), keyed(0, 2, 'c'), keyed(0, 3, 'd')]),
+    );
+    await expect(processor.processEvent(mskEvent([keyed(0, 4, 'K'), keyed(0, 5, 'L')]))).rejects.toThrow(
+      ItemLimitExceededError,
+    );
+    const ledger = await ledgerView(res.clients, res.table, settings.pipelineId);
+    // The staged records keep their claims; the failed batch's claims (written ahead) are gone.
+    expect(ledger.claims).toEqual({ a: 'orders#0#0', b: 'orders#0#1', c: 'orders#0#2', d: 'orders#0#3' });
+    const elsewhere = await processor.processEvent(mskEvent([keyed(1, 0, 'K')]));
+    expect(elsewhere.partitions[0]).toMatchObject({ stagedRows: 1, duplicatesByKey: 0 });
+  });
+
+  it('a transient failure after claims ahead keeps them: the retry reuses them', async () => {
+    const settings = settingsFor();
+    const clients = (await import('../shared/aws/clients.ts')).createAwsClients();
+    let failures = 1;
+    clients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'TransactWriteItemsCommand' && failures-- > 0) {
+          throw Object.assign(new Error('throttled'), {
+            name: 'ThrottlingException',
+            $metadata: { httpStatusCode: 400 },
+          });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'injectThrottle' },
+    );
+    const processor = createProcessor({ settings, clients });
+    const event = mskEvent(orderRecords(0, 0, 3));
+    await expect(processor.processEvent(event)).rejects.toThrow(TransientAwsError);
+    expect(Object.keys((await ledgerView(res.clients, res.table, settings.pipelineId)).claims)).toHaveLength(
+      3,
+    );
+    const retry = await processor.processEvent(event);
+    expect(retry.partitions[0]).toMatchObject({ stagedRows: 3, duplicatesByKey: 0 });
+  });
+});
