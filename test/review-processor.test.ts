@@ -1,0 +1,218 @@
+/**
+ * Review R1 (processor): adversarial interleavings against DynamoDB Local and the S3 server. Each test asserts what
+ * DESIGN.md / issues 9 and 17 require; a failing test is a finding (see the review report).
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createAwsClients } from '../shared/aws/clients.ts';
+import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
+import { InjectedCrashError } from '../shared/errors.ts';
+import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
+import type { Transform } from '../shared/transforms/types.ts';
+import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { ledgerView, stagedRows } from './support/ledger.ts';
+import { mskEvent, order, type RecordSpec } from './support/msk.ts';
+
+let res: TestResources;
+beforeAll(async () => {
+  res = await freshResources('r1');
+});
+
+function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
+  return parseSettings({
+    ledgerTable: res.table,
+    bucket: res.bucket,
+    pipelineId: uniqueName('r1'),
+    ...overrides,
+  });
+}
+
+function processorFor(settings: Settings, extra: Partial<ProcessorDeps> = {}) {
+  return createProcessor({ settings, clients: res.clients, ...extra });
+}
+
+/** A promise and its resolver: pauses one invocation at a step until the test lets it go on. */
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { open, opened };
+}
+
+const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
+  partition,
+  offset,
+  key,
+  value: order(key),
+  headers: { 'idempotency-key': key },
+});
+
+/** Output rows per orderId over everything the ledger references (staged output). */
+async function outputCounts(settings: Settings): Promise<Record<string, number>> {
+  const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+  const counts: Record<string, number> = {};
+  for (const { stream, row } of rows) {
+    if (stream !== 'output') continue;
+    const id = String(row.orderId);
+    counts[id] = (counts[id] ?? 0) + 1;
+  }
+  return counts;
+}
+
+describe('R1: claim release vs a concurrent invocation of the same batch (issue 9.3 x P4)', () => {
+  it('a zombie that fails deterministically after claims ahead must not delete the claims its concurrent retry confirmed and then commits without: a duplicate elsewhere is applied twice', async () => {
+    const settings = settingsFor(); // claims ahead (default), idempotency key from the header
+    const batch = mskEvent([keyed(0, 0, 'K1'), keyed(0, 1, 'K2')]);
+
+    // Invocation A (the original, soon a zombie): its staging transaction fails with a DNS error, which
+    // `isTransient` does not list (EAI_AGAIN / ENOTFOUND), so the processor takes it as deterministic and
+    // releases its claims. Its release transaction (the second TransactWriteItems) goes through.
+    const zombieClients = createAwsClients();
+    let transactions = 0;
+    zombieClients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'TransactWriteItemsCommand' && transactions++ === 0) {
+          throw Object.assign(new Error('getaddrinfo EAI_AGAIN dynamodb.us-east-1.amazonaws.com'), {
+            code: 'EAI_AGAIN',
+            errno: -3001,
+            syscall: 'getaddrinfo',
+          });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'injectDnsFailure' },
+    );
+    const aClaimed = gate();
+    const bClaimed = gate();
+    const aDone = gate();
+    const zombie = createProcessor({
+      settings,
+      clients: zombieClients,
+      hooks: {
+        async onStep(step: ProcessorStep) {
+          if (step !== 'after-claims') return;
+          aClaimed.open();
+          await bClaimed.opened;
+        },
+      },
+    });
+    // Invocation B (the mapping's retry of the same batch): confirms A's claims as its own, then waits until A
+    // has failed and released before its transaction.
+    const retry = processorFor(settings, {
+      hooks: {
+        async onStep(step: ProcessorStep) {
+          if (step !== 'after-claims') return;
+          bClaimed.open();
+          await aDone.opened;
+        },
+      },
+    });
+
+    const a = zombie.processEvent(batch).then(
+      () => 'ok',
+      (error: unknown) => error,
+    );
+    await aClaimed.opened;
+    const b = retry.processEvent(batch);
+    const aOutcome = await a;
+    expect(aOutcome).toBeInstanceOf(Error); // A failed (as a zombie its outcome goes nowhere)
+    aDone.open();
+    const bReport = await b;
+    expect(bReport.partitions[0]).toMatchObject({ stagedRows: 2, stagedOffset: 1 });
+
+    // K1 and K2 are staged: their claims must still be there (P4), or a producer duplicate elsewhere goes through.
+    const ledger = await ledgerView(res.clients, res.table, settings.pipelineId);
+    const claimsAfterRetry = { ...ledger.claims };
+
+    // A producer duplicate of K1 (same bytes) on another partition.
+    const elsewhere = await processorFor(settings).processEvent(mskEvent([keyed(1, 0, 'K1')]));
+    const counts = await outputCounts(settings);
+    expect({ claimsAfterRetry, elsewhere: elsewhere.partitions[0], counts }).toMatchObject({
+      claimsAfterRetry: { K1: 'orders#0#0', K2: 'orders#0#1' },
+      elsewhere: { stagedRows: 0, duplicatesByKey: 1 },
+      counts: { K1: 1, K2: 1 },
+    });
+  });
+});
+
+describe('R1: per-record problems that still stall a partition (L1, issue 9.3 "conflicting field names")', () => {
+  /** Record value "set": the state field `total` is a string; value "add": the same field is added to. */
+  const setThenAdd: Transform = {
+    name: 'set-then-add',
+    apply(record) {
+      const state =
+        record.value === 'set'
+          ? [{ key: 'customer', fields: { total: 'n/a' }, add: {} }]
+          : [{ key: 'customer', fields: {}, add: { total: 1 } }];
+      return { kind: 'ok', rows: [{ offset: record.offset }], state };
+    },
+  };
+
+  it('a field set as text by one record and added to by a later record (another chunk) is dead-lettered, not retried forever', async () => {
+    const settings = settingsFor({ idempotencyKey: 'none' });
+    const processor = processorFor(settings, { transform: setThenAdd });
+    const event = mskEvent([
+      { partition: 0, offset: 0, value: 'set' },
+      { partition: 0, offset: 1, value: 'add' },
+    ]);
+    // The chunk planner puts them in two transactions (a field both set and added cannot fold); the second
+    // transaction's ADD meets a string attribute. Expected (L1): the second record is a dead letter, the
+    // partition moves on. Observed: the batch fails on every retry.
+    const outcomes: unknown[] = [];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      outcomes.push(
+        await processor.processEvent(event).then(
+          (report) => report.partitions[0],
+          (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
+        ),
+      );
+    }
+    const fences = (await ledgerView(res.clients, res.table, settings.pipelineId)).fences;
+    expect({ outcomes, fences }).toMatchObject({
+      outcomes: [{ stagedOffset: 1, deadLettered: 1 }, { stagedOffset: 1 }],
+      fences: { 'orders#0': 1 },
+    });
+  });
+
+  it('the same conflict across two batches (field set earlier, added to now) is dead-lettered, not retried forever', async () => {
+    const settings = settingsFor({ idempotencyKey: 'none' });
+    const processor = processorFor(settings, { transform: setThenAdd });
+    await processor.processEvent(mskEvent([{ partition: 0, offset: 0, value: 'set' }]));
+    const next = mskEvent([{ partition: 0, offset: 1, value: 'add' }]);
+    const outcome = await processor.processEvent(next).then(
+      (report) => report.partitions[0],
+      (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
+    );
+    expect(outcome).toMatchObject({ stagedOffset: 1, deadLettered: 1 });
+  });
+});
+
+describe('R1: sound behaviour (regression guards written while reviewing)', () => {
+  it('a crash after the claims followed by the retry and a same-key other-payload record elsewhere: one output, one conflict, never both for one record', async () => {
+    const settings = settingsFor();
+    const x = keyed(0, 0, 'X');
+    const y: RecordSpec = { ...keyed(1, 0, 'X'), value: order('X', 'cust-9', '99.00') };
+    let crashed = false;
+    await expect(
+      processorFor(settings, {
+        hooks: {
+          onStep(step: ProcessorStep) {
+            if (step === 'after-claims' && !crashed) {
+              crashed = true;
+              throw new InjectedCrashError(step);
+            }
+          },
+        },
+      }).processEvent(mskEvent([x])),
+    ).rejects.toThrow(InjectedCrashError);
+    const yReport = await processorFor(settings).processEvent(mskEvent([y]));
+    expect(yReport.partitions[0]).toMatchObject({ keyConflicts: 1, deadLettered: 1, stagedRows: 0 });
+    const xRetry = await processorFor(settings).processEvent(mskEvent([x]));
+    expect(xRetry.partitions[0]).toMatchObject({ stagedRows: 1, keyConflicts: 0 });
+    const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+    expect(rows.map((r) => [r.stream, (r.row.source as { partition: number }).partition])).toEqual([
+      ['deadletter', 1],
+      ['output', 0],
+    ]);
+  });
+});
