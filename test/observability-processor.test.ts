@@ -10,7 +10,7 @@ import { ENV_NAMES } from '../shared/config/settings.ts';
 import { METRIC } from '../shared/observability/names.ts';
 import { freshResources, uniqueName } from './support/aws.ts';
 import { lambdaContext } from './support/lambda-context.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
+import { mskEvent, order, orderRecords } from './support/msk.ts';
 
 type Handler = (event: unknown, context: Context) => Promise<unknown>;
 let handler: Handler;
@@ -22,18 +22,25 @@ beforeAll(async () => {
   vi.stubEnv(ENV_NAMES.ledgerTable, resources.table);
   vi.stubEnv(ENV_NAMES.bucket, resources.bucket);
   vi.stubEnv(ENV_NAMES.pipelineId, pipeline);
+  vi.stubEnv(ENV_NAMES.maxFenceJump, '1000');
   // The handler builds settings and clients at import, as in Lambda.
   handler = (await import('../functions/processor.ts')).handler as unknown as Handler;
 });
 
 let stdout: MockInstance<typeof process.stdout.write>;
+let stderr: MockInstance<typeof process.stderr.write>;
 beforeEach(() => {
   stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+  stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
 });
-afterEach(() => stdout.mockRestore());
+afterEach(() => {
+  stdout.mockRestore();
+  stderr.mockRestore();
+});
 
+/** Log lines and EMF blobs (stdout), then warnings and errors (the logger writes those to stderr). */
 function jsonLines(): Record<string, unknown>[] {
-  return stdout.mock.calls
+  return [...stdout.mock.calls, ...stderr.mock.calls]
     .flatMap(([chunk]) => String(chunk).split('\n'))
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as Record<string, unknown>);
@@ -43,16 +50,14 @@ const context = lambdaContext('processor', 'req');
 
 describe('the processor handler', () => {
   it('emits records staged, duplicates by offset and by key, and dead-lettered records per batch', async () => {
-    const first = mskEvent([
+    const firstRecords = [
       ...orderRecords(0, 0, 4),
       { partition: 0, offset: 4, value: 'not json', headers: { 'idempotency-key': 'poison-4' } },
-    ]);
+    ];
+    const first = mskEvent(firstRecords);
     await handler(first, context);
-    // Redelivery of the same batch, plus a producer duplicate (a new offset carrying an old key).
-    const second = mskEvent([
-      ...orderRecords(0, 0, 5),
-      { ...orderRecords(0, 5, 1, 'p0')[0]!, headers: { 'idempotency-key': 'p0-o1' } },
-    ]);
+    // Redelivery of the same batch, plus a producer duplicate (a resend of offset 1: same key, value and header).
+    const second = mskEvent([...firstRecords, { ...orderRecords(0, 1, 1)[0]!, offset: 5, key: 'k-1' }]);
     await handler(second, context);
 
     const blobs = jsonLines().filter((line) => '_aws' in line);
@@ -83,5 +88,53 @@ describe('the processor handler', () => {
     const blob = jsonLines().find((line) => '_aws' in line);
     expect(blob).toMatchObject({ pipeline, [METRIC.consecutiveAborts]: 0 });
     expect(blob?.[METRIC.oldestUncommittedStagedAge]).toEqual(expect.any(Number));
+  });
+
+  it('emits FenceJumps, IdempotencyKeyConflicts, OffsetsWentBackwards and EventsRejected as they happen, failed invocations included', async () => {
+    await handler(mskEvent(orderRecords(1, 0, 10)), context);
+    await handler(mskEvent(orderRecords(1, 5000, 2)), context);
+    const forged = {
+      partition: 2,
+      offset: 0,
+      value: order('forged'),
+      headers: { 'idempotency-key': 'p1-o0' },
+    };
+    await handler(mskEvent([forged]), context);
+    await expect(handler(mskEvent(orderRecords(1, 0, 4)), context)).rejects.toThrow(/went backwards/);
+    await expect(handler({ eventSource: 'aws:kafka', records: 'none' }, context)).rejects.toThrow();
+
+    const blobs = jsonLines().filter((line) => '_aws' in line);
+    expect(blobs).toHaveLength(5);
+    expect(blobs[1]).toMatchObject({ [METRIC.fenceJumps]: 1 });
+    expect(blobs[2]).toMatchObject({ [METRIC.keyConflicts]: 1, [METRIC.deadLettered]: 1 });
+    expect(blobs[3]).toMatchObject({ [METRIC.offsetsWentBackwards]: 1 });
+    expect(blobs[4]).toMatchObject({ [METRIC.eventsRejected]: 1 });
+    for (const metric of [METRIC.fenceJumps, METRIC.keyConflicts, METRIC.offsetsWentBackwards]) {
+      expect(
+        blobs.filter((blob) => metric in blob),
+        metric,
+      ).toHaveLength(1);
+    }
+    const lines = jsonLines();
+    expect(lines.find((line) => line.message === 'fence jumped further than maxFenceJump')).toMatchObject({
+      level: 'WARN',
+      topic: 'orders',
+      partition: 1,
+      fence: 9,
+      firstOffset: 5000,
+    });
+    expect(lines.find((line) => line.message === 'partition stopped: offsets went backwards')).toMatchObject({
+      level: 'ERROR',
+      partition: 1,
+      fence: 5001,
+      firstOffset: 0,
+      lastOffset: 3,
+    });
+    expect(
+      lines.find((line) => line.message === 'idempotency key conflict: record dead-lettered'),
+    ).toMatchObject({
+      idempotencyKey: 'p1-o0',
+      claimant: 'orders#1#0',
+    });
   });
 });
