@@ -1,0 +1,283 @@
+/**
+ * Reviewer R2: adversarial review of the coordinator and sink (cut pages, plan digests, layout checks, canonical
+ * manifests, incremental orphan sweep, reader/verify key checks). Each test states the property DESIGN.md /
+ * issue 17 asks for; a failing test is a finding (see the review report). The attacks use only what a compromised
+ * processor may write: objects under `<pl>/_inprogress/<stream>/…` and the ledger items `<pl>#FENCE`,
+ * `<pl>#STAGED#*` (plus, for the liveness tests, ordinary crashes of coordinator steps).
+ */
+import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { gzipSync } from 'node:zlib';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../shared/clock.ts';
+import { parseSettings, type Settings } from '../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
+import type { BeginOutput } from '../shared/coordinator/messages.ts';
+import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
+import { keys } from '../shared/ledger/layout.ts';
+import type { StagedFileEntry } from '../shared/ledger/records.ts';
+import { StagedLedger } from '../shared/ledger/staged-entries.ts';
+import { stagedObjectKey } from '../shared/sink/layout.ts';
+import { ManifestStore } from '../shared/sink/manifest-store.ts';
+import { digestsOf } from '../shared/sink/ndjson.ts';
+import { headObject, listObjects } from '../shared/sink/objects.ts';
+import { readCommitted } from '../shared/sink/reader.ts';
+import { verifySink } from '../shared/sink/verify.ts';
+import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { defaultRows, stageFiles } from './support/staging.ts';
+
+let res: TestResources;
+let doc: DynamoDBDocumentClient;
+beforeAll(async () => {
+  res = await freshResources('r2');
+  doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
+});
+
+function setup() {
+  const settings: Settings = parseSettings({
+    ledgerTable: res.table,
+    bucket: res.bucket,
+    pipelineId: uniqueName('r2'),
+    checkpointLeaseSeconds: 600,
+    orphanGraceSeconds: 3600,
+  });
+  const clock = new ManualClock(Date.now());
+  return {
+    settings,
+    clock,
+    core: createCoordinator({ settings, clients: res.clients, clock }),
+    store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
+    ledger: new StagedLedger(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
+    manifests: new ManifestStore(res.clients.s3, settings.bucket, settings.pipelineId),
+  };
+}
+
+interface RunOptions {
+  readonly cleanup?: boolean;
+}
+
+async function runThrough(
+  core: Coordinator,
+  execution = uniqueName('exec'),
+  options: RunOptions = {},
+): Promise<BeginOutput> {
+  const begun = await core.begin({ execution });
+  if (begun.action !== 'checkpoint') return begun;
+  const ref = { execution, checkpointId: begun.checkpointId, attempt: begun.attempt };
+  for (const shard of begun.shards) await core.prepare({ ...ref, shard });
+  await core.decide(ref);
+  for (const shard of begun.shards) await core.promote({ ...ref, shard });
+  await core.commit(ref);
+  if (options.cleanup !== false) for (const shard of begun.shards) await core.cleanup({ ...ref, shard });
+  return begun;
+}
+
+/** What a compromised processor can do: rewrite a staged-file entry (its own `<pl>#STAGED#*` item). */
+async function rewriteEntry(entry: StagedFileEntry, changes: Partial<StagedFileEntry>): Promise<void> {
+  const next = { ...entry, ...changes };
+  await doc.send(
+    new PutCommand({
+      TableName: res.table,
+      Item: {
+        ...keys.staged(next.pipeline, next.topic, next.partition, next.lastOffset, next.stream),
+        ...next,
+      },
+    }),
+  );
+}
+
+/** A compromised processor stages an object of its own bytes, with an entry whose digests/size match them. */
+async function stageRaw(
+  settings: Settings,
+  range: { partition: number; firstOffset: number; lastOffset: number },
+  body: Buffer,
+  recordCount: number,
+  attemptId = 'evil',
+): Promise<StagedFileEntry> {
+  const full = { stream: 'output' as const, topic: 'orders', ...range };
+  const key = stagedObjectKey(settings.pipelineId, full, attemptId, settings.gzip);
+  await res.clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: body }));
+  const entry: StagedFileEntry = {
+    pipeline: settings.pipelineId,
+    ...full,
+    key,
+    recordCount,
+    bytes: body.length,
+    ...digestsOf(body),
+    gzip: settings.gzip,
+    attemptId,
+    stagedAt: Date.now(),
+  };
+  await rewriteEntry(entry, {});
+  await doc.send(
+    new PutCommand({
+      TableName: res.table,
+      Item: {
+        ...keys.fence(settings.pipelineId, 'orders', range.partition),
+        topic: 'orders',
+        partition: range.partition,
+        stagedOffset: range.lastOffset,
+        updatedAt: Date.now(),
+      },
+    }),
+  );
+  return entry;
+}
+
+async function readAll(settings: Settings): Promise<unknown[]> {
+  const rows: unknown[] = [];
+  for await (const record of readCommitted({
+    s3: res.clients.s3,
+    bucket: settings.bucket,
+    pipeline: settings.pipelineId,
+  }))
+    rows.push(record.row);
+  return rows;
+}
+
+/** Runs one checkpoint; a refusal before the decision is an acceptable outcome (it is loud and loses nothing). */
+async function attempt(core: Coordinator): Promise<'committed' | 'refused'> {
+  try {
+    await runThrough(core);
+    return 'committed';
+  } catch {
+    return 'refused';
+  }
+}
+
+describe('R2: the commit path must never publish a manifest the reader refuses (C7, issue 17)', () => {
+  it('R2-1: a staged entry whose recordCount lies (size and checksums right) is refused before the decision, or the committed log stays readable', async () => {
+    const s = setup();
+    const [entry] = await stageFiles(res.clients, s.settings, [
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+    ]);
+    // The compromised processor only changes the count in its own ledger item (5 rows are in the object).
+    await rewriteEntry(entry!, { recordCount: 4 });
+    const outcome = await attempt(s.core);
+    // Whatever the coordinator decided, a committed manifest must be readable by the committed reader: a manifest
+    // can never be changed again (C7), so a wrong count in it stops every reader forever.
+    await expect(readAll(s.settings), `outcome ${outcome}`).resolves.toBeDefined();
+    expect(
+      (await verifySink({ s3: res.clients.s3, bucket: res.bucket, pipeline: s.settings.pipelineId })).ok,
+    ).toBe(outcome === 'committed');
+  });
+
+  it('R2-2: a staged object that is not NDJSON (entry consistent with its bytes) is refused before the decision, or the committed log stays readable', async () => {
+    const s = setup();
+    // Well-formed gzip (the pipeline's default) of a line that is not JSON: every digest and size matches.
+    const text = Buffer.from('not json\n', 'utf8');
+    const body = s.settings.gzip ? gzipSync(text) : text;
+    await stageRaw(s.settings, { partition: 0, firstOffset: 0, lastOffset: 0 }, body, 1);
+    const outcome = await attempt(s.core);
+    await expect(readAll(s.settings), `outcome ${outcome}`).resolves.toBeDefined();
+  });
+
+  it('R2-3: an entry whose first offset reaches below the previous committed cut is refused (no manifest range overlaps a committed one)', async () => {
+    const s = setup();
+    await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    expect(await attempt(s.core)).toBe('committed');
+    // Rows 5..9 (what the partition really holds next), but the entry and key claim offsets 0..9.
+    const rows = defaultRows({ partition: 0, firstOffset: 5, lastOffset: 9 });
+    const body = Buffer.from(rows.map((row) => `${JSON.stringify(row)}\n`).join(''), 'utf8');
+    await stageRaw(s.settings, { partition: 0, firstOffset: 0, lastOffset: 9 }, body, 5);
+    const outcome = await attempt(s.core);
+    const manifest = await s.manifests.read(2);
+    if (outcome === 'committed') {
+      // Manifest 2 covers (4, 9]: a file it lists must not claim offsets of checkpoint 1's file.
+      for (const file of manifest?.files ?? []) expect(file.firstOffset, file.key).toBeGreaterThan(4);
+    } else {
+      expect(manifest).toBeUndefined();
+    }
+  });
+});
+
+describe('R2: after the decision the checkpoint only rolls forward (C4) — nothing a processor wrote before the vote may stop it', () => {
+  it('R2-4: an entry whose SHA-256 is wrong but MD5 right is refused by prepare (the checksum promote relies on is the one prepare verified)', async () => {
+    const s = setup();
+    const [entry] = await stageFiles(res.clients, s.settings, [
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+    ]);
+    await rewriteEntry(entry!, { sha256: 'f'.repeat(64) });
+    const execution = 'exec-1';
+    const begun = await s.core.begin({ execution });
+    const ref = { execution, checkpointId: begun.checkpointId, attempt: begun.attempt };
+    const voted = await s.core.prepare({ ...ref, shard: 0 }).then(
+      () => true,
+      () => false,
+    );
+    if (!voted) return; // refused before the decision: loud, nothing decided, the operator can fix the entry
+    await s.core.decide(ref);
+    // Decided: from here only roll-forward exists, so promote must be able to succeed.
+    await expect(s.core.promote({ ...ref, shard: 0 })).resolves.toMatchObject({ shard: 0 });
+  });
+});
+
+describe('R2: nothing the pipeline stores grows without bound (L3) — a cleanup that did not run is caught up', () => {
+  it('R2-5: after a checkpoint whose cleanup never ran (execution cut off after COMMITTED), later cleanups remove its staged entries, objects and superseded cut pages', async () => {
+    const s = setup();
+    const pl = s.settings.pipelineId;
+    await stageFiles(res.clients, s.settings, [
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+      { partition: 1, firstOffset: 0, lastOffset: 4 },
+    ]);
+    // Checkpoint 1 commits; its cleanup never runs (the definition routes a failed cleanup to Committed).
+    expect(await runThrough(s.core, 'exec-1', { cleanup: false })).toMatchObject({ checkpointId: 1 });
+    // Only partition 1 moves afterwards; checkpoints 2 and 3 run to the end, cleanup included.
+    await stageFiles(res.clients, s.settings, [{ partition: 1, firstOffset: 5, lastOffset: 9 }], 'a2');
+    expect(await runThrough(s.core, 'exec-2')).toMatchObject({ checkpointId: 2 });
+    await stageFiles(res.clients, s.settings, [{ partition: 1, firstOffset: 10, lastOffset: 14 }], 'a3');
+    expect(await runThrough(s.core, 'exec-3')).toMatchObject({ checkpointId: 3 });
+
+    const left: string[] = [];
+    for await (const e of s.ledger.entries('orders', 0, { above: -1, upTo: 1_000_000 })) left.push(e.key);
+    const staged: string[] = [];
+    for await (const o of listObjects(res.clients.s3, res.bucket, `${pl}/_inprogress/`)) staged.push(o.key);
+    const record3 = await s.store.readRecord(3);
+    const pages = await doc.send(
+      new ScanCommand({
+        TableName: res.table,
+        FilterExpression: 'begins_with(pk, :p)',
+        ExpressionAttributeValues: { ':p': `${pl}#CHECKPOINT#CUT#` },
+      }),
+    );
+    const cutIds = new Set(
+      (pages.Items ?? []).map((item) => String(item.pk).slice(`${pl}#CHECKPOINT#CUT#`.length)),
+    );
+    // Partition 0's committed data was promoted by checkpoint 1: its staged entry and object are garbage now.
+    expect.soft({ entries: left, objects: staged }).toEqual({ entries: [], objects: [] });
+    // Only the last committed cut is ever read again (begin reads the last committed cut).
+    expect.soft([...cutIds]).toEqual([record3!.cutId]);
+  });
+});
+
+describe('R2: sound paths (regression guards for what the review checked)', () => {
+  it('R2-6: a roll-forward by a second execution after a crash mid-promote writes byte-identical final objects and manifest', async () => {
+    const s = setup();
+    const pl = s.settings.pipelineId;
+    await stageFiles(res.clients, s.settings, [
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+      { partition: 1, firstOffset: 0, lastOffset: 9 },
+      { partition: 2, firstOffset: 0, lastOffset: 2 },
+    ]);
+    const ref = { execution: 'exec-A', checkpointId: 1, attempt: 1 };
+    const begun = await s.core.begin({ execution: ref.execution });
+    for (const shard of begun.shards) await s.core.prepare({ ...ref, shard });
+    await s.core.decide(ref);
+    await s.core.promote({ ...ref, shard: 0 }); // then A dies
+    s.clock.advance(601_000);
+    const rolled = await s.core.begin({ execution: 'exec-B' });
+    expect(rolled).toMatchObject({ action: 'commit', checkpointId: 1, attempt: 1 });
+    const refB = { ...ref, execution: 'exec-B' };
+    for (const shard of rolled.shards) await s.core.promote({ ...refB, shard });
+    await s.core.commit(refB);
+    const first = await headObject(res.clients.s3, res.bucket, `${pl}/_manifests/000000000001.json`);
+    // A zombie of A now runs its promote and commit again: COMMITTED, so nothing is rewritten.
+    for (const shard of begun.shards) await s.core.promote({ ...ref, shard });
+    await s.core.commit(ref);
+    const second = await headObject(res.clients.s3, res.bucket, `${pl}/_manifests/000000000001.json`);
+    expect(second?.ETag).toBe(first?.ETag);
+    for (const shard of rolled.shards) await s.core.cleanup({ ...refB, shard });
+    expect(await readAll(s.settings)).toHaveLength(18);
+    expect((await verifySink({ s3: res.clients.s3, bucket: res.bucket, pipeline: pl })).ok).toBe(true);
+  });
+});
