@@ -106,14 +106,15 @@ describe('runnable docs', () => {
     expect(blocks.some((block) => /eos read\b/.test(block.script))).toBe(true);
   });
 
+  // Concurrently: `eos local` spends most of its time waiting on checkpoint intervals, the others on start-up.
   for (const block of blocks) {
     const title = `${relative(root, join(root, block.file))}:${block.line}: ${block.script
       .split('\n')
       .find((l) => l.trim() && !l.startsWith('#'))
       ?.trim()}`;
-    it(
+    it.concurrent(
       `runs ${title}`,
-      async () => {
+      async ({ expect }) => {
         const { code, output } = await run(block.script, env);
         expect(code, `${block.file}:${block.line} exited ${code}:\n${output}`).toBe(0);
       },
