@@ -10,7 +10,7 @@ import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shar
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { ledgerView, stagedRows } from './support/ledger.ts';
-import { mskEvent, order, type RecordSpec } from './support/msk.ts';
+import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -214,5 +214,57 @@ describe('R1: sound behaviour (regression guards written while reviewing)', () =
       ['deadletter', 1],
       ['output', 0],
     ]);
+  });
+});
+
+describe('R1: transaction aggregate size (4 MB) counts whole items, not deltas (L1/L3)', () => {
+  /** "fill:<i>": state item c<i> gets 100 fields of 1 KB (~105 KB, inside the documented per-item bound). "touch": +1 on c0..c44. */
+  const fillThenTouch: Transform = {
+    name: 'fill-then-touch',
+    apply(record) {
+      const value = record.value ?? '';
+      if (value.startsWith('fill:')) {
+        const fields: Record<string, string> = {};
+        for (let i = 0; i < 100; i++) fields[`f${i}`] = 'v'.repeat(1000);
+        return { kind: 'ok', rows: [], state: [{ key: `c${value.slice(5)}`, fields, add: {} }] };
+      }
+      return {
+        kind: 'ok',
+        rows: [{ touched: 45 }],
+        state: Array.from({ length: 45 }, (_, i) => ({ key: `c${i}`, fields: {}, add: { n: 1 } })),
+      };
+    },
+  };
+
+  it('a record adding 1 to 45 state items of ~105 KB each (each inside the bound) is applied, or dead-lettered, never a stall', async () => {
+    const settings = settingsFor({ idempotencyKey: 'none' });
+    const processor = processorFor(settings, { transform: fillThenTouch });
+    await processor.processEvent(
+      mskEvent(Array.from({ length: 45 }, (_, i) => ({ partition: 0, offset: i, value: `fill:${i}` }))),
+    );
+    const outcome = await processor.processEvent(mskEvent([{ partition: 0, offset: 45, value: 'touch' }])).then(
+      (report) => report.partitions[0],
+      (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
+    );
+    expect(outcome).toMatchObject({ stagedOffset: 45 });
+  });
+});
+
+describe('R1: recreated-topic detection, false positives in legitimate redelivery (L2)', () => {
+  it('offset commits lost for two acknowledged batches (the group rewinds two batches): the redelivered batch holds the same records and is acknowledged without effects, not stopped', async () => {
+    const settings = settingsFor();
+    const processor = processorFor(settings);
+    // Batches of 10 as the mapping delivers them; both staged and acknowledged, but neither offset commit landed
+    // (e.g. commits failed during a rebalance), so the group restarts from offset 0 with the same batch size.
+    await processor.processEvent(mskEvent(orderRecords(0, 0, 10)));
+    await processor.processEvent(mskEvent(orderRecords(0, 10, 10)));
+    const outcome = await processorFor(settings)
+      .processEvent(mskEvent(orderRecords(0, 0, 10)))
+      .then(
+        (report) => report.partitions[0],
+        (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
+      );
+    // Same generation, same bytes: dropping them is exactly-once. Observed: OffsetsWentBackwardsError forever.
+    expect(outcome).toMatchObject({ duplicatesByOffset: 10, chunks: 0, stagedOffset: 19 });
   });
 });
