@@ -184,7 +184,16 @@ describe('R2: the commit path must never publish a manifest the reader refuses (
     const manifest = await s.manifests.read(2);
     if (outcome === 'committed') {
       // Manifest 2 covers (4, 9]: a file it lists must not claim offsets of checkpoint 1's file.
-      for (const file of manifest?.files ?? []) expect(file.firstOffset, file.key).toBeGreaterThan(4);
+      for (const file of manifest?.files ?? []) expect.soft(file.firstOffset, file.key).toBeGreaterThan(4);
+      // …and eos verify, which checks every cut, must at least notice the overlap.
+      const verified = await verifySink({
+        s3: res.clients.s3,
+        bucket: res.bucket,
+        pipeline: s.settings.pipelineId,
+      });
+      expect
+        .soft(verified.ok, 'verify accepts a manifest whose file starts below its previous cut')
+        .toBe(false);
     } else {
       expect(manifest).toBeUndefined();
     }
@@ -279,5 +288,71 @@ describe('R2: sound paths (regression guards for what the review checked)', () =
     for (const shard of rolled.shards) await s.core.cleanup({ ...refB, shard });
     expect(await readAll(s.settings)).toHaveLength(18);
     expect((await verifySink({ s3: res.clients.s3, bucket: res.bucket, pipeline: pl })).ok).toBe(true);
+  });
+});
+
+describe('R2: sound paths, part 2', () => {
+  it('R2-7: abort after one shard voted, then attempt 2 with a different cut; zombie steps of attempt 1 change nothing', async () => {
+    const s = setup();
+    await stageFiles(res.clients, s.settings, [
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+      { partition: 1, firstOffset: 0, lastOffset: 4 },
+    ]);
+    const ref1 = { execution: 'exec-A', checkpointId: 1, attempt: 1 };
+    const begun1 = await s.core.begin({ execution: ref1.execution });
+    expect(begun1.shards).toEqual([0, 1]);
+    await s.core.prepare({ ...ref1, shard: 0 });
+    // A's lease expires mid-prepare; more data arrives, on a new partition too; B takes over and aborts attempt 1.
+    await stageFiles(
+      res.clients,
+      s.settings,
+      [
+        { partition: 0, firstOffset: 5, lastOffset: 9 },
+        { partition: 2, firstOffset: 0, lastOffset: 2 },
+        { partition: 3, firstOffset: 0, lastOffset: 1 },
+      ],
+      'a2',
+    );
+    s.clock.advance(601_000);
+    const refB = { execution: 'exec-B', checkpointId: 1, attempt: 2 };
+    const begun2 = await s.core.begin({ execution: refB.execution });
+    expect(begun2).toMatchObject({ action: 'checkpoint', checkpointId: 1, attempt: 2 });
+    // Zombies of attempt 1: each step refuses.
+    await expect(s.core.prepare({ ...ref1, shard: 1 })).rejects.toThrow();
+    await expect(s.core.decide(ref1)).rejects.toThrow();
+    await expect(s.core.promote({ ...ref1, shard: 0 })).rejects.toThrow();
+    expect(await s.core.abort({ ...ref1, error: { Error: 'Zombie', Cause: 'late' } })).toMatchObject({
+      outcome: 'aborted',
+    });
+    for (const shard of begun2.shards) await s.core.prepare({ ...refB, shard });
+    await s.core.decide(refB);
+    for (const shard of begun2.shards) await s.core.promote({ ...refB, shard });
+    await s.core.commit(refB);
+    for (const shard of begun2.shards) await s.core.cleanup({ ...refB, shard });
+    expect(await readAll(s.settings)).toHaveLength(10 + 5 + 3 + 2);
+    const manifest = await s.manifests.read(1);
+    expect(manifest?.cut).toEqual({ 'orders#0': 9, 'orders#1': 4, 'orders#2': 2, 'orders#3': 1 });
+    expect(
+      (await verifySink({ s3: res.clients.s3, bucket: res.bucket, pipeline: s.settings.pipelineId })).ok,
+    ).toBe(true);
+  });
+
+  it('R2-8: a 249-character topic name and the dead-letter stream: every item stays small, reader and verify accept the keys', async () => {
+    const s = setup();
+    const topic = `t.${'x_-'.repeat(82)}1`.slice(0, 249);
+    expect(topic).toHaveLength(249);
+    await stageFiles(res.clients, s.settings, [
+      { topic, partition: 2147483647, firstOffset: 0, lastOffset: 4 },
+      { topic, partition: 0, firstOffset: 0, lastOffset: 1, stream: 'deadletter' },
+      { topic, partition: 0, firstOffset: 2, lastOffset: 3 },
+    ]);
+    expect(await runThrough(s.core)).toMatchObject({ action: 'checkpoint', checkpointId: 1 });
+    expect(await readAll(s.settings)).toHaveLength(7);
+    const result = await verifySink({
+      s3: res.clients.s3,
+      bucket: res.bucket,
+      pipeline: s.settings.pipelineId,
+    });
+    expect(result.problems).toEqual([]);
   });
 });
