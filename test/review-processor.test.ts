@@ -268,3 +268,30 @@ describe('R1: recreated-topic detection, false positives in legitimate redeliver
     expect(outcome).toMatchObject({ duplicatesByOffset: 10, chunks: 0, stagedOffset: 19 });
   });
 });
+
+describe('R1: exact keys (issue 17.2 "keys are compared as the exact bytes received")', () => {
+  /** Rows are the JSON body; the idempotency key is `json:id`. */
+  const passthrough: Transform = {
+    name: 'json-passthrough',
+    apply(record) {
+      const body = JSON.parse(record.value ?? 'null') as Record<string, unknown>;
+      return { kind: 'ok', rows: [{ v: body.v }], state: [], body };
+    },
+  };
+
+  it('two numeric json ids that differ beyond 2^53 are two keys: both records are output, neither is a conflict', async () => {
+    const settings = settingsFor({ idempotencyKey: 'json:id' });
+    const processor = processorFor(settings, { transform: passthrough });
+    const report = await processor.processEvent(
+      mskEvent([
+        { partition: 0, offset: 0, value: '{"id":12345678901234567890,"v":1}' },
+        { partition: 1, offset: 0, value: '{"id":12345678901234567891,"v":2}' },
+      ]),
+    );
+    const totals = report.partitions.map((p) => [p.stagedRows, p.keyConflicts, p.duplicatesByKey]);
+    expect(totals).toEqual([
+      [1, 0, 0],
+      [1, 0, 0],
+    ]);
+  });
+});
