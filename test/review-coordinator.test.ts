@@ -356,3 +356,27 @@ describe('R2: sound paths, part 2', () => {
     expect(result.problems).toEqual([]);
   });
 });
+
+describe('R2: cleanup deletes only staged keys (issue 17: checks in code, not only IAM)', () => {
+  it('R2-9: a staged entry below the committed cut that names a manifest does not make cleanup delete the manifest', async () => {
+    const s = setup();
+    const pl = s.settings.pipelineId;
+    const [entry] = await stageFiles(res.clients, s.settings, [
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+    ]);
+    expect(await attempt(s.core)).toBe('committed');
+    expect(await headObject(res.clients.s3, res.bucket, `${pl}/_manifests/000000000001.json`)).toBeDefined();
+    // The compromised processor writes one of its own items: an entry at offset 3 (below the committed cut 4, so no
+    // prepare ever looks at it) whose key is manifest 1.
+    await rewriteEntry(entry!, {
+      firstOffset: 3,
+      lastOffset: 3,
+      key: `${pl}/_manifests/000000000001.json`,
+    });
+    await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 5, lastOffset: 9 }], 'a2');
+    await attempt(s.core);
+    // Cleanup of checkpoint 2 walks every entry of partition 0 at or below its cut and deletes the keys they name.
+    expect(await headObject(res.clients.s3, res.bucket, `${pl}/_manifests/000000000001.json`)).toBeDefined();
+    await expect(readAll(s.settings)).resolves.toHaveLength(10);
+  });
+});
