@@ -51,4 +51,33 @@ describe('settings', () => {
       /invalid setting colour/,
     );
   });
+
+  it('source checks: topics as a comma list of Kafka topic names, an ARN for the event source, a positive fence-jump bound', () => {
+    const base = { ledgerTable: 'ledger', bucket: 'b-1' };
+    const env = settingsToEnv({
+      ...base,
+      topics: 'orders, payments',
+      eventSourceArn: 'arn:aws:kafka:eu-west-1:123456789012:cluster/c/1',
+      maxFenceJump: 5000,
+    });
+    expect(env).toMatchObject({ EOS_TOPICS: 'orders, payments', EOS_MAX_FENCE_JUMP: '5000' });
+    expect(settingsFromEnv(env)).toMatchObject({ topics: ['orders', 'payments'], maxFenceJump: 5000 });
+    const defaults = parseSettings(base);
+    expect([defaults.topics, defaults.eventSourceArn, defaults.maxFenceJump]).toEqual([
+      undefined,
+      undefined,
+      1_000_000,
+    ]);
+    expect(() => parseSettings({ ...base, topics: ' , ' })).toThrow(
+      /invalid setting topics: at least one topic/,
+    );
+    expect(() => parseSettings({ ...base, topics: 'orders,a/b#c' })).toThrow(
+      /invalid setting topics: "a\/b#c" is not a Kafka topic name/,
+    );
+    expect(() => parseSettings({ ...base, topics: '..' })).toThrow(/invalid setting topics/);
+    expect(() =>
+      settingsFromEnv({ EOS_LEDGER_TABLE: 'l1', EOS_BUCKET: 'b-1', EOS_EVENT_SOURCE_ARN: 'my-cluster' }),
+    ).toThrow(/invalid setting EOS_EVENT_SOURCE_ARN: an ARN/);
+    expect(() => parseSettings({ ...base, maxFenceJump: 0 })).toThrow(/invalid setting maxFenceJump/);
+  });
 });

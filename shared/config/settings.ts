@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { InvalidSettingError } from '../errors.ts';
+import { isValidTopicName } from '../kafka/event.ts';
 
 export const DELIVERY_GUARANTEES = ['exactly-once', 'at-least-once', 'none'] as const;
 /** As Flink's DeliveryGuarantee: EXACTLY_ONCE, AT_LEAST_ONCE, NONE. */
@@ -80,18 +81,33 @@ export const settingsSchema = z
      * The event source this processor accepts (the MSK cluster's or the self-managed source's ARN as it appears in
      * `eventSourceArn`); unset accepts any (local runs). An event from another source is rejected before any effect.
      */
-    eventSourceArn: z.string().min(1).optional(),
+    eventSourceArn: z
+      .string()
+      .regex(/^arn:[a-z0-9-]+:[a-z0-9-]+:/, 'an ARN (arn:<partition>:<service>:…)')
+      .optional(),
     /** Comma-separated topics this processor accepts; unset accepts any. A record of another topic rejects its event. */
     topics: z
       .union([z.string(), z.array(z.string())])
       .optional()
-      .transform((value) =>
-        value === undefined
-          ? undefined
-          : (typeof value === 'string' ? value.split(',') : value)
-              .map((topic) => topic.trim())
-              .filter(Boolean),
-      ),
+      .transform((value, ctx) => {
+        if (value === undefined) return undefined;
+        const topics = (typeof value === 'string' ? value.split(',') : value)
+          .map((topic) => topic.trim())
+          .filter(Boolean);
+        // An empty list would reject every event; a name Kafka would refuse is a typo.
+        const bad = topics.find((topic) => !isValidTopicName(topic));
+        if (topics.length === 0 || bad !== undefined) {
+          ctx.addIssue({
+            code: 'custom',
+            message:
+              bad === undefined
+                ? 'at least one topic'
+                : `"${bad}" is not a Kafka topic name (1-249 of [a-zA-Z0-9._-], not "." or "..")`,
+          });
+          return z.NEVER;
+        }
+        return topics;
+      }),
     /**
      * How far above a partition's fence a batch may start before the `FenceJumps` alarm fires (offsets; Kafka
      * offsets have gaps after compaction and transactions, so a jump is reported, not refused).
