@@ -76,7 +76,7 @@ describe('settings', () => {
     );
     expect(() => parseSettings({ ...base, topics: '..' })).toThrow(/invalid setting topics/);
     expect(() =>
-      settingsFromEnv({ EOS_LEDGER_TABLE: 'l1', EOS_BUCKET: 'b-1', EOS_EVENT_SOURCE_ARN: 'my-cluster' }),
+      settingsFromEnv({ EOS_LEDGER_TABLE: 'ledger', EOS_BUCKET: 'b-1', EOS_EVENT_SOURCE_ARN: 'my-cluster' }),
     ).toThrow(/invalid setting EOS_EVENT_SOURCE_ARN: an ARN/);
     expect(() => parseSettings({ ...base, maxFenceJump: 0 })).toThrow(/invalid setting maxFenceJump/);
   });
