@@ -8,6 +8,8 @@ import { parseSettings, type Settings, type SettingsInput } from '../shared/conf
 import { InjectedCrashError } from '../shared/errors.ts';
 import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
 import type { Transform } from '../shared/transforms/types.ts';
+import { PROCESSOR_DYNAMODB_ACTIONS } from '../infra/exactly-once-pipeline.ts';
+import { type Call, recordCalls } from './support/iam.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { ledgerView, stagedRows } from './support/ledger.ts';
 import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
@@ -293,5 +295,36 @@ describe('R1: exact keys (issue 17.2 "keys are compared as the exact bytes recei
       [1, 0, 0],
       [1, 0, 0],
     ]);
+  });
+});
+
+describe('R1: the claim release (issue 9.3) against the processor role the stack grants', () => {
+  it('every DynamoDB action of a batch that fails deterministically after claims ahead (and releases them) is one the processor role has', async () => {
+    const settings = settingsFor(); // claims ahead, header keys
+    const transform: Transform = {
+      name: 'set-then-add',
+      apply(record) {
+        const state =
+          record.offset === 0
+            ? [{ key: 'customer', fields: { total: 'n/a' }, add: {} }]
+            : [{ key: 'customer', fields: {}, add: { total: 1 } }];
+        return { kind: 'ok', rows: [{ offset: record.offset }], state };
+      },
+    };
+    const clients = createAwsClients();
+    const calls: Call[] = [];
+    recordCalls(clients, (found) => calls.push(...found));
+    const processor = createProcessor({ settings, clients, transform });
+    await processor.processEvent(mskEvent([{ ...keyed(0, 0, 'A'), value: 'x' }]));
+    // The next record's transaction fails for good (a deterministic ValidationException): its claim written
+    // ahead is released, by a transaction of a ConditionCheck on the fence and a Delete of the claim.
+    await expect(processor.processEvent(mskEvent([{ ...keyed(0, 1, 'B'), value: 'x' }]))).rejects.toThrow();
+    const actions = [...new Set(calls.filter((c) => c.action.startsWith('dynamodb:')).map((c) => c.action))];
+    const ledger = await ledgerView(res.clients, res.table, settings.pipelineId);
+    // Released on DynamoDB Local (no IAM here) ...
+    expect(ledger.claims).toEqual({ A: 'orders#0#0' });
+    // ... but in AWS the role lacks DeleteItem and ConditionCheckItem: the release gets AccessDenied, which
+    // releaseAfter swallows, and the claim outlives the failed batch (the very thing issue 9.3 forbids).
+    expect(actions.filter((action) => !PROCESSOR_DYNAMODB_ACTIONS.includes(action))).toEqual([]);
   });
 });
