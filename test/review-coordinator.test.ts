@@ -229,19 +229,22 @@ describe('R2: nothing the pipeline stores grows without bound (L3) — a cleanup
       { partition: 0, firstOffset: 0, lastOffset: 4 },
       { partition: 1, firstOffset: 0, lastOffset: 4 },
     ]);
-    // Checkpoint 1 commits; its cleanup never runs (the definition routes a failed cleanup to Committed).
-    expect(await runThrough(s.core, 'exec-1', { cleanup: false })).toMatchObject({ checkpointId: 1 });
-    // Only partition 1 moves afterwards; checkpoints 2 and 3 run to the end, cleanup included.
-    await stageFiles(res.clients, s.settings, [{ partition: 1, firstOffset: 5, lastOffset: 9 }], 'a2');
-    expect(await runThrough(s.core, 'exec-2')).toMatchObject({ checkpointId: 2 });
-    await stageFiles(res.clients, s.settings, [{ partition: 1, firstOffset: 10, lastOffset: 14 }], 'a3');
+    // Checkpoint 1 runs to the end. Checkpoint 2 (partition 0 moved) commits, but its cleanup never runs (an
+    // execution cut off after COMMITTED; the definition also routes a failed cleanup to Committed).
+    expect(await runThrough(s.core, 'exec-1')).toMatchObject({ checkpointId: 1 });
+    await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 5, lastOffset: 9 }], 'a2');
+    expect(await runThrough(s.core, 'exec-2', { cleanup: false })).toMatchObject({ checkpointId: 2 });
+    // Only partition 1 moves afterwards; checkpoints 3 and 4 run to the end, cleanup included.
+    await stageFiles(res.clients, s.settings, [{ partition: 1, firstOffset: 5, lastOffset: 9 }], 'a3');
     expect(await runThrough(s.core, 'exec-3')).toMatchObject({ checkpointId: 3 });
+    await stageFiles(res.clients, s.settings, [{ partition: 1, firstOffset: 10, lastOffset: 14 }], 'a4');
+    expect(await runThrough(s.core, 'exec-4')).toMatchObject({ checkpointId: 4 });
 
     const left: string[] = [];
     for await (const e of s.ledger.entries('orders', 0, { above: -1, upTo: 1_000_000 })) left.push(e.key);
     const staged: string[] = [];
     for await (const o of listObjects(res.clients.s3, res.bucket, `${pl}/_inprogress/`)) staged.push(o.key);
-    const record3 = await s.store.readRecord(3);
+    const record4 = await s.store.readRecord(4);
     const pages = await doc.send(
       new ScanCommand({
         TableName: res.table,
@@ -252,10 +255,10 @@ describe('R2: nothing the pipeline stores grows without bound (L3) — a cleanup
     const cutIds = new Set(
       (pages.Items ?? []).map((item) => String(item.pk).slice(`${pl}#CHECKPOINT#CUT#`.length)),
     );
-    // Partition 0's committed data was promoted by checkpoint 1: its staged entry and object are garbage now.
+    // Partition 0's data at 5..9 was promoted by checkpoint 2: its staged entry and object are garbage now.
     expect.soft({ entries: left, objects: staged }).toEqual({ entries: [], objects: [] });
     // Only the last committed cut is ever read again (begin reads the last committed cut).
-    expect.soft([...cutIds]).toEqual([record3!.cutId]);
+    expect.soft([...cutIds]).toEqual([record4!.cutId]);
   });
 });
 
