@@ -5,6 +5,7 @@
  * infra tests check (`test/infra-nag.test.ts`, `test/security-iam.test.ts`).
  */
 import { type CfnElement, Stack, Validations } from 'aws-cdk-lib';
+import type * as iam from 'aws-cdk-lib/aws-iam';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import type { IConstruct } from 'constructs';
@@ -45,11 +46,15 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
     ...COORDINATOR_STEPS.map((step) => pipeline.coordinator.functions[step]),
   ];
 
-  // The findings are on each function's role (a sibling of the function: BundledFunction creates it first).
+  // The findings are on each function's role (a sibling of the function: BundledFunction creates it first), and
+  // only the prefixes a role is actually granted are acknowledged on it.
   const role = (fn: lambda.IFunction): IConstruct => fn.role!;
   for (const fn of functions) {
     acknowledge(role(fn), 'AwsSolutions-IAM5[Resource::*]', REASONS.xray);
-    for (const prefix of allPrefixes) acknowledge(role(fn), prefixFinding(prefix), REASONS.prefix);
+    const granted = grantedResources(fn);
+    for (const prefix of allPrefixes) {
+      if (granted.includes(`/${prefix}*"`)) acknowledge(role(fn), prefixFinding(prefix), REASONS.prefix);
+    }
   }
   const ec2 = (type: string) =>
     `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:${type}/*]`;
@@ -80,6 +85,12 @@ export function unacknowledgedNagFindings(scope: IConstruct): string[] {
   return report.violations.flatMap((violation) =>
     violation.violatingResources.map((resource) => `${violation.ruleName} at ${resource.constructPath}`),
   );
+}
+
+/** The function role's default policy, resolved to JSON text (to see which prefixes it names). */
+function grantedResources(fn: lambda.IFunction): string {
+  const policy = fn.role?.node.tryFindChild('DefaultPolicy') as iam.Policy | undefined;
+  return policy ? JSON.stringify(Stack.of(fn).resolve(policy.document.toJSON())) : '';
 }
 
 function acknowledge(scope: IConstruct, id: string, reason: string): void {
