@@ -87,6 +87,15 @@ describe('coordinator IAM', () => {
     expect([...steps].sort()).toEqual([...COORDINATOR_STEPS].sort());
     const denied = calls.filter(({ step, call }) => !allowed(step, call));
     expect(denied).toEqual([]);
+    // And nothing is granted that no step calls (a grant like ConditionCheckItem, once kept "just in case").
+    const called = new Set(calls.map(({ call }) => call.action));
+    const granted = new Set(
+      COORDINATOR_STEPS.flatMap((step) => {
+        const fn = deployed.stack.getLogicalId(deployed.construct.functions[step].node.defaultChild as never);
+        return roleStatements(deployed.template, fn).flatMap((st) => [st.Action].flat());
+      }).filter((action) => /^(dynamodb|s3):/.test(action)),
+    );
+    expect([...granted].filter((action) => !called.has(action))).toEqual([]);
     // And the check can fail: a step is not granted what another step does.
     expect(allowed('decide', { action: 's3:PutObject', target: 'orders/final/x', leadingKeys: [] })).toBe(
       false,
