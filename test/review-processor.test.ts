@@ -328,3 +328,46 @@ describe('R1: the claim release (issue 9.3) against the processor role the stack
     expect(actions.filter((action) => !PROCESSOR_DYNAMODB_ACTIONS.includes(action))).toEqual([]);
   });
 });
+
+describe('R1: numeric adds that pass evaluation but the ledger client refuses (L1: stall by a hostile record)', () => {
+  it('orders: two valid orders of one customer whose amounts fold past 2^53 in one chunk are applied or dead-lettered, never a stall', async () => {
+    const settings = settingsFor({ idempotencyKey: 'none' }); // the shipped `orders` transform
+    const processor = processorFor(settings);
+    // Each amount is a safe integer in minor units (9e15 <= 2^53 - 1), so each record passes evaluation; the
+    // chunk folds the two totals into 1.8e16, which the document client refuses to marshal (not a safe integer).
+    const big = (offset: number) => ({
+      partition: 0,
+      offset,
+      value: order(`o${offset}`, 'cust-hostile', '90000000000000.00', 'USD'),
+    });
+    const outcomes: unknown[] = [];
+    for (let attempt = 0; attempt < 2; attempt++) {
+      outcomes.push(
+        await processor.processEvent(mskEvent([big(0), big(1)])).then(
+          (report) => report.partitions[0],
+          (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
+        ),
+      );
+    }
+    expect(outcomes[0]).toMatchObject({ stagedOffset: 1 });
+  });
+
+  it('a transform adding 1e16 (inside MAX_ADD_MAGNITUDE = 1e30) is applied or dead-lettered, never a stall', async () => {
+    const settings = settingsFor({ idempotencyKey: 'none' });
+    const adder: Transform = {
+      name: 'adder',
+      apply: (record) => ({
+        kind: 'ok',
+        rows: [{ offset: record.offset }],
+        state: [{ key: 'acc', fields: {}, add: { x: Number(record.value) } }],
+      }),
+    };
+    const outcome = await processorFor(settings, { transform: adder })
+      .processEvent(mskEvent([{ partition: 0, offset: 0, value: '1e16' }]))
+      .then(
+        (report) => report.partitions[0],
+        (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
+      );
+    expect(outcome).toMatchObject({ stagedOffset: 0 });
+  });
+});
