@@ -371,3 +371,29 @@ describe('R1: numeric adds that pass evaluation but the ledger client refuses (L
     expect(outcome).toMatchObject({ stagedOffset: 0 });
   });
 });
+
+describe('R1: keyed state does not depend on how a batch was chunked or redelivered (P5, end-to-end 2)', () => {
+  it('adds 0.1 and 0.2: one batch (folded in JS doubles) and two batches (summed by DynamoDB in decimal) give the same total', async () => {
+    const adder: Transform = {
+      name: 'adder',
+      apply: (record) => ({
+        kind: 'ok',
+        rows: [{ offset: record.offset }],
+        state: [{ key: 'acc', fields: {}, add: { x: Number(record.value) } }],
+      }),
+    };
+    const records = [
+      { partition: 0, offset: 0, value: '0.1' },
+      { partition: 0, offset: 1, value: '0.2' },
+    ];
+    const together = settingsFor({ idempotencyKey: 'none' });
+    await processorFor(together, { transform: adder }).processEvent(mskEvent(records));
+    const apart = settingsFor({ idempotencyKey: 'none' });
+    const processor = processorFor(apart, { transform: adder });
+    await processor.processEvent(mskEvent(records.slice(0, 1)));
+    await processor.processEvent(mskEvent(records.slice(1)));
+    const total = async (settings: Settings) =>
+      (await ledgerView(res.clients, res.table, settings.pipelineId)).state.acc?.x;
+    expect(await total(together)).toEqual(await total(apart));
+  });
+});
