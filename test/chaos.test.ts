@@ -57,6 +57,9 @@ function replayCommand(s: Schedule): string {
 let table: string;
 let bucket: string;
 
+/** Irregular records the generated inputs held (L1 coverage: each must end as exactly one dead-letter row). */
+const irregular = { tombstone: 0, 'ill-formed-customer': 0, binaryKey: 0 };
+
 beforeAll(async () => {
   ({ table, bucket } = await freshResources('chaos'));
 });
@@ -77,6 +80,13 @@ async function runSchedule(s: Schedule, guarantee: DeliveryGuarantee): Promise<R
     poisonRate: s.faults.poison,
     customers: 5,
   });
+  if (guarantee === 'exactly-once') {
+    for (const record of input) {
+      const kind = record.headers['poison-kind'];
+      if (kind === 'tombstone' || kind === 'ill-formed-customer') irregular[kind] += 1;
+      if (Array.isArray(record.headers['idempotency-key'])) irregular.binaryKey += 1;
+    }
+  }
   const { report } = await runLocal({
     settings,
     input,
@@ -116,13 +126,18 @@ describe('chaos: the end-to-end property under random fault schedules', () => {
     const withLosses = results.filter((r) => r.none.outcome.lost > 0).length;
     const withAborts = results.filter((r) => r.exactlyOnce.checkpoints.aborted > 0).length;
     console.info(
-      `chaos: ${results.length} schedules in ${Math.round((Date.now() - started) / 1000)} s; faults injected under exactly-once: ${FAULT_KINDS.map((k) => `${k} ${injected(k)}`).join(', ')}; checkpoints aborted on ${withAborts}; at-least-once duplicated on ${withDuplicates}, none lost on ${withLosses}`,
+      `chaos: ${results.length} schedules in ${Math.round((Date.now() - started) / 1000)} s; faults injected under exactly-once: ${FAULT_KINDS.map((k) => `${k} ${injected(k)}`).join(', ')}; checkpoints aborted on ${withAborts}; irregular records ${JSON.stringify(irregular)}; at-least-once duplicated on ${withDuplicates}, none lost on ${withLosses}`,
     );
     expect(failures.map((f) => replayCommand(f.schedule))).toEqual([]);
     if (replay) return; // one schedule: only its own verdict counts
     // Every fault kind actually fired somewhere: a schedule generator that never injects would prove nothing.
     for (const kind of FAULT_KINDS) expect(injected(kind), kind).toBeGreaterThan(0);
     expect(withAborts).toBeGreaterThan(0);
+    // Tombstones, ill-formed keys and binary keys were in the input the verdicts above judged.
+    expect(
+      Object.values(irregular).every((n) => n > 0),
+      JSON.stringify(irregular),
+    ).toBe(true);
     // The setting matters: the same schedules break the property under the weaker guarantees.
     expect(withDuplicates).toBeGreaterThan(0);
     expect(withLosses).toBeGreaterThan(0);
