@@ -526,16 +526,14 @@ export class Processor {
     held: ReadonlyMap<number, ClaimItem>,
   ): Promise<void> {
     if (held.size === 0 || isTransient(error) || error instanceof InjectedCrashError) return;
-    const unstaged = [...held].filter(([offset]) => offset > known.stagedOffset).map(([, claim]) => claim);
+    const { topic, partition } = prints.batch;
+    // The freshest fence this container has seen (a re-read that found the batch backwards updated the cache,
+    // not `known`): the release is conditioned on it, and only records above it can hold unstaged claims.
+    const fence = (this.fences.get(partitionId(topic, partition)) ?? known).stagedOffset;
+    const unstaged = [...held].filter(([offset]) => offset > fence).map(([, claim]) => claim);
     if (unstaged.length === 0) return;
     try {
-      await this.ledger.releaseClaims(
-        this.deps.settings.pipelineId,
-        prints.batch.topic,
-        prints.batch.partition,
-        known.stagedOffset,
-        unstaged,
-      );
+      await this.ledger.releaseClaims(this.deps.settings.pipelineId, topic, partition, fence, unstaged);
     } catch {
       // The original error is what the invocation reports; the claims stay for the retry (or their TTL).
     }
