@@ -66,7 +66,7 @@ export function processorLeadingKeys(pipeline: string): string[] {
     keys.fencePk(pipeline),
     `${pipeline}#STAGED#*`,
     `${pipeline}#CLAIM#*`,
-    keys.statePrefix(pipeline) + '*',
+    `${keys.statePrefix(pipeline)}*`,
   ];
 }
 
