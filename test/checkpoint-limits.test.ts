@@ -23,7 +23,7 @@ import { ManifestStore } from '../shared/sink/manifest-store.ts';
 import { mapLimit } from '../shared/sink/objects.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { scanPipeline } from './support/ledger.ts';
-import { stageFiles } from './support/staging.ts';
+import { range, stageFiles } from './support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -100,6 +100,7 @@ function settingsFor(pipelineId: string): Settings {
   });
 }
 
+const ABORTS = 210;
 const LONG_TOPIC = `t${'x'.repeat(248)}`;
 const PARTITIONS = 20_000;
 
@@ -232,13 +233,14 @@ describe('L3: bounded checkpoint items', () => {
     expect([...cutPks][0]).toContain('000000000002#1#');
   }, 240_000);
 
-  it('L3: 300 aborts with 2,000-character reasons leave the record and head bounded, and begin still works', async () => {
+  // 210 aborts × 2,000 characters: past the 400 KB the unbounded `aborts` list reached (issue 9.2).
+  it('L3: 210 aborts with 2,000-character reasons leave the record and head bounded, and begin still works', async () => {
     const settings = settingsFor(uniqueName('aborts'));
     await stageFiles(res.clients, settings, [{ partition: 0, firstOffset: 0, lastOffset: 2 }]);
     const core = createCoordinator({ settings, clients: res.clients, clock: new ManualClock(Date.now()) });
     const store = new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId);
     const reason = 'r'.repeat(2_000);
-    for (let i = 1; i <= 300; i++) {
+    for (let i = 1; i <= ABORTS; i++) {
       const execution = `exec-${i}`;
       const begun = await core.begin({ execution });
       expect(begun).toMatchObject({ action: 'checkpoint', checkpointId: 1, attempt: i });
@@ -251,21 +253,72 @@ describe('L3: bounded checkpoint items', () => {
       expect(out.outcome).toBe('aborted');
     }
     const record = await store.readRecord(1);
-    expect(record?.abortCount).toBe(300);
-    expect(record?.recentAborts?.map((note) => note.attempt)).toEqual([296, 297, 298, 299, 300]);
+    expect(record?.abortCount).toBe(ABORTS);
+    expect(record?.recentAborts?.map((note) => note.attempt)).toEqual(range(ABORTS - 4, 5));
     expect(record?.recentAborts?.every((note) => note.reason.length <= MAX_ABORT_REASON)).toBe(true);
     expect(RECENT_ABORTS).toBe(5);
     const atRest = await coordinatorItemsAtRest(settings.pipelineId);
     expect(Math.max(...atRest.values())).toBeLessThan(10_000);
-    // Aborted attempts' cut pages are deleted: none of the 300 is left behind.
+    // Aborted attempts' cut pages are deleted: none of them is left behind.
     expect([...atRest.keys()].filter((key) => key.includes('#CUT#'))).toEqual([]);
-    // …and the pipeline goes on: attempt 301 commits.
-    const begun = await core.begin({ execution: 'exec-301' });
-    const ref = { execution: 'exec-301', checkpointId: 1, attempt: 301 };
-    expect(begun).toMatchObject({ action: 'checkpoint', checkpointId: 1, attempt: 301 });
+    // …and the pipeline goes on: the next attempt commits.
+    const begun = await core.begin({ execution: 'exec-last' });
+    const ref = { execution: 'exec-last', checkpointId: 1, attempt: ABORTS + 1 };
+    expect(begun).toMatchObject({ action: 'checkpoint', checkpointId: 1, attempt: ABORTS + 1 });
     await core.prepare({ ...ref, shard: 0 });
     await core.decide(ref);
     await core.promote({ ...ref, shard: 0 });
     expect(await core.commit(ref)).toMatchObject({ checkpointId: 1, records: 3 });
-  }, 240_000);
+  }, 600_000);
+
+  it('L3 upgrade: a committed record of the old shape (cut inline) is read once by the next begin, which writes pages', async () => {
+    const settings = settingsFor(uniqueName('legacy'));
+    const doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
+    await stageFiles(res.clients, settings, [{ partition: 0, firstOffset: 5, lastOffset: 9 }]);
+    await doc.send(
+      new PutCommand({
+        TableName: settings.ledgerTable,
+        Item: {
+          ...keys.checkpoint(settings.pipelineId, 1),
+          pipeline: settings.pipelineId,
+          checkpointId: 1,
+          attempt: 1,
+          status: 'COMMITTED',
+          owner: 'old',
+          cut: { 'orders#0': 4 },
+          previousCut: {},
+          previousCheckpointId: 0,
+          shardCount: 1,
+          begunAt: 1,
+        },
+      }),
+    );
+    const head: CheckpointHead = {
+      checkpointId: 1,
+      attempt: 1,
+      status: 'COMMITTED',
+      leaseUntil: 0,
+      owner: 'old',
+      committedId: 1,
+      consecutiveAborts: 0,
+      updatedAt: 1,
+    };
+    await doc.send(
+      new PutCommand({
+        TableName: settings.ledgerTable,
+        Item: { ...keys.checkpointHead(settings.pipelineId), ...head },
+      }),
+    );
+    const core = createCoordinator({ settings, clients: res.clients, clock: new ManualClock(Date.now()) });
+    const ref = { execution: 'new', checkpointId: 2, attempt: 1 };
+    expect(await core.begin({ execution: 'new' })).toMatchObject({ action: 'checkpoint', checkpointId: 2 });
+    await core.prepare({ ...ref, shard: 0 });
+    await core.decide(ref);
+    await core.promote({ ...ref, shard: 0 });
+    await core.commit(ref);
+    await core.cleanup({ ...ref, shard: 0 });
+    const manifest = await new ManifestStore(res.clients.s3, res.bucket, settings.pipelineId).read(2);
+    expect(manifest).toMatchObject({ previousCut: { 'orders#0': 4 }, cut: { 'orders#0': 9 } });
+    expect(manifest!.files.map((f) => [f.firstOffset, f.lastOffset])).toEqual([[5, 9]]);
+  }, 120_000);
 });

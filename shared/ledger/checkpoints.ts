@@ -235,6 +235,15 @@ export class CheckpointStore {
       );
     }
     const cut = new Map<string, number>();
+    // A record written before cut pages existed carries its cut inline (bounded by the old limits, read once:
+    // the next commit writes pages). Nothing else of the old shape is read.
+    const legacy = (record as { cut?: unknown }).cut;
+    if (typeof record.cutId !== 'string' && legacy && typeof legacy === 'object') {
+      for (const [partition, offset] of Object.entries(legacy)) {
+        if (Number.isSafeInteger(offset)) cut.set(partition, offset as number);
+      }
+      return { record: { ...record, cutId: '' }, cut };
+    }
     for (const entry of await this.readCut(record)) cut.set(entry.partition, entry.cut);
     return { record, cut };
   }
