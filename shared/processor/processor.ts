@@ -77,7 +77,8 @@
  * Residual (documented): a batch of another generation that starts inside (B, F], ends before F and holds neither
  * B nor F is taken for a split retry (rule 5); the next batch reaches F and stops the partition. Compaction that
  * removes the record at B or F between a delivery and its retry makes rule 3 or 4 stop a partition falsely (loud,
- * never silent). Fences written before identities existed carry none: for them only the distance rule applies —
+ * never silent); so would a mapping that rewound further than its committed offset (the documented behaviour
+ * retries the failed batch; a rewind that still reaches B is proven by its fingerprint and passes). Fences written before identities existed carry none: for them only the distance rule applies —
  * a batch starting more than `maxFenceJump` below the fence is backwards (no redelivery is that far below).
  * Operator resumes (new epochs) are the operations issue's: an epoch must get a fence of its own.
  *
