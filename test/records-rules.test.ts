@@ -5,6 +5,8 @@
  * an event whose topic or shape is wrong is rejected whole with a named error.
  */
 import { describe, expect, it } from 'vitest';
+import { parseInputText } from '../local/input.ts';
+import { toEventRecord } from '../local/kafka-log.ts';
 import type { IdempotencyKeySource } from '../shared/config/settings.ts';
 import { InvalidTopicNameError, MalformedEventError } from '../shared/errors.ts';
 import { decodeRecord, parseMskEvent, partitionBatches } from '../shared/kafka/event.ts';
@@ -366,5 +368,28 @@ describe('effects that could not be applied (issue 9.3)', () => {
     expect(folded).toHaveLength(1);
     expect({ ...folded[0]!.add }).toEqual({ valueOf: 5, hasOwnProperty: 1 });
     expect({ ...folded[0]!.fields }).toEqual({ toString: 'x' });
+  });
+});
+
+describe('eos local --input', () => {
+  it('reads tombstones, null keys and header bytes, and the emulator sends them as MSK does', () => {
+    const text = [
+      '{"partition": 0, "key": null, "value": null, "headers": {"idempotency-key": [107, -1]}}',
+      '{"partition": 1, "key": "c", "value": "v", "headers": {"h": "ë"}}',
+    ].join('\n');
+    const records = parseInputText('in.jsonl', text, 2);
+    expect(records).toEqual([
+      { partition: 0, key: null, value: null, headers: { 'idempotency-key': [107, -1] } },
+      { partition: 1, key: 'c', value: 'v', headers: { h: 'ë' } },
+    ]);
+    const sent = records.map((r, i) => toEventRecord('orders', r.partition, i, r, 0));
+    expect(sent[0]).not.toHaveProperty('key');
+    expect(sent[0]!.value).toBeNull();
+    expect(sent.map((r) => r.headers)).toEqual([[{ 'idempotency-key': [107, -1] }], [{ h: [-61, -85] }]]);
+    const [tombstone] = sent.map((r) => evaluateRecord(ordersTransform, headerKey, decodeRecord(r)));
+    expectDeadLetter(tombstone!, /^tombstone: /);
+    expect(() =>
+      parseInputText('in.jsonl', '{"partition": 0, "key": null, "value": "v", "headers": {"h": [256]}}', 1),
+    ).toThrow(/^in\.jsonl:1: "headers\.h\.0"/);
   });
 });
