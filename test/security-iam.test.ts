@@ -167,6 +167,27 @@ describe('write boundaries, identity and bucket policy together (exactly-once)',
     }
   });
 
+  it('leaves a compromised processor no way to forge a checkpoint: no plan, manifest, final object or checkpoint item', () => {
+    // The two attacks of issue 17, on the permission side: rewrite a plan so promote writes a manifest, or write a
+    // COMMITTED head with a far-future cut. Each is denied, explicitly by the bucket policy for the objects.
+    const { principal, identity } = s.asRole('processor');
+    for (const key of [OBJECTS.plan, OBJECTS.promoted, OBJECTS.manifest, OBJECTS.finalData]) {
+      expect(s.decide(identity, s.objectRequest(principal, 's3:PutObject', key)), key).toBe('explicit-deny');
+    }
+    for (const pk of [ITEMS.checkpointHead, ITEMS.checkpointRecord, ITEMS.cutPage]) {
+      for (const action of ITEM_WRITES) {
+        expect(s.decide(identity, s.itemRequest(principal, action, pk)), `${action} ${pk}`).toBe(
+          'implicit-deny',
+        );
+      }
+    }
+    // What it must do still works: stage its output and advance its own fence.
+    expect(s.decide(identity, s.objectRequest(principal, 's3:PutObject', OBJECTS.stagedOutput))).toBe(
+      'allow',
+    );
+    expect(s.decide(identity, s.itemRequest(principal, 'dynamodb:UpdateItem', ITEMS.fence))).toBe('allow');
+  });
+
   it('denies the bucket policy side alone: an over-broad role elsewhere in the account writes no protected prefix', () => {
     const admin: PolicyStatement[] = [{ Effect: 'Allow', Action: 's3:*', Resource: '*' }];
     const principal = 'arn:aws:iam::123456789012:role/data-team-admin';
