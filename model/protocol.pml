@@ -1,0 +1,738 @@
+/*
+ * The exactly-once commit protocol of this pipeline, as a Promela model checked by SPIN (issue 15).
+ * docs/model-checking.md explains the bounds, what is abstracted away and how each step maps to code.
+ *
+ * Every shared variable below stands for one DynamoDB item or S3 object; every `atomic` block that touches them
+ * is ONE AWS call (a conditional put, an update, a transaction, a strongly consistent read), named by a
+ * `code:` comment after the function of shared/ that makes it. test/model-mapping.test.ts checks those names
+ * still exist in the code.
+ *
+ * Mutations (model/mutations.txt): each MUT_* macro weakens one guard the code relies on; scripts/model-check.mjs
+ * compiles the model once per mutation and requires SPIN to find a counterexample.
+ */
+
+/* ── bounds ────────────────────────────────────────────────────────────────────────────────────────────── */
+#define NP 2                /* partitions */
+#define NO 2                /* records (offsets 0..NO-1) per partition, one record per chunk */
+#define NR 4                /* NP*NO records */
+#define MAXCID 4            /* checkpoint ids: each committed checkpoint covers >= 1 new offset */
+#define MAXATT 4            /* attempts per id: 1 + coordinator faults + lease lapses */
+#ifndef PFAULTS
+#define PFAULTS 2           /* processor crashes / redeliveries, all instances together */
+#endif
+#ifndef CFAULTS
+#define CFAULTS 2           /* coordinator step failures, both executions together */
+#endif
+#ifndef LAPSES
+#define LAPSES 1            /* checkpoint leases that lapse while their owner still runs */
+#endif
+#ifndef EXPIRIES
+#define EXPIRIES 1          /* idempotency claims that outlive their TTL */
+#endif
+#ifndef ZOMBIES
+#define ZOMBIES 1           /* partitions (from 0) where a second instance runs the same batch (a zombie) */
+#endif
+#ifndef EXECUTIONS
+#define EXECUTIONS 2        /* coordinator executions running alongside the processors */
+#endif
+
+#define REC(p, o) ((p) * NO + (o))
+#define BIT(x) (1 << (x))
+/* Offset 0 of BOTH partitions carries the same idempotency key K (a producer duplicate across partitions);
+   offset 1 of each partition has no key. */
+#define KEYED(o) ((o) == 0)
+/* Offsets of a partition's batch above fence f, as a bitmask. */
+#define ABOVE(f) ((f) < 0 -> 3 : ((f) == 0 -> 2 : 0))
+
+/* checkpoint statuses (CHECKPOINT_STATUS in shared/ledger/checkpoints.ts); NONE: no item */
+#define NONE 0
+#define BEGUN 1
+#define PREPARED 2
+#define COMMITTING 3
+#define COMMITTED 4
+#define ABORTED 5
+#define IN_FLIGHT(s) ((s) == BEGUN || (s) == PREPARED || (s) == COMMITTING)
+#define BEFORE_DECISION(s) ((s) == BEGUN || (s) == PREPARED)
+
+/* ── DynamoDB: the staging side ───────────────────────────────────────────────────────────────────────── */
+short fence[NP] = -1;       /* the partition's fence item: stagedOffset (-1: no item) */
+byte entry[NR];             /* staged-file entry of (p, lastOffset) with its in-progress object: 0 absent, 1 present, 2 deleted */
+byte claimant;              /* the claim item of key K: 0 none, else (record + 1) of the claimant */
+bool claimExpired;          /* its expiresAt has passed */
+
+/* ── DynamoDB: the checkpoint side ────────────────────────────────────────────────────────────────────── */
+byte hId; byte hAtt; byte hStatus = COMMITTED; byte hOwner = 255; byte hCommitted;
+bool hLive;                 /* leaseUntil > now */
+byte hLease;                /* the leaseUntil value, as a generation: takeOver is conditioned on it */
+
+typedef Record { byte att; byte status; short cut[NP]; short prev[NP]; bool voted };
+Record rec[MAXCID + 1];     /* rec[0]: the empty cut before the first checkpoint */
+
+/* ── S3: working objects, final objects, manifests ────────────────────────────────────────────────────── */
+typedef Plan { bool written; byte first[NP]; byte last[NP]; byte content[NP] };   /* content 0: no object */
+Plan plan[(MAXCID + 1) * (MAXATT + 1)];
+typedef Promotion { bool written; int files };   /* files: bitmask of final-object slots */
+Promotion promo[(MAXCID + 1) * (MAXATT + 1)];
+#define WORK(c, a) ((c) * (MAXATT + 1) + (a))
+
+/* A final object's key is (partition, first offset, last offset): finalObjectKey. NSALT > 1 only lets the
+   MUT_FINAL_KEY_PER_EXECUTION mutation add the writer to the key. */
+#define NSALT 4
+#define SLOT(p, f, l, s) ((((p) * NO + (f)) * NO + (l)) * NSALT + (s))
+#define NSLOTS 32
+byte finalObj[NSLOTS];      /* content (record bitmask); 0: absent */
+bool manifest[MAXCID + 1];
+int manifestFiles[MAXCID + 1];
+
+/* ── ghosts: what happened, for the properties ─────────────────────────────────────────────────────────── */
+byte stagedCnt[NR];         /* effects applied per record (P1, P2: at most once) */
+bool acked[NP];             /* the mapping acknowledged the partition's batch */
+bool ttlPassed;             /* a claim of K outlived its TTL: a later record with K is no longer a duplicate */
+bool lapsed[6];             /* execution e's lease lapsed while it ran */
+byte pfaults; byte cfaults; byte lapses; byte expiries;
+byte running;               /* processes of the fault phase still running */
+byte outcome[6];            /* how execution e's Begin routed */
+#define R_NONE 0
+#define R_BUSY 1
+#define R_EMPTY 2
+#define R_WORK 3
+
+/* ══ processor (shared/processor/processor.ts) ═══════════════════════════════════════════════════════════ */
+
+/* A crash of the invocation at this point (ProcessorHooks.onStep): the mapping retries the batch; a zombie stops.
+   It is the first statement of the atomic step that follows the point, so it adds no interleavings of its own. */
+#define PCRASH if :: pfaults < PFAULTS -> pfaults++; goto crashed :: true -> skip fi
+
+proctype Processor(byte p; bool zombie) {
+  short f; short cache; bool cached;
+  byte pending; byte dropped; bool claimed; bool takeover; byte o; bool kept; bool inTxn; byte before;
+  byte me = REC(p, 0) + 1;    /* claimant of the partition's keyed record: topic#partition#offset */
+
+invoke:
+  /* code: Processor.processEvent (one invocation of the batch); code: Processor.stagePartition */
+  atomic {
+    if
+    :: cached -> f = cache                                   /* warm container: the fence as last seen */
+    :: true -> f = fence[p]; cache = f; cached = true        /* code: StagingLedger.readFence */
+    fi;
+#ifdef MUT_NO_REDELIVERY_DROP
+    pending = 3;
+#else
+    pending = ABOVE(f);                                      /* P4: records <= fence are redeliveries */
+#endif
+    dropped = 0; takeover = false;
+#ifdef CLAIMS_IN_TRANSACTION
+    claimed = true;
+#else
+    claimed = !(pending & 1);                                /* claims ahead only if a keyed record is pending */
+#endif
+  }
+chunk:
+  atomic {
+    PCRASH;                      /* after-transaction, before-stage-write, after-stage-write, before-return */
+    if
+    :: pending == 0 -> goto finished
+    :: else -> o = ((pending & 1) -> 0 : 1); kept = !(dropped & BIT(o))   /* code: planChunk() */
+    fi;
+    /* code: StagedWriter.put: the in-progress object, under a key unique to the attempt: no shared state */
+    if
+    :: claimed -> goto stage
+    :: else -> skip
+    fi;
+    /* code: Processor.refreshFence: claims ahead are judged against a fresh fence */
+    claimed = true; f = fence[p]; cache = f; before = pending; pending = pending & ABOVE(f)
+  }
+  atomic {                                                   /* code: StagingLedger.claimAhead */
+    if
+    :: (pending & 1) && !(dropped & 1) ->
+       if
+#if defined(MUT_CLAIM_AHEAD_UNCONDITIONAL)
+       :: true ->
+#elif defined(MUT_CLAIM_AHEAD_NO_CLAIMANT)
+       :: claimant == 0 ->
+#elif defined(MUT_CLAIM_AHEAD_TAKES_EXPIRED)
+       :: claimant == 0 || claimant == me || claimExpired ->
+#else
+       :: claimant == 0 || claimant == me ->                 /* attribute_not_exists(pk) OR claimant = :claimant */
+#endif
+          claimant = me; claimExpired = false
+       :: else ->
+          if
+          :: claimExpired -> takeover = true                 /* taken over inside the fenced transaction */
+          :: else -> dropped = dropped | 1                   /* a duplicate by key */
+          fi
+       fi
+    :: else -> skip
+    fi
+  }
+  atomic {
+    PCRASH;                                                  /* after-claims */
+    if                                                       /* records dropped or moved into the transaction: re-plan */
+    :: pending != before || (o == 0 && (pending & 1) && ((dropped & 1) || takeover)) -> before = 0; goto chunk
+    :: else -> before = 0; goto stage
+    fi
+  }
+stage:
+  atomic {                                                   /* code: StagingLedger.stage (TransactWriteItems) */
+#ifdef CLAIMS_IN_TRANSACTION
+    inTxn = kept && KEYED(o);
+#else
+    inTxn = kept && KEYED(o) && takeover;
+#endif
+    if
+#ifdef MUT_NO_FENCE_CONDITION
+    :: (kept && entry[REC(p, o)] == 1) ->
+#else
+    :: fence[p] != f || (kept && entry[REC(p, o)] == 1) ->   /* stagedOffset = :expected; entry attribute_not_exists */
+#endif
+       f = fence[p]; cache = f; pending = pending & ABOVE(f)   /* FenceMovedError, then Processor.refreshFence */
+    :: else ->
+       if
+#ifdef MUT_CLAIM_TXN_NO_CLAIMANT
+       :: inTxn && !(claimant == 0 || claimExpired) ->
+#else
+       :: inTxn && !(claimant == 0 || claimExpired || claimant == me) ->   /* absent, expired, or ours */
+#endif
+          dropped = dropped | BIT(o)                         /* ClaimsTakenError: a duplicate by key */
+       :: else ->
+          fence[p] = o;
+          if
+          :: kept ->
+             entry[REC(p, o)] = 1;
+             stagedCnt[REC(p, o)]++;
+             assert(stagedCnt[REC(p, o)] == 1);              /* P1/P2: a record's effects apply once */
+             /* P4: a key is staged once, unless its claim outlived the TTL */
+             assert(!KEYED(o) || stagedCnt[REC(1 - p, 0)] == 0 || ttlPassed)
+          :: else -> skip
+          fi;
+          if
+          :: inTxn -> claimant = me; claimExpired = false
+          :: else -> skip
+          fi;
+          f = o; cache = o; pending = pending & ~BIT(o)
+       fi
+    fi;
+    o = 0; kept = false; inTxn = false;
+    goto chunk
+  }
+finished:
+  atomic {
+    o = 0; kept = false;
+    if
+    :: zombie -> goto gone
+    :: else -> acked[p] = true
+    fi;
+    /* The mapping's offset commit is lost: the acknowledged batch is delivered again. */
+    if
+    :: pfaults < PFAULTS -> pfaults++; goto invoke
+    :: true -> goto gone
+    fi
+  }
+crashed:
+  atomic {
+    o = 0; kept = false; before = 0;
+    if
+    :: zombie -> goto gone
+    :: else -> goto invoke
+    fi
+  }
+gone:
+  atomic { f = 0; cache = 0; cached = false; pending = 0; dropped = 0; claimed = false; takeover = false;
+           running-- }
+}
+
+/* The staging side reduced to its effect on the coordinator (scenario "checkpoint"): one instance per
+   partition, no faults, no keys: each record staged by one fenced transaction. */
+proctype Stager(byte p) {
+  byte o;
+  do
+  :: o < NO ->
+     atomic {                                                /* code: StagingLedger.stage */
+       assert(fence[p] == o - 1);
+       fence[p] = o; entry[REC(p, o)] = 1; stagedCnt[REC(p, o)]++;
+       if :: o == NO - 1 -> acked[p] = true :: else -> skip fi;
+       o++
+     }
+  :: else -> break
+  od;
+  atomic { o = 0; running-- }
+}
+
+/* ══ coordinator (shared/coordinator/coordinator.ts, run by the state machine of definition.ts) ══════════ */
+/* Each atomic block below is ONE AWS call, with the step's local decisions around it. */
+
+#define S_BEGIN 1
+#define S_PREPARE 2
+#define S_DECIDE 3
+#define S_PROMOTE 4
+#define S_COMMIT 5
+#define S_CLEANUP 6
+#define S_ABORT 7
+
+/* The step's Lambda fails here (crash, timeout, a transient error outlasting its retries). */
+#define FAULT if :: faulty && cfaults < CFAULTS -> cfaults++; goto failed :: true -> skip fi
+/* A conditional write lost, or the record is not in the status the step needs (CheckpointStateError). */
+#define CONFLICT goto conflict
+/* A step that fails on a condition a fault-free run never meets (progress): only after faults. */
+#define STUCK assert(faulty); goto conflict
+
+#ifdef MUT_TRANSITION_NO_ATTEMPT
+#define HATT_OK true
+#define RATT_OK true
+#else
+#define HATT_OK (hAtt == att)
+#define RATT_OK (rec[cid].att == att)
+#endif
+/* CheckpointStore.transition's condition: head and record at (id, attempt) in one of the `from` statuses */
+#define TRANSITION_OK(from1, from2) \
+  (hId == cid && HATT_OK && (hStatus == from1 || hStatus == from2) && \
+   RATT_OK && (rec[cid].status == from1 || rec[cid].status == from2))
+#ifdef MUT_IGNORE_LEASE
+#define LEASE_PASSED true
+#else
+#define LEASE_PASSED (!sLive)
+#endif
+#ifdef MUT_ABORT_AFTER_DECISION
+#define ABORTABLE(c) (TRANSITION_OK(BEGUN, PREPARED) || TRANSITION_OK(COMMITTING, COMMITTING))
+#else
+#define ABORTABLE(c) TRANSITION_OK(BEGUN, PREPARED)
+#endif
+#ifdef MUT_ABORT_AFTER_DECISION
+#define ABORT_DECIDED true
+#else
+#define ABORT_DECIDED false
+#endif
+#define READ_HEAD sId = hId; sAtt = hAtt; sStatus = hStatus; sOwner = hOwner; sLive = hLive; sLease = hLease; \
+                  sCommitted = hCommitted
+#define FORGET_HEAD sId = 0; sAtt = 0; sStatus = 0; sOwner = 0; sLive = false; sLease = 0
+
+proctype Execution(byte e; bool faulty) {
+  byte cid; byte att; byte st; byte p; byte o; byte s; byte slot; int files; bool ok;
+  byte sId; byte sAtt; byte sStatus; byte sOwner; bool sLive; byte sLease; byte sCommitted;
+  short cut[NP]; byte first; byte last; byte content;
+
+s_begin:
+  atomic {                                                   /* code: CheckpointCoordinator.begin */
+    st = S_BEGIN; cid = 0; att = 0;
+    FAULT;
+    READ_HEAD;                                               /* code: CheckpointStore.readHead */
+    if
+    :: IN_FLIGHT(sStatus) && sOwner == e ->                  /* code: CheckpointCoordinator.resume */
+       cid = sId; att = sAtt; s = sStatus; FORGET_HEAD;
+       if :: rec[cid].att != att || rec[cid].status != s -> CONFLICT :: else -> skip fi;
+       outcome[e] = R_WORK;
+       if :: s == COMMITTING -> goto s_promote :: else -> goto s_prepare fi
+    :: IN_FLIGHT(sStatus) && sOwner != e && !LEASE_PASSED -> /* head.leaseUntil > now: another one is alive */
+       outcome[e] = R_BUSY; goto stopped
+    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && sStatus == COMMITTING && !ABORT_DECIDED ->
+       goto b_takeover
+    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && (sStatus != COMMITTING || ABORT_DECIDED) ->
+       goto b_abort_expired
+    :: else -> goto b_cut
+    fi
+  }
+b_takeover:
+  atomic {                                    /* code: CheckpointStore.takeOver (CheckpointCoordinator.rollForward) */
+    FAULT;
+#ifdef MUT_TAKEOVER_NO_LEASE_CONDITION
+    ok = (hId == sId && hAtt == sAtt && hStatus == sStatus);
+#else
+    ok = (hId == sId && hAtt == sAtt && hStatus == sStatus && hLease == sLease);
+#endif
+    if
+    :: ok -> assert(lapsed[hOwner]); hOwner = e; hLive = true; hLease++   /* C1: only a lapsed lease is taken */
+    :: else -> outcome[e] = R_BUSY; goto stopped
+    fi;
+    cid = sId; att = sAtt; FORGET_HEAD;
+    /* code: CheckpointCoordinator.requireRecord */
+    if :: rec[cid].att != att || rec[cid].status != COMMITTING -> CONFLICT :: else -> skip fi;
+    outcome[e] = R_WORK;
+    goto s_promote
+  }
+b_abort_expired:
+  atomic {                          /* code: CheckpointStore.transition (CheckpointCoordinator.abortExpired) */
+    FAULT;
+    cid = sId; att = sAtt;
+    ok = ABORTABLE(cid);
+    if
+    :: ok -> assert(lapsed[hOwner]); hStatus = ABORTED; rec[cid].status = ABORTED   /* C1 */
+    :: else -> outcome[e] = R_BUSY; goto stopped
+    fi;
+    cid = 0; att = 0;
+    READ_HEAD                                                /* code: CheckpointStore.readHead */
+  }
+b_cut:
+  atomic {                    /* code: CheckpointStore.committedCut, then StagedLedger.readFences (one Query) */
+    FAULT;
+    assert(sCommitted == 0 || rec[sCommitted].status == COMMITTED);
+    cut[0] = (fence[0] > rec[sCommitted].cut[0] -> fence[0] : rec[sCommitted].cut[0]);
+    cut[1] = (fence[1] > rec[sCommitted].cut[1] -> fence[1] : rec[sCommitted].cut[1]);
+    if                                                       /* code: changedPartitions() */
+    :: cut[0] == rec[sCommitted].cut[0] && cut[1] == rec[sCommitted].cut[1] ->
+       outcome[e] = R_EMPTY; goto stopped
+    :: else -> skip
+    fi;
+    cid = sCommitted + 1;
+    att = ((IN_FLIGHT(sStatus) || sStatus == ABORTED) && sId == cid -> sAtt + 1 : 1);
+    assert(cid <= MAXCID && att <= MAXATT)                   /* the bounds hold every behaviour */
+  }
+  atomic {                                                   /* code: CheckpointStore.allocate (TransactWriteItems) */
+    FAULT;
+#ifdef MUT_ALLOCATE_NO_HEAD_CONDITION
+    ok = (rec[cid].status == NONE || (rec[cid].status == ABORTED && rec[cid].att == att - 1));
+#else
+    ok = hId == sId && hAtt == sAtt && hStatus == sStatus &&
+         (rec[cid].status == NONE || (rec[cid].status == ABORTED && rec[cid].att == att - 1));
+#endif
+    if
+    :: ok ->
+       hId = cid; hAtt = att; hStatus = BEGUN; hOwner = e; hLive = true; hLease++; hCommitted = sCommitted;
+       rec[cid].att = att; rec[cid].status = BEGUN; rec[cid].voted = false;
+       rec[cid].cut[0] = cut[0]; rec[cid].cut[1] = cut[1];
+       rec[cid].prev[0] = rec[sCommitted].cut[0]; rec[cid].prev[1] = rec[sCommitted].cut[1];
+       outcome[e] = R_WORK
+    :: else -> outcome[e] = R_BUSY; goto stopped
+    fi;
+    FORGET_HEAD; sCommitted = 0; cut[0] = 0; cut[1] = 0
+  }
+
+s_prepare:
+  atomic {            /* code: CheckpointCoordinator.prepare: CheckpointCoordinator.requireRecord, CheckpointCoordinator.coveredEntries, verifyStagedObjects() */
+    st = S_PREPARE;
+    FAULT;
+    ok = rec[cid].att == att && (rec[cid].status == BEGUN || rec[cid].status == PREPARED ||
+                                 rec[cid].status == COMMITTING);
+    if :: !ok -> CONFLICT :: ok && rec[cid].status != BEGUN -> goto s_decide :: else -> skip fi;
+    /* code: StagedLedger.entries: previousCut < lastOffset <= cut; code: planFinalObjects() */
+    p = 0;
+    do
+    :: p < NP ->
+       first = 255; last = 0; content = 0; o = 0;
+       do
+       :: o < NO ->
+#ifdef MUT_COVER_FROM_PREVIOUS_CUT
+          if :: o >= rec[cid].prev[p] && o <= rec[cid].cut[p] && entry[REC(p, o)] == 1 ->
+#else
+          if :: o > rec[cid].prev[p] && o <= rec[cid].cut[p] && entry[REC(p, o)] == 1 ->
+#endif
+                if :: first == 255 -> first = o :: else -> skip fi;
+                last = o; content = content | BIT(REC(p, o))
+             :: else -> skip
+          fi;
+          o++
+       :: else -> break
+       od;
+       plan[WORK(cid, att)].first[p] = first; plan[WORK(cid, att)].last[p] = last;
+       plan[WORK(cid, att)].content[p] = content;
+       p++
+    :: else -> break
+    od;
+    p = 0; o = 0; first = 0; last = 0; content = 0
+  }
+  atomic {                                    /* code: PlanStore.writePlan, then CheckpointStore.vote (TransactWriteItems) */
+    FAULT;
+    plan[WORK(cid, att)].written = true;
+    ok = rec[cid].att == att && rec[cid].status == BEGUN && hId == cid && hAtt == att && hStatus == BEGUN;
+    if :: ok -> rec[cid].voted = true; hLive = true; hLease++ :: else -> CONFLICT fi
+  }
+
+s_decide:
+  atomic {                                                   /* code: CheckpointCoordinator.decide */
+    st = S_DECIDE;
+    FAULT;
+    ok = rec[cid].att == att && (rec[cid].status == BEGUN || rec[cid].status == PREPARED ||
+                                 rec[cid].status == COMMITTING);
+    s = rec[cid].status;
+    if
+    :: !ok -> CONFLICT
+    :: ok && s == COMMITTING -> s = 0; goto s_promote
+    :: ok && s == PREPARED -> s = 0; goto d_commit
+    :: else -> s = 0
+    fi;
+#ifndef MUT_DECIDE_WITHOUT_VOTES
+    if :: !rec[cid].voted -> STUCK :: else -> skip fi;      /* VotesIncompleteError */
+#endif
+    /* code: CheckpointStore.transition BEGUN -> PREPARED */
+#ifdef MUT_DECIDE_WITHOUT_VOTES
+    ok = TRANSITION_OK(BEGUN, BEGUN);
+#else
+    ok = TRANSITION_OK(BEGUN, BEGUN) && rec[cid].voted;     /* size(votes) = :shardCount */
+#endif
+    if :: ok -> hStatus = PREPARED; rec[cid].status = PREPARED :: else -> CONFLICT fi
+  }
+#ifdef MUT_PROMOTE_BEFORE_DECISION
+  goto s_promote;                                            /* promotion before the decision record */
+#endif
+d_commit:
+  atomic {                                                   /* code: CheckpointStore.transition PREPARED -> COMMITTING */
+    FAULT;
+    ok = TRANSITION_OK(PREPARED, PREPARED);
+    if :: ok -> hStatus = COMMITTING; rec[cid].status = COMMITTING; hLive = true; hLease++ :: else -> CONFLICT fi
+#ifdef MUT_PROMOTE_BEFORE_DECISION
+    ; goto s_commit
+#endif
+  }
+
+s_promote:
+  atomic {                                                   /* code: CheckpointCoordinator.promote */
+    st = S_PROMOTE;
+    FAULT;
+#ifdef MUT_PROMOTE_BEFORE_DECISION
+    ok = rec[cid].att == att && (rec[cid].status == PREPARED || rec[cid].status == COMMITTING ||
+                                 rec[cid].status == COMMITTED);
+#else
+    ok = rec[cid].att == att && (rec[cid].status == COMMITTING || rec[cid].status == COMMITTED);
+#endif
+    if :: !ok -> CONFLICT :: ok && rec[cid].status == COMMITTED -> goto s_commit :: else -> skip fi;
+    /* code: CheckpointStore.renewLease */
+    if :: hId == cid && hAtt == att && hStatus == COMMITTING -> hLive = true; hLease++ :: else -> skip fi;
+    if :: !plan[WORK(cid, att)].written -> STUCK :: else -> skip fi   /* code: PlanStore.readPlan */
+    files = 0; p = 0
+  }
+  do
+  :: p < NP ->
+     atomic {                            /* code: Promoter.promote: members read, then putIfAbsent() (If-None-Match: *) */
+       FAULT;
+       content = plan[WORK(cid, att)].content[p];
+       if
+       :: content != 0 ->
+          first = plan[WORK(cid, att)].first[p]; last = plan[WORK(cid, att)].last[p];
+          if                                                 /* StagedObjectLostError */
+          :: ((content & BIT(REC(p, 0))) != 0 && entry[REC(p, 0)] != 1) ||
+             ((content & BIT(REC(p, 1))) != 0 && entry[REC(p, 1)] != 1) -> STUCK
+          :: else -> skip
+          fi;
+#ifdef MUT_FINAL_KEY_PER_EXECUTION
+          slot = SLOT(p, first, last, e % NSALT);
+#else
+          slot = SLOT(p, first, last, 0);                    /* code: finalObjectKey() */
+#endif
+#ifdef MUT_FINAL_NO_IF_NONE_MATCH
+          ok = true;
+#else
+          ok = (finalObj[slot] == 0 || finalObj[slot] == content);
+#endif
+          if :: ok -> finalObj[slot] = content :: else -> STUCK fi;   /* FinalObjectConflictError */
+          files = files | BIT(slot)
+       :: else -> skip
+       fi;
+       slot = 0; first = 0; last = 0; content = 0;
+       p++
+     }
+  :: else -> p = 0; break
+  od;
+  atomic {                                                   /* code: PlanStore.writePromotion */
+    FAULT;
+    promo[WORK(cid, att)].written = true; promo[WORK(cid, att)].files = files; files = 0
+#ifdef MUT_PROMOTE_BEFORE_DECISION
+    ; if :: rec[cid].status == PREPARED -> goto d_commit :: else -> skip fi
+#endif
+  }
+
+s_commit:
+  atomic {                 /* code: CheckpointCoordinator.commit: CheckpointCoordinator.requireRecord, PlanStore.readPromotion */
+    st = S_COMMIT;
+    FAULT;
+    ok = rec[cid].att == att && (rec[cid].status == COMMITTING || rec[cid].status == COMMITTED);
+    if :: !ok -> CONFLICT :: ok && rec[cid].status == COMMITTED -> goto s_cleanup :: else -> skip fi;
+    if :: !promo[WORK(cid, att)].written -> STUCK :: else -> files = promo[WORK(cid, att)].files fi
+  }
+  atomic {                                                   /* code: ManifestStore.write, putIfAbsent() (If-None-Match: *) */
+    FAULT;
+    /* C7: nothing is visible without the decision; the log is gap-free */
+    assert(rec[cid].status == COMMITTING || rec[cid].status == COMMITTED);
+    assert(cid == 1 || manifest[cid - 1]);
+#ifdef MUT_MANIFEST_NO_IF_NONE_MATCH
+    ok = true;
+    assert(!manifest[cid] || manifestFiles[cid] == files);  /* C7: a visible manifest never changes */
+#else
+    ok = !manifest[cid] || manifestFiles[cid] == files;
+#endif
+    if :: ok -> manifest[cid] = true; manifestFiles[cid] = files; files = 0 :: else -> STUCK fi   /* ManifestConflictError */
+  }
+  atomic {           /* code: CheckpointStore.transition COMMITTING -> COMMITTED (CheckpointCoordinator.markCommitted) */
+    FAULT;
+    ok = TRANSITION_OK(COMMITTING, COMMITTING);
+    if :: ok -> hStatus = COMMITTED; rec[cid].status = COMMITTED; hCommitted = cid :: else -> skip fi;
+    /* lost the race to a concurrent roll-forward: fine if it committed (requireRecord COMMITTED) */
+    if :: !ok && !(rec[cid].att == att && rec[cid].status == COMMITTED) -> CONFLICT :: else -> skip fi
+  }
+
+s_cleanup:
+  atomic {         /* code: CheckpointCoordinator.cleanup: deleteKeys(), StagedLedger.deleteEntries (<= the committed cut) */
+    st = S_CLEANUP;
+    FAULT;
+    if :: rec[cid].att != att || rec[cid].status != COMMITTED -> CONFLICT :: else -> skip fi;
+    p = 0;
+    do
+    :: p < NP ->
+       o = 0;
+       do
+       :: o < NO ->
+          if :: o <= rec[cid].cut[p] && entry[REC(p, o)] == 1 -> entry[REC(p, o)] = 2 :: else -> skip fi;
+          o++
+       :: else -> break
+       od;
+       p++
+    :: else -> break
+    od;
+    p = 0; o = 0;
+    goto stopped
+  }
+
+s_abort:
+  atomic {                   /* code: CheckpointCoordinator.abort: CheckpointStore.readHead, CheckpointStore.readRecord */
+    st = S_ABORT;
+    FAULT;
+    if
+    :: cid == 0 && hOwner == e && BEFORE_DECISION(hStatus) -> cid = hId; att = hAtt   /* begin failed after allocating */
+    :: cid == 0 -> goto stopped
+    :: else -> skip
+    fi;
+#ifndef MUT_ABORT_AFTER_DECISION
+    /* outcome 'decided': the state machine rolls forward */
+    if :: rec[cid].att == att && (rec[cid].status == COMMITTING || rec[cid].status == COMMITTED) -> goto s_promote
+       :: else -> skip fi;
+#endif
+    /* code: CheckpointStore.transition (CheckpointCoordinator.markAborted) */
+    if :: ABORTABLE(cid) -> hStatus = ABORTED; rec[cid].status = ABORTED :: else -> skip fi;
+    /* code: PlanStore.deleteAttempt */
+    plan[WORK(cid, att)].written = false; promo[WORK(cid, att)].written = false;
+    goto stopped
+  }
+
+failed:
+  atomic {
+    if
+    :: goto retry                                            /* Step Functions retries the step */
+    :: goto stopped                                          /* the execution dies (timeout; CommitIncomplete) */
+    :: st == S_BEGIN -> cid = 0; att = 0; goto s_abort       /* Catch -> Abort: begin handed back no id */
+    :: st == S_PREPARE || st == S_DECIDE -> goto s_abort     /* Catch -> Abort */
+    fi
+  }
+conflict:
+  atomic {
+    if
+    :: st == S_BEGIN -> cid = 0; att = 0; goto s_abort
+    :: st == S_PREPARE || st == S_DECIDE -> goto s_abort
+    :: else -> goto stopped
+    fi
+  }
+retry:
+  atomic {
+    p = 0; o = 0; s = 0; slot = 0; files = 0; first = 0; last = 0; content = 0;
+    if
+    :: st == S_BEGIN -> goto s_begin
+    :: st == S_PREPARE -> goto s_prepare
+    :: st == S_DECIDE -> goto s_decide
+    :: st == S_PROMOTE -> goto s_promote
+    :: st == S_COMMIT -> goto s_commit
+    :: st == S_CLEANUP -> goto s_cleanup
+    :: st == S_ABORT -> goto s_abort
+    fi
+  }
+stopped:
+  atomic {
+    cid = 0; att = 0; st = 0; p = 0; o = 0; s = 0; slot = 0; files = 0; ok = false; FORGET_HEAD;
+    sCommitted = 0; cut[0] = 0; cut[1] = 0; first = 0; last = 0; content = 0;
+    if :: faulty -> running-- :: else -> skip fi
+  }
+}
+
+/* ══ time: leases lapse while their owner runs; a claim outlives its TTL ═════════════════════════════════ */
+proctype Clock() {
+  do
+  :: atomic { lapses < LAPSES && hLive && IN_FLIGHT(hStatus) -> lapses++; hLive = false; lapsed[hOwner] = true }
+  :: atomic { expiries < EXPIRIES && claimant != 0 && !claimExpired -> expiries++; claimExpired = true; ttlPassed = true }
+  :: break
+  od;
+  running--
+}
+
+/* ══ the end-to-end property (DESIGN.md) ═════════════════════════════════════════════════════════════════ */
+init {
+  byte i; byte p; byte c; byte first; byte last; byte seen; int listed; short upTo[NP];
+  atomic {
+    rec[0].status = COMMITTED; rec[0].cut[0] = -1; rec[0].cut[1] = -1; rec[0].prev[0] = -1; rec[0].prev[1] = -1;
+    running = 3 + ZOMBIES + EXECUTIONS;
+#ifdef STAGERS
+    run Stager(0); run Stager(1);
+#else
+    run Processor(0, false); run Processor(1, false);
+#endif
+#if ZOMBIES > 0
+    run Processor(0, true);
+#endif
+#if ZOMBIES > 1
+    run Processor(1, true);
+#endif
+#if EXECUTIONS > 0
+    run Execution(0, true);
+#endif
+#if EXECUTIONS > 1
+    run Execution(1, true);
+#endif
+    run Clock()
+  }
+  running == 0;
+  /* Faults are over, every lease has passed: fault-free executions run until Begin finds nothing to commit
+     (progress: every staged record is committed once faults stop). */
+  atomic { hLive = false; lapsed[0] = true; lapsed[1] = true; i = 2 }
+  do
+  :: i < 6 -> run Execution(i, false); (_nr_pr == 1); if :: outcome[i] == R_EMPTY -> break :: else -> i++ fi
+  :: else -> assert(false)                                   /* no fixpoint within the bounds */
+  od;
+  atomic {
+    assert(acked[0] && acked[1]);
+    assert(!IN_FLIGHT(hStatus));
+    /* The committed output: manifests 1..committedId, gap-free, none beyond. */
+    c = 1; seen = 0; listed = 0; upTo[0] = -1; upTo[1] = -1;
+    do
+    :: c <= MAXCID ->
+       assert(manifest[c] == (c <= hCommitted));
+       if
+       :: c <= hCommitted ->
+          i = 0;
+          do
+          :: i < NSLOTS ->
+             if
+             :: manifestFiles[c] & BIT(i) ->
+                /* each record exactly once: no file repeats another's record */
+                assert((seen & finalObj[i]) == 0);
+                seen = seen | finalObj[i];
+                /* per partition in offset order */
+                p = i / (NO * NO * NSALT); first = (i / (NO * NSALT)) % NO; last = (i / NSALT) % NO;
+                assert(first > upTo[p] && first <= last); upTo[p] = last
+             :: else -> skip
+             fi;
+             i++
+          :: else -> break
+          od;
+          listed = listed | manifestFiles[c]
+       :: else -> skip
+       fi;
+       c++
+    :: else -> break
+    od;
+    /* 3: nothing under the final prefix that no manifest lists */
+    i = 0;
+    do
+    :: i < NSLOTS -> assert(finalObj[i] == 0 || (listed & BIT(i))); i++
+    :: else -> break
+    od;
+    /* 1: every record once after business-key dedupe; the unkeyed records all, the key K once (twice only
+       after its claim outlived the TTL); the output is exactly what was staged (keyed state rides along). */
+#ifdef STAGERS
+    assert(seen == 15);                                      /* no keys: every record */
+#else
+    assert((seen & BIT(REC(0, 1))) && (seen & BIT(REC(1, 1))));
+    assert(seen & (BIT(REC(0, 0)) | BIT(REC(1, 0))));
+    assert(ttlPassed || (seen & (BIT(REC(0, 0)) | BIT(REC(1, 0)))) != (BIT(REC(0, 0)) | BIT(REC(1, 0))));
+#endif
+    i = 0;
+    do
+    :: i < NR -> assert(stagedCnt[i] <= 1 && ((seen & BIT(i)) != 0) == (stagedCnt[i] == 1)); i++
+    :: else -> break
+    od
+  }
+}

@@ -1,0 +1,214 @@
+#!/usr/bin/env node
+/**
+ * Model-checks the commit protocol (model/protocol.pml) with SPIN, then proves the model has teeth: every
+ * mutation of model/mutations.txt (one weakened guard each) must give a counterexample. The guards listed in
+ * model/survivors.txt are run too and reported apart (docs/model-checking.md says why each survives).
+ *
+ * Usage: node scripts/model-check.mjs [--base-only] [--jobs N]
+ * Needs `spin` and a C compiler (`cc`); exits 1 if the model fails, a mutation survives, or a tool is missing.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const model = join(root, 'model', 'protocol.pml');
+
+/**
+ * The bounds, as scenarios: each is checked exhaustively. One scenario with every fault at once does not fit
+ * the time budget (tens of millions of states), so each concentrates the faults on one side of the protocol.
+ */
+export const SCENARIOS = [
+  {
+    name: 'staging',
+    what: '2 partitions x 2 records, a zombie instance on partition 0, 1 processor crash or redelivery anywhere, claims ahead, 1 claim TTL expiry, key K in both partitions; then fault-free checkpoints',
+    flags: ['-DZOMBIES=1', '-DPFAULTS=1', '-DEXECUTIONS=0', '-DCFAULTS=0', '-DLAPSES=0', '-DEXPIRIES=1'],
+  },
+  {
+    name: 'staging-in-transaction',
+    what: 'as staging, with claims in the staging transaction (claimWrite in-transaction)',
+    flags: [
+      '-DZOMBIES=1',
+      '-DPFAULTS=1',
+      '-DEXECUTIONS=0',
+      '-DCFAULTS=0',
+      '-DLAPSES=0',
+      '-DEXPIRIES=1',
+      '-DCLAIMS_IN_TRANSACTION',
+    ],
+  },
+  {
+    name: 'checkpoint-faults',
+    what: '1 coordinator execution with 1 step failure anywhere (retry, crash, or catch to abort) while both partitions stage; then fault-free checkpoints',
+    flags: [
+      '-DSTAGERS',
+      '-DZOMBIES=0',
+      '-DPFAULTS=0',
+      '-DEXECUTIONS=1',
+      '-DCFAULTS=1',
+      '-DLAPSES=0',
+      '-DEXPIRIES=0',
+    ],
+  },
+  {
+    name: 'checkpoint-race',
+    what: '2 coordinator executions started together, 1 lease lapse while its owner runs, while both partitions stage; then fault-free checkpoints',
+    flags: [
+      '-DSTAGERS',
+      '-DZOMBIES=0',
+      '-DPFAULTS=0',
+      '-DEXECUTIONS=2',
+      '-DCFAULTS=0',
+      '-DLAPSES=1',
+      '-DEXPIRIES=0',
+    ],
+  },
+];
+
+function readMutations(file) {
+  return readFileSync(join(root, 'model', file), 'utf8')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line && !line.startsWith('#'))
+    .map((line) => {
+      const [macro, guard, code] = line.split('|').map((part) => part.trim());
+      return { macro, guard, code };
+    });
+}
+
+function requireTool(command, args, install) {
+  const probe = spawnSync(command, args, { encoding: 'utf8' });
+  if (probe.error || probe.status === null) {
+    console.error(`model-check: '${command}' not found. Install it first: ${install}`);
+    process.exit(1);
+  }
+}
+
+function run(command, args, cwd) {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { cwd });
+    let out = '';
+    child.stdout.on('data', (chunk) => {
+      out += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      out += chunk;
+    });
+    child.on('close', (status) => resolve({ status, out }));
+  });
+}
+
+/** Compiles and runs one verification; returns its outcome as parsed from pan's report. */
+async function verify(scenario, extra) {
+  const dir = mkdtempSync(join(tmpdir(), 'model-check-'));
+  try {
+    const flags = [...scenario.flags, ...extra];
+    const spin = await run('spin', ['-a', ...flags, model], dir);
+    if (spin.status !== 0) throw new Error(`spin -a failed:\n${spin.out}`);
+    const cc = await run(
+      'cc',
+      ['-O2', '-w', '-DSAFETY', '-DCOLLAPSE', '-DMEMLIM=2048', '-o', 'pan', 'pan.c'],
+      dir,
+    );
+    if (cc.status !== 0) throw new Error(`cc failed:\n${cc.out}`);
+    const started = Date.now();
+    const pan = await run('./pan', ['-m400000', '-c1'], dir);
+    const seconds = (Date.now() - started) / 1000;
+    const errors = Number(/errors: (\d+)/.exec(pan.out)?.[1] ?? Number.NaN);
+    const states = Number(/(\d+) states, stored/.exec(pan.out)?.[1] ?? Number.NaN);
+    const depth = Number(/depth reached (\d+)/.exec(pan.out)?.[1] ?? Number.NaN);
+    const violation = /pan:1: (.*)/.exec(pan.out)?.[1];
+    const incomplete = /max search depth too small|out of memory|Search not completed/.test(pan.out);
+    if (Number.isNaN(errors)) throw new Error(`pan gave no verdict:\n${pan.out}`);
+    return { errors, states, depth, violation, incomplete, seconds };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function pool(items, jobs, work) {
+  const results = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(jobs, items.length) }, async () => {
+      while (next < items.length) {
+        const index = next++;
+        results[index] = await work(items[index]);
+      }
+    }),
+  );
+  return results;
+}
+
+/** A mutation is caught when some scenario finds a counterexample; scenarios are tried in order. */
+async function tryMutation(mutation) {
+  for (const scenario of SCENARIOS) {
+    const outcome = await verify(scenario, [`-D${mutation.macro}`]);
+    if (outcome.errors > 0) return { ...mutation, caught: true, scenario: scenario.name, ...outcome };
+  }
+  return { ...mutation, caught: false };
+}
+
+async function main() {
+  const argv = process.argv.slice(2);
+  const baseOnly = argv.includes('--base-only');
+  const jobsAt = argv.indexOf('--jobs');
+  const jobs = jobsAt >= 0 ? Number(argv[jobsAt + 1]) : Math.max(1, Math.min(2, cpus().length));
+  requireTool('spin', ['-V'], 'apt-get install -y spin (Debian package; .ci/run does this)');
+  requireTool('cc', ['--version'], 'apt-get install -y gcc');
+  const started = Date.now();
+  let failed = false;
+
+  console.log(
+    'model-check: model/protocol.pml, exhaustive within these bounds (SPIN safety run, -DCOLLAPSE)',
+  );
+  const base = await pool(SCENARIOS, jobs, (scenario) => verify(scenario, []));
+  let total = 0;
+  SCENARIOS.forEach((scenario, i) => {
+    const outcome = base[i];
+    total += outcome.states;
+    const verdict = outcome.errors === 0 && !outcome.incomplete ? 'ok' : 'FAILED';
+    if (verdict !== 'ok') failed = true;
+    console.log(
+      `  ${verdict} ${scenario.name}: ${outcome.states} states explored, depth ${outcome.depth}, ${outcome.seconds.toFixed(1)} s`,
+    );
+    console.log(`     bounds: ${scenario.what}`);
+    if (outcome.violation) console.log(`     violation: ${outcome.violation}`);
+    if (outcome.incomplete) console.log('     the search did not complete');
+  });
+  console.log(`model-check: ${total} states explored in all`);
+
+  if (!baseOnly) {
+    const mutations = readMutations('mutations.txt');
+    const survivors = readMutations('survivors.txt');
+    const results = await pool([...mutations, ...survivors], jobs, tryMutation);
+    const caught = results.slice(0, mutations.length);
+    for (const result of caught) {
+      const where = result.caught ? `caught in ${result.scenario}: ${result.violation}` : 'SURVIVED';
+      console.log(
+        `  ${result.caught ? 'caught' : 'SURVIVED'} ${result.macro} (${result.guard}; ${result.code}) ${result.caught ? `— ${where}` : ''}`,
+      );
+    }
+    const count = caught.filter((result) => result.caught).length;
+    console.log(`model-check: ${mutations.length} mutations, ${count} caught`);
+    if (count !== mutations.length) failed = true;
+    for (const result of results.slice(mutations.length)) {
+      console.log(
+        `  ${result.caught ? `now caught in ${result.scenario} (move it to mutations.txt)` : 'survives as documented'}: ${result.macro} (${result.guard}; ${result.code})`,
+      );
+    }
+  }
+  console.log(
+    `model-check: ${((Date.now() - started) / 1000).toFixed(1)} s; ${failed ? 'FAILED' : 'passed'}`,
+  );
+  process.exit(failed ? 1 : 0);
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  main().catch((error) => {
+    console.error(error);
+    process.exit(1);
+  });
+}
