@@ -13,6 +13,7 @@ import {
   EventSourceRejectedError,
   InjectedCrashError,
   ItemLimitExceededError,
+  MalformedLedgerItemError,
   OffsetsWentBackwardsError,
   TransientAwsError,
 } from '../shared/errors.ts';
@@ -240,6 +241,20 @@ describe('L2 offsets that go backwards stop the partition loudly', () => {
     expect(report.partitions[0]).toMatchObject({ duplicatesByOffset: 6, stagedOffset: 5004 });
     const { Item } = await doc.send(new GetCommand({ TableName: res.table, Key: key }));
     expect(Item).toMatchObject({ fenceRecord: { offset: 5004 }, batchStart: { offset: 4995 } });
+  });
+
+  it('a fence whose staged offset is not an offset (forged or corrupted) stops the partition with a named error', async () => {
+    const settings = settingsFor();
+    const { seen, observer } = recorder();
+    const doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
+    const key = keys.fence(settings.pipelineId, 'orders', 0);
+    for (const stagedOffset of [1.5, '9000000000000000', undefined]) {
+      await doc.send(new PutCommand({ TableName: res.table, Item: { ...key, stagedOffset, updatedAt: 1 } }));
+      await expect(
+        processorFor(settings, { observer }).processEvent(mskEvent(orderRecords(0, 0, 2))),
+      ).rejects.toThrow(MalformedLedgerItemError);
+    }
+    expect(seen.stopped).toHaveLength(3);
   });
 
   it('judgeBatch: the rule table of the module doc', () => {

@@ -189,9 +189,9 @@ export class StagingLedger {
     } catch (error) {
       this.rethrow('dynamodb:GetItem', error);
     }
-    if (item?.stagedOffset === undefined) {
-      return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
-    }
+    if (item === undefined) return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
+    // An item without a staged offset would read as "no fence" while the staging condition (item absent) fails
+    // forever: malformed, like any other value that is not an offset.
     const stagedOffset = item.stagedOffset;
     if (typeof stagedOffset !== 'number' || !Number.isSafeInteger(stagedOffset) || stagedOffset < 0) {
       throw new MalformedLedgerItemError(
