@@ -231,7 +231,7 @@ describe('L3: bounded checkpoint items', () => {
     );
     expect(cutPks.size).toBe(1);
     expect([...cutPks][0]).toContain('000000000002#1#');
-  }, 240_000);
+  }, 600_000);
 
   // 210 aborts × 2,000 characters: past the 400 KB the unbounded `aborts` list reached (issue 9.2).
   it('L3: 210 aborts with 2,000-character reasons leave the record and head bounded, and begin still works', async () => {

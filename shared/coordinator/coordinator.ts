@@ -649,6 +649,11 @@ class CheckpointCoordinator implements Coordinator {
       }
     }
     await this.plans.deleteAttempt(checkpointId, attempt);
+    // Again here (idempotent): a retried abort whose first run marked the attempt ABORTED but died before
+    // markAborted deleted the pages finds the head already ABORTED and would otherwise leave them behind.
+    const aborted = await this.store.readRecord(checkpointId);
+    if (aborted?.attempt === attempt && aborted.status === 'ABORTED')
+      await this.store.deleteCut(aborted.cutId);
     const orphansDeleted = await this.sweepOrphans();
     return { outcome: 'aborted', reason, orphansDeleted };
   }

@@ -331,7 +331,7 @@ export class CheckpointStore {
 
   /** Deletes every page of a cut that is no longer needed (a lost begin, an aborted attempt, a superseded cut). */
   async deleteCut(cutId: string): Promise<number> {
-    if (cutId === '') return 0;
+    if (!cutId) return 0;
     const pk = keys.cutPagesPk(this.pipeline, cutId);
     const found: string[] = [];
     let startKey: Record<string, unknown> | undefined;
