@@ -31,6 +31,8 @@ export const METRIC = {
   offsetsWentBackwards: 'OffsetsWentBackwards',
   /** A batch whose first offset lies further above the fence than the configured bound (gap or forged fence). */
   fenceJumps: 'FenceJumps',
+  /** A partition stopped for a structural reason other than offsets going backwards (an item over a DynamoDB limit, a malformed fence). */
+  partitionsStopped: 'PartitionsStopped',
   /** A record whose idempotency key was claimed by a record with a different payload: dead-lettered as a conflict. */
   keyConflicts: 'IdempotencyKeyConflicts',
   /** An event rejected before any effect: wrong event source, unknown topic, malformed shape. */
