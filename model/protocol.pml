@@ -367,7 +367,7 @@ b_cut:
     assert(sCommitted == 0 || rec[sCommitted].status == COMMITTED);
     cut[0] = (fence[0] > rec[sCommitted].cut[0] -> fence[0] : rec[sCommitted].cut[0]);
     cut[1] = (fence[1] > rec[sCommitted].cut[1] -> fence[1] : rec[sCommitted].cut[1]);
-    if                                                       /* code: changedPartitions() */
+    if                                                       /* code: splitCut() */
     :: cut[0] == rec[sCommitted].cut[0] && cut[1] == rec[sCommitted].cut[1] ->
        outcome[e] = R_EMPTY; goto stopped
     :: else -> skip
