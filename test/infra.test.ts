@@ -2,10 +2,9 @@
  * Assertions on the synthesized stack: the Kafka mapping, IAM (least privilege), table, bucket, functions,
  * alarms, schedules, and the validation of settings.
  */
-import { readFileSync } from 'node:fs';
 import { Match } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_KEYS, parsePipelineConfig } from '../infra/config.ts';
+import { parsePipelineConfig } from '../infra/config.ts';
 import { pipelinePropsFromContext } from '../infra/stack.ts';
 import { ENV_NAMES, settingsFromEnv } from '../shared/config/settings.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
@@ -513,38 +512,6 @@ describe('settings validation', () => {
     });
   });
 });
-
-describe("the README's Deploy to AWS section", () => {
-  it('lists every setting with its actual default', () => {
-    const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-    const text = readme.split('\n## Deploy to AWS\n')[1]!.split('\n## ')[0]!;
-    const rows = new Map(
-      [...text.matchAll(/^\| `([A-Za-z]+)`\s*\| ([^|]+?)\s*\|/gm)].map((match) => [
-        match[1]!,
-        match[2]!.trim(),
-      ]),
-    );
-    expect([...rows.keys()].sort()).toEqual([...CONFIG_KEYS].sort());
-    const defaults = parsePipelineConfig({ mskClusterArn: CLUSTER_ARN, topic: 'orders' }) as Record<
-      string,
-      unknown
-    >;
-    const documented: Record<string, string> = {
-      idempotencyKey: 'header:idempotency-key',
-      consumerGroupId: 'eos-<pipelineId>',
-    };
-    for (const key of CONFIG_KEYS) {
-      if (key === 'mskClusterArn' || key === 'topic' || defaults[key] === undefined) continue;
-      expect(rows.get(key), key).toMatch(
-        new RegExp(`^\`${escapeRegExp(documented[key] ?? String(defaults[key]))}\``),
-      );
-    }
-  });
-});
-
-function escapeRegExp(text: string): string {
-  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-}
 
 describe('alarm notifications', () => {
   it('let CloudWatch alarms of this pipeline publish to the SSL-only alarm topic (a topic policy replaces the default)', () => {
