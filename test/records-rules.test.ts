@@ -320,8 +320,9 @@ describe('effects that could not be applied (issue 9.3)', () => {
         /more than 100 fields/,
       ],
       [delta('s', { big: 'v'.repeat(5000) }, {}), /at most 1024 bytes/],
-      [delta('s', {}, { n: Number.NaN }), /finite number/],
-      [delta('s', {}, { n: 1e300 }), /finite number/],
+      [delta('s', {}, { n: Number.NaN }), /must be an integer/],
+      [delta('s', {}, { n: 1e16 }), /must be an integer within/],
+      [delta('s', {}, { n: 0.1 }), /must be an integer/],
       [delta('s', {}, { '': 1 }), /field name must be/],
     ];
     for (const [bad, reason] of cases)
@@ -358,6 +359,29 @@ describe('effects that could not be applied (issue 9.3)', () => {
       ),
     ];
     expect(planChunk(setThenAdd, new Set(), 100).records).toHaveLength(1);
+  });
+
+  it('the chunk planner ends a chunk before a folded sum would leave the safe integers (the client refuses it)', () => {
+    const big = (offset: number) =>
+      evaluateRecord(
+        okWith([delta('s', {}, { n: 9e15 })]),
+        { kind: 'none' },
+        decoded({ partition: 0, offset, value: 'x' }),
+      );
+    expect(big(0).deadLetter).toBeUndefined();
+    expect(planChunk([big(0), big(1)], new Set(), 100).records).toHaveLength(1);
+  });
+
+  it('a numeric json: key beyond 2^53 is dead-lettered: two ids JSON.parse rounds alike must not read as one', () => {
+    const passthrough = transformReturning((record) => {
+      const body = JSON.parse(record.value ?? 'null') as Record<string, unknown>;
+      return { kind: 'ok', rows: [{}], state: [], body };
+    });
+    const id = { kind: 'json', field: 'id' } as const;
+    const of = (value: string) =>
+      evaluateRecord(passthrough, id, decoded({ partition: 0, offset: 0, value }));
+    expectDeadLetter(of('{"id":12345678901234567890}'), /cannot be read exactly/);
+    expect(of('{"id":42}').idempotencyKey).toBe('42');
   });
 
   it('folding never reaches Object.prototype', () => {

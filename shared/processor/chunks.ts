@@ -6,7 +6,7 @@
  * Items of a chunk: 1 fence + 1 staged entry per stream with rows + 1 claim per kept keyed record (unless the
  * claims were written ahead) + 1 per distinct state key. A chunk also ends before its folded state would break
  * one item's update: more than {@link MAX_STATE_FIELDS} fields on one state key, a field both set and added on
- * one key, or state items past {@link TRANSACTION_STATE_BUDGET_BYTES}. Evaluation dead-letters any record whose
+ * one key, a folded sum outside the safe integers, or state items past {@link TRANSACTION_STATE_BUDGET_BYTES}. Evaluation dead-letters any record whose
  * effects alone break these bounds, so every record fits a chunk of its own.
  */
 import { PipelineError } from '../errors.ts';
@@ -26,10 +26,10 @@ export interface Chunk {
   readonly lastOffset: number;
 }
 
-/** Field names folded on one state key so far: set (`fields`) or added (`add`). */
+/** Field names folded on one state key so far: set (`fields`) or added (`add`, with the folded sum). */
 interface FoldedFields {
   readonly set: Set<string>;
-  readonly added: Set<string>;
+  readonly added: Map<string, number>;
 }
 
 class Tally {
@@ -59,20 +59,30 @@ class Tally {
     this.claims += countClaim ? 1 : 0;
     this.stateBytes += bytes;
     for (const delta of record.state) {
-      const folded = this.stateKeys.get(delta.key) ?? { set: new Set<string>(), added: new Set<string>() };
+      const folded = this.stateKeys.get(delta.key) ?? {
+        set: new Set<string>(),
+        added: new Map<string, number>(),
+      };
       for (const name of Object.keys(delta.fields)) folded.set.add(name);
-      for (const name of Object.keys(delta.add)) folded.added.add(name);
+      for (const [name, value] of Object.entries(delta.add))
+        folded.added.set(name, (folded.added.get(name) ?? 0) + value);
       this.stateKeys.set(delta.key, folded);
     }
     return true;
   }
 
   private foldFits(record: EvaluatedRecord): boolean {
-    const trial = new Map<string, { set: Set<string>; added: Set<string> }>();
+    const trial = new Map<string, FoldedFields>();
     for (const delta of record.state) {
       const known = trial.get(delta.key) ?? this.stateKeys.get(delta.key);
       const set = new Set([...(known?.set ?? []), ...Object.keys(delta.fields)]);
-      const added = new Set([...(known?.added ?? []), ...Object.keys(delta.add)]);
+      const added = new Map(known?.added ?? []);
+      for (const [name, value] of Object.entries(delta.add)) {
+        const sum = (added.get(name) ?? 0) + value;
+        // A folded sum the document client cannot marshal would fail the transaction on every retry.
+        if (!Number.isSafeInteger(sum)) return false;
+        added.set(name, sum);
+      }
       if (set.size + added.size > MAX_STATE_FIELDS) return false;
       for (const name of set) if (added.has(name)) return false;
       trial.set(delta.key, { set, added });

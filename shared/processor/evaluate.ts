@@ -58,8 +58,6 @@ export const MAX_STATE_FIELDS = 100;
 export const MAX_FIELD_NAME_BYTES = 255;
 /** Longest descriptive (`fields`) value (UTF-8 bytes). With the two bounds above a state item stays < 150 KB. */
 export const MAX_FIELD_VALUE_BYTES = 1024;
-/** Largest numeric `add` magnitude: far inside DynamoDB's number range even summed over years of records. */
-export const MAX_ADD_MAGNITUDE = 1e30;
 /** Largest output row, as NDJSON with its lineage: a sane bound on what one record may write. */
 export const MAX_ROW_BYTES = 1024 * 1024;
 /**
@@ -174,6 +172,12 @@ function idempotencyKeyOf(
             ? result.body[source.field]
             : undefined;
       if (typeof value !== 'string' && typeof value !== 'number') return { key: undefined };
+      if (typeof value === 'number' && !Number.isSafeInteger(value)) {
+        // JSON.parse rounded it (beyond 2^53) or it is a fraction: two distinct ids could read as one key.
+        return {
+          problem: `json:${source.field} is a number that cannot be read exactly (${value}); send it as a string`,
+        };
+      }
       if (!record.valueIsUtf8) {
         return { problem: `value is not well-formed UTF-8, so json:${source.field} cannot be read exactly` };
       }
@@ -235,12 +239,11 @@ function deltaProblem(delta: StateDelta): string | undefined {
     }
   }
   for (const [name, value] of Object.entries(delta.add)) {
-    if (
-      !Number.isFinite(value) ||
-      Math.abs(value) > MAX_ADD_MAGNITUDE ||
-      (value !== 0 && Math.abs(value) < 1 / MAX_ADD_MAGNITUDE)
-    ) {
-      return `${at}: add "${name}" must be 0 or a finite number of magnitude 1e-30..1e30, got ${value}`;
+    // Integers only, and safe ones: the document client refuses to marshal an unsafe number (a stall), and
+    // floats would make state depend on chunking (folded here in binary doubles, summed by DynamoDB in decimal).
+    // chunks.ts keeps every folded sum safe too.
+    if (!Number.isSafeInteger(value)) {
+      return `${at}: add "${name}" must be an integer within ±(2^53 - 1), got ${value}`;
     }
   }
   return undefined;
