@@ -40,5 +40,5 @@ export function batchEvent(partition: number, from: number, size: number): MskEv
 
 /** Average JSON size of one record's value, for the report. */
 export function recordBytes(): number {
-  return Buffer.from(record(0, 12345).value, 'base64').length;
+  return Buffer.from(record(0, 12345).value ?? '', 'base64').length;
 }
