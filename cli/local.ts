@@ -170,7 +170,7 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
     .addOption(
       new Option(
         '--faults <spec>',
-        'all | none | KIND=RATE,… (kinds: crash, redeliver, zombie, throttle, server-error, conflict, coordinator-crash, poison; see the README)',
+        'all | none | KIND=RATE,… (kinds: crash, redeliver, zombie, throttle, server-error, conflict, coordinator-crash, poison; see docs/local.md)',
       )
         .argParser(faults)
         .default(parseFaultSpec(LOCAL_DEFAULTS.faults), LOCAL_DEFAULTS.faults),

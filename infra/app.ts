@@ -1,6 +1,6 @@
 /**
  * The CDK app (`cdk synth`, `cdk deploy`): `npx cdk deploy -c mskClusterArn=arn:aws:kafka:… -c topic=orders`.
- * Every setting is a context key (see the README, "Deploy to AWS"); the stack name is `-c stackName=…` (default
+ * Every setting is a context key (see docs/configuration.md); the stack name is `-c stackName=…` (default
  * `ExactlyOncePipeline-<pipelineId>`). cdk-nag's AwsSolutions checks run on every synth.
  */
 import { App, Validations } from 'aws-cdk-lib';

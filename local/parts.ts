@@ -63,7 +63,7 @@ function stopProcess(child: ChildProcess): Promise<void> {
   });
 }
 
-async function waitForDynamoDb(endpoint: string, child: ChildProcess, timeoutMs = 30_000): Promise<void> {
+async function waitForDynamoDb(endpoint: string, child: ChildProcess, timeoutMs = 90_000): Promise<void> {
   const client = new DynamoDBClient({
     endpoint,
     region: 'us-east-1',
