@@ -109,7 +109,7 @@ async function verify(scenario, extra) {
     if (spin.status !== 0) throw new Error(`spin -a failed:\n${spin.out}`);
     const cc = await run(
       'cc',
-      ['-O2', '-w', '-DSAFETY', '-DCOLLAPSE', '-DMEMLIM=2048', '-o', 'pan', 'pan.c'],
+      ['-O1', '-w', '-DSAFETY', '-DCOLLAPSE', '-DMEMLIM=2048', '-o', 'pan', 'pan.c'],
       dir,
     );
     if (cc.status !== 0) throw new Error(`cc failed:\n${cc.out}`);
@@ -146,8 +146,14 @@ async function pool(items, jobs, work) {
 async function tryMutation(mutation) {
   for (const scenario of SCENARIOS) {
     const outcome = await verify(scenario, [`-D${mutation.macro}`]);
-    if (outcome.errors > 0) return { ...mutation, caught: true, scenario: scenario.name, ...outcome };
+    if (outcome.errors > 0) {
+      console.log(
+        `  … ${mutation.macro}: counterexample in ${scenario.name} (${outcome.violation ?? 'error'})`,
+      );
+      return { ...mutation, caught: true, scenario: scenario.name, ...outcome };
+    }
   }
+  console.log(`  … ${mutation.macro}: no counterexample in any scenario`);
   return { ...mutation, caught: false };
 }
 
