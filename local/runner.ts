@@ -422,6 +422,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     run.records(),
     transformNamed(options.settings.transform),
     options.settings.idempotencyKey,
+    { maxTransactionItems: options.settings.maxTransactionItems },
   );
   if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
   await run.drain();

@@ -129,7 +129,7 @@ describe('eos local and eos verify on the local parts', () => {
 
     // The export can be checked with nothing but the file system and gunzip.
     const finalDir = join(dir, 'bucket', 'orders', 'final');
-    const manifests = readdirSync(join(finalDir, '_manifests'));
+    const manifests = readdirSync(join(dir, 'bucket', 'orders', '_manifests'));
     expect(manifests.length).toBe(report.verify.manifests);
     const rows = readdirSync(join(finalDir, 'output'), { recursive: true })
       .map(String)
