@@ -73,6 +73,7 @@ import {
   type CheckpointStatus,
   CheckpointStore,
   type CutEntry,
+  CutPagesError,
   isInFlight,
   truncateReason,
 } from '../ledger/checkpoints.ts';
@@ -99,8 +100,9 @@ import {
   Promoter,
   type PromotionLimits,
   planFinalObjects,
+  StagedEntryRejectedError,
 } from '../sink/promoter.ts';
-import { verifyStagedObjects } from '../sink/staged-check.ts';
+import { verifyStagedContents } from '../sink/staged-check.ts';
 import {
   type AbortInput,
   type AbortOutput,
@@ -167,6 +169,9 @@ export interface Coordinator {
 export function createCoordinator(options: CoordinatorOptions): Coordinator {
   return new CheckpointCoordinator(options);
 }
+
+/** Most earlier checkpoints one cleanup catches up on (see catchUpCleanups). */
+const CATCH_UP_LIMIT = 10;
 
 const NOTHING: BeginOutput = { action: 'busy', checkpointId: 0, attempt: 0, shards: [] };
 
@@ -377,7 +382,8 @@ class CheckpointCoordinator implements Coordinator {
     const objects = [];
     for (const cut of await this.store.readCut(record, shard)) {
       const entries = await this.coveredEntries(cut);
-      if (verify) await verifyStagedObjects(this.clients.s3, this.settings.bucket, entries, this.concurrency);
+      if (verify)
+        await verifyStagedContents(this.clients.s3, this.settings.bucket, entries, this.concurrency);
       stagedFiles += entries.length;
       objects.push(...planFinalObjects(this.settings.pipelineId, entries, this.limits));
     }
@@ -394,6 +400,14 @@ class CheckpointCoordinator implements Coordinator {
     const entries: StagedFileEntry[] = [];
     for await (const entry of this.ledger.entries(topic, partition, { above: cut.previous, upTo: cut.cut })) {
       assertStagedEntry(this.settings.pipelineId, entry, { topic, partition });
+      // An entry reaching at or below the previous cut would put offsets an earlier manifest already lists into
+      // this one (review R2-3): the attempt aborts with the reason instead.
+      if (entry.firstOffset <= cut.previous) {
+        throw new StagedEntryRejectedError(
+          entry.key,
+          `its first offset ${entry.firstOffset} is not above ${cut.partition}'s previous committed cut ${cut.previous}`,
+        );
+      }
       entries.push(entry);
     }
     return entries;
@@ -563,21 +577,12 @@ class CheckpointCoordinator implements Coordinator {
 
   async cleanup(input: ShardInput): Promise<ShardOutput> {
     const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTED']);
+    // First, and before this checkpoint deletes the previous cut's pages: earlier checkpoints whose cleanup never
+    // completed (review R2-5) are cleaned up now, from their own cut pages.
+    if (input.shard === 0) await this.catchUpCleanups(record);
     let removed = 0;
-    for (const cut of await this.store.readCut(record, input.shard)) {
-      const { topic, partition: number } = parsePartitionId(cut.partition);
-      const promoted: StagedFileEntry[] = [];
-      // Everything at or below the committed cut is promoted: leftovers of earlier cleanups go too.
-      for await (const entry of this.ledger.entries(topic, number, { above: -1, upTo: cut.cut })) {
-        promoted.push(entry);
-      }
-      await deleteKeys(
-        this.clients.s3,
-        this.settings.bucket,
-        promoted.map((entry) => entry.key),
-      );
-      removed += await this.ledger.deleteEntries(promoted, this.settings.maxTransactionItems);
-    }
+    for (const cut of await this.store.readCut(record, input.shard))
+      removed += await this.cleanPartition(cut);
     if (input.shard === 0) {
       await this.plans.deleteCheckpoint(record.checkpointId);
       // The previous committed cut is superseded by this one (begin reads only the last committed cut).
@@ -585,7 +590,81 @@ class CheckpointCoordinator implements Coordinator {
       // A healthy pipeline never aborts: orphans (crashed attempts, fenced-out zombies) are swept here too (P3).
       await this.sweepOrphans();
     }
+    if (await this.store.markShardCleaned(record.checkpointId, record.attempt, input.shard)) {
+      // Every shard is done: the mark moves here only from the checkpoint before (else the catch-up moves it).
+      await this.store.writeCleanedMark(record.checkpointId - 1, record.checkpointId, this.clock.now());
+    }
     return { shard: input.shard, count: removed };
+  }
+
+  /**
+   * Everything at or below a partition's committed cut is promoted: its staged objects and entries go (leftovers of
+   * earlier cleanups too). Only a key that is the staged key of exactly its entry is deleted (review R2-9): an
+   * entry naming anything else (a manifest, a final object, another partition's object) is processor-written and
+   * untrusted, so only its ledger item is deleted, with a log line.
+   */
+  private async cleanPartition(cut: CutEntry): Promise<number> {
+    const { topic, partition } = parsePartitionId(cut.partition);
+    const promoted: StagedFileEntry[] = [];
+    for await (const entry of this.ledger.entries(topic, partition, { above: -1, upTo: cut.cut })) {
+      promoted.push(entry);
+    }
+    const deletable = promoted.filter((entry) => {
+      try {
+        assertStagedEntry(this.settings.pipelineId, entry, { topic, partition });
+        return true;
+      } catch (error) {
+        if (!(error instanceof StagedEntryRejectedError)) throw error;
+        this.log.error('cleanup: a staged entry names no staged object of its own; deleting only the entry', {
+          partition: cut.partition,
+          lastOffset: entry.lastOffset,
+          stream: entry.stream,
+          key: entry.key,
+        });
+        return false;
+      }
+    });
+    await deleteKeys(
+      this.clients.s3,
+      this.settings.bucket,
+      deletable.map((entry) => entry.key),
+    );
+    return this.ledger.deleteEntries(promoted, this.settings.maxTransactionItems);
+  }
+
+  /**
+   * Cleans up the committed checkpoints between the cleaned-up mark and `record` whose cleanup never completed (an
+   * execution cut off after COMMITTED, or a failed cleanup, which the definition routes to Committed): their
+   * partitions up to their cuts, their working objects and the cut pages they superseded. At most
+   * {@link CATCH_UP_LIMIT} per cleanup; the mark moves after each, so the next cleanup continues from there.
+   */
+  private async catchUpCleanups(record: CheckpointRecord): Promise<void> {
+    let mark = await this.store.readCleanedMark();
+    const last = Math.min(record.checkpointId - 1, mark + CATCH_UP_LIMIT);
+    for (let id = mark + 1; id <= last; id++) {
+      const earlier = await this.store.readRecord(id);
+      if (earlier?.status !== 'COMMITTED') return;
+      if ((earlier.cleanedShards?.size ?? 0) < earlier.shardCount) {
+        this.log.error('catching up on the cleanup of an earlier checkpoint that never completed', {
+          checkpointId: id,
+          by: record.checkpointId,
+        });
+        if (typeof earlier.cutId === 'string' && earlier.cutId !== '') {
+          try {
+            for (const shard of shardList(earlier.shardCount))
+              for (const cut of await this.store.readCut(earlier, shard)) await this.cleanPartition(cut);
+          } catch (error) {
+            // Its pages are gone (a pipeline older than the mark): nothing to walk; later cuts cover its partitions
+            // whenever they move again.
+            if (!(error instanceof CutPagesError)) throw error;
+          }
+        }
+        await this.plans.deleteCheckpoint(id);
+        await this.store.deleteCut(earlier.previousCutId);
+      }
+      if (!(await this.store.writeCleanedMark(mark, id, this.clock.now()))) return;
+      mark = id;
+    }
   }
 
   /** Deletes staged objects no ledger entry references, older than the grace period (P3). */

@@ -141,6 +141,8 @@ export interface CheckpointRecord {
   readonly shardCount: number;
   /** Shards whose prepare voted yes for this attempt. */
   readonly votes?: ReadonlySet<number>;
+  /** Shards whose cleanup finished once this checkpoint COMMITTED (review R2-5: a cleanup that never ran is caught up). */
+  readonly cleanedShards?: ReadonlySet<number>;
   /** Per shard (as a string), the hex SHA-256 of the plan that shard's yes vote is for (issue 17). */
   readonly planDigests?: Readonly<Record<string, string>>;
   readonly begunAt: number;
@@ -366,6 +368,73 @@ export class CheckpointStore {
       }
     });
     return found.length;
+  }
+
+  /**
+   * The cleaned-up mark: every checkpoint up to it had its cleanup complete (0 = none known). Cleanup catches up
+   * on the committed checkpoints after it whose cleanup never completed, so nothing they leave grows forever (L3).
+   */
+  async readCleanedMark(): Promise<number> {
+    const item = await this.get(keys.cleanedMark(this.pipeline), 'readCleanedMark');
+    return Number.isSafeInteger(item?.upTo) ? (item?.upTo as number) : 0;
+  }
+
+  /** Moves the cleaned-up mark from `expected` to `upTo` (conditioned, so it only moves forward by one step's
+   * knowledge); false when it was not `expected` any more. */
+  async writeCleanedMark(expected: number, upTo: number, now: number): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...keys.cleanedMark(this.pipeline), upTo, updatedAt: now },
+          ConditionExpression:
+            expected === 0 ? 'attribute_not_exists(pk) OR upTo = :expected' : 'upTo = :expected',
+          ExpressionAttributeValues: { ':expected': expected },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      return rethrowClassified('dynamodb:PutItem(cleaned-up mark)', error);
+    }
+  }
+
+  /**
+   * Records that shard `shard`'s cleanup of a COMMITTED checkpoint finished (a set: idempotent); true when every
+   * shard's has.
+   */
+  async markShardCleaned(checkpointId: number, attempt: number, shard: number): Promise<boolean> {
+    try {
+      const result = await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: keys.checkpoint(this.pipeline, checkpointId),
+          ConditionExpression: 'attempt = :attempt AND #status = :committed',
+          UpdateExpression: 'ADD cleanedShards :shard',
+          ExpressionAttributeNames: { '#status': 'status' },
+          ExpressionAttributeValues: {
+            ':attempt': attempt,
+            ':committed': 'COMMITTED',
+            ':shard': new Set([shard]),
+          },
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      const record = result.Attributes as CheckpointRecord | undefined;
+      return (record?.cleanedShards?.size ?? 0) >= (record?.shardCount ?? Number.POSITIVE_INFINITY);
+    } catch (error) {
+      if (isConditionFailure(error)) {
+        throw new CheckpointConflictError(
+          checkpointId,
+          attempt,
+          `shard ${shard} cleaned up, but the attempt is not COMMITTED`,
+          {
+            cause: error,
+          },
+        );
+      }
+      return rethrowClassified('dynamodb:UpdateItem(cleaned shard)', error);
+    }
   }
 
   /** The orphan sweep's continuation mark: the last staged key it examined ('' = start from the lowest key). */

@@ -14,6 +14,7 @@
  * | checkpoint head   | `<pl>#CHECKPOINT`                       | `HEAD`                              |
  * | checkpoint N      | `<pl>#CHECKPOINT`                       | `<N, 12 digits>`                    |
  * | orphan sweep mark | `<pl>#CHECKPOINT`                       | `SWEEP`                             |
+ * | cleaned-up mark   | `<pl>#CHECKPOINT`                       | `CLEANED`                           |
  * | cut page          | `<pl>#CHECKPOINT#CUT#<cutId>`           | `C#<shard, 2>#<page, 6>` / `U#<page, 6>` |
  *
  * Who writes what (the stack's IAM scopes each role to these leading keys; see `infra/`):
@@ -98,6 +99,8 @@ export const keys = {
   }),
   /** The orphan sweep's continuation mark (coordinator-owned). */
   sweepMark: (pipeline: string): ItemKey => ({ pk: `${pipeline}#CHECKPOINT`, sk: 'SWEEP' }),
+  /** The last checkpoint whose cleanup, and every earlier one's, is known complete (coordinator-owned). */
+  cleanedMark: (pipeline: string): ItemKey => ({ pk: `${pipeline}#CHECKPOINT`, sk: 'CLEANED' }),
   cutPagesPk: (pipeline: string, cutId: string): string => `${pipeline}#CHECKPOINT#CUT#${cutId}`,
   /** A page of the partitions whose cut moved, dealt to `shard`. */
   changedCutPage: (pipeline: string, cutId: string, shard: number, page: number): ItemKey => ({

@@ -10,12 +10,13 @@
  * as above, so the verdict is the same as one HeadObject per object.
  */
 import { createHash } from 'node:crypto';
+import { gunzipSync } from 'node:zlib';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { getBytes, headObject, listObjects, mapLimit } from './objects.ts';
 
-export const STAGED_DEFECTS = ['missing', 'size', 'checksum'] as const;
+export const STAGED_DEFECTS = ['missing', 'size', 'checksum', 'encoding', 'count'] as const;
 export type StagedDefect = (typeof STAGED_DEFECTS)[number];
 
 /** A covered staged object failed verification: the checkpoint aborts and names it. */
@@ -125,4 +126,84 @@ export async function verifyStagedObjects(
 /** A key that sorts just before `key`, for ListObjectsV2's StartAfter. */
 function keyBefore(key: string): string {
   return key.slice(0, -1);
+}
+
+/**
+ * Prepare's full check of the covered staged objects (C3, review R2): each object is read and must have the
+ * recorded size and SHA-256 (the checksum promote checks, so a yes vote never leads to a promote that cannot
+ * finish), decode as NDJSON (gzip per the entry, every gzip byte consumed: trailing bytes would be ignored alone
+ * but would swallow the next member once promote concatenates them), end with a newline (concatenation must not
+ * join two lines) and hold exactly `recordCount` rows (the count the plan and then the manifest carry, which the
+ * committed reader checks). Any failure throws {@link StagedObjectInvalidError} naming the object, before the
+ * vote: the attempt aborts with the reason instead of publishing a manifest the reader refuses forever (C7).
+ * At most `concurrency` objects are in memory at once.
+ */
+export async function verifyStagedContents(
+  s3: S3Client,
+  bucket: string,
+  entries: readonly StagedFileEntry[],
+  concurrency = 8,
+): Promise<void> {
+  await mapLimit(entries, concurrency, async (entry) => {
+    const body = await getBytes(s3, bucket, entry.key);
+    if (!body) throw new StagedObjectInvalidError(bucket, entry.key, 'missing', 'the object does not exist');
+    if (body.length !== entry.bytes) {
+      throw new StagedObjectInvalidError(
+        bucket,
+        entry.key,
+        'size',
+        `recorded ${entry.bytes} bytes, found ${body.length}`,
+      );
+    }
+    const sha256 = createHash('sha256').update(body).digest('hex');
+    if (sha256 !== entry.sha256) {
+      throw new StagedObjectInvalidError(
+        bucket,
+        entry.key,
+        'checksum',
+        `recorded SHA-256 ${entry.sha256}, found ${sha256}`,
+      );
+    }
+    const rows = countNdjsonRows(body, entry.gzip);
+    if (typeof rows === 'string') throw new StagedObjectInvalidError(bucket, entry.key, 'encoding', rows);
+    if (rows !== entry.recordCount) {
+      throw new StagedObjectInvalidError(
+        bucket,
+        entry.key,
+        'count',
+        `holds ${rows} rows, its entry says ${entry.recordCount}`,
+      );
+    }
+  });
+}
+
+/** The rows of one staged object as the committed reader will count them, or why it cannot be read. */
+function countNdjsonRows(body: Buffer, gzip: boolean): number | string {
+  let text: string;
+  if (gzip) {
+    let result: { buffer: Buffer; engine: { bytesWritten: number } };
+    try {
+      result = gunzipSync(body, { info: true }) as unknown as typeof result;
+    } catch (error) {
+      return `not gzip: ${error instanceof Error ? error.message : String(error)}`;
+    }
+    if (result.engine.bytesWritten !== body.length) {
+      return `${body.length - result.engine.bytesWritten} bytes follow the gzip data`;
+    }
+    text = result.buffer.toString('utf8');
+  } else {
+    text = body.toString('utf8');
+  }
+  if (text.length > 0 && !text.endsWith('\n')) return 'the last row does not end with a newline';
+  let rows = 0;
+  for (const line of text.split('\n')) {
+    if (line.length === 0) continue;
+    try {
+      JSON.parse(line);
+    } catch {
+      return `row ${rows + 1} is not JSON`;
+    }
+    rows++;
+  }
+  return rows;
 }
