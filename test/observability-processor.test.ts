@@ -4,9 +4,11 @@
  * batch's correlation id.
  */
 
+import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Context } from 'aws-lambda';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
 import { ENV_NAMES } from '../shared/config/settings.ts';
+import { keys } from '../shared/ledger/layout.ts';
 import { METRIC } from '../shared/observability/names.ts';
 import { freshResources, uniqueName } from './support/aws.ts';
 import { lambdaContext } from './support/lambda-context.ts';
@@ -15,9 +17,10 @@ import { mskEvent, order, orderRecords } from './support/msk.ts';
 type Handler = (event: unknown, context: Context) => Promise<unknown>;
 let handler: Handler;
 let pipeline: string;
+let resources: Awaited<ReturnType<typeof freshResources>>;
 
 beforeAll(async () => {
-  const resources = await freshResources('obs-proc');
+  resources = await freshResources('obs-proc');
   pipeline = uniqueName('obs');
   vi.stubEnv(ENV_NAMES.ledgerTable, resources.table);
   vi.stubEnv(ENV_NAMES.bucket, resources.bucket);
@@ -100,7 +103,11 @@ describe('the processor handler', () => {
       headers: { 'idempotency-key': 'p1-o0' },
     };
     await handler(mskEvent([forged]), context);
-    await expect(handler(mskEvent(orderRecords(1, 0, 4)), context)).rejects.toThrow(/went backwards/);
+    // Another generation's records at offsets 0..3 (a recreated topic): 0 is a remembered batch start, with
+    // another record there now.
+    await expect(handler(mskEvent(orderRecords(1, 0, 4, 'recreated')), context)).rejects.toThrow(
+      /went backwards/,
+    );
     await expect(handler({ eventSource: 'aws:kafka', records: 'none' }, context)).rejects.toThrow();
 
     const blobs = jsonLines().filter((line) => '_aws' in line);
@@ -135,6 +142,24 @@ describe('the processor handler', () => {
     ).toMatchObject({
       idempotencyKey: 'p1-o0',
       claimant: 'orders#1#0',
+    });
+  });
+
+  it('emits PartitionsStopped (not OffsetsWentBackwards) when a partition stops for a malformed fence', async () => {
+    // A fence no staging transaction wrote (a staged offset that is not an offset): the partition stops, loudly.
+    await DynamoDBDocumentClient.from(resources.clients.dynamodb).send(
+      new PutCommand({
+        TableName: resources.table,
+        Item: { ...keys.fence(pipeline, 'orders', 7), stagedOffset: 1.5, updatedAt: 1 },
+      }),
+    );
+    await expect(handler(mskEvent(orderRecords(7, 0, 2)), context)).rejects.toThrow(/staged offset/);
+    const blobs = jsonLines().filter((line) => '_aws' in line);
+    expect(blobs).toHaveLength(1);
+    expect(blobs[0]).toMatchObject({ [METRIC.partitionsStopped]: 1 });
+    expect(blobs[0]).not.toHaveProperty(METRIC.offsetsWentBackwards);
+    expect(jsonLines().find((line) => line.message === 'partition stopped: structural error')).toMatchObject({
+      level: 'ERROR',
     });
   });
 });

@@ -18,6 +18,7 @@ import {
   TransientAwsError,
 } from '../shared/errors.ts';
 import { keys } from '../shared/ledger/layout.ts';
+import { RELEASED } from '../shared/ledger/staging-ledger.ts';
 import {
   createProcessor,
   type FenceJump,
@@ -259,7 +260,10 @@ describe('L2 offsets that go backwards stop the partition loudly', () => {
 
   it('judgeBatch: the rule table of the module doc', () => {
     const p = (offset: number, digest = `d${offset}`) => ({ offset, digest, timestamp: offset });
-    const fence = { stagedOffset: 20, identity: { fenceRecord: p(20), batchStart: p(10) } };
+    const fence = {
+      stagedOffset: 20,
+      identity: { fenceRecord: p(20), batchStart: p(10), recentStarts: [p(10)] },
+    };
     const range = (from: number, to: number, digest?: string) =>
       Array.from({ length: to - from + 1 }, (_, i) => p(from + i, digest && `${digest}${from + i}`));
     expect(judgeBatch(range(21, 30), fence, 1e6, 'start')).toEqual({ kind: 'new' });
@@ -276,6 +280,23 @@ describe('L2 offsets that go backwards stop the partition loudly', () => {
     expect(judgeBatch(range(12, 15), { stagedOffset: 20, identity: undefined }, 10, 'start')).toEqual({
       kind: 'redelivery',
     });
+  });
+
+  it('judgeBatch: a batch starting at a remembered earlier batch start is a redelivery with the same record there, backwards with another', () => {
+    const p = (offset: number, digest = `d${offset}`) => ({ offset, digest, timestamp: offset });
+    const fence = {
+      stagedOffset: 29,
+      identity: { fenceRecord: p(29), batchStart: p(20), recentStarts: [p(0), p(10), p(20)] },
+    };
+    const range = (from: number, to: number, digest?: string) =>
+      Array.from({ length: to - from + 1 }, (_, i) => p(from + i, digest && `${digest}${from + i}`));
+    // Two and three batches back, same records: redelivery (rule 4 alone would say backwards).
+    expect(judgeBatch(range(10, 19), fence, 1e6, 'start')).toEqual({ kind: 'redelivery' });
+    expect(judgeBatch(range(0, 9), fence, 1e6, 'start')).toEqual({ kind: 'redelivery' });
+    // The same offsets with other records: another generation.
+    expect(judgeBatch(range(10, 19, 'x'), fence, 1e6, 'start').kind).toBe('backwards');
+    // Not a remembered start and below B: still backwards.
+    expect(judgeBatch(range(5, 9), fence, 1e6, 'start').kind).toBe('backwards');
   });
 });
 
@@ -397,6 +418,16 @@ const growing: Transform = {
   },
 };
 
+/** The pipeline's claim items as stored, by idempotency key. */
+async function claimItems(pipeline: string): Promise<Map<string, Record<string, unknown>>> {
+  const items = await scanPipeline(res.clients, res.table, pipeline);
+  return new Map(
+    items
+      .filter((item) => String(item.pk).includes('#CLAIM#'))
+      .map((item) => [String(item.idempotencyKey), item]),
+  );
+}
+
 describe('structural limits and claims ahead of a batch that fails for good (issue 9.3)', () => {
   it('a state item grown past 400 KB over many records is a named structural error naming the partition and item, not a transient retry', async () => {
     const settings = settingsFor({ idempotencyKey: 'none' });
@@ -438,11 +469,16 @@ describe('structural limits and claims ahead of a batch that fails for good (iss
     await expect(processor.processEvent(mskEvent([keyed(0, 4, 'K'), keyed(0, 5, 'L')]))).rejects.toThrow(
       ItemLimitExceededError,
     );
-    const ledger = await ledgerView(res.clients, res.table, settings.pipelineId);
-    // The staged records keep their claims; the failed batch's claims (written ahead) are gone.
-    expect(ledger.claims).toEqual({ a: 'orders#0#0', b: 'orders#0#1', c: 'orders#0#2', d: 'orders#0#3' });
-    const elsewhere = await processor.processEvent(mskEvent([keyed(1, 0, 'K')]));
-    expect(elsewhere.partitions[0]).toMatchObject({ stagedRows: 1, duplicatesByKey: 0 });
+    // The staged records keep their claims; the failed batch's claims (written ahead) are released: marked
+    // expired (the processor role has no DeleteItem), so the next record with their key takes them over.
+    const claims = await claimItems(settings.pipelineId);
+    expect(claims.get('a')).toMatchObject({ claimant: 'orders#0#0', expiresAt: expect.any(Number) });
+    expect(claims.get('a')?.expiresAt).toBeGreaterThan(Date.now() / 1000);
+    expect(claims.get('K')).toMatchObject({ claimant: 'orders#0#4', expiresAt: RELEASED });
+    expect(claims.get('K')).not.toHaveProperty('holders');
+    const elsewhere = await processor.processEvent(mskEvent([keyed(1, 0, 'K'), keyed(1, 1, 'a')]));
+    expect(elsewhere.partitions[0]).toMatchObject({ stagedRows: 1, duplicatesByKey: 1 });
+    expect((await claimItems(settings.pipelineId)).get('K')).toMatchObject({ claimant: 'orders#1#0' });
   });
 
   it('a transient failure after claims ahead keeps them: the retry reuses them', async () => {

@@ -278,7 +278,7 @@ describe('processor', () => {
     expect(rows.map((r) => r.row.source)).toEqual([{ topic: 'orders', partition: 0, offset: 0 }]);
   });
 
-  it('steady state with idempotency keys written ahead: one small transaction per batch, claims as parallel puts', async () => {
+  it('steady state with idempotency keys written ahead: one small transaction per batch, claims as parallel conditional updates', async () => {
     const settings = settingsFor();
     const clients = createAwsClients();
     const calls = new CallCounter().attach(clients);
@@ -286,10 +286,11 @@ describe('processor', () => {
     await processor.processEvent(mskEvent(orderRecords(0, 0, 50)));
     calls.reset();
     await processor.processEvent(mskEvent(orderRecords(0, 50, 150)));
-    // The fence is read fresh before claims go ahead (a stale cached fence must not claim anything).
+    // The fence is read fresh before claims go ahead (a stale cached fence must not claim anything). A claim is an
+    // UpdateItem: it adds this attempt to the claim's holders (a release removes only its own attempt).
     expect(calls.snapshot()).toEqual({
       'dynamodb:GetItem': 1,
-      'dynamodb:PutItem': 150,
+      'dynamodb:UpdateItem': 150,
       'dynamodb:TransactWriteItems': 1,
       's3:PutObject': 1,
     });

@@ -2,15 +2,18 @@
  * Review R1 (processor): adversarial interleavings against DynamoDB Local and the S3 server. Each test asserts what
  * DESIGN.md / issues 9 and 17 require; a failing test is a finding (see the review report).
  */
+
+import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { PROCESSOR_DYNAMODB_ACTIONS } from '../infra/exactly-once-pipeline.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
+import { InjectedCrashError, ItemLimitExceededError } from '../shared/errors.ts';
+import { keys } from '../shared/ledger/layout.ts';
 import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
 import type { Transform } from '../shared/transforms/types.ts';
-import { PROCESSOR_DYNAMODB_ACTIONS } from '../infra/exactly-once-pipeline.ts';
-import { type Call, recordCalls } from './support/iam.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { type Call, recordCalls } from './support/iam.ts';
 import { ledgerView, stagedRows } from './support/ledger.ts';
 import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
 
@@ -244,10 +247,12 @@ describe('R1: transaction aggregate size (4 MB) counts whole items, not deltas (
     await processor.processEvent(
       mskEvent(Array.from({ length: 45 }, (_, i) => ({ partition: 0, offset: i, value: `fill:${i}` }))),
     );
-    const outcome = await processor.processEvent(mskEvent([{ partition: 0, offset: 45, value: 'touch' }])).then(
-      (report) => report.partitions[0],
-      (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
-    );
+    const outcome = await processor
+      .processEvent(mskEvent([{ partition: 0, offset: 45, value: 'touch' }]))
+      .then(
+        (report) => report.partitions[0],
+        (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
+      );
     expect(outcome).toMatchObject({ stagedOffset: 45 });
   });
 });
@@ -281,7 +286,7 @@ describe('R1: exact keys (issue 17.2 "keys are compared as the exact bytes recei
     },
   };
 
-  it('two numeric json ids that differ beyond 2^53 are two keys: both records are output, neither is a conflict', async () => {
+  it('two numeric json ids that differ beyond 2^53 are never taken for one key: neither is a conflict or a duplicate (each is dead-lettered as an inexact key)', async () => {
     const settings = settingsFor({ idempotencyKey: 'json:id' });
     const processor = processorFor(settings, { transform: passthrough });
     const report = await processor.processEvent(
@@ -290,10 +295,18 @@ describe('R1: exact keys (issue 17.2 "keys are compared as the exact bytes recei
         { partition: 1, offset: 0, value: '{"id":12345678901234567891,"v":2}' },
       ]),
     );
-    const totals = report.partitions.map((p) => [p.stagedRows, p.keyConflicts, p.duplicatesByKey]);
+    // Changed after the fix (fixer F1): H1 took the review's second remedy — a numeric key beyond 2^53 (which
+    // JSON.parse has already rounded, so its exact digits are gone) is a key problem, dead-lettered — rather than
+    // reading the raw JSON text. Either way neither record may be dropped or dead-lettered as the other's conflict.
+    const totals = report.partitions.map((p) => [
+      p.stagedRows,
+      p.deadLettered,
+      p.keyConflicts,
+      p.duplicatesByKey,
+    ]);
     expect(totals).toEqual([
-      [1, 0, 0],
-      [1, 0, 0],
+      [0, 1, 0, 0],
+      [0, 1, 0, 0],
     ]);
   });
 });
@@ -301,13 +314,13 @@ describe('R1: exact keys (issue 17.2 "keys are compared as the exact bytes recei
 describe('R1: the claim release (issue 9.3) against the processor role the stack grants', () => {
   it('every DynamoDB action of a batch that fails deterministically after claims ahead (and releases them) is one the processor role has', async () => {
     const settings = settingsFor(); // claims ahead, header keys
+    // Changed after review (fixer F1): the original failure (a field set as text, then added to) is now a dead
+    // letter, not a failure, so it no longer reaches the release. A state item grown to just under DynamoDB's
+    // 400 KB limit outside this batch makes the next SET refused for good (ItemLimitExceededError) instead.
     const transform: Transform = {
-      name: 'set-then-add',
+      name: 'note-per-partition',
       apply(record) {
-        const state =
-          record.offset === 0
-            ? [{ key: 'customer', fields: { total: 'n/a' }, add: {} }]
-            : [{ key: 'customer', fields: {}, add: { total: 1 } }];
+        const state = [{ key: `customer-${record.partition}`, fields: { note: 'n'.repeat(1000) }, add: {} }];
         return { kind: 'ok', rows: [{ offset: record.offset }], state };
       },
     };
@@ -316,15 +329,32 @@ describe('R1: the claim release (issue 9.3) against the processor role the stack
     recordCalls(clients, (found) => calls.push(...found));
     const processor = createProcessor({ settings, clients, transform });
     await processor.processEvent(mskEvent([{ ...keyed(0, 0, 'A'), value: 'x' }]));
-    // The next record's transaction fails for good (a deterministic ValidationException): its claim written
-    // ahead is released, by a transaction of a ConditionCheck on the fence and a Delete of the claim.
-    await expect(processor.processEvent(mskEvent([{ ...keyed(0, 1, 'B'), value: 'x' }]))).rejects.toThrow();
+    await DynamoDBDocumentClient.from(res.clients.dynamodb).send(
+      new PutCommand({
+        TableName: res.table,
+        Item: {
+          ...keys.state(settings.pipelineId, 'customer-0'),
+          stateKey: 'customer-0',
+          blob: 'b'.repeat(409_000),
+        },
+      }),
+    );
+    // The next record's transaction is refused for good: its claim written ahead is released.
+    await expect(processor.processEvent(mskEvent([{ ...keyed(0, 1, 'B'), value: 'x' }]))).rejects.toThrow(
+      ItemLimitExceededError,
+    );
     const actions = [...new Set(calls.filter((c) => c.action.startsWith('dynamodb:')).map((c) => c.action))];
-    const ledger = await ledgerView(res.clients, res.table, settings.pipelineId);
-    // Released on DynamoDB Local (no IAM here) ...
-    expect(ledger.claims).toEqual({ A: 'orders#0#0' });
-    // ... but in AWS the role lacks DeleteItem and ConditionCheckItem: the release gets AccessDenied, which
-    // releaseAfter swallows, and the claim outlives the failed batch (the very thing issue 9.3 forbids).
+    expect(actions).toContain('dynamodb:UpdateItem'); // the claims ahead and the release
+    // Released: a record with key B elsewhere is staged (not dropped as a duplicate); one with key A is dropped.
+    const elsewhere = await processorFor(settings, { transform }).processEvent(
+      mskEvent([
+        { ...keyed(1, 0, 'B'), value: 'x' },
+        { ...keyed(1, 1, 'A'), value: 'x' },
+      ]),
+    );
+    expect(elsewhere.partitions[0]).toMatchObject({ stagedRows: 1, duplicatesByKey: 1, keyConflicts: 0 });
+    // ... with only actions the processor role has (in AWS an AccessDenied release would be swallowed and the
+    // claim would outlive the failed batch: the very thing issue 9.3 forbids).
     expect(actions.filter((action) => !PROCESSOR_DYNAMODB_ACTIONS.includes(action))).toEqual([]);
   });
 });

@@ -26,6 +26,18 @@ const TRANSIENT_NAMES = new Set([
   'ECONNREFUSED',
   'EPIPE',
   'ETIMEDOUT',
+  // Network failures below HTTP (DNS, routing, an aborted socket): the request may not have reached DynamoDB, or
+  // may have been applied; either way a retry of the whole batch is what resolves it, never a release or a stop.
+  'EAI_AGAIN',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENETDOWN',
+  'EHOSTDOWN',
+  'ECONNABORTED',
+  'ESOCKETTIMEDOUT',
+  'NetworkingError',
+  'AbortError',
 ]);
 
 interface AwsLikeError {

@@ -26,6 +26,28 @@ export interface FenceIdentity {
    * batch starts (its committed offset), so no redelivery starts below it.
    */
   readonly batchStart: RecordFingerprint;
+  /**
+   * The first records of the last {@link RECENT_STARTS} distinct batches staged (oldest first, `batchStart`
+   * last): where a mapping that lost the offset commits of several acknowledged batches may restart. A batch
+   * starting at one of them with the same fingerprint is a redelivery; with another, another generation. Empty
+   * for fences written before the ring existed.
+   */
+  readonly recentStarts: readonly RecordFingerprint[];
+}
+
+/**
+ * How many batch starts a fence remembers. Bounded by construction (the processor keeps the last k): with a
+ * fingerprint of ~120 bytes (offset, 64-character digest, timestamp) the ring adds under 1 KB to the fence item.
+ * A rewind deeper than k acknowledged batches is judged without it (rule 4: a false, loud stop).
+ */
+export const RECENT_STARTS = 8;
+
+/** `starts` with `start` appended (replacing an entry at the same offset), keeping the last {@link RECENT_STARTS}. */
+export function withStart(
+  starts: readonly RecordFingerprint[],
+  start: RecordFingerprint,
+): RecordFingerprint[] {
+  return [...starts.filter((s) => s.offset !== start.offset), start].slice(-RECENT_STARTS);
 }
 
 /**

@@ -14,17 +14,18 @@
  * A transaction DynamoDB refuses for a limit (an item over 400 KB: `ValidationError`/`ValidationException`) is
  * structural, not transient: {@link ItemLimitExceededError} names the partition and the refused item.
  *
- * Claims written ahead that belong to a batch which then fails deterministically are released
- * ({@link StagingLedger.releaseClaims}): deleted only while the fence still shows their records unstaged and only
- * if they still name exactly their record (claimant and digest).
+ * Claims written ahead list the attempts that created or confirmed them (`holders`). Claims of a batch that then
+ * fails deterministically are released by their attempt ({@link StagingLedger.releaseClaims}): the attempt leaves
+ * `holders`, and a claim left without holders is marked expired — never deleted, so the processor needs no
+ * DeleteItem or ConditionCheckItem, and never while another attempt of the same batch relies on it.
  */
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   type DynamoDBDocumentClient,
   GetCommand,
-  PutCommand,
   TransactWriteCommand,
+  UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, isLimitExceeded, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
@@ -36,7 +37,13 @@ import {
 } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
 import { keys } from './layout.ts';
-import type { ClaimItem, FenceIdentity, RecordFingerprint, StagedFileEntry } from './records.ts';
+import {
+  type ClaimItem,
+  type FenceIdentity,
+  RECENT_STARTS,
+  type RecordFingerprint,
+  type StagedFileEntry,
+} from './records.ts';
 
 /** The fence is not at the value this invocation started from: someone else staged (P2). */
 export class FenceMovedError extends PipelineError {
@@ -62,6 +69,25 @@ export class ClaimsTakenError extends PipelineError {
     super(`idempotency keys already claimed: ${holders.map((h) => h.idempotencyKey).join(', ')}`);
   }
 }
+
+/**
+ * DynamoDB refused an ADD because the state field it adds to holds something other than a number (a field set as
+ * text by an earlier record, in an earlier chunk or batch). `stateKeys` are the state keys that may hold it: the
+ * refused items when DynamoDB names them, else every state key of the transaction. Deterministic: the processor
+ * dead-letters the records whose adds meet a non-number (see `StagingLedger.readState`) and stages the rest.
+ */
+export class StateTypeConflictError extends PipelineError {
+  constructor(
+    readonly stateKeys: readonly string[],
+    detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`state ADD to a field that is not a number (${stateKeys.join(', ')}): ${detail}`, options);
+  }
+}
+
+/** DynamoDB's words for an ADD (or another operand) meeting an attribute of the wrong type. */
+const WRONG_TYPE = /incorrect (operand|data) type|operand type/i;
 
 /** A partition's fence as read: the staged offset and, when the fence carries it, its identity. */
 export interface FenceState {
@@ -101,11 +127,8 @@ export interface ClaimsAhead {
   readonly held: ClaimItem[];
 }
 
-/** What {@link StagingLedger.releaseClaims} did. */
-export type ReleaseOutcome =
-  | { readonly kind: 'released'; readonly deleted: number }
-  /** The fence is no longer at the value given: some of the records may be staged now; nothing was deleted. */
-  | { readonly kind: 'fence-moved' };
+/** `expiresAt` of a released claim: expired for every reader, so the next record with its key takes it over. */
+export const RELEASED = 0;
 
 /** An attribute of an item returned with a failed condition, plain (document client) or DynamoDB-typed. */
 function attributeOf(item: unknown, name: string): string | number | undefined {
@@ -142,10 +165,15 @@ function isFingerprint(value: unknown): value is RecordFingerprint {
  * written before identities; a fence whose record fingerprint is not at its staged offset is malformed too).
  */
 function identityOf(item: Record<string, unknown>, stagedOffset: number): FenceIdentity | undefined {
-  const { fenceRecord, batchStart } = item;
+  const { fenceRecord, batchStart, recentStarts } = item;
   if (!isFingerprint(fenceRecord) || !isFingerprint(batchStart)) return undefined;
   if (fenceRecord.offset !== stagedOffset || batchStart.offset > stagedOffset) return undefined;
-  return { fenceRecord, batchStart };
+  // The ring is advisory (it only turns a false stop into a proven redelivery): a malformed one counts as absent,
+  // and only well-formed starts at or below the fence are kept, at most RECENT_STARTS of them.
+  const starts = Array.isArray(recentStarts)
+    ? recentStarts.filter((s): s is RecordFingerprint => isFingerprint(s) && s.offset <= stagedOffset)
+    : [];
+  return { fenceRecord, batchStart, recentStarts: starts.slice(-RECENT_STARTS) };
 }
 
 /**
@@ -207,8 +235,23 @@ export class StagingLedger {
   }
 
   /**
+   * A keyed-state item as stored (strongly consistent), or undefined: read only after a
+   * {@link StateTypeConflictError}, to find which added fields hold something other than a number.
+   */
+  async readState(pipeline: string, stateKey: string): Promise<Record<string, unknown> | undefined> {
+    try {
+      const { Item } = await this.doc.send(
+        new GetCommand({ TableName: this.table, Key: keys.state(pipeline, stateKey), ConsistentRead: true }),
+      );
+      return Item;
+    } catch (error) {
+      this.rethrow('dynamodb:GetItem', error);
+    }
+  }
+
+  /**
    * Applies a chunk's effects atomically, or throws {@link FenceMovedError} / {@link ClaimsTakenError} /
-   * {@link ItemLimitExceededError}.
+   * {@link StateTypeConflictError} / {@link ItemLimitExceededError}.
    */
   async stage(txn: StagingTransaction): Promise<void> {
     const items = [this.fenceItem(txn), ...txn.entries.map((e) => this.entryItem(txn, e))];
@@ -226,6 +269,15 @@ export class StagingLedger {
     } catch (error) {
       const reasons = cancellationReasons(error);
       if (reasons) this.explainCancellation(txn, reasons, claimsStart, labels, error);
+      const { name, message } = error as { name?: string; message?: string };
+      if (name === 'ValidationException' && WRONG_TYPE.test(message ?? '')) {
+        // DynamoDB Local answers a whole transaction this way, naming no item: every state key is a candidate.
+        throw new StateTypeConflictError(
+          txn.state.map((delta) => delta.key),
+          String(message),
+          { cause: error },
+        );
+      }
       if (isLimitExceeded(error)) {
         // DynamoDB names no item here (a Put over the size limit): name the candidates, the state items first.
         const candidates = labels.filter((label) => label.startsWith('state ')).concat(labels.slice(0, 1));
@@ -244,57 +296,59 @@ export class StagingLedger {
   }
 
   /**
-   * Deletes claims written ahead by a batch that failed deterministically (issue 9.3), so that a duplicate of their
-   * keys elsewhere is not dropped because of a claim whose record never becomes durable. One transaction per 99
-   * claims: a condition check that the fence is still at `fence` (so none of these records — all above it — is
-   * staged), and a delete per claim on condition it still names exactly its record (claimant and digest). A claim
-   * that no longer does (taken over after expiry) is skipped; a moved fence stops the release (the records may be
-   * staged now: their claims are theirs).
+   * Releases the claims an attempt wrote ahead (or confirmed) for a batch that then failed deterministically (issue
+   * 9.3), so that a duplicate of their keys elsewhere is not dropped because of a claim whose record never becomes
+   * durable. Attempt-scoped, by UpdateItem only (the processor role has no DeleteItem):
+   *   1. remove `attemptId` from the claim's `holders`, on condition the claim still names exactly its record
+   *      (claimant and digest) and lists this attempt;
+   *   2. if that left no holder, mark the claim released (`expiresAt` := 0, so the next record with the key takes
+   *      it over inside its fenced transaction, as any expired claim), on condition it still has no holder.
+   * A claim another live attempt confirmed (the mapping's retry of the same batch, which may commit it without
+   * putting it in its transaction) lists that attempt too, so it is never released by this one; a claim put by a
+   * staging transaction (a takeover, or `in-transaction` mode) has no `holders` at all and is never released.
+   * A claim left by a crashed attempt keeps that attempt as holder: its retry confirms it as its own (same claimant
+   * and digest), and others see its claimant and digest until its TTL. Returns how many claims were released.
    */
-  async releaseClaims(
-    pipeline: string,
-    topic: string,
-    partition: number,
-    fence: number,
-    claims: readonly ClaimItem[],
-  ): Promise<ReleaseOutcome> {
-    let deleted = 0;
-    let remaining = [...claims];
-    while (remaining.length > 0) {
-      const batch = remaining.slice(0, 99);
-      const check: TransactItem = {
-        ConditionCheck: {
-          TableName: this.table,
-          Key: keys.fence(pipeline, topic, partition),
-          ConditionExpression:
-            fence === NO_FENCE ? 'attribute_not_exists(stagedOffset)' : 'stagedOffset = :fence',
-          ExpressionAttributeValues: fence === NO_FENCE ? undefined : { ':fence': fence },
-        },
-      };
-      const deletes: TransactItem[] = batch.map((claim) => ({
-        Delete: {
-          TableName: this.table,
-          Key: keys.claim(pipeline, claim.idempotencyKey),
-          ConditionExpression: 'claimant = :claimant AND digest = :digest',
-          ExpressionAttributeValues: { ':claimant': claim.claimant, ':digest': claim.digest },
-        },
-      }));
+  async releaseClaims(pipeline: string, attemptId: string, claims: readonly ClaimItem[]): Promise<number> {
+    let released = 0;
+    for (const claim of claims) {
+      const key = keys.claim(pipeline, claim.idempotencyKey);
+      const ours = { ':claimant': claim.claimant, ':digest': claim.digest };
+      let left: Record<string, unknown> | undefined;
       try {
-        await this.doc.send(new TransactWriteCommand({ TransactItems: [check, ...deletes] }));
+        ({ Attributes: left } = await this.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: key,
+            UpdateExpression: 'DELETE holders :attempts',
+            ConditionExpression: 'claimant = :claimant AND digest = :digest AND contains(holders, :attempt)',
+            ExpressionAttributeValues: { ...ours, ':attempts': new Set([attemptId]), ':attempt': attemptId },
+            ReturnValues: 'ALL_NEW',
+          }),
+        ));
       } catch (error) {
-        const reasons = cancellationReasons(error);
-        const failed = (index: number) => reasons?.[index]?.Code === 'ConditionalCheckFailed';
-        if (!reasons?.some((_, i) => failed(i))) this.rethrow('dynamodb:TransactWriteItems', error);
-        if (failed(0)) return { kind: 'fence-moved' };
-        // Claims no longer ours: leave them, delete the rest.
-        const notOurs = new Set(batch.filter((_, i) => failed(1 + i)));
-        remaining = remaining.filter((claim) => !notOurs.has(claim));
-        continue;
+        if ((error as { name?: string }).name === 'ConditionalCheckFailedException') continue; // not ours now
+        this.rethrow('dynamodb:UpdateItem', error);
       }
-      deleted += batch.length;
-      remaining = remaining.slice(batch.length);
+      if (left?.holders !== undefined) continue; // another attempt holds it: its claim now
+      try {
+        await this.doc.send(
+          new UpdateCommand({
+            TableName: this.table,
+            Key: key,
+            UpdateExpression: 'SET expiresAt = :released',
+            ConditionExpression:
+              'claimant = :claimant AND digest = :digest AND attribute_not_exists(holders)',
+            ExpressionAttributeValues: { ...ours, ':released': RELEASED },
+          }),
+        );
+        released += 1;
+      } catch (error) {
+        if ((error as { name?: string }).name === 'ConditionalCheckFailedException') continue; // confirmed meanwhile
+        this.rethrow('dynamodb:UpdateItem', error);
+      }
     }
-    return { kind: 'released', deleted };
+    return released;
   }
 
   /**
@@ -302,9 +356,15 @@ export class StagingLedger {
    * parallel: absent, or already naming this claimant with this digest (a retry of the same record). Returns who
    * holds the keys another record holds (the processor compares digests: duplicate or conflict) and the claims it
    * holds now. A claim written here whose record never commits stays until the record's retry re-claims it as its
-   * own and commits it, or until the batch fails deterministically and releases it ({@link releaseClaims}).
+   * own and commits it, or until the batch fails deterministically and releases it ({@link releaseClaims}). Each
+   * claim created or confirmed lists `attemptId` among its holders: a release removes only its own attempt.
    */
-  async claimAhead(pipeline: string, claims: readonly ClaimItem[], now: number): Promise<ClaimsAhead> {
+  async claimAhead(
+    pipeline: string,
+    claims: readonly ClaimItem[],
+    now: number,
+    attemptId: string,
+  ): Promise<ClaimsAhead> {
     const result: ClaimsAhead = { taken: [], expired: [], held: [] };
     let next = 0;
     let failure: { error: unknown } | undefined;
@@ -313,7 +373,7 @@ export class StagingLedger {
       while (next < claims.length && !failure) {
         const claim = claims[next++]!;
         try {
-          await this.doc.send(new PutCommand(this.claimAheadPut(pipeline, claim)));
+          await this.doc.send(new UpdateCommand(this.claimAheadUpdate(pipeline, claim, attemptId)));
           result.held.push(claim);
         } catch (error) {
           if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') {
@@ -331,7 +391,7 @@ export class StagingLedger {
       }
     };
     await Promise.all(Array.from({ length: Math.min(CLAIM_CONCURRENCY, claims.length) }, worker));
-    if (failure) this.rethrow('dynamodb:PutItem', failure.error);
+    if (failure) this.rethrow('dynamodb:UpdateItem', failure.error);
     return result;
   }
 
@@ -370,6 +430,18 @@ export class StagingLedger {
       failed(claimsStart + i) ? [holderOf(claim.idempotencyKey, reasons[claimsStart + i]?.Item)] : [],
     );
     if (taken.length > 0) throw new ClaimsTakenError(taken);
+    const stateStart = labels.length - txn.state.length;
+    const wrongType = txn.state.filter((_, i) => {
+      const reason = reasons[stateStart + i];
+      return reason?.Code === 'ValidationError' && WRONG_TYPE.test(reason.Message ?? '');
+    });
+    if (wrongType.length > 0) {
+      throw new StateTypeConflictError(
+        wrongType.map((delta) => delta.key),
+        'ValidationError',
+        { cause: error },
+      );
+    }
     // A limit (an item over 400 KB): the same on every retry, so structural, never transient.
     const refused = reasons.flatMap((reason, i) => (reason.Code === 'ValidationError' ? [i] : []));
     if (refused.length > 0) {
@@ -398,7 +470,7 @@ export class StagingLedger {
         Key: keys.fence(txn.pipeline, txn.topic, txn.partition),
         UpdateExpression:
           'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition, ' +
-          'fenceRecord = :fenceRecord, batchStart = :batchStart',
+          'fenceRecord = :fenceRecord, batchStart = :batchStart, recentStarts = :recentStarts',
         ConditionExpression: absent ? 'attribute_not_exists(pk)' : 'stagedOffset = :expected',
         ExpressionAttributeNames: { '#partition': 'partition' },
         ExpressionAttributeValues: {
@@ -408,6 +480,7 @@ export class StagingLedger {
           ':partition': txn.partition,
           ':fenceRecord': txn.identity.fenceRecord,
           ':batchStart': txn.identity.batchStart,
+          ':recentStarts': txn.identity.recentStarts,
           ...(absent ? {} : { ':expected': txn.expectedOffset }),
         },
       },
@@ -439,12 +512,21 @@ export class StagingLedger {
    * record's expired claim happens inside the fenced transaction, so an invocation that turns out to apply
    * nothing (a stale fence) cannot steal a key from a record still waiting for its retry.
    */
-  private claimAheadPut(pipeline: string, claim: ClaimItem) {
+  private claimAheadUpdate(pipeline: string, claim: ClaimItem, attemptId: string) {
     return {
       TableName: this.table,
-      Item: { ...keys.claim(pipeline, claim.idempotencyKey), ...claim },
+      Key: keys.claim(pipeline, claim.idempotencyKey),
+      UpdateExpression:
+        'SET idempotencyKey = :key, claimant = :claimant, digest = :digest, expiresAt = :expiresAt ' +
+        'ADD holders :attempts',
       ConditionExpression: `attribute_not_exists(pk) OR ${OWN_CLAIM}`,
-      ExpressionAttributeValues: { ':claimant': claim.claimant, ':digest': claim.digest },
+      ExpressionAttributeValues: {
+        ':key': claim.idempotencyKey,
+        ':claimant': claim.claimant,
+        ':digest': claim.digest,
+        ':expiresAt': claim.expiresAt,
+        ':attempts': new Set([attemptId]),
+      },
       ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
     };
   }

@@ -34,8 +34,9 @@ export function batchCounts(report: BatchReport): BatchCounts {
  *
  * - rejected event → `EventsRejected` + an error log naming the check;
  * - offsets went backwards → `OffsetsWentBackwards` + an error log naming topic, partition, fence and offsets;
- *   other structural stops (an item over a DynamoDB limit, a malformed fence) → an error log naming the partition
- *   and the item (the failed invocation is logged and alarmed on as non-transient by the middleware as well);
+ *   other structural stops (an item over a DynamoDB limit, a malformed fence) → `PartitionsStopped` + an error log
+ *   naming the partition and the item (the failed invocation is logged and alarmed on as non-transient by the
+ *   middleware as well);
  * - fence jump → `FenceJumps` + a warning naming the partition and both offsets;
  * - key conflicts → `IdempotencyKeyConflicts` (their number) + a warning per conflict naming key and claimant.
  */
@@ -59,6 +60,7 @@ export function processorObserver(telemetry: Telemetry): ProcessorObserver {
         });
         return;
       }
+      metrics.addMetric(METRIC.partitionsStopped, MetricUnit.Count, 1);
       logger.error('partition stopped: structural error', { error });
     },
     fenceJumped(jump) {

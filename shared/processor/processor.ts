@@ -125,7 +125,13 @@ import {
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, PartitionBatch } from '../kafka/record.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
-import type { ClaimItem, FenceIdentity, RecordFingerprint, StagedFileEntry } from '../ledger/records.ts';
+import {
+  type ClaimItem,
+  type FenceIdentity,
+  type RecordFingerprint,
+  type StagedFileEntry,
+  withStart,
+} from '../ledger/records.ts';
 import {
   type ClaimHolder,
   ClaimsTakenError,
@@ -133,6 +139,7 @@ import {
   type FenceState,
   NO_FENCE,
   StagingLedger,
+  StateTypeConflictError,
 } from '../ledger/staging-ledger.ts';
 import { directFinalObjectKey, type ObjectRange, stagedObjectKey } from '../sink/layout.ts';
 import { type EncodedObject, encodeNdjson } from '../sink/ndjson.ts';
@@ -283,10 +290,12 @@ export function judgeBatch(
   }
   const at = new Map(records.map((record) => [record.offset, record]));
   let matched = false;
-  for (const [what, print] of [
+  const known: ReadonlyArray<readonly [string, RecordFingerprint]> = [
     ['fence', identity.fenceRecord],
     ['first record of the last staged batch', identity.batchStart],
-  ] as const) {
+    ...identity.recentStarts.map((print) => ['first record of a recently staged batch', print] as const),
+  ];
+  for (const [what, print] of known) {
     const held = at.get(print.offset);
     if (held === undefined) continue;
     if (held.digest !== print.digest || held.timestamp !== print.timestamp) {
@@ -503,7 +512,7 @@ export class Processor {
         known = fence;
       });
     } catch (error) {
-      await this.releaseAfter(error, prints, known, held);
+      await this.releaseAfter(error, prints, known, held, attemptId);
       if (
         error instanceof OffsetsWentBackwardsError ||
         error instanceof ItemLimitExceededError ||
@@ -525,16 +534,18 @@ export class Processor {
     prints: Fingerprints,
     known: FenceState,
     held: ReadonlyMap<number, ClaimItem>,
+    attemptId: string,
   ): Promise<void> {
     if (held.size === 0 || isTransient(error) || error instanceof InjectedCrashError) return;
     const { topic, partition } = prints.batch;
-    // The freshest fence this container has seen (a re-read that found the batch backwards updated the cache,
-    // not `known`): the release is conditioned on it, and only records above it can hold unstaged claims.
+    // Records at or below the freshest fence this container has seen are staged: their claims are theirs. Above
+    // it, the release is attempt-scoped (see StagingLedger.releaseClaims): a claim another attempt of the same
+    // batch confirmed — and may have committed — keeps that attempt as holder and is left alone.
     const fence = (this.fences.get(partitionId(topic, partition)) ?? known).stagedOffset;
     const unstaged = [...held].filter(([offset]) => offset > fence).map(([, claim]) => claim);
     if (unstaged.length === 0) return;
     try {
-      await this.ledger.releaseClaims(this.deps.settings.pipelineId, topic, partition, fence, unstaged);
+      await this.ledger.releaseClaims(this.deps.settings.pipelineId, attemptId, unstaged);
     } catch {
       // The original error is what the invocation reports; the claims stay for the retry (or their TTL).
     }
@@ -576,6 +587,8 @@ export class Processor {
     const dropped = new Set<number>();
     /** Offsets dead-lettered as key conflicts (issue 17.2), reported once their transaction commits. */
     const conflicts = new Map<number, KeyConflict>();
+    /** Offsets dead-lettered because they add to a state field stored as text (issue 9.3), with the reason. */
+    const wrongType = new Map<number, string>();
     let pending: EvaluatedRecord[] = [];
     /**
      * Decides every pending record's key from what is known: a record whose key another record holds (outside the
@@ -590,6 +603,8 @@ export class Processor {
         .filter((record) => record.offset > known.stagedOffset)
         .map((record) => {
           const key = record.idempotencyKey;
+          const refused = wrongType.get(record.offset);
+          if (refused !== undefined) return deadLetterOf(record, refused);
           if (key === undefined) return record;
           const first = firstWithKey.get(key)!;
           const holder =
@@ -655,7 +670,7 @@ export class Processor {
         // another invocation staged meanwhile must not claim anything.
         const before = pending.length;
         await reread();
-        resolveTaken(await this.claimAhead(pending, dropped, takeovers, held, topic, partition));
+        resolveTaken(await this.claimAhead(pending, dropped, takeovers, held, topic, partition, attemptId));
         // Records dropped, turned into conflicts, or claims moved into the transaction: re-plan (the objects
         // just written become orphans).
         const replan =
@@ -666,9 +681,21 @@ export class Processor {
           );
         if (replan) continue;
       }
+      const batchStart = prints.of(prints.firstOffset);
+      // The fence as known is the fence as stored (a staged offset is written once: the condition below proves
+      // it), so the ring carried forward is exact; a fence without a ring seeds it with its own batch start.
+      const before = known.identity;
       const identity: FenceIdentity = {
         fenceRecord: prints.of(chunk.lastOffset),
-        batchStart: prints.of(prints.firstOffset),
+        batchStart,
+        recentStarts: withStart(
+          before === undefined
+            ? []
+            : before.recentStarts.length > 0
+              ? before.recentStarts
+              : [before.batchStart],
+          batchStart,
+        ),
       };
       const from = known.stagedOffset;
       try {
@@ -693,6 +720,15 @@ export class Processor {
           resolveTaken(error.holders);
           continue;
         }
+        if (error instanceof StateTypeConflictError) {
+          const found = await this.wrongTypeAdds(chunk, error.stateKeys);
+          // Nothing found: the stored items changed since (another partition set them); nothing to dead-letter
+          // with certainty, so the batch fails and its retry judges again.
+          if (found.size === 0) throw error;
+          for (const [offset, reason] of found) wrongType.set(offset, reason);
+          decide();
+          continue;
+        }
         throw error;
       }
       this.reportCommitted(chunk, from, conflicts, report, topic, partition);
@@ -701,6 +737,39 @@ export class Processor {
       await this.step('after-transaction', context);
     }
     return { topic, partition, received: batch.records.length, stagedOffset: known.stagedOffset, ...report };
+  }
+
+  /**
+   * Issue 9.3 ("conflicting field names"): the records of a refused chunk whose adds meet a stored field that is not
+   * a number, with a reason naming key and field. The planner keeps a field set and added within one chunk apart,
+   * so the stored items (read after the refusal) are what such an add meets. Dead-lettering the record, rather than
+   * keeping `fields` and `add` in disjoint attribute namespaces, keeps the state item's shape (one attribute per
+   * field) that the readers of state (status, local results, expectations) rely on.
+   */
+  private async wrongTypeAdds(chunk: Chunk, stateKeys: readonly string[]): Promise<Map<number, string>> {
+    const candidates = new Set(stateKeys);
+    const stored = new Map<string, Record<string, unknown>>();
+    for (const key of candidates) {
+      const item = await this.ledger.readState(this.deps.settings.pipelineId, key);
+      if (item !== undefined) stored.set(key, item);
+    }
+    const found = new Map<number, string>();
+    for (const record of chunk.kept) {
+      for (const delta of record.state) {
+        const item = stored.get(delta.key);
+        if (item === undefined) continue;
+        const field = Object.keys(delta.add).find(
+          (name) => item[name] !== undefined && typeof item[name] !== 'number',
+        );
+        if (field === undefined || found.has(record.offset)) continue;
+        found.set(
+          record.offset,
+          `state field ${JSON.stringify(field)} of ${JSON.stringify(delta.key)} holds text, and this record adds ` +
+            'to it (a state field is either set or added to, never both)',
+        );
+      }
+    }
+    return found;
   }
 
   /** Counts a committed chunk and reports its fence jump and key conflicts (final now: see the observer). */
@@ -796,6 +865,7 @@ export class Processor {
     held: Map<number, ClaimItem>,
     topic: string,
     partition: number,
+    attemptId: string,
   ): Promise<ClaimHolder[]> {
     const claims = this.claimsFor(
       pending.filter((record) => !dropped.has(record.offset)),
@@ -803,7 +873,12 @@ export class Processor {
       partition,
     );
     if (claims.length === 0) return [];
-    const found = await this.ledger.claimAhead(this.deps.settings.pipelineId, claims, this.clock.now());
+    const found = await this.ledger.claimAhead(
+      this.deps.settings.pipelineId,
+      claims,
+      this.clock.now(),
+      attemptId,
+    );
     const expired = new Set(found.expired);
     const heldKeys = new Map(found.held.map((claim) => [claim.idempotencyKey, claim]));
     for (const record of pending) {
