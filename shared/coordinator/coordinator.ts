@@ -248,6 +248,13 @@ class CheckpointCoordinator implements Coordinator {
 
     const checkpointId = committedId + 1;
     const attempt = head && head.checkpointId === checkpointId ? head.attempt + 1 : 1;
+    // An abort that crashed between marking the attempt ABORTED and deleting its cut pages, and was never retried,
+    // left them behind; the allocation below overwrites the record that names them, so they go now (idempotent).
+    if (head?.status === 'ABORTED' && head.checkpointId === checkpointId) {
+      const aborted = await this.store.readRecord(checkpointId);
+      if (aborted?.status === 'ABORTED' && aborted.attempt === head.attempt)
+        await this.store.deleteCut(aborted.cutId);
+    }
     const shardCount = shardCountFor(changed.length);
     // Unique to this begin: two racing begins never write the same pages, and the loser's are never named.
     const cutId = `${padCheckpointId(checkpointId)}#${attempt}#${randomUUID()}`;
