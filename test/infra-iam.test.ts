@@ -3,6 +3,8 @@
  * `state-machine-iam.test.ts`): every AWS call they make on the local parts is allowed by the policy the
  * synthesized stack gives their role — action, table leading key, object key.
  */
+
+import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ExactlyOncePipelineProps } from '../infra/exactly-once-pipeline.ts';
@@ -10,9 +12,13 @@ import { ExactlyOncePipelineStack } from '../infra/stack.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { systemClock } from '../shared/clock.ts';
 import { parseSettings } from '../shared/config/settings.ts';
+import { ItemLimitExceededError } from '../shared/errors.ts';
+import { keys } from '../shared/ledger/layout.ts';
+import { RELEASED } from '../shared/ledger/staging-ledger.ts';
 import { runMonitor } from '../shared/observability/monitor.ts';
 import { createTelemetry } from '../shared/observability/telemetry.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
+import type { Transform } from '../shared/transforms/types.ts';
 import { BASE_PROPS, testApp } from './infra-fixtures.ts';
 import { freshResources, type TestResources } from './support/aws.ts';
 import { type Call, isAllowed, recordCalls, roleStatements } from './support/iam.ts';
@@ -82,6 +88,55 @@ describe('processor and monitor IAM', () => {
         leadingKeys: [],
       }),
     ).toBe(false);
+  });
+
+  it('grants the exactly-once processor the claim release of a batch that fails for good and the state read that dead-letters an add to a text field', async () => {
+    const stack = deployed();
+    const settings = parseSettings({ ledgerTable: res.table, bucket: res.bucket, pipelineId: 'orders' });
+    // Partition 5: a note on a state item already at DynamoDB's 400 KB limit (refused for good, after the claim
+    // went ahead: the claim is released). Partition 6: a field set as text, then added to (the add is refused
+    // and its record dead-lettered after a read of the state item).
+    const transform: Transform = {
+      name: 'iam-paths',
+      apply(record) {
+        const key = `iam-${record.partition}`;
+        const state =
+          record.value === 'add'
+            ? [{ key, fields: {}, add: { total: 1 } }]
+            : [{ key, fields: { note: 'n'.repeat(1000), total: 'n/a' }, add: {} }];
+        return { kind: 'ok', rows: [{ offset: record.offset }], state };
+      },
+    };
+    await DynamoDBDocumentClient.from(res.clients.dynamodb).send(
+      new PutCommand({
+        TableName: res.table,
+        Item: { ...keys.state('orders', 'iam-5'), stateKey: 'iam-5', blob: 'b'.repeat(409_000) },
+      }),
+    );
+    const clients = createAwsClients();
+    const calls: Call[] = [];
+    recordCalls(clients, (found) => calls.push(...found));
+    const processor = createProcessor({ settings, clients, transform });
+    const keyed = (partition: number, offset: number, value: string) => ({
+      partition,
+      offset,
+      value,
+      headers: { 'idempotency-key': `iam-${partition}-${offset}` },
+    });
+    await expect(processor.processEvent(mskEvent([keyed(5, 0, 'set')]))).rejects.toThrow(
+      ItemLimitExceededError,
+    );
+    const report = await processor.processEvent(mskEvent([keyed(6, 0, 'set'), keyed(6, 1, 'add')]));
+    expect(report.partitions[0]).toMatchObject({ stagedRows: 1, deadLettered: 1, stagedOffset: 1 });
+    // The release happened (the key is free again: expired), by UpdateItem.
+    const { Item: claim } = await DynamoDBDocumentClient.from(res.clients.dynamodb).send(
+      new GetCommand({ TableName: res.table, Key: keys.claim('orders', 'iam-5-0') }),
+    );
+    expect(claim).toMatchObject({ claimant: 'orders#5#0', expiresAt: RELEASED });
+    expect(
+      calls.some((c) => c.action === 'dynamodb:GetItem' && c.leadingKeys.some((k) => k.includes('#STATE#'))),
+    ).toBe(true);
+    expect(calls.filter((call) => !isAllowed(stack.template, stack.processor, call))).toEqual([]);
   });
 
   it('grants the at-least-once processor the final objects it writes directly', async () => {
