@@ -45,17 +45,19 @@
  *
  * Every staging transaction therefore writes into the fence, with the staged offset F, the fingerprints (digest of
  * the exact key and value bytes, and timestamp) of the record AT F and of the delivered batch's first record AT B
- * (`FenceIdentity`). It rides in the fence update the transaction makes anyway: the steady state stays at two
- * calls. A batch whose first offset s is at or below F is judged ({@link judgeBatch}):
+ * (`FenceIdentity`), and a ring of the first records of the last `RECENT_STARTS` (8) distinct batches staged
+ * (`recentStarts`, under 1 KB: a mapping that lost the offset commits of several acknowledged batches restarts at
+ * one of them). It rides in the fence update the transaction makes anyway: the steady state stays at two calls.
+ * A batch whose first offset s is at or below F is judged ({@link judgeBatch}):
  *
  * ```
- *   offsets:   ... B ............ F | s > F: new records (above the fence), staged
- *                  ^ batchStart   ^ fenceRecord
- *   1. the batch holds offset F or B and that record's fingerprint differs    → backwards (another generation)
- *   2. the batch holds F or B with the same fingerprint                       → redelivery (same records, proven)
- *   3. the batch reaches past F without holding F                              → backwards
- *   4. s < B (and neither is in the batch): no redelivery starts below B       → backwards
- *   5. otherwise (s inside (B, F], ends before F: a split retry)               → redelivery
+ *   offsets:   ... S ... B ............ F | s > F: new records (above the fence), staged
+ *                  ^ S: a remembered batch start (ring)   ^ B batchStart   ^ F fenceRecord
+ *   1. the batch holds F, B or a remembered start and that record's fingerprint differs → backwards
+ *   2. the batch holds one of them with the same fingerprint                      → redelivery (proven)
+ *   3. the batch reaches past F without holding F                                  → backwards
+ *   4. s < B (and none of them is in the batch): no redelivery starts there        → backwards
+ *   5. otherwise (s inside (B, F], ends before F: a split retry)                   → redelivery
  * ```
  * A recreated topic starting again at 0 below a fence of the old generation hits 1 (the batch reaches B or F with
  * other records), 3 or 4; a consumer group reset below the last staged batch hits 4 (or 2 if it reaches B: then
@@ -77,8 +79,9 @@
  * Residual (documented): a batch of another generation that starts inside (B, F], ends before F and holds neither
  * B nor F is taken for a split retry (rule 5); the next batch reaches F and stops the partition. Compaction that
  * removes the record at B or F between a delivery and its retry makes rule 3 or 4 stop a partition falsely (loud,
- * never silent); so would a mapping that rewound further than its committed offset (the documented behaviour
- * retries the failed batch; a rewind that still reaches B is proven by its fingerprint and passes). Fences written before identities existed carry none: for them only the distance rule applies —
+ * never silent). A rewind to the start of one of the last 8 staged batches (offset commits lost for several
+ * acknowledged batches) is proven by the fingerprint there and passes; a rewind deeper than that, or to an offset
+ * that was no batch start, stops the partition falsely (rule 4: loud, never silent). Fences written before identities existed carry none: for them only the distance rule applies —
  * a batch starting more than `maxFenceJump` below the fence is backwards (no redelivery is that far below).
  * Operator resumes (new epochs) are the operations issue's: an epoch must get a fence of its own.
  *
@@ -97,16 +100,25 @@
  * so a retry recognises its own claim in both claim modes. Claims written before digests count as duplicates.
  *
  * ## Claims ahead of a batch that fails for good (issue 9.3)
- * Claims written ahead are released (deleted) when the batch then fails deterministically — any error that is not
- * transient (offsets backwards, an item over a DynamoDB limit, a validation error, a missing resource): only the
- * claims this attempt created or confirmed, only for records still above the fence, in a transaction conditioned
- * on the fence still being where this attempt last saw it and on each claim naming exactly its record. Transient
- * errors keep them (the retry confirms and reuses them). What still holds a key without a durable holder, until
- * the record's retry commits it or the TTL expires: a crash after the claims (no code runs; the retry of the same
- * batch reclaims them as its own — if instead it fails deterministically first, e.g. the partition now stops as
- * backwards before claiming, the old claims stay to their TTL); and a release that loses a race with a concurrent
- * invocation of the same batch. A claim whose claimant's fence has passed its offset without staging it can only
- * come from these cases; it expires with its TTL.
+ * A claim written ahead lists the attempts (invocations) that created or confirmed it (`holders`). When the batch
+ * then fails deterministically — any error that is not transient (offsets backwards, an item over a DynamoDB limit,
+ * a validation error, a missing resource) — the attempt releases the claims of its records still above the fence:
+ * it leaves their holders, and a claim left with no holder is marked released (expired), so the next record with
+ * its key takes it over inside its fenced transaction. UpdateItem only: the processor role needs no DeleteItem.
+ * A claim the mapping's concurrent retry of the same batch confirmed keeps that attempt as holder, so the retry —
+ * which in claims-ahead mode commits without putting the claim in its transaction — never loses it; a claim put
+ * by a staging transaction (a takeover, or `in-transaction` mode) has no holders and is never released. Transient
+ * errors (throttling, 5xx, network and DNS failures) keep the claims (the retry confirms and reuses them). What
+ * still holds a key without a durable holder, until the record's retry commits it or the TTL expires: a crash
+ * after the claims (no code runs; the crashed attempt stays a holder — indistinguishable from a slow live one —
+ * and the retry reuses the claim as its own; if instead the retry fails deterministically first, the claim stays
+ * to its TTL). A claim whose claimant's fence has passed its offset without staging it can only come from this.
+ *
+ * ## A state field set as text, then added to (issue 9.3 "conflicting field names")
+ * The chunk planner keeps a field that is set and added to in one chunk apart; across chunks and batches DynamoDB
+ * refuses the ADD ("incorrect data type"), the same on every retry. The ledger names it
+ * (`StateTypeConflictError`); the processor reads the refused state items and dead-letters exactly the records
+ * whose adds meet a stored field that is not a number, then stages the chunk again without their state (P6).
  */
 import { randomUUID } from 'node:crypto';
 import { isTransient } from '../aws/classify.ts';
@@ -764,8 +776,8 @@ export class Processor {
         if (field === undefined || found.has(record.offset)) continue;
         found.set(
           record.offset,
-          `state field ${JSON.stringify(field)} of ${JSON.stringify(delta.key)} holds text, and this record adds ` +
-            'to it (a state field is either set or added to, never both)',
+          `state field ${JSON.stringify(field)} of ${JSON.stringify(delta.key)} is not a number (it was set), and ` +
+            'this record adds to it: a state field is either set or added to, never both',
         );
       }
     }
