@@ -14,7 +14,7 @@ import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import { keys } from '../shared/ledger/layout.ts';
+import { keys, padCheckpointId } from '../shared/ledger/layout.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
 import { stagedObjectKey } from '../shared/sink/layout.ts';
 import { ManifestStore } from '../shared/sink/manifest-store.ts';
@@ -235,5 +235,27 @@ describe('cleanup leaves nothing behind for good (review R2-5, L3)', () => {
     expect(await cutPageKeys(pl, attempt1.cutId)).toBeGreaterThan(0);
     expect(await s.core.begin({ execution: 'exec-B' })).toMatchObject({ checkpointId: 1, attempt: 2 });
     expect(await cutPageKeys(pl, attempt1.cutId)).toBe(0);
+  });
+
+  it('a begin that crashed between writing its cut pages and allocating leaves pages the next cleanup deletes (once older than any step can run); a named cut keeps its pages', async () => {
+    const s = setup();
+    const pl = s.settings.pipelineId;
+    await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    // What begin does before its allocation, then it dies: the note, then the pages, never the record.
+    const crashed = `${padCheckpointId(1)}#1#crashed-begin`;
+    await s.store.notePendingCut(crashed, s.clock.now());
+    await s.store.writeCut(crashed, [[{ partition: 'orders#0', previous: -1, cut: 4 }]], []);
+    expect(await cutPageKeys(pl, crashed)).toBe(1);
+    // A young note is left alone (its begin might still be running).
+    await runThrough(s.core, 'exec-1');
+    expect(await cutPageKeys(pl, crashed)).toBe(1);
+    s.clock.advance(3_600_000);
+    await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 5, lastOffset: 9 }], 'a2');
+    expect(await runThrough(s.core, 'exec-2')).toBe(2);
+    expect(await cutPageKeys(pl, crashed)).toBe(0);
+    expect(await s.store.pendingCuts(Number.MAX_SAFE_INTEGER, 100)).toEqual([]);
+    // The committed cut's pages (named by record 2) are untouched; the log reads everything once.
+    expect(await cutPageKeys(pl, (await s.store.readRecord(2))!.cutId)).toBeGreaterThan(0);
+    expect(await committedOffsets(res.clients, s.settings)).toHaveLength(10);
   });
 });

@@ -170,6 +170,11 @@ export function createCoordinator(options: CoordinatorOptions): Coordinator {
   return new CheckpointCoordinator(options);
 }
 
+/** Longest a step (a Lambda) can run: a pending cut older than this and the lease is not being written any more. */
+const MAX_STEP_SECONDS = 900;
+/** Most pending-cut notes one cleanup examines. */
+const PENDING_CUT_SWEEP_LIMIT = 100;
+
 /** Most earlier checkpoints one cleanup catches up on (see catchUpCleanups). */
 const CATCH_UP_LIMIT = 10;
 
@@ -258,6 +263,8 @@ class CheckpointCoordinator implements Coordinator {
     const shardCount = shardCountFor(changed.length);
     // Unique to this begin: two racing begins never write the same pages, and the loser's are never named.
     const cutId = `${padCheckpointId(checkpointId)}#${attempt}#${randomUUID()}`;
+    // Noted first: if this begin dies before the allocation names the cut, a later cleanup finds the pages.
+    await this.store.notePendingCut(cutId, now);
     const cutPages = await this.store.writeCut(cutId, dealToShards(changed, shardCount), unchanged);
     const record: CheckpointRecord = {
       pipeline: this.settings.pipelineId,
@@ -277,8 +284,10 @@ class CheckpointCoordinator implements Coordinator {
     if (!(await this.store.allocate(head, record, this.leaseUntil(now), now))) {
       this.log.info('lost the race to allocate a checkpoint', { checkpointId });
       await this.store.deleteCut(cutId);
+      await this.store.clearPendingCut(cutId);
       return NOTHING;
     }
+    await this.store.clearPendingCut(cutId);
     this.log.info('checkpoint begun', {
       checkpointId,
       attempt,
@@ -385,12 +394,14 @@ class CheckpointCoordinator implements Coordinator {
    * planning again yields the same bytes (see {@link readVotedPlan}).
    */
   private async planShard(record: CheckpointRecord, shard: number, verify: boolean): Promise<ShardPlan> {
+    const covered: StagedFileEntry[][] = [];
+    for (const cut of await this.store.readCut(record, shard)) covered.push(await this.coveredEntries(cut));
+    // Every covered object of the shard is read with bounded concurrency, across its partitions.
+    if (verify)
+      await verifyStagedContents(this.clients.s3, this.settings.bucket, covered.flat(), this.concurrency);
     let stagedFiles = 0;
     const objects = [];
-    for (const cut of await this.store.readCut(record, shard)) {
-      const entries = await this.coveredEntries(cut);
-      if (verify)
-        await verifyStagedContents(this.clients.s3, this.settings.bucket, entries, this.concurrency);
+    for (const entries of covered) {
       stagedFiles += entries.length;
       objects.push(...planFinalObjects(this.settings.pipelineId, entries, this.limits));
     }
@@ -596,6 +607,7 @@ class CheckpointCoordinator implements Coordinator {
       await this.store.deleteCut(record.previousCutId);
       // A healthy pipeline never aborts: orphans (crashed attempts, fenced-out zombies) are swept here too (P3).
       await this.sweepOrphans();
+      await this.sweepPendingCuts();
     }
     if (await this.store.markShardCleaned(record.checkpointId, record.attempt, input.shard)) {
       // Every shard is done: the mark moves here only from the checkpoint before (else the catch-up moves it).
@@ -672,6 +684,28 @@ class CheckpointCoordinator implements Coordinator {
       if (!(await this.store.writeCleanedMark(mark, id, this.clock.now()))) return;
       mark = id;
     }
+  }
+
+  /**
+   * Deletes the pages of cuts whose begin crashed between writing them and the allocation (their pending-cut note
+   * is older than any begin can run, and the record of their checkpoint id does not name them); drops the notes
+   * of cuts a record does name. A page set is deleted only when no record names it, so no live cut is touched.
+   */
+  private async sweepPendingCuts(): Promise<number> {
+    const graceMs = Math.max(this.settings.checkpointLeaseSeconds, MAX_STEP_SECONDS) * 1000;
+    let deleted = 0;
+    for (const cutId of await this.store.pendingCuts(this.clock.now() - graceMs, PENDING_CUT_SWEEP_LIMIT)) {
+      const checkpointId = Number(cutId.slice(0, cutId.indexOf('#')));
+      const record = Number.isSafeInteger(checkpointId)
+        ? await this.store.readRecord(checkpointId)
+        : undefined;
+      if (record?.cutId !== cutId) {
+        this.log.info('deleting the cut pages of a begin that never allocated', { cutId });
+        deleted += await this.store.deleteCut(cutId);
+      }
+      await this.store.clearPendingCut(cutId);
+    }
+    return deleted;
   }
 
   /** Deletes staged objects no ledger entry references, older than the grace period (P3). */

@@ -17,8 +17,8 @@
  * - Every transition updates head and item in ONE transaction conditioned on (id, attempt, status) of both.
  *
  * Size bound of every item written here (L3): head ≈ fixed fields + one reason ≤ 1,000 chars; record ≈ fixed
- * fields + ≤ 16 votes + ≤ 16 digests + ≤ 5 reasons ≤ 1,000 chars; cut page ≤ 100 KB of entries + keys; sweep mark
- * ≈ one S3 key. None depends on the number of partitions, aborts or checkpoints.
+ * fields + ≤ 16 votes + ≤ 16 digests + ≤ 16 cleaned shards + ≤ 5 reasons ≤ 1,000 chars; cut page ≤ 100 KB of
+ * entries + keys; sweep mark ≈ one S3 key; cleaned-up mark and pending-cut notes ≈ fixed fields. None depends on the number of partitions, aborts or checkpoints.
  */
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -38,7 +38,7 @@ import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { PipelineError } from '../errors.ts';
 import { mapLimit } from '../sink/objects.ts';
-import { CUT_PAGE_BUDGET_BYTES, keys } from './layout.ts';
+import { CUT_PAGE_BUDGET_BYTES, keys, PENDING_CUT_PREFIX } from './layout.ts';
 
 export const CHECKPOINT_STATUS = {
   /** Id allocated, cut recorded; prepare shards are verifying and voting. */
@@ -435,6 +435,69 @@ export class CheckpointStore {
       }
       return rethrowClassified('dynamodb:UpdateItem(cleaned shard)', error);
     }
+  }
+
+  /**
+   * Notes that a begin is about to write the pages of `cutId` (before it writes them). The begin removes the note
+   * once the allocation names the cut or its pages are deleted; a begin that crashed in between leaves the note,
+   * and {@link pendingCuts} finds its pages again (no record names them, so nothing else ever would).
+   */
+  async notePendingCut(cutId: string, now: number): Promise<void> {
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: { ...keys.pendingCut(this.pipeline, cutId), cutId, notedAt: now },
+        }),
+      );
+    } catch (error) {
+      rethrowClassified('dynamodb:PutItem(pending cut)', error);
+    }
+  }
+
+  async clearPendingCut(cutId: string): Promise<void> {
+    try {
+      await this.doc.send(
+        new DeleteCommand({ TableName: this.table, Key: keys.pendingCut(this.pipeline, cutId) }),
+      );
+    } catch (error) {
+      rethrowClassified('dynamodb:DeleteItem(pending cut)', error);
+    }
+  }
+
+  /** Pending-cut notes written before `notedBefore`, at most `limit`, oldest cutIds first by key. */
+  async pendingCuts(notedBefore: number, limit: number): Promise<string[]> {
+    const found: string[] = [];
+    let startKey: Record<string, unknown> | undefined;
+    do {
+      try {
+        const result = await this.doc.send(
+          new QueryCommand({
+            TableName: this.table,
+            ConsistentRead: true,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :prefix)',
+            ExpressionAttributeValues: {
+              ':pk': keys.checkpointPk(this.pipeline),
+              ':prefix': PENDING_CUT_PREFIX,
+            },
+            ExclusiveStartKey: startKey,
+          }),
+        );
+        for (const item of result.Items ?? []) {
+          if (
+            typeof item.cutId === 'string' &&
+            typeof item.notedAt === 'number' &&
+            item.notedAt < notedBefore
+          )
+            found.push(item.cutId);
+          if (found.length >= limit) return found;
+        }
+        startKey = result.LastEvaluatedKey;
+      } catch (error) {
+        return rethrowClassified('dynamodb:Query(pending cuts)', error);
+      }
+    } while (startKey);
+    return found;
   }
 
   /** The orphan sweep's continuation mark: the last staged key it examined ('' = start from the lowest key). */

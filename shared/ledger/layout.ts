@@ -15,6 +15,7 @@
  * | checkpoint N      | `<pl>#CHECKPOINT`                       | `<N, 12 digits>`                    |
  * | orphan sweep mark | `<pl>#CHECKPOINT`                       | `SWEEP`                             |
  * | cleaned-up mark   | `<pl>#CHECKPOINT`                       | `CLEANED`                           |
+ * | pending cut       | `<pl>#CHECKPOINT`                       | `PENDINGCUT#<cutId>`                |
  * | cut page          | `<pl>#CHECKPOINT#CUT#<cutId>`           | `C#<shard, 2>#<page, 6>` / `U#<page, 6>` |
  *
  * Who writes what (the stack's IAM scopes each role to these leading keys; see `infra/`):
@@ -53,6 +54,9 @@ export interface ItemKey {
 
 const OFFSET_DIGITS = 20;
 const CHECKPOINT_DIGITS = 12;
+
+/** Sort-key prefix of the pending-cut notes under the checkpoint pk. */
+export const PENDING_CUT_PREFIX = 'PENDINGCUT#';
 
 export function padOffset(offset: number): string {
   return String(offset).padStart(OFFSET_DIGITS, '0');
@@ -101,6 +105,11 @@ export const keys = {
   sweepMark: (pipeline: string): ItemKey => ({ pk: `${pipeline}#CHECKPOINT`, sk: 'SWEEP' }),
   /** The last checkpoint whose cleanup, and every earlier one's, is known complete (coordinator-owned). */
   cleanedMark: (pipeline: string): ItemKey => ({ pk: `${pipeline}#CHECKPOINT`, sk: 'CLEANED' }),
+  /** A cut whose pages a begin is writing (coordinator-owned): found again if that begin crashed before allocating. */
+  pendingCut: (pipeline: string, cutId: string): ItemKey => ({
+    pk: `${pipeline}#CHECKPOINT`,
+    sk: `${PENDING_CUT_PREFIX}${cutId}`,
+  }),
   cutPagesPk: (pipeline: string, cutId: string): string => `${pipeline}#CHECKPOINT#CUT#${cutId}`,
   /** A page of the partitions whose cut moved, dealt to `shard`. */
   changedCutPage: (pipeline: string, cutId: string, shard: number, page: number): ItemKey => ({
