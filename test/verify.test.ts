@@ -161,6 +161,22 @@ describe('eos verify', () => {
     expect(kinds(result.problems)).toEqual(['lineage-twice', 'offset-order', 'outside-range']);
   });
 
+  it('finds a file whose range starts at or below its partition previous cut, even when its rows are new (review R2-3)', async () => {
+    const { pipeline, prefix } = await healthyPipeline();
+    // Rows 6..7 are new, but the file claims 0..7: its range overlaps offsets manifest 1 and 2 already list.
+    const overlapping = await finalFile(pipeline, 'output', 0, [6, 7], [0, 7]);
+    await writeManifest(
+      pipeline,
+      3,
+      [overlapping],
+      { 'orders#0': 7, 'orders#1': 1 },
+      { 'orders#0': 5, 'orders#1': 1 },
+    );
+    const result = await verifySink({ s3: clients.s3, bucket, prefix });
+    expect(kinds(result.problems)).toEqual(['outside-range']);
+    expect(formatVerifyResult(result)).toMatch(/offsets 0-7 lie outside checkpoint 3's cut \(5, 7\]/);
+  });
+
   it('finds offsets out of commit order and files outside their checkpoint cut', async () => {
     const { pipeline, prefix } = await healthyPipeline();
     const late = await finalFile(pipeline, 'output', 1, [7, 6], [6, 7]);
