@@ -26,7 +26,7 @@ import { getBytes, headObject, listObjects } from '../shared/sink/objects.ts';
 import { sweepOrphans } from '../shared/sink/orphans.ts';
 import { FinalObjectConflictError, planFinalObjects } from '../shared/sink/promoter.ts';
 import { CommittedFileError, readCommitted, readManifests } from '../shared/sink/reader.ts';
-import { StagedObjectInvalidError, verifyStagedObject } from '../shared/sink/staged-check.ts';
+import { StagedObjectInvalidError, verifyStagedContents } from '../shared/sink/staged-check.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { mskEvent, orderRecords } from './support/msk.ts';
 import { expectExactlyOnce, type FileSpec, range, stageFiles } from './support/staging.ts';
@@ -272,7 +272,7 @@ describe('C3 prepare verifies every covered staged object', () => {
     });
   }
 
-  it('C3: verifies by SHA-256 when the ETag is not a plain MD5 (SSE-KMS)', async () => {
+  it('C3: verifies the SHA-256 of the bytes whatever the ETag says (SSE-KMS ETags are no MD5s; a right MD5 does not clear a wrong SHA-256)', async () => {
     const s = setup();
     const [entry] = await s.stage([{ partition: 0, firstOffset: 0, lastOffset: 9 }]);
     // As real S3 answers for an SSE-KMS object: an ETag that is not the MD5 of the bytes.
@@ -280,7 +280,7 @@ describe('C3 prepare verifies every covered staged object', () => {
     kms.middlewareStack.add(
       (next, context) => async (args) => {
         const result = await next(args);
-        if (context.commandName === 'HeadObjectCommand') {
+        if (context.commandName === 'HeadObjectCommand' || context.commandName === 'GetObjectCommand') {
           Object.assign(result.output as object, {
             ETag: '"0123456789abcdef0123456789abcdef"',
             ServerSideEncryption: 'aws:kms',
@@ -290,14 +290,15 @@ describe('C3 prepare verifies every covered staged object', () => {
       },
       { step: 'initialize', name: 'emulateKmsEtag' },
     );
-    expect(await verifyStagedObject(kms, s.settings.bucket, entry!)).toBe('sha256');
+    await expect(verifyStagedContents(kms, s.settings.bucket, [entry!])).resolves.toBeUndefined();
+    // The MD5 (and the ETag on s3rver) still match; only the SHA-256 promote will check is wrong.
     const wrong = { ...entry!, sha256: '0'.repeat(64) };
-    await expect(verifyStagedObject(kms, s.settings.bucket, wrong)).rejects.toThrow(/checksum/);
-    // The same entry through the plain-MD5 path: a wrong SHA-256 is not looked at, a wrong MD5 is.
-    expect(await verifyStagedObject(res.clients.s3, s.settings.bucket, wrong)).toBe('etag-md5');
-    await expect(
-      verifyStagedObject(res.clients.s3, s.settings.bucket, { ...entry!, md5: '0'.repeat(32) }),
-    ).rejects.toThrow(/checksum/);
+    for (const client of [kms, res.clients.s3]) {
+      await expect(verifyStagedContents(client, s.settings.bucket, [wrong])).rejects.toThrow(
+        StagedObjectInvalidError,
+      );
+      await expect(verifyStagedContents(client, s.settings.bucket, [wrong])).rejects.toThrow(/checksum/);
+    }
   });
 });
 

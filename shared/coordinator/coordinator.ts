@@ -14,14 +14,18 @@
  *   other finds the head changed and exits `busy`. The cut is written first, as cut pages under a fresh `cutId`
  *   (the changed partitions dealt round-robin to ≤ 16 shards, then the unchanged ones), and the record names the
  *   cutId and page counts: no item grows with the number of partitions (L3). A begin that loses the race deletes
- *   its pages; one that crashes between the pages and the allocation leaves them unreferenced (never read).
+ *   its pages; one that crashes between the pages and the allocation leaves them unreferenced (never read) — but
+ *   it noted the cutId first (a pending-cut note, cleared once allocated), so a cleanup deletes them later. A begin
+ *   after an aborted attempt deletes that attempt's pages (again: its abort may have died before doing so).
  * - **prepare** (C3), per shard. For every covered staged entry (previous cut < lastOffset ≤ cut, both streams)
- *   verify the object (`staged-check.ts`: exists, size, checksum — MD5 against a plain-MD5 ETag, else SHA-256 of
- *   the bytes; listed 1,000 at a time, a doubtful one checked alone); any failure throws
- *   `StagedObjectInvalidError` naming the object, which Catches into abort. Before that, every entry's object key
- *   must be the staged key of exactly that entry in this pipeline (`assertStagedEntry`): an entry a compromised
- *   processor forged to point at a manifest, a final object or another pipeline aborts the attempt with the
- *   reason. Then plan the final objects (`promoter.ts`), persist the plan, and vote (a set on the record,
+ *   read the object (`staged-check.ts` `verifyStagedContents`, bounded concurrency): size, SHA-256 (the checksum
+ *   promote checks, so a yes vote never leads to a promote that cannot finish), NDJSON that concatenates safely
+ *   (gzip fully consumed, last row newline-terminated) and exactly the entry's `recordCount` rows (the count the
+ *   manifest will carry and the reader checks); any failure throws `StagedObjectInvalidError` naming the object,
+ *   which Catches into abort. Before that, every entry's object key
+ *   must be the staged key of exactly that entry in this pipeline (`assertStagedEntry`) and start above the previous
+ *   cut: an entry a compromised processor forged to point at a manifest, a final object or another pipeline,
+ *   or to reach into offsets an earlier manifest lists, aborts the attempt with the reason. Then plan the final objects (`promoter.ts`), persist the plan, and vote (a set on the record,
  *   conditioned on (attempt, BEGUN)) together with the plan's SHA-256; a vote renews the lease, so a long prepare
  *   is not mistaken for a dead one.
  * - **decide** (C4). BEGUN → PREPARED only if every shard voted; PREPARED → COMMITTING with the decision time.
@@ -35,8 +39,12 @@
  *   object, and the cut pages), then COMMITTING → COMMITTED (head: committedId = N).
  * - **cleanup**, per shard, only once COMMITTED: delete the staged objects and entries at or below the committed
  *   cut (leftovers of earlier cleanups included), the checkpoint's working objects and the previous committed
- *   checkpoint's cut pages (superseded by this one's). Shard 0 also sweeps orphans, incrementally (a mark in the
- *   ledger, so each sweep continues where the last one stopped). Idempotent.
+ *   checkpoint's cut pages (superseded by this one's). Only a key that is the staged key of exactly its entry is
+ *   deleted; an entry naming anything else loses only its ledger item (logged). Each shard adds itself to the
+ *   record's `cleanedShards`; the last one moves the cleaned-up mark to N. Shard 0 first catches up on earlier
+ *   committed checkpoints whose cleanup never completed (mark < N-1: an execution cut off after COMMITTED, a
+ *   failed cleanup), at most 10 per run, then sweeps orphans incrementally (a mark in the ledger, so each sweep
+ *   continues where the last one stopped) and the pages of crashed begins. Idempotent.
  * - **abort** (C6), for any failure before the decision: BEGUN|PREPARED → ABORTED with the reason (logged at
  *   error level, counted in the head's `consecutiveAborts` and the record's bounded `abortCount`/`recentAborts`;
  *   the attempt's cut pages are deleted). Staged entries stay, so the next checkpoint covers

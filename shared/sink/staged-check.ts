@@ -1,20 +1,15 @@
 /**
- * Prepare's check of one staged object (C3): it exists, has the recorded size, and has the recorded checksum.
- *
- * Which checksum: HeadObject first. When the ETag is a plain MD5 — 32 hex digits, no `-<parts>` suffix (not a
- * multipart upload) and the object is not encrypted with SSE-KMS/DSSE (whose ETags are not MD5s) — the ETag is
- * compared with the entry's `md5`: one cheap request, correct on real S3 (SSE-S3 or none) and on s3rver. Otherwise
- * the object is read and its SHA-256 compared with the entry's `sha256`. S3's additional checksums are not used:
- * s3rver does not support them. Prepare checks a partition's objects in bulk ({@link verifyStagedObjects}): one
- * listing page gives size and ETag for 1,000 objects, and any object the listing does not clear is checked alone
- * as above, so the verdict is the same as one HeadObject per object.
+ * Prepare's check of the staged objects it covers (C3): {@link verifyStagedContents} reads every object and checks
+ * what promote and the manifest rely on. The ETag is not used: it is an MD5 only without SSE-KMS/DSSE and
+ * multipart, and promote checks the SHA-256 — a check on another checksum could vote for an object promote then
+ * refuses forever (review R2-4). S3's additional checksums are not used: s3rver does not support them.
  */
 import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
-import { getBytes, headObject, listObjects, mapLimit } from './objects.ts';
+import { getBytes, mapLimit } from './objects.ts';
 
 export const STAGED_DEFECTS = ['missing', 'size', 'checksum', 'encoding', 'count'] as const;
 export type StagedDefect = (typeof STAGED_DEFECTS)[number];
@@ -29,103 +24,6 @@ export class StagedObjectInvalidError extends PipelineError {
   ) {
     super(`staged object s3://${bucket}/${key} is invalid (${defect}): ${detail}`);
   }
-}
-
-const PLAIN_MD5_ETAG = /^[0-9a-f]{32}$/;
-
-export type VerifiedBy = 'etag-md5' | 'sha256';
-
-/** Throws {@link StagedObjectInvalidError} naming the object; returns how it was verified. */
-export async function verifyStagedObject(
-  s3: S3Client,
-  bucket: string,
-  entry: StagedFileEntry,
-): Promise<VerifiedBy> {
-  const head = await headObject(s3, bucket, entry.key);
-  if (!head) throw new StagedObjectInvalidError(bucket, entry.key, 'missing', 'the object does not exist');
-  if (head.ContentLength !== entry.bytes) {
-    throw new StagedObjectInvalidError(
-      bucket,
-      entry.key,
-      'size',
-      `recorded ${entry.bytes} bytes, found ${head.ContentLength}`,
-    );
-  }
-  const etag = (head.ETag ?? '').replaceAll('"', '').toLowerCase();
-  const kms = head.ServerSideEncryption === 'aws:kms' || head.ServerSideEncryption === 'aws:kms:dsse';
-  if (PLAIN_MD5_ETAG.test(etag) && !kms) {
-    if (etag !== entry.md5) {
-      throw new StagedObjectInvalidError(
-        bucket,
-        entry.key,
-        'checksum',
-        `recorded MD5 ${entry.md5}, ETag ${etag}`,
-      );
-    }
-    return 'etag-md5';
-  }
-  const body = await getBytes(s3, bucket, entry.key);
-  if (!body)
-    throw new StagedObjectInvalidError(
-      bucket,
-      entry.key,
-      'missing',
-      'the object disappeared while being read',
-    );
-  const sha256 = createHash('sha256').update(body).digest('hex');
-  if (body.length !== entry.bytes || sha256 !== entry.sha256) {
-    throw new StagedObjectInvalidError(
-      bucket,
-      entry.key,
-      'checksum',
-      `recorded SHA-256 ${entry.sha256}, found ${sha256}`,
-    );
-  }
-  return 'sha256';
-}
-
-/**
- * Verifies many staged objects with one ListObjectsV2 page per 1,000 objects instead of one request each: the
- * listing gives size and ETag. An object whose listed ETag is not its recorded MD5 (or that the listing does not
- * show) is checked again on its own by {@link verifyStagedObject}, because a listing does not say whether an
- * object is SSE-KMS encrypted (ETag not an MD5) — so the result is the same as checking each object alone.
- */
-export async function verifyStagedObjects(
-  s3: S3Client,
-  bucket: string,
-  entries: readonly StagedFileEntry[],
-  concurrency = 8,
-): Promise<void> {
-  const byDirectory = new Map<string, StagedFileEntry[]>();
-  for (const entry of entries) {
-    const directory = entry.key.slice(0, entry.key.lastIndexOf('/') + 1);
-    byDirectory.set(directory, [...(byDirectory.get(directory) ?? []), entry]);
-  }
-  const suspects: StagedFileEntry[] = [];
-  for (const [directory, group] of byDirectory) {
-    const wanted = new Map(group.map((entry) => [entry.key, entry]));
-    const first = [...wanted.keys()].sort()[0]!;
-    for await (const listed of listObjects(
-      s3,
-      bucket,
-      directory,
-      Number.POSITIVE_INFINITY,
-      keyBefore(first),
-    )) {
-      const entry = wanted.get(listed.key);
-      if (!entry) continue;
-      wanted.delete(listed.key);
-      if (listed.size !== entry.bytes || listed.etag !== entry.md5) suspects.push(entry);
-      if (wanted.size === 0) break;
-    }
-    suspects.push(...wanted.values());
-  }
-  await mapLimit(suspects, concurrency, (entry) => verifyStagedObject(s3, bucket, entry));
-}
-
-/** A key that sorts just before `key`, for ListObjectsV2's StartAfter. */
-function keyBefore(key: string): string {
-  return key.slice(0, -1);
 }
 
 /**
