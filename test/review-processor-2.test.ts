@@ -1,0 +1,138 @@
+/**
+ * Review R1b (processor fixes after review R1): attempt-scoped claims, the ring of batch starts, the handling of an
+ * ADD meeting a text field. Against DynamoDB Local and the S3 server; the only injected faults are a paused call
+ * and a deterministic (non-transient) refusal of a staging transaction (middleware on a client), as in
+ * test/processor-claims.test.ts. A failing test is a finding (see the review report).
+ */
+import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createAwsClients } from '../shared/aws/clients.ts';
+import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
+import { keys } from '../shared/ledger/layout.ts';
+import { createProcessor, type ProcessorStep } from '../shared/processor/processor.ts';
+import type { Transform } from '../shared/transforms/types.ts';
+import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { ledgerView, stagedRows } from './support/ledger.ts';
+import { mskEvent, order, type RecordSpec } from './support/msk.ts';
+
+let res: TestResources;
+beforeAll(async () => {
+  res = await freshResources('r1b');
+});
+
+function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
+  return parseSettings({
+    ledgerTable: res.table,
+    bucket: res.bucket,
+    pipelineId: uniqueName('r1b'),
+    ...overrides,
+  });
+}
+
+const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
+  partition,
+  offset,
+  key,
+  value: order(key),
+  headers: { 'idempotency-key': key },
+});
+
+function gate() {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { open, opened };
+}
+
+async function outputCounts(settings: Settings): Promise<Record<string, number>> {
+  const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
+  const counts: Record<string, number> = {};
+  for (const { stream, row } of rows) {
+    if (stream !== 'output') continue;
+    const id = String(row.orderId);
+    counts[id] = (counts[id] ?? 0) + 1;
+  }
+  return counts;
+}
+
+async function claimOf(settings: Settings, key: string) {
+  const doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
+  const { Item } = await doc.send(
+    new GetCommand({ TableName: res.table, Key: keys.claim(settings.pipelineId, key), ConsistentRead: true }),
+  );
+  return Item;
+}
+
+describe('R1b: a claim put by a staging transaction (takeover) is never released', () => {
+  it('a zombie confirms a takeover claim its retry committed, then fails deterministically: its release must not free the committed record\'s key (a duplicate elsewhere is dropped)', async () => {
+    const settings = settingsFor(); // claims ahead (default)
+    // An expired claim on K by some other record (its TTL passed, DynamoDB has not deleted it yet).
+    const doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
+    await doc.send(
+      new PutCommand({
+        TableName: res.table,
+        Item: {
+          ...keys.claim(settings.pipelineId, 'K'),
+          idempotencyKey: 'K',
+          claimant: 'orders#9#9',
+          digest: 'another-record',
+          expiresAt: 1,
+        },
+      }),
+    );
+    const batch = mskEvent([keyed(0, 0, 'K')]);
+
+    // A (the original invocation, soon a zombie): its claim-ahead UpdateItem is held (a slow network) until its
+    // retry B has committed; its staging transaction is then refused deterministically (any non-transient error:
+    // AccessDenied during a policy rollout, a ValidationException of another code version, ...).
+    const aClients = createAwsClients();
+    const aAtClaim = gate();
+    const bCommitted = gate();
+    let updates = 0;
+    aClients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'UpdateItemCommand' && updates++ === 0) {
+          aAtClaim.open();
+          await bCommitted.opened;
+        }
+        if (context.commandName === 'TransactWriteItemsCommand') {
+          throw Object.assign(new Error('refused for good'), { name: 'AccessDeniedException' });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'pauseClaimRefuseTransaction' },
+    );
+    const a = createProcessor({ settings, clients: aClients })
+      .processEvent(batch)
+      .then(
+        () => 'ok',
+        (error: unknown) => error,
+      );
+    await aAtClaim.opened; // A has re-read the fence (-1) and is about to claim K ahead
+
+    // B (the mapping's retry): finds the claim expired, takes it over inside its fenced transaction, commits.
+    const b = await createProcessor({ settings, clients: res.clients }).processEvent(batch);
+    expect(b.partitions[0]).toMatchObject({ stagedRows: 1, stagedOffset: 0 });
+    expect(await claimOf(settings, 'K')).toMatchObject({ claimant: 'orders#0#0' });
+    expect((await claimOf(settings, 'K'))?.holders).toBeUndefined(); // a takeover: no holders
+
+    bCommitted.open();
+    // A's claim ahead now finds K "its own" (same claimant and digest) and adds itself as holder; its transaction
+    // is refused; it releases: removes itself, no holder is left, expiresAt := 0.
+    expect(await a).toMatchObject({ name: 'AccessDeniedException' });
+    const afterRelease = await claimOf(settings, 'K');
+
+    // A producer duplicate of K (same bytes) on another partition.
+    const elsewhere = await createProcessor({ settings, clients: res.clients }).processEvent(
+      mskEvent([keyed(1, 0, 'K')]),
+    );
+    const counts = await outputCounts(settings);
+    expect({ afterRelease, elsewhere: elsewhere.partitions[0], counts }).toMatchObject({
+      afterRelease: { claimant: 'orders#0#0', expiresAt: expect.any(Number) },
+      elsewhere: { stagedRows: 0, duplicatesByKey: 1 },
+      counts: { K: 1 },
+    });
+    expect(afterRelease?.expiresAt).toBeGreaterThan(Date.now() / 1000);
+  });
+});
