@@ -136,3 +136,51 @@ describe('R1b: a claim put by a staging transaction (takeover) is never released
     expect(afterRelease?.expiresAt).toBeGreaterThan(Date.now() / 1000);
   });
 });
+
+describe('R1b: one record whose own deltas fold into something no chunk can hold (L1: stall by a hostile record)', () => {
+  /** Two deltas on ONE state key: each passes evaluation's per-delta checks, their fold does not fit any chunk. */
+  const twoDeltas = (second: Record<string, number>, firstFields: Record<string, string>): Transform => ({
+    name: 'two-deltas-one-key',
+    apply(record) {
+      return {
+        kind: 'ok',
+        rows: [{ offset: record.offset }],
+        state: [
+          { key: 'S', fields: firstFields, add: {} },
+          { key: 'S', fields: {}, add: second },
+        ],
+      };
+    },
+  });
+
+  const outcome = async (transform: Transform) => {
+    const settings = settingsFor({ idempotencyKey: 'none' });
+    const processor = createProcessor({ settings, clients: res.clients, transform });
+    return processor.processEvent(mskEvent([{ partition: 0, offset: 0, value: 'x' }])).then(
+      (report) => report.partitions[0],
+      (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
+    );
+  };
+
+  it('a record setting field f in one delta and adding to f in another delta of the same key is dead-lettered or applied, never a stall', async () => {
+    expect(await outcome(twoDeltas({ f: 1 }, { f: 'text' }))).toMatchObject({ stagedOffset: 0 });
+  });
+
+  it('a record adding 2^53-1 to field n in two deltas of the same key (sum past 2^53) is dead-lettered or applied, never a stall', async () => {
+    const max = Number.MAX_SAFE_INTEGER;
+    const transform: Transform = {
+      name: 'two-big-adds',
+      apply(record) {
+        return {
+          kind: 'ok',
+          rows: [{ offset: record.offset }],
+          state: [
+            { key: 'S', fields: {}, add: { n: max } },
+            { key: 'S', fields: {}, add: { n: max } },
+          ],
+        };
+      },
+    };
+    expect(await outcome(transform)).toMatchObject({ stagedOffset: 0 });
+  });
+});
