@@ -184,3 +184,58 @@ describe('R1b: one record whose own deltas fold into something no chunk can hold
     expect(await outcome(transform)).toMatchObject({ stagedOffset: 0 });
   });
 });
+
+describe('R1b: sound behaviour (guards written while reviewing)', () => {
+  it('a release racing a confirm: the retry confirms between the release\'s "leave holders" and "mark released" updates; the claim stays live', async () => {
+    const settings = settingsFor();
+    const batch = mskEvent([keyed(0, 0, 'RC')]);
+    const aBetween = gate();
+    const bConfirmed = gate();
+    const aDone = gate();
+    const aClients = createAwsClients();
+    let updates = 0;
+    aClients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'TransactWriteItemsCommand') {
+          throw Object.assign(new Error('refused for good'), { name: 'ValidationException' });
+        }
+        // UpdateItems of A: 1 claim ahead, 2 leave holders, 3 mark released.
+        if (context.commandName === 'UpdateItemCommand' && ++updates === 3) {
+          aBetween.open();
+          await bConfirmed.opened;
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'pauseBeforeMarkReleased' },
+    );
+    const a = createProcessor({ settings, clients: aClients })
+      .processEvent(batch)
+      .then(
+        () => 'ok',
+        (error: unknown) => error,
+      );
+    await aBetween.opened;
+    expect((await claimOf(settings, 'RC'))?.holders).toBeUndefined(); // A left; nobody holds it
+    const b = createProcessor({
+      settings,
+      clients: res.clients,
+      hooks: {
+        async onStep(step: ProcessorStep) {
+          if (step !== 'after-claims') return;
+          bConfirmed.open();
+          await aDone.opened;
+        },
+      },
+    }).processEvent(batch);
+    expect(await a).toMatchObject({ name: 'ValidationException' });
+    aDone.open();
+    expect((await b).partitions[0]).toMatchObject({ stagedRows: 1, stagedOffset: 0 });
+    const claim = await claimOf(settings, 'RC');
+    expect(claim?.expiresAt).toBeGreaterThan(Date.now() / 1000);
+    const elsewhere = await createProcessor({ settings, clients: res.clients }).processEvent(
+      mskEvent([keyed(1, 0, 'RC')]),
+    );
+    expect(elsewhere.partitions[0]).toMatchObject({ stagedRows: 0, duplicatesByKey: 1 });
+    expect(await outputCounts(settings)).toEqual({ RC: 1 });
+  });
+});
