@@ -676,7 +676,9 @@ class CheckpointCoordinator implements Coordinator {
           checkpointId: id,
           by: record.checkpointId,
         });
-        if (typeof earlier.cutId === 'string' && earlier.cutId !== '') {
+        // A record from before cut pages (an inline cut) has nothing to walk here.
+        const paged = (earlier as Partial<CheckpointRecord>).cutPages !== undefined;
+        if (paged && typeof earlier.cutId === 'string' && earlier.cutId !== '') {
           try {
             for (const shard of shardList(earlier.shardCount))
               for (const cut of await this.store.readCut(earlier, shard)) await this.cleanPartition(cut);
