@@ -239,3 +239,42 @@ describe('R1b: sound behaviour (guards written while reviewing)', () => {
     expect(await outputCounts(settings)).toEqual({ RC: 1 });
   });
 });
+
+describe('R1b: the claim of a record dead-lettered for an add to a text field (issue 9.3 x P4, P6)', () => {
+  /** "set": state field `total` := text; "add…": adds 1 to it; anything else: an output row, no state. */
+  const transform: Transform = {
+    name: 'set-add-fixed',
+    apply(record) {
+      const value = String(record.value);
+      const state =
+        value === 'set'
+          ? [{ key: 'customer', fields: { total: 'n/a' }, add: {} }]
+          : value.startsWith('add')
+            ? [{ key: 'customer', fields: {}, add: { total: 1 } }]
+            : [];
+      return { kind: 'ok', rows: [{ orderId: value }], state };
+    },
+  };
+
+  it('claims ahead: a record dead-lettered because its add meets a text field does not keep its key claimed (a poison record never claims its key): the corrected record with that key elsewhere is output, as in in-transaction mode', async () => {
+    const outcomes: Record<string, unknown> = {};
+    for (const claimWrite of ['in-transaction', 'ahead'] as const) {
+      const settings = settingsFor({ claimWrite });
+      const processor = createProcessor({ settings, clients: res.clients, transform });
+      await processor.processEvent(mskEvent([{ partition: 0, offset: 0, value: 'set' }]));
+      const refused = await processor.processEvent(
+        mskEvent([{ partition: 0, offset: 1, value: 'add-v1', headers: { 'idempotency-key': 'K' } }]),
+      );
+      expect(refused.partitions[0]).toMatchObject({ deadLettered: 1, stagedOffset: 1 });
+      const corrected = await processor.processEvent(
+        mskEvent([{ partition: 1, offset: 0, value: 'fixed', headers: { 'idempotency-key': 'K' } }]),
+      );
+      const { stagedRows: rows, keyConflicts, deadLettered } = corrected.partitions[0]!;
+      outcomes[claimWrite] = { rows, keyConflicts, deadLettered };
+    }
+    expect(outcomes).toEqual({
+      'in-transaction': { rows: 1, keyConflicts: 0, deadLettered: 0 },
+      ahead: { rows: 1, keyConflicts: 0, deadLettered: 0 },
+    });
+  });
+});
