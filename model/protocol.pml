@@ -36,6 +36,10 @@
 #define EXECUTIONS 2        /* coordinator executions running alongside the processors */
 #endif
 
+/* executions: the concurrent ones (0..EXECUTIONS-1), then the fault-free ones after the faults */
+#define FIRST_CLEAN (EXECUTIONS > 2 -> EXECUTIONS : 2)
+#define NEXEC 7
+
 #define REC(p, o) ((p) * NO + (o))
 #define BIT(x) (1 << (x))
 /* Offset 0 of BOTH partitions carries the same idempotency key K (a producer duplicate across partitions);
@@ -88,10 +92,10 @@ int manifestFiles[MAXCID + 1];
 byte stagedCnt[NR];         /* effects applied per record (P1, P2: at most once) */
 bool acked[NP];             /* the mapping acknowledged the partition's batch */
 bool ttlPassed;             /* a claim of K outlived its TTL: a later record with K is no longer a duplicate */
-bool lapsed[6];             /* execution e's lease lapsed while it ran */
+bool lapsed[NEXEC];             /* execution e's lease lapsed while it ran */
 byte pfaults; byte cfaults; byte lapses; byte expiries;
 byte running;               /* processes of the fault phase still running */
-byte outcome[6];            /* how execution e's Begin routed */
+byte outcome[NEXEC];            /* how execution e's Begin routed */
 #define R_NONE 0
 #define R_BUSY 1
 #define R_EMPTY 2
@@ -106,6 +110,7 @@ byte outcome[6];            /* how execution e's Begin routed */
 proctype Processor(byte p; bool zombie) {
   short f; short cache; bool cached;
   byte pending; byte dropped; bool claimed; bool takeover; byte o; bool kept; bool inTxn; byte before;
+  bool txnMode;               /* claimWrite of this invocation: true for in-transaction, false for ahead */
   byte me = REC(p, 0) + 1;    /* claimant of the partition's keyed record: topic#partition#offset */
 
 invoke:
@@ -121,11 +126,14 @@ invoke:
     pending = ABOVE(f);                                      /* P4: records <= fence are redeliveries */
 #endif
     dropped = 0; takeover = false;
-#ifdef CLAIMS_IN_TRANSACTION
-    claimed = true;
-#else
-    claimed = !(pending & 1);                                /* claims ahead only if a keyed record is pending */
+#if defined(CLAIM_WRITE_SWITCH)
+    /* claimWrite is a setting: a redeploy that changes it lets an invocation of the new setting retry a batch
+       (or run beside a zombie) of the old one. Each invocation runs with either. */
+    if :: txnMode = true :: txnMode = false fi;
+#elif defined(CLAIMS_IN_TRANSACTION)
+    txnMode = true;
 #endif
+    claimed = txnMode || !(pending & 1);                     /* claims ahead only if a keyed record is pending */
   }
 chunk:
   atomic {
@@ -174,11 +182,7 @@ chunk:
   }
 stage:
   atomic {                                                   /* code: StagingLedger.stage (TransactWriteItems) */
-#ifdef CLAIMS_IN_TRANSACTION
-    inTxn = kept && KEYED(o);
-#else
-    inTxn = kept && KEYED(o) && takeover;
-#endif
+    inTxn = kept && KEYED(o) && (txnMode || takeover);
     if
 #ifdef MUT_NO_FENCE_CONDITION
     :: (kept && entry[REC(p, o)] == 1) ->
@@ -238,7 +242,7 @@ crashed:
   }
 gone:
   atomic { f = 0; cache = 0; cached = false; pending = 0; dropped = 0; claimed = false; takeover = false;
-           running-- }
+           txnMode = false; running-- }
 }
 
 /* The staging side reduced to its effect on the coordinator (scenario "checkpoint"): one instance per
@@ -397,7 +401,7 @@ b_cut:
   }
 
 s_prepare:
-  atomic {            /* code: CheckpointCoordinator.prepare: CheckpointCoordinator.requireRecord, CheckpointCoordinator.coveredEntries, verifyStagedObjects() */
+  atomic {            /* code: CheckpointCoordinator.prepare: CheckpointCoordinator.requireRecord, CheckpointCoordinator.coveredEntries, verifyStagedContents() */
     st = S_PREPARE;
     FAULT;
     ok = rec[cid].att == att && (rec[cid].status == BEGUN || rec[cid].status == PREPARED ||
@@ -450,9 +454,15 @@ s_decide:
     :: else -> s = 0
     fi;
 #ifndef MUT_DECIDE_WITHOUT_VOTES
-    if :: !rec[cid].voted -> STUCK :: else -> skip fi;      /* VotesIncompleteError */
+    if :: !rec[cid].voted -> STUCK :: else -> skip fi      /* VotesIncompleteError */
+#else
+    skip
 #endif
-    /* code: CheckpointStore.transition BEGUN -> PREPARED */
+  }
+  /* The record was read above; the transition is a second call, so a superseded attempt's Decide can land here
+     after its attempt was aborted and the next one allocated (a zombie execution whose lease lapsed). */
+  atomic {                                                   /* code: CheckpointStore.transition BEGUN -> PREPARED */
+    FAULT;
 #ifdef MUT_DECIDE_WITHOUT_VOTES
     ok = TRANSITION_OK(BEGUN, BEGUN);
 #else
@@ -654,10 +664,18 @@ init {
   byte i; byte p; byte c; byte first; byte last; byte seen; int listed; short upTo[NP];
   atomic {
     rec[0].status = COMMITTED; rec[0].cut[0] = -1; rec[0].cut[1] = -1; rec[0].prev[0] = -1; rec[0].prev[1] = -1;
+#if defined(PRESTAGED)
+    /* Both partitions staged and acknowledged before the executions start (recovery races only). */
+    fence[0] = NO - 1; fence[1] = NO - 1; acked[0] = true; acked[1] = true;
+    i = 0;
+    do :: i < NR -> entry[i] = 1; stagedCnt[i] = 1; i++ :: else -> break od;
+    i = 0;
+    running = 1 + EXECUTIONS;
+#elif defined(STAGERS)
     running = 3 + ZOMBIES + EXECUTIONS;
-#ifdef STAGERS
     run Stager(0); run Stager(1);
 #else
+    running = 3 + ZOMBIES + EXECUTIONS;
     run Processor(0, false); run Processor(1, false);
 #endif
 #if ZOMBIES > 0
@@ -672,14 +690,17 @@ init {
 #if EXECUTIONS > 1
     run Execution(1, true);
 #endif
+#if EXECUTIONS > 2
+    run Execution(2, true);
+#endif
     run Clock()
   }
   running == 0;
   /* Faults are over, every lease has passed: fault-free executions run until Begin finds nothing to commit
      (progress: every staged record is committed once faults stop). */
-  atomic { hLive = false; lapsed[0] = true; lapsed[1] = true; i = 2 }
+  atomic { hLive = false; lapsed[0] = true; lapsed[1] = true; lapsed[2] = true; i = FIRST_CLEAN }
   do
-  :: i < 6 -> run Execution(i, false); (_nr_pr == 1); if :: outcome[i] == R_EMPTY -> break :: else -> i++ fi
+  :: i < FIRST_CLEAN + 4 -> run Execution(i, false); (_nr_pr == 1); if :: outcome[i] == R_EMPTY -> break :: else -> i++ fi
   :: else -> assert(false)                                   /* no fixpoint within the bounds */
   od;
   atomic {
@@ -722,7 +743,7 @@ init {
     od;
     /* 1: every record once after business-key dedupe; the unkeyed records all, the key K once (twice only
        after its claim outlived the TTL); the output is exactly what was staged (keyed state rides along). */
-#ifdef STAGERS
+#if defined(STAGERS) || defined(PRESTAGED)
     assert(seen == 15);                                      /* no keys: every record */
 #else
     assert((seen & BIT(REC(0, 1))) && (seen & BIT(REC(1, 1))));
