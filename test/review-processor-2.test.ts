@@ -278,3 +278,34 @@ describe('R1b: the claim of a record dead-lettered for an add to a text field (i
     });
   });
 });
+
+describe('R1b: the state read after a type conflict (issue 9.3)', () => {
+  it('a state item whose numeric total has grown past 2^53 (each add safe, DynamoDB sums in decimal) still lets an add to its text field be dead-lettered, not a stall', async () => {
+    const max = Number.MAX_SAFE_INTEGER;
+    const transform: Transform = {
+      name: 'big-total-then-text',
+      apply(record) {
+        const value = String(record.value);
+        const state =
+          value === 'big'
+            ? [{ key: 'S', fields: {}, add: { n: max } }]
+            : value === 'set'
+              ? [{ key: 'S', fields: { t: 'text' }, add: {} }]
+              : [{ key: 'S', fields: {}, add: { t: 1 } }];
+        return { kind: 'ok', rows: [{ orderId: value }], state };
+      },
+    };
+    const settings = settingsFor({ idempotencyKey: 'none' });
+    const processor = createProcessor({ settings, clients: res.clients, transform });
+    await processor.processEvent(mskEvent([{ partition: 0, offset: 0, value: 'big' }]));
+    await processor.processEvent(mskEvent([{ partition: 0, offset: 1, value: 'big' }])); // n = 2^54 - 2
+    await processor.processEvent(mskEvent([{ partition: 0, offset: 2, value: 'set' }]));
+    const outcome = await processor
+      .processEvent(mskEvent([{ partition: 0, offset: 3, value: 'add' }]))
+      .then(
+        (report) => report.partitions[0],
+        (error: unknown) => `${(error as Error).name}: ${(error as Error).message}`,
+      );
+    expect(outcome).toMatchObject({ stagedOffset: 3, deadLettered: 1 });
+  });
+});
