@@ -86,7 +86,7 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   deletionProtection: 'DynamoDB deletion protection on the ledger table.',
   pointInTimeRecovery: 'DynamoDB point-in-time recovery on the ledger table.',
   encryption:
-    '`s3` (SSE-S3) or `kms` (one customer-managed key with rotation for bucket, table and alarm topic). With `kms`, prepare verifies each staged object by reading it (SSE-KMS ETags are not MD5s).',
+    '`s3` (SSE-S3) or `kms` (one customer-managed key with rotation for bucket, table and alarm topic). Prepare reads every staged object either way (SHA-256, NDJSON, row count); the ETag is not used.',
   noncurrentVersionExpirationDays:
     'Noncurrent versions of committed objects (final data, manifests) are deleted after this many days. Staged and coordinator work objects keep theirs 3 days.',
   inProgressExpirationDays:
