@@ -309,3 +309,59 @@ describe('R1b: the state read after a type conflict (issue 9.3)', () => {
     expect(outcome).toMatchObject({ stagedOffset: 3, deadLettered: 1 });
   });
 });
+
+describe('R1b: a released claim taken over by another record while its own record\'s retry stages it (guards)', () => {
+  function refusingFirstTransaction() {
+    const clients = createAwsClients();
+    let transactions = 0;
+    clients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'TransactWriteItemsCommand' && transactions++ === 0) {
+          throw Object.assign(new Error('refused for good'), { name: 'ValidationException' });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'refuseFirstTransaction' },
+    );
+    return clients;
+  }
+
+  for (const order_ of ['retry-first', 'takeover-first'] as const) {
+    it(`${order_}: exactly one output for the key, never a conflict`, async () => {
+      const settings = settingsFor();
+      const original = mskEvent([keyed(0, 0, 'RT')]);
+      await expect(
+        createProcessor({ settings, clients: refusingFirstTransaction() }).processEvent(original),
+      ).rejects.toThrow('refused for good');
+      expect(await claimOf(settings, 'RT')).toMatchObject({ expiresAt: 0 });
+      const cAtClaims = gate();
+      const go = gate();
+      const c = createProcessor({
+        settings,
+        clients: res.clients,
+        hooks: {
+          async onStep(step: ProcessorStep) {
+            if (step !== 'after-claims') return;
+            cAtClaims.open();
+            await go.opened;
+          },
+        },
+      }).processEvent(mskEvent([keyed(1, 0, 'RT')]));
+      await cAtClaims.opened; // C found the claim released: it will take it over in its transaction
+      const retry = createProcessor({ settings, clients: res.clients });
+      let reports;
+      if (order_ === 'retry-first') {
+        const b = await retry.processEvent(original);
+        go.open();
+        reports = { b: b.partitions[0], c: (await c).partitions[0] };
+      } else {
+        go.open();
+        const cr = await c;
+        reports = { b: (await retry.processEvent(original)).partitions[0], c: cr.partitions[0] };
+      }
+      expect(reports.b?.keyConflicts).toBe(0);
+      expect(reports.c?.keyConflicts).toBe(0);
+      expect(await outputCounts(settings)).toEqual({ RT: 1 });
+    });
+  }
+});
