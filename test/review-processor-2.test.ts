@@ -365,3 +365,46 @@ describe('R1b: a released claim taken over by another record while its own recor
     });
   }
 });
+
+describe('R1b: release racing an in-transaction put of the same record (claimWrite changed between attempts)', () => {
+  it('an ahead-mode attempt leaves holders; the retry (in-transaction mode) puts the claim in its committed transaction; the release\'s "mark released" must not free it', async () => {
+    const settings = settingsFor();
+    const inTxn = settingsFor({ pipelineId: settings.pipelineId, claimWrite: 'in-transaction' });
+    const batch = mskEvent([keyed(0, 0, 'MX')]);
+    const aBetween = gate();
+    const bCommitted = gate();
+    const aClients = createAwsClients();
+    let updates = 0;
+    aClients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'TransactWriteItemsCommand') {
+          throw Object.assign(new Error('refused for good'), { name: 'ValidationException' });
+        }
+        if (context.commandName === 'UpdateItemCommand' && ++updates === 3) {
+          aBetween.open();
+          await bCommitted.opened;
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'pauseBeforeMarkReleased' },
+    );
+    const a = createProcessor({ settings, clients: aClients })
+      .processEvent(batch)
+      .then(
+        () => 'ok',
+        (error: unknown) => error,
+      );
+    await aBetween.opened;
+    const b = await createProcessor({ settings: inTxn, clients: res.clients }).processEvent(batch);
+    expect(b.partitions[0]).toMatchObject({ stagedRows: 1, stagedOffset: 0 });
+    bCommitted.open();
+    expect(await a).toMatchObject({ name: 'ValidationException' });
+    const elsewhere = await createProcessor({ settings, clients: res.clients }).processEvent(
+      mskEvent([keyed(1, 0, 'MX')]),
+    );
+    expect({ elsewhere: elsewhere.partitions[0], counts: await outputCounts(settings) }).toMatchObject({
+      elsewhere: { stagedRows: 0, duplicatesByKey: 1 },
+      counts: { MX: 1 },
+    });
+  });
+});
