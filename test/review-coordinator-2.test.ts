@@ -230,3 +230,52 @@ describe('review R2b: cleanup and its catch-up', () => {
     expect(await store.readCleanedMark()).toBeGreaterThanOrEqual(4);
   });
 });
+
+describe('review R2b: the checks trust an entry item\'s attributes, not where the item lies', () => {
+  /** Copies `entry` (attributes unchanged) into a ledger item at sort position `at` — a processor-writable item. */
+  async function misplace(settings: Settings, entry: StagedFileEntry, at: number): Promise<void> {
+    await doc.send(
+      new PutCommand({
+        TableName: res.table,
+        Item: { ...keys.staged(settings.pipelineId, 'orders', 0, at, 'output'), ...entry },
+      }),
+    );
+  }
+
+  it('R2b-5 an item at offset 1 naming entry 3..10 does not make cleanup delete the uncommitted entry and object', async () => {
+    const { settings, core } = setup();
+    await stageRaw(settings, 0, 2, gzipSync(Buffer.from(rowsText(0, 2))), 3);
+    const first = await runThrough(core, 'e1', false); // committed, cut 2; cleanup not yet run
+    const honest = await stageRaw(settings, 3, 10, gzipSync(Buffer.from(rowsText(3, 10))), 8); // above the cut
+    await misplace(settings, honest, 1);
+    // Cleanup walks sort keys -1..2, meets the item at 1: its attributes name 3..10 and key K consistently, so
+    // assertStagedEntry passes; it deletes K, and deleteEntries recomputes the item key from lastOffset=10 — the
+    // honest entry, whose key condition (key = K) holds.
+    for (const shard of first.shards) await core.cleanup({ ...first, shard });
+    await runThrough(core, 'e2');
+    expect(await countCommitted(settings)).toBe(11); // offsets 3..10 are lost: 3
+  });
+
+  it('R2b-6 an item inside the cut naming an entry above it is not promoted early (then again: duplicates)', async () => {
+    const { settings, core } = setup();
+    await stageRaw(settings, 0, 2, gzipSync(Buffer.from(rowsText(0, 2))), 3);
+    const begun = await core.begin({ execution: 'e1' }); // cut 2
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    const honest = await stageRaw(settings, 3, 5, gzipSync(Buffer.from(rowsText(3, 5))), 3); // fence 5, above the cut
+    await misplace(settings, honest, 1); // covered by checkpoint 1's query (sort key 1 ≤ cut 2)
+    for (const shard of begun.shards) await core.prepare({ ...ref, shard });
+    await core.decide(ref);
+    for (const shard of begun.shards) await core.promote({ ...ref, shard });
+    await core.commit(ref);
+    // Checkpoint 2 (cut 5, previous 2) covers the honest entry 3..5 again: first offset 3 > previous cut 2.
+    await runThrough(core, 'e2', false);
+    const offsets: number[] = [];
+    for await (const { row } of readCommitted({
+      s3: res.clients.s3,
+      bucket: settings.bucket,
+      pipeline: settings.pipelineId,
+    }))
+      offsets.push((row as { n: number }).n);
+    expect(offsets).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+});
