@@ -7,7 +7,7 @@
 
 import { gzipSync } from 'node:zlib';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
-import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
@@ -277,5 +277,37 @@ describe('review R2b: the checks trust an entry item\'s attributes, not where th
     }))
       offsets.push((row as { n: number }).n);
     expect(offsets).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+});
+
+describe('review R2b: the cleaned-up mark on a pipeline from before it', () => {
+  it('R2b-7 checkpoints cleaned up before the mark existed are not reported as cleanups that never completed', async () => {
+    const { settings, core } = setup();
+    for (let n = 0; n < 3; n++) {
+      await stageRaw(settings, n * 2, n * 2 + 1, gzipSync(Buffer.from(rowsText(n * 2, n * 2 + 1))), 2);
+      await runThrough(core, `old${n}`);
+    }
+    // The pipeline as the previous release left it: every cleanup completed, but no mark and no cleanedShards.
+    await doc.send(new DeleteCommand({ TableName: res.table, Key: keys.cleanedMark(settings.pipelineId) }));
+    for (let id = 1; id <= 3; id++) {
+      await doc.send(
+        new UpdateCommand({
+          TableName: res.table,
+          Key: keys.checkpoint(settings.pipelineId, id),
+          UpdateExpression: 'REMOVE cleanedShards',
+        }),
+      );
+    }
+    const errors: string[] = [];
+    const logged = createCoordinator({
+      settings,
+      clients: res.clients,
+      clock: new ManualClock(Date.now()),
+      log: { info: () => {}, error: (message) => errors.push(message) },
+    });
+    await stageRaw(settings, 6, 7, gzipSync(Buffer.from(rowsText(6, 7))), 2);
+    await runThrough(logged, 'new');
+    // Each is logged at error level as a cleanup that "never completed" (10 per cleanup until the mark catches up).
+    expect(errors).toEqual([]);
   });
 });
