@@ -54,7 +54,13 @@ async function stageRaw(
   recordCount: number,
   moveFence = true,
 ): Promise<StagedFileEntry> {
-  const range = { stream: 'output' as const, topic: 'orders', partition: 0, firstOffset: first, lastOffset: last };
+  const range = {
+    stream: 'output' as const,
+    topic: 'orders',
+    partition: 0,
+    firstOffset: first,
+    lastOffset: last,
+  };
   const key = stagedObjectKey(settings.pipelineId, range, 'raw', settings.gzip);
   await res.clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: body }));
   const entry: StagedFileEntry = {
@@ -111,7 +117,11 @@ async function runThrough(core: Coordinator, execution: string, cleanup = true) 
 
 async function countCommitted(settings: Settings): Promise<number> {
   let rows = 0;
-  for await (const _ of readCommitted({ s3: res.clients.s3, bucket: settings.bucket, pipeline: settings.pipelineId }))
+  for await (const _ of readCommitted({
+    s3: res.clients.s3,
+    bucket: settings.bucket,
+    pipeline: settings.pipelineId,
+  }))
     rows++;
   return rows;
 }
@@ -127,10 +137,16 @@ describe('review R2b: prepare reads the objects, promote reads them again', () =
     await core.decide(ref); // COMMITTING: from here it may only roll forward (C4)
     // The processor's IAM allows PutObject on its staged prefix: it rewrites the covered object.
     await res.clients.s3.send(
-      new PutObjectCommand({ Bucket: settings.bucket, Key: entry.key, Body: gzipSync(Buffer.from('{"x":1}\n')) }),
+      new PutObjectCommand({
+        Bucket: settings.bucket,
+        Key: entry.key,
+        Body: gzipSync(Buffer.from('{"x":1}\n')),
+      }),
     );
     // Abort is refused (decided), so the only way out is forward: every retry and every roll-forward must finish.
-    expect((await core.abort({ ...ref, error: { Error: 'x', Cause: 'x' } } as never)).outcome).toBe('decided');
+    expect((await core.abort({ ...ref, error: { Error: 'x', Cause: 'x' } } as never)).outcome).toBe(
+      'decided',
+    );
     clock.advance(601_000);
     const rolled = await core.begin({ execution: 'e2' });
     expect(rolled.action).toBe('commit');
@@ -140,24 +156,20 @@ describe('review R2b: prepare reads the objects, promote reads them again', () =
     expect(await countCommitted(settings)).toBe(3);
   });
 
-  it(
-    'R2b-2 two staged objects that each pass prepare concatenate into a final object the reader can read',
-    async () => {
-      const { settings, core } = setup();
-      // ~303 MB of NDJSON per object (under V8's ~512 MiB string limit each, over it together), ~0.3 MB gzipped.
-      const row = `{"p":"${'x'.repeat(1000)}"}\n`;
-      const rows = 300_000;
-      const body = gzipSync(Buffer.alloc(row.length * rows, row), { level: 1 });
-      await stageRaw(settings, 0, 0, body, rows);
-      await stageRaw(settings, 1, 1, body, rows);
-      const done = await runThrough(core, 'e1'); // prepare passes: each object is fine alone
-      expect(done.checkpointId).toBe(1);
-      // The manifest lists one final object of 2 members (32 MiB compressed limit, 2000 members): the reader
-      // gunzips it whole and converts it to one string, which V8 refuses (ERR_STRING_TOO_LONG) — on every read.
-      expect(await countCommitted(settings)).toBe(2 * rows);
-    },
-    240_000,
-  );
+  it('R2b-2 two staged objects that each pass prepare concatenate into a final object the reader can read', async () => {
+    const { settings, core } = setup();
+    // ~303 MB of NDJSON per object (under V8's ~512 MiB string limit each, over it together), ~0.3 MB gzipped.
+    const row = `{"p":"${'x'.repeat(1000)}"}\n`;
+    const rows = 300_000;
+    const body = gzipSync(Buffer.alloc(row.length * rows, row), { level: 1 });
+    await stageRaw(settings, 0, 0, body, rows);
+    await stageRaw(settings, 1, 1, body, rows);
+    const done = await runThrough(core, 'e1'); // prepare passes: each object is fine alone
+    expect(done.checkpointId).toBe(1);
+    // The manifest lists one final object of 2 members (32 MiB compressed limit, 2000 members): the reader
+    // gunzips it whole and converts it to one string, which V8 refuses (ERR_STRING_TOO_LONG) — on every read.
+    expect(await countCommitted(settings)).toBe(2 * rows);
+  }, 240_000);
 });
 
 describe('review R2b: cleanup and its catch-up', () => {
@@ -231,7 +243,7 @@ describe('review R2b: cleanup and its catch-up', () => {
   });
 });
 
-describe('review R2b: the checks trust an entry item\'s attributes, not where the item lies', () => {
+describe("review R2b: the checks trust an entry item's attributes, not where the item lies", () => {
   /** Copies `entry` (attributes unchanged) into a ledger item at sort position `at` — a processor-writable item. */
   async function misplace(settings: Settings, entry: StagedFileEntry, at: number): Promise<void> {
     await doc.send(
