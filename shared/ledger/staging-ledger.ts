@@ -114,6 +114,11 @@ export interface StagingTransaction {
   readonly identity: FenceIdentity;
   /** Epoch ms. */
   readonly now: number;
+  /**
+   * The attempt staging this transaction: every claim it puts lists it as holder, for good (see
+   * {@link StagingLedger.releaseClaims}).
+   */
+  readonly attemptId: string;
 }
 
 export const NO_FENCE = -1;
@@ -305,7 +310,8 @@ export class StagingLedger {
    *      it over inside its fenced transaction, as any expired claim), on condition it still has no holder.
    * A claim another live attempt confirmed (the mapping's retry of the same batch, which may commit it without
    * putting it in its transaction) lists that attempt too, so it is never released by this one; a claim put by a
-   * staging transaction (a takeover, or `in-transaction` mode) has no `holders` at all and is never released.
+   * staging transaction (a takeover, or `in-transaction` mode) lists the committing attempt as holder, which
+   * never releases what it committed (its records are at or below the fence), so it is never released.
    * A claim left by a crashed attempt keeps that attempt as holder: its retry confirms it as its own (same claimant
    * and digest), and others see its claimant and digest until its TTL. Returns how many claims were released.
    */
@@ -503,7 +509,10 @@ export class StagingLedger {
   private claimItem(txn: StagingTransaction, claim: ClaimItem): TransactItem {
     // The holder comes back with a failed condition: duplicate (same digest) or conflict.
     return {
-      Put: { ...this.claimPut(txn.pipeline, claim, txn.now), ReturnValuesOnConditionCheckFailure: 'ALL_OLD' },
+      Put: {
+        ...this.claimPut(txn.pipeline, claim, txn.now, txn.attemptId),
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      },
     };
   }
 
@@ -531,10 +540,14 @@ export class StagingLedger {
     };
   }
 
-  private claimPut(pipeline: string, claim: ClaimItem, now: number) {
+  private claimPut(pipeline: string, claim: ClaimItem, now: number, attemptId: string) {
     return {
       TableName: this.table,
-      Item: { ...keys.claim(pipeline, claim.idempotencyKey), ...claim },
+      // The committing attempt stays a holder for good: a Put replaces the item, so the holders an earlier
+      // attempt left (which may still release) are gone, and a claim without holders could be marked released.
+      // With this holder, the release's "mark released" step (conditioned on no holders) never frees a claim a
+      // transaction committed.
+      Item: { ...keys.claim(pipeline, claim.idempotencyKey), ...claim, holders: new Set([attemptId]) },
       // Absent, expired (TTL deletion lags by up to days), or already ours (a retry of the same record).
       ConditionExpression: `attribute_not_exists(pk) OR expiresAt < :nowSeconds OR ${OWN_CLAIM}`,
       ExpressionAttributeValues: {

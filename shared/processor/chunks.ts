@@ -105,7 +105,8 @@ export function planChunk(
     end += 1;
   }
   if (end === 0) {
-    // Unreachable: evaluation dead-letters a record whose effects alone exceed these bounds (L1).
+    // Unreachable (an assertion): evaluation dead-letters a record whose effects alone exceed these bounds,
+    // its own deltas folded by the rules of foldFits included (L1).
     throw new PipelineError(
       `record at offset ${records[0]!.offset} alone needs more than ${maxItems} transaction items`,
     );

@@ -261,6 +261,35 @@ export function stateItemBytes(delta: StateDelta): number {
   return bytes;
 }
 
+/**
+ * Why a record's own deltas cannot be folded into one update per state key, or undefined: the rules of chunks.ts's
+ * fold (a field both set and added on one key, a folded sum outside the safe integers, more than
+ * {@link MAX_STATE_FIELDS} fields on one key). Each delta may be fine alone while their fold is not; such a record
+ * would fit no chunk, even one of its own, and stall its partition.
+ */
+function foldProblem(deltas: readonly StateDelta[]): string | undefined {
+  const byKey = new Map<string, { set: Set<string>; added: Map<string, number> }>();
+  for (const delta of deltas) {
+    const folded = byKey.get(delta.key) ?? { set: new Set<string>(), added: new Map<string, number>() };
+    const at = `state key "${delta.key.slice(0, 100)}"`;
+    for (const name of Object.keys(delta.fields)) folded.set.add(name);
+    for (const [name, value] of Object.entries(delta.add)) {
+      const sum = (folded.added.get(name) ?? 0) + value;
+      if (!Number.isSafeInteger(sum)) {
+        return `${at}: the adds to field "${name}" sum to ${sum}, outside ±(2^53 - 1)`;
+      }
+      folded.added.set(name, sum);
+    }
+    const both = [...folded.set].find((name) => folded.added.has(name));
+    if (both !== undefined) return `${at}: field "${both}" is both set and added by this record`;
+    if (folded.set.size + folded.added.size > MAX_STATE_FIELDS) {
+      return `${at}: this record's deltas touch more than ${MAX_STATE_FIELDS} fields`;
+    }
+    byKey.set(delta.key, folded);
+  }
+  return undefined;
+}
+
 /** Why the effects of an ok result cannot be applied in one transaction, or undefined. */
 function effectsProblem(
   result: TransformResult & { kind: 'ok' },
@@ -272,6 +301,8 @@ function effectsProblem(
     const problem = deltaProblem(delta);
     if (problem) return problem;
   }
+  const folding = foldProblem(result.state);
+  if (folding) return folding;
   const stateKeys = new Set(result.state.map((delta) => delta.key)).size;
   // A chunk holding only this record: the fence, its output entry, its claim, one item per state key.
   const items = 1 + (rows.length > 0 ? 1 : 0) + (hasKey ? 1 : 0) + stateKeys;

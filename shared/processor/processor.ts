@@ -133,6 +133,7 @@ import {
   MalformedEventError,
   MalformedLedgerItemError,
   OffsetsWentBackwardsError,
+  PipelineError,
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, PartitionBatch } from '../kafka/record.ts';
@@ -203,11 +204,14 @@ export interface KeyConflict {
   readonly claimant: string;
 }
 
-/** The errors that stop a partition for a structural reason (L2): the same on every retry. */
-export type PartitionStoppedError =
-  | OffsetsWentBackwardsError
-  | ItemLimitExceededError
-  | MalformedLedgerItemError;
+/**
+ * The errors that stop a partition (L2): the named structural ones (the same on every retry:
+ * {@link OffsetsWentBackwardsError}, {@link ItemLimitExceededError}, {@link MalformedLedgerItemError}, a
+ * {@link StateTypeConflictError} naming no record) and any other error a batch fails with that is neither transient
+ * nor an injected crash: the mapping retries the batch and nothing moves until it passes, so it is reported
+ * (metric `PartitionsStopped`) rather than left to the retry alone.
+ */
+export type PartitionStoppedError = Error;
 
 /**
  * What the processor tells its host as it happens (the Lambda handler turns these into metrics and logs; see
@@ -524,13 +528,11 @@ export class Processor {
         known = fence;
       });
     } catch (error) {
-      await this.releaseAfter(error, prints, known, held, attemptId);
-      if (
-        error instanceof OffsetsWentBackwardsError ||
-        error instanceof ItemLimitExceededError ||
-        error instanceof MalformedLedgerItemError
-      ) {
-        this.deps.observer?.partitionStopped?.(error);
+      await this.releaseAfter(error, prints, held, attemptId);
+      if (!isTransient(error) && !(error instanceof InjectedCrashError)) {
+        this.deps.observer?.partitionStopped?.(
+          error instanceof Error ? error : new PipelineError(`batch failed with ${String(error)}`),
+        );
       }
       throw error;
     }
@@ -544,19 +546,19 @@ export class Processor {
   private async releaseAfter(
     error: unknown,
     prints: Fingerprints,
-    known: FenceState,
     held: ReadonlyMap<number, ClaimItem>,
     attemptId: string,
   ): Promise<void> {
     if (held.size === 0 || isTransient(error) || error instanceof InjectedCrashError) return;
     const { topic, partition } = prints.batch;
-    // Records at or below the freshest fence this container has seen are staged: their claims are theirs. Above
-    // it, the release is attempt-scoped (see StagingLedger.releaseClaims): a claim another attempt of the same
-    // batch confirmed — and may have committed — keeps that attempt as holder and is left alone.
-    const fence = (this.fences.get(partitionId(topic, partition)) ?? known).stagedOffset;
-    const unstaged = [...held].filter(([offset]) => offset > fence).map(([, claim]) => claim);
-    if (unstaged.length === 0) return;
     try {
+      // Records at or below the fence as stored now (a consistent read, not this container's cache: another
+      // invocation may have staged them meanwhile) are staged: their claims are theirs. Above it, the release is
+      // attempt-scoped (see StagingLedger.releaseClaims): a claim another attempt of the same batch confirmed —
+      // or committed, which lists that attempt as holder for good — is left alone.
+      const { stagedOffset } = await this.ledger.readFence(this.deps.settings.pipelineId, topic, partition);
+      const unstaged = [...held].filter(([offset]) => offset > stagedOffset).map(([, claim]) => claim);
+      if (unstaged.length === 0) return;
       await this.ledger.releaseClaims(this.deps.settings.pipelineId, attemptId, unstaged);
     } catch {
       // The original error is what the invocation reports; the claims stay for the retry (or their TTL).
@@ -722,6 +724,7 @@ export class Processor {
           state: foldState(chunk.kept.flatMap((record) => record.state)),
           identity,
           now: this.clock.now(),
+          attemptId,
         });
       } catch (error) {
         if (error instanceof FenceMovedError) {
@@ -745,6 +748,7 @@ export class Processor {
       }
       this.reportCommitted(chunk, from, conflicts, report, topic, partition);
       setFence({ stagedOffset: chunk.lastOffset, identity, updatedAt: this.clock.now() });
+      await this.releaseWrongType(chunk, wrongType, held, attemptId);
       decide();
       await this.step('after-transaction', context);
     }
@@ -782,6 +786,34 @@ export class Processor {
       }
     }
     return found;
+  }
+
+  /**
+   * Issue 9.3 x P4: a record dead-lettered because its add meets a text field never claims its key (a dead letter
+   * never does), yet in `ahead` mode its claim was written before the refusal. Once the chunk that dead-letters it
+   * has committed, this attempt releases that claim (attempt-scoped, as after a failed batch) and stops holding it,
+   * so a corrected record with the same key elsewhere is output, as in `in-transaction` mode. A release that fails
+   * leaves the claim to its TTL (the dead letter is committed either way).
+   */
+  private async releaseWrongType(
+    chunk: Chunk,
+    wrongType: ReadonlyMap<number, string>,
+    held: Map<number, ClaimItem>,
+    attemptId: string,
+  ): Promise<void> {
+    const claims: ClaimItem[] = [];
+    for (const record of chunk.kept) {
+      const claim = held.get(record.offset);
+      if (claim === undefined || !wrongType.has(record.offset)) continue;
+      claims.push(claim);
+      held.delete(record.offset);
+    }
+    if (claims.length === 0) return;
+    try {
+      await this.ledger.releaseClaims(this.deps.settings.pipelineId, attemptId, claims);
+    } catch {
+      // The committed dead letter stands either way; the claim stays until its TTL.
+    }
   }
 
   /** Counts a committed chunk and reports its fence jump and key conflicts (final now: see the observer). */
