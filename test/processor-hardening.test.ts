@@ -6,8 +6,10 @@
  * an item over a DynamoDB limit is a named structural error.
  */
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
+
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { createAwsClients } from '../shared/aws/clients.ts';
 import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
 import {
   EventSourceRejectedError,
@@ -505,5 +507,41 @@ describe('structural limits and claims ahead of a batch that fails for good (iss
     );
     const retry = await processor.processEvent(event);
     expect(retry.partitions[0]).toMatchObject({ stagedRows: 3, duplicatesByKey: 0 });
+  });
+});
+
+describe('every deterministic stop of a partition is reported (L2, metric PartitionsStopped)', () => {
+  /** A processor whose staging transactions fail with `name` before reaching DynamoDB. */
+  function refusing(settings: Settings, name: string, observer: ProcessorDeps['observer']) {
+    const clients = createAwsClients();
+    clients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'TransactWriteItemsCommand') {
+          throw Object.assign(new Error(`${name} (test)`), { name });
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'refuseTransaction' },
+    );
+    return createProcessor({ settings, clients, observer });
+  }
+
+  it('a batch refused for good (AccessDenied) reports partitionStopped; a throttled one does not (its retry passes)', async () => {
+    const settings = settingsFor();
+    const batch = mskEvent(orderRecords(0, 0, 2));
+    const denied = recorder();
+    await expect(
+      refusing(settings, 'AccessDeniedException', denied.observer).processEvent(batch),
+    ).rejects.toMatchObject({ name: 'AccessDeniedException' });
+    expect(denied.seen.stopped.map((error) => error.name)).toEqual(['AccessDeniedException']);
+
+    const throttled = recorder();
+    await expect(
+      refusing(settings, 'ThrottlingException', throttled.observer).processEvent(batch),
+    ).rejects.toBeDefined();
+    expect(throttled.seen.stopped).toEqual([]);
+    // The refusals staged nothing: the retry stages the batch.
+    const retry = await processorFor(settings).processEvent(batch);
+    expect(retry.partitions[0]).toMatchObject({ stagedOffset: 1, stagedRows: 2 });
   });
 });
