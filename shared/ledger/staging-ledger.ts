@@ -14,7 +14,8 @@
  * A transaction DynamoDB refuses for a limit (an item over 400 KB: `ValidationError`/`ValidationException`) is
  * structural, not transient: {@link ItemLimitExceededError} names the partition and the refused item.
  *
- * Claims written ahead list the attempts that created or confirmed them (`holders`). Claims of a batch that then
+ * Claims written ahead list the attempts that created or confirmed them (`holders`); a claim a staging transaction
+ * puts lists the committing attempt, which never leaves. Claims of a batch that then
  * fails deterministically are released by their attempt ({@link StagingLedger.releaseClaims}): the attempt leaves
  * `holders`, and a claim left without holders is marked expired — never deleted, so the processor needs no
  * DeleteItem or ConditionCheckItem, and never while another attempt of the same batch relies on it.

@@ -107,7 +107,10 @@
  * its key takes it over inside its fenced transaction. UpdateItem only: the processor role needs no DeleteItem.
  * A claim the mapping's concurrent retry of the same batch confirmed keeps that attempt as holder, so the retry —
  * which in claims-ahead mode commits without putting the claim in its transaction — never loses it; a claim put
- * by a staging transaction (a takeover, or `in-transaction` mode) has no holders and is never released. Transient
+ * by a staging transaction (a takeover, or `in-transaction` mode) lists the committing attempt as holder for good
+ * (a Put drops whatever holders an earlier attempt left) and is never released. The fence the release judges
+ * "still above" by is read again, consistently, not taken from the cache. A record dead-lettered in `ahead` mode
+ * because its add meets a text field releases its claim once its dead letter commits. Transient
  * errors (throttling, 5xx, network and DNS failures) keep the claims (the retry confirms and reuses them). What
  * still holds a key without a durable holder, until the record's retry commits it or the TTL expires: a crash
  * after the claims (no code runs; the crashed attempt stays a holder — indistinguishable from a slow live one —
