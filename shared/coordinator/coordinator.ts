@@ -69,6 +69,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import { isTransient } from '../aws/classify.ts';
 import type { AwsClients } from '../aws/clients.ts';
 import { type Clock, systemClock } from '../clock.ts';
 import type { Settings } from '../config/settings.ts';
@@ -87,7 +88,7 @@ import {
 } from '../ledger/checkpoints.ts';
 import { padCheckpointId, parsePartitionId } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
-import { StagedLedger } from '../ledger/staged-entries.ts';
+import { type DeleteTarget, StagedLedger } from '../ledger/staged-entries.ts';
 import type { Manifest } from '../sink/manifest.ts';
 import { ManifestStore, sortManifestFiles } from '../sink/manifest-store.ts';
 import { deleteKeys, mapLimit } from '../sink/objects.ts';
@@ -424,14 +425,30 @@ class CheckpointCoordinator implements Coordinator {
   private async coveredEntries(cut: CutEntry): Promise<StagedFileEntry[]> {
     const { topic, partition } = parsePartitionId(cut.partition);
     const entries: StagedFileEntry[] = [];
-    for await (const entry of this.ledger.entries(topic, partition, { above: cut.previous, upTo: cut.cut })) {
+    for await (const item of this.ledger.items(topic, partition, { above: cut.previous, upTo: cut.cut })) {
+      if (item.kind === 'rejected') {
+        // A copy of an entry's attributes at another entry's key (review R2b-5/6) covers nothing: the entry it
+        // names is covered at its own key, by the checkpoint whose cut reaches it. Anything else is refused.
+        if (item.reason === 'misplaced') {
+          this.log.error("prepare: a ledger item lies at another entry's key; ignoring it", {
+            partition: cut.partition,
+            sk: item.at.sk,
+          });
+          continue;
+        }
+        throw new StagedEntryRejectedError(
+          String(item.item.key),
+          `the ledger item at ${item.at.sk} in ${cut.partition} is not a staged entry`,
+        );
+      }
+      const { entry } = item;
       assertStagedEntry(this.settings.pipelineId, entry, { topic, partition });
       // An entry reaching at or below the previous cut would put offsets an earlier manifest already lists into
-      // this one (review R2-3): the attempt aborts with the reason instead.
-      if (entry.firstOffset <= cut.previous) {
+      // this one (review R2-3), one above the cut offsets a later one will (R2b-6): the attempt aborts instead.
+      if (entry.firstOffset <= cut.previous || entry.lastOffset > cut.cut) {
         throw new StagedEntryRejectedError(
           entry.key,
-          `its first offset ${entry.firstOffset} is not above ${cut.partition}'s previous committed cut ${cut.previous}`,
+          `its offsets ${entry.firstOffset}-${entry.lastOffset} are not within ${cut.partition}'s ${cut.previous + 1}-${cut.cut}`,
         );
       }
       entries.push(entry);
@@ -632,14 +649,28 @@ class CheckpointCoordinator implements Coordinator {
    */
   private async cleanPartition(cut: CutEntry): Promise<number> {
     const { topic, partition } = parsePartitionId(cut.partition);
-    const promoted: StagedFileEntry[] = [];
-    for await (const entry of this.ledger.entries(topic, partition, { above: -1, upTo: cut.cut })) {
-      promoted.push(entry);
-    }
-    const deletable = promoted.filter((entry) => {
+    const targets: DeleteTarget[] = [];
+    const objects: string[] = [];
+    for await (const item of this.ledger.items(topic, partition, { above: -1, upTo: cut.cut })) {
+      if (item.kind === 'rejected') {
+        // Malformed, or a copy at another entry's key (review R2b-3..5): only the item itself goes, where it lies;
+        // the object it names, if any, is not this item's to delete.
+        this.log.error(
+          'cleanup: a ledger item is not a staged entry at its own key; deleting only the item',
+          {
+            partition: cut.partition,
+            sk: item.at.sk,
+            reason: item.reason,
+          },
+        );
+        targets.push({ at: item.at });
+        continue;
+      }
+      const { entry } = item;
+      targets.push({ at: item.at, key: entry.key });
       try {
         assertStagedEntry(this.settings.pipelineId, entry, { topic, partition });
-        return true;
+        objects.push(entry.key);
       } catch (error) {
         if (!(error instanceof StagedEntryRejectedError)) throw error;
         this.log.error('cleanup: a staged entry names no staged object of its own; deleting only the entry', {
@@ -648,15 +679,10 @@ class CheckpointCoordinator implements Coordinator {
           stream: entry.stream,
           key: entry.key,
         });
-        return false;
       }
-    });
-    await deleteKeys(
-      this.clients.s3,
-      this.settings.bucket,
-      deletable.map((entry) => entry.key),
-    );
-    return this.ledger.deleteEntries(promoted, this.settings.maxTransactionItems);
+    }
+    await deleteKeys(this.clients.s3, this.settings.bucket, objects);
+    return this.ledger.deleteEntries(targets, this.settings.maxTransactionItems);
   }
 
   /**
@@ -666,7 +692,17 @@ class CheckpointCoordinator implements Coordinator {
    * {@link CATCH_UP_LIMIT} per cleanup; the mark moves after each, so the next cleanup continues from there.
    */
   private async catchUpCleanups(record: CheckpointRecord): Promise<void> {
-    let mark = await this.store.readCleanedMark();
+    const found = await this.store.readCleanedMarkIfAny();
+    if (found === undefined) {
+      // A pipeline from the release before the mark (review R2b-7): that release cleaned up every checkpoint in
+      // its own cleanup and recorded none, so the earlier ones count as cleaned; the mark starts below this one.
+      this.log.info('starting the cleaned-up mark of a pipeline from before it', {
+        upTo: record.checkpointId - 1,
+      });
+      await this.store.writeCleanedMark(0, record.checkpointId - 1, this.clock.now());
+      return;
+    }
+    let mark = found;
     const last = Math.min(record.checkpointId - 1, mark + CATCH_UP_LIMIT);
     for (let id = mark + 1; id <= last; id++) {
       const earlier = await this.store.readRecord(id);
@@ -676,24 +712,39 @@ class CheckpointCoordinator implements Coordinator {
           checkpointId: id,
           by: record.checkpointId,
         });
-        // A record from before cut pages (an inline cut) has nothing to walk here.
-        const paged = (earlier as Partial<CheckpointRecord>).cutPages !== undefined;
-        if (paged && typeof earlier.cutId === 'string' && earlier.cutId !== '') {
-          try {
-            for (const shard of shardList(earlier.shardCount))
-              for (const cut of await this.store.readCut(earlier, shard)) await this.cleanPartition(cut);
-          } catch (error) {
-            // Its pages are gone (a pipeline older than the mark): nothing to walk; later cuts cover its partitions
-            // whenever they move again.
-            if (!(error instanceof CutPagesError)) throw error;
-          }
+        try {
+          await this.catchUpOne(earlier);
+        } catch (error) {
+          // A transient failure is retried with this cleanup. Anything else would fail the same way on every
+          // later cleanup and pin the mark (review R2b-4): it is logged and this checkpoint is passed over.
+          if (isTransient(error)) throw error;
+          this.log.error('passing over a catch-up cleanup that cannot complete', {
+            checkpointId: id,
+            error: error instanceof Error ? error.message : String(error),
+          });
         }
-        await this.plans.deleteCheckpoint(id);
-        await this.store.deleteCut(earlier.previousCutId);
       }
       if (!(await this.store.writeCleanedMark(mark, id, this.clock.now()))) return;
       mark = id;
     }
+  }
+
+  /** One earlier checkpoint's cleanup, from its own cut pages (see {@link catchUpCleanups}). */
+  private async catchUpOne(earlier: CheckpointRecord): Promise<void> {
+    // A record from before cut pages (an inline cut) has nothing to walk here.
+    const paged = (earlier as Partial<CheckpointRecord>).cutPages !== undefined;
+    if (paged && typeof earlier.cutId === 'string' && earlier.cutId !== '') {
+      try {
+        for (const shard of shardList(earlier.shardCount))
+          for (const cut of await this.store.readCut(earlier, shard)) await this.cleanPartition(cut);
+      } catch (error) {
+        // Its pages are gone (a pipeline older than the mark): nothing to walk; later cuts cover its partitions
+        // whenever they move again.
+        if (!(error instanceof CutPagesError)) throw error;
+      }
+    }
+    await this.plans.deleteCheckpoint(earlier.checkpointId);
+    await this.store.deleteCut(earlier.previousCutId);
   }
 
   /**

@@ -375,8 +375,17 @@ export class CheckpointStore {
    * on the committed checkpoints after it whose cleanup never completed, so nothing they leave grows forever (L3).
    */
   async readCleanedMark(): Promise<number> {
+    return (await this.readCleanedMarkIfAny()) ?? 0;
+  }
+
+  /**
+   * The cleaned-up mark, or undefined when there is none: a pipeline allocates its first checkpoint together with
+   * a mark of 0, so a missing mark means a pipeline from the release before the mark (review R2b-7).
+   */
+  async readCleanedMarkIfAny(): Promise<number | undefined> {
     const item = await this.get(keys.cleanedMark(this.pipeline), 'readCleanedMark');
-    return Number.isSafeInteger(item?.upTo) ? (item?.upTo as number) : 0;
+    if (item === undefined) return undefined;
+    return Number.isSafeInteger(item.upTo) ? (item.upTo as number) : 0;
   }
 
   /** Moves the cleaned-up mark from `expected` to `upTo` (conditioned, so it only moves forward by one step's
@@ -589,6 +598,18 @@ export class CheckpointStore {
             },
           },
         },
+        // A pipeline's first checkpoint starts the cleaned-up mark at 0, so a missing mark always means a
+        // pipeline from before the mark (see readCleanedMarkIfAny).
+        ...(expected
+          ? []
+          : [
+              {
+                Put: {
+                  TableName: this.table,
+                  Item: { ...keys.cleanedMark(this.pipeline), upTo: 0, updatedAt: now },
+                },
+              },
+            ]),
       ],
     };
     try {

@@ -16,7 +16,7 @@ import {
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { mapLimit } from '../sink/objects.ts';
-import { keys, padOffset, partitionId, type Stream } from './layout.ts';
+import { type ItemKey, keys, padOffset, partitionId, STREAMS, type Stream } from './layout.ts';
 import type { FenceItem, StagedFileEntry } from './records.ts';
 
 /** Offsets covered by a checkpoint in one partition: `above < lastOffset <= upTo`. */
@@ -25,6 +25,73 @@ export interface OffsetRange {
   readonly above: number;
   /** Inclusive. */
   readonly upTo: number;
+}
+
+/** One ledger item under a partition's staged key: a trusted entry, or a rejected item and why. */
+export type StagedItem =
+  | { readonly kind: 'entry'; readonly at: ItemKey; readonly entry: StagedFileEntry }
+  | {
+      readonly kind: 'rejected';
+      readonly at: ItemKey;
+      /** `malformed`: not an entry's attributes; `misplaced`: an entry's attributes at another entry's key. */
+      readonly reason: 'malformed' | 'misplaced';
+      readonly item: Readonly<Record<string, unknown>>;
+    };
+
+/** A ledger item to delete where it lies; `key`: only while it still names that object. */
+export interface DeleteTarget {
+  readonly at: ItemKey;
+  readonly key?: string;
+}
+
+function deleteInput(target: DeleteTarget) {
+  const { pk, sk } = target.at;
+  return target.key === undefined
+    ? { Key: { pk, sk } }
+    : {
+        Key: { pk, sk },
+        ConditionExpression: '#key = :key',
+        ExpressionAttributeNames: { '#key': 'key' },
+        ExpressionAttributeValues: { ':key': target.key },
+      };
+}
+
+const isOffset = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+const isCount = isOffset;
+
+function isEntryShaped(item: Record<string, unknown>): boolean {
+  return (
+    typeof item.topic === 'string' &&
+    Number.isSafeInteger(item.partition) &&
+    typeof item.stream === 'string' &&
+    (STREAMS as readonly string[]).includes(item.stream) &&
+    isOffset(item.firstOffset) &&
+    isOffset(item.lastOffset) &&
+    typeof item.key === 'string' &&
+    typeof item.gzip === 'boolean' &&
+    isCount(item.recordCount) &&
+    isCount(item.bytes) &&
+    typeof item.sha256 === 'string' &&
+    typeof item.md5 === 'string'
+  );
+}
+
+function classifyItem(
+  pipeline: string,
+  topic: string,
+  partition: number,
+  pk: string,
+  item: Record<string, unknown>,
+): StagedItem {
+  const { pk: itemPk, sk: itemSk, ...attributes } = item;
+  const at: ItemKey = { pk: typeof itemPk === 'string' ? itemPk : pk, sk: String(itemSk) };
+  if (!isEntryShaped(attributes)) return { kind: 'rejected', at, reason: 'malformed', item: attributes };
+  const entry = attributes as unknown as StagedFileEntry;
+  const own = keys.staged(pipeline, entry.topic, entry.partition, entry.lastOffset, entry.stream);
+  if (entry.topic !== topic || entry.partition !== partition || own.pk !== at.pk || own.sk !== at.sk) {
+    return { kind: 'rejected', at, reason: 'misplaced', item: attributes };
+  }
+  return { kind: 'entry', at, entry };
 }
 
 export class StagedLedger {
@@ -62,16 +129,22 @@ export class StagedLedger {
     return fences;
   }
 
-  /** The staged entries of one partition (both streams) with `range.above < lastOffset <= range.upTo`, in sort-key order. */
-  async *entries(topic: string, partition: number, range: OffsetRange): AsyncGenerator<StagedFileEntry> {
+  /**
+   * The ledger items of one partition (both streams) with sort keys from `range.above + 1` to `range.upTo`, in
+   * sort-key order, each with the key it actually lies at. An item is processor-written, so nothing in it is
+   * trusted (review R2b-3..6): one whose attributes are not a well-formed entry, or that does not lie at
+   * `keys.staged(...)` of its own attributes (a copy at another sort key), comes back rejected, never as an entry.
+   */
+  async *items(topic: string, partition: number, range: OffsetRange): AsyncGenerator<StagedItem> {
     if (range.upTo <= range.above) return;
+    const pk = keys.stagedPk(this.pipeline, topic, partition);
     let startKey: Record<string, unknown> | undefined;
     do {
       const page = await this.query(
         {
           KeyConditionExpression: 'pk = :pk AND sk BETWEEN :low AND :high',
           ExpressionAttributeValues: {
-            ':pk': keys.stagedPk(this.pipeline, topic, partition),
+            ':pk': pk,
             ':low': padOffset(range.above + 1),
             ':high': keys.stagedUpTo(range.upTo),
           },
@@ -79,12 +152,14 @@ export class StagedLedger {
         },
         'stagedEntries',
       );
-      for (const item of page.items) {
-        const { pk: _pk, sk: _sk, ...entry } = item;
-        yield entry as unknown as StagedFileEntry;
-      }
+      for (const item of page.items) yield classifyItem(this.pipeline, topic, partition, pk, item);
       startKey = page.next;
     } while (startKey);
+  }
+
+  /** The well-formed, well-placed staged entries of {@link items} (rejected items left out). */
+  async *entries(topic: string, partition: number, range: OffsetRange): AsyncGenerator<StagedFileEntry> {
+    for await (const item of this.items(topic, partition, range)) if (item.kind === 'entry') yield item.entry;
   }
 
   /** The entry at (partition, lastOffset, stream), if any. */
@@ -108,18 +183,14 @@ export class StagedLedger {
     }
   }
 
-  /** Deletes a promoted entry if it still names `entry.key`; true when it was deleted, false when already gone. */
-  async deleteEntry(entry: StagedFileEntry): Promise<boolean> {
+  /**
+   * Deletes one ledger item at the key it lies at: when `key` is given, only if the item still names that object
+   * (a promoted entry); without it, unconditionally (a rejected item at or below a committed cut). True when this
+   * call deleted it, false when the condition failed (already gone or replaced).
+   */
+  async deleteEntry(target: DeleteTarget): Promise<boolean> {
     try {
-      await this.doc.send(
-        new DeleteCommand({
-          TableName: this.table,
-          Key: keys.staged(this.pipeline, entry.topic, entry.partition, entry.lastOffset, entry.stream),
-          ConditionExpression: '#key = :key',
-          ExpressionAttributeNames: { '#key': 'key' },
-          ExpressionAttributeValues: { ':key': entry.key },
-        }),
-      );
+      await this.doc.send(new DeleteCommand({ TableName: this.table, ...deleteInput(target) }));
       return true;
     } catch (error) {
       if (error instanceof ConditionalCheckFailedException) return false;
@@ -128,25 +199,19 @@ export class StagedLedger {
   }
 
   /**
-   * Deletes promoted entries, up to `chunk` per transaction (each Delete conditioned on the entry still naming
-   * its object). A chunk whose transaction is cancelled because some entry is already gone (a concurrent or
-   * earlier cleanup) falls back to one conditional delete per entry. Returns how many this call deleted.
+   * Deletes ledger items (see {@link deleteEntry}), up to `chunk` per transaction. A chunk whose transaction is
+   * cancelled because some entry is already gone (a concurrent or earlier cleanup) falls back to one delete per
+   * item. Returns how many this call deleted.
    */
-  async deleteEntries(entries: readonly StagedFileEntry[], chunk = 100, concurrency = 4): Promise<number> {
-    const chunks: StagedFileEntry[][] = [];
-    for (let i = 0; i < entries.length; i += chunk) chunks.push(entries.slice(i, i + chunk));
+  async deleteEntries(targets: readonly DeleteTarget[], chunk = 100, concurrency = 4): Promise<number> {
+    const chunks: DeleteTarget[][] = [];
+    for (let i = 0; i < targets.length; i += chunk) chunks.push(targets.slice(i, i + chunk));
     const deleted = await mapLimit(chunks, concurrency, async (part) => {
       try {
         await this.doc.send(
           new TransactWriteCommand({
-            TransactItems: part.map((entry) => ({
-              Delete: {
-                TableName: this.table,
-                Key: keys.staged(this.pipeline, entry.topic, entry.partition, entry.lastOffset, entry.stream),
-                ConditionExpression: '#key = :key',
-                ExpressionAttributeNames: { '#key': 'key' },
-                ExpressionAttributeValues: { ':key': entry.key },
-              },
+            TransactItems: part.map((target) => ({
+              Delete: { TableName: this.table, ...deleteInput(target) },
             })),
           }),
         );
@@ -157,7 +222,7 @@ export class StagedLedger {
           return rethrowClassified('dynamodb:TransactWriteItems(delete staged entries)', error);
         }
         let count = 0;
-        for (const entry of part) if (await this.deleteEntry(entry)) count++;
+        for (const target of part) if (await this.deleteEntry(target)) count++;
         return count;
       }
     });

@@ -114,9 +114,10 @@ export function parseFinalKey(pipeline: string, key: string): ParsedObjectKey | 
  * The parts of a staged object key of this pipeline (exactly what {@link stagedObjectKey} writes, under
  * {@link stagedStreamPrefix}), else undefined.
  */
-export function parseStagedObjectKey(pipeline: string, key: string): ParsedObjectKey | undefined {
+export function parseStagedObjectKey(pipeline: string, key: unknown): ParsedObjectKey | undefined {
   const prefix = inProgressPrefix(pipeline);
-  if (!key.startsWith(prefix)) return undefined;
+  // Keys come from processor-written items: anything but a string is no staged key (review R2b-3).
+  if (typeof key !== 'string' || !key.startsWith(prefix)) return undefined;
   const parts = parseRangePath(key.slice(prefix.length));
   if (!parts || parts.attemptId === undefined) return undefined;
   return stagedObjectKey(pipeline, parts, parts.attemptId, parts.gzip) === key ? parts : undefined;

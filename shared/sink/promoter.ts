@@ -108,7 +108,8 @@ export function assertStagedEntry(
   expected: { readonly topic: string; readonly partition: number },
 ): void {
   const parts = parseStagedObjectKey(pipeline, entry.key);
-  if (!parts) throw new StagedEntryRejectedError(entry.key, `not a staged key of pipeline ${pipeline}`);
+  if (!parts)
+    throw new StagedEntryRejectedError(String(entry.key), `not a staged key of pipeline ${pipeline}`);
   const same =
     entry.topic === expected.topic &&
     entry.partition === expected.partition &&
@@ -121,7 +122,7 @@ export function assertStagedEntry(
     entry.firstOffset <= entry.lastOffset;
   if (!same) {
     throw new StagedEntryRejectedError(
-      entry.key,
+      String(entry.key),
       `the key does not name the entry's ${entry.stream} ${entry.topic}/${entry.partition} ${entry.firstOffset}-${entry.lastOffset} in ${expected.topic}/${expected.partition}`,
     );
   }
