@@ -21,7 +21,7 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { STREAMS, type Stream } from '../ledger/layout.ts';
 import { FINAL_DIR, finalPrefix, manifestsPrefix, parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
-import { decodeNdjson } from './ndjson.ts';
+import { ndjsonLines } from './ndjson.ts';
 import { getBytes, listObjects, mapLimit } from './objects.ts';
 
 export const PROBLEM_KINDS = [
@@ -110,8 +110,12 @@ export async function listKeys(s3: S3Client, bucket: string, prefix: string): Pr
 }
 
 /** Rows of an NDJSON object (gzip by the `.gz` extension); throws on a malformed line. */
-export function parseRows(key: string, body: Buffer): Record<string, unknown>[] {
-  return decodeNdjson(body, key.endsWith('.gz')) as Record<string, unknown>[];
+export async function parseRows(key: string, body: Buffer): Promise<Record<string, unknown>[]> {
+  // Line by line: a final object's whole text can be longer than one string can be (review R2b-2).
+  const rows: Record<string, unknown>[] = [];
+  for await (const line of ndjsonLines(body, key.endsWith('.gz')))
+    rows.push(JSON.parse(line) as Record<string, unknown>);
+  return rows;
 }
 
 /** The stream of a final object from its key: `<prefix><stream>/topic=…`. */
@@ -134,7 +138,7 @@ export async function readFinalRows(options: VerifyOptions): Promise<FinalRow[]>
   const perKey = await mapLimit(keys, options.concurrency ?? 16, async (key) => {
     const body = await getBytes(options.s3, options.bucket, key);
     const stream = streamOfKey(prefix, key) ?? 'output';
-    return body ? parseRows(key, body).map((row) => ({ key, stream, row })) : [];
+    return body ? (await parseRows(key, body)).map((row) => ({ key, stream, row })) : [];
   });
   return perKey.flat();
 }
@@ -283,7 +287,7 @@ async function checkFile(options: VerifyOptions, file: ManifestFile, checker: Ch
     );
   }
   try {
-    const rows = parseRows(file.key, body);
+    const rows = await parseRows(file.key, body);
     if (rows.length !== file.recordCount) {
       checker.problem(
         'object-mismatch',
