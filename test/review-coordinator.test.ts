@@ -5,9 +5,10 @@
  * processor may write: objects under `<pl>/_inprogress/<stream>/…` and the ledger items `<pl>#FENCE`,
  * `<pl>#STAGED#*` (plus, for the liveness tests, ordinary crashes of coordinator steps).
  */
+
+import { gzipSync } from 'node:zlib';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
-import { gzipSync } from 'node:zlib';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
