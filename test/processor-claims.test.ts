@@ -9,7 +9,8 @@ import { parseSettings, type Settings } from '../shared/config/settings.ts';
 import { InjectedCrashError } from '../shared/errors.ts';
 import { createProcessor, type ProcessorStep } from '../shared/processor/processor.ts';
 import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { freshResources, settingsIn, type TestResources, uniqueName } from './support/aws.ts';
+import { gate } from './support/hooks.ts';
 import { ledgerView, scanPipeline } from './support/ledger.ts';
 import { mskEvent, order, type RecordSpec } from './support/msk.ts';
 
@@ -19,7 +20,7 @@ beforeAll(async () => {
 });
 
 function settingsFor(): Settings {
-  return parseSettings({ ledgerTable: res.table, bucket: res.bucket, pipelineId: uniqueName('claims') });
+  return settingsIn(res, 'claims');
 }
 
 const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
@@ -29,14 +30,6 @@ const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
   value: order(key),
   headers: { 'idempotency-key': key },
 });
-
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { open, opened };
-}
 
 /** Clients whose first staging transaction is refused with a deterministic (non-transient) error. */
 function refusingFirstTransaction() {

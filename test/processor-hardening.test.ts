@@ -10,7 +10,7 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createAwsClients } from '../shared/aws/clients.ts';
-import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
+import type { Settings, SettingsInput } from '../shared/config/settings.ts';
 import {
   EventSourceRejectedError,
   InjectedCrashError,
@@ -28,11 +28,11 @@ import {
   type KeyConflict,
   type PartitionStoppedError,
   type ProcessorDeps,
-  type ProcessorStep,
 } from '../shared/processor/processor.ts';
 import { transformNamed } from '../shared/transforms/registry.ts';
 import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
+import { crashAt } from './support/hooks.ts';
 import { ledgerView, scanPipeline, stagedRows } from './support/ledger.ts';
 import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
 
@@ -42,12 +42,7 @@ beforeAll(async () => {
 });
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
-  return parseSettings({
-    ledgerTable: res.table,
-    bucket: res.bucket,
-    pipelineId: uniqueName('h'),
-    ...overrides,
-  });
+  return settingsIn(res, 'h', overrides);
 }
 
 /** Everything the processor told its observer. */
@@ -69,17 +64,6 @@ function recorder() {
 
 function processorFor(settings: Settings, extra: Partial<ProcessorDeps> = {}) {
   return createProcessor({ settings, clients: res.clients, ...extra });
-}
-
-function crashAt(step: ProcessorStep) {
-  let fired = false;
-  return {
-    onStep(reached: ProcessorStep) {
-      if (reached !== step || fired) return;
-      fired = true;
-      throw new InjectedCrashError(step);
-    },
-  };
 }
 
 /** Records of one topic generation: `gen` changes every value, so the same offset holds another record. */

@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { CallCounter } from '../shared/aws/call-counter.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
+import type { Settings, SettingsInput } from '../shared/config/settings.ts';
 import {
   InjectedCrashError,
   MalformedEventError,
@@ -16,7 +16,8 @@ import {
 } from '../shared/errors.ts';
 import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
 import { digestsOf } from '../shared/sink/ndjson.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
+import { crashAt } from './support/hooks.ts';
 import { ledgerView, readObject, scanPipeline, stagedEntries, stagedRows } from './support/ledger.ts';
 import { mskEvent, order, orderRecords } from './support/msk.ts';
 
@@ -26,32 +27,11 @@ beforeAll(async () => {
 });
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
-  return parseSettings({
-    ledgerTable: res.table,
-    bucket: res.bucket,
-    pipelineId: uniqueName('p'),
-    ...overrides,
-  });
+  return settingsIn(res, 'p', overrides);
 }
 
 function processorFor(settings: Settings, extra: Partial<ProcessorDeps> = {}) {
   return createProcessor({ settings, clients: res.clients, ...extra });
-}
-
-/** Crashes the first time `step` is reached for the `nth` time (1-based). */
-function crashAt(step: ProcessorStep, nth = 1) {
-  let seen = 0;
-  let fired = false;
-  return {
-    onStep(reached: ProcessorStep) {
-      if (reached !== step || fired) return;
-      seen += 1;
-      if (seen === nth) {
-        fired = true;
-        throw new InjectedCrashError(step);
-      }
-    },
-  };
 }
 
 async function listKeys(prefix: string): Promise<string[]> {

@@ -7,11 +7,12 @@
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createAwsClients } from '../shared/aws/clients.ts';
-import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
+import type { Settings, SettingsInput } from '../shared/config/settings.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { createProcessor, type PartitionReport, type ProcessorStep } from '../shared/processor/processor.ts';
 import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
+import { gate } from './support/hooks.ts';
 import { stagedRows } from './support/ledger.ts';
 import { mskEvent, order, type RecordSpec } from './support/msk.ts';
 
@@ -21,12 +22,7 @@ beforeAll(async () => {
 });
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
-  return parseSettings({
-    ledgerTable: res.table,
-    bucket: res.bucket,
-    pipelineId: uniqueName('r1b'),
-    ...overrides,
-  });
+  return settingsIn(res, 'r1b', overrides);
 }
 
 const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
@@ -36,14 +32,6 @@ const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
   value: order(key),
   headers: { 'idempotency-key': key },
 });
-
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { open, opened };
-}
 
 async function outputCounts(settings: Settings): Promise<Record<string, number>> {
   const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);

@@ -7,12 +7,13 @@ import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PROCESSOR_DYNAMODB_ACTIONS } from '../infra/exactly-once-pipeline.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
-import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
+import type { Settings, SettingsInput } from '../shared/config/settings.ts';
 import { InjectedCrashError, ItemLimitExceededError } from '../shared/errors.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
 import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
+import { gate } from './support/hooks.ts';
 import { type Call, recordCalls } from './support/iam.ts';
 import { ledgerView, stagedRows } from './support/ledger.ts';
 import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
@@ -23,12 +24,7 @@ beforeAll(async () => {
 });
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
-  return parseSettings({
-    ledgerTable: res.table,
-    bucket: res.bucket,
-    pipelineId: uniqueName('r1'),
-    ...overrides,
-  });
+  return settingsIn(res, 'r1', overrides);
 }
 
 function processorFor(settings: Settings, extra: Partial<ProcessorDeps> = {}) {
@@ -36,14 +32,6 @@ function processorFor(settings: Settings, extra: Partial<ProcessorDeps> = {}) {
 }
 
 /** A promise and its resolver: pauses one invocation at a step until the test lets it go on. */
-function gate() {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => {
-    open = resolve;
-  });
-  return { open, opened };
-}
-
 const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
   partition,
   offset,

@@ -4,6 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import { createBucket, createLedgerTable } from '../../local/provision.ts';
 import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
+import { parseSettings, type Settings, type SettingsInput } from '../../shared/config/settings.ts';
 
 export interface TestResources {
   readonly clients: AwsClients;
@@ -25,4 +26,18 @@ export async function freshResources(prefix = 'eos'): Promise<TestResources> {
   const bucket = uniqueName(`${prefix}-bucket`);
   await Promise.all([createLedgerTable(clients.dynamodb, table), createBucket(clients.s3, bucket)]);
   return { clients, table, bucket };
+}
+
+/** Settings for a fresh pipeline (its own id) on this file's table and bucket. */
+export function settingsIn(
+  res: TestResources,
+  idPrefix: string,
+  overrides: Partial<SettingsInput> = {},
+): Settings {
+  return parseSettings({
+    ledgerTable: res.table,
+    bucket: res.bucket,
+    pipelineId: uniqueName(idPrefix),
+    ...overrides,
+  });
 }
