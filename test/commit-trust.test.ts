@@ -23,8 +23,9 @@ import { sweepOrphans } from '../shared/sink/orphans.ts';
 import { PlanDigestMismatchError, PlanStore } from '../shared/sink/plan-store.ts';
 import { type PlannedObject, PlanRejectedError, Promoter } from '../shared/sink/promoter.ts';
 import { CommittedFileError, readCommitted } from '../shared/sink/reader.ts';
+import { copyStagedObject } from '../shared/sink/staged-copy.ts';
 import { verifySink } from '../shared/sink/verify.ts';
-import { planKey } from '../shared/sink/work-objects.ts';
+import { planKey, stagedCopyKey } from '../shared/sink/work-objects.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { expectExactlyOnce, range, stageFiles } from './support/staging.ts';
 
@@ -153,6 +154,7 @@ describe('issue 17: a forged plan has no effect', () => {
       members: [member],
     };
     const promoter = new Promoter(res.clients.s3, res.bucket, pl);
+    const from = { checkpointId: 1, attempt: 1 };
     const forged: PlannedObject[] = [
       { ...good, finalKey: manifestKey(pl, 2) },
       { ...good, finalKey: `${pl}/final/../_manifests/000000000002.json` },
@@ -169,14 +171,15 @@ describe('issue 17: a forged plan has no effect', () => {
       },
     ];
     for (const object of forged) {
-      await expect(promoter.promote(object)).rejects.toBeInstanceOf(PlanRejectedError);
+      await expect(promoter.promote(object, from)).rejects.toBeInstanceOf(PlanRejectedError);
     }
     expect(await headObject(res.clients.s3, res.bucket, manifestKey(pl, 2))).toBeUndefined();
     const finals: string[] = [];
     for await (const o of listObjects(res.clients.s3, res.bucket, `${pl}/`)) finals.push(o.key);
     expect(finals.filter((key) => !key.startsWith(`${pl}/_inprogress/`))).toEqual([]);
-    // The genuine object passes the same check.
-    await expect(promoter.promote(good)).resolves.toMatchObject({ key: good.finalKey, recordCount: 5 });
+    // The genuine object passes the same check (reading the copy prepare would have verified).
+    await copyStagedObject(res.clients.s3, res.bucket, member.key, stagedCopyKey(pl, 1, 1, member.key));
+    await expect(promoter.promote(good, from)).resolves.toMatchObject({ key: good.finalKey, recordCount: 5 });
   });
 });
 

@@ -27,6 +27,7 @@ import { sweepOrphans } from '../shared/sink/orphans.ts';
 import { FinalObjectConflictError, planFinalObjects } from '../shared/sink/promoter.ts';
 import { CommittedFileError, readCommitted, readManifests } from '../shared/sink/reader.ts';
 import { StagedObjectInvalidError, verifyStagedContents } from '../shared/sink/staged-check.ts';
+import { stagedCopyKey } from '../shared/sink/work-objects.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { mskEvent, orderRecords } from './support/msk.ts';
 import { expectExactlyOnce, type FileSpec, range, stageFiles } from './support/staging.ts';
@@ -290,14 +291,17 @@ describe('C3 prepare verifies every covered staged object', () => {
       },
       { step: 'initialize', name: 'emulateKmsEtag' },
     );
-    await expect(verifyStagedContents(kms, s.settings.bucket, [entry!])).resolves.toBeUndefined();
+    const copyKeyOf = (e: StagedFileEntry) => stagedCopyKey(s.settings.pipelineId, 1, 1, e.key);
+    await expect(verifyStagedContents(kms, s.settings.bucket, [entry!], copyKeyOf)).resolves.toBeUndefined();
     // The MD5 (and the ETag on s3rver) still match; only the SHA-256 promote will check is wrong.
     const wrong = { ...entry!, sha256: '0'.repeat(64) };
     for (const client of [kms, res.clients.s3]) {
-      await expect(verifyStagedContents(client, s.settings.bucket, [wrong])).rejects.toThrow(
+      await expect(verifyStagedContents(client, s.settings.bucket, [wrong], copyKeyOf)).rejects.toThrow(
         StagedObjectInvalidError,
       );
-      await expect(verifyStagedContents(client, s.settings.bucket, [wrong])).rejects.toThrow(/checksum/);
+      await expect(verifyStagedContents(client, s.settings.bucket, [wrong], copyKeyOf)).rejects.toThrow(
+        /checksum/,
+      );
     }
   });
 });

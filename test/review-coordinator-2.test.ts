@@ -127,11 +127,9 @@ async function countCommitted(settings: Settings): Promise<number> {
 }
 
 describe('review R2b: prepare reads the objects, promote reads them again', () => {
-  // KNOWN DEFECT, open (issue 17): promote reads the staged key again after the decision, and the processor's role
-  // may put under its staged prefix, so a compromised processor that rewrites a covered object after the vote stalls
-  // the decided checkpoint. `it.fails` keeps the proof running: it turns red the day the fix (prepare copying each
-  // covered object under the coordinator's prefix, promote reading the copy) lands, and must then become `it`.
-  it.fails('R2b-1 a staged object the processor overwrites after the vote does not stall the decided checkpoint', async () => {
+  // Fixed (issue 17): prepare copies each covered object under the coordinator's prefix and verifies the copy;
+  // promote reads only the copy, so the processor's rewrite of its staged key after the vote changes nothing.
+  it('R2b-1 a staged object the processor overwrites after the vote does not stall the decided checkpoint', async () => {
     const { settings, clock, core } = setup();
     const good = gzipSync(Buffer.from(rowsText(0, 2)));
     const entry = await stageRaw(settings, 0, 2, good, 3);
@@ -155,7 +153,7 @@ describe('review R2b: prepare reads the objects, promote reads them again', () =
     const rolled = await core.begin({ execution: 'e2' });
     expect(rolled.action).toBe('commit');
     const ref2 = { execution: 'e2', checkpointId: rolled.checkpointId, attempt: rolled.attempt };
-    for (const shard of rolled.shards) await core.promote({ ...ref2, shard }); // throws StagedObjectLostError forever
+    for (const shard of rolled.shards) await core.promote({ ...ref2, shard });
     await core.commit(ref2);
     expect(await countCommitted(settings)).toBe(3);
   });

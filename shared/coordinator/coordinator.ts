@@ -18,8 +18,11 @@
  *   it noted the cutId first (a pending-cut note, cleared once allocated), so a cleanup deletes them later. A begin
  *   after an aborted attempt deletes that attempt's pages (again: its abort may have died before doing so).
  * - **prepare** (C3), per shard. For every covered staged entry (previous cut < lastOffset ≤ cut, both streams)
- *   read the object (`staged-check.ts` `verifyStagedContents`, bounded concurrency): size, SHA-256 (the checksum
- *   promote checks, so a yes vote never leads to a promote that cannot finish), NDJSON that concatenates safely
+ *   copy the object server-side to `<pl>/_coordinator/<N>/<attempt>/staged/…` (`staged-copy.ts`, write-once,
+ *   a prefix no processor can write) and read the COPY (`staged-check.ts` `verifyStagedContents`, bounded
+ *   concurrency): size, SHA-256 (the checksum promote checks on the same copy, so a yes vote never leads to a
+ *   promote that cannot finish, and a processor that rewrites its staged object after the vote changes nothing
+ *   that is promoted: issue 17, review R2b-1), NDJSON that concatenates safely
  *   (gzip fully consumed, last row newline-terminated) and exactly the entry's `recordCount` rows (the count the
  *   manifest will carry and the reader checks); any failure throws `StagedObjectInvalidError` naming the object,
  *   which Catches into abort. Before that, every entry's object key
@@ -32,13 +35,14 @@
  *   From here the checkpoint only rolls forward; before it, recovery presumes abort.
  * - **promote** (C5), per shard, only while COMMITTING: read the plan only if it hashes to the digest of the
  *   shard's vote, check each object's final key and members against the layout (`assertPlannedObject`), then
- *   write the planned final objects under deterministic keys (same bytes on every retry; `If-None-Match` +
+ *   write the planned final objects, read from the attempt's verified copies, under deterministic keys (same bytes on every retry; `If-None-Match` +
  *   checksum compare on real S3) and record their manifest entries.
  * - **commit** (C5, C7): write manifest N (gap-free, chained by `previousCheckpointId`; its bytes are a canonical,
  *   pure function of the checkpoint: digest-checked plans, promotion records that must match them object for
  *   object, and the cut pages), then COMMITTING → COMMITTED (head: committedId = N).
  * - **cleanup**, per shard, only once COMMITTED: delete the staged objects and entries at or below the committed
- *   cut (leftovers of earlier cleanups included), the checkpoint's working objects and the previous committed
+ *   cut (leftovers of earlier cleanups included), the checkpoint's working objects (plans, promotion records and
+ *   verified copies, of every attempt; and any left below N by zombie steps) and the previous committed
  *   checkpoint's cut pages (superseded by this one's). Only a key that is the staged key of exactly its entry is
  *   deleted; an entry naming anything else loses only its ledger item (logged). Each shard adds itself to the
  *   record's `cleanedShards`; the last one moves the cleaned-up mark to N. Shard 0 first catches up on earlier
@@ -49,8 +53,9 @@
  *   error level, counted in the head's `consecutiveAborts` and the record's bounded `abortCount`/`recentAborts`;
  *   the attempt's cut pages are deleted). Staged entries stay, so the next checkpoint covers
  *   the same data again — and, if an object is bad, aborts again, loudly, rather than commit past it. Deletes the
- *   attempt's working objects and orphan staged objects older than `orphanGraceSeconds`. Refuses (`decided`)
- *   if the checkpoint is already COMMITTING; the state machine then rolls forward.
+ *   attempt's working objects (its verified copies too) and orphan staged objects older than `orphanGraceSeconds`. Refuses (`decided`)
+ *   if the checkpoint is already COMMITTING; the state machine then rolls forward. (An attempt aborted by lease
+ *   expiry in begin keeps its working objects until checkpoint N's cleanup deletes every attempt's.)
  *
  * ## Timeline of one checkpoint (and who may write what)
  *
@@ -112,6 +117,7 @@ import {
   StagedEntryRejectedError,
 } from '../sink/promoter.ts';
 import { verifyStagedContents } from '../sink/staged-check.ts';
+import { stagedCopyKey } from '../sink/work-objects.ts';
 import {
   type AbortInput,
   type AbortOutput,
@@ -406,15 +412,25 @@ class CheckpointCoordinator implements Coordinator {
     const covered: StagedFileEntry[][] = [];
     for (const cut of await this.store.readCut(record, shard)) covered.push(await this.coveredEntries(cut));
     // Every covered object of the shard is read with bounded concurrency, across its partitions.
-    if (verify)
-      await verifyStagedContents(this.clients.s3, this.settings.bucket, covered.flat(), this.concurrency);
+    const { checkpointId, attempt } = record;
+    // Copied under the coordinator's prefix first, and the copy verified (issue 17, review R2b-1): promote reads
+    // the copy, so what this vote is for cannot be rewritten by the processor after it.
+    if (verify) {
+      const pipeline = this.settings.pipelineId;
+      await verifyStagedContents(
+        this.clients.s3,
+        this.settings.bucket,
+        covered.flat(),
+        (entry) => stagedCopyKey(pipeline, checkpointId, attempt, entry.key),
+        this.concurrency,
+      );
+    }
     let stagedFiles = 0;
     const objects = [];
     for (const entries of covered) {
       stagedFiles += entries.length;
       objects.push(...planFinalObjects(this.settings.pipelineId, entries, this.limits));
     }
-    const { checkpointId, attempt } = record;
     return { checkpointId, attempt, shard, stagedFiles, objects };
   }
 
@@ -511,7 +527,8 @@ class CheckpointCoordinator implements Coordinator {
     const plan = await this.readVotedPlan(record, input.shard);
     // Every object is checked against the layout before any is written: a plan with one forged object writes none.
     for (const object of plan.objects) assertPlannedObject(this.settings.pipelineId, object);
-    const files = await mapLimit(plan.objects, 2, (object) => this.promoter.promote(object));
+    const from = { checkpointId: input.checkpointId, attempt: input.attempt };
+    const files = await mapLimit(plan.objects, 2, (object) => this.promoter.promote(object, from));
     await this.plans.writePromotion({
       checkpointId: input.checkpointId,
       attempt: input.attempt,
@@ -628,6 +645,8 @@ class CheckpointCoordinator implements Coordinator {
       removed += await this.cleanPartition(cut);
     if (input.shard === 0) {
       await this.plans.deleteCheckpoint(record.checkpointId);
+      // Late writes of zombie steps of earlier checkpoints (plans, verified copies) go too: nothing reads them.
+      await this.plans.deleteCheckpointsBelow(record.checkpointId, this.orphanSweepLimit);
       // The previous committed cut is superseded by this one (begin reads only the last committed cut).
       await this.store.deleteCut(record.previousCutId);
       // A healthy pipeline never aborts: orphans (crashed attempts, fenced-out zombies) are swept here too (P3).

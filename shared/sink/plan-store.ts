@@ -1,6 +1,7 @@
 /**
  * The coordinator's working objects (keys in `work-objects.ts`): per checkpoint attempt and shard, the promotion
- * plan prepare wrote and the manifest entries promote produced. Step Functions passes only (checkpoint, attempt,
+ * plan prepare wrote and the manifest entries promote produced; per attempt, the verified copies of the covered
+ * staged objects (written by `staged-copy.ts`, deleted here with the rest of the attempt or checkpoint). Step Functions passes only (checkpoint, attempt,
  * shard); the lists live here.
  *
  * Trust: the bucket's layout keeps these under a prefix only coordinator roles may write, but the commit path does
@@ -20,7 +21,13 @@ import { padCheckpointId, STREAMS } from '../ledger/layout.ts';
 import type { ManifestFile } from './manifest.ts';
 import { deleteKeys, getBytes, listObjects } from './objects.ts';
 import type { PlannedObject } from './promoter.ts';
-import { checkpointAttemptPrefix, checkpointWorkPrefix, planKey, promotedKey } from './work-objects.ts';
+import {
+  checkpointAttemptPrefix,
+  checkpointWorkPrefix,
+  planKey,
+  promotedKey,
+  workObjectCheckpointId,
+} from './work-objects.ts';
 
 export interface ShardPlan {
   readonly checkpointId: number;
@@ -187,9 +194,34 @@ export class PlanStore {
     await this.deletePrefix(checkpointAttemptPrefix(this.pipeline, checkpointId, attempt));
   }
 
-  /** Removes every attempt's working objects of a checkpoint (cleanup after commit). */
+  /** Removes every attempt's working objects of a checkpoint, verified copies included (cleanup after commit). */
   async deleteCheckpoint(checkpointId: number): Promise<void> {
     await this.deletePrefix(`${checkpointWorkPrefix(this.pipeline)}${padCheckpointId(checkpointId)}/`);
+  }
+
+  /**
+   * Removes working objects of checkpoints below `checkpointId` (which must be committed, so every one below it is
+   * too, and none of their plans or copies is read again): what a zombie step wrote after its checkpoint's
+   * cleanup or its attempt's abort, or an attempt aborted by lease expiry whose checkpoint's cleanup was passed
+   * over. Keys sort by checkpoint id, so the listing stops at the first key of `checkpointId` or above: when
+   * nothing is left over, this costs one List request. Returns the keys deleted (at most `limit`).
+   */
+  async deleteCheckpointsBelow(checkpointId: number, limit: number): Promise<string[]> {
+    const found: string[] = [];
+    for await (const object of listObjects(
+      this.s3,
+      this.bucket,
+      checkpointWorkPrefix(this.pipeline),
+      limit,
+    )) {
+      const id = workObjectCheckpointId(this.pipeline, object.key);
+      // Not a key the layout writes (none should exist): not ours to judge; it expires with the prefix's backstop.
+      if (id === undefined) continue;
+      if (id >= checkpointId) break;
+      found.push(object.key);
+    }
+    await deleteKeys(this.s3, this.bucket, found);
+    return found;
   }
 
   private async deletePrefix(prefix: string): Promise<void> {

@@ -8,8 +8,9 @@
  * works from the same groups and writes the same bytes under the same keys. A group whose files hold no
  * records yields no final object.
  *
- * Promotion (after the decision): the members' bytes are read, checked against their recorded SHA-256, and
- * concatenated in offset order (concatenated gzip members are one valid gzip stream; NDJSON concatenates). The
+ * Promotion (after the decision): the members' bytes are read from the copies prepare made and verified
+ * (`stagedCopyKey`, under the coordinator's prefix: issue 17, review R2b-1 — never from the staged keys, which the
+ * processor may still rewrite), checked against their recorded SHA-256, and concatenated in offset order (concatenated gzip members are one valid gzip stream; NDJSON concatenates). The
  * result is written with `If-None-Match: *`; on a 412 the existing object's SHA-256 must equal ours, else
  * {@link FinalObjectConflictError}. Servers that ignore the header (s3rver) simply get the same bytes again.
  *
@@ -28,6 +29,7 @@ import type { StagedFileEntry } from '../ledger/records.ts';
 import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from './layout.ts';
 import type { ManifestFile } from './manifest.ts';
 import { getBytes, mapLimit, putIfAbsent } from './objects.ts';
+import { stagedCopyKey } from './work-objects.ts';
 
 export interface StagedMember {
   readonly key: string;
@@ -69,7 +71,11 @@ export class FinalObjectConflictError extends PipelineError {
   }
 }
 
-/** A staged object vanished or changed after the decision: the checkpoint cannot roll forward until it is back. */
+/**
+ * The verified copy of a staged object vanished or changed after the decision: the checkpoint cannot roll forward
+ * until it is back. Only coordinator roles can write or delete a copy, so this means a coordinator defect, an
+ * operator, or a checkpoint decided by a release before the copies (see docs/operations.md).
+ */
 export class StagedObjectLostError extends PipelineError {
   constructor(
     readonly key: string,
@@ -79,6 +85,12 @@ export class StagedObjectLostError extends PipelineError {
       `staged object ${key} needed by a decided checkpoint is ${detail}; the checkpoint cannot roll forward`,
     );
   }
+}
+
+/** Which attempt's copies a promotion reads: the attempt that verified them and whose plan was voted. */
+export interface PromotionSource {
+  readonly checkpointId: number;
+  readonly attempt: number;
 }
 
 /** A planned object is not what the layout allows promote to write: nothing is written. */
@@ -239,14 +251,18 @@ export class Promoter {
     private readonly concurrency = 8,
   ) {}
 
-  /** Writes one planned final object (idempotent) and returns its manifest entry. Refuses a forged object. */
-  async promote(object: PlannedObject): Promise<ManifestFile> {
+  /**
+   * Writes one planned final object (idempotent) and returns its manifest entry. Refuses a forged object. Reads
+   * each member from the copy `from`'s prepare verified, never from its staged key.
+   */
+  async promote(object: PlannedObject, from: PromotionSource): Promise<ManifestFile> {
     assertPlannedObject(this.pipeline, object);
     const parts = await mapLimit(object.members, this.concurrency, async (m) => {
-      const bytes = await getBytes(this.s3, this.bucket, m.key);
-      if (!bytes) throw new StagedObjectLostError(m.key, 'missing');
+      const copy = stagedCopyKey(this.pipeline, from.checkpointId, from.attempt, m.key);
+      const bytes = await getBytes(this.s3, this.bucket, copy);
+      if (!bytes) throw new StagedObjectLostError(m.key, `missing its verified copy ${copy}`);
       if (createHash('sha256').update(bytes).digest('hex') !== m.sha256) {
-        throw new StagedObjectLostError(m.key, 'changed (SHA-256 differs from the ledger)');
+        throw new StagedObjectLostError(m.key, `changed (its copy ${copy} differs from the voted SHA-256)`);
       }
       return bytes;
     });

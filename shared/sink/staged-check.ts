@@ -1,6 +1,7 @@
 /**
- * Prepare's check of the staged objects it covers (C3): {@link verifyStagedContents} reads every object and checks
- * what promote and the manifest rely on. The ETag is not used: it is an MD5 only without SSE-KMS/DSSE and
+ * Prepare's check of the staged objects it covers (C3): {@link verifyStagedContents} copies every object under the
+ * coordinator's prefix, reads the copy and checks what promote (which reads the same copy) and the manifest rely
+ * on. The ETag is not used: it is an MD5 only without SSE-KMS/DSSE and
  * multipart, and promote checks the SHA-256 — a check on another checksum could vote for an object promote then
  * refuses forever (review R2-4). S3's additional checksums are not used: s3rver does not support them.
  */
@@ -10,6 +11,7 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { getBytes, mapLimit } from './objects.ts';
+import { copyStagedObject } from './staged-copy.ts';
 
 export const STAGED_DEFECTS = ['missing', 'size', 'checksum', 'encoding', 'count'] as const;
 export type StagedDefect = (typeof STAGED_DEFECTS)[number];
@@ -26,25 +28,37 @@ export class StagedObjectInvalidError extends PipelineError {
   }
 }
 
+/** Where prepare copies each covered staged object before verifying it (`stagedCopyKey` in `work-objects.ts`). */
+export type CopyKeyOf = (entry: StagedFileEntry) => string;
+
 /**
- * Prepare's full check of the covered staged objects (C3, review R2): each object is read and must have the
- * recorded size and SHA-256 (the checksum promote checks, so a yes vote never leads to a promote that cannot
- * finish), decode as NDJSON (gzip per the entry, every gzip byte consumed: trailing bytes would be ignored alone
- * but would swallow the next member once promote concatenates them), end with a newline (concatenation must not
- * join two lines) and hold exactly `recordCount` rows (the count the plan and then the manifest carry, which the
- * committed reader checks). Any failure throws {@link StagedObjectInvalidError} naming the object, before the
- * vote: the attempt aborts with the reason instead of publishing a manifest the reader refuses forever (C7).
+ * Prepare's full check of the covered staged objects (C3, review R2), made on a copy (issue 17, review R2b-1):
+ * each object is first copied server-side to `copyKeyOf(entry)` under the coordinator's prefix
+ * (`staged-copy.ts`), then the COPY is read and must have the recorded size and SHA-256 (the checksum promote
+ * checks when it reads the same copy, so a yes vote never leads to a promote that cannot finish), decode as NDJSON
+ * (gzip per the entry, every gzip byte consumed: trailing bytes would be ignored alone but would swallow the next
+ * member once promote concatenates them), end with a newline (concatenation must not join two lines) and hold
+ * exactly `recordCount` rows (the count the plan and then the manifest carry, which the committed reader checks).
+ * Any failure throws {@link StagedObjectInvalidError} naming the staged object, before the vote: the attempt
+ * aborts with the reason instead of publishing a manifest the reader refuses forever (C7). The staged object
+ * itself is never read here: a processor may rewrite it at any time, its copy it cannot.
  * At most `concurrency` objects are in memory at once.
  */
 export async function verifyStagedContents(
   s3: S3Client,
   bucket: string,
   entries: readonly StagedFileEntry[],
+  copyKeyOf: CopyKeyOf,
   concurrency = 8,
 ): Promise<void> {
   await mapLimit(entries, concurrency, async (entry) => {
-    const body = await getBytes(s3, bucket, entry.key);
-    if (!body) throw new StagedObjectInvalidError(bucket, entry.key, 'missing', 'the object does not exist');
+    const copyKey = copyKeyOf(entry);
+    if ((await copyStagedObject(s3, bucket, entry.key, copyKey)) === 'source-missing')
+      throw new StagedObjectInvalidError(bucket, entry.key, 'missing', 'the object does not exist');
+    // 'copied' or 'exists' (a copy made by an earlier run of this attempt): either way the copy is what is checked.
+    const body = await getBytes(s3, bucket, copyKey);
+    if (!body)
+      throw new StagedObjectInvalidError(bucket, entry.key, 'missing', `its copy ${copyKey} does not exist`);
     if (body.length !== entry.bytes) {
       throw new StagedObjectInvalidError(
         bucket,

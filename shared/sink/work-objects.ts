@@ -1,20 +1,28 @@
 /**
- * The coordinator's working objects: per checkpoint attempt and shard, the promotion plan written by prepare and
- * the promotion result written by promote. They live under `<pl>/_coordinator/`, a prefix only the coordinator's
- * roles may write (never under `_inprogress/`, which the processor writes, nor under `final/`, which holds only
- * what manifests list), so that Step Functions passes references, not file lists:
+ * The coordinator's working objects: per checkpoint attempt, the promotion plans written by prepare, the verified
+ * copies of the covered staged objects made by prepare, and the promotion results written by promote. They live
+ * under `<pl>/_coordinator/`, a prefix only the coordinator's roles may write (never under `_inprogress/`, which
+ * the processor writes, nor under `final/`, which holds only what manifests list), so that Step Functions passes
+ * references, not file lists:
  *
  * ```
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/plan-<shard>.json
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/promoted-<shard>.json
+ * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/staged/<the staged key below _inprogress/>
  * ```
- * Cleanup removes a committed checkpoint's folder, abort an aborted attempt's. Even so, nothing read from here is
- * trusted blindly: a plan is used only if its SHA-256 equals the digest its shard's vote recorded in the ledger,
- * and every key in it is re-derived from the layout (`plan-store.ts`, `promoter.ts`).
+ * The `staged/` copies are what promote reads (issue 17, review R2b-1): the staged object itself stays writable by
+ * the processor after the vote, its copy does not. Cleanup removes a committed checkpoint's folder (every attempt),
+ * abort an aborted attempt's, and each cleanup also removes what is left of checkpoints below the committed one
+ * (a zombie step's late write). Even so, nothing read from here is trusted blindly: a plan is used only if its
+ * SHA-256 equals the digest its shard's vote recorded in the ledger, a copy only if its SHA-256 equals the one the
+ * voted plan records, and every key is re-derived from the layout (`plan-store.ts`, `promoter.ts`).
  */
 import { padCheckpointId } from '../ledger/layout.ts';
+import { inProgressPrefix } from './layout.ts';
 
 export const CHECKPOINT_WORK_DIR = '_coordinator';
+/** The folder of an attempt that holds its verified copies of staged objects. */
+export const STAGED_COPY_DIR = 'staged';
 
 export function checkpointWorkPrefix(pipeline: string): string {
   return `${pipeline}/${CHECKPOINT_WORK_DIR}/`;
@@ -30,4 +38,31 @@ export function planKey(pipeline: string, checkpointId: number, attempt: number,
 
 export function promotedKey(pipeline: string, checkpointId: number, attempt: number, shard: number): string {
   return `${checkpointAttemptPrefix(pipeline, checkpointId, attempt)}promoted-${shard}.json`;
+}
+
+/**
+ * Where prepare of (checkpoint, attempt) copies the staged object `stagedKey`, and where promote reads it: a pure
+ * function of the two, so the plan needs no extra field and re-planning from the ledger yields the same copies.
+ * Attempt-scoped, so a copy never outlives the attempt that verified it into a later one. `stagedKey` must be a key
+ * under this pipeline's staged prefix (callers have checked it with `parseStagedObjectKey`).
+ */
+export function stagedCopyKey(
+  pipeline: string,
+  checkpointId: number,
+  attempt: number,
+  stagedKey: string,
+): string {
+  const staged = inProgressPrefix(pipeline);
+  if (!stagedKey.startsWith(staged)) throw new RangeError(`${stagedKey} is not under ${staged}`);
+  return `${checkpointAttemptPrefix(pipeline, checkpointId, attempt)}${STAGED_COPY_DIR}/${stagedKey.slice(staged.length)}`;
+}
+
+/** The checkpoint id a working-object key belongs to, or undefined for a key that is not one. */
+export function workObjectCheckpointId(pipeline: string, key: string): number | undefined {
+  const prefix = checkpointWorkPrefix(pipeline);
+  if (!key.startsWith(prefix)) return undefined;
+  const folder = key.slice(prefix.length).split('/', 1)[0]!;
+  const id = Number(folder);
+  // Round-trips: only the folder padCheckpointId names (so never a second spelling of an id).
+  return /^\d+$/.test(folder) && Number.isSafeInteger(id) && padCheckpointId(id) === folder ? id : undefined;
 }
