@@ -1,8 +1,48 @@
-/** Field decoders by format (see `formats.ts`). */
-import { InvalidSettingError } from '../errors.ts';
-import type { DecodeResult, FieldDecoder, FieldFormat } from './formats.ts';
+/**
+ * Field decoders by format (see `formats.ts`). `createFieldDecoder` validates the whole spec up front — schemas
+ * compile, the message type exists, the registry URL is http(s), the framing is one the registry writes — and
+ * throws {@link InvalidFieldFormatError} otherwise, so a bad spec fails synth and `eos local`, not each record.
+ *
+ * What is whose: the Avro binary decoding is avro-js's and the Protobuf decoding protobufjs's (why not through
+ * Powertools Kafka: `avro.ts`, `protobuf.ts`); the framing parse (`framing.ts`) and the registry client with its
+ * cache (`registry.ts`) are hand-written, as Powertools Kafka has neither.
+ */
+import { InvalidFieldFormatError } from './errors.ts';
+import {
+  type DecodeResult,
+  type FieldDecoder,
+  type FieldFormat,
+  type Framing,
+  DecodeFailureReason as Reason,
+  type RegistrySpec,
+} from './formats.ts';
+import { type Failure, failure, messageOf, readConfluent, readGlue, UUID_PATTERN } from './framing.ts';
+import {
+  confluentLoader,
+  type Fetch,
+  type GlueGetSchemaVersion,
+  glueLoader,
+  type RegisteredSchema,
+  SchemaCache,
+} from './registry.ts';
+import { avroCodec, type Codec, protobufCodec } from './schema-codecs.ts';
 
+export { InvalidFieldFormatError, SchemaRegistryUnavailableError } from './errors.ts';
 export type { DecodeResult, FieldDecoder, FieldFormat, Framing, RegistrySpec } from './formats.ts';
+export { DecodeFailureReason } from './formats.ts';
+export type { Fetch, GlueGetSchemaVersion, SchemaType } from './registry.ts';
+
+/** What decoding reaches outside itself through; every member optional (defaults: global `fetch`, `Date.now`). */
+export interface DecodeDependencies {
+  /** Names the spec in error messages the way the user wrote it (`value`, `key`, `EOS_VALUE_FORMAT`…). */
+  readonly setting?: string;
+  readonly fetch?: Fetch;
+  readonly now?: () => number;
+  /** How long a schema id the registry did not have stays "not found" before it is asked again (default 30 s). */
+  readonly negativeTtlMs?: number;
+  /** Glue `GetSchemaVersion`, for schema version ids not given locally in the registry spec's `schemas`. */
+  readonly glueGetSchemaVersion?: GlueGetSchemaVersion;
+}
 
 const utf8 = new TextDecoder('utf-8');
 
@@ -13,21 +53,204 @@ function syncDecoder(decode: (bytes: Buffer) => DecodeResult): FieldDecoder {
   };
 }
 
-export function createFieldDecoder(format: FieldFormat): FieldDecoder {
+function parseJson(bytes: Buffer): DecodeResult {
+  try {
+    return { ok: true, value: JSON.parse(utf8.decode(bytes)) as unknown };
+  } catch (error) {
+    return failure(Reason.InvalidJson, `value is not valid JSON: ${messageOf(error)}`);
+  }
+}
+
+export function createFieldDecoder(format: FieldFormat, deps: DecodeDependencies = {}): FieldDecoder {
+  const setting = deps.setting ?? 'format';
   switch (format.format) {
     case 'string':
       return syncDecoder((bytes) => ({ ok: true, value: utf8.decode(bytes) }));
     case 'bytes':
       return syncDecoder((bytes) => ({ ok: true, value: new Uint8Array(bytes) }));
-    case 'json':
+    case 'json': {
+      const framing = format.framing ?? 'none';
+      checkFraming(setting, framing, undefined);
       return syncDecoder((bytes) => {
-        try {
-          return { ok: true, value: JSON.parse(utf8.decode(bytes)) as unknown };
-        } catch (error) {
-          return { ok: false, error: `value is not valid JSON: ${(error as Error).message}` };
-        }
+        if (framing === 'none') return parseJson(bytes);
+        const framed = framing === 'confluent' ? readConfluent(bytes) : readGlue(bytes);
+        return framed.ok ? parseJson(framed.payload) : framed;
       });
-    default:
-      throw new InvalidSettingError('format', `format "${format.format}" is not supported yet`);
+    }
+    case 'avro':
+      return schemaDecoder(setting, format, avroCodec(setting, format), deps);
+    case 'protobuf':
+      return schemaDecoder(setting, format, protobufCodec(setting, format), deps);
+    default: {
+      const unknown: { format?: unknown } = format;
+      throw new InvalidFieldFormatError(
+        `${setting}.format`,
+        `unknown format ${JSON.stringify(unknown.format)} (string, json, bytes, avro or protobuf)`,
+      );
+    }
+  }
+}
+
+/** The decoder of a schema'd format: framing, then the local schema or the registry's by the framing's id. */
+function schemaDecoder<C>(
+  setting: string,
+  format: Extract<FieldFormat, { format: 'avro' | 'protobuf' }>,
+  codec: Codec<C>,
+  deps: DecodeDependencies,
+): FieldDecoder {
+  const { registry } = format;
+  const framing = format.framing ?? registry?.kind ?? 'none';
+  checkFraming(setting, framing, registry);
+  const local = codec.local;
+  if (registry === undefined || (local !== undefined && !codec.readsWithRegistry)) {
+    if (local === undefined) {
+      throw new InvalidFieldFormatError(
+        `${setting}.schema`,
+        `a ${format.format} format needs a schema or a registry`,
+      );
+    }
+    return syncDecoder((bytes) => {
+      if (framing === 'none') return codec.decode(local, bytes, 'none');
+      const framed = framing === 'confluent' ? readConfluent(bytes) : readGlue(bytes);
+      return framed.ok ? codec.decode(local, framed.payload, framing) : framed;
+    });
+  }
+  const lookups = registryLookups(setting, registry, codec, deps);
+  const compiled = new Map<string | number, C | Failure>();
+  const idOf = (bytes: Buffer) => {
+    const framed = registry.kind === 'confluent' ? readConfluent(bytes) : readGlue(bytes);
+    return framed.ok
+      ? { ...framed, id: framed.framing === 'confluent' ? framed.schemaId : framed.schemaVersionId }
+      : framed;
+  };
+  return {
+    async prepare(fields) {
+      const ids: (string | number)[] = [];
+      for (const field of fields) {
+        if (field === null) continue;
+        const framed = idOf(Buffer.from(field, 'base64'));
+        if (framed.ok) ids.push(framed.id);
+      }
+      await lookups.fetch(ids);
+    },
+    decode(field) {
+      if (field === null) return { ok: true, value: null };
+      const framed = idOf(Buffer.from(field, 'base64'));
+      if (!framed.ok) return framed;
+      const idText =
+        framed.framing === 'confluent' ? `schema id ${framed.id}` : `schema version id ${framed.id}`;
+      let reader = compiled.get(framed.id);
+      if (reader === undefined) {
+        const found = lookups.get(framed.id);
+        if (found.state !== 'found') {
+          return failure(
+            Reason.UnknownSchemaId,
+            found.state === 'not-found'
+              ? `unknown ${idText}: the registry does not have it`
+              : `unknown ${idText}: not looked up (prepare was not called with this field)`,
+          );
+        }
+        reader = codec.compile(found.schema, idText);
+        compiled.set(framed.id, reader);
+      }
+      return isFailure(reader) ? reader : codec.decode(reader, framed.payload, framing, true);
+    },
+  };
+}
+
+function isFailure<C>(compiled: C | Failure): compiled is Failure {
+  return typeof compiled === 'object' && compiled !== null && 'ok' in compiled && compiled.ok === false;
+}
+
+/** One lookup surface over both registries, keyed by the framing's id. */
+interface Lookups {
+  fetch(ids: readonly (string | number)[]): Promise<void>;
+  get(id: string | number): ReturnType<SchemaCache<number>['get']>;
+}
+
+function registryLookups<C>(
+  setting: string,
+  registry: RegistrySpec,
+  codec: Codec<C>,
+  deps: DecodeDependencies,
+): Lookups {
+  if (registry.kind === 'confluent') {
+    const cache = new SchemaCache(confluentLoader(registry, deps.fetch), deps.now, deps.negativeTtlMs);
+    return {
+      fetch: (ids) => cache.fetch(ids.filter((id): id is number => typeof id === 'number')),
+      get: (id) => (typeof id === 'number' ? cache.get(id) : { state: 'not-found' }),
+    };
+  }
+  const local = new Map<string, RegisteredSchema>();
+  for (const [id, schema] of Object.entries(registry.schemas ?? {})) {
+    const key = id.toLowerCase();
+    if (!UUID_PATTERN.test(key)) {
+      throw new InvalidFieldFormatError(
+        `${setting}.registry.schemas`,
+        `"${id}" is not a schema version id (a UUID)`,
+      );
+    }
+    const registered: RegisteredSchema = { schemaType: codec.schemaType, schema };
+    const compiled = codec.compile(registered, `schema version id ${key}`);
+    if (isFailure(compiled)) throw new InvalidFieldFormatError(`${setting}.registry.schemas`, compiled.error);
+    local.set(key, registered);
+  }
+  const cache = new SchemaCache(
+    glueLoader(registry, local, deps.glueGetSchemaVersion),
+    deps.now,
+    deps.negativeTtlMs,
+  );
+  return {
+    fetch: (ids) => cache.fetch(ids.filter((id): id is string => typeof id === 'string')),
+    get: (id) => (typeof id === 'string' ? cache.get(id) : { state: 'not-found' }),
+  };
+}
+
+function checkFraming(setting: string, framing: Framing, registry: RegistrySpec | undefined): void {
+  if (framing !== 'none' && framing !== 'confluent' && framing !== 'glue') {
+    throw new InvalidFieldFormatError(`${setting}.framing`, `unknown framing ${JSON.stringify(framing)}`);
+  }
+  if (registry === undefined) return;
+  if (registry.kind !== 'confluent' && registry.kind !== 'glue') {
+    const unknown: { kind?: unknown } = registry;
+    throw new InvalidFieldFormatError(
+      `${setting}.registry.kind`,
+      `unknown registry ${JSON.stringify(unknown.kind)}`,
+    );
+  }
+  if (framing !== registry.kind) {
+    throw new InvalidFieldFormatError(
+      `${setting}.framing`,
+      `framing "${framing}" cannot carry a ${registry.kind} registry's schema id (use "${registry.kind}")`,
+    );
+  }
+  if (registry.kind === 'confluent') checkConfluent(setting, registry);
+}
+
+function checkConfluent(setting: string, registry: Extract<RegistrySpec, { kind: 'confluent' }>): void {
+  let url: URL;
+  try {
+    url = new URL(registry.url);
+  } catch {
+    throw new InvalidFieldFormatError(`${setting}.registry.url`, `"${registry.url}" is not a URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new InvalidFieldFormatError(`${setting}.registry.url`, `"${url.protocol}" is not http: or https:`);
+  }
+  if (url.username || url.password) {
+    throw new InvalidFieldFormatError(
+      `${setting}.registry.url`,
+      'put credentials in basicAuth, not in the URL',
+    );
+  }
+  if (registry.basicAuth !== undefined && !registry.basicAuth.includes(':')) {
+    throw new InvalidFieldFormatError(`${setting}.registry.basicAuth`, 'expected "user:password"');
+  }
+  const timeout = registry.timeoutMs;
+  if (timeout !== undefined && !(Number.isInteger(timeout) && timeout > 0)) {
+    throw new InvalidFieldFormatError(
+      `${setting}.registry.timeoutMs`,
+      `${timeout} is not a positive integer`,
+    );
   }
 }

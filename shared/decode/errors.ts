@@ -1,0 +1,23 @@
+/** Errors of field decoding: a bad format spec (fails synth and `eos local` early) and an unreachable registry. */
+import { InvalidSettingError, TransientAwsError } from '../errors.ts';
+
+/**
+ * A field format spec that can never decode anything: a schema that does not parse, an unknown `messageType`, a
+ * registry URL that is not http(s), a framing the registry cannot have written. Raised by `createFieldDecoder`,
+ * so it surfaces at synth and at the start of `eos local`, never per record.
+ */
+export class InvalidFieldFormatError extends InvalidSettingError {}
+
+/**
+ * The schema registry did not answer (network error, timeout, 5xx, throttling, refused credentials). A
+ * {@link TransientAwsError}, so the processor lets it escape and the whole batch is retried: the records are not
+ * at fault and must not be dead-lettered. `registry` names the lookup (URL without credentials, or Glue id).
+ */
+export class SchemaRegistryUnavailableError extends TransientAwsError {
+  constructor(
+    readonly registry: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`schema registry lookup ${registry}`, options);
+  }
+}
