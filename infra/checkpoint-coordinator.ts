@@ -10,7 +10,8 @@
  *   of its own granted only what its step does (checked against its calls in `test/state-machine-iam.test.ts`):
  *   DynamoDB item actions on the table ARN with a `dynamodb:LeadingKeys` condition naming the item kinds the step
  *   touches (`shared/ledger/layout.ts`), S3 object actions on the prefixes it reads or writes
- *   (`shared/sink/layout.ts`, `work-objects.ts`) — only promote writes final data, only commit manifests —,
+ *   (`shared/sink/layout.ts`, `work-objects.ts`) — only promote writes final data, only commit manifests, only
+ *   prepare reads the processor-writable staged prefix (promote reads prepare's verified copies) —,
  *   `s3:ListBucket` only with an `s3:prefix` condition, KMS only through S3 and DynamoDB.
  * - An EventBridge rule starts an execution every `interval` (default 60 s; EventBridge's floor is one minute).
  */
@@ -156,6 +157,8 @@ export class CheckpointCoordinator extends Construct {
           objects: [],
         };
       case 'prepare':
+        // CopyObject of each covered staged object into the attempt's folder is s3:GetObject on the source and
+        // s3:PutObject on the copy; the copy is then read back and verified (issue 17, review R2b-1).
         return {
           dynamodb: [
             [[...read, ...write], checkpoint],
@@ -163,7 +166,7 @@ export class CheckpointCoordinator extends Construct {
           ],
           objects: [
             [staged, ['s3:GetObject']],
-            [work, ['s3:PutObject']],
+            [work, ['s3:GetObject', 's3:PutObject']],
           ],
         };
       case 'decide':
@@ -172,8 +175,8 @@ export class CheckpointCoordinator extends Construct {
         return {
           // UpdateItem: the lease renewal on the head.
           dynamodb: [[[...read, ...write], checkpoint]],
+          // No access to the staged prefix: promote reads only prepare's verified copies under the work prefix.
           objects: [
-            [staged, ['s3:GetObject']],
             [work, ['s3:GetObject', 's3:PutObject']],
             [final, ['s3:GetObject', 's3:PutObject']],
           ],

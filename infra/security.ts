@@ -8,7 +8,9 @@
  * | `<pl>/_manifests/`    | commit                                   | nobody                             |
  * | `<pl>/final/`         | promote (and the processor under         | nobody                             |
  * |                       | at-least-once / none)                    |                                    |
- * | `<pl>/_coordinator/`  | prepare, promote                         | cleanup, abort                     |
+ * | `<pl>/_coordinator/`  | prepare, promote (plans, promotion       | cleanup, abort                     |
+ * |                       | records, prepare's verified copies of    |                                    |
+ * |                       | staged objects, which promote reads)     |                                    |
  * | `<pl>/_inprogress/`   | the processor                            | cleanup, abort                     |
  *
  * Every other principal of the account is denied (puts, ACLs, tags, deletes of objects and versions).
@@ -62,7 +64,10 @@ export interface SinkWriters {
   readonly manifests: PrefixWriters;
   /** Final data: put by promote (and the processor under the weaker guarantees), deleted by nobody. */
   readonly finalData: PrefixWriters;
-  /** The coordinator's plans and promotion results: put by prepare and promote, deleted by cleanup and abort. */
+  /**
+   * The coordinator's plans, promotion results and verified copies of staged objects (what promote reads, so the
+   * processor must never write here): put by prepare and promote, deleted by cleanup and abort.
+   */
   readonly coordinatorWork: PrefixWriters;
   /** Staged objects: put by the processor, deleted by cleanup and abort. */
   readonly staged: PrefixWriters;

@@ -14,7 +14,7 @@ import { ExactlyOncePipelineStack } from '../infra/stack.ts';
 import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { finalObjectKey, manifestKey, type ObjectRange, stagedObjectKey } from '../shared/sink/layout.ts';
-import { planKey, promotedKey } from '../shared/sink/work-objects.ts';
+import { planKey, promotedKey, stagedCopyKey } from '../shared/sink/work-objects.ts';
 import { BASE_PROPS, testApp } from './infra-fixtures.ts';
 import { resolveIntrinsics } from './support/asl.ts';
 import {
@@ -37,6 +37,8 @@ const range = (stream: 'output' | 'deadletter'): ObjectRange => ({
   lastOffset: 199,
 });
 
+const STAGED_OUTPUT = stagedObjectKey(PL, range('output'), 'attempt-1', true);
+
 /** The sensitive objects, one representative key each, built by the layout's own functions. */
 const OBJECTS = {
   manifest: manifestKey(PL, 7),
@@ -44,7 +46,9 @@ const OBJECTS = {
   finalDeadLetter: finalObjectKey(PL, range('deadletter'), true),
   plan: planKey(PL, 7, 1, 0),
   promoted: promotedKey(PL, 7, 1, 0),
-  stagedOutput: stagedObjectKey(PL, range('output'), 'attempt-1', true),
+  // What promote reads (issue 17, review R2b-1): prepare's verified copy of a staged object.
+  stagedCopy: stagedCopyKey(PL, 7, 1, STAGED_OUTPUT),
+  stagedOutput: STAGED_OUTPUT,
   stagedDeadLetter: stagedObjectKey(PL, range('deadletter'), 'attempt-1', true),
 } as const;
 type ObjectName = keyof typeof OBJECTS;
@@ -71,6 +75,7 @@ const OBJECT_WRITERS: Record<ObjectName, { put: Role[]; delete: Role[] }> = {
   finalDeadLetter: { put: ['promote'], delete: [] },
   plan: { put: ['prepare', 'promote'], delete: ['cleanup', 'abort'] },
   promoted: { put: ['prepare', 'promote'], delete: ['cleanup', 'abort'] },
+  stagedCopy: { put: ['prepare', 'promote'], delete: ['cleanup', 'abort'] },
   stagedOutput: { put: ['processor'], delete: ['cleanup', 'abort'] },
   stagedDeadLetter: { put: ['processor'], delete: ['cleanup', 'abort'] },
 };
@@ -186,6 +191,40 @@ describe('write boundaries, identity and bucket policy together (exactly-once)',
       'allow',
     );
     expect(s.decide(identity, s.itemRequest(principal, 'dynamodb:UpdateItem', ITEMS.fence))).toBe('allow');
+  });
+
+  it("R2b-1: keeps the verified copies promote reads out of the processor's reach, and promote off the staged prefix", () => {
+    const copy = OBJECTS.stagedCopy;
+    expect(copy.startsWith(`${PL}/_coordinator/`), copy).toBe(true);
+    const can = (role: Role, action: string, key: string): Decision => {
+      const { principal, identity } = s.asRole(role);
+      return s.decide(identity, s.objectRequest(principal, action, key));
+    };
+    // The processor can neither replace nor remove a copy (the bucket policy denies it explicitly), nor read one.
+    expect(can('processor', 's3:PutObject', copy)).toBe('explicit-deny');
+    expect(can('processor', 's3:DeleteObject', copy)).toBe('explicit-deny');
+    expect(can('processor', 's3:GetObject', copy)).toBe('implicit-deny');
+    // Prepare copies (GetObject on the staged source, PutObject on the copy) and reads the copy back to verify it.
+    expect(can('prepare', 's3:GetObject', OBJECTS.stagedOutput)).toBe('allow');
+    expect(can('prepare', 's3:PutObject', copy)).toBe('allow');
+    expect(can('prepare', 's3:GetObject', copy)).toBe('allow');
+    // Promote reads the copy, and nothing under the processor-writable staged prefix.
+    expect(can('promote', 's3:GetObject', copy)).toBe('allow');
+    expect(can('promote', 's3:GetObject', OBJECTS.stagedOutput)).toBe('implicit-deny');
+    expect(can('promote', 's3:GetObject', OBJECTS.stagedDeadLetter)).toBe('implicit-deny');
+    // Cleanup and abort delete copies; nobody deletes a version of one.
+    expect(can('cleanup', 's3:DeleteObject', copy)).toBe('allow');
+    expect(can('abort', 's3:DeleteObject', copy)).toBe('allow');
+    expect(can('cleanup', 's3:DeleteObjectVersion', copy)).not.toBe('allow');
+    // Another pipeline's copies are out of reach of this pipeline's prepare and promote.
+    const foreign = stagedCopyKey(
+      'orders-eu',
+      7,
+      1,
+      stagedObjectKey('orders-eu', range('output'), 'a', true),
+    );
+    expect(can('prepare', 's3:PutObject', foreign)).toBe('implicit-deny');
+    expect(can('promote', 's3:GetObject', foreign)).toBe('implicit-deny');
   });
 
   it('denies the bucket policy side alone: an over-broad role elsewhere in the account writes no protected prefix', () => {
