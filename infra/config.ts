@@ -10,6 +10,7 @@
 import { z } from 'zod';
 import { type SettingsInput, settingsSchema } from '../shared/config/settings.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
+import { parseTransformRef } from '../shared/transforms/load.ts';
 
 /** `arn:<partition>:kafka:<region>:<account>:cluster/<name>/<uuid>` (provisioned and serverless alike). */
 export const MSK_CLUSTER_ARN =
@@ -52,8 +53,38 @@ const deploymentShape = {
   batchSize: int(1, 10_000).default(500),
   /** How long the mapping gathers records before invoking (seconds, 0–300). */
   maxBatchingWindowSeconds: int(0, 300).default(1),
-  /** Where a new consumer group starts: the earliest retained record, or only new ones. */
-  startingPosition: z.enum(['TRIM_HORIZON', 'LATEST']).default('TRIM_HORIZON'),
+  /**
+   * Where a new consumer group starts: the earliest retained record, only new ones, or the first record at or after
+   * `startingPositionTimestamp`. Cannot change after the mapping is created.
+   */
+  startingPosition: z.enum(['TRIM_HORIZON', 'LATEST', 'AT_TIMESTAMP']).default('TRIM_HORIZON'),
+  /**
+   * For `AT_TIMESTAMP`: an ISO 8601 time with its zone (`2026-01-31T00:00:00Z`) or Unix seconds; the mapping takes
+   * whole seconds.
+   */
+  startingPositionTimestamp: z
+    .union([z.number(), z.string()])
+    .transform((value, ctx) => {
+      const seconds =
+        typeof value === 'number' || /^\d+$/.test(value)
+          ? Number(value)
+          : /(Z|[+-]\d\d:\d\d)$/.test(value)
+            ? Date.parse(value) / 1000
+            : Number.NaN;
+      if (!Number.isFinite(seconds) || seconds < 0 || !Number.isInteger(seconds)) {
+        ctx.addIssue({ code: 'custom', message: 'an ISO 8601 time with zone (…Z) or whole Unix seconds' });
+        return z.NEVER;
+      }
+      return seconds;
+    })
+    .optional(),
+  /**
+   * Provisioned mode: at least this many event pollers stay provisioned for the mapping (1–200). Unset: on-demand
+   * pollers. Setting either bound turns provisioned mode on.
+   */
+  minimumPollers: int(1, 200).optional(),
+  /** Provisioned mode: at most this many event pollers (1–2000). */
+  maximumPollers: int(1, 2000).optional(),
   /** The processor's timeout (seconds); `orphanGraceSeconds` must exceed it. */
   processorTimeoutSeconds: int(10, 900).default(120),
   processorMemoryMb: int(128, 10_240).default(1024),
@@ -88,6 +119,17 @@ const deploymentShape = {
     .int()
     .refine((d) => LOG_RETENTION_DAYS.includes(d), `one of ${'1, 3, 5, 7, 14, 30, 60, 90, …, 3653'}`)
     .default(30),
+  /**
+   * The transform: a built-in's name (`orders`, `passthrough`, …) or your own module, `./path/to/file.ts#exportName`
+   * in context (`#exportName` defaults to `default`) or `{ entry, exportName }` in props. A module is bundled into the
+   * processor at synth; a missing file, a missing export or an unknown name fails synth naming it.
+   */
+  transform: z
+    .union([
+      z.string().min(1),
+      z.object({ entry: z.string().min(1), exportName: z.string().min(1).optional() }).strict(),
+    ])
+    .default('orders'),
 } as const;
 
 /** The values CloudWatch Logs accepts. */
@@ -101,12 +143,37 @@ const pipelineSettingsShape = settingsSchema.omit({
   bucket: true,
   eventSourceArn: true,
   topics: true,
+  transform: true,
 }).shape;
 
 export const pipelineConfigSchema = z.object({ ...pipelineSettingsShape, ...deploymentShape }).strict();
 
 export type PipelineConfigInput = z.input<typeof pipelineConfigSchema>;
-export type PipelineConfig = z.output<typeof pipelineConfigSchema> & { readonly consumerGroupId: string };
+
+/** The transform the processor runs: one of the project's, by name, or an export of the user's module. */
+export type TransformChoice =
+  | { readonly kind: 'built-in'; readonly name: string }
+  | { readonly kind: 'module'; readonly entry: string; readonly exportName: string | undefined };
+
+export type PipelineConfig = Omit<z.output<typeof pipelineConfigSchema>, 'transform'> & {
+  readonly consumerGroupId: string;
+  readonly transform: TransformChoice;
+};
+
+/**
+ * `orders` is a built-in's name; `./my-transform.ts`, `src/t.js#payments` (anything with a path separator or a
+ * module extension) is a module, with `#exportName` (default: `default`, else the module's only export) — the same
+ * rule as `eos local --transform` (`parseTransformRef`).
+ */
+export function transformChoiceOf(setting: string | { entry: string; exportName?: string }): TransformChoice {
+  if (typeof setting !== 'string') {
+    return { kind: 'module', entry: setting.entry, exportName: setting.exportName };
+  }
+  const ref = parseTransformRef(setting);
+  return ref.kind === 'builtin'
+    ? { kind: 'built-in', name: ref.name }
+    : { kind: 'module', entry: ref.path, exportName: ref.exportName };
+}
 
 /** Every setting's name, in schema order (for context lookup and the docs' table). */
 export const CONFIG_KEYS = Object.keys(pipelineConfigSchema.shape) as (keyof PipelineConfigInput)[];
@@ -125,7 +192,8 @@ export function pipelineSettingsOf(
     claimWrite: config.claimWrite,
     idempotencyTtlSeconds: config.idempotencyTtlSeconds,
     gzip: config.gzip,
-    transform: config.transform,
+    // A module's transform is bundled into the processor, which runs it whatever EOS_TRANSFORM says.
+    transform: config.transform.kind === 'built-in' ? config.transform.name : undefined,
     maxTransactionItems: config.maxTransactionItems,
     checkpointLeaseSeconds: config.checkpointLeaseSeconds,
     orphanGraceSeconds: config.orphanGraceSeconds,
@@ -142,9 +210,18 @@ function idempotencyKeyText(source: PipelineConfig['idempotencyKey']): string {
  * Validates settings from context or props. `label` says how the user spells a setting (for context:
  * `-c key=…`), so that the error names it the way it was written.
  */
+export interface ParseOptions {
+  /**
+   * The construct was given a `source` prop (any kind of Kafka cluster): then `mskClusterArn`, `mskVpcId` and
+   * `sandboxCluster` are not used and must not be set.
+   */
+  readonly sourceGiven?: boolean;
+}
+
 export function parsePipelineConfig(
   input: Record<string, unknown>,
   label: (key: string) => string = (key) => key,
+  options: ParseOptions = {},
 ): PipelineConfig {
   const result = pipelineConfigSchema.safeParse(input);
   if (!result.success) {
@@ -163,17 +240,26 @@ export function parsePipelineConfig(
   const config = {
     ...result.data,
     consumerGroupId: result.data.consumerGroupId ?? `eos-${result.data.pipelineId}`,
+    transform: transformChoiceOf(result.data.transform),
   };
-  checkCrossSettings(config, label);
+  checkCrossSettings(config, label, options);
   return config;
 }
 
 /** The timing rules of the protocol (DESIGN P3, C1) and the cluster choice. */
-function checkCrossSettings(config: PipelineConfig, label: (key: string) => string): void {
+function checkCrossSettings(
+  config: PipelineConfig,
+  label: (key: string) => string,
+  options: ParseOptions,
+): void {
   const fail = (key: string, message: string): never => {
     throw new InvalidSettingError(label(key), message);
   };
-  if (!config.mskClusterArn && !config.sandboxCluster) {
+  if (options.sourceGiven) {
+    for (const key of ['mskClusterArn', 'mskVpcId', 'sandboxCluster'] as const) {
+      if (config[key]) fail(key, 'cannot be set together with the source prop: the source names the cluster');
+    }
+  } else if (!config.mskClusterArn && !config.sandboxCluster) {
     fail(
       'mskClusterArn',
       'required but not set (or set sandboxCluster=true to create an MSK Serverless cluster)',
@@ -190,6 +276,22 @@ function checkCrossSettings(config: PipelineConfig, label: (key: string) => stri
       'sandboxCluster',
       'cannot be true together with mskClusterArn: import a cluster or create one, not both',
     );
+  }
+  if (config.startingPosition === 'AT_TIMESTAMP' && config.startingPositionTimestamp === undefined) {
+    fail('startingPositionTimestamp', 'required with startingPosition AT_TIMESTAMP');
+  }
+  if (config.startingPosition !== 'AT_TIMESTAMP' && config.startingPositionTimestamp !== undefined) {
+    fail(
+      'startingPositionTimestamp',
+      `only used with startingPosition AT_TIMESTAMP (not ${config.startingPosition})`,
+    );
+  }
+  if (
+    config.minimumPollers !== undefined &&
+    config.maximumPollers !== undefined &&
+    config.minimumPollers > config.maximumPollers
+  ) {
+    fail('minimumPollers', `${config.minimumPollers} exceeds maximumPollers (${config.maximumPollers})`);
   }
   // A staged object is an orphan only if no live attempt can still reference it: the grace period must outlast
   // the longest processor invocation (P3).

@@ -13,7 +13,7 @@
  * (`security.ts`).
  */
 import { fileURLToPath } from 'node:url';
-import { Annotations, CfnOutput, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -26,6 +26,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import { settingsToEnv } from '../shared/config/settings.ts';
+import { InvalidSettingError } from '../shared/errors.ts';
 import { keys, STREAMS } from '../shared/ledger/layout.ts';
 import { finalPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
 import { BundledFunction } from './bundled-function.ts';
@@ -37,18 +38,40 @@ import {
   pipelineSettingsOf,
 } from './config.ts';
 import { type FunctionDefaults, functionDefaults } from './function-defaults.ts';
-import { kafkaConsumerStatements, networkInterfaceStatements, SandboxKafkaCluster } from './kafka-cluster.ts';
+import { SandboxKafkaCluster } from './kafka-cluster.ts';
+import { type AttachedKafkaSource, attachKafkaSource, type KafkaSource } from './kafka-source.ts';
 import { createLedgerTable } from './ledger-table.ts';
 import { PipelineObservability } from './observability.ts';
 import { allowLogsToUseKey, autoDeleteHandlerRoleArn, grantKeyVia, protectSinkBucket } from './security.ts';
 import { createSinkBuckets } from './sink-bucket.ts';
+import { DEFAULT_PROCESSOR_ENTRY, resolveTransform, writeProcessorEntry } from './transform-entry.ts';
 
-export interface ExactlyOncePipelineProps extends PipelineConfigInput {
-  /** The processor's handler module (default `functions/processor.ts`, export `handler`). */
-  readonly processorEntry?: string;
+/** A transform of your own: a module (`.ts` or `.js`) exporting a `defineTransform(…)`. */
+export interface TransformModule {
+  /** The module's path, absolute or relative to the CDK app's working directory. */
+  readonly entry: string;
+  /** Default `default` (else the module's only export). */
+  readonly exportName?: string;
 }
 
-const DEFAULT_PROCESSOR_ENTRY = fileURLToPath(new URL('../functions/processor.ts', import.meta.url));
+export interface ExactlyOncePipelineProps
+  extends Omit<PipelineConfigInput, 'transform' | 'startingPositionTimestamp'> {
+  /**
+   * The transform: a built-in's name (`orders`, `passthrough`) or your module, bundled into the processor at synth.
+   * Default `orders`.
+   */
+  readonly transform?: string | TransformModule;
+  /** For `startingPosition: 'AT_TIMESTAMP'`: a `Date`, Unix seconds, or an ISO 8601 time with zone. */
+  readonly startingPositionTimestamp?: Date | number | string;
+  /**
+   * The Kafka cluster to read: MSK (IAM, SASL/SCRAM or mTLS; another account's through a managed VPC connection) or
+   * self-managed Apache Kafka. Instead of the `mskClusterArn`/`mskVpcId`/`sandboxCluster` settings, which describe
+   * an IAM-authenticated MSK cluster in this account.
+   */
+  readonly source?: KafkaSource;
+  /** The processor's handler module (default `functions/processor.ts`, export `handler`); not with a module transform. */
+  readonly processorEntry?: string;
+}
 const MONITOR_ENTRY = fileURLToPath(new URL('../shared/observability/monitor-handler.ts', import.meta.url));
 
 /**
@@ -72,7 +95,10 @@ export function processorLeadingKeys(pipeline: string): string[] {
 
 export class ExactlyOncePipeline extends Construct {
   readonly config: PipelineConfig;
-  readonly clusterArn: string;
+  /** The MSK cluster's ARN; undefined for a self-managed Kafka source. */
+  readonly clusterArn?: string;
+  /** What the pipeline reads. */
+  readonly source: KafkaSource;
   readonly sandbox?: SandboxKafkaCluster;
   readonly encryptionKey?: kms.Key;
   readonly table: dynamodb.Table;
@@ -80,6 +106,8 @@ export class ExactlyOncePipeline extends Construct {
   readonly accessLogsBucket: s3.Bucket;
   readonly processor: BundledFunction;
   readonly eventSource: lambda.EventSourceMapping;
+  /** The mapping and what the processor's role was granted for it. */
+  readonly kafka: AttachedKafkaSource;
   readonly coordinator: CheckpointCoordinator;
   readonly monitor: BundledFunction;
   readonly alarmTopic: sns.Topic;
@@ -89,17 +117,35 @@ export class ExactlyOncePipeline extends Construct {
 
   constructor(scope: Construct, id: string, props: ExactlyOncePipelineProps) {
     super(scope, id);
-    const { processorEntry, ...settings } = props;
-    const config = parsePipelineConfig({ ...settings });
+    const { processorEntry, source, startingPositionTimestamp, ...settings } = props;
+    const config = parsePipelineConfig(
+      {
+        ...settings,
+        startingPositionTimestamp:
+          startingPositionTimestamp instanceof Date
+            ? Math.floor(startingPositionTimestamp.getTime() / 1000)
+            : startingPositionTimestamp,
+      },
+      undefined,
+      { sourceGiven: source !== undefined },
+    );
     this.config = config;
     const removalPolicy = config.removalPolicy === 'destroy' ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
-
-    if (config.sandboxCluster) {
-      this.sandbox = new SandboxKafkaCluster(this, 'Sandbox', { clusterName: `eos-${config.pipelineId}` });
-      this.clusterArn = this.sandbox.clusterArn;
-    } else {
-      this.clusterArn = config.mskClusterArn!;
+    // Before any resource: a bad transform setting fails synth here, never a cold start.
+    const transformModule = resolveTransform(config.transform);
+    if (transformModule && processorEntry) {
+      throw new InvalidSettingError('processorEntry', 'cannot be combined with a module transform');
     }
+
+    if (source) {
+      this.source = source;
+    } else if (config.sandboxCluster) {
+      this.sandbox = new SandboxKafkaCluster(this, 'Sandbox', { clusterName: `eos-${config.pipelineId}` });
+      this.source = { kind: 'msk', clusterArn: this.sandbox.clusterArn, vpcId: this.sandbox.vpc.vpcId };
+    } else {
+      this.source = { kind: 'msk', clusterArn: config.mskClusterArn!, vpcId: config.mskVpcId };
+    }
+    this.clusterArn = this.source.kind === 'msk' ? this.source.clusterArn : undefined;
 
     if (config.encryption === 'kms') {
       this.encryptionKey = new kms.Key(this, 'Key', {
@@ -130,8 +176,23 @@ export class ExactlyOncePipeline extends Construct {
       bucket: this.bucket.bucketName,
     });
 
-    this.processor = this.createProcessor(processorEntry ?? DEFAULT_PROCESSOR_ENTRY, removalPolicy);
-    this.eventSource = this.attachKafkaSource();
+    const entry = transformModule
+      ? writeProcessorEntry(transformModule)
+      : (processorEntry ?? DEFAULT_PROCESSOR_ENTRY);
+    this.processor = this.createProcessor(entry, removalPolicy);
+    this.kafka = attachKafkaSource(this, this.processor, this.source, {
+      topic: config.topic,
+      consumerGroupId: config.consumerGroupId,
+      batchSize: config.batchSize,
+      maxBatchingWindow: Duration.seconds(config.maxBatchingWindowSeconds),
+      startingPosition: lambda.StartingPosition[config.startingPosition],
+      startingPositionTimestamp: config.startingPositionTimestamp,
+      provisionedPollers:
+        config.minimumPollers === undefined && config.maximumPollers === undefined
+          ? undefined
+          : { minimumPollers: config.minimumPollers, maximumPollers: config.maximumPollers },
+    });
+    this.eventSource = this.kafka.mapping;
     this.coordinator = new CheckpointCoordinator(this, 'Coordinator', {
       table: this.table,
       bucket: this.bucket,
@@ -192,7 +253,7 @@ export class ExactlyOncePipeline extends Construct {
         ...settingsToEnv({
           ledgerTable: this.table.tableName,
           bucket: this.bucket.bucketName,
-          eventSourceArn: this.clusterArn,
+          eventSourceArn: this.expectedEventSourceArn(),
           topics: [config.topic],
         }),
       },
@@ -243,34 +304,13 @@ export class ExactlyOncePipeline extends Construct {
   }
 
   /**
-   * The mapping itself, not `ManagedKafkaEventSource`: that one attaches `AWSLambdaMSKExecutionRole`, whose ENI
-   * and log permissions are on `*`. The permissions the pollers need are granted here, scoped.
+   * The ARN the processor requires in every event (issue 17): the MSK cluster's, for a cluster in this account.
+   * Self-managed Kafka events carry no ARN, and for a cross-account cluster the events' ARN is not documented (the
+   * mapping's is the managed VPC connection's): there the processor checks the topic only.
    */
-  private attachKafkaSource(): lambda.EventSourceMapping {
-    const config = this.config;
-    const mapping = this.processor.addEventSourceMapping('KafkaSource', {
-      eventSourceArn: this.clusterArn,
-      kafkaTopic: config.topic,
-      kafkaConsumerGroupId: config.consumerGroupId,
-      batchSize: config.batchSize,
-      maxBatchingWindow: Duration.seconds(config.maxBatchingWindowSeconds),
-      startingPosition: lambda.StartingPosition[config.startingPosition],
-      // Left at the mapping's defaults on purpose: retry a failing batch until it succeeds (the processor
-      // dead-letters poison records itself, P6, so only transient errors fail a batch) and never split it, so no
-      // record is skipped and per-partition order holds.
-    });
-    for (const statement of kafkaConsumerStatements(this.clusterArn, config.topic, config.consumerGroupId)) {
-      this.processor.addToRolePolicy(statement);
-    }
-    const vpcId = this.sandbox?.vpc.vpcId ?? config.mskVpcId;
-    if (!vpcId) {
-      Annotations.of(this).addWarningV2(
-        'eos:mskVpcId',
-        "Set mskVpcId (the MSK cluster's VPC) to condition the processor's network-interface permissions on it; without it they are scoped to this account and region only.",
-      );
-    }
-    for (const statement of networkInterfaceStatements(vpcId)) this.processor.addToRolePolicy(statement);
-    return mapping;
+  private expectedEventSourceArn(): string | undefined {
+    const source = this.source;
+    return source.kind === 'msk' && source.vpcConnectionArn === undefined ? source.clusterArn : undefined;
   }
 
   private createMonitor(removalPolicy: RemovalPolicy): BundledFunction {
@@ -359,13 +399,16 @@ export class ExactlyOncePipeline extends Construct {
     new CfnOutput(this, 'LedgerTableName', { value: this.table.tableName, description: 'The ledger table' });
     new CfnOutput(this, 'BucketName', { value: this.bucket.bucketName, description: 'The sink bucket' });
     new CfnOutput(this, 'StateMachineArn', { value: this.coordinator.stateMachine.stateMachineArn });
-    new CfnOutput(this, 'ClusterArn', {
-      value: this.clusterArn,
-      description: 'The MSK cluster the pipeline reads',
-    });
+    const clusterOption = this.clusterArn ? ` --cluster-arn ${this.clusterArn}` : '';
+    if (this.clusterArn) {
+      new CfnOutput(this, 'ClusterArn', {
+        value: this.clusterArn,
+        description: 'The MSK cluster the pipeline reads',
+      });
+    }
     new CfnOutput(this, 'StatusCommand', {
       description: 'Check the deployed pipeline',
-      value: `npx eos status --pipeline ${pl} --table ${this.table.tableName} --cluster-arn ${this.clusterArn}`,
+      value: `npx eos status --pipeline ${pl} --table ${this.table.tableName}${clusterOption}`,
     });
   }
 }

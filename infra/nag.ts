@@ -25,6 +25,8 @@ const REASONS = {
     'ec2:DescribeNetworkInterfaces, DescribeSecurityGroups, DescribeSubnets and DescribeVpcs support no resource-level permissions; the pollers need them, and they change nothing.',
   stateMachineStar:
     'Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules/Targets) and vended log delivery (logs:CreateLogDelivery, …) do not support resource-level permissions.',
+  secretSuffix:
+    "The Kafka credentials secret was given by partial ARN (name only): Secrets Manager appends six random characters to every secret's ARN, and '-??????' matches exactly those, so the grant is this one secret.",
   invokeVersions:
     "lambda:InvokeFunction on the coordinator's own step function and its versions/aliases (ARN:*), as grantInvoke generates; no other function is reachable.",
 } as const;
@@ -58,14 +60,28 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
   }
   const ec2 = (type: string) =>
     `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:${type}/*]`;
-  for (const type of ['network-interface', 'subnet', 'security-group']) {
-    acknowledge(role(pipeline.processor), ec2(type), REASONS.eniScoped);
+  // A self-managed cluster reached over the internet gets no network-interface permissions at all.
+  if (pipeline.kafka.networkInterfaces) {
+    for (const type of ['network-interface', 'subnet', 'security-group']) {
+      acknowledge(role(pipeline.processor), ec2(type), REASONS.eniScoped);
+    }
+    acknowledge(
+      role(pipeline.processor),
+      'AwsSolutions-IAM5[Resource::*]',
+      `${REASONS.xray} ${REASONS.eniDescribe}`,
+    );
   }
-  acknowledge(
-    role(pipeline.processor),
-    'AwsSolutions-IAM5[Resource::*]',
-    `${REASONS.xray} ${REASONS.eniDescribe}`,
-  );
+  const processorPolicy = grantedResources(pipeline.processor);
+  for (const resource of pipeline.kafka.secretResources) {
+    if (!resource.endsWith('-??????')) continue;
+    const text = JSON.stringify(Stack.of(pipeline).resolve(resource)).slice(1, -1);
+    if (!processorPolicy.includes(text)) continue;
+    acknowledge(
+      role(pipeline.processor),
+      `AwsSolutions-IAM5[Resource::${nagResource(Stack.of(pipeline).resolve(resource))}]`,
+      REASONS.secretSuffix,
+    );
+  }
 
   const stateMachine = pipeline.coordinator.stateMachine;
   acknowledge(stateMachine, 'AwsSolutions-IAM5[Resource::*]', REASONS.stateMachineStar);
@@ -99,4 +115,16 @@ function acknowledge(scope: IConstruct, id: string, reason: string): void {
 
 function logicalId(element: CfnElement): string {
   return Stack.of(element).resolve(element.logicalId) as string;
+}
+
+/** How cdk-nag spells a resolved resource in a finding id (`Fn::Join` flattened, references as `<Id.Attr>`). */
+function nagResource(resolved: unknown): string {
+  if (typeof resolved === 'string') return resolved;
+  const join = (resolved as { 'Fn::Join'?: [string, unknown[]] })['Fn::Join'];
+  if (join) return join[1].map(nagResource).join(join[0]);
+  const ref = (resolved as { Ref?: string }).Ref;
+  if (ref) return `<${ref}>`;
+  const attr = (resolved as { 'Fn::GetAtt'?: [string, string] })['Fn::GetAtt'];
+  if (attr) return `<${attr[0]}.${attr[1]}>`;
+  return JSON.stringify(resolved);
 }

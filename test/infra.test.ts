@@ -457,7 +457,16 @@ describe('settings validation', () => {
     [{ sandboxCluster: true }, 'sandboxCluster', /not both/],
     [{ batchSize: 20_000 }, 'batchSize', /10000/],
     [{ batchSize: 'many' }, 'batchSize', /number.*\(got "many"\)/],
-    [{ startingPosition: 'AT_TIMESTAMP' }, 'startingPosition', /TRIM_HORIZON/],
+    [{ startingPosition: 'EARLIEST' }, 'startingPosition', /TRIM_HORIZON/],
+    [{ startingPosition: 'AT_TIMESTAMP' }, 'startingPositionTimestamp', /required with startingPosition AT_TIMESTAMP/],
+    [{ startingPositionTimestamp: 1_767_225_600 }, 'startingPositionTimestamp', /only used with .*AT_TIMESTAMP/],
+    [
+      { startingPosition: 'AT_TIMESTAMP', startingPositionTimestamp: '2026-01-01 00:00' },
+      'startingPositionTimestamp',
+      /ISO 8601 time with zone/,
+    ],
+    [{ minimumPollers: 10, maximumPollers: 5 }, 'minimumPollers', /exceeds maximumPollers \(5\)/],
+    [{ maximumPollers: 2001 }, 'maximumPollers', /2000/],
     [{ deliveryGuarantee: 'twice' }, 'deliveryGuarantee', /exactly-once/],
     [
       { processorTimeoutSeconds: 600, orphanGraceSeconds: 600 },
