@@ -7,7 +7,7 @@
 import './preamble.ts';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { type LocalDependencies, registerLocalCommand } from './local.ts';
 import { registerReadCommand } from './read.ts';
 import { registerStatusCommand } from './status.ts';
@@ -34,6 +34,19 @@ function isMain(): boolean {
   return entry !== undefined && realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
 }
 
-if (isMain()) {
-  await buildProgram().parseAsync(process.argv);
+/**
+ * Runs the program; a usage error commander catches (an unknown option, a bad option value) exits 2 as the
+ * commands' own usage errors do, keeping 1 for "ran, and the result is not what it should be".
+ */
+export async function main(argv: readonly string[]): Promise<void> {
+  const program = buildProgram();
+  for (const command of [program, ...program.commands]) command.exitOverride();
+  try {
+    await program.parseAsync(argv);
+  } catch (error) {
+    if (!(error instanceof CommanderError)) throw error;
+    process.exitCode = error.exitCode === 0 ? 0 : 2;
+  }
 }
+
+if (isMain()) await main(process.argv);

@@ -41,8 +41,9 @@ export class OptionError extends PipelineError {
   constructor(
     readonly option: string,
     message: string,
+    options?: { cause?: unknown },
   ) {
-    super(`${option}: ${message}`);
+    super(`${option}: ${message}`, options);
   }
 }
 

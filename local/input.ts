@@ -1,9 +1,18 @@
 /**
- * Input for `eos local --input FILE.jsonl`: one record per line,
- * `{"partition": int, "key": string|null, "value": string|null, "headers"?: {name: string|[byte, …]}}`, appended
- * to the topic in file order. `"value": null` is a tombstone; a header is text (sent as UTF-8) or its exact bytes
- * as an array of byte values (-128..255, as the MSK event carries them) (a record's offset is its position within its partition). Everything is checked before anything
- * runs; an error names the file and the line.
+ * Input for `eos local --input FILE.jsonl`: one record per line, appended to the topic in file order (a record's
+ * offset is its position within its partition):
+ *
+ * ```
+ * {"partition": int,
+ *  "key": string|null      | "keyBase64": base64|null,     (exactly one of the two)
+ *  "value": string|null    | "valueBase64": base64|null,   (exactly one of the two; null is a tombstone)
+ *  "headers"?: {name: string | [byte, …]},
+ *  "timestamp"?: epoch ms}
+ * ```
+ * `key`/`value` are text, sent as their UTF-8 bytes; `keyBase64`/`valueBase64` are the exact bytes (an Avro or
+ * Protobuf encoding, with its registry framing). A header is text (sent as UTF-8) or its exact bytes as an array
+ * of byte values (-128..255, as the MSK event carries them). Without `timestamp` the record gets the log's clock.
+ * Everything is checked before anything runs; an error names the file and the line.
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
@@ -17,18 +26,29 @@ export interface InputRecord {
   /** null: a tombstone. */
   readonly value: string | null;
   readonly headers: Readonly<Record<string, HeaderValue>>;
+  /** Epoch ms; absent: the log's clock when appended. */
+  readonly timestamp?: number;
 }
+
+/** Standard base64 with padding, as `Buffer.toString('base64')` writes it (Buffer.from accepts far more). */
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const base64 = z.string().regex(BASE64, 'not standard base64 (A-Z a-z 0-9 + /, padded with =)');
 
 const lineSchema = z
   .object({
     partition: z.number().int().nonnegative(),
-    key: z.string().nullable(),
-    value: z.string().nullable(),
+    key: z.string().nullable().optional(),
+    keyBase64: base64.nullable().optional(),
+    value: z.string().nullable().optional(),
+    valueBase64: base64.nullable().optional(),
     headers: z
       .record(z.string(), z.union([z.string(), z.array(z.number().int().min(-128).max(255))]))
       .optional(),
+    timestamp: z.number().int().nonnegative().optional(),
   })
   .strict();
+
+type Line = z.infer<typeof lineSchema>;
 
 function describeIssue(error: z.ZodError): string {
   const issue = error.issues[0]!;
@@ -38,30 +58,71 @@ function describeIssue(error: z.ZodError): string {
   return `${field}: ${issue.message}`;
 }
 
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The bytes of a `keyBase64`/`valueBase64` field as the local log takes them. The log (local/kafka-log.ts) holds
+ * keys and values as text it sends as UTF-8, so bytes that are not well-formed UTF-8 cannot reach it unchanged:
+ * they are refused here rather than altered (an altered Avro record would decode differently, or not at all).
+ */
+function logPayload(bytes: Buffer, fail: (message: string) => never, field: string): string {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    return fail(
+      `"${field}": these bytes are not UTF-8, and the local log carries keys and values as UTF-8 text for now`,
+    );
+  }
+}
+
+/** One of `text`/`base64` (exclusive), as the log's payload; `undefined` when neither was given. */
+function payload(
+  line: Line,
+  name: 'key' | 'value',
+  fail: (message: string) => never,
+): string | null | undefined {
+  const text = line[name];
+  const encoded = line[`${name}Base64`];
+  if (text !== undefined && encoded !== undefined)
+    return fail(`"${name}" and "${name}Base64" are exclusive: give one`);
+  if (encoded === undefined) return text;
+  return encoded === null ? null : logPayload(Buffer.from(encoded, 'base64'), fail, `${name}Base64`);
+}
+
+/** One non-blank line as a record; `fail` throws naming the file and this line. */
+function parseLine(line: string, partitions: number, fail: (message: string) => never): InputRecord {
+  let json: unknown;
+  try {
+    json = JSON.parse(line);
+  } catch (error) {
+    return fail(`not valid JSON (${(error as Error).message})`);
+  }
+  const parsed = lineSchema.safeParse(json);
+  if (!parsed.success) return fail(describeIssue(parsed.error));
+  const { partition, headers, timestamp } = parsed.data;
+  if (partition >= partitions) {
+    fail(`partition ${partition} is out of range (--partitions ${partitions}: 0..${partitions - 1})`);
+  }
+  const key = payload(parsed.data, 'key', fail);
+  const value = payload(parsed.data, 'value', fail);
+  if (key === undefined) return fail('needs "key" or "keyBase64" (null for a record without a key)');
+  if (value === undefined) return fail('needs "value" or "valueBase64" (null for a tombstone)');
+  return { partition, key, value, headers: headers ?? {}, ...(timestamp === undefined ? {} : { timestamp }) };
+}
+
 /** Parses JSON-lines text; blank lines are skipped. `partitions` bounds the partition numbers. */
 export function parseInputText(file: string, text: string, partitions: number): InputRecord[] {
   const records: InputRecord[] = [];
-  text.split('\n').forEach((raw, index) => {
+  const lines = text.split('\n');
+  for (const [index, raw] of lines.entries()) {
     const line = raw.trim();
-    if (line === '') return;
-    let json: unknown;
-    try {
-      json = JSON.parse(line);
-    } catch (error) {
-      throw new InputFileError(file, index + 1, `not valid JSON (${(error as Error).message})`);
-    }
-    const parsed = lineSchema.safeParse(json);
-    if (!parsed.success) throw new InputFileError(file, index + 1, describeIssue(parsed.error));
-    const { partition, key, value, headers } = parsed.data;
-    if (partition >= partitions) {
-      throw new InputFileError(
-        file,
-        index + 1,
-        `partition ${partition} is out of range (--partitions ${partitions}: 0..${partitions - 1})`,
-      );
-    }
-    records.push({ partition, key, value, headers: headers ?? {} });
-  });
+    if (line === '') continue;
+    records.push(
+      parseLine(line, partitions, (message) => {
+        throw new InputFileError(file, index + 1, message);
+      }),
+    );
+  }
   if (records.length === 0) throw new InputFileError(file, undefined, 'holds no records');
   return records;
 }

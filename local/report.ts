@@ -27,6 +27,24 @@ function checkpointsLine(report: RunReport): string {
   return `${c.committed} committed, ${c.aborted} aborted${extra.length ? `, ${extra.join(', ')}` : ''}`;
 }
 
+/**
+ * The share of the run's records that were dead-lettered, when it is more than half: a run that rejects most of
+ * its input is exactly-once about the wrong thing (usually a transform that does not fit the input).
+ */
+export function deadLetterMajority(report: RunReport): number | undefined {
+  const { in: records, deadLettered } = report.records;
+  if (records === 0 || deadLettered * 2 <= records) return undefined;
+  return Math.min(100, Math.round((deadLettered * 100) / records));
+}
+
+function verdictLine(report: RunReport): string {
+  const verdict =
+    report.verdict === 'exactly-once' ? 'EXACTLY-ONCE' : `NOT exactly-once: ${report.violations.join('; ')}`;
+  const share = deadLetterMajority(report);
+  if (share === undefined) return verdict;
+  return `${verdict} — but ${share}% of records were dead-lettered: is --transform right for this input?`;
+}
+
 export function formatReport(report: RunReport): string {
   const r = report.records;
   const o = report.outcome;
@@ -56,12 +74,7 @@ export function formatReport(report: RunReport): string {
         .split('\n')
         .join(`\n  ${' '.repeat(WIDTH)}`),
     ),
-    row(
-      'verdict',
-      report.verdict === 'exactly-once'
-        ? 'EXACTLY-ONCE'
-        : `NOT exactly-once: ${report.violations.join('; ')}`,
-    ),
+    row('verdict', verdictLine(report)),
   ];
   if (o.differences.length > 0) {
     lines.push('  first differences:', ...o.differences.slice(0, 10).map((d) => `    - ${d}`));

@@ -1,0 +1,108 @@
+/**
+ * The settings of an `eos local` run: the processor's `EOS_*` variables, read and validated as the Lambda reads
+ * them (`parseSettings`, same schema, same unknown-variable check), with `eos local`'s flags on top and local
+ * defaults where neither says anything. An error names the flag or the variable the bad value came from.
+ *
+ * Precedence per setting: flag > `EOS_*` variable > local default > the setting's own default. The local defaults
+ * are the table and bucket `eos local` creates in its fresh local parts and a 10 s checkpoint lease (a dead
+ * checkpoint's lease blocks the next one; 10 min, the deployed default, would stall a short run). One variable is
+ * validated but not applied: `EOS_EVENT_SOURCE_ARN` names a real cluster, and every event of the emulated
+ * cluster would be refused by it.
+ */
+
+import { OptionError } from '../local/errors.ts';
+import {
+  type DeliveryGuarantee,
+  ENV_NAMES,
+  parseSettings,
+  type Settings,
+} from '../shared/config/settings.ts';
+import { InvalidSettingError } from '../shared/errors.ts';
+import { isValidTopicName } from '../shared/kafka/event.ts';
+
+/** What `eos local` uses where neither a flag nor a variable sets it. */
+export const LOCAL_SETTING_DEFAULTS = {
+  ledgerTable: 'eos-local-ledger',
+  bucket: 'eos-local',
+  checkpointLeaseSeconds: '10',
+} as const satisfies Partial<Record<keyof Settings, string>>;
+
+/** The emulated topic when neither `--topic` nor `EOS_TOPICS` names one. */
+export const LOCAL_DEFAULT_TOPIC = 'orders';
+
+/** Variables `eos local` validates and then does not apply, with the reason (for the docs and the help). */
+export const NOT_APPLIED_LOCALLY = {
+  EOS_EVENT_SOURCE_ARN: "the emulated cluster has its own ARN, which a real cluster's would refuse",
+} as const;
+
+/** The flags that set a processor setting (each wins over its variable). */
+export interface SettingFlags {
+  readonly guarantee?: DeliveryGuarantee;
+  readonly transform?: string;
+  readonly idempotencyKey?: string;
+  readonly topic?: string;
+}
+
+/** Each flag that sets a setting: [setting, flag as written, option property]. */
+const SETTING_FLAGS = [
+  ['deliveryGuarantee', '--guarantee', 'guarantee'],
+  ['transform', '--transform', 'transform'],
+  ['idempotencyKey', '--idempotency-key', 'idempotencyKey'],
+] as const satisfies readonly (readonly [keyof Settings, string, keyof SettingFlags])[];
+
+export interface LocalSettings {
+  readonly settings: Settings;
+  /** The emulated topic: `--topic`, else the first of `EOS_TOPICS`, else `orders`. */
+  readonly topic: string;
+  /** Where the transform came from, to name it in errors: `--transform`, `EOS_TRANSFORM` or the default. */
+  readonly transformSource: string;
+}
+
+type SettingKey = keyof Settings;
+const KEY_OF_ENV = new Map<string, SettingKey>(
+  Object.entries(ENV_NAMES).map(([key, name]) => [name, key as SettingKey]),
+);
+
+/** Resolves and validates every setting; throws an error naming the flag or variable at fault. */
+export function localSettings(flags: SettingFlags, env: NodeJS.ProcessEnv = process.env): LocalSettings {
+  const input: Record<string, string> = { ...LOCAL_SETTING_DEFAULTS };
+  const origin = new Map<string, string>();
+  for (const [name, value] of Object.entries(env)) {
+    // As settingsFromEnv: empty counts as unset, and an unknown EOS_* variable is a typo.
+    if (!name.startsWith('EOS_') || value === undefined || value === '') continue;
+    const key = KEY_OF_ENV.get(name);
+    if (!key)
+      throw new InvalidSettingError(name, `unknown setting (known: ${[...KEY_OF_ENV.keys()].join(', ')})`);
+    input[key] = value;
+    origin.set(key, name);
+  }
+  for (const [key, flag, property] of SETTING_FLAGS) {
+    const value = flags[property];
+    if (value === undefined) continue;
+    input[key] = value;
+    origin.set(key, flag);
+  }
+  const parsed = parseSettings(input, (key) => origin.get(key) ?? ENV_NAMES[key as SettingKey] ?? key);
+  const settings: Settings = { ...parsed, eventSourceArn: undefined };
+  return {
+    settings,
+    topic: emulatedTopic(flags.topic, settings.topics),
+    transformSource: origin.get('transform') ?? 'the default transform',
+  };
+}
+
+function emulatedTopic(flag: string | undefined, topics: readonly string[] | undefined): string {
+  if (flag === undefined) return topics?.[0] ?? LOCAL_DEFAULT_TOPIC;
+  if (topics !== undefined && !topics.includes(flag)) {
+    // The processor would refuse every record of the emulated topic: a run that can only fail.
+    throw new OptionError('--topic', `"${flag}" is not among EOS_TOPICS (${topics.join(', ')})`);
+  }
+  return flag;
+}
+
+/** `--topic`'s check, as the processor checks a record's topic. */
+export function checkTopicName(topic: string): string {
+  if (!isValidTopicName(topic))
+    throw new Error(`"${topic}" is not a Kafka topic name (1-249 of [a-zA-Z0-9._-], not "." or "..")`);
+  return topic;
+}
