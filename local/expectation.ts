@@ -51,6 +51,10 @@ export interface Outcome {
 
 export const lineageId = (l: Lineage): string => `${l.topic}#${l.partition}#${l.offset}`;
 
+/**
+ * The expectation for `records`. A transform with a `prepare` step (registry schemas) must have been prepared with
+ * these records first, as the processor prepares each batch.
+ */
 export function expectOutcome(
   records: Iterable<DecodedRecord>,
   transform: Transform,

@@ -17,6 +17,7 @@ import { createAwsClients } from '../shared/aws/clients.ts';
 import type { Settings } from '../shared/config/settings.ts';
 import { InjectedCrashError } from '../shared/errors.ts';
 import { decodeRecord } from '../shared/kafka/event.ts';
+import { checkKeySource } from '../shared/processor/evaluate.ts';
 import {
   type BatchReport,
   createProcessor,
@@ -24,7 +25,8 @@ import {
   type ProcessorStep,
 } from '../shared/processor/processor.ts';
 import { type FinalRow, readFinalRows, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
-import { transformNamed } from '../shared/transforms/registry.ts';
+import { loadTransform } from '../shared/transforms/load.ts';
+import type { Transform } from '../shared/transforms/types.ts';
 import { type CheckpointCounts, Checkpointer } from './checkpoints.ts';
 import { BatchRetriesExhaustedError } from './errors.ts';
 import {
@@ -53,6 +55,11 @@ import { type ClockMode, RunClock } from './run-clock.ts';
 
 export interface RunOptions {
   readonly settings: Settings;
+  /**
+   * The transform every processor attempt and the oracle use; default: `loadTransform(settings.transform)` (a
+   * built-in's name or a module path, relative to the working directory).
+   */
+  readonly transform?: Transform;
   readonly input: readonly InputRecord[];
   readonly partitions: number;
   readonly faults: FaultRates;
@@ -163,7 +170,10 @@ class Run {
   /** Every client set this run made: destroyed at the end, so that no keep-alive socket outlives the run. */
   private readonly allClients: AwsClients[] = [];
 
-  constructor(private readonly options: RunOptions) {
+  constructor(
+    private readonly options: RunOptions,
+    readonly transform: Transform,
+  ) {
     this.clock = new RunClock(options.clock ?? 'real');
     const random = seededRandom(options.seed);
     this.planner = new FaultPlanner(options.faults, random.fork('faults'));
@@ -191,6 +201,7 @@ class Run {
       const processor = createProcessor({
         settings: options.settings,
         clients: slot.instrument(this.newClients()),
+        transform,
         clock: this.clock,
         hooks: slot.hooks,
       });
@@ -408,8 +419,11 @@ export interface RunResult {
 }
 
 export async function runLocal(options: RunOptions): Promise<RunResult> {
+  const transform = options.transform ?? (await loadTransform(options.settings.transform)).transform;
+  // Before any part starts: a key source the transform cannot feed is a bad setting, not a batch failure.
+  checkKeySource(transform, options.settings.idempotencyKey);
   const started = Date.now();
-  const run = new Run(options);
+  const run = new Run(options, transform);
   try {
     return await runAndJudge(run, options, started);
   } finally {
@@ -418,12 +432,12 @@ export async function runLocal(options: RunOptions): Promise<RunResult> {
 }
 
 async function runAndJudge(run: Run, options: RunOptions, started: number): Promise<RunResult> {
-  const expectation = expectOutcome(
-    run.records(),
-    transformNamed(options.settings.transform),
-    options.settings.idempotencyKey,
-    { maxTransactionItems: options.settings.maxTransactionItems },
-  );
+  // The oracle evaluates with the processor's own transform, prepared as the processor prepares each batch.
+  const records = [...run.records()];
+  await run.transform.prepare?.(records);
+  const expectation = expectOutcome(records, run.transform, options.settings.idempotencyKey, {
+    maxTransactionItems: options.settings.maxTransactionItems,
+  });
   if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
   await run.drain();
   const drained = Date.now();

@@ -142,3 +142,59 @@ export class MalformedLedgerItemError extends PipelineError {
     super(`ledger item ${item} is malformed: ${message}`);
   }
 }
+
+/**
+ * The `transform` setting names no built-in transform (and is not a module path: see `shared/transforms/load.ts`).
+ * `known` lists the built-ins.
+ */
+export class UnknownTransformError extends PipelineError {
+  constructor(
+    readonly transformName: string,
+    readonly known: readonly string[],
+  ) {
+    super(
+      `unknown transform "${transformName}": not a built-in (known: ${known.join(', ')}) and not a module path` +
+        ' (a path to a .ts/.js/.mjs file, optionally followed by #<export>)',
+    );
+  }
+}
+
+/** A transform module named by path does not exist. `path` is the resolved absolute path. */
+export class TransformModuleNotFoundError extends PipelineError {
+  constructor(
+    readonly path: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`transform module not found: ${path}`, options);
+  }
+}
+
+/** A transform module loads but has no export of that name. `found` lists the exports it has. */
+export class TransformExportMissingError extends PipelineError {
+  constructor(
+    readonly path: string,
+    readonly exportName: string | undefined,
+    readonly found: readonly string[],
+  ) {
+    const exports = found.length === 0 ? 'none' : found.join(', ');
+    super(
+      exportName === undefined
+        ? `transform module ${path} has no default export and no single export made by defineTransform (exports: ${exports})`
+        : `transform module ${path} has no export "${exportName}" (exports: ${exports})`,
+    );
+  }
+}
+
+/** A transform module's export exists but was not made by `defineTransform`. */
+export class NotATransformError extends PipelineError {
+  constructor(
+    readonly path: string,
+    readonly exportName: string,
+    readonly found: string,
+  ) {
+    super(
+      `export "${exportName}" of ${path} is not a transform made by defineTransform (it is ${found}); ` +
+        'write `export default defineTransform({ … })`',
+    );
+  }
+}

@@ -29,7 +29,7 @@ import {
   type PartitionStoppedError,
   type ProcessorDeps,
 } from '../shared/processor/processor.ts';
-import { transformNamed } from '../shared/transforms/registry.ts';
+import { builtinTransform } from '../shared/transforms/registry.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { crashAt } from './support/hooks.ts';
@@ -446,7 +446,7 @@ describe('structural limits and claims ahead of a batch that fails for good (iss
     const transform: Transform = {
       name: 'growing-orders',
       apply: (record) =>
-        record.partition === 0 ? growing.apply(record) : transformNamed('orders').apply(record),
+        record.partition === 0 ? growing.apply(record) : builtinTransform('orders').apply(record),
     };
     const processor = processorFor(settings, { transform });
     await processor.processEvent(

@@ -12,20 +12,39 @@ export const DELIVERY_GUARANTEES = ['exactly-once', 'at-least-once', 'none'] as 
 /** As Flink's DeliveryGuarantee: EXACTLY_ONCE, AT_LEAST_ONCE, NONE. */
 export type DeliveryGuarantee = (typeof DELIVERY_GUARANTEES)[number];
 
-/** Where a record's business idempotency key comes from. */
+/**
+ * Where a record's business idempotency key comes from: a header's exact bytes, a field of the JSON value, the
+ * key the transform returns (`idempotencyKey` in its result), or nowhere (offset dedupe only).
+ */
 export type IdempotencyKeySource =
   | { readonly kind: 'header'; readonly name: string }
   | { readonly kind: 'json'; readonly field: string }
+  | { readonly kind: 'transform' }
   | { readonly kind: 'none' };
 
 const SEVEN_DAYS_S = 7 * 24 * 3600;
 
-/** `header:<name>`, `json:<field>` or `none`. */
+/** `header:<name>`, `json:<field>`, `transform` or `none`. */
 export function parseIdempotencyKeySource(text: string): IdempotencyKeySource {
   if (text === 'none') return { kind: 'none' };
+  if (text === 'transform') return { kind: 'transform' };
   const match = /^(header|json):(.+)$/.exec(text);
-  if (!match) throw new Error(`expected "header:<name>", "json:<field>" or "none", got "${text}"`);
+  if (!match) {
+    throw new Error(`expected "header:<name>", "json:<field>", "transform" or "none", got "${text}"`);
+  }
   return match[1] === 'header' ? { kind: 'header', name: match[2]! } : { kind: 'json', field: match[2]! };
+}
+
+/** The inverse of {@link parseIdempotencyKeySource}: the setting's text. */
+export function formatIdempotencyKeySource(source: IdempotencyKeySource): string {
+  switch (source.kind) {
+    case 'header':
+      return `header:${source.name}`;
+    case 'json':
+      return `json:${source.field}`;
+    default:
+      return source.kind;
+  }
 }
 
 const pipelineId = z
@@ -41,7 +60,10 @@ export const settingsSchema = z
     /** The S3 bucket of the file sink. */
     bucket: z.string().min(3).max(63),
     deliveryGuarantee: z.enum(DELIVERY_GUARANTEES).default('exactly-once'),
-    /** Business idempotency key: `header:<name>` (default `header:idempotency-key`), `json:<field>` or `none`. */
+    /**
+     * Business idempotency key: `header:<name>` (default `header:idempotency-key`), `json:<field>` (a field of the
+     * JSON value), `transform` (the `idempotencyKey` the transform returns) or `none`.
+     */
     idempotencyKey: z
       .string()
       .default('header:idempotency-key')

@@ -11,6 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { IdempotencyKeySource } from '../config/settings.ts';
+import { InvalidSettingError } from '../errors.ts';
 import { strictUtf8 } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage } from '../kafka/record.ts';
 import type {
@@ -183,7 +184,26 @@ function idempotencyKeyOf(
       }
       return { key: String(value) };
     }
+    case 'transform': {
+      // Checked like every key below (empty, oversized, lone surrogates are dead letters); absent means no key.
+      return { key: result.idempotencyKey };
+    }
   }
+}
+
+/**
+ * Throws {@link InvalidSettingError} when `keySource` cannot work with `transform`: `json:<field>` reads a field
+ * of the JSON value, so a transform that decodes values in another format (Avro, Protobuf, bytes) would find no
+ * key in any record and silently dedupe nothing; it should return `idempotencyKey` under the `transform` source.
+ */
+export function checkKeySource(transform: Transform, keySource: IdempotencyKeySource): void {
+  if (keySource.kind !== 'json' || transform.valueFormat === undefined || transform.valueFormat === 'json')
+    return;
+  throw new InvalidSettingError(
+    'idempotencyKey',
+    `json:${keySource.field} reads the JSON value, but transform ${transform.name} decodes values as ` +
+      `${transform.valueFormat}: use "transform" and return idempotencyKey from the transform`,
+  );
 }
 
 const isPlainObject = (value: unknown): value is Record<string, unknown> =>
@@ -212,6 +232,8 @@ function shapeProblem(result: unknown): string | undefined {
   }
   if (result.body !== undefined && !isPlainObject(result.body))
     return 'transform returned a body that is not an object';
+  if (result.idempotencyKey !== undefined && typeof result.idempotencyKey !== 'string')
+    return 'transform returned an idempotencyKey that is not a string';
   return undefined;
 }
 

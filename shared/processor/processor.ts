@@ -160,10 +160,17 @@ import {
 import { directFinalObjectKey, type ObjectRange, stagedObjectKey } from '../sink/layout.ts';
 import { type EncodedObject, encodeNdjson } from '../sink/ndjson.ts';
 import { StagedWriter } from '../sink/staged-writer.ts';
-import { transformNamed } from '../transforms/registry.ts';
+import { builtinTransform } from '../transforms/registry.ts';
 import type { Transform } from '../transforms/types.ts';
 import { type Chunk, planChunk } from './chunks.ts';
-import { deadLetterOf, type EvaluatedRecord, evaluateRecord, foldState, recordDigest } from './evaluate.ts';
+import {
+  checkKeySource,
+  deadLetterOf,
+  type EvaluatedRecord,
+  evaluateRecord,
+  foldState,
+  recordDigest,
+} from './evaluate.ts';
 
 /** The points of a batch where a fault schedule can crash the processor. */
 export const PROCESSOR_STEPS = [
@@ -231,7 +238,10 @@ export interface ProcessorObserver {
 export interface ProcessorDeps {
   readonly settings: Settings;
   readonly clients: AwsClients;
-  /** Defaults to the transform named by `settings.transform`. */
+  /**
+   * Defaults to the built-in transform named by `settings.transform`; a user's module is loaded by its host and
+   * passed here (`loadTransform` locally, the bundle's static import in Lambda).
+   */
   readonly transform?: Transform;
   readonly clock?: Clock;
   /** Unique per invocation; defaults to a random UUID. */
@@ -387,7 +397,8 @@ export class Processor {
   constructor(private readonly deps: ProcessorDeps) {
     this.ledger = new StagingLedger(deps.clients.dynamodb, deps.settings.ledgerTable);
     this.writer = new StagedWriter(deps.clients.s3, deps.settings.bucket);
-    this.transform = deps.transform ?? transformNamed(deps.settings.transform);
+    this.transform = deps.transform ?? builtinTransform(deps.settings.transform);
+    checkKeySource(this.transform, deps.settings.idempotencyKey);
     this.clock = deps.clock ?? systemClock;
     this.newAttemptId = deps.newAttemptId ?? (() => randomUUID());
   }
@@ -402,6 +413,9 @@ export class Processor {
         ? (batch: PartitionBatch) => this.stagePartition(batch, attemptId, startedAt)
         : (batch: PartitionBatch) => this.writeDirect(batch, attemptId);
     try {
+      // Once per batch, before any evaluation: registry schemas the records name. Only a transient failure throws
+      // here (the batch is retried); a schema the registry lacks dead-letters the records that need it.
+      await this.transform.prepare?.(batches.flatMap((batch) => batch.records));
       // allSettled, not all: no partition's work is left running when the invocation fails.
       const settled = await Promise.allSettled(batches.map(work));
       const failure = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');

@@ -1,15 +1,17 @@
 /**
- * The `orders` example transform.
+ * The `orders` example transform, written with the public transform API as a user's module would be.
  *
  * Value: JSON `{orderId, customerId, amount, currency, ts}`; `amount` a decimal string converted to integer minor
- * units by the currency's ISO 4217 exponent. Poison (dead-lettered, never retried): invalid JSON, a missing or
+ * units by the currency's ISO 4217 exponent. Rejected (dead-lettered, never retried): invalid JSON, a missing or
  * mistyped field, a currency that is not an ISO 4217 code, more decimals than the currency allows, a tombstone
  * (a record with no value: an order cannot be deleted by a compacted topic's tombstone).
  * Output row: `{orderId, customerId, currency, amountMinor, ts}` (the processor adds `source`).
  * Keyed state: per (customerId, currency), `count` and `totalMinor`.
+ * Idempotency key: the `idempotency-key` header by default; `json:orderId` reads it from the value.
  */
-import type { DecodedRecord } from '../kafka/record.ts';
-import type { Transform, TransformResult } from './types.ts';
+
+import { toTransform } from './adapter.ts';
+import { defineTransform, RejectRecord } from './api.ts';
 
 /** ISO 4217 minor-unit exponents (active codes). */
 const CURRENCY_EXPONENTS: Readonly<Record<string, number>> = {
@@ -28,24 +30,22 @@ const CURRENCY_EXPONENTS: Readonly<Record<string, number>> = {
 
 const AMOUNT = /^(\d{1,15})(?:\.(\d+))?$/;
 
-export class OrderError extends Error {}
-
-/** "19.99" USD → 1999; throws {@link OrderError} when the amount does not fit the currency. */
+/** "19.99" USD → 1999; throws {@link RejectRecord} when the amount does not fit the currency. */
 export function toMinorUnits(amount: string, currency: string): number {
   const exponent = CURRENCY_EXPONENTS[currency];
-  if (exponent === undefined) throw new OrderError(`currency "${currency}" is not an ISO 4217 code`);
+  if (exponent === undefined) throw new RejectRecord(`currency "${currency}" is not an ISO 4217 code`);
   const match = AMOUNT.exec(amount);
-  if (!match) throw new OrderError(`amount "${amount}" is not a non-negative decimal string`);
+  if (!match) throw new RejectRecord(`amount "${amount}" is not a non-negative decimal string`);
   const fraction = match[2] ?? '';
   if (fraction.length > exponent) {
-    throw new OrderError(`amount "${amount}" has more decimals than ${currency} allows (${exponent})`);
+    throw new RejectRecord(`amount "${amount}" has more decimals than ${currency} allows (${exponent})`);
   }
   const minor = Number(match[1]) * 10 ** exponent + Number(fraction.padEnd(exponent, '0') || '0');
-  if (!Number.isSafeInteger(minor)) throw new OrderError(`amount "${amount}" is too large`);
+  if (!Number.isSafeInteger(minor)) throw new RejectRecord(`amount "${amount}" is too large`);
   return minor;
 }
 
-interface Order {
+export interface Order {
   orderId: string;
   customerId: string;
   amount: string;
@@ -53,49 +53,46 @@ interface Order {
   ts: number;
 }
 
-function parseOrder(value: string | null): Order {
-  if (value === null) throw new OrderError('tombstone: the record has no value (orders are never deleted)');
-  let body: unknown;
-  try {
-    body = JSON.parse(value);
-  } catch {
-    throw new OrderError('value is not valid JSON');
-  }
-  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new OrderError('value is not a JSON object');
-  }
-  const o = body as Record<string, unknown>;
+/** The decoded JSON value as an {@link Order}, or a rejection naming what is wrong. */
+function checkOrder(value: unknown): Order {
+  if (value === null) throw new RejectRecord('tombstone: the record has no value (orders are never deleted)');
+  if (typeof value !== 'object' || Array.isArray(value)) throw new RejectRecord('value is not a JSON object');
+  const o = value as Record<string, unknown>;
   for (const field of ['orderId', 'customerId', 'amount', 'currency'] as const) {
     if (typeof o[field] !== 'string' || o[field] === '')
-      throw new OrderError(`field "${field}" is missing or not a string`);
+      throw new RejectRecord(`field "${field}" is missing or not a string`);
   }
   if (typeof o.ts !== 'number' || !Number.isFinite(o.ts))
-    throw new OrderError('field "ts" is missing or not a number');
+    throw new RejectRecord('field "ts" is missing or not a number');
   return o as unknown as Order;
 }
 
-export const ordersTransform: Transform = {
+const orders = defineTransform({
   name: 'orders',
-  apply(record: DecodedRecord): TransformResult {
-    try {
-      const order = parseOrder(record.value);
-      const amountMinor = toMinorUnits(order.amount, order.currency);
-      const { orderId, customerId, currency, ts } = order;
-      return {
-        kind: 'ok',
-        rows: [{ orderId, customerId, currency, amountMinor, ts }],
-        state: [
-          {
-            key: `${customerId}#${currency}`,
-            fields: { customerId, currency },
-            add: { count: 1, totalMinor: amountMinor },
-          },
-        ],
-        body: order as unknown as Record<string, unknown>,
-      };
-    } catch (error) {
-      if (error instanceof OrderError) return { kind: 'poison', error: error.message };
-      throw error;
-    }
+  value: { format: 'json' },
+  schema: {
+    orderId: 'string',
+    customerId: 'string',
+    currency: 'string',
+    amountMinor: 'long',
+    ts: 'timestamp',
   },
-};
+  transform({ value }) {
+    const { orderId, customerId, amount, currency, ts } = checkOrder(value);
+    const amountMinor = toMinorUnits(amount, currency);
+    return {
+      rows: [{ orderId, customerId, currency, amountMinor, ts }],
+      state: [
+        {
+          key: `${customerId}#${currency}`,
+          fields: { customerId, currency },
+          add: { count: 1, totalMinor: amountMinor },
+        },
+      ],
+    };
+  },
+});
+export default orders;
+
+/** The processor's form of {@link orders} (what `loadTransform('orders')` gives), for tests of the processor. */
+export const ordersTransform = toTransform(orders);

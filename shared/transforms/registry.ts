@@ -1,17 +1,25 @@
-/** Transforms by name (the `transform` setting). Add yours here. */
-import { InvalidSettingError } from '../errors.ts';
-import { ordersTransform } from './orders.ts';
+/** The built-in transforms, by the name the `transform` setting gives (`loadTransform` also takes user modules). */
+import { UnknownTransformError } from '../errors.ts';
+import { toTransform } from './adapter.ts';
+import type { AnyTransformDefinition } from './api.ts';
+import orders from './orders.ts';
+import passthrough from './passthrough.ts';
 import type { Transform } from './types.ts';
 
-const TRANSFORMS: Readonly<Record<string, Transform>> = { orders: ordersTransform };
+export const BUILTIN_TRANSFORMS: Readonly<Record<string, AnyTransformDefinition>> = Object.freeze({
+  orders: orders as unknown as AnyTransformDefinition,
+  passthrough: passthrough as unknown as AnyTransformDefinition,
+});
 
-export function transformNamed(name: string): Transform {
-  const transform = TRANSFORMS[name];
-  if (!transform) {
-    throw new InvalidSettingError(
-      'transform',
-      `unknown transform "${name}" (known: ${Object.keys(TRANSFORMS).join(', ')})`,
-    );
+/** The built-in definition of that name; {@link UnknownTransformError} (listing the known ones) otherwise. */
+export function builtinDefinition(name: string): AnyTransformDefinition {
+  if (!Object.hasOwn(BUILTIN_TRANSFORMS, name)) {
+    throw new UnknownTransformError(name, Object.keys(BUILTIN_TRANSFORMS));
   }
-  return transform;
+  return BUILTIN_TRANSFORMS[name]!;
+}
+
+/** The built-in transform of that name, in the processor's form. */
+export function builtinTransform(name: string): Transform {
+  return toTransform(builtinDefinition(name));
 }

@@ -1,8 +1,13 @@
 /**
- * The transform interface: a decoded record in, zero or more output rows (and keyed-state deltas) out, or a
- * typed poison failure. Transforms are pure and deterministic: the same record always gives the same result,
- * which is what makes a retried batch harmless (P5) and a poison record safe to dead-letter (P6).
+ * The internal transform interface the processor evaluates: a decoded record in, zero or more output rows (and
+ * keyed-state deltas) out, or a typed poison failure. Transforms are pure and deterministic: the same record always
+ * gives the same result, which is what makes a retried batch harmless (P5) and a poison record safe to
+ * dead-letter (P6).
+ *
+ * Users do not implement this: they write a definition with `defineTransform` (`api.ts`), which `adapter.ts`
+ * turns into a {@link Transform} (decoding first, rows checked against the declared schema).
  */
+import type { FieldFormat } from '../decode/formats.ts';
 import type { DecodedRecord, Lineage, RawHeader } from '../kafka/record.ts';
 
 export interface StateDelta {
@@ -19,8 +24,10 @@ export type TransformResult =
       readonly kind: 'ok';
       readonly rows: readonly Record<string, unknown>[];
       readonly state: readonly StateDelta[];
-      /** The business idempotency key from the record's body (for `json:<field>` key sources). */
+      /** The record's decoded JSON value, where `json:<field>` key sources read the business idempotency key. */
       readonly body?: Record<string, unknown>;
+      /** The business idempotency key the transform chose, for the `transform` key source. */
+      readonly idempotencyKey?: string;
     }
   | { readonly kind: 'poison'; readonly error: string };
 
@@ -31,6 +38,16 @@ export type TransformResult =
  */
 export interface Transform {
   readonly name: string;
+  /**
+   * How values are decoded before `apply` (absent: the transform reads the record's text itself). `json:<field>`
+   * key sources need `json`: only a JSON value has fields read from its exact text.
+   */
+  readonly valueFormat?: FieldFormat['format'];
+  /**
+   * Resolves what the batch's records need before any `apply` (registry schemas), once per batch. Throws only for
+   * transient failures, so the batch is retried; anything about one record shows in its `apply` result instead.
+   */
+  prepare?(records: readonly DecodedRecord[]): Promise<void>;
   apply(record: DecodedRecord): TransformResult;
 }
 

@@ -1,0 +1,101 @@
+/**
+ * Finds the transform a `transform` setting names: a built-in by name (`orders`, `passthrough`), or a user's
+ * module by path with an optional export, `<path to a .ts/.js module>[#<export>]`. Without `#<export>` the module's
+ * default export is taken, else its only export made by `defineTransform`. Every way this can go wrong is a named
+ * error that says what was looked for and what was found, raised when the transform is loaded (the local runner's
+ * start, the construct's synth), never per record.
+ *
+ * The Lambda does not load by path: its bundle imports the user's module statically (see
+ * `functions/processor-handler.ts`).
+ */
+import { existsSync } from 'node:fs';
+import { extname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import {
+  NotATransformError,
+  TransformExportMissingError,
+  TransformModuleNotFoundError,
+  UnknownTransformError,
+} from '../errors.ts';
+import { toTransform } from './adapter.ts';
+import { type AnyTransformDefinition, isTransformDefinition } from './api.ts';
+import { BUILTIN_TRANSFORMS } from './registry.ts';
+import type { Transform } from './types.ts';
+
+const MODULE_EXTENSIONS: ReadonlySet<string> = new Set(['.ts', '.mts', '.cts', '.js', '.mjs', '.cjs']);
+
+/** What a `transform` setting names. */
+export type TransformRef =
+  | { readonly kind: 'builtin'; readonly name: string }
+  | { readonly kind: 'module'; readonly path: string; readonly exportName: string | undefined };
+
+/** A ref is a module path when it has a path separator or a module file extension; otherwise a built-in name. */
+export function parseTransformRef(ref: string): TransformRef {
+  const hash = ref.lastIndexOf('#');
+  const path = hash === -1 ? ref : ref.slice(0, hash);
+  const exportName = hash === -1 ? undefined : ref.slice(hash + 1);
+  const isPath = /[\\/]/.test(path) || MODULE_EXTENSIONS.has(extname(path));
+  if (!isPath) {
+    if (hash !== -1) throw new UnknownTransformError(ref, Object.keys(BUILTIN_TRANSFORMS));
+    return { kind: 'builtin', name: ref };
+  }
+  return { kind: 'module', path, exportName: exportName === '' ? undefined : exportName };
+}
+
+export interface LoadedTransform {
+  /** The definition as the user (or the built-in) wrote it. */
+  readonly definition: AnyTransformDefinition;
+  /** The definition in the processor's form. */
+  readonly transform: Transform;
+  /** The module's absolute path, for a module; undefined for a built-in. */
+  readonly file: string | undefined;
+  /** The export taken (`default` or a name), for a module. */
+  readonly exportName: string | undefined;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'function') return 'a function';
+  if (typeof value === 'object') return Array.isArray(value) ? 'an array' : 'an object';
+  return `a ${typeof value}`;
+}
+
+function pick(
+  file: string,
+  module: Readonly<Record<string, unknown>>,
+  exportName: string | undefined,
+): [string, AnyTransformDefinition] {
+  const names = Object.keys(module);
+  const wanted = exportName ?? (Object.hasOwn(module, 'default') ? 'default' : undefined);
+  if (wanted !== undefined) {
+    if (!Object.hasOwn(module, wanted)) throw new TransformExportMissingError(file, wanted, names);
+    const value = module[wanted];
+    if (!isTransformDefinition(value)) throw new NotATransformError(file, wanted, describe(value));
+    return [wanted, value];
+  }
+  const defined = names.filter((name) => isTransformDefinition(module[name]));
+  if (defined.length !== 1) throw new TransformExportMissingError(file, undefined, names);
+  return [defined[0]!, module[defined[0]!] as AnyTransformDefinition];
+}
+
+/**
+ * Loads the transform `ref` names. Relative module paths resolve against `cwd` (default: the process's working
+ * directory). Throws {@link UnknownTransformError}, {@link TransformModuleNotFoundError},
+ * {@link TransformExportMissingError} or {@link NotATransformError}; a module that throws while it is imported
+ * (an invalid definition, say) fails with its own error.
+ */
+export async function loadTransform(ref: string, cwd: string = process.cwd()): Promise<LoadedTransform> {
+  const parsed = parseTransformRef(ref);
+  if (parsed.kind === 'builtin') {
+    if (!Object.hasOwn(BUILTIN_TRANSFORMS, parsed.name)) {
+      throw new UnknownTransformError(parsed.name, Object.keys(BUILTIN_TRANSFORMS));
+    }
+    const definition = BUILTIN_TRANSFORMS[parsed.name]!;
+    return { definition, transform: toTransform(definition), file: undefined, exportName: undefined };
+  }
+  const file = resolve(cwd, parsed.path);
+  if (!existsSync(file)) throw new TransformModuleNotFoundError(file);
+  const module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  const [exportName, definition] = pick(file, module, parsed.exportName);
+  return { definition, transform: toTransform(definition), file, exportName };
+}
