@@ -1,11 +1,18 @@
 /**
  * The CDK app (`cdk synth`, `cdk deploy`): `npx cdk deploy -c mskClusterArn=arn:aws:kafka:… -c topic=orders`.
- * Every setting is a context key (see docs/configuration.md); the stack name is `-c stackName=…` (default
+ * Every setting is a context key (see docs/configuration.md), your own transform too:
+ * `-c transform=./src/my-transform.ts#myTransform`. The stack name is `-c stackName=…` (default
  * `ExactlyOncePipeline-<pipelineId>`). cdk-nag's AwsSolutions checks run on every synth.
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { InvalidSettingError } from '../shared/errors.ts';
+import {
+  InvalidSettingError,
+  NotATransformError,
+  TransformExportMissingError,
+  TransformModuleNotFoundError,
+  UnknownTransformError,
+} from '../shared/errors.ts';
 import { acknowledgeNagFindings } from './nag.ts';
 import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from './stack.ts';
 
@@ -19,7 +26,14 @@ try {
   acknowledgeNagFindings(stack.pipeline);
   Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
 } catch (error) {
-  if (!(error instanceof InvalidSettingError)) throw error;
+  const settingErrors = [
+    InvalidSettingError,
+    UnknownTransformError,
+    TransformModuleNotFoundError,
+    TransformExportMissingError,
+    NotATransformError,
+  ];
+  if (!settingErrors.some((type) => error instanceof type)) throw error;
   // A plain message, not a stack trace: the user only needs to know which setting to fix.
   process.stderr.write(`${error.message}\n`);
   process.exit(1);

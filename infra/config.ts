@@ -202,7 +202,7 @@ export function pipelineSettingsOf(
 }
 
 function idempotencyKeyText(source: PipelineConfig['idempotencyKey']): string {
-  if (source.kind === 'none') return 'none';
+  if (source.kind === 'none' || source.kind === 'transform') return source.kind;
   return source.kind === 'header' ? `header:${source.name}` : `json:${source.field}`;
 }
 

@@ -7,16 +7,20 @@
  * Everything that can be wrong with the setting fails here, at synth, with the named errors `eos local` raises for
  * the same setting: an unknown built-in (listing the known ones), a module file that does not exist (its resolved
  * path), an export the module does not have (listing the exports it has). The exports are read by esbuild from the
- * module's source, without running it: the check needs no TypeScript loader in the CDK app.
+ * module's source; then the module is bundled and imported once in a child process to check that the export is a
+ * `defineTransform(…)` (a definition that `defineTransform` rejects fails there too, with its own message). The
+ * check needs no TypeScript loader in the CDK app.
  */
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildSync } from 'esbuild';
 import {
   InvalidSettingError,
+  NotATransformError,
   TransformExportMissingError,
   TransformModuleNotFoundError,
   UnknownTransformError,
@@ -30,6 +34,7 @@ export const PROCESSOR_HANDLER_FACTORY = fileURLToPath(
   new URL('../functions/processor-handler.ts', import.meta.url),
 );
 const FACTORY_NAME = 'createProcessorHandler';
+const TRANSFORM_API = fileURLToPath(new URL('../shared/transforms/api.ts', import.meta.url));
 
 /** A transform module resolved and checked: its absolute path and the export to run. */
 export interface ResolvedTransformModule {
@@ -77,15 +82,68 @@ export function resolveTransform(
     // esbuild's own message names the file, line and problem (a syntax error, say).
     throw new InvalidSettingError('transform', `cannot read module ${file}: ${(error as Error).message}`);
   }
-  if (choice.exportName !== undefined) {
-    if (!exported.includes(choice.exportName)) {
-      throw new TransformExportMissingError(file, choice.exportName, exported);
-    }
-    return { file, exportName: choice.exportName };
+  const exportName = pickExport(file, choice.exportName, exported);
+  checkIsTransform({ file, exportName });
+  return { file, exportName };
+}
+
+function pickExport(file: string, wanted: string | undefined, exported: readonly string[]): string {
+  if (wanted !== undefined) {
+    if (!exported.includes(wanted)) throw new TransformExportMissingError(file, wanted, exported);
+    return wanted;
   }
-  if (exported.includes('default')) return { file, exportName: 'default' };
-  if (exported.length === 1) return { file, exportName: exported[0]! };
+  if (exported.includes('default')) return 'default';
+  if (exported.length === 1) return exported[0]!;
   throw new TransformExportMissingError(file, undefined, exported);
+}
+
+/**
+ * Bundles a probe (the module's export and the API's `isTransformDefinition`) like the Lambda bundle, runs it in a
+ * child Node.js process, and throws {@link NotATransformError} when the export is something else, or an
+ * {@link InvalidSettingError} carrying the module's own error when importing it throws.
+ */
+function checkIsTransform(module: ResolvedTransformModule): void {
+  const probe = [
+    `import * as mod from ${JSON.stringify(module.file)};`,
+    `import { isTransformDefinition } from ${JSON.stringify(TRANSFORM_API)};`,
+    `const value = mod[${JSON.stringify(module.exportName)}];`,
+    "const found = value === null ? 'null' : typeof value === 'function' ? 'a function' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : 'a ' + typeof value;",
+    'process.stdout.write(JSON.stringify({ ok: isTransformDefinition(value), found }));',
+  ].join('\n');
+  const dir = mkdtempSync(join(tmpdir(), 'eos-transform-check-'));
+  try {
+    const outfile = join(dir, 'probe.mjs');
+    buildSync({
+      stdin: { contents: probe, resolveDir: dirname(module.file), loader: 'js' },
+      outfile,
+      bundle: true,
+      format: 'esm',
+      platform: 'node',
+      target: 'node20',
+      banner: {
+        js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
+      },
+      logLevel: 'silent',
+    });
+    let output: string;
+    try {
+      output = execFileSync(process.execPath, [outfile], {
+        encoding: 'utf8',
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+    } catch (error) {
+      const stderr = String((error as { stderr?: unknown }).stderr ?? '');
+      const reason = stderr.split('\n').find((line) => /Error\b/.test(line)) ?? stderr.trim().split('\n')[0];
+      throw new InvalidSettingError('transform', `importing ${module.file} failed: ${reason}`);
+    }
+    const result = JSON.parse(output) as { ok: boolean; found: string };
+    if (!result.ok) throw new NotATransformError(module.file, module.exportName, result.found);
+  } catch (error) {
+    if (error instanceof InvalidSettingError || error instanceof NotATransformError) throw error;
+    throw new InvalidSettingError('transform', `cannot bundle ${module.file}: ${(error as Error).message}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 /** The generated entry's source: deterministic for the same module and export (asset hashes stay stable). */

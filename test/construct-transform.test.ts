@@ -1,0 +1,151 @@
+/**
+ * The construct's `transform` prop: a user's module is bundled into the processor at synth (its code and the
+ * handler factory in the processor's `index.mjs`), a built-in keeps the stock processor and `EOS_TRANSFORM`, and
+ * every bad setting (missing file, missing export, an export that is not a transform, an unknown built-in) fails
+ * synth with a message naming it, before any resource exists: never a cold start.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ExactlyOncePipelineStack,
+  PIPELINE_FEATURE_FLAGS,
+  pipelinePropsFromContext,
+} from '../infra/stack.ts';
+import { processorEntrySource, writeProcessorEntry } from '../infra/transform-entry.ts';
+import {
+  NotATransformError,
+  TransformExportMissingError,
+  TransformModuleNotFoundError,
+  UnknownTransformError,
+} from '../shared/errors.ts';
+import { BASE_PROPS, resourcesOf, synthesize, testApp } from './infra-fixtures.ts';
+
+const FIXTURE = 'test/fixtures/infra/page-views.ts';
+const FIXTURE_PATH = resolve(FIXTURE);
+const MARKER = 'page-views-fixture-7f3c';
+
+function processorProperties(template: Template): Record<string, unknown> {
+  const functions = Object.values(resourcesOf(template, 'AWS::Lambda::Function')).map((f) => f.Properties);
+  const processor = functions.find((fn) => String(fn.Description).startsWith('Stages MSK records'));
+  if (!processor) throw new Error('no processor function in the template');
+  return processor;
+}
+
+function environmentOf(fn: Record<string, unknown>): Record<string, unknown> {
+  return (fn.Environment as { Variables: Record<string, unknown> }).Variables;
+}
+
+describe('a transform module of the user', () => {
+  const outdir = mkdtempSync(join(tmpdir(), 'eos-synth-'));
+  let bundle: string;
+  let processor: Record<string, unknown>;
+
+  beforeAll(() => {
+    const app = new App({
+      outdir,
+      builtinCloudFormationValidation: false,
+      context: { ...PIPELINE_FEATURE_FLAGS },
+    });
+    const stack = new ExactlyOncePipelineStack(app, 'UserTransform', {
+      pipeline: { ...BASE_PROPS, transform: { entry: FIXTURE, exportName: 'pageViews' } },
+    });
+    const template = Template.fromStack(stack);
+    app.synth();
+    processor = processorProperties(template);
+    const key = String((processor.Code as { S3Key: string }).S3Key).replace(/\.zip$/, '');
+    bundle = readFileSync(join(outdir, `asset.${key}`, 'index.mjs'), 'utf8');
+  }, 180_000);
+  afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+
+  it("is bundled into the processor's index.mjs with the handler factory, exporting handler", () => {
+    expect(bundle).toContain(MARKER);
+    expect(bundle).toContain('page-views');
+    expect(bundle).toContain('createProcessorHandler');
+    const exports = /export\s*\{([^}]*)\}/.exec(bundle)?.[1] ?? '';
+    expect(
+      exports.split(',').map((e) =>
+        e
+          .trim()
+          .split(/\s+as\s+/)
+          .pop(),
+      ),
+    ).toContain('handler');
+    expect(processor.Handler).toBe('index.handler');
+  });
+
+  it('runs whatever EOS_TRANSFORM would say: the processor gets none', () => {
+    expect(environmentOf(processor)).not.toHaveProperty('EOS_TRANSFORM');
+  });
+
+  it('gets a generated entry that depends only on the module and export, so its asset hash is stable', () => {
+    const module = { file: FIXTURE_PATH, exportName: 'pageViews' };
+    expect(writeProcessorEntry(module)).toBe(writeProcessorEntry({ ...module }));
+    expect(processorEntrySource(module)).toContain(
+      `import { pageViews as transform } from ${JSON.stringify(FIXTURE_PATH)}`,
+    );
+    expect(processorEntrySource({ file: FIXTURE_PATH, exportName: 'default' })).toContain(
+      `import transform from ${JSON.stringify(FIXTURE_PATH)}`,
+    );
+  });
+});
+
+describe('the transform setting', () => {
+  it('keeps the stock processor and EOS_TRANSFORM for a built-in', () => {
+    const { template } = synthesize({ transform: 'passthrough' });
+    expect(environmentOf(processorProperties(template)).EOS_TRANSFORM).toBe('passthrough');
+  });
+
+  it("takes a module's default export when no export is named, from context as well", () => {
+    const app = testApp({ ...BASE_PROPS, transform: './test/fixtures/infra/default-export.ts' });
+    const stack = new ExactlyOncePipelineStack(app, 'FromContext');
+    expect(pipelinePropsFromContext(stack).transform).toBe('./test/fixtures/infra/default-export.ts');
+    expect(environmentOf(processorProperties(Template.fromStack(stack)))).not.toHaveProperty('EOS_TRANSFORM');
+  });
+
+  it.each([
+    [
+      'a missing file, by its resolved path',
+      { entry: 'test/fixtures/infra/no-such-transform.ts' },
+      TransformModuleNotFoundError,
+      `transform module not found: ${resolve('test/fixtures/infra/no-such-transform.ts')}`,
+    ],
+    [
+      'a missing export, listing the exports',
+      { entry: FIXTURE, exportName: 'pageView' },
+      TransformExportMissingError,
+      `transform module ${FIXTURE_PATH} has no export "pageView" (exports: PAGE_VIEWS_MARKER, notATransform, pageViews)`,
+    ],
+    [
+      'no default export and several exports',
+      { entry: FIXTURE },
+      TransformExportMissingError,
+      'no default export',
+    ],
+    [
+      'an export that is not a defineTransform',
+      { entry: FIXTURE, exportName: 'notATransform' },
+      NotATransformError,
+      `export "notATransform" of ${FIXTURE_PATH} is not a transform made by defineTransform (it is an object)`,
+    ],
+    [
+      'an unknown built-in, listing the known ones',
+      'ordres',
+      UnknownTransformError,
+      'known: orders, passthrough',
+    ],
+    [
+      'a context path with a missing export',
+      `${FIXTURE}#nope`,
+      TransformExportMissingError,
+      'has no export "nope"',
+    ],
+  ])('fails synth for %s', (_name, transform, type, message) => {
+    const attempt = () => synthesize({ transform });
+    expect(attempt).toThrow(type);
+    expect(attempt).toThrow(message);
+  });
+});
