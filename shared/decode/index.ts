@@ -207,17 +207,17 @@ function registryLookups<C>(
 }
 
 function checkFraming(setting: string, framing: Framing, registry: RegistrySpec | undefined): void {
-  if (framing !== 'none' && framing !== 'confluent' && framing !== 'glue') {
-    throw new InvalidFieldFormatError(`${setting}.framing`, `unknown framing ${JSON.stringify(framing)}`);
-  }
-  if (registry === undefined) return;
-  if (registry.kind !== 'confluent' && registry.kind !== 'glue') {
+  if (registry !== undefined && registry.kind !== 'confluent' && registry.kind !== 'glue') {
     const unknown: { kind?: unknown } = registry;
     throw new InvalidFieldFormatError(
       `${setting}.registry.kind`,
       `unknown registry ${JSON.stringify(unknown.kind)}`,
     );
   }
+  if (framing !== 'none' && framing !== 'confluent' && framing !== 'glue') {
+    throw new InvalidFieldFormatError(`${setting}.framing`, `unknown framing ${JSON.stringify(framing)}`);
+  }
+  if (registry === undefined) return;
   if (framing !== registry.kind) {
     throw new InvalidFieldFormatError(
       `${setting}.framing`,
