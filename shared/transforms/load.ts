@@ -65,7 +65,8 @@ function pick(
   module: Readonly<Record<string, unknown>>,
   exportName: string | undefined,
 ): [string, AnyTransformDefinition] {
-  const names = Object.keys(module);
+  // Sorted, as an ES module namespace lists them (bundlers and test runners may not).
+  const names = Object.keys(module).sort();
   const wanted = exportName ?? (Object.hasOwn(module, 'default') ? 'default' : undefined);
   if (wanted !== undefined) {
     if (!Object.hasOwn(module, wanted)) throw new TransformExportMissingError(file, wanted, names);
