@@ -7,7 +7,7 @@
 import './preamble.ts';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Command, CommanderError } from 'commander';
+import { Command } from 'commander';
 import { type LocalDependencies, registerLocalCommand } from './local.ts';
 import { registerReadCommand } from './read.ts';
 import { registerStatusCommand } from './status.ts';
@@ -26,6 +26,11 @@ export function buildProgram(deps: ProgramDependencies = {}): Command {
   registerVerifyCommand(program, deps.verify);
   registerReadCommand(program);
   registerStatusCommand(program);
+  // A usage error commander catches (an unknown option, a bad option value) exits 2, as the commands' own usage
+  // errors do: 1 stays "it ran, and the result is not what it should be". Help and --version still exit 0.
+  for (const command of [program, ...program.commands]) {
+    command.exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : 2));
+  }
   return program;
 }
 
@@ -34,19 +39,4 @@ function isMain(): boolean {
   return entry !== undefined && realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
 }
 
-/**
- * Runs the program; a usage error commander catches (an unknown option, a bad option value) exits 2 as the
- * commands' own usage errors do, keeping 1 for "ran, and the result is not what it should be".
- */
-export async function main(argv: readonly string[]): Promise<void> {
-  const program = buildProgram();
-  for (const command of [program, ...program.commands]) command.exitOverride();
-  try {
-    await program.parseAsync(argv);
-  } catch (error) {
-    if (!(error instanceof CommanderError)) throw error;
-    process.exitCode = error.exitCode === 0 ? 0 : 2;
-  }
-}
-
-if (isMain()) await main(process.argv);
+if (isMain()) await buildProgram().parseAsync(process.argv);

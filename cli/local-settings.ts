@@ -54,8 +54,8 @@ export interface LocalSettings {
   readonly settings: Settings;
   /** The emulated topic: `--topic`, else the first of `EOS_TOPICS`, else `orders`. */
   readonly topic: string;
-  /** Where the transform came from, to name it in errors: `--transform`, `EOS_TRANSFORM` or the default. */
-  readonly transformSource: string;
+  /** Where a setting's value came from, to name it in errors: its flag, its variable, or `the default`. */
+  readonly origin: (key: keyof Settings) => string;
 }
 
 type SettingKey = keyof Settings;
@@ -87,7 +87,7 @@ export function localSettings(flags: SettingFlags, env: NodeJS.ProcessEnv = proc
   return {
     settings,
     topic: emulatedTopic(flags.topic, settings.topics),
-    transformSource: origin.get('transform') ?? 'the default transform',
+    origin: (key) => origin.get(key) ?? 'the default',
   };
 }
 

@@ -24,7 +24,6 @@ import { createAwsClients } from '../shared/aws/clients.ts';
 import { DELIVERY_GUARANTEES, type DeliveryGuarantee } from '../shared/config/settings.ts';
 import { PipelineError } from '../shared/errors.ts';
 import { finalPrefix } from '../shared/sink/layout.ts';
-import type { Transform } from '../shared/transforms/types.ts';
 import {
   checkTopicName,
   LOCAL_DEFAULT_TOPIC,
@@ -88,7 +87,7 @@ export function inputFor(options: LocalCommandOptions, local?: LocalSettings): I
     // Generated input is orders: another transform would dead-letter all of it.
     throw new OptionError(
       '--input',
-      `is needed with ${local?.transformSource ?? '--transform'} ${transform} (without --input the records are generated orders, for the orders transform)`,
+      `is needed with ${local?.origin('transform') ?? '--transform'} ${transform} (without --input the records are generated orders, for the orders transform)`,
     );
   }
   return generateOrders({
@@ -128,8 +127,8 @@ export async function runLocalCommand(
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
   const local = localSettings(options, deps.env ?? process.env);
   const { settings } = local;
+  const transform = await loadLocalTransform(local);
   const input = inputFor(options, local);
-  const transform: Transform = await loadLocalTransform(settings.transform, local.transformSource);
   const parts = await (deps.startParts ?? (() => startLocalParts()))();
   try {
     // The SDK reads endpoints and credentials from the environment itself (AWS_ENDPOINT_URL_*, AWS_ACCESS_KEY_ID).
@@ -148,6 +147,7 @@ export async function runLocalCommand(
       faults: options.faults,
       seed: options.seed,
       checkpointIntervalMs: options.checkpointInterval,
+      transform,
       topic: local.topic,
       ...(options.batchSize === undefined ? {} : { batchSize: options.batchSize }),
       onProgress: (p) => bar?.update(p.acknowledged, { checkpoints: p.checkpointsCommitted }),
@@ -207,7 +207,7 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
     )
     .option(
       '--idempotency-key <source>',
-      'header:<name> | json:<field> | none (default $EOS_IDEMPOTENCY_KEY, else header:idempotency-key)',
+      'header:<name> | json:<field> | transform | none (default $EOS_IDEMPOTENCY_KEY, else header:idempotency-key)',
     )
     .option(
       '--topic <name>',

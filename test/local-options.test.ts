@@ -261,7 +261,7 @@ describe('eos local: a bad setting or flag exits 2 naming it, before anything st
     [
       ['--transform', `${WORDS}#nope`],
       {},
-      /^error: --transform: transform module .*words\.ts has no export "nope" \(exports: helper, words\)/,
+      /^error: --transform: transform module .*words\.ts has no export "nope" \(exports: words, helper\)/,
     ],
     [
       ['--transform', `${WORDS}#helper`],
@@ -318,7 +318,7 @@ describe('eos local: a bad setting or flag exits 2 naming it, before anything st
     });
     expect(variable.stderr).toMatch(/^error: invalid setting EOS_CLAIM_WRITE: /);
     expect(variable.status).toBe(2);
-  });
+  }, 120_000);
 });
 
 describe('the input file: binary keys and values, timestamps', () => {
