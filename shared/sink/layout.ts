@@ -6,7 +6,9 @@
  * <pl>/_inprogress/<stream>/topic=<t>/partition=<p>/<first>-<last>.<attempt>.ndjson[.gz]  staged (P3)
  *        written by: the processor only (stagedStreamPrefix); deleted by: cleanup and the orphan sweep
  * <pl>/_coordinator/<N>/<attempt>/plan-<shard>.json, promoted-<shard>.json                  working objects
- *        written by: the coordinator only (checkpointWorkPrefix in work-objects.ts)
+ * <pl>/_coordinator/<N>/<attempt>/staged/<the staged key below _inprogress/>                verified copies
+ *        written by: the coordinator only (checkpointWorkPrefix, stagedCopyKey in work-objects.ts); promote
+ *        reads staged data only from these copies, never from `_inprogress/` (issue 17, review R2b-1)
  * <pl>/_manifests/<N, 12 digits>.json                                                       manifests (C7)
  *        written by: commit only (manifestsPrefix)
  * <pl>/final/<stream>/topic=<t>/partition=<p>/<first>-<last>.ndjson[.gz]                    final data (C5)
@@ -14,8 +16,9 @@
  * ```
  * Offsets in keys are zero-padded to 20 digits so that keys sort in offset order. The processor can write nothing
  * outside its two staged stream prefixes, and nothing the coordinator trusts lives there: plans moved out of
- * `_inprogress/` (a processor could rewrite them) and manifests out of `final/` (so a Hive-style reader of
- * `final/` sees data objects only, and a role that may write final data cannot write a manifest).
+ * `_inprogress/` (a processor could rewrite them), staged objects are promoted from the copies prepare verified
+ * (not from the staged keys the processor may rewrite), and manifests moved out of `final/` (so a Hive-style reader
+ * of `final/` sees data objects only, and a role that may write final data cannot write a manifest).
  */
 import { padCheckpointId, padOffset, type Stream } from '../ledger/layout.ts';
 
