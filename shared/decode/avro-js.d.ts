@@ -12,6 +12,8 @@ declare module 'avro-js/lib/schemas.js' {
     decode(buf: Buffer, pos?: number, resolver?: AvroResolver): { value: unknown; offset: number };
     /** A resolver reading values written with `writer` as this type; throws when the schemas are incompatible. */
     createResolver(writer: AvroType): AvroResolver;
+    /** Reads one value filling `buf`; throws on a truncated buffer or trailing data. */
+    fromBuffer(buf: Buffer, resolver?: AvroResolver, noCheck?: boolean): unknown;
     toBuffer(value: unknown): Buffer;
   }
   const schemas: { createType(schema: unknown, opts?: Record<string, unknown>): AvroType };
