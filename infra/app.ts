@@ -33,7 +33,7 @@ try {
     TransformExportMissingError,
     NotATransformError,
   ];
-  if (!settingErrors.some((type) => error instanceof type)) throw error;
+  if (!(error instanceof Error) || !settingErrors.some((type) => error instanceof type)) throw error;
   // A plain message, not a stack trace: the user only needs to know which setting to fix.
   process.stderr.write(`${error.message}\n`);
   process.exit(1);

@@ -25,8 +25,6 @@ const REASONS = {
     'ec2:DescribeNetworkInterfaces, DescribeSecurityGroups, DescribeSubnets and DescribeVpcs support no resource-level permissions; the pollers need them, and they change nothing.',
   stateMachineStar:
     'Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules/Targets) and vended log delivery (logs:CreateLogDelivery, …) do not support resource-level permissions.',
-  secretSuffix:
-    "The Kafka credentials secret was given by partial ARN (name only): Secrets Manager appends six random characters to every secret's ARN, and '-??????' matches exactly those, so the grant is this one secret.",
   invokeVersions:
     "lambda:InvokeFunction on the coordinator's own step function and its versions/aliases (ARN:*), as grantInvoke generates; no other function is reachable.",
 } as const;
@@ -71,17 +69,8 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
       `${REASONS.xray} ${REASONS.eniDescribe}`,
     );
   }
-  const processorPolicy = grantedResources(pipeline.processor);
-  for (const resource of pipeline.kafka.secretResources) {
-    if (!resource.endsWith('-??????')) continue;
-    const text = JSON.stringify(Stack.of(pipeline).resolve(resource)).slice(1, -1);
-    if (!processorPolicy.includes(text)) continue;
-    acknowledge(
-      role(pipeline.processor),
-      `AwsSolutions-IAM5[Resource::${nagResource(Stack.of(pipeline).resolve(resource))}]`,
-      REASONS.secretSuffix,
-    );
-  }
+  // A Kafka secret named without its suffix is granted as `<arn>-??????`: cdk-nag's IAM5 flags `*` only, so
+  // there is nothing to acknowledge for it.
 
   const stateMachine = pipeline.coordinator.stateMachine;
   acknowledge(stateMachine, 'AwsSolutions-IAM5[Resource::*]', REASONS.stateMachineStar);
@@ -115,16 +104,4 @@ function acknowledge(scope: IConstruct, id: string, reason: string): void {
 
 function logicalId(element: CfnElement): string {
   return Stack.of(element).resolve(element.logicalId) as string;
-}
-
-/** How cdk-nag spells a resolved resource in a finding id (`Fn::Join` flattened, references as `<Id.Attr>`). */
-function nagResource(resolved: unknown): string {
-  if (typeof resolved === 'string') return resolved;
-  const join = (resolved as { 'Fn::Join'?: [string, unknown[]] })['Fn::Join'];
-  if (join) return join[1].map(nagResource).join(join[0]);
-  const ref = (resolved as { Ref?: string }).Ref;
-  if (ref) return `<${ref}>`;
-  const attr = (resolved as { 'Fn::GetAtt'?: [string, string] })['Fn::GetAtt'];
-  if (attr) return `<${attr[0]}.${attr[1]}>`;
-  return JSON.stringify(resolved);
 }

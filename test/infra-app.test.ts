@@ -39,6 +39,18 @@ describe('infra/app.ts', () => {
     expect(malformed.stderr).toMatch(/^invalid setting -c startingPosition: .*"EARLIEST"/);
   });
 
+  it('stops on a transform module without the named export, in one line naming the module and its exports', () => {
+    const result = synth({
+      mskClusterArn: CLUSTER_ARN,
+      topic: 'orders',
+      transform: './test/fixtures/infra/page-views.ts#pageView',
+    });
+    expect(result.status).toBe(1);
+    expect(result.stderr.trim()).toMatch(
+      /^transform module \/.*\/test\/fixtures\/infra\/page-views\.ts has no export "pageView" \(exports: PAGE_VIEWS_MARKER, notATransform, pageViews\)$/,
+    );
+  });
+
   it('synthesizes an environment-agnostic stack that passes cdk-nag during synth', () => {
     const ok = synth({ mskClusterArn: CLUSTER_ARN, topic: 'orders', pipelineId: 'payments' });
     expect(ok.stderr).not.toMatch(/AwsSolutions-/);
