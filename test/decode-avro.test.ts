@@ -154,7 +154,11 @@ function glueWith(compression: number): Buffer {
 describe('Avro with Confluent framing and a registry over HTTP', () => {
   let registry: TestRegistry;
   beforeAll(async () => {
-    registry = await startRegistry({ 7: { schema }, 8: { schema: schemaV2, schemaType: 'AVRO' } });
+    registry = await startRegistry({
+      7: { schema },
+      8: { schema: schemaV2, schemaType: 'AVRO' },
+      9: { schema: '{"type": "fixed", "name": "F"}' },
+    });
   });
   afterAll(() => registry.close());
 
@@ -179,6 +183,35 @@ describe('Avro with Confluent framing and a registry over HTTP', () => {
     await decoder.prepare([v1, v2]);
     expect(plain(decoder.decode(v1))).toEqual({ ...expected, channel: 'web' });
     expect(plain(decoder.decode(v2))).toEqual({ ...expected, channel: 'pos' });
+  });
+
+  it('names a registry schema that does not compile, and a writer the reader schema cannot read', async () => {
+    const plainDecoder = createFieldDecoder({
+      format: 'avro',
+      registry: { kind: 'confluent', url: registry.url },
+    });
+    const broken = b64(confluent(9, Buffer.from([0])));
+    await plainDecoder.prepare([broken]);
+    expect(failed(plainDecoder.decode(broken))).toEqual({
+      reason: DecodeFailureReason.SchemaMismatch,
+      error: expect.stringMatching(/^Avro schema of schema id 9 does not compile/),
+    });
+    // A reader field without a default that the v1 writer does not have: Avro resolution refuses it.
+    const reader = JSON.stringify({
+      ...JSON.parse(schemaV2),
+      fields: [...JSON.parse(schemaV2).fields.slice(0, 4), { name: 'channel', type: 'string' }],
+    });
+    const strict = createFieldDecoder({
+      format: 'avro',
+      schema: reader,
+      registry: { kind: 'confluent', url: registry.url },
+    });
+    const v1 = b64(confluent(7, avroBytes(schema, payment)));
+    await strict.prepare([v1]);
+    expect(failed(strict.decode(v1))).toEqual({
+      reason: DecodeFailureReason.SchemaMismatch,
+      error: expect.stringMatching(/^Avro schema of schema id 7 cannot be read as the given schema/),
+    });
   });
 
   it('decodes Confluent framing with a local schema and no registry, ignoring the id', () => {
