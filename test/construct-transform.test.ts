@@ -4,9 +4,10 @@
  * every bad setting (missing file, missing export, an export that is not a transform, an unknown built-in) fails
  * synth with a message naming it, before any resource exists: never a cold start.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,13 +16,14 @@ import {
   PIPELINE_FEATURE_FLAGS,
   pipelinePropsFromContext,
 } from '../infra/stack.ts';
-import { processorEntrySource, writeProcessorEntry } from '../infra/transform-entry.ts';
+import { processorEntrySource, resolveTransform, writeProcessorEntry } from '../infra/transform-entry.ts';
 import {
   NotATransformError,
   TransformExportMissingError,
   TransformModuleNotFoundError,
   UnknownTransformError,
 } from '../shared/errors.ts';
+import { isTransformDefinition } from '../shared/transforms/api.ts';
 import { BASE_PROPS, resourcesOf, synthesize, testApp } from './infra-fixtures.ts';
 
 const FIXTURE = 'test/fixtures/infra/page-views.ts';
@@ -147,5 +149,48 @@ describe('the transform setting', () => {
     const attempt = () => synthesize({ transform });
     expect(attempt).toThrow(type);
     expect(attempt).toThrow(message);
+  });
+});
+
+describe("docs/deploy.md's own transform", () => {
+  // The docs' module lives at <repo>/my-transforms/; here it is written under test/fixtures with its one import
+  // re-pointed at the same API module, everything else as written.
+  const dir = join('test', 'fixtures', 'infra', `docs-example-${process.pid}`);
+  const file = resolve(dir, 'page-views.ts');
+  beforeAll(() => {
+    const page = readFileSync('docs/deploy.md', 'utf8');
+    const block = /For example `my-transforms\/page-views\.ts`:\n\n```ts\n([\s\S]*?)```/.exec(page)?.[1];
+    if (!block) throw new Error('docs/deploy.md has no my-transforms/page-views.ts example');
+    const api = relative(resolve(dir), resolve('shared/transforms/api.ts'));
+    expect(block).toContain("from '../shared/transforms/api.ts'");
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(file, block.replace("'../shared/transforms/api.ts'", `'${api}'`));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('passes the synth checks under the export the docs name, and counts a view per user and day', async () => {
+    expect(resolveTransform({ kind: 'module', entry: file, exportName: 'pageViews' })).toEqual({
+      file,
+      exportName: 'pageViews',
+    });
+    const module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+    const definition = module.pageViews as {
+      transform: (record: unknown) => { rows: unknown[]; state: unknown[] };
+    };
+    expect(isTransformDefinition(definition)).toBe(true);
+    const at = Date.parse('2026-01-31T10:00:00Z');
+    const result = definition.transform({
+      topic: 'clicks',
+      partition: 0,
+      offset: 1,
+      timestamp: at,
+      key: null,
+      value: { userId: 'u1', page: '/home', at },
+      headers: {},
+    });
+    expect(result.rows).toEqual([{ userId: 'u1', page: '/home', at }]);
+    expect(result.state).toEqual([
+      { key: 'u1#2026-01-31', fields: { userId: 'u1', day: '2026-01-31' }, add: { views: 1 } },
+    ]);
   });
 });
