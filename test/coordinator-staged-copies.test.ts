@@ -253,6 +253,39 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
   });
 });
 
+describe('what the copies cost', () => {
+  it('prepare makes one server-side copy per covered staged object and reads each copy once; it never reads a staged key', async () => {
+    const calls: Array<{ command: string; key: string }> = [];
+    const s = setup(async (command, input, phase) => {
+      if (phase === 'before') calls.push({ command, key: String(input.Key ?? input.Prefix ?? '') });
+    });
+    const files = 40;
+    await stageFiles(
+      res.clients,
+      s.settings,
+      Array.from({ length: files }, (_, i) => ({
+        partition: i % 4,
+        firstOffset: i * 5,
+        lastOffset: i * 5 + 4,
+      })),
+    );
+    const { ref, shards } = await prepareAll(s.core, 'e1');
+    const staged = inProgressPrefix(s.settings.pipelineId);
+    const count = (command: string, where: (key: string) => boolean = () => true) =>
+      calls.filter((c) => c.command === command && where(c.key)).length;
+    expect(count('CopyObjectCommand')).toBe(files);
+    expect(count('GetObjectCommand', (key) => key.includes('/staged/'))).toBe(files);
+    expect(count('GetObjectCommand', (key) => key.startsWith(staged))).toBe(0);
+    // Besides: one plan per shard. No other S3 request.
+    expect(count('PutObjectCommand')).toBe(shards.length);
+    expect(calls).toHaveLength(2 * files + shards.length);
+    calls.length = 0;
+    await finish(s.core, ref, shards);
+    // Promote, commit and cleanup read no staged object either (cleanup deletes them and its orphan sweep lists them).
+    expect(count('GetObjectCommand', (key) => key.startsWith(staged))).toBe(0);
+  });
+});
+
 describe('the copy is write-once on S3 (If-None-Match on CopyObject; s3rver ignores it, so S3 is emulated here)', () => {
   /**
    * S3's answer to a conditional copy onto an existing key (412 PreconditionFailed), which s3rver does not give:
