@@ -77,17 +77,17 @@ export interface LocalDependencies {
 }
 
 /** The input to run: the file's records, or the seeded generator's. Throws before anything runs. */
-export function inputFor(options: LocalCommandOptions, local?: LocalSettings): InputRecord[] {
+export function inputFor(options: LocalCommandOptions, local: LocalSettings): InputRecord[] {
   if (options.input !== undefined && options.records !== undefined) {
     throw new OptionError('--records', 'cannot be combined with --input (the file decides the records)');
   }
   if (options.input !== undefined) return readInputFile(options.input, options.partitions);
-  const transform = local?.settings.transform ?? LOCAL_DEFAULTS.transform;
+  const transform = local.settings.transform;
   if (transform !== LOCAL_DEFAULTS.transform) {
     // Generated input is orders: another transform would dead-letter all of it.
     throw new OptionError(
       '--input',
-      `is needed with ${local?.origin('transform') ?? '--transform'} ${transform} (without --input the records are generated orders, for the orders transform)`,
+      `is needed with ${local.origin('transform')} ${transform} (without --input the records are generated orders, for the orders transform)`,
     );
   }
   return generateOrders({

@@ -184,6 +184,16 @@ describe('eos local --transform with the user’s own module and input', () => {
     expect(dead).toEqual([expect.objectContaining({ error: expect.stringMatching(/./) })]);
   }, 180_000);
 
+  it('finds the only transform a module exports when the path has no #export (./path, as a user writes it)', async () => {
+    const input = tempFile(
+      'two.jsonl',
+      '{"partition":0,"key":null,"value":"{\\"word\\":\\"s3\\",\\"n\\":1}"}\n',
+    );
+    const run = await local(['--input', input, '--transform', `./${WORDS}`, ...quick]);
+    expect(run.code).toBe(0);
+    expect(output(run).map((r) => r.word)).toEqual(['S3']);
+  }, 180_000);
+
   it('passes a binary line’s bytes and timestamp through to the output (passthrough)', async () => {
     const bytes = Buffer.from('héllo ✓', 'utf8');
     const input = tempFile(
