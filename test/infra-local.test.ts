@@ -98,7 +98,10 @@ describe('the bucket prefixes', () => {
     expect(may(objectPatterns(steps.promote, 's3:PutObject'), keys.final)).toBe(true);
     expect(may(objectPatterns(steps.commit, 's3:PutObject'), keys.manifest)).toBe(true);
     expect(may(objectPatterns(steps.prepare, 's3:PutObject'), keys.plan)).toBe(true);
-    expect(may(objectPatterns(steps.promote, 's3:GetObject'), keys.staged)).toBe(true);
+    // Promote copies from the verified copies prepare made under the coordinator's prefix, never from staged
+    // objects (the processor could still rewrite those): it has no access to the staged prefix at all.
+    expect(may(objectPatterns(steps.prepare, 's3:GetObject'), keys.staged)).toBe(true);
+    expect(may(objectPatterns(steps.promote, 's3:GetObject'), keys.staged)).toBe(false);
     for (const step of COORDINATOR_STEPS) {
       const del = objectPatterns(steps[step], 's3:DeleteObject');
       expect(may(del, keys.final), step).toBe(false);
