@@ -19,7 +19,7 @@
 import middy from '@middy/core';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { type Settings, settingsFromEnv } from '../shared/config/settings.ts';
-import { PipelineError } from '../shared/errors.ts';
+import { InvalidBundledTransformError } from '../shared/errors.ts';
 import { mskBatchCorrelationId } from '../shared/observability/correlation.ts';
 import { observability } from '../shared/observability/middleware.ts';
 import { batchCounts, processorObserver } from '../shared/observability/processor-metrics.ts';
@@ -27,13 +27,6 @@ import { createTelemetry, recordBatch } from '../shared/observability/telemetry.
 import { type BatchReport, createProcessor } from '../shared/processor/processor.ts';
 import { type AdapterDependencies, toTransform } from '../shared/transforms/adapter.ts';
 import { isTransformDefinition } from '../shared/transforms/api.ts';
-
-/** The bundled transform is not a definition made by `defineTransform` (synth should have refused it). */
-export class InvalidBundledTransformError extends PipelineError {
-  constructor(found: string) {
-    super(`the processor's transform is not a transform made by defineTransform (it is ${found})`);
-  }
-}
 
 export interface ProcessorHandlerOptions {
   /** The transform's definition: the user module's export, or a built-in. */

@@ -198,3 +198,20 @@ export class NotATransformError extends PipelineError {
     );
   }
 }
+
+/** A schema or definition mistake, found when the module is loaded (never per record). */
+export class InvalidTransformDefinitionError extends PipelineError {
+  constructor(
+    readonly transformName: string,
+    message: string,
+  ) {
+    super(`transform "${transformName}": ${message}`);
+  }
+}
+
+/** The processor handler was given something not made by `defineTransform` (synth should have refused it). */
+export class InvalidBundledTransformError extends PipelineError {
+  constructor(readonly found: string) {
+    super(`the processor's transform is not a transform made by defineTransform (it is ${found})`);
+  }
+}

@@ -8,12 +8,12 @@
 import { fileURLToPath } from 'node:url';
 import type { Context } from 'aws-lambda';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { createProcessorHandler, InvalidBundledTransformError } from '../functions/processor-handler.ts';
+import { createProcessorHandler } from '../functions/processor-handler.ts';
 import { parseFaultSpec } from '../local/faults.ts';
 import type { InputRecord } from '../local/input.ts';
 import { runLocal } from '../local/runner.ts';
 import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { InvalidSettingError, TransientAwsError } from '../shared/errors.ts';
+import { InvalidBundledTransformError, InvalidSettingError, TransientAwsError } from '../shared/errors.ts';
 import type { DecodedRecord } from '../shared/kafka/record.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { loadTransform } from '../shared/transforms/load.ts';

@@ -8,6 +8,11 @@
  * effects that cannot fit one transaction or one item, and state field names the ledger item or plain-object
  * folding would misread. A dead letter never claims its idempotency key: a garbage record must not suppress the
  * real record with that key (issue 17).
+ *
+ * The key comes from the `idempotencyKey` setting: a header's exact bytes (`header:<name>`), a field of the JSON
+ * value (`json:<field>`, read from the transform's `body`), the key the transform returns (`transform`), or none.
+ * Whatever its source, a key is checked by the same rules, and claims compare the record's digest (its exact key
+ * and value bytes), so a same-key record with another payload is a conflict, never a silent duplicate.
  */
 import { createHash } from 'node:crypto';
 import type { IdempotencyKeySource } from '../config/settings.ts';

@@ -16,7 +16,9 @@
  *              ├─ fence moved?   re-read it, drop what another invocation staged, continue         (P2)
  *              └─ keys claimed?  drop those records (duplicates by key), re-plan the chunk         (P4)
  * ```
- * Poison records become dead-letter rows staged through the same path (P6). Transient AWS errors escape, so the
+ * Before any partition's work, the transform's `prepare` runs once with the event's records (registry schemas;
+ * only a transient failure throws, failing the invocation). Poison records — undecodable, rejected, or failing
+ * the declared row schema — become dead-letter rows staged through the same path (P6). Transient AWS errors escape, so the
  * event source mapping retries the whole batch; the fence makes the retry harmless (P5). In steady state with
  * offset-only dedupe a batch costs two AWS calls: the PutObject and one transaction — the fence is read once
  * per warm container and re-read only when its condition fails. With idempotency keys, claims are written ahead

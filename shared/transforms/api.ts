@@ -33,11 +33,12 @@
  */
 
 import type { FieldFormat } from '../decode/formats.ts';
-import { PipelineError } from '../errors.ts';
+import { InvalidTransformDefinitionError, PipelineError } from '../errors.ts';
 import type { StateDelta } from './types.ts';
 
 export type { FieldFormat, Framing, RegistrySpec } from '../decode/formats.ts';
 export type { StateDelta } from './types.ts';
+export { InvalidTransformDefinitionError };
 
 /** Column types of output rows, as JSON values in the NDJSON sink and as the Parquet types noted. */
 export const COLUMN_TYPES = ['string', 'int', 'long', 'double', 'boolean', 'timestamp', 'json'] as const;
@@ -150,16 +151,6 @@ export interface TransformDefinition<V = unknown, K = string, S extends RowSchem
 
 /** A definition whatever its type parameters: what loaders and the processor take. */
 export type AnyTransformDefinition = TransformDefinition<never, never, RowSchema>;
-
-/** A schema or definition mistake, found when the module is loaded (never per record). */
-export class InvalidTransformDefinitionError extends PipelineError {
-  constructor(
-    readonly transformName: string,
-    message: string,
-  ) {
-    super(`transform "${transformName}": ${message}`);
-  }
-}
 
 /**
  * Thrown (or returned) by a transform to reject a record on purpose: the record becomes one dead-letter row whose
