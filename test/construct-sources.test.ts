@@ -9,6 +9,7 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { parsePipelineConfig } from '../infra/config.ts';
 import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from '../infra/exactly-once-pipeline.ts';
 import { KafkaAuthenticationMethod, type KafkaSource } from '../infra/kafka-source.ts';
 import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../infra/nag.ts';
@@ -358,6 +359,18 @@ describe('starting position and pollers', () => {
       StartingPosition: 'AT_TIMESTAMP',
       StartingPositionTimestamp: 1_767_225_600,
       ProvisionedPollerConfig: { MinimumPollers: 2, MaximumPollers: 20 },
+    });
+  });
+
+  it('reads AT_TIMESTAMP from context as an ISO 8601 time with zone or Unix seconds', () => {
+    const base = { mskClusterArn: CLUSTER_ARN, topic: 'orders', startingPosition: 'AT_TIMESTAMP' };
+    expect(
+      parsePipelineConfig({ ...base, startingPositionTimestamp: '2026-01-01T01:00:00+01:00' }),
+    ).toMatchObject({
+      startingPositionTimestamp: 1_767_225_600,
+    });
+    expect(parsePipelineConfig({ ...base, startingPositionTimestamp: '1767225600' })).toMatchObject({
+      startingPositionTimestamp: 1_767_225_600,
     });
   });
 
