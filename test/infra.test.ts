@@ -458,8 +458,16 @@ describe('settings validation', () => {
     [{ batchSize: 20_000 }, 'batchSize', /10000/],
     [{ batchSize: 'many' }, 'batchSize', /number.*\(got "many"\)/],
     [{ startingPosition: 'EARLIEST' }, 'startingPosition', /TRIM_HORIZON/],
-    [{ startingPosition: 'AT_TIMESTAMP' }, 'startingPositionTimestamp', /required with startingPosition AT_TIMESTAMP/],
-    [{ startingPositionTimestamp: 1_767_225_600 }, 'startingPositionTimestamp', /only used with .*AT_TIMESTAMP/],
+    [
+      { startingPosition: 'AT_TIMESTAMP' },
+      'startingPositionTimestamp',
+      /required with startingPosition AT_TIMESTAMP/,
+    ],
+    [
+      { startingPositionTimestamp: 1_767_225_600 },
+      'startingPositionTimestamp',
+      /only used with .*AT_TIMESTAMP/,
+    ],
     [
       { startingPosition: 'AT_TIMESTAMP', startingPositionTimestamp: '2026-01-01 00:00' },
       'startingPositionTimestamp',
