@@ -271,7 +271,7 @@ describe('eos local: a bad setting or flag exits 2 naming it, before anything st
     [
       ['--transform', `${WORDS}#nope`],
       {},
-      /^error: --transform: transform module .*words\.ts has no export "nope" \(exports: words, helper\)/,
+      /^error: --transform: transform module .*words\.ts has no export "nope" \(exports: (helper, words|words, helper)\)/,
     ],
     [
       ['--transform', `${WORDS}#helper`],
