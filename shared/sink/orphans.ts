@@ -3,6 +3,10 @@
  * never committed (a crashed or fenced-out attempt), or its entry was already promoted and cleaned up. Never
  * promoted; deleted once older than the grace period, which exceeds the processor's timeout so that an object
  * whose transaction is still on its way is never taken for an orphan.
+ *
+ * The coordinator's own leftovers under `_coordinator/` (plans and verified copies of staged objects that a zombie
+ * step wrote after its attempt's abort or its checkpoint's cleanup) are not staged objects and not swept here:
+ * every cleanup deletes those of checkpoints below the one it cleans (`PlanStore.deleteCheckpointsBelow`).
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { Stream } from '../ledger/layout.ts';
