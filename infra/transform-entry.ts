@@ -28,13 +28,21 @@ import {
 import { BUILTIN_TRANSFORMS } from '../shared/transforms/registry.ts';
 import type { TransformChoice } from './config.ts';
 
-export const DEFAULT_PROCESSOR_ENTRY = fileURLToPath(new URL('../functions/processor.ts', import.meta.url));
+/**
+ * A module of this project next to this one: the TypeScript source in the repository, its compiled `.js` when the
+ * project runs as an installed package.
+ */
+function projectModule(relativeTs: string): string {
+  const source = fileURLToPath(new URL(relativeTs, import.meta.url));
+  const compiled = source.replace(/\.ts$/, '.js');
+  return existsSync(source) || !existsSync(compiled) ? source : compiled;
+}
+
+export const DEFAULT_PROCESSOR_ENTRY = projectModule('../functions/processor.ts');
 /** The module exporting `createProcessorHandler({ transform })`: the processor Lambda around a given transform. */
-export const PROCESSOR_HANDLER_FACTORY = fileURLToPath(
-  new URL('../functions/processor-handler.ts', import.meta.url),
-);
+export const PROCESSOR_HANDLER_FACTORY = projectModule('../functions/processor-handler.ts');
 const FACTORY_NAME = 'createProcessorHandler';
-const TRANSFORM_API = fileURLToPath(new URL('../shared/transforms/api.ts', import.meta.url));
+const TRANSFORM_API = projectModule('../shared/transforms/api.ts');
 
 /** A transform module resolved and checked: its absolute path and the export to run. */
 export interface ResolvedTransformModule {
