@@ -30,11 +30,6 @@ export const LOCAL_SETTING_DEFAULTS = {
 /** The emulated topic when neither `--topic` nor `EOS_TOPICS` names one. */
 export const LOCAL_DEFAULT_TOPIC = 'orders';
 
-/** Variables `eos local` validates and then does not apply, with the reason (for the docs and the help). */
-export const NOT_APPLIED_LOCALLY = {
-  EOS_EVENT_SOURCE_ARN: "the emulated cluster has its own ARN, which a real cluster's would refuse",
-} as const;
-
 /** The flags that set a processor setting (each wins over its variable). */
 export interface SettingFlags {
   readonly guarantee?: DeliveryGuarantee;
@@ -83,6 +78,7 @@ export function localSettings(flags: SettingFlags, env: NodeJS.ProcessEnv = proc
     origin.set(key, flag);
   }
   const parsed = parseSettings(input, (key) => origin.get(key) ?? ENV_NAMES[key as SettingKey] ?? key);
+  // EOS_EVENT_SOURCE_ARN was validated with the rest; it is not applied (see the module comment).
   const settings: Settings = { ...parsed, eventSourceArn: undefined };
   return {
     settings,
