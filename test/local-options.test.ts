@@ -291,12 +291,18 @@ describe('eos local: a bad setting or flag exits 2 naming it, before anything st
     expect(run.started).toBe(false);
   });
 
-  it('accepts EOS_EVENT_SOURCE_ARN only when it is an ARN (it is not applied locally)', async () => {
+  it('checks EOS_EVENT_SOURCE_ARN but does not apply it: a real cluster’s ARN would refuse the emulated events', async () => {
     const bad = await local(['--input', input(), ...quick], { EOS_EVENT_SOURCE_ARN: 'cluster-1' });
     expect(bad.errors).toMatch(/^error: invalid setting EOS_EVENT_SOURCE_ARN: /);
     expect(bad.code).toBe(2);
     expect(bad.started).toBe(false);
-  });
+    const real = await local(['--input', input(), ...quick], {
+      EOS_EVENT_SOURCE_ARN:
+        'arn:aws:kafka:eu-west-1:123456789012:cluster/prod/6b1c7b0e-0000-0000-0000-000000000000-1',
+    });
+    expect(real.code).toBe(0);
+    expect(real.report).toMatchObject({ verdict: 'exactly-once', records: { in: 1, deadLettered: 1 } });
+  }, 180_000);
 
   it.each([
     [['--batch-size', '0'], /option '--batch-size <n>' argument '0' is invalid/],
