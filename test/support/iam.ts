@@ -53,6 +53,15 @@ function s3Calls(command: string, input: Record<string, unknown>): Call[] {
       return [{ action: 's3:GetObject', target: String(input.Key), leadingKeys: [] }];
     case 'PutObjectCommand':
       return [{ action: 's3:PutObject', target: String(input.Key), leadingKeys: [] }];
+    case 'CopyObjectCommand': {
+      // IAM authorises a copy as s3:GetObject on the source and s3:PutObject on the destination.
+      const source = decodeURI(String(input.CopySource)).replace(/^\//, '');
+      const sourceKey = source.slice(source.indexOf('/') + 1);
+      return [
+        { action: 's3:GetObject', target: sourceKey, leadingKeys: [] },
+        { action: 's3:PutObject', target: String(input.Key), leadingKeys: [] },
+      ];
+    }
     case 'DeleteObjectsCommand':
       return (input.Delete as { Objects: Array<{ Key: string }> }).Objects.map((o) => ({
         action: 's3:DeleteObject',
