@@ -33,7 +33,12 @@ export interface ProcessorHandlerOptions {
   readonly transform: unknown;
   /** Defaults to `settingsFromEnv()` (the `EOS_*` variables; `EOS_TRANSFORM` is not used when a transform is given). */
   readonly settings?: Settings;
-  /** What the transform's decoders reach outside through (registry fetch, Glue lookups). */
+  /**
+   * What the transform's decoders reach outside through: the registry fetch (default: the global `fetch`) and
+   * Glue's `GetSchemaVersion` (none by default: the construct's generated entry passes
+   * `glueSchemaVersionLookup()` from `shared/aws/glue-schemas.ts` only for a transform that declares a Glue
+   * registry, so no other processor bundles the Glue client).
+   */
   readonly decode?: AdapterDependencies;
 }
 
