@@ -108,6 +108,15 @@ describe('the transform setting', () => {
     expect(environmentOf(processorProperties(Template.fromStack(stack)))).not.toHaveProperty('EOS_TRANSFORM');
   });
 
+  it('refuses a processorEntry next to a module transform (the generated entry is the processor)', () => {
+    const attempt = () =>
+      synthesize({
+        transform: { entry: FIXTURE, exportName: 'pageViews' },
+        processorEntry: 'functions/processor.ts',
+      });
+    expect(attempt).toThrow(/invalid setting processorEntry: cannot be combined with a module transform/);
+  });
+
   it.each([
     [
       'a missing file, by its resolved path',
