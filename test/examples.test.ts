@@ -1,0 +1,246 @@
+/**
+ * The examples a user copies (examples/*) run as their READMEs say: through `eos local` — the real command, on the
+ * local parts (DynamoDB Local and the S3 server of the vitest global setup), the emulator, the processor and the
+ * synthesized state machine, under every fault kind — and commit what their input implies. Expected rows and
+ * aggregates are computed here from the committed input files by the rules each README states, independently of
+ * the transforms' code; the committed output is read back from `--export` (the files and aggregates a user
+ * would look at).
+ */
+import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gunzipSync } from 'node:zlib';
+import type { Command } from 'commander';
+import { afterEach, describe, expect, it } from 'vitest';
+import { buildProgram } from '../cli/eos.ts';
+import { makeClicks } from '../examples/clickstream/make-input.ts';
+import clickstream from '../examples/clickstream/transform.ts';
+import type { RunReport } from '../local/runner.ts';
+import { uniqueName } from './support/aws.ts';
+
+const example = (path: string): string => fileURLToPath(new URL(`../examples/${path}`, import.meta.url));
+
+interface InputLine {
+  readonly partition: number;
+  readonly key?: string | null;
+  readonly value?: string | null;
+  readonly valueBase64?: string | null;
+  readonly headers?: Record<string, string>;
+  readonly timestamp: number;
+}
+
+/** The input file's lines, each with the offset `eos local` gives it (its position within its partition). */
+function readInput(file: string): (InputLine & { readonly offset: number })[] {
+  const next = new Map<number, number>();
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim() !== '')
+    .map((line) => {
+      const parsed = JSON.parse(line) as InputLine;
+      const offset = next.get(parsed.partition) ?? 0;
+      next.set(parsed.partition, offset + 1);
+      return { ...parsed, offset };
+    });
+}
+
+interface Lineage {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+}
+type Row = Record<string, unknown> & { readonly source: Lineage };
+
+/** Runs `eos local` with `args` as a user types them; returns the report, the exported rows and aggregates. */
+async function eosLocal(args: string[], pipelineId: string) {
+  const dir = mkdtempSync(join(tmpdir(), 'eos-example-'));
+  const out: string[] = [];
+  const root = buildProgram({
+    local: {
+      startParts: async () => ({ env: {}, stop: async () => {} }),
+      write: (text) => out.push(text),
+      writeError: (text) => out.push(text),
+      progress: false,
+      // A table and bucket of this run's own on the shared local parts (other test files run meanwhile).
+      env: {
+        ...process.env,
+        EOS_PIPELINE_ID: pipelineId,
+        EOS_LEDGER_TABLE: uniqueName('example-ledger'),
+        EOS_BUCKET: uniqueName('example-bucket'),
+      },
+    },
+  });
+  const quiet = (command: Command) =>
+    command.exitOverride().configureOutput({ writeErr: (text) => out.push(text), writeOut: () => {} });
+  quiet(root);
+  root.commands.forEach(quiet);
+  await root.parseAsync(['node', 'eos', 'local', ...args, '--export', dir, '--report', join(dir, 'r.json')]);
+  const exitCode = process.exitCode;
+  const report = JSON.parse(readFileSync(join(dir, 'r.json'), 'utf8')) as RunReport;
+  const rowsOf = (stream: 'output' | 'deadletter'): Row[] => {
+    const streamDir = join(dir, 'bucket', pipelineId, 'final', stream);
+    let files: string[];
+    try {
+      files = readdirSync(streamDir, { recursive: true }).map(String);
+    } catch {
+      return [];
+    }
+    return files
+      .filter((file) => file.endsWith('.ndjson.gz'))
+      .flatMap((file) =>
+        gunzipSync(readFileSync(join(streamDir, file)))
+          .toString()
+          .split('\n')
+          .filter((line) => line !== '')
+          .map((line) => JSON.parse(line) as Row),
+      );
+  };
+  const aggregates = JSON.parse(readFileSync(join(dir, 'aggregates.json'), 'utf8')) as Record<
+    string,
+    string | number
+  >[];
+  return {
+    exitCode,
+    text: out.join(''),
+    report,
+    output: rowsOf('output'),
+    deadLetters: rowsOf('deadletter'),
+    aggregates,
+  };
+}
+
+const byLineage = (a: { source: Lineage }, b: { source: Lineage }) =>
+  a.source.partition - b.source.partition || a.source.offset - b.source.offset;
+const withoutSource = ({ source: _source, ...rest }: Row) => rest;
+
+afterEach(() => {
+  process.exitCode = 0;
+});
+
+describe('examples/clickstream', () => {
+  const input = readInput(example('clickstream/clicks.jsonl'));
+  const utcDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+  /** The README's rules: a view is a JSON object with the three strings, a path, epoch-ms `ts`, an optional referrer. */
+  function click(line: InputLine): Record<string, unknown> | undefined {
+    let value: unknown;
+    try {
+      value = line.value == null ? null : JSON.parse(line.value);
+    } catch {
+      return undefined;
+    }
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+    const v = value as Record<string, unknown>;
+    const text = (field: string) => typeof v[field] === 'string' && v[field] !== '';
+    if (!text('eventId') || !text('userId') || !text('page')) return undefined;
+    if (!(v.page as string).startsWith('/') || !Number.isSafeInteger(v.ts) || (v.ts as number) < 0)
+      return undefined;
+    if (v.referrer !== undefined && typeof v.referrer !== 'string') return undefined;
+    return v;
+  }
+
+  /** One row per distinct eventId (the first sent; producer retries are the same bytes), in input order. */
+  const firsts = new Map<string, { line: (typeof input)[number]; click: Record<string, unknown> }>();
+  const malformed: (typeof input)[number][] = [];
+  for (const line of input) {
+    const valid = click(line);
+    if (valid === undefined) malformed.push(line);
+    else if (!firsts.has(valid.eventId as string))
+      firsts.set(valid.eventId as string, { line, click: valid });
+  }
+  const views = new Map<string, number>();
+  for (const { click } of firsts.values()) {
+    const key = `${click.userId}#${utcDay(click.ts as number)}`;
+    views.set(key, (views.get(key) ?? 0) + 1);
+  }
+
+  it('has what the README promises: producer retries, malformed views, views sent after their day', () => {
+    expect(input.length).toBeGreaterThanOrEqual(300);
+    expect(input.length - malformed.length - firsts.size).toBeGreaterThanOrEqual(10); // retries
+    expect(malformed.length).toBeGreaterThanOrEqual(7);
+    const late = [...firsts.values()].filter(
+      ({ line, click }) => utcDay(line.timestamp) !== utcDay(click.ts as number),
+    );
+    expect(late.length).toBeGreaterThan(0);
+  });
+
+  it('is what make-input.ts writes (the committed file and its generator agree)', () => {
+    const generated = makeClicks().map((line) => JSON.stringify(line));
+    const committed = readFileSync(example('clickstream/clicks.jsonl'), 'utf8').trimEnd().split('\n');
+    expect(committed).toEqual(generated);
+  });
+
+  it('counts each view once per user per UTC event day under every fault kind, dead-lettering the malformed', async () => {
+    const run = await eosLocal(
+      [
+        '--transform',
+        example('clickstream/transform.ts'),
+        '--input',
+        example('clickstream/clicks.jsonl'),
+        '--idempotency-key',
+        'json:eventId',
+        '--topic',
+        'clicks',
+        '--partitions',
+        '2',
+        '--batch-size',
+        '20',
+        '--checkpoint-interval',
+        '300',
+        '--faults',
+        'all',
+        '--seed',
+        '5',
+      ],
+      'clickstream',
+    );
+    expect(run.text).toMatch(/verdict {2,}EXACTLY-ONCE/);
+    expect(run.exitCode).toBe(0);
+    expect(run.report).toMatchObject({
+      verdict: 'exactly-once',
+      records: { in: input.length, committed: firsts.size, deadLettered: malformed.length },
+      outcome: { lost: 0, duplicated: 0, unexpected: 0 },
+    });
+
+    // Every distinct view is one row with the declared columns, at the lineage of its first sending.
+    const expectedRows = [...firsts.values()].map(({ line, click }) => ({
+      eventId: click.eventId,
+      userId: click.userId,
+      page: click.page,
+      ts: click.ts,
+      day: utcDay(click.ts as number),
+      referrer: click.referrer ?? null,
+      source: { topic: 'clicks', partition: line.partition, offset: line.offset },
+    }));
+    expect(run.output.sort(byLineage)).toEqual(expectedRows.sort(byLineage));
+    const declared = clickstream.columns.map((column) => column.name).sort();
+    for (const row of run.output) expect(Object.keys(withoutSource(row)).sort()).toEqual(declared);
+
+    // Every malformed line is one dead letter, at its lineage, with its reason.
+    const lineages = (sources: Lineage[]) => sources.sort((a, b) => byLineage({ source: a }, { source: b }));
+    expect(lineages(run.deadLetters.map((row) => row.source))).toEqual(
+      lineages(
+        malformed.map((line) => ({ topic: 'clicks', partition: line.partition, offset: line.offset })),
+      ),
+    );
+    const reasons = run.deadLetters.map((row) => String(row.error));
+    expect(reasons).toContain('tombstone: a page view cannot be deleted');
+    expect(reasons).toContain('field "userId" is missing or not a non-empty string');
+    expect(reasons).toContain('field "ts" is not epoch milliseconds');
+    expect(reasons.some((reason) => /^undecodable value: value is not valid JSON/.test(reason))).toBe(true);
+
+    // The aggregates: views per user per UTC day of the event time, as computed from the input.
+    const exported = new Map(run.aggregates.map((a) => [`${a.userId}#${a.day}`, a]));
+    expect(new Map([...exported].map(([key, a]) => [key, a.views]))).toEqual(views);
+    for (const [key, a] of exported) expect(key).toBe(`${a.userId}#${a.day}`);
+    // One user's day, spelled out: the views whose event time falls on that UTC day, each eventId once.
+    const [someone, day] = [...views.keys()].sort()[0]!.split('#') as [string, string];
+    const theirs = new Set(
+      input
+        .map(click)
+        .filter((c) => c?.userId === someone && utcDay(c.ts as number) === day)
+        .map((c) => c!.eventId),
+    );
+    expect(exported.get(`${someone}#${day}`)).toEqual({ userId: someone, day, views: theirs.size });
+  }, 300_000);
+});
