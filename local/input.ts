@@ -22,9 +22,10 @@ import type { HeaderValue } from './kafka-log.ts';
 /** A record to append to the topic. */
 export interface InputRecord {
   readonly partition: number;
-  readonly key: string | null;
-  /** null: a tombstone. */
-  readonly value: string | null;
+  /** Text (sent as UTF-8), or the exact bytes of a `keyBase64` field. */
+  readonly key: string | Uint8Array | null;
+  /** null: a tombstone. Text (sent as UTF-8), or the exact bytes of a `valueBase64` field. */
+  readonly value: string | Uint8Array | null;
   readonly headers: Readonly<Record<string, HeaderValue>>;
   /** Epoch ms; absent: the log's clock when appended. */
   readonly timestamp?: number;
@@ -58,35 +59,18 @@ function describeIssue(error: z.ZodError): string {
   return `${field}: ${issue.message}`;
 }
 
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-/**
- * The bytes of a `keyBase64`/`valueBase64` field as the local log takes them. The log (local/kafka-log.ts) holds
- * keys and values as text it sends as UTF-8, so bytes that are not well-formed UTF-8 cannot reach it unchanged:
- * they are refused here rather than altered (an altered Avro record would decode differently, or not at all).
- */
-function logPayload(bytes: Buffer, fail: (message: string) => never, field: string): string {
-  try {
-    return utf8.decode(bytes);
-  } catch {
-    return fail(
-      `"${field}": these bytes are not UTF-8, and the local log carries keys and values as UTF-8 text for now`,
-    );
-  }
-}
-
 /** One of `text`/`base64` (exclusive), as the log's payload; `undefined` when neither was given. */
 function payload(
   line: Line,
   name: 'key' | 'value',
   fail: (message: string) => never,
-): string | null | undefined {
+): string | Uint8Array | null | undefined {
   const text = line[name];
   const encoded = line[`${name}Base64`];
   if (text !== undefined && encoded !== undefined)
     return fail(`"${name}" and "${name}Base64" are exclusive: give one`);
   if (encoded === undefined) return text;
-  return encoded === null ? null : logPayload(Buffer.from(encoded, 'base64'), fail, `${name}Base64`);
+  return encoded === null ? null : new Uint8Array(Buffer.from(encoded, 'base64'));
 }
 
 /** One non-blank line as a record; `fail` throws naming the file and this line. */

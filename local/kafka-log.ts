@@ -14,9 +14,10 @@ export type HeaderValue = string | readonly number[];
 
 /** What a producer sends. */
 export interface ProducerRecord {
-  readonly key: string | null;
+  /** Text (sent as UTF-8) or the exact bytes (Avro, Protobuf, anything binary). */
+  readonly key: string | Uint8Array | null;
   /** null: a tombstone. */
-  readonly value: string | null;
+  readonly value: string | Uint8Array | null;
   readonly headers?: Readonly<Record<string, HeaderValue>>;
   /** Epoch ms; the log's clock when omitted. */
   readonly timestamp?: number;
@@ -55,6 +56,11 @@ export interface LogEntry {
   readonly appendedAt: number;
 }
 
+/** A key or value as the event carries it: base64 of its bytes (text as UTF-8). */
+function base64Of(field: string | Uint8Array): string {
+  return (typeof field === 'string' ? Buffer.from(field, 'utf8') : Buffer.from(field)).toString('base64');
+}
+
 /** A header's bytes as the mapping sends them: Java's signed bytes (0xff → -1). */
 export function signedBytes(value: HeaderValue): number[] {
   const bytes =
@@ -75,8 +81,8 @@ export function toEventRecord(
     offset,
     timestamp: r.timestamp ?? now,
     timestampType: 'CREATE_TIME',
-    ...(r.key === null ? {} : { key: Buffer.from(r.key, 'utf8').toString('base64') }),
-    value: r.value === null ? null : Buffer.from(r.value, 'utf8').toString('base64'),
+    ...(r.key === null ? {} : { key: base64Of(r.key) }),
+    value: r.value === null ? null : base64Of(r.value),
     headers: Object.entries(r.headers ?? {}).map(([name, value]) => ({ [name]: signedBytes(value) })),
   };
   return record;

@@ -198,7 +198,11 @@ describe('eos local --transform with the user’s own module and input', () => {
     const bytes = Buffer.from('héllo ✓', 'utf8');
     const input = tempFile(
       'bin.jsonl',
-      `{"partition":0,"keyBase64":null,"valueBase64":"${bytes.toString('base64')}","timestamp":1234567890123,"headers":{"h":[1,2,255]}}\n`,
+      [
+        `{"partition":0,"keyBase64":null,"valueBase64":"${bytes.toString('base64')}","timestamp":1234567890123,"headers":{"h":[1,2,255]}}`,
+        // Not UTF-8 (an Avro or Protobuf encoding usually is not): the exact bytes reach the processor.
+        '{"partition":0,"keyBase64":"/w==","valueBase64":"AP8=","timestamp":1234567890124}',
+      ].join('\n'),
     );
     const run = await local(['--input', input, '--transform', 'passthrough', ...quick]);
     expect(run.code).toBe(0);
@@ -208,6 +212,13 @@ describe('eos local --transform with the user’s own module and input', () => {
         value: 'héllo ✓',
         valueEncoding: 'utf8',
         timestamp: 1234567890123,
+      }),
+      expect.objectContaining({
+        key: '/w==',
+        keyEncoding: 'base64',
+        value: 'AP8=',
+        valueEncoding: 'base64',
+        timestamp: 1234567890124,
       }),
     ]);
   }, 180_000);
@@ -351,7 +362,13 @@ describe('the input file: binary keys and values, timestamps', () => {
       1,
     );
     expect(records).toEqual([
-      { partition: 0, key: 'k1', value: '{"a":1}', headers: {}, timestamp: 42 },
+      {
+        partition: 0,
+        key: new Uint8Array(Buffer.from('k1')),
+        value: new Uint8Array(Buffer.from('{"a":1}')),
+        headers: {},
+        timestamp: 42,
+      },
       { partition: 0, key: 'k2', value: null, headers: {} },
       { partition: 0, key: null, value: 'v3', headers: { h: 'x' } },
     ]);
@@ -371,11 +388,6 @@ describe('the input file: binary keys and values, timestamps', () => {
     ['{"partition":0,"key":null,"valueBase64":"a=b"}', /in\.jsonl:1: "valueBase64": not standard base64/],
     ['{"partition":0,"key":null,"value":"v","timestamp":-1}', /in\.jsonl:1: "timestamp": /],
     ['{"partition":0,"key":null,"value":"v","timestamp":1.5}', /in\.jsonl:1: "timestamp": /],
-    // Until the local log carries raw bytes (see the module's note), bytes it would alter are refused.
-    [
-      '{"partition":0,"key":null,"valueBase64":"AP8="}',
-      /in\.jsonl:1: "valueBase64": these bytes are not UTF-8/,
-    ],
   ])('rejects %s naming the file and line', (line, message) => {
     expect(() => parseInputText('in.jsonl', `${line}\n`, 1)).toThrow(message);
   });
