@@ -142,6 +142,7 @@ const pipelineSettingsShape = settingsSchema.omit({
   ledgerTable: true,
   bucket: true,
   eventSourceArn: true,
+  bootstrapServers: true,
   topics: true,
   transform: true,
 }).shape;

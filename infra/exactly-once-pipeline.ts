@@ -254,6 +254,8 @@ export class ExactlyOncePipeline extends Construct {
           ledgerTable: this.table.tableName,
           bucket: this.bucket.bucketName,
           eventSourceArn: this.expectedEventSourceArn(),
+          bootstrapServers:
+            this.source.kind === 'self-managed-kafka' ? this.source.bootstrapServers.join(',') : undefined,
           topics: [config.topic],
         }),
       },

@@ -44,18 +44,21 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   deliveryGuarantee:
     '`exactly-once`; `at-least-once` (output written straight to final objects, no fence, no dedupe: duplicates under faults; the performance baseline); `none` (errors swallowed, the batch acknowledged anyway: losses under faults).',
   idempotencyKey:
-    "Where a record's business idempotency key comes from: `header:<name>`, `json:<field>` or `none`.",
+    "Where a record's business idempotency key comes from: `header:<name>`, `json:<field>` (a field of the JSON value), `transform` (the `idempotencyKey` the transform returns) or `none`.",
   claimWrite:
     'How idempotency claims are written: `ahead` (parallel conditional puts that name their claimant, before the staging transaction) or `in-transaction` (inside the staging transactions).',
   idempotencyTtlSeconds:
     'How long a claimed idempotency key blocks duplicates (DynamoDB TTL on the claim). At least one day.',
   gzip: 'Gzip staged and final NDJSON objects.',
-  transform: 'The transform, by its name in the registry (`shared/transforms/registry.ts`).',
+  transform:
+    'A built-in transform (`orders`, `passthrough`) or your module: `./file.ts#export` in context and `eos local --transform`, `{ entry, exportName }` in props; bundled and checked at synth.',
   maxTransactionItems: 'Items per DynamoDB transaction (8–100; DynamoDB allows 100).',
   checkpointLeaseSeconds:
     'An in-flight checkpoint older than this is recovered by the next execution. Must exceed `coordinatorStepTimeoutSeconds` + 60 s.',
   eventSourceArn:
     'The only event source ARN the processor accepts; an event from another source is rejected before any effect (`EventsRejected`). Unset accepts any (local runs); the stack sets it to the cluster.',
+  bootstrapServers:
+    "The self-managed Kafka cluster the processor accepts (comma-separated `host:port`, any order), matched against each event's `bootstrapServers`; another is rejected before any effect (`EventsRejected`). Unset accepts any; the stack sets it for a self-managed source.",
   topics:
     'Comma-separated topics the processor accepts; a record of another topic rejects its event (`EventsRejected`). Unset accepts any; the stack sets it to `topic`.',
   maxFenceJump:
@@ -73,7 +76,13 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "The event source mapping's consumer group (default `eos-<pipelineId>`). Cannot change after the mapping is created.",
   batchSize: 'Records per invocation (1–10,000; the 6 MB payload limit also applies).',
   maxBatchingWindowSeconds: 'How long the mapping gathers records before invoking (0–300 s).',
-  startingPosition: 'Where a new consumer group starts: `TRIM_HORIZON` or `LATEST`.',
+  startingPosition:
+    'Where a new consumer group starts: `TRIM_HORIZON`, `LATEST` or `AT_TIMESTAMP` (with `startingPositionTimestamp`).',
+  startingPositionTimestamp:
+    'For `AT_TIMESTAMP`: ISO 8601 with a zone, or Unix seconds, in context (a `Date` in props).',
+  minimumPollers:
+    'Provisioned mode: the fewest event pollers (1–200). Unset, with `maximumPollers`: on-demand pollers.',
+  maximumPollers: 'Provisioned mode: the most event pollers (1–2,000).',
   processorTimeoutSeconds: "The processor Lambda's timeout (10–900 s).",
   processorMemoryMb: "The processor Lambda's memory (128–10,240 MB).",
   coordinatorStepTimeoutSeconds: 'The timeout of each coordinator step Lambda (10–900 s).',

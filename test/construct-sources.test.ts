@@ -294,8 +294,11 @@ describe('self-managed Kafka in a VPC with SASL/SCRAM-256 and a private CA', () 
     expect(statements.flatMap(actionsOf).filter((a) => /^kafka(-cluster)?:/.test(a))).toEqual([]);
   });
 
-  it('sets no event source ARN for the processor (self-managed events carry none)', () => {
+  it('has the processor accept only events of these bootstrap servers (self-managed events carry no ARN)', () => {
     expect(processorEnvironment(built)).not.toHaveProperty('EOS_EVENT_SOURCE_ARN');
+    expect(processorEnvironment(built).EOS_BOOTSTRAP_SERVERS).toBe(
+      'b-1.kafka.internal:9096,b-2.kafka.internal:9096',
+    );
   });
 
   it('is cdk-nag clean', () => {

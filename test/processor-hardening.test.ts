@@ -15,6 +15,7 @@ import {
   EventSourceRejectedError,
   InjectedCrashError,
   ItemLimitExceededError,
+  MalformedEventError,
   MalformedLedgerItemError,
   OffsetsWentBackwardsError,
   TransientAwsError,
@@ -319,6 +320,40 @@ describe('issue 17: fence jumps and source checks', () => {
     expect(await everything(settings)).toEqual({ items: [], objects: [] });
     const ok = await processor.processEvent(mskEvent(orderRecords(0, 0, 3)));
     expect(ok.partitions[0]).toMatchObject({ stagedOffset: 2 });
+  });
+});
+
+describe('self-managed Apache Kafka events (eventSource SelfManagedKafka, bootstrapServers, no ARN)', () => {
+  const servers = 'b-1.kafka.example.internal:9096,b-2.kafka.example.internal:9096';
+  const selfManaged = (records: Parameters<typeof mskEvent>[0], bootstrapServers = servers) => {
+    const { eventSourceArn: _arn, ...event } = mskEvent(records);
+    return { ...event, eventSource: 'SelfManagedKafka', bootstrapServers };
+  };
+
+  it('stages a self-managed event from the configured servers (in any order) and rejects any other source first', async () => {
+    const settings = settingsFor({ bootstrapServers: servers });
+    const { seen, observer } = recorder();
+    const processor = processorFor(settings, { observer });
+    await expect(
+      processor.processEvent(selfManaged(orderRecords(0, 0, 3), 'evil.example.com:9092')),
+    ).rejects.toThrow(/event-source "SelfManagedKafka evil\.example\.com:9092" is not one of the configured/);
+    // An MSK event has an ARN but not these servers: rejected as well.
+    await expect(processor.processEvent(mskEvent(orderRecords(0, 0, 3)))).rejects.toThrow(
+      EventSourceRejectedError,
+    );
+    expect(seen.rejected).toHaveLength(2);
+    expect(await everything(settings)).toEqual({ items: [], objects: [] });
+    const reordered = servers.split(',').reverse().join(',');
+    const ok = await processor.processEvent(selfManaged(orderRecords(0, 0, 3), reordered));
+    expect(ok.partitions[0]).toMatchObject({ stagedOffset: 2, stagedRows: 3 });
+  });
+
+  it('refuses as malformed a self-managed event without bootstrapServers or an MSK event without an ARN', async () => {
+    const processor = processorFor(settingsFor());
+    const { bootstrapServers: _servers, ...noServers } = selfManaged(orderRecords(0, 0, 1));
+    await expect(processor.processEvent(noServers)).rejects.toThrow(MalformedEventError);
+    const { eventSourceArn: _arn, ...noArn } = mskEvent(orderRecords(0, 0, 1));
+    await expect(processor.processEvent(noArn)).rejects.toThrow(MalformedEventError);
   });
 });
 

@@ -107,6 +107,15 @@ export const settingsSchema = z
       .string()
       .regex(/^arn:[a-z0-9-]+:[a-z0-9-]+:/, 'an ARN (arn:<partition>:<service>:…)')
       .optional(),
+    /**
+     * The self-managed Kafka cluster this processor accepts: its bootstrap servers (comma-separated `host:port`), as
+     * the event source mapping carries them in each event's `bootstrapServers`; unset accepts any. Order does not
+     * matter. With `eventSourceArn` also set, an event must match one of the two.
+     */
+    bootstrapServers: z
+      .string()
+      .regex(/^[A-Za-z0-9.-]+:\d{1,5}(,[A-Za-z0-9.-]+:\d{1,5})*$/, 'comma-separated host:port entries')
+      .optional(),
     /** Comma-separated topics this processor accepts; unset accepts any. A record of another topic rejects its event. */
     topics: z
       .union([z.string(), z.array(z.string())])
@@ -158,6 +167,7 @@ export const ENV_NAMES = {
   checkpointLeaseSeconds: 'EOS_CHECKPOINT_LEASE_SECONDS',
   orphanGraceSeconds: 'EOS_ORPHAN_GRACE_SECONDS',
   eventSourceArn: 'EOS_EVENT_SOURCE_ARN',
+  bootstrapServers: 'EOS_BOOTSTRAP_SERVERS',
   topics: 'EOS_TOPICS',
   maxFenceJump: 'EOS_MAX_FENCE_JUMP',
 } as const satisfies Record<keyof Settings, string>;

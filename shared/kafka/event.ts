@@ -33,12 +33,24 @@ export interface MskRecord {
   readonly headers?: ReadonlyArray<Record<string, number[]>>;
 }
 
-export interface MskEvent {
-  readonly eventSource: 'aws:kafka';
-  readonly eventSourceArn: string;
-  readonly bootstrapServers?: string;
-  readonly records: Record<string, MskRecord[]>;
-}
+/**
+ * A Kafka event as Lambda delivers it: from Amazon MSK (`aws:kafka`, with the cluster's ARN) or from a self-managed
+ * Apache Kafka cluster (`SelfManagedKafka`, with its bootstrap servers and no ARN). The records are the same.
+ */
+export type MskEvent =
+  | {
+      readonly eventSource: 'aws:kafka';
+      readonly eventSourceArn: string;
+      readonly bootstrapServers?: string | null;
+      readonly records: Record<string, MskRecord[]>;
+    }
+  | {
+      readonly eventSource: 'SelfManagedKafka';
+      readonly eventSourceArn?: undefined;
+      /** Comma-separated `host:port` list, as the event source mapping was configured. */
+      readonly bootstrapServers: string;
+      readonly records: Record<string, MskRecord[]>;
+    };
 
 /** Kafka's own rule for topic names (`Topic.validate`): 1–249 of `[a-zA-Z0-9._-]`, and not `.` or `..`. */
 const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/;
@@ -63,12 +75,21 @@ const recordSchema = z.object({
   headers: z.array(z.record(z.string(), z.array(headerByte))).optional(),
 });
 
-const eventSchema = z.object({
-  eventSource: z.literal('aws:kafka'),
-  eventSourceArn: z.string(),
-  bootstrapServers: z.string().nullish(),
-  records: z.record(z.string(), z.array(recordSchema).min(1)),
-});
+const recordsSchema = z.record(z.string(), z.array(recordSchema).min(1));
+const eventSchema = z.discriminatedUnion('eventSource', [
+  z.object({
+    eventSource: z.literal('aws:kafka'),
+    eventSourceArn: z.string(),
+    bootstrapServers: z.string().nullish(),
+    records: recordsSchema,
+  }),
+  z.object({
+    eventSource: z.literal('SelfManagedKafka'),
+    eventSourceArn: z.undefined().optional(),
+    bootstrapServers: z.string().min(1),
+    records: recordsSchema,
+  }),
+]);
 
 function pathOf(path: ReadonlyArray<PropertyKey>): string {
   return path.reduce<string>(

@@ -174,6 +174,39 @@ import {
   recordDigest,
 } from './evaluate.ts';
 
+/** The servers of a `bootstrapServers` list, as a set: the same cluster in any order. */
+function serverSet(list: string): string {
+  return list
+    .split(',')
+    .map((server) => server.trim().toLowerCase())
+    .filter(Boolean)
+    .sort()
+    .join(',');
+}
+
+/**
+ * The source check (issue 17): with `eventSourceArn` or `bootstrapServers` configured, an event must come from that
+ * MSK cluster (its ARN) or that self-managed cluster (its bootstrap servers); with neither, any source is accepted.
+ */
+function checkEventSource(
+  event: MskEvent,
+  settings: Pick<Settings, 'eventSourceArn' | 'bootstrapServers'>,
+): void {
+  const { eventSourceArn, bootstrapServers } = settings;
+  if (eventSourceArn === undefined && bootstrapServers === undefined) return;
+  if (eventSourceArn !== undefined && event.eventSourceArn === eventSourceArn) return;
+  if (
+    bootstrapServers !== undefined &&
+    event.eventSource === 'SelfManagedKafka' &&
+    serverSet(event.bootstrapServers) === serverSet(bootstrapServers)
+  ) {
+    return;
+  }
+  const got = event.eventSourceArn ?? `${event.eventSource} ${event.bootstrapServers}`;
+  const allowed = [eventSourceArn, bootstrapServers].filter((v): v is string => v !== undefined);
+  throw new EventSourceRejectedError('event-source', got, allowed);
+}
+
 /** The points of a batch where a fault schedule can crash the processor. */
 export const PROCESSOR_STEPS = [
   'after-claims',
@@ -435,10 +468,8 @@ export class Processor {
   private accept(input: unknown): MskEvent {
     try {
       const event = parseMskEvent(input);
-      const { eventSourceArn, topics } = this.deps.settings;
-      if (eventSourceArn !== undefined && event.eventSourceArn !== eventSourceArn) {
-        throw new EventSourceRejectedError('event-source', event.eventSourceArn, [eventSourceArn]);
-      }
+      const { topics } = this.deps.settings;
+      checkEventSource(event, this.deps.settings);
       if (topics !== undefined) {
         for (const records of Object.values(event.records)) {
           const topic = records[0]?.topic;
