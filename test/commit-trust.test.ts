@@ -79,13 +79,13 @@ describe('issue 17: a forged plan has no effect', () => {
     const ref = { execution, checkpointId: 1, attempt: 1 };
     await s.core.prepare({ ...ref, shard: 0 });
     await s.core.decide(ref);
-    // The attack of issue 17: rewrite the plan so that promote writes manifest 2 (listing anything it likes).
-    const key = planKey(pl, 1, 1, 0);
+    // The attack of issue 17: rewrite the voted plan so that promote writes manifest 2 (listing anything it likes).
+    const record = await s.store.readRecord(1);
+    const key = planKey(pl, 1, 1, 0, record!.planDigests!['0']!);
     const plan = JSON.parse((await getBytes(res.clients.s3, res.bucket, key))!.toString('utf8'));
     plan.objects[0].finalKey = manifestKey(pl, 2);
     await put(key, JSON.stringify(plan));
     // Read alone, the forged plan is refused by its digest…
-    const record = await s.store.readRecord(1);
     await expect(s.plans.readPlan(1, 1, 0, record?.planDigests?.['0'])).rejects.toBeInstanceOf(
       PlanDigestMismatchError,
     );
@@ -110,7 +110,11 @@ describe('issue 17: a forged plan has no effect', () => {
     await s.core.begin({ execution: ref.execution });
     await s.core.prepare({ ...ref, shard: 0 });
     await s.core.decide(ref);
-    await put(planKey(pl, 1, 1, 0), JSON.stringify({ checkpointId: 1, attempt: 1, shard: 0, objects: [] }));
+    const voted = (await s.store.readRecord(1))!.planDigests!['0']!;
+    await put(
+      planKey(pl, 1, 1, 0, voted),
+      JSON.stringify({ checkpointId: 1, attempt: 1, shard: 0, objects: [] }),
+    );
     // The ledger no longer yields the voted plan either (a covered entry was rewritten).
     await DynamoDBDocumentClient.from(res.clients.dynamodb).send(
       new PutCommand({

@@ -166,8 +166,9 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     });
     await s.core.decide(ref);
     for (const shard of shards) await watched.promote({ ...ref, shard });
+    const voted = (await s.store.readRecord(ref.checkpointId))!.planDigests!['0']!;
     expect(promoteReads).toEqual([
-      planKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, 0),
+      planKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, 0, voted),
       stagedCopyKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, entry!.key),
     ]);
     expect(promoteReads.filter((key) => key.startsWith(inProgressPrefix(s.settings.pipelineId)))).toEqual([]);
@@ -242,7 +243,7 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     await finish(s.core, one.ref, one.shards);
     // A zombie prepare of checkpoint 1 writes a copy after its cleanup; something of checkpoint 3 already exists.
     const late = `${checkpointAttemptPrefix(pl, 1, 1)}staged/late.ndjson.gz`;
-    const ahead = planKey(pl, 3, 1, 0);
+    const ahead = planKey(pl, 3, 1, 0, 'a'.repeat(64));
     for (const key of [late, ahead])
       await res.clients.s3.send(new PutObjectCommand({ Bucket: res.bucket, Key: key, Body: 'x' }));
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 5, lastOffset: 9 }]);

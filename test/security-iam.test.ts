@@ -44,7 +44,7 @@ const OBJECTS = {
   manifest: manifestKey(PL, 7),
   finalData: finalObjectKey(PL, range('output'), true),
   finalDeadLetter: finalObjectKey(PL, range('deadletter'), true),
-  plan: planKey(PL, 7, 1, 0),
+  plan: planKey(PL, 7, 1, 0, 'a'.repeat(64)),
   promoted: promotedKey(PL, 7, 1, 0),
   // What promote reads (issue 17, review R2b-1): prepare's verified copy of a staged object.
   stagedCopy: stagedCopyKey(PL, 7, 1, STAGED_OUTPUT),

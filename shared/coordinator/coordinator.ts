@@ -28,7 +28,8 @@
  *   which Catches into abort. Before that, every entry's object key
  *   must be the staged key of exactly that entry in this pipeline (`assertStagedEntry`) and start above the previous
  *   cut: an entry a compromised processor forged to point at a manifest, a final object or another pipeline,
- *   or to reach into offsets an earlier manifest lists, aborts the attempt with the reason. Then plan the final objects (`promoter.ts`), persist the plan, and vote (a set on the record,
+ *   or to reach into offsets an earlier manifest lists, aborts the attempt with the reason. Then plan the final objects (`promoter.ts`), persist the plan
+ *   write-once under a key naming its SHA-256 (review R3-1), and vote (a set on the record,
  *   conditioned on (attempt, BEGUN)) together with the plan's SHA-256; a vote renews the lease, so a long prepare
  *   is not mistaken for a dead one.
  * - **decide** (C4). BEGUN → PREPARED only if every shard voted; PREPARED → COMMITTING with the decision time.
@@ -587,12 +588,22 @@ class CheckpointCoordinator implements Coordinator {
   }
 
   /**
-   * The plan shard `shard` voted for: its bytes must hash to the digest recorded with the vote. If the stored plan
-   * was rewritten or lost (issue 17: whoever could write it), the plan is derived again from the ledger — the
-   * same pure planning prepare did — and used only if its digest is the voted one; then it is written back. So a
-   * forged plan has no effect and the decided checkpoint still rolls forward; if the ledger no longer yields the
-   * voted plan either, the original error stands and the roll-forward fails loudly (nothing is promoted from an
-   * unvoted plan).
+   * The plan shard `shard` voted for: the plan named by the digest recorded with the vote (plans are
+   * content-addressed, review R3-1), used only if its bytes hash to that digest.
+   *
+   * The vote is a plain `SET planDigests.#shard`, so of two overlapping prepare runs of one shard (a Step Functions
+   * retry while the first invocation still runs) the last vote wins. That is sound because each run writes its own
+   * plan under its own digest before its vote, and a plan votes only for SHA-256s its run checked on the copies
+   * promote reads (a copy key is a function of the attempt and staged key, and copies are write-once: every run of
+   * the attempt verifies the first copy made there, `staged-copy.ts`). So any recorded digest names a plan that can
+   * roll forward. "First vote wins" would need a condition on the vote and a
+   * second way for a losing run to learn the winner's digest; content addressing needs neither.
+   *
+   * If that plan is missing or does not hash to its digest (only a coordinator role, an operator or a defect can
+   * cause this: the prefix is closed to processors), it is derived again from the ledger, the same pure planning
+   * prepare did, and used only if its digest is the voted one, so nothing unvoted is ever promoted; a changed
+   * ledger just leaves the original error standing (loud, never wrong). The derived plan is not written back: the
+   * key is write-once, and a repair there is the operator's (the error is logged each time).
    */
   private async readVotedPlan(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
     const digest = record.planDigests?.[String(shard)];
@@ -600,15 +611,21 @@ class CheckpointCoordinator implements Coordinator {
       return await this.plans.readPlan(record.checkpointId, record.attempt, shard, digest);
     } catch (error) {
       if (!(error instanceof PlanDigestMismatchError || error instanceof WorkObjectMissingError)) throw error;
-      const derived = await this.planShard(record, shard, false);
-      if (digest === undefined || planDigest(derived) !== digest) throw error;
+      if (digest === undefined) throw error;
+      let derived: ShardPlan;
+      try {
+        derived = await this.planShard(record, shard, false);
+      } catch {
+        // The ledger no longer yields a plan at all (an entry the processor rewrote): the plan's error is the cause.
+        throw error;
+      }
+      if (planDigest(derived) !== digest) throw error;
       this.log.error('a coordinator plan did not match its vote: derived it again from the ledger', {
         checkpointId: record.checkpointId,
         attempt: record.attempt,
         shard,
         cause: error.message,
       });
-      await this.plans.writePlan(derived);
       return derived;
     }
   }

@@ -5,7 +5,7 @@
  * ```
  * <pl>/_inprogress/<stream>/topic=<t>/partition=<p>/<first>-<last>.<attempt>.ndjson[.gz]  staged (P3)
  *        written by: the processor only (stagedStreamPrefix); deleted by: cleanup and the orphan sweep
- * <pl>/_coordinator/<N>/<attempt>/plan-<shard>.json, promoted-<shard>.json                  working objects
+ * <pl>/_coordinator/<N>/<attempt>/plan-<shard>-<sha256>.json, promoted-<shard>.json         working objects
  * <pl>/_coordinator/<N>/<attempt>/staged/<the staged key below _inprogress/>                verified copies
  *        written by: the coordinator only (checkpointWorkPrefix, stagedCopyKey in work-objects.ts); promote
  *        reads staged data only from these copies, never from `_inprogress/` (issue 17, review R2b-1)

@@ -5,8 +5,8 @@
  * shard); the lists live here.
  *
  * Trust: the bucket's layout keeps these under a prefix only coordinator roles may write, but the commit path does
- * not rely on that alone (issue 17). A plan is written, its SHA-256 is recorded with the shard's yes vote in the
- * ledger (a coordinator-only item), and {@link PlanStore.readPlan} returns a plan only if its bytes hash to that
+ * not rely on that alone (issue 17). A plan is written once under a key that names its SHA-256 (review R3-1), the
+ * SHA-256 is recorded with the shard's yes vote in the ledger (a coordinator-only item), and {@link PlanStore.readPlan} returns a plan only if its bytes hash to that
  * digest and parse with {@link shardPlanSchema}: a rewritten plan fails with {@link PlanDigestMismatchError}
  * before anything is promoted. Promotion results are parsed with a schema too, and commit accepts them only if they
  * match the digest-checked plans object for object (`coordinator.ts`).
@@ -19,7 +19,7 @@ import { rethrowClassified } from '../aws/classify.ts';
 import { PipelineError } from '../errors.ts';
 import { padCheckpointId, STREAMS } from '../ledger/layout.ts';
 import type { ManifestFile } from './manifest.ts';
-import { deleteKeys, getBytes, listObjects } from './objects.ts';
+import { deleteKeys, getBytes, listObjects, putIfAbsent } from './objects.ts';
 import type { PlannedObject } from './promoter.ts';
 import {
   checkpointAttemptPrefix,
@@ -143,23 +143,39 @@ export class PlanStore {
     private readonly pipeline: string,
   ) {}
 
-  /** Writes the plan and returns the SHA-256 of its bytes, which the shard's vote records. */
+  /**
+   * Writes the plan under its content-addressed key (`planKey`, review R3-1) and returns the SHA-256 of its bytes,
+   * which the shard's vote records. Write-once (`If-None-Match: *`): an object already under that key was written
+   * by an earlier run of the same shard with the same bytes (the key names them), so `exists` is success.
+   */
   async writePlan(plan: ShardPlan): Promise<string> {
     const body = encodePlan(plan);
-    await this.put(planKey(this.pipeline, plan.checkpointId, plan.attempt, plan.shard), body);
-    return sha256Hex(body);
+    const digest = sha256Hex(body);
+    const key = planKey(this.pipeline, plan.checkpointId, plan.attempt, plan.shard, digest);
+    await putIfAbsent(this.s3, this.bucket, key, body, { contentType: 'application/json' });
+    return digest;
   }
 
-  /** The plan, only if its bytes hash to `digest` (from the vote) and it is the plan of (id, attempt, shard). */
+  /**
+   * The plan the vote's `digest` names, only if its bytes hash to that digest and it is the plan of (id, attempt,
+   * shard). The key is derived from the digest, so the plan of another (overlapping) run of the shard is never read.
+   */
   async readPlan(
     checkpointId: number,
     attempt: number,
     shard: number,
     digest: string | undefined,
   ): Promise<ShardPlan> {
-    const key = planKey(this.pipeline, checkpointId, attempt, shard);
+    const where = `${checkpointAttemptPrefix(this.pipeline, checkpointId, attempt)}plan-${shard}-*.json`;
+    if (digest === undefined)
+      throw new PlanDigestMismatchError(where, 'no digest was recorded with its vote');
+    let key: string;
+    try {
+      key = planKey(this.pipeline, checkpointId, attempt, shard, digest);
+    } catch {
+      throw new PlanDigestMismatchError(where, `the recorded digest ${digest} is not a hex SHA-256`);
+    }
     const bytes = await this.get(key);
-    if (digest === undefined) throw new PlanDigestMismatchError(key, 'no digest was recorded with its vote');
     const found = sha256Hex(bytes);
     if (found !== digest) throw new PlanDigestMismatchError(key, `SHA-256 ${found}, voted for ${digest}`);
     const parsed = shardPlanSchema.safeParse(parseJson(bytes));

@@ -53,12 +53,17 @@ export async function verifyStagedContents(
 ): Promise<void> {
   await mapLimit(entries, concurrency, async (entry) => {
     const copyKey = copyKeyOf(entry);
-    if ((await copyStagedObject(s3, bucket, entry.key, copyKey)) === 'source-missing')
-      throw new StagedObjectInvalidError(bucket, entry.key, 'missing', 'the object does not exist');
+    const copied = await copyStagedObject(s3, bucket, entry.key, copyKey);
     // 'copied' or 'exists' (a copy made by an earlier run of this attempt): either way the copy is what is checked.
+    // So is a copy found after 'source-missing' (review R3-2): S3 may answer 404 for the source before it evaluates
+    // If-None-Match on the copy, and an earlier run's copy of a staged object deleted since then is as good as any;
+    // verification below decides, not the state of the staged key.
     const body = await getBytes(s3, bucket, copyKey);
-    if (!body)
-      throw new StagedObjectInvalidError(bucket, entry.key, 'missing', `its copy ${copyKey} does not exist`);
+    if (!body) {
+      const detail =
+        copied === 'source-missing' ? 'the object does not exist' : `its copy ${copyKey} does not exist`;
+      throw new StagedObjectInvalidError(bucket, entry.key, 'missing', detail);
+    }
     if (body.length !== entry.bytes) {
       throw new StagedObjectInvalidError(
         bucket,

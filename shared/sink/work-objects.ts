@@ -6,7 +6,7 @@
  * references, not file lists:
  *
  * ```
- * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/plan-<shard>.json
+ * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/plan-<shard>-<SHA-256 of the plan's bytes>.json
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/promoted-<shard>.json
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/staged/<the staged key below _inprogress/>
  * ```
@@ -16,6 +16,13 @@
  * (a zombie step's late write). Even so, nothing read from here is trusted blindly: a plan is used only if its
  * SHA-256 equals the digest its shard's vote recorded in the ledger, a copy only if its SHA-256 equals the one the
  * voted plan records, and every key is re-derived from the layout (`plan-store.ts`, `promoter.ts`).
+ *
+ * Plans are content-addressed (review R3-1): two prepare runs of one shard (a Step Functions retry while the first
+ * invocation still runs) may plan different bytes if a covered ledger entry changed between their reads, and the
+ * vote keeps the last digest written. Under one key per shard the later plan write could replace the plan of the
+ * later vote, and the decided checkpoint could never find the plan it voted for. With the digest in the key, every
+ * voted digest names the bytes its own run wrote (write-once, before that run's vote), next to the copies that
+ * same run verified.
  */
 import { padCheckpointId } from '../ledger/layout.ts';
 import { inProgressPrefix } from './layout.ts';
@@ -32,8 +39,21 @@ export function checkpointAttemptPrefix(pipeline: string, checkpointId: number, 
   return `${checkpointWorkPrefix(pipeline)}${padCheckpointId(checkpointId)}/${attempt}/`;
 }
 
-export function planKey(pipeline: string, checkpointId: number, attempt: number, shard: number): string {
-  return `${checkpointAttemptPrefix(pipeline, checkpointId, attempt)}plan-${shard}.json`;
+const SHA256_HEX = /^[0-9a-f]{64}$/;
+
+/**
+ * Where the plan of (checkpoint, attempt, shard) whose bytes hash to `digest` (lower-case hex SHA-256) lives. The
+ * digest is checked, so no value read from a record can turn into another key.
+ */
+export function planKey(
+  pipeline: string,
+  checkpointId: number,
+  attempt: number,
+  shard: number,
+  digest: string,
+): string {
+  if (!SHA256_HEX.test(digest)) throw new RangeError(`plan digest ${digest} is not a hex SHA-256`);
+  return `${checkpointAttemptPrefix(pipeline, checkpointId, attempt)}plan-${shard}-${digest}.json`;
 }
 
 export function promotedKey(pipeline: string, checkpointId: number, attempt: number, shard: number): string {
