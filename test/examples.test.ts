@@ -11,11 +11,17 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
+import avro from 'avro-js/lib/schemas.js';
 import type { Command } from 'commander';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { buildProgram } from '../cli/eos.ts';
 import { makeClicks } from '../examples/clickstream/make-input.ts';
 import clickstream from '../examples/clickstream/transform.ts';
+import { makePayments } from '../examples/payments-avro/make-input.ts';
+import { type RunningRegistry, serveRegistry } from '../examples/payments-avro/registry.ts';
+import { eosLocalArgs } from '../examples/payments-avro/run.ts';
+// Types only: importing the module would read SCHEMA_REGISTRY_URL before the test's registry is up.
+import type { PaymentEvent } from '../examples/payments-avro/transform.ts';
 import type { RunReport } from '../local/runner.ts';
 import { uniqueName } from './support/aws.ts';
 
@@ -111,7 +117,15 @@ async function eosLocal(args: string[], pipelineId: string) {
 
 const byLineage = (a: { source: Lineage }, b: { source: Lineage }) =>
   a.source.partition - b.source.partition || a.source.offset - b.source.offset;
+/** Faults that fired (poison counts the input's bad records, not a fault): a run that met none proves less. */
+const faultsFired = (report: RunReport): number =>
+  Object.entries(report.faults)
+    .filter(([kind]) => kind !== 'poison')
+    .reduce((sum, [, count]) => sum + count, 0);
 const withoutSource = ({ source: _source, ...rest }: Row) => rest;
+
+/** Every fault kind, crashes and lost offset commits more often than the default so a small run meets them. */
+const FAULTS = 'all,crash=0.2,redeliver=0.2';
 
 afterEach(() => {
   process.exitCode = 0;
@@ -170,7 +184,7 @@ describe('examples/clickstream', () => {
     expect(committed).toEqual(generated);
   });
 
-  it('counts each view once per user per UTC event day under every fault kind, dead-lettering the malformed', async () => {
+  it('counts each view once per user per UTC event day under faults of every kind, dead-lettering the malformed', async () => {
     const run = await eosLocal(
       [
         '--transform',
@@ -188,7 +202,7 @@ describe('examples/clickstream', () => {
         '--checkpoint-interval',
         '300',
         '--faults',
-        'all',
+        FAULTS,
         '--seed',
         '5',
       ],
@@ -196,6 +210,7 @@ describe('examples/clickstream', () => {
     );
     expect(run.text).toMatch(/verdict {2,}EXACTLY-ONCE/);
     expect(run.exitCode).toBe(0);
+    expect(faultsFired(run.report)).toBeGreaterThan(0);
     expect(run.report).toMatchObject({
       verdict: 'exactly-once',
       records: { in: input.length, committed: firsts.size, deadLettered: malformed.length },
@@ -242,5 +257,148 @@ describe('examples/clickstream', () => {
         .map((c) => c!.eventId),
     );
     expect(exported.get(`${someone}#${day}`)).toEqual({ userId: someone, day, views: theirs.size });
+  }, 300_000);
+});
+
+describe('examples/payments-avro', () => {
+  const input = readInput(example('payments-avro/payments.jsonl'));
+  /** The registry's contents as the README states them: id 1 is payment-v1.avsc, id 2 payment-v2.avsc. */
+  const writers = new Map([
+    [1, avro.createType(JSON.parse(readFileSync(example('payments-avro/payment-v1.avsc'), 'utf8')))],
+    [2, avro.createType(JSON.parse(readFileSync(example('payments-avro/payment-v2.avsc'), 'utf8')))],
+  ]);
+  const EXPONENT: Record<string, number> = { EUR: 2, USD: 2, GBP: 2, JPY: 0 };
+
+  /** Confluent framing read from the wire format (0x00, 4-byte big-endian id), the Avro by the writer's schema. */
+  function decoded(line: InputLine): { schemaId: number; event: PaymentEvent } | undefined {
+    if (line.valueBase64 == null) return undefined;
+    const bytes = Buffer.from(line.valueBase64, 'base64');
+    if (bytes.length < 5 || bytes[0] !== 0) return undefined;
+    const schemaId = bytes.readUInt32BE(1);
+    const writer = writers.get(schemaId);
+    if (writer === undefined) return undefined;
+    try {
+      return { schemaId, event: writer.fromBuffer(bytes.subarray(5)) as PaymentEvent };
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** The README's amount rule: a decimal with at most the currency's minor digits, not zero; in minor units. */
+  function minor(amount: string, currency: string): number | undefined {
+    const match = /^(\d+)(?:\.(\d+))?$/.exec(amount);
+    const exponent = EXPONENT[currency]!;
+    if (!match || (match[2] ?? '').length > exponent) return undefined;
+    const value = Number(`${match[1]}${(match[2] ?? '').padEnd(exponent, '0')}`);
+    return value === 0 ? undefined : value;
+  }
+
+  const firsts = new Map<
+    string,
+    { line: (typeof input)[number]; event: PaymentEvent; schemaId: number; minor: number }
+  >();
+  const rejected: (typeof input)[number][] = [];
+  for (const line of input) {
+    const record = decoded(line);
+    const amount = record && minor(record.event.amount, record.event.currency);
+    if (record === undefined || amount === undefined) rejected.push(line);
+    else if (!firsts.has(record.event.eventId))
+      firsts.set(record.event.eventId, { line, ...record, minor: amount });
+  }
+  const totals = new Map<string, Record<string, string | number>>();
+  for (const { event, minor } of firsts.values()) {
+    const key = `${event.merchantId}#${event.currency}`;
+    const t = totals.get(key) ?? { merchantId: event.merchantId, currency: event.currency, netMinor: 0 };
+    const [count, sum, sign] =
+      event.kind === 'CAPTURE' ? ['captures', 'capturedMinor', 1] : ['refunds', 'refundedMinor', -1];
+    t[count] = Number(t[count] ?? 0) + 1;
+    t[sum] = Number(t[sum] ?? 0) + minor;
+    t.netMinor = Number(t.netMinor) + sign * minor;
+    totals.set(key, t);
+  }
+
+  let registry: RunningRegistry;
+  beforeAll(async () => {
+    registry = await serveRegistry();
+    process.env.SCHEMA_REGISTRY_URL = registry.url;
+  });
+  afterAll(async () => {
+    delete process.env.SCHEMA_REGISTRY_URL;
+    await registry.close();
+  });
+
+  it('has what the README promises: both schema versions, retries, rejected and undecodable records', () => {
+    const versions = new Set([...firsts.values()].map((f) => f.schemaId));
+    expect(versions).toEqual(new Set([1, 2]));
+    expect([...firsts.values()].some((f) => f.event.kind === 'REFUND')).toBe(true);
+    expect(input.length - rejected.length - firsts.size).toBeGreaterThanOrEqual(5); // retries
+    expect(rejected.length).toBe(8);
+  });
+
+  it('is what make-input.ts writes (the committed file and its generator agree)', () => {
+    const generated = makePayments().map((line) => JSON.stringify(line));
+    const committed = readFileSync(example('payments-avro/payments.jsonl'), 'utf8').trimEnd().split('\n');
+    expect(committed).toEqual(generated);
+  });
+
+  it('decodes with the registry, totals each event once per merchant and currency under faults of every kind', async () => {
+    const run = await eosLocal(
+      [...eosLocalArgs(), '--checkpoint-interval', '300', '--faults', FAULTS, '--seed', '5'],
+      'payments',
+    );
+    expect(run.text).toMatch(/verdict {2,}EXACTLY-ONCE/);
+    expect(run.exitCode).toBe(0);
+    expect(faultsFired(run.report)).toBeGreaterThan(0);
+    expect(run.report).toMatchObject({
+      verdict: 'exactly-once',
+      records: { in: input.length, committed: firsts.size, deadLettered: rejected.length },
+      outcome: { lost: 0, duplicated: 0, unexpected: 0 },
+    });
+    // Every schema id met was asked of the registry over HTTP (again only when a crash discarded the cache).
+    expect(new Set(registry.requests)).toEqual(
+      new Set(['/schemas/ids/1', '/schemas/ids/2', '/schemas/ids/99']),
+    );
+
+    const expectedRows = [...firsts.values()].map(({ line, event, minor }) => ({
+      eventId: event.eventId,
+      paymentId: event.paymentId,
+      merchantId: event.merchantId,
+      kind: event.kind,
+      currency: event.currency,
+      amountMinor: minor,
+      method: event.method?.string ?? null,
+      createdAt: event.createdAt,
+      producedAt: line.timestamp,
+      source: { topic: 'payments', partition: line.partition, offset: line.offset },
+    }));
+    expect(run.output.sort(byLineage)).toEqual(expectedRows.sort(byLineage));
+    expect(run.output.some((row) => row.method !== null)).toBe(true);
+    // The Avro longs (timestamp-millis) came through as their exact values: binary input reaches the processor.
+    expect(
+      run.output.every((row) => Number.isSafeInteger(row.createdAt) && row.createdAt !== row.producedAt),
+    ).toBe(true);
+
+    const lineages = (sources: Lineage[]) => sources.sort((a, b) => byLineage({ source: a }, { source: b }));
+    expect(lineages(run.deadLetters.map((row) => row.source))).toEqual(
+      lineages(
+        rejected.map((line) => ({ topic: 'payments', partition: line.partition, offset: line.offset })),
+      ),
+    );
+    const reasons = run.deadLetters.map((row) => String(row.error)).sort();
+    // Sorted as the reasons are: the transform's rejections, then the decoder's.
+    expect(reasons).toEqual([
+      'amount "12.345" has more decimals than EUR allows (2)',
+      'amount "150.5" has more decimals than JPY allows (0)',
+      'amount "twelve" is not a decimal number',
+      'amount is zero',
+      'tombstone: a payment event cannot be deleted',
+      expect.stringMatching(/^undecodable value: bad magic byte 0x7b/),
+      expect.stringMatching(/^undecodable value: truncated/),
+      expect.stringMatching(/^undecodable value: unknown schema id 99/),
+    ]);
+
+    // Per merchant and currency: captures, refunds and the net, as summed here from the decoded input.
+    const exported = new Map(run.aggregates.map((a) => [`${a.merchantId}#${a.currency}`, a]));
+    expect(exported).toEqual(totals);
   }, 300_000);
 });
