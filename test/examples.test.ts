@@ -1,12 +1,12 @@
 /**
- * The examples a user copies (examples/*) run as their READMEs say: through `eos local` — the real command, on the
+ * The examples a user copies (examples/*), and the complete example of docs/transforms.md, run as their READMEs say: through `eos local` — the real command, on the
  * local parts (DynamoDB Local and the S3 server of the vitest global setup), the emulator, the processor and the
  * synthesized state machine, under every fault kind — and commit what their input implies. Expected rows and
  * aggregates are computed here from the committed input files by the rules each README states, independently of
  * the transforms' code; the committed output is read back from `--export` (the files and aggregates a user
  * would look at).
  */
-import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -400,5 +400,52 @@ describe('examples/payments-avro', () => {
     // Per merchant and currency: captures, refunds and the net, as summed here from the decoded input.
     const exported = new Map(run.aggregates.map((a) => [`${a.merchantId}#${a.currency}`, a]));
     expect(exported).toEqual(totals);
+  }, 300_000);
+});
+
+describe("docs/transforms.md's complete example, as written", () => {
+  const page = readFileSync(fileURLToPath(new URL('../docs/transforms.md', import.meta.url)), 'utf8');
+  /** The first fenced block after `marker` on the page (its body). */
+  const blockAfter = (marker: string): string => {
+    const at = page.indexOf(marker);
+    const body = at < 0 ? null : /```[a-z]*\n([\s\S]*?)```/.exec(page.slice(at))?.[1];
+    if (body == null) throw new Error(`docs/transforms.md: no code block after ${JSON.stringify(marker)}`);
+    return body;
+  };
+  // Inside the package, where `msk-exactly-once-pipeline/transform` resolves as in a project that installed it.
+  const dir = fileURLToPath(new URL(`../examples/.docs-example-${process.pid}/`, import.meta.url));
+  const files: Record<string, string> = {
+    './my-transform.ts': join(dir, 'my-transform.ts'),
+    'my-records.jsonl': join(dir, 'my-records.jsonl'),
+  };
+  beforeAll(() => {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(files['./my-transform.ts']!, blockAfter('`my-transform.ts`:'));
+    writeFileSync(files['my-records.jsonl']!, blockAfter('`my-records.jsonl`'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('runs with the command the page gives and prints the report lines and aggregates the page shows', async () => {
+    const command = blockAfter('Run the whole pipeline on them').trim();
+    expect(command).toMatch(/^npx eos local /);
+    // The page's arguments, its two file names pointing at the files written from its blocks.
+    const args = command
+      .replace(/^npx eos local /, '')
+      .split(/\s+/)
+      .map((arg) => files[arg] ?? arg);
+    const run = await eosLocal(args, 'orders');
+    for (const line of blockAfter('What you get').trimEnd().split('\n')) expect(run.text).toContain(line);
+    expect(run.exitCode).toBe(0);
+    expect(run.aggregates).toEqual(JSON.parse(blockAfter('aggregates.json`')));
+    expect(run.deadLetters.map((row) => String(row.error)).sort()).toEqual([
+      'celsius 999 is out of range',
+      expect.stringMatching(/^undecodable value: value is not valid JSON: /),
+    ]);
+    expect(run.output.map(withoutSource)).toEqual(
+      expect.arrayContaining([
+        { sensorId: 's-1', celsius: 21.5, at: 1796029200000, hour: '2026-11-30T09', site: 'lab' },
+        { sensorId: 's-2', celsius: -4, at: 1796029260000, hour: '2026-11-30T09', site: null },
+      ]),
+    );
   }, 300_000);
 });
