@@ -221,6 +221,10 @@ export class PlanStore {
    * cleanup or its attempt's abort, or an attempt aborted by lease expiry whose checkpoint's cleanup was passed
    * over. Keys sort by checkpoint id, so the listing stops at the first key of `checkpointId` or above: when
    * nothing is left over, this costs one List request. Returns the keys deleted (at most `limit`).
+   *
+   * The listing starts at the lowest checkpoint, not after the cleaned-up mark: a zombie step writes under its
+   * own, long cleaned-up checkpoint (a late copy of attempt 1 after checkpoint 1 committed on attempt 2, review
+   * R3-5), so leftovers sort below the mark too. What cleanup deleted before costs nothing to list again.
    */
   async deleteCheckpointsBelow(checkpointId: number, limit: number): Promise<string[]> {
     const found: string[] = [];
