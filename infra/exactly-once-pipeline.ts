@@ -13,7 +13,7 @@
  * (`security.ts`).
  */
 import { fileURLToPath } from 'node:url';
-import { CfnOutput, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -114,6 +114,8 @@ export class ExactlyOncePipeline extends Construct {
   readonly observability: PipelineObservability;
   /** The `EOS_*` environment every function gets (the settings the Lambdas parse with `settingsFromEnv`). */
   readonly environment: Record<string, string>;
+  /** Set when the transform decodes with a Glue registry: the registries its processor may read (empty: any). */
+  readonly glueSchemaReads?: { readonly registryNames: readonly string[] };
 
   constructor(scope: Construct, id: string, props: ExactlyOncePipelineProps) {
     super(scope, id);
@@ -180,6 +182,10 @@ export class ExactlyOncePipeline extends Construct {
       ? writeProcessorEntry(transformModule)
       : (processorEntry ?? DEFAULT_PROCESSOR_ENTRY);
     this.processor = this.createProcessor(entry, removalPolicy);
+    if (transformModule?.usesGlueRegistry) {
+      this.glueSchemaReads = { registryNames: transformModule.glueRegistryNames };
+      this.grantGlueSchemaReads(transformModule.glueRegistryNames);
+    }
     this.kafka = attachKafkaSource(this, this.processor, this.source, {
       topic: config.topic,
       consumerGroupId: config.consumerGroupId,
@@ -232,6 +238,26 @@ export class ExactlyOncePipeline extends Construct {
       logEncryptionKey: this.encryptionKey,
       environment: {},
     });
+  }
+
+  /**
+   * A transform that decodes with an AWS Glue Schema Registry: the processor reads schema versions
+   * (`glue:GetSchemaVersion`, nothing else), in the registries the transform names, else in this account and region.
+   */
+  private grantGlueSchemaReads(registryNames: readonly string[]): void {
+    const glueArn = (resource: string) =>
+      Stack.of(this).formatArn({ service: 'glue', resource, arnFormat: ArnFormat.NO_RESOURCE_NAME });
+    const resources =
+      registryNames.length > 0
+        ? registryNames.flatMap((name) => [glueArn(`registry/${name}`), glueArn(`schema/${name}/*`)])
+        : [glueArn('registry/*'), glueArn('schema/*')];
+    this.processor.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: 'ReadGlueSchemaVersions',
+        actions: ['glue:GetSchemaVersion'],
+        resources,
+      }),
+    );
   }
 
   private createProcessor(entry: string, removalPolicy: RemovalPolicy): BundledFunction {

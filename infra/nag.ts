@@ -25,6 +25,8 @@ const REASONS = {
     'ec2:DescribeNetworkInterfaces, DescribeSecurityGroups, DescribeSubnets and DescribeVpcs support no resource-level permissions; the pollers need them, and they change nothing.',
   stateMachineStar:
     'Step Functions tracing (xray:PutTraceSegments, PutTelemetryRecords, GetSamplingRules/Targets) and vended log delivery (logs:CreateLogDelivery, …) do not support resource-level permissions.',
+  glueSchemas:
+    "glue:GetSchemaVersion only (read a schema version's definition), on the registries the transform names: a Glue-framed record names its schema version by id, so every schema of the registry is reachable by design.",
   invokeVersions:
     "lambda:InvokeFunction on the coordinator's own step function and its versions/aliases (ARN:*), as grantInvoke generates; no other function is reachable.",
 } as const;
@@ -56,6 +58,8 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
       if (granted.includes(`/${prefix}*"`)) acknowledge(role(fn), prefixFinding(prefix), REASONS.prefix);
     }
   }
+  const glue = (resource: string) =>
+    `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:glue:<AWS::Region>:<AWS::AccountId>:${resource}]`;
   const ec2 = (type: string) =>
     `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:${type}/*]`;
   // A self-managed cluster reached over the internet gets no network-interface permissions at all.
@@ -68,6 +72,16 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
       'AwsSolutions-IAM5[Resource::*]',
       `${REASONS.xray} ${REASONS.eniDescribe}`,
     );
+  }
+  // A transform decoding with a Glue registry reads its schema versions: `schema/<registry>/*` (or every registry
+  // in the account and region when the transform names none).
+  const glueReads = pipeline.glueSchemaReads;
+  if (glueReads) {
+    const names = glueReads.registryNames;
+    const resources = names.length > 0 ? names.map((name) => `schema/${name}/*`) : ['registry/*', 'schema/*'];
+    for (const resource of resources) {
+      acknowledge(role(pipeline.processor), glue(resource), REASONS.glueSchemas);
+    }
   }
   // A Kafka secret named without its suffix is granted as `<arn>-??????`: cdk-nag's IAM5 flags `*` only, so
   // there is nothing to acknowledge for it.

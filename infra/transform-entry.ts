@@ -43,11 +43,20 @@ export const DEFAULT_PROCESSOR_ENTRY = projectModule('../functions/processor.ts'
 export const PROCESSOR_HANDLER_FACTORY = projectModule('../functions/processor-handler.ts');
 const FACTORY_NAME = 'createProcessorHandler';
 const TRANSFORM_API = projectModule('../shared/transforms/api.ts');
+/** Glue's `GetSchemaVersion` for the decoders, in the entries of transforms that declare a Glue registry. */
+const GLUE_LOOKUP = projectModule('../shared/aws/glue-schemas.ts');
 
 /** A transform module resolved and checked: its absolute path and the export to run. */
 export interface ResolvedTransformModule {
   readonly file: string;
   readonly exportName: string;
+  /**
+   * The transform decodes keys or values with an AWS Glue Schema Registry: its processor gets Glue's
+   * `GetSchemaVersion` (client and permission); no other processor bundles the Glue client.
+   */
+  readonly usesGlueRegistry: boolean;
+  /** The Glue registries the transform names (`registryName`); empty when one is used without a name. */
+  readonly glueRegistryNames: readonly string[];
 }
 
 /** The names a module exports, as esbuild reads them from its source (the module is not run). */
@@ -91,8 +100,8 @@ export function resolveTransform(
     throw new InvalidSettingError('transform', `cannot read module ${file}: ${(error as Error).message}`);
   }
   const exportName = pickExport(file, choice.exportName, exported);
-  checkIsTransform({ file, exportName });
-  return { file, exportName };
+  const glue = checkIsTransform({ file, exportName });
+  return { file, exportName, ...glue };
 }
 
 function pickExport(file: string, wanted: string | undefined, exported: readonly string[]): string {
@@ -110,13 +119,16 @@ function pickExport(file: string, wanted: string | undefined, exported: readonly
  * child Node.js process, and throws {@link NotATransformError} when the export is something else, or an
  * {@link InvalidSettingError} carrying the module's own error when importing it throws.
  */
-function checkIsTransform(module: ResolvedTransformModule): void {
+function checkIsTransform(
+  module: Pick<ResolvedTransformModule, 'file' | 'exportName'>,
+): Pick<ResolvedTransformModule, 'usesGlueRegistry' | 'glueRegistryNames'> {
   const probe = [
     `import * as mod from ${JSON.stringify(module.file)};`,
     `import { isTransformDefinition } from ${JSON.stringify(TRANSFORM_API)};`,
     `const value = mod[${JSON.stringify(module.exportName)}];`,
     "const found = value === null ? 'null' : typeof value === 'function' ? 'a function' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : 'a ' + typeof value;",
-    'process.stdout.write(JSON.stringify({ ok: isTransformDefinition(value), found }));',
+    "const glue = isTransformDefinition(value) ? [value.key, value.value].map((f) => f?.registry).filter((r) => r?.kind === 'glue') : [];",
+    'process.stdout.write(JSON.stringify({ ok: isTransformDefinition(value), found, glue: glue.map((r) => r.registryName ?? null) }));',
   ].join('\n');
   const dir = mkdtempSync(join(tmpdir(), 'eos-transform-check-'));
   try {
@@ -144,8 +156,13 @@ function checkIsTransform(module: ResolvedTransformModule): void {
       const reason = stderr.split('\n').find((line) => /Error\b/.test(line)) ?? stderr.trim().split('\n')[0];
       throw new InvalidSettingError('transform', `importing ${module.file} failed: ${reason}`);
     }
-    const result = JSON.parse(output) as { ok: boolean; found: string };
+    const result = JSON.parse(output) as { ok: boolean; found: string; glue: (string | null)[] };
     if (!result.ok) throw new NotATransformError(module.file, module.exportName, result.found);
+    const named = result.glue.every((name) => typeof name === 'string');
+    return {
+      usesGlueRegistry: result.glue.length > 0,
+      glueRegistryNames: named ? [...new Set(result.glue as string[])].sort() : [],
+    };
   } catch (error) {
     if (error instanceof InvalidSettingError || error instanceof NotATransformError) throw error;
     throw new InvalidSettingError('transform', `cannot bundle ${module.file}: ${(error as Error).message}`);
@@ -160,11 +177,18 @@ export function processorEntrySource(module: ResolvedTransformModule): string {
     module.exportName === 'default'
       ? `import transform from ${JSON.stringify(module.file)};`
       : `import { ${module.exportName} as transform } from ${JSON.stringify(module.file)};`;
+  const glue = module.usesGlueRegistry
+    ? [`import { glueSchemaVersionLookup } from ${JSON.stringify(GLUE_LOOKUP)};`]
+    : [];
+  const options = module.usesGlueRegistry
+    ? '{ transform, decode: { glueGetSchemaVersion: glueSchemaVersionLookup() } }'
+    : '{ transform }';
   return [
     '// Generated at synth by ExactlyOncePipeline: the processor running a transform of your own.',
     imported,
     `import { ${FACTORY_NAME} } from ${JSON.stringify(PROCESSOR_HANDLER_FACTORY)};`,
-    `export const handler = ${FACTORY_NAME}({ transform });`,
+    ...glue,
+    `export const handler = ${FACTORY_NAME}(${options});`,
     '',
   ].join('\n');
 }

@@ -11,6 +11,7 @@ import { pathToFileURL } from 'node:url';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { unacknowledgedNagFindings } from '../infra/nag.ts';
 import {
   ExactlyOncePipelineStack,
   PIPELINE_FEATURE_FLAGS,
@@ -24,7 +25,7 @@ import {
   UnknownTransformError,
 } from '../shared/errors.ts';
 import { isTransformDefinition } from '../shared/transforms/api.ts';
-import { BASE_PROPS, resourcesOf, synthesize, testApp } from './infra-fixtures.ts';
+import { actionsOf, allStatements, BASE_PROPS, resourcesOf, synthesize, testApp } from './infra-fixtures.ts';
 
 const FIXTURE = 'test/fixtures/infra/page-views.ts';
 const FIXTURE_PATH = resolve(FIXTURE);
@@ -84,12 +85,17 @@ describe('a transform module of the user', () => {
   });
 
   it('gets a generated entry that depends only on the module and export, so its asset hash is stable', () => {
-    const module = { file: FIXTURE_PATH, exportName: 'pageViews' };
+    const module = {
+      file: FIXTURE_PATH,
+      exportName: 'pageViews',
+      usesGlueRegistry: false,
+      glueRegistryNames: [],
+    };
     expect(writeProcessorEntry(module)).toBe(writeProcessorEntry({ ...module }));
     expect(processorEntrySource(module)).toContain(
       `import { pageViews as transform } from ${JSON.stringify(FIXTURE_PATH)}`,
     );
-    expect(processorEntrySource({ file: FIXTURE_PATH, exportName: 'default' })).toContain(
+    expect(processorEntrySource({ ...module, exportName: 'default' })).toContain(
       `import transform from ${JSON.stringify(FIXTURE_PATH)}`,
     );
   });
@@ -179,6 +185,8 @@ describe("docs/deploy.md's own transform", () => {
     expect(resolveTransform({ kind: 'module', entry: file, exportName: 'pageViews' })).toEqual({
       file,
       exportName: 'pageViews',
+      usesGlueRegistry: false,
+      glueRegistryNames: [],
     });
     const module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
     const definition = module.pageViews as {
@@ -199,5 +207,40 @@ describe("docs/deploy.md's own transform", () => {
     expect(result.state).toEqual([
       { key: 'u1#2026-01-31', fields: { userId: 'u1', day: '2026-01-31' }, add: { views: 1 } },
     ]);
+  });
+});
+
+describe('a transform decoding with an AWS Glue Schema Registry', () => {
+  const glueStatements = (synthesized: ReturnType<typeof synthesize>) =>
+    allStatements(synthesized.template).filter((s) => actionsOf(s).some((a) => a.startsWith('glue:')));
+  let glue: ReturnType<typeof synthesize>;
+  beforeAll(() => {
+    glue = synthesize({ transform: { entry: 'test/fixtures/infra/glue-payments.ts' } }, { nag: true });
+  });
+
+  it('gives its processor GetSchemaVersion on the named registry only, and its entry the Glue lookup', () => {
+    const statements = glueStatements(glue);
+    expect(statements.map((s) => [s.Sid, actionsOf(s)])).toEqual([
+      ['ReadGlueSchemaVersions', ['glue:GetSchemaVersion']],
+    ]);
+    const resources = JSON.stringify(glue.stack.resolve(statements[0]!.Resource));
+    expect(resources).toContain(':registry/payments');
+    expect(resources).toContain(':schema/payments/*');
+    expect(resources).not.toContain('registry/*');
+    const module = resolveTransform({
+      kind: 'module',
+      entry: 'test/fixtures/infra/glue-payments.ts',
+      exportName: undefined,
+    });
+    expect(module).toMatchObject({ usesGlueRegistry: true, glueRegistryNames: ['payments'] });
+    expect(processorEntrySource(module!)).toContain('glueGetSchemaVersion: glueSchemaVersionLookup()');
+  });
+
+  it('is cdk-nag clean, while a transform without Glue gets no Glue permission and no Glue client', () => {
+    expect(unacknowledgedNagFindings(glue.stack)).toEqual([]);
+    const plain = synthesize({ transform: { entry: FIXTURE, exportName: 'pageViews' } });
+    expect(glueStatements(plain)).toEqual([]);
+    const module = resolveTransform({ kind: 'module', entry: FIXTURE, exportName: 'pageViews' });
+    expect(processorEntrySource(module!)).not.toContain('glue');
   });
 });
