@@ -69,7 +69,7 @@ describe('the bucket prefixes', () => {
     staged: stagedObjectKey('orders', range, 'attempt-1', true),
     final: finalObjectKey('orders', range, true),
     manifest: manifestKey('orders', 7),
-    plan: planKey('orders', 7, 1, 0),
+    plan: planKey('orders', 7, 1, 0, 'a'.repeat(64)),
   };
 
   /** The object-key patterns a function may call `action` on, with the bucket ARN token resolved away. */
