@@ -1,0 +1,436 @@
+/**
+ * Review R4: attacks on the content-addressed plans and the copy re-check (fixes of R3-1, R3-2: plan keys
+ * `plan-<shard>-<sha256>.json` written once, last-writer-wins votes, promote/commit read the plan the voted
+ * digest names and fall back to deriving it from the ledger; prepare verifies an existing copy after
+ * 'source-missing'). Against DynamoDB Local and s3rver. Attacks write only what a processor may write (staged
+ * objects under its prefix, ledger items of its pipeline); S3 answers are injected with middleware on the
+ * coordinator's own clients. s3rver ignores `If-None-Match` (R4-4), so where the real-S3 write-once semantics
+ * matter they are emulated by middleware (`writeOnce`). Tests that fail until fixed are named in the report.
+ */
+import {
+  CopyObjectCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  PutObjectCommand,
+} from '@aws-sdk/client-s3';
+import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
+import { ManualClock } from '../shared/clock.ts';
+import { parseSettings, type Settings } from '../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
+import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
+import { keys } from '../shared/ledger/layout.ts';
+import type { StagedFileEntry } from '../shared/ledger/records.ts';
+import { stagedObjectKey } from '../shared/sink/layout.ts';
+import { encodeNdjson } from '../shared/sink/ndjson.ts';
+import { getBytes, listObjects, putIfAbsent } from '../shared/sink/objects.ts';
+import { WorkObjectMissingError } from '../shared/sink/plan-store.ts';
+import { StagedObjectInvalidError } from '../shared/sink/staged-check.ts';
+import { checkpointAttemptPrefix, stagedCopyKey } from '../shared/sink/work-objects.ts';
+import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from './support/staging.ts';
+
+let res: TestResources;
+let doc: DynamoDBDocumentClient;
+beforeAll(async () => {
+  res = await freshResources('r4');
+  doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
+});
+
+type Hook = (
+  service: 's3' | 'dynamodb',
+  command: string,
+  input: Record<string, unknown>,
+  phase: 'before' | 'after',
+) => Promise<void>;
+
+interface ClientOptions {
+  /** Called before and after each call is sent; a throw in 'before' replaces the call's answer. */
+  readonly hook?: Hook;
+  /** Emulate real S3's `If-None-Match: *` on PutObject and CopyObject (s3rver ignores it: R4-4). */
+  readonly writeOnce?: boolean;
+}
+
+function s3Error(status: number, name: string): Error {
+  return Object.assign(new Error(name), { name, $metadata: { httpStatusCode: status } });
+}
+
+async function exists(key: string): Promise<boolean> {
+  try {
+    await res.clients.s3.send(new HeadObjectCommand({ Bucket: res.bucket, Key: key }));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Clients with the hooks of `options` on their S3 and DynamoDB middleware stacks. */
+function hookedClients(options: ClientOptions): AwsClients {
+  const clients = createAwsClients();
+  for (const service of ['s3', 'dynamodb'] as const) {
+    // biome-ignore lint/suspicious/noExplicitAny: both clients have a middleware stack of the same shape
+    (clients[service] as any).middlewareStack.add(
+      // biome-ignore lint/suspicious/noExplicitAny: middleware signature
+      (next: any, context: any) => async (args: any) => {
+        const input = args.input as Record<string, unknown>;
+        const command = String(context.commandName);
+        await options.hook?.(service, command, input, 'before');
+        if (
+          options.writeOnce &&
+          service === 's3' &&
+          (command === 'PutObjectCommand' || command === 'CopyObjectCommand') &&
+          input.IfNoneMatch === '*' &&
+          (await exists(String(input.Key)))
+        ) {
+          throw s3Error(412, 'PreconditionFailed');
+        }
+        const result = await next(args);
+        await options.hook?.(service, command, input, 'after');
+        return result;
+      },
+      { step: 'initialize', name: 'r4Hook' },
+    );
+  }
+  return clients;
+}
+
+function setup() {
+  const settings: Settings = parseSettings({
+    ledgerTable: res.table,
+    bucket: res.bucket,
+    pipelineId: uniqueName('r4'),
+    checkpointLeaseSeconds: 600,
+    orphanGraceSeconds: 3600,
+  });
+  const clock = new ManualClock(Date.now());
+  const coordinatorFor = (options: ClientOptions = {}): Coordinator =>
+    createCoordinator({
+      settings,
+      clients: options.hook || options.writeOnce ? hookedClients(options) : res.clients,
+      clock,
+    });
+  return {
+    settings,
+    clock,
+    core: coordinatorFor(),
+    coordinatorFor,
+    store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
+  };
+}
+
+async function keysUnder(prefix: string): Promise<string[]> {
+  const found: string[] = [];
+  for await (const object of listObjects(res.clients.s3, res.bucket, prefix)) found.push(object.key);
+  return found;
+}
+
+/**
+ * What a compromised processor may do: stage other rows for the same offsets under `attemptId` (a new key, or
+ * the entry's own key when `attemptId` is the entry's) and put a well-formed entry naming them over the entry.
+ */
+async function swapEntry(
+  settings: Settings,
+  old: StagedFileEntry,
+  attemptId: string,
+): Promise<StagedFileEntry> {
+  const rows = defaultRows(old).map((row) => ({ ...row, swapped: attemptId }));
+  const encoded = encodeNdjson(rows, settings.gzip);
+  const key = stagedObjectKey(settings.pipelineId, old, attemptId, settings.gzip);
+  await res.clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: encoded.body }));
+  const entry: StagedFileEntry = {
+    ...old,
+    key,
+    attemptId,
+    recordCount: encoded.recordCount,
+    bytes: encoded.bytes,
+    sha256: encoded.sha256,
+    md5: encoded.md5,
+    stagedAt: Date.now(),
+  };
+  await doc.send(
+    new PutCommand({
+      TableName: settings.ledgerTable,
+      Item: { ...keys.staged(old.pipeline, old.topic, old.partition, old.lastOffset, old.stream), ...entry },
+    }),
+  );
+  return entry;
+}
+
+async function finish(
+  core: Coordinator,
+  ref: { execution: string; checkpointId: number; attempt: number },
+  shards: readonly number[],
+) {
+  await core.decide(ref);
+  for (const shard of shards) await core.promote({ ...ref, shard });
+  await core.commit(ref);
+  for (const shard of shards) await core.cleanup({ ...ref, shard });
+}
+
+const planPrefix = (s: ReturnType<typeof setup>, id: number, attempt: number) =>
+  `${checkpointAttemptPrefix(s.settings.pipelineId, id, attempt)}plan-`;
+
+describe('R4: a plan write S3 answers 409 ConditionalRequestConflict', () => {
+  // S3: "If a concurrent operation occurs during the upload S3 returns a 409 ConditionalRequestConflict response.
+  // On a 409 failure you should retry the upload." (PutObject/CopyObject If-None-Match). A 409 says the write did
+  // not happen; putIfAbsent reports it as 'exists', and writePlan returns the digest without looking, so the
+  // shard votes for a plan that is not there. Promote then depends on the ledger fallback alone.
+  const conflictOnPlanPut = (): ClientOptions => {
+    let fired = false;
+    return {
+      hook: async (service, command, input, phase) => {
+        if (
+          !fired &&
+          phase === 'before' &&
+          service === 's3' &&
+          command === 'PutObjectCommand' &&
+          String(input.Key).includes('/plan-')
+        ) {
+          fired = true;
+          throw s3Error(409, 'ConditionalRequestConflict');
+        }
+      },
+    };
+  };
+
+  it('R4-1 a vote recorded after a 409 on its plan write names a plan that was never written; a processor that swaps the entry after the vote then stalls the decided checkpoint', async () => {
+    const s = setup();
+    const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    expect(begun.shards).toEqual([0]);
+    await s.coordinatorFor(conflictOnPlanPut()).prepare({ ...ref, shard: 0 });
+    const record = await s.store.readRecord(ref.checkpointId);
+    expect(record?.planDigests?.['0']).toMatch(/^[0-9a-f]{64}$/);
+    // The defect, step 1: the shard voted, its plan does not exist.
+    const plans = await keysUnder(planPrefix(s, ref.checkpointId, ref.attempt));
+    // Step 2: the processor swaps the covered entry (a new staged key, well-formed, inside the cut).
+    await swapEntry(s.settings, e1!, 'a2');
+    await s.core.decide(ref);
+    // C4: after the decision the checkpoint only rolls forward, from the copies prepare verified. It cannot: the
+    // voted plan is missing and the ledger no longer derives it (WorkObjectMissingError on every retry).
+    let promoteError: unknown;
+    try {
+      await s.core.promote({ ...ref, shard: 0 });
+    } catch (error) {
+      promoteError = error;
+    }
+    expect(promoteError instanceof Error ? promoteError.message : promoteError).toBeUndefined();
+    expect(plans, 'the vote names a plan that was written').toHaveLength(1);
+    await s.core.commit(ref);
+    await s.core.cleanup({ ...ref, shard: 0 });
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
+  });
+
+  it('R4-2 (sound) the same 409 without a ledger change: the fallback derives the voted plan, the checkpoint rolls forward from the verified copies', async () => {
+    const s = setup();
+    await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    await s.coordinatorFor(conflictOnPlanPut()).prepare({ ...ref, shard: 0 });
+    await finish(s.core, ref, begun.shards);
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
+  });
+});
+
+describe('R4: the fallback after a lost plan (operator or coordinator defect) trusts nothing processor-writable', () => {
+  it('R4-3a (sound) a lost plan, then the processor rewrites the staged object in place: the derived plan has the voted digest and promote reads the verified copies (the original rows)', async () => {
+    const s = setup();
+    const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    await s.core.prepare({ ...ref, shard: 0 });
+    await s.core.decide(ref);
+    for (const key of await keysUnder(planPrefix(s, ref.checkpointId, ref.attempt)))
+      await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: key }));
+    // The processor overwrites its staged object (same key, entry untouched): the fence says nothing here.
+    const forged = encodeNdjson(
+      defaultRows(e1!).map((row) => ({ ...row, forged: true })),
+      s.settings.gzip,
+    );
+    await res.clients.s3.send(new PutObjectCommand({ Bucket: res.bucket, Key: e1!.key, Body: forged.body }));
+    await s.core.promote({ ...ref, shard: 0 });
+    await s.core.commit(ref);
+    await s.core.cleanup({ ...ref, shard: 0 });
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
+    const rows = await committedOffsets(res.clients, s.settings);
+    expect(rows.some((r) => 'forged' in r.row)).toBe(false);
+  });
+
+  it('R4-3b (sound) a lost plan and a swapped entry: promote fails with the plan error (WorkObjectMissingError), writes nothing, and keeps failing the same way', async () => {
+    const s = setup();
+    const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    await s.core.prepare({ ...ref, shard: 0 });
+    await s.core.decide(ref);
+    for (const key of await keysUnder(planPrefix(s, ref.checkpointId, ref.attempt)))
+      await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: key }));
+    await swapEntry(s.settings, e1!, 'a2');
+    await expect(s.core.promote({ ...ref, shard: 0 })).rejects.toBeInstanceOf(WorkObjectMissingError);
+    // A garbage item in the covered range (planShard throws): still the plan's own error.
+    await doc.send(
+      new PutCommand({
+        TableName: s.settings.ledgerTable,
+        Item: { ...keys.staged(e1!.pipeline, e1!.topic, e1!.partition, 2, 'output'), key: 42 },
+      }),
+    );
+    await expect(s.core.promote({ ...ref, shard: 0 })).rejects.toBeInstanceOf(WorkObjectMissingError);
+    await expect(s.core.commit(ref)).rejects.toBeInstanceOf(WorkObjectMissingError);
+    expect(await keysUnder(`${s.settings.pipelineId}/final/`)).toEqual([]);
+    expect(await keysUnder(`${s.settings.pipelineId}/_manifests/`)).toEqual([]);
+  });
+});
+
+describe('R4: write-once plans and copies', () => {
+  it('R4-4 (harness) s3rver ignores If-None-Match on PutObject and CopyObject: it overwrites, where S3 answers 412', async () => {
+    const base = `r4-harness-${Date.now()}`;
+    const put = await putIfAbsent(res.clients.s3, res.bucket, `${base}/a`, Buffer.from('first'));
+    expect(put).toBe('created');
+    const again = await putIfAbsent(res.clients.s3, res.bucket, `${base}/a`, Buffer.from('second'));
+    // On S3 this is 'exists' and the object keeps 'first'.
+    expect(again).toBe('created');
+    expect((await getBytes(res.clients.s3, res.bucket, `${base}/a`))?.toString()).toBe('second');
+    await res.clients.s3.send(
+      new PutObjectCommand({ Bucket: res.bucket, Key: `${base}/src`, Body: Buffer.from('source') }),
+    );
+    await res.clients.s3.send(
+      new CopyObjectCommand({
+        Bucket: res.bucket,
+        Key: `${base}/a`,
+        CopySource: `${res.bucket}/${base}/src`,
+        IfNoneMatch: '*',
+      }),
+    );
+    expect((await getBytes(res.clients.s3, res.bucket, `${base}/a`))?.toString()).toBe('source');
+    const got = await res.clients.s3.send(new GetObjectCommand({ Bucket: res.bucket, Key: `${base}/src` }));
+    expect(got.ContentLength).toBe(6);
+  });
+
+  it('R4-5 (sound) two prepare runs planning the same bytes write one plan key; the vote names it; the checkpoint commits', async () => {
+    const s = setup();
+    await stageFiles(res.clients, s.settings, [
+      { partition: 0, firstOffset: 0, lastOffset: 4 },
+      { partition: 0, firstOffset: 5, lastOffset: 9 },
+    ]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    const runs = [s.coordinatorFor({ writeOnce: true }), s.coordinatorFor({ writeOnce: true })];
+    await Promise.all(runs.map((run) => run.prepare({ ...ref, shard: 0 })));
+    await runs[0]!.prepare({ ...ref, shard: 0 });
+    const plans = await keysUnder(planPrefix(s, ref.checkpointId, ref.attempt));
+    expect(plans).toHaveLength(1);
+    const record = await s.store.readRecord(ref.checkpointId);
+    expect(plans[0]).toContain(record!.planDigests!['0']!);
+    await finish(s.core, ref, begun.shards);
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 10) });
+  });
+
+  it('R4-6 (sound, S3 write-once emulated) overlapping runs; the processor rewrites the SAME staged key and its entry between them: the later run refuses the first copy, no decision on mixed bytes; the next attempt commits', async () => {
+    const s = setup();
+    const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    let runBError: unknown;
+    let fired = false;
+    const runA = s.coordinatorFor({
+      writeOnce: true,
+      hook: async (service, command, input, phase) => {
+        if (
+          !fired &&
+          service === 's3' &&
+          command === 'PutObjectCommand' &&
+          phase === 'after' &&
+          String(input.Key).includes('/plan-')
+        ) {
+          fired = true;
+          await swapEntry(s.settings, e1!, e1!.attemptId); // same key, other bytes, entry to match
+          try {
+            await s.coordinatorFor({ writeOnce: true }).prepare({ ...ref, shard: 0 });
+          } catch (error) {
+            runBError = error;
+          }
+        }
+      },
+    });
+    await runA.prepare({ ...ref, shard: 0 }); // votes last, for the first copy's bytes
+    expect(fired).toBe(true);
+    expect(runBError).toBeInstanceOf(StagedObjectInvalidError);
+    // Run B's failure is caught into abort: the attempt aborts before any decision.
+    expect((await s.core.abort({ ...ref, error: { Error: 'StagedObjectInvalidError' } })).outcome).toBe(
+      'aborted',
+    );
+    const b2 = await s.core.begin({ execution: 'e2' });
+    const ref2 = { execution: 'e2', checkpointId: b2.checkpointId, attempt: b2.attempt };
+    expect(ref2).toMatchObject({ checkpointId: 1, attempt: 2 });
+    const next = s.coordinatorFor({ writeOnce: true });
+    for (const shard of b2.shards) await next.prepare({ ...ref2, shard });
+    await finish(next, ref2, b2.shards);
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
+  });
+
+  it('R4-6b (s3rver, documents the harness gap) the same interleaving without write-once: run B overwrites the copy, run A votes last for the first bytes, and the decided checkpoint cannot roll forward', async () => {
+    // Not a product defect (S3 answers 412 to run B's copy, R4-6); shown so that nobody reads a green s3rver run
+    // of copy races as evidence: every overwrite case here must emulate S3 (see the `writeOnce` option).
+    const s = setup();
+    const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    let fired = false;
+    const runA = s.coordinatorFor({
+      hook: async (service, command, input, phase) => {
+        if (
+          !fired &&
+          service === 's3' &&
+          command === 'PutObjectCommand' &&
+          phase === 'after' &&
+          String(input.Key).includes('/plan-')
+        ) {
+          fired = true;
+          await swapEntry(s.settings, e1!, e1!.attemptId);
+          await s.core.prepare({ ...ref, shard: 0 }); // s3rver: the copy is overwritten, run B votes
+        }
+      },
+    });
+    await runA.prepare({ ...ref, shard: 0 });
+    await s.core.decide(ref);
+    await expect(s.core.promote({ ...ref, shard: 0 })).rejects.toThrow(/differs from the voted SHA-256/);
+    const copy = stagedCopyKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, e1!.key);
+    expect(await getBytes(res.clients.s3, res.bucket, copy)).toBeDefined();
+  });
+
+  it('R4-7 (sound, S3 write-once emulated; R3-2 re-check) a retried prepare finds the source gone and an earlier copy of OTHER bytes than the entry now names: it refuses the copy (no vote for it)', async () => {
+    const s = setup();
+    const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    // Run A copies and verifies the first bytes, then dies before its vote.
+    let died = false;
+    const runA = s.coordinatorFor({
+      writeOnce: true,
+      hook: async (service, command, input, phase) => {
+        if (
+          service === 's3' &&
+          command === 'PutObjectCommand' &&
+          phase === 'before' &&
+          String(input.Key).includes('/plan-')
+        ) {
+          died = true;
+          throw new Error('Lambda timed out');
+        }
+      },
+    });
+    await expect(runA.prepare({ ...ref, shard: 0 })).rejects.toThrow('Lambda timed out');
+    expect(died).toBe(true);
+    // The processor rewrites the entry and its object (same key), then the object is gone (sweep, lifecycle).
+    await swapEntry(s.settings, e1!, e1!.attemptId);
+    await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: e1!.key }));
+    await expect(s.coordinatorFor({ writeOnce: true }).prepare({ ...ref, shard: 0 })).rejects.toBeInstanceOf(
+      StagedObjectInvalidError,
+    );
+    const record = await s.store.readRecord(ref.checkpointId);
+    expect(record?.votes?.size ?? 0).toBe(0);
+  });
+});
