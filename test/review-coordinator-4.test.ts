@@ -434,3 +434,34 @@ describe('R4: write-once plans and copies', () => {
     expect(record?.votes?.size ?? 0).toBe(0);
   });
 });
+
+describe('R4: a copy S3 answers 409 ConditionalRequestConflict', () => {
+  it('R4-8 a 409 on the copy of a sound staged object is taken for an existing copy: prepare finds no copy and aborts the attempt as "missing" instead of retrying the copy', async () => {
+    // S3 documents 409 on CopyObject with If-None-Match as "retry the upload"; copyStagedObject reports 'exists'
+    // ("the other copy wins") and verification then finds nothing there. Before the decision, so only a false
+    // alarm: an abort whose reason names a sound object, and a repeat of all of prepare's copies next attempt.
+    const s = setup();
+    await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    let fired = false;
+    const run = s.coordinatorFor({
+      hook: async (service, command, _input, phase) => {
+        if (!fired && phase === 'before' && service === 's3' && command === 'CopyObjectCommand') {
+          fired = true;
+          throw s3Error(409, 'ConditionalRequestConflict');
+        }
+      },
+    });
+    let prepareError: unknown;
+    try {
+      await run.prepare({ ...ref, shard: 0 });
+    } catch (error) {
+      prepareError = error;
+    }
+    expect(fired).toBe(true);
+    expect(prepareError instanceof Error ? prepareError.message : prepareError).toBeUndefined();
+    await finish(s.core, ref, begun.shards);
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
+  });
+});
