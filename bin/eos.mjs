@@ -8,5 +8,5 @@ import { register } from 'tsx/esm/api';
 
 register();
 const cli = join(dirname(fileURLToPath(import.meta.url)), '..', 'cli', 'eos.ts');
-const { buildProgram } = await import(pathToFileURL(cli).href);
-await buildProgram().parseAsync(process.argv);
+const { main } = await import(pathToFileURL(cli).href);
+process.exitCode = await main(process.argv);

@@ -3,35 +3,79 @@
  * `eos`: the pipeline's command line. `eos local` runs the pipeline on this machine under injected faults,
  * `eos verify` checks a bucket's committed output, `eos read` prints it, `eos status` reads a pipeline's ledger
  * and cluster.
+ *
+ * Only the commands' definitions load here; each command loads its implementation (the AWS SDK, the emulator,
+ * the local parts) when it runs, so that `--help` and `--version` stay quick and the operator commands never
+ * load what only `eos local` needs. Exit codes and failure lines: cli/failures.ts.
  */
 import './preamble.ts';
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
+import { reportFailure } from './failures.ts';
 import { type LocalDependencies, registerLocalCommand } from './local.ts';
-import { registerReadCommand } from './read.ts';
-import { registerStatusCommand } from './status.ts';
+import { type ReadDependencies, registerReadCommand } from './read.ts';
+import { registerStatusCommand, type StatusDependencies } from './status.ts';
 import { registerVerifyCommand, type VerifyDependencies } from './verify.ts';
 
 export interface ProgramDependencies {
   readonly local?: LocalDependencies;
   readonly verify?: VerifyDependencies;
+  readonly read?: ReadDependencies;
+  readonly status?: StatusDependencies;
+}
+
+function packageVersion(): string {
+  const file = fileURLToPath(new URL('../package.json', import.meta.url));
+  return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
 }
 
 export function buildProgram(deps: ProgramDependencies = {}): Command {
   const program = new Command('eos')
     .description('exactly-once pipeline from Amazon MSK to S3: local runs, verification and status')
-    .showHelpAfterError();
+    .version(packageVersion(), '-V, --version', 'print the version')
+    .option('--debug', 'print the stack of a failure too')
+    .addHelpText(
+      'after',
+      `
+Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or input;
+3 AWS cannot be reached or used (no region or credentials, unknown bucket or table, endpoint down, access denied).`,
+    );
   registerLocalCommand(program, deps.local);
   registerVerifyCommand(program, deps.verify);
-  registerReadCommand(program);
-  registerStatusCommand(program);
-  // A usage error commander catches (an unknown option, a bad option value) exits 2, as the commands' own usage
-  // errors do: 1 stays "it ran, and the result is not what it should be". Help and --version still exit 0.
-  for (const command of [program, ...program.commands]) {
-    command.exitOverride((error) => process.exit(error.exitCode === 0 ? 0 : 2));
-  }
+  registerReadCommand(program, deps.read);
+  registerStatusCommand(program, deps.status);
+  // Commander's own usage errors (an unknown option, a bad value) throw instead of exiting: main() maps them to
+  // 2, as the commands' own usage errors, and help and --version to 0.
+  for (const command of [program, ...program.commands]) command.exitOverride();
   return program;
+}
+
+export interface MainIo {
+  /** Where failure lines go; default stderr. */
+  readonly writeError?: (text: string) => void;
+}
+
+/**
+ * Runs one command line and resolves to its exit code (cli/failures.ts); never throws. A command that sets
+ * `process.exitCode` itself (verify's 1, local's verdict) keeps it.
+ */
+export async function main(
+  argv: readonly string[],
+  deps: ProgramDependencies = {},
+  io: MainIo = {},
+): Promise<number> {
+  const program = buildProgram(deps);
+  process.exitCode = undefined;
+  try {
+    await program.parseAsync([...argv]);
+    const code = process.exitCode;
+    return typeof code === 'number' ? code : 0;
+  } catch (error) {
+    return reportFailure(error, io.writeError, argv.includes('--debug'));
+  } finally {
+    process.exitCode = undefined;
+  }
 }
 
 function isMain(): boolean {
@@ -39,4 +83,4 @@ function isMain(): boolean {
   return entry !== undefined && realpathSync(entry) === realpathSync(fileURLToPath(import.meta.url));
 }
 
-if (isMain()) await buildProgram().parseAsync(process.argv);
+if (isMain()) process.exitCode = await main(process.argv);

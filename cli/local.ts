@@ -7,23 +7,16 @@
  * Exit codes: 0 the run delivered its guarantee; 1 it did not, or `--fail-on-dead-letter` and a record was
  * dead-lettered; 2 bad usage or input (nothing ran).
  */
-import { writeFileSync } from 'node:fs';
-import { SingleBar } from 'cli-progress';
+import { accessSync, constants, existsSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { OptionError } from '../local/errors.ts';
 import { type FaultRates, parseFaultSpec } from '../local/faults.ts';
-import { generateOrders } from '../local/generator.ts';
-import { type InputRecord, readInputFile } from '../local/input.ts';
-import { MAX_BATCH_SIZE } from '../local/msk-emulator.ts';
-import { type LocalParts, startLocalParts } from '../local/parts.ts';
-import { createBucket, createLedgerTable } from '../local/provision.ts';
-import { formatReport } from '../local/report.ts';
-import { exportRun } from '../local/results.ts';
-import { type RunReport, runLocal } from '../local/runner.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
+import type { InputRecord } from '../local/input.ts';
+import type { LocalParts } from '../local/parts.ts';
+import type { RunReport } from '../local/runner.ts';
 import { DELIVERY_GUARANTEES, type DeliveryGuarantee } from '../shared/config/settings.ts';
-import { PipelineError } from '../shared/errors.ts';
-import { finalPrefix } from '../shared/sink/layout.ts';
+import { reportFailure } from './failures.ts';
 import {
   checkTopicName,
   LOCAL_DEFAULT_TOPIC,
@@ -31,8 +24,10 @@ import {
   type LocalSettings,
   localSettings,
 } from './local-settings.ts';
-import { loadLocalTransform } from './local-transform.ts';
-import { integer, oneOf } from './options.ts';
+import { ENDPOINT_HELP, endpointUrl, integer, oneOf, resolveEndpoint } from './options.ts';
+
+/** The emulator's batch size limit, repeated here so that `--help` does not load the emulator; a test pins it. */
+export const MAX_BATCH_SIZE = 10_000;
 
 export const LOCAL_DEFAULTS = {
   records: 20_000,
@@ -62,6 +57,11 @@ export interface LocalCommandOptions {
   readonly checkpointInterval: number;
   readonly export?: string;
   readonly report?: string;
+  /** An existing AWS-compatible endpoint (LocalStack) for DynamoDB and S3 both, instead of starting the parts. */
+  readonly endpoint?: string;
+  /** Separate existing endpoints (DynamoDB Local and an S3 server started apart); each wins over --endpoint. */
+  readonly dynamodbEndpoint?: string;
+  readonly s3Endpoint?: string;
 }
 
 /** What `eos local` needs besides its options; tests replace the parts and the output. */
@@ -77,11 +77,14 @@ export interface LocalDependencies {
 }
 
 /** The input to run: the file's records, or the seeded generator's. Throws before anything runs. */
-export function inputFor(options: LocalCommandOptions, local: LocalSettings): InputRecord[] {
+export async function inputFor(options: LocalCommandOptions, local: LocalSettings): Promise<InputRecord[]> {
   if (options.input !== undefined && options.records !== undefined) {
     throw new OptionError('--records', 'cannot be combined with --input (the file decides the records)');
   }
-  if (options.input !== undefined) return readInputFile(options.input, options.partitions);
+  if (options.input !== undefined) {
+    const { readInputFile } = await import('../local/input.ts');
+    return readInputFile(options.input, options.partitions);
+  }
   const transform = local.settings.transform;
   if (transform !== LOCAL_DEFAULTS.transform) {
     // Generated input is orders: another transform would dead-letter all of it.
@@ -90,12 +93,93 @@ export function inputFor(options: LocalCommandOptions, local: LocalSettings): In
       `is needed with ${local.origin('transform')} ${transform} (without --input the records are generated orders, for the orders transform)`,
     );
   }
+  const { generateOrders } = await import('../local/generator.ts');
   return generateOrders({
     seed: options.seed,
     records: options.records ?? LOCAL_DEFAULTS.records,
     partitions: options.partitions,
     poisonRate: options.faults.poison,
   });
+}
+
+/** `--report` and `--export` must be writable before the run starts: a run of minutes must not end in ENOENT. */
+export function checkOutputPaths(options: Pick<LocalCommandOptions, 'report' | 'export'>): void {
+  const writable = (flag: string, dir: string, what: string) => {
+    if (!existsSync(dir) || !statSync(dir).isDirectory())
+      throw new OptionError(flag, `${what} ${dir} does not exist or is not a folder`);
+    try {
+      accessSync(dir, constants.W_OK);
+    } catch {
+      throw new OptionError(flag, `${what} ${dir} is not writable`);
+    }
+  };
+  if (options.report !== undefined) {
+    const file = resolve(options.report);
+    if (existsSync(file) && statSync(file).isDirectory())
+      throw new OptionError('--report', `${options.report} is a folder; name a file`);
+    writable('--report', dirname(file), 'the folder');
+  }
+  if (options.export !== undefined) {
+    const dir = resolve(options.export);
+    if (existsSync(dir)) writable('--export', dir, 'the folder');
+    else writable('--export', dirname(dir), 'the parent folder');
+  }
+}
+
+/** Where the run's DynamoDB and S3 are: existing endpoints named by flags or variables, else parts it starts. */
+export type PartsPlan =
+  | { readonly kind: 'start' }
+  | { readonly kind: 'existing'; readonly dynamodb: string; readonly s3: string };
+
+/**
+ * Flags win; then `AWS_ENDPOINT_URL_DYNAMODB`/`AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` (the SDK's own
+ * variables, so a shell set up for LocalStack runs against it). One of the two named alone is a usage error:
+ * half a run against an existing server and half against a fresh one would prove nothing.
+ */
+export function partsPlan(options: LocalCommandOptions, env: NodeJS.ProcessEnv): PartsPlan {
+  const common = resolveEndpoint(options.endpoint, env);
+  const dynamodb = options.dynamodbEndpoint ?? (env.AWS_ENDPOINT_URL_DYNAMODB || undefined) ?? common;
+  const s3 = options.s3Endpoint ?? (env.AWS_ENDPOINT_URL_S3 || undefined) ?? common;
+  if (dynamodb === undefined && s3 === undefined) return { kind: 'start' };
+  if (dynamodb === undefined || s3 === undefined) {
+    const missing = dynamodb === undefined ? '--dynamodb-endpoint' : '--s3-endpoint';
+    throw new OptionError(missing, 'is needed too (or --endpoint for both): both services or neither');
+  }
+  for (const [flag, url] of [
+    ['--dynamodb-endpoint', dynamodb],
+    ['--s3-endpoint', s3],
+  ] as const) {
+    try {
+      endpointUrl(url);
+    } catch (error) {
+      throw new OptionError(flag, (error as Error).message);
+    }
+  }
+  return { kind: 'existing', dynamodb, s3 };
+}
+
+/**
+ * The environment for existing endpoints. Credentials: the chain's when the shell names any (a LocalStack that
+ * enforces IAM), else the local ones, which LocalStack, DynamoDB Local and the S3 server here accept. Region: the
+ * shell's, else us-east-1 (a local endpoint serves any region; a local run must not need one set).
+ */
+export function existingPartsEnv(
+  plan: Extract<PartsPlan, { kind: 'existing' }>,
+  env: NodeJS.ProcessEnv,
+  localCredentials: { readonly accessKeyId: string; readonly secretAccessKey: string },
+): Record<string, string> {
+  const named = Boolean(env.AWS_ACCESS_KEY_ID || env.AWS_PROFILE);
+  return {
+    AWS_ENDPOINT_URL_DYNAMODB: plan.dynamodb,
+    AWS_ENDPOINT_URL_S3: plan.s3,
+    AWS_REGION: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1',
+    ...(named
+      ? {}
+      : {
+          AWS_ACCESS_KEY_ID: localCredentials.accessKeyId,
+          AWS_SECRET_ACCESS_KEY: localCredentials.secretAccessKey,
+        }),
+  };
 }
 
 /**
@@ -109,15 +193,65 @@ export function exitCodeFor(report: RunReport, failOnDeadLetter = false): number
   return 0;
 }
 
-function progressBar(enabled: boolean) {
-  if (!enabled || !process.stderr.isTTY) return undefined;
-  return new SingleBar({
-    stream: process.stderr,
-    format:
-      'records {bar} {percentage}% | {value}/{total} acknowledged | checkpoints committed: {checkpoints}',
-    hideCursor: true,
-    clearOnComplete: true,
+/**
+ * Progress on stderr: a bar on a terminal; otherwise (CI, a pipe) one line every few seconds, so that a long run
+ * is seen to move.
+ */
+async function progressReporter(enabled: boolean, total: number, writeError: (text: string) => void) {
+  if (!enabled) return undefined;
+  if (process.stderr.isTTY) {
+    const { SingleBar } = await import('cli-progress');
+    const bar = new SingleBar({
+      stream: process.stderr,
+      format:
+        'records {bar} {percentage}% | {value}/{total} acknowledged | checkpoints committed: {checkpoints}',
+      hideCursor: true,
+      clearOnComplete: true,
+    });
+    bar.start(total, 0, { checkpoints: 0 });
+    return {
+      update: (acknowledged: number, checkpoints: number) => bar.update(acknowledged, { checkpoints }),
+      stop: () => bar.stop(),
+    };
+  }
+  let last = Date.now();
+  return {
+    update: (acknowledged: number, checkpoints: number) => {
+      if (Date.now() - last < PROGRESS_LINE_MS) return;
+      last = Date.now();
+      writeError(
+        `progress: ${acknowledged}/${total} records acknowledged, ${checkpoints} checkpoints committed\n`,
+      );
+    },
+    stop: () => {},
+  };
+}
+
+const PROGRESS_LINE_MS = 5_000;
+
+/**
+ * On SIGINT/SIGTERM, stops the parts (those being started too, once their start settles) and exits 130/143, as a
+ * shell expects. Hooked before the parts start, so that a signal during DynamoDB Local's start-up does not leave
+ * a Java process behind. The returned function unhooks.
+ */
+function stopOnSignal(
+  parts: Promise<Pick<LocalParts, 'stop'>>,
+  writeError: (text: string) => void,
+): () => void {
+  const handlers = (['SIGINT', 'SIGTERM'] as const).map((signal) => {
+    const handler = () => {
+      writeError(`${signal}: stopping the local parts\n`);
+      void parts
+        .then((started) => started.stop())
+        .catch(() => {})
+        .finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+    };
+    process.once(signal, handler);
+    return [signal, handler] as const;
   });
+  return () => {
+    for (const [signal, handler] of handlers) process.removeListener(signal, handler);
+  };
 }
 
 export async function runLocalCommand(
@@ -125,21 +259,55 @@ export async function runLocalCommand(
   deps: LocalDependencies = {},
 ): Promise<number> {
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
-  const local = localSettings(options, deps.env ?? process.env);
+  const writeError = deps.writeError ?? ((text: string) => process.stderr.write(text));
+  const env = deps.env ?? process.env;
+  const local = localSettings(options, env);
   const { settings } = local;
+  const { loadLocalTransform } = await import('./local-transform.ts');
   const transform = await loadLocalTransform(local);
-  const input = inputFor(options, local);
-  const parts = await (deps.startParts ?? (() => startLocalParts()))();
+  const input = await inputFor(options, local);
+  checkOutputPaths(options);
+  const plan = deps.startParts ? undefined : partsPlan(options, env);
+  const [partsModule, { createAwsClients }, provision, { runLocal }, { formatReport }] = await Promise.all([
+    import('../local/parts.ts'),
+    import('../shared/aws/clients.ts'),
+    import('../local/provision.ts'),
+    import('../local/runner.ts'),
+    import('../local/report.ts'),
+  ]);
+  const startParts =
+    deps.startParts ??
+    (plan?.kind === 'existing'
+      ? async () => ({
+          env: existingPartsEnv(plan, env, partsModule.LOCAL_CREDENTIALS),
+          stop: async () => {},
+        })
+      : () => partsModule.startLocalParts());
+  const starting = startParts();
+  const unhook = stopOnSignal(starting, writeError);
+  let parts: Pick<LocalParts, 'env' | 'stop'>;
   try {
-    // The SDK reads endpoints and credentials from the environment itself (AWS_ENDPOINT_URL_*, AWS_ACCESS_KEY_ID).
+    parts = await starting;
+  } catch (error) {
+    unhook();
+    throw error;
+  }
+  // The SDK reads endpoints and credentials from the environment itself (AWS_ENDPOINT_URL_*, AWS_ACCESS_KEY_ID);
+  // the previous values come back afterwards, so that an in-process caller's environment is left as it was.
+  const previous = Object.fromEntries(Object.keys(parts.env).map((name) => [name, process.env[name]]));
+  try {
     Object.assign(process.env, parts.env);
+    if (parts.env.AWS_ENDPOINT_URL_DYNAMODB) {
+      writeError(
+        `${plan?.kind === 'existing' ? 'using' : 'started'} DynamoDB at ${parts.env.AWS_ENDPOINT_URL_DYNAMODB}, S3 at ${parts.env.AWS_ENDPOINT_URL_S3}\n`,
+      );
+    }
     const clients = createAwsClients();
     await Promise.all([
-      createLedgerTable(clients.dynamodb, settings.ledgerTable),
-      createBucket(clients.s3, settings.bucket),
+      provision.createLedgerTable(clients.dynamodb, settings.ledgerTable),
+      provision.createBucket(clients.s3, settings.bucket),
     ]);
-    const bar = progressBar(deps.progress ?? true);
-    bar?.start(input.length, 0, { checkpoints: 0 });
+    const progress = await progressReporter(deps.progress ?? true, input.length, writeError);
     const { report, aggregates } = await runLocal({
       settings,
       input,
@@ -150,11 +318,15 @@ export async function runLocalCommand(
       transform,
       topic: local.topic,
       ...(options.batchSize === undefined ? {} : { batchSize: options.batchSize }),
-      onProgress: (p) => bar?.update(p.acknowledged, { checkpoints: p.checkpointsCommitted }),
-    }).finally(() => bar?.stop());
+      onProgress: (p) => progress?.update(p.acknowledged, p.checkpointsCommitted),
+    }).finally(() => progress?.stop());
     write(formatReport(report));
     if (options.report) writeFileSync(options.report, `${JSON.stringify(report, null, 2)}\n`);
     if (options.export) {
+      const [{ exportRun }, { finalPrefix }] = await Promise.all([
+        import('../local/results.ts'),
+        import('../shared/sink/layout.ts'),
+      ]);
       const { objects } = await exportRun(
         clients,
         settings.bucket,
@@ -168,6 +340,11 @@ export async function runLocalCommand(
     }
     return exitCodeFor(report, options.failOnDeadLetter);
   } finally {
+    unhook();
+    for (const [name, value] of Object.entries(previous)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
     await parts.stop();
   }
 }
@@ -251,6 +428,21 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
     )
     .option('--export <dir>', 'write the final objects, manifests and keyed aggregates to this directory')
     .option('--report <file.json>', 'also write the report as JSON')
+    .option(
+      '--endpoint <url>',
+      `${ENDPOINT_HELP}: run against it (DynamoDB and S3 both) instead of starting DynamoDB Local and the S3 server`,
+      endpointUrl,
+    )
+    .option(
+      '--dynamodb-endpoint <url>',
+      'an existing DynamoDB endpoint (DynamoDB Local started apart); default $AWS_ENDPOINT_URL_DYNAMODB',
+      endpointUrl,
+    )
+    .option(
+      '--s3-endpoint <url>',
+      'an existing S3-compatible endpoint; default $AWS_ENDPOINT_URL_S3',
+      endpointUrl,
+    )
     .addHelpText(
       'after',
       `
@@ -258,17 +450,18 @@ Every processor setting is also read from its EOS_* variable, as the Lambda read
 a flag wins over its variable. Unset, eos local uses the table ${LOCAL_SETTING_DEFAULTS.ledgerTable}, the bucket ${LOCAL_SETTING_DEFAULTS.bucket} and a
 ${LOCAL_SETTING_DEFAULTS.checkpointLeaseSeconds} s checkpoint lease; EOS_EVENT_SOURCE_ARN is checked but not applied (the emulated cluster has its own ARN).
 
+With --endpoint (or AWS_ENDPOINT_URL), or --dynamodb-endpoint and --s3-endpoint, it runs against servers
+already started (LocalStack; DynamoDB Local and an S3 server) and starts nothing.
+
 Exit codes: 0 the run delivered its guarantee; 1 it did not, or --fail-on-dead-letter and a record was
-dead-lettered; 2 bad usage, setting or input (nothing ran).`,
+dead-lettered; 2 bad usage, setting or input (nothing ran); 3 the endpoints cannot be reached or used.`,
     )
     .action(async (options: LocalCommandOptions) => {
       try {
         process.exitCode = await runLocalCommand(options, deps);
       } catch (error) {
-        // Our own errors (bad input file, setting, missing Java, …) say what is wrong: no stack, no help text.
-        if (!(error instanceof PipelineError)) throw error;
-        (deps.writeError ?? ((text: string) => process.stderr.write(text)))(`error: ${error.message}\n`);
-        process.exitCode = 2;
+        // Reported here rather than by the caller so that the in-process callers (tests) see the same line.
+        process.exitCode = reportFailure(error, deps.writeError);
       }
     });
 }

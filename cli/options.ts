@@ -21,3 +21,36 @@ export function oneOf<T extends string>(choices: readonly T[]) {
     return value as T;
   };
 }
+
+/** `--endpoint` and its kin: an absolute http(s) URL (LocalStack's `http://localhost:4566`, say). */
+export function endpointUrl(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidArgumentError('expected an http(s) URL, like http://localhost:4566');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new InvalidArgumentError(`expected an http(s) URL, got the scheme ${url.protocol}`);
+  }
+  return value;
+}
+
+/** The one `--endpoint` help text, the same on every command. */
+export const ENDPOINT_HELP =
+  'an AWS-compatible endpoint for every service (LocalStack, say); default $AWS_ENDPOINT_URL';
+
+/**
+ * The endpoint a command uses: the flag, else `AWS_ENDPOINT_URL` (validated the same way, so a typo in the
+ * variable is a usage error, not an unreachable host). `undefined`: AWS, or the SDK's per-service variables.
+ */
+export function resolveEndpoint(flag: string | undefined, env: NodeJS.ProcessEnv): string | undefined {
+  if (flag !== undefined) return flag;
+  const fromEnv = env.AWS_ENDPOINT_URL;
+  if (fromEnv === undefined || fromEnv === '') return undefined;
+  try {
+    return endpointUrl(fromEnv);
+  } catch (error) {
+    throw new InvalidArgumentError(`AWS_ENDPOINT_URL: ${(error as Error).message}`);
+  }
+}

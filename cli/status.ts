@@ -2,15 +2,16 @@
  * `eos status`: a deployed (or local) pipeline's checkpoint history, per-partition offsets and uncommitted
  * staged files from the ledger, and the MSK cluster's state and authentication modes.
  *
- * `cli/eos.ts` registers it: `registerStatusCommand(program)`. The AWS clients are injectable for tests.
+ * `cli/eos.ts` registers it: `registerStatusCommand(program)`. The AWS clients are injectable for tests; the
+ * default ones follow the AWS chain (region, credentials, `--endpoint`/`AWS_ENDPOINT_URL`) and are loaded only
+ * when the command runs.
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { KafkaClient } from '@aws-sdk/client-kafka';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { KafkaClient } from '@aws-sdk/client-kafka';
 import { type Command, InvalidArgumentError } from 'commander';
-import { type Clock, systemClock } from '../shared/clock.ts';
-import { readClusterStatus } from '../shared/status/cluster-status.ts';
-import { formatStatus, type PipelineStatus, statusToJson } from '../shared/status/format.ts';
-import { readLedgerStatus } from '../shared/status/ledger-status.ts';
+import type { Clock } from '../shared/clock.ts';
+import type { PipelineStatus } from '../shared/status/format.ts';
+import { ENDPOINT_HELP, endpointUrl, integer, resolveEndpoint } from './options.ts';
 
 export interface StatusDependencies {
   readonly dynamodb?: DynamoDBClient;
@@ -18,6 +19,7 @@ export interface StatusDependencies {
   readonly clock?: Clock;
   /** Where the report goes (stdout by default). */
   readonly write?: (text: string) => void;
+  readonly env?: NodeJS.ProcessEnv;
 }
 
 export interface StatusOptions {
@@ -26,6 +28,7 @@ export interface StatusOptions {
   readonly clusterArn?: string;
   readonly history: number;
   readonly json: boolean;
+  readonly endpoint?: string;
 }
 
 /** Reads and prints the status; resolves to the status for callers that want it. */
@@ -33,27 +36,52 @@ export async function runStatus(
   options: StatusOptions,
   deps: StatusDependencies = {},
 ): Promise<PipelineStatus> {
-  const region = process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION ?? 'us-east-1';
-  const dynamodb = deps.dynamodb ?? new DynamoDBClient({ region });
-  const [ledger, cluster] = await Promise.all([
-    readLedgerStatus({
-      dynamodb,
-      table: options.table,
-      pipeline: options.pipeline,
-      clock: deps.clock ?? systemClock,
-      historyLimit: options.history,
-    }),
-    options.clusterArn
-      ? readClusterStatus(
-          deps.kafka ?? new KafkaClient({ region: regionOf(options.clusterArn) ?? region }),
-          options.clusterArn,
-        )
-      : Promise.resolve(undefined),
-  ]);
-  const status: PipelineStatus = { ledger, cluster };
-  const write = deps.write ?? ((text: string) => process.stdout.write(text));
-  write(options.json ? `${JSON.stringify(statusToJson(status), null, 2)}\n` : formatStatus(status));
-  return status;
+  const env = deps.env ?? process.env;
+  const endpoint = resolveEndpoint(options.endpoint, env);
+  const [{ createAwsClients, regionFromEnv }, { readClusterStatus }, format, { readLedgerStatus }, clock] =
+    await Promise.all([
+      import('../shared/aws/clients.ts'),
+      import('../shared/status/cluster-status.ts'),
+      import('../shared/status/format.ts'),
+      import('../shared/status/ledger-status.ts'),
+      import('../shared/clock.ts'),
+    ]);
+  const owned = deps.dynamodb ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+  const dynamodb = deps.dynamodb ?? owned!.dynamodb;
+  let kafka = deps.kafka;
+  if (options.clusterArn && !kafka) {
+    const { KafkaClient } = await import('@aws-sdk/client-kafka');
+    // The cluster's own region, so that `eos status` works whatever the shell's default region is.
+    const region = regionOf(options.clusterArn) ?? regionFromEnv(env);
+    kafka = new KafkaClient({
+      ...(region === undefined ? {} : { region }),
+      ...(endpoint === undefined ? {} : { endpoint }),
+    });
+  }
+  try {
+    const [ledger, cluster] = await Promise.all([
+      readLedgerStatus({
+        dynamodb,
+        table: options.table,
+        pipeline: options.pipeline,
+        clock: deps.clock ?? clock.systemClock,
+        historyLimit: options.history,
+      }),
+      options.clusterArn && kafka ? readClusterStatus(kafka, options.clusterArn) : Promise.resolve(undefined),
+    ]);
+    const status: PipelineStatus = { ledger, cluster };
+    const write = deps.write ?? ((text: string) => process.stdout.write(text));
+    write(
+      options.json
+        ? `${JSON.stringify(format.statusToJson(status), null, 2)}\n`
+        : format.formatStatus(status),
+    );
+    return status;
+  } finally {
+    owned?.dynamodb.destroy();
+    owned?.s3.destroy();
+    if (kafka !== deps.kafka) kafka?.destroy();
+  }
 }
 
 export function registerStatusCommand(program: Command, deps: StatusDependencies = {}): Command {
@@ -65,34 +93,31 @@ export function registerStatusCommand(program: Command, deps: StatusDependencies
     .option(
       '--table <name>',
       'the ledger table (default: $EOS_LEDGER_TABLE; the stack prints it as an output)',
-      process.env.EOS_LEDGER_TABLE,
     )
-    .option('--pipeline <id>', 'the pipeline id', process.env.EOS_PIPELINE_ID ?? 'orders')
+    .option('--pipeline <id>', 'the pipeline id (default $EOS_PIPELINE_ID, else orders)')
     .option('--cluster-arn <arn>', 'the MSK cluster to describe (DescribeClusterV2)')
-    .option('--history <n>', 'how many of the newest checkpoints to list', positiveInt, 10)
+    .option('--history <n>', 'how many of the newest checkpoints to list', integer(1), 10)
+    .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
     .option('--json', 'print JSON instead of text', false)
     .action(
       async (raw: {
         table?: string;
-        pipeline: string;
+        pipeline?: string;
         clusterArn?: string;
         history: number;
         json: boolean;
+        endpoint?: string;
       }) => {
-        if (!raw.table) throw new InvalidArgumentError('--table is required (or set EOS_LEDGER_TABLE)');
-        await runStatus({ ...raw, table: raw.table }, deps);
+        const env = deps.env ?? process.env;
+        const table = raw.table ?? (env.EOS_LEDGER_TABLE || undefined);
+        if (!table) throw new InvalidArgumentError('--table is required (or set EOS_LEDGER_TABLE)');
+        const pipeline = raw.pipeline ?? (env.EOS_PIPELINE_ID || 'orders');
+        await runStatus({ ...raw, table, pipeline }, deps);
       },
     );
 }
 
-function positiveInt(value: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n <= 0)
-    throw new InvalidArgumentError(`expected a positive integer, got "${value}"`);
-  return n;
-}
-
-/** The cluster's own region, so that `eos status` works whatever the shell's default region is. */
+/** The cluster's region from its ARN. */
 function regionOf(arn: string): string | undefined {
   return /^arn:[^:]+:kafka:([^:]+):/.exec(arn)?.[1];
 }

@@ -1,30 +1,58 @@
 /**
  * `eos verify --bucket B [--pipeline P]`: checks a pipeline's committed layout (see `shared/sink/verify.ts`):
  * its manifests under `<P>/_manifests/` and its data under `<P>/final/`. The older `--prefix <P>/final/` still
- * works and names the same pipeline.
+ * works and names the same pipeline. Exit 0 when every invariant holds, 1 when one does not (cli/failures.ts).
  */
-import type { Command } from 'commander';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { formatVerifyResult, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
+import { type Command, InvalidArgumentError } from 'commander';
+import type { VerifyResult } from '../shared/sink/verify.ts';
+import { ENDPOINT_HELP, endpointUrl, resolveEndpoint } from './options.ts';
 
 export interface VerifyDependencies {
   readonly env?: NodeJS.ProcessEnv;
   readonly write?: (text: string) => void;
 }
 
+export interface VerifyCommandOptions {
+  readonly bucket: string;
+  readonly pipeline?: string;
+  readonly prefix?: string;
+  readonly json?: boolean;
+  readonly endpoint?: string;
+}
+
+/** `<pipeline>/final/` (slashes optional at the ends), as `--prefix` must name it; checked before any call. */
+function checkPrefix(prefix: string): void {
+  const trimmed = prefix.replace(/^\/+|\/+$/g, '');
+  if (!/^.+\/final$/.test(trimmed)) {
+    throw new InvalidArgumentError(`--prefix ${prefix} is not a pipeline's final prefix (<pipeline>/final/)`);
+  }
+}
+
 export async function runVerifyCommand(
-  options: { bucket: string; pipeline?: string; prefix?: string; json?: boolean },
+  options: VerifyCommandOptions,
   deps: VerifyDependencies = {},
 ): Promise<{ result: VerifyResult; exitCode: number }> {
-  const { s3 } = createAwsClients(deps.env ?? process.env);
+  const env = deps.env ?? process.env;
   const which =
     options.prefix !== undefined && options.pipeline === undefined
       ? { prefix: options.prefix }
-      : { pipeline: options.pipeline ?? 'orders' };
-  const result = await verifySink({ s3, bucket: options.bucket, ...which });
-  const write = deps.write ?? ((text: string) => process.stdout.write(text));
-  write(options.json ? `${JSON.stringify(result, null, 2)}\n` : `${formatVerifyResult(result, 200)}\n`);
-  return { result, exitCode: result.ok ? 0 : 1 };
+      : { pipeline: options.pipeline ?? env.EOS_PIPELINE_ID ?? 'orders' };
+  if (which.prefix !== undefined) checkPrefix(which.prefix);
+  const endpoint = resolveEndpoint(options.endpoint, env);
+  const [{ createAwsClients }, { formatVerifyResult, verifySink }] = await Promise.all([
+    import('../shared/aws/clients.ts'),
+    import('../shared/sink/verify.ts'),
+  ]);
+  const clients = createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+  try {
+    const result = await verifySink({ s3: clients.s3, bucket: options.bucket, ...which });
+    const write = deps.write ?? ((text: string) => process.stdout.write(text));
+    write(options.json ? `${JSON.stringify(result, null, 2)}\n` : `${formatVerifyResult(result, 200)}\n`);
+    return { result, exitCode: result.ok ? 0 : 1 };
+  } finally {
+    clients.s3.destroy();
+    clients.dynamodb.destroy();
+  }
 }
 
 export function registerVerifyCommand(program: Command, deps: VerifyDependencies = {}): Command {
@@ -33,11 +61,18 @@ export function registerVerifyCommand(program: Command, deps: VerifyDependencies
     .description(
       "check a pipeline's committed output (manifests and final data): exit 0 when every invariant holds, 1 otherwise",
     )
-    .requiredOption('--bucket <name>', 'the sink bucket')
-    .option('--pipeline <id>', 'the pipeline id (its root prefix in the bucket); default orders')
+    .option('--bucket <name>', 'the sink bucket (default: $EOS_BUCKET)')
+    .option(
+      '--pipeline <id>',
+      'the pipeline id, its root prefix in the bucket (default $EOS_PIPELINE_ID, else orders)',
+    )
     .option('--prefix <prefix>', "older form: the pipeline's final prefix, <pipeline>/final/")
+    .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
     .option('--json', 'print the result as JSON', false)
-    .action(async (options: { bucket: string; pipeline?: string; prefix?: string; json: boolean }) => {
-      process.exitCode = (await runVerifyCommand(options, deps)).exitCode;
+    .action(async (options: Omit<VerifyCommandOptions, 'bucket'> & { bucket?: string }) => {
+      const env = deps.env ?? process.env;
+      const bucket = options.bucket ?? (env.EOS_BUCKET || undefined);
+      if (bucket === undefined) throw new InvalidArgumentError('--bucket is required (or set EOS_BUCKET)');
+      process.exitCode = (await runVerifyCommand({ ...options, bucket }, deps)).exitCode;
     });
 }

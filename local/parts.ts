@@ -63,7 +63,12 @@ function stopProcess(child: ChildProcess): Promise<void> {
   });
 }
 
-async function waitForDynamoDb(endpoint: string, child: ChildProcess, timeoutMs = 90_000): Promise<void> {
+async function waitForDynamoDb(
+  endpoint: string,
+  child: ChildProcess,
+  output: () => string,
+  timeoutMs = 90_000,
+): Promise<void> {
   const client = new DynamoDBClient({
     endpoint,
     region: 'us-east-1',
@@ -73,7 +78,11 @@ async function waitForDynamoDb(endpoint: string, child: ChildProcess, timeoutMs 
   const deadline = Date.now() + timeoutMs;
   try {
     for (;;) {
-      if (child.exitCode !== null) throw new Error(`DynamoDB Local exited with code ${child.exitCode}`);
+      if (child.exitCode !== null) {
+        // Java's own words (an unsupported class version, a port in use) say what to do better than a code.
+        const said = output().trim().split('\n').slice(-3).join(' | ');
+        throw new Error(`DynamoDB Local exited with code ${child.exitCode}${said ? `: ${said}` : ''}`);
+      }
       try {
         await client.send(new ListTablesCommand({}));
         return;
@@ -111,8 +120,12 @@ export async function startDynamoDbLocal(): Promise<{ endpoint: string; process:
     { cwd: DYNAMODB_LOCAL_DIR, stdio: ['ignore', 'ignore', 'pipe'] },
   );
   const endpoint = `http://127.0.0.1:${port}`;
+  let stderr = '';
+  child.stderr?.on('data', (chunk: Buffer) => {
+    stderr = (stderr + chunk.toString('utf8')).slice(-4096);
+  });
   try {
-    await waitForDynamoDb(endpoint, child);
+    await waitForDynamoDb(endpoint, child, () => stderr);
   } catch (error) {
     await stopProcess(child);
     throw error;
@@ -152,20 +165,29 @@ export interface StartOptions {
 /** Starts DynamoDB Local and the S3 server side by side. */
 export async function startLocalParts(options: StartOptions = {}): Promise<LocalParts> {
   const s3Directory = options.s3Directory ?? mkdtempSync(join(tmpdir(), 'eos-s3-'));
-  const [dynamodb, s3] = await Promise.all([startDynamoDbLocal(), startS3Server(s3Directory)]);
+  const started = await Promise.allSettled([startDynamoDbLocal(), startS3Server(s3Directory)]);
+  const [dynamodb, s3] = started;
+  if (dynamodb.status === 'rejected' || s3.status === 'rejected') {
+    // A failed start stops whatever did start: no DynamoDB Local left running behind a failed S3 server.
+    await Promise.all(
+      started.map((part) => (part.status === 'fulfilled' ? stopProcess(part.value.process) : undefined)),
+    );
+    if (!options.s3Directory) rmSync(s3Directory, { recursive: true, force: true });
+    throw dynamodb.status === 'rejected' ? dynamodb.reason : (s3 as PromiseRejectedResult).reason;
+  }
   const env = {
-    AWS_ENDPOINT_URL_DYNAMODB: dynamodb.endpoint,
-    AWS_ENDPOINT_URL_S3: s3.endpoint,
+    AWS_ENDPOINT_URL_DYNAMODB: dynamodb.value.endpoint,
+    AWS_ENDPOINT_URL_S3: s3.value.endpoint,
     AWS_ACCESS_KEY_ID: LOCAL_CREDENTIALS.accessKeyId,
     AWS_SECRET_ACCESS_KEY: LOCAL_CREDENTIALS.secretAccessKey,
     AWS_REGION: 'us-east-1',
   };
   return {
     env,
-    dynamodbEndpoint: dynamodb.endpoint,
-    s3Endpoint: s3.endpoint,
+    dynamodbEndpoint: dynamodb.value.endpoint,
+    s3Endpoint: s3.value.endpoint,
     async stop() {
-      await Promise.all([stopProcess(dynamodb.process), stopProcess(s3.process)]);
+      await Promise.all([stopProcess(dynamodb.value.process), stopProcess(s3.value.process)]);
       if (!options.s3Directory) rmSync(s3Directory, { recursive: true, force: true });
     },
   };
