@@ -1,0 +1,409 @@
+/**
+ * Parquet writers for Node compared (issue 12), to choose the sink's by measurement:
+ * - bundle: esbuild, minified, platform node, of a tiny script that writes one file (plus any .wasm it loads);
+ * - cold start: import of that bundle in a fresh `node` process (median of several processes);
+ * - write speed: rows/s encoding 100k rows of a realistic schema to bytes in memory (median of runs after a warm-up);
+ * - compression: snappy file size, and the ratio against the same rows as NDJSON (plain and gzip, what the sink
+ *   writes today);
+ * - correctness: DuckDB reads each file back (row count, the `source` struct's type, the timestamp's type).
+ *
+ * The schema: strings, an int, longs, a double, a boolean, a timestamp, a nullable string, a json column and the
+ * lineage struct `source {topic, partition, offset}`. hyparquet-writer is measured through `encodeParquet`, the
+ * encoder the sink will use; the others through their documented APIs with the same columns and codec.
+ *
+ * Candidates are loaded by name at run time, so the project typechecks without them; install the ones to measure:
+ *   npm install --no-save hyparquet-writer parquet-wasm apache-arrow @dsnp/parquetjs @duckdb/node-api
+ * Run: npx tsx bench/parquet.ts [rows] (prints a table; writes bench/out/parquet/results.json).
+ */
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+import { encodeNdjson } from '../shared/sink/ndjson.ts';
+import type { ColumnDefinition } from '../shared/transforms/api.ts';
+import type { OutputRow } from '../shared/transforms/types.ts';
+import { median } from './stats.ts';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const OUT = join(ROOT, 'bench', 'out', 'parquet');
+const ROWS = Number(process.argv[2] ?? 100_000);
+const WRITE_RUNS = 3;
+const COLD_RUNS = 5;
+const require = createRequire(import.meta.url);
+
+const COLUMNS: readonly ColumnDefinition[] = [
+  { name: 'orderId', type: 'string', nullable: false },
+  { name: 'customer', type: 'string', nullable: false },
+  { name: 'quantity', type: 'int', nullable: false },
+  { name: 'amountCents', type: 'long', nullable: false },
+  { name: 'price', type: 'double', nullable: false },
+  { name: 'paid', type: 'boolean', nullable: false },
+  { name: 'placedAt', type: 'timestamp', nullable: false },
+  { name: 'coupon', type: 'string', nullable: true },
+  { name: 'attributes', type: 'json', nullable: false },
+];
+
+/** Deterministic rows shaped like a real order stream: ids unique, customers and channels repeating. */
+function makeRows(count: number): OutputRow[] {
+  const channels = ['web', 'ios', 'android', 'partner'];
+  return Array.from({ length: count }, (_, offset) => ({
+    orderId: `ord-${(1_000_000 + offset).toString(36)}-${(offset * 2_654_435_761) % 1_000_003}`,
+    customer: `cust-${(offset * 7_919) % 5_000}`,
+    quantity: 1 + (offset % 9),
+    amountCents: 2 ** 33 + ((offset * 104_729) % 9_999_991),
+    price: ((offset * 31) % 100_000) / 100,
+    paid: offset % 5 !== 0,
+    placedAt: 1_764_547_200_000 + offset * 37,
+    coupon: offset % 4 === 0 ? `SPRING${offset % 50}` : null,
+    attributes: {
+      channel: channels[offset % 4],
+      items: [{ sku: `sku-${offset % 300}`, qty: 1 + (offset % 3) }],
+    },
+    source: { topic: 'orders', partition: offset % 6, offset: 3_000_000_000 + offset },
+  }));
+}
+
+/** What each candidate provides: an encoder and the tiny script its bundle is measured from. */
+interface Candidate {
+  readonly name: string;
+  readonly packages: readonly string[];
+  /** Body of the tiny script (CommonJS-bundled: parquet-wasm's Node build finds its .wasm through __dirname). */
+  readonly script: string;
+  /** Files a bundle needs beside it at run time (copied next to it). */
+  readonly assets: readonly string[];
+  encode(rows: readonly OutputRow[]): Promise<Uint8Array>;
+}
+
+// Loaded by name so that the project typechecks without the candidates installed (only the chosen one is a
+// dependency). Each is described by the few members used here.
+async function load<T>(specifier: string): Promise<T> {
+  return (await import(specifier)) as T;
+}
+
+interface HyparquetEncoder {
+  encodeParquet(columns: readonly ColumnDefinition[], rows: readonly OutputRow[]): Uint8Array;
+}
+
+async function hyparquet(): Promise<Candidate> {
+  const { encodeParquet } = await load<HyparquetEncoder>('../shared/sink/parquet.ts');
+  return {
+    name: 'hyparquet-writer',
+    packages: ['hyparquet-writer'],
+    script: `import { encodeParquet } from ${JSON.stringify(join(ROOT, 'shared/sink/parquet.ts'))};
+export const write = () => encodeParquet([{ name: 'a', type: 'string', nullable: false }],
+  [{ a: 'x', source: { topic: 't', partition: 0, offset: 0 } }]);`,
+    assets: [],
+    encode: async (rows) => encodeParquet(COLUMNS, rows),
+  };
+}
+
+type ArrowModule = Record<string, unknown> & {
+  vectorFromArray(values: readonly unknown[], type: unknown): unknown;
+  Table: new (columns: Record<string, unknown>) => unknown;
+  tableToIPC(table: unknown, format: 'stream'): Uint8Array;
+  Field: { new: (name: string, type: unknown, nullable?: boolean) => unknown };
+  Struct: new (fields: unknown[]) => unknown;
+};
+interface ParquetWasmModule {
+  Table: { fromIPCStream(bytes: Uint8Array): unknown };
+  WriterPropertiesBuilder: new () => {
+    setCompression(codec: number): { build(): unknown };
+  };
+  Compression: { SNAPPY: number; ZSTD: number };
+  writeParquet(table: unknown, properties: unknown): Uint8Array;
+}
+
+async function parquetWasm(codec: 'SNAPPY' | 'ZSTD'): Promise<Candidate> {
+  const arrow = await load<ArrowModule>('apache-arrow');
+  const wasm = await load<ParquetWasmModule>('parquet-wasm/node');
+  const type = (name: string, ...args: unknown[]): unknown =>
+    new (arrow[name] as new (...a: unknown[]) => unknown)(...args);
+  const types: Record<ColumnDefinition['type'], () => unknown> = {
+    string: () => type('Utf8'),
+    int: () => type('Int32'),
+    long: () => type('Int64'),
+    double: () => type('Float64'),
+    boolean: () => type('Bool'),
+    timestamp: () => type('TimestampMillisecond', 'UTC'),
+    // Arrow has no JSON type (only an extension parquet-wasm does not map): the text goes as a plain string.
+    json: () => type('Utf8'),
+  };
+  const source = new arrow.Struct([
+    arrow.Field.new('topic', types.string(), false),
+    arrow.Field.new('partition', types.int(), false),
+    arrow.Field.new('offset', types.long(), false),
+  ]);
+  // Built per file: writeParquet takes the properties by value (wasm-bindgen moves them), so a second call with
+  // the same object silently falls back to the defaults (uncompressed).
+  const properties = () => new wasm.WriterPropertiesBuilder().setCompression(wasm.Compression[codec]).build();
+  return {
+    name: `parquet-wasm (${codec.toLowerCase()})`,
+    packages: ['parquet-wasm', 'apache-arrow'],
+    script: `import { tableFromArrays, tableToIPC } from 'apache-arrow';
+import { Table, writeParquet, WriterPropertiesBuilder, Compression } from 'parquet-wasm/node';
+export const write = () => writeParquet(Table.fromIPCStream(tableToIPC(tableFromArrays({ a: ['x'] }), 'stream')),
+  new WriterPropertiesBuilder().setCompression(Compression.${codec}).build());`,
+    assets: [join(dirname(require.resolve('parquet-wasm/node')), 'parquet_wasm_bg.wasm')],
+    encode: async (rows) => {
+      const vectors: Record<string, unknown> = {};
+      for (const column of COLUMNS) {
+        const values = rows.map((row) => {
+          const value = row[column.name];
+          if (value === null || value === undefined) return null;
+          if (column.type === 'long') return BigInt(value as number);
+          return column.type === 'json' ? JSON.stringify(value) : value;
+        });
+        vectors[column.name] = arrow.vectorFromArray(values, types[column.type]());
+      }
+      vectors.source = arrow.vectorFromArray(
+        rows.map(({ source: s }) => ({ topic: s.topic, partition: s.partition, offset: BigInt(s.offset) })),
+        source,
+      );
+      const ipc = arrow.tableToIPC(new arrow.Table(vectors), 'stream');
+      return wasm.writeParquet(wasm.Table.fromIPCStream(ipc), properties());
+    },
+  };
+}
+
+interface ParquetjsModule {
+  ParquetSchema: new (definition: Record<string, unknown>) => unknown;
+  ParquetWriter: {
+    openStream(
+      schema: unknown,
+      stream: Writable,
+      options?: Record<string, unknown>,
+    ): Promise<{ appendRow(row: Record<string, unknown>): Promise<void>; close(): Promise<void> }>;
+  };
+}
+
+async function parquetjs(): Promise<Candidate> {
+  const { ParquetSchema, ParquetWriter } = await load<ParquetjsModule>('@dsnp/parquetjs');
+  const TYPES: Record<ColumnDefinition['type'], string> = {
+    string: 'UTF8',
+    int: 'INT32',
+    long: 'INT64',
+    double: 'DOUBLE',
+    boolean: 'BOOLEAN',
+    timestamp: 'TIMESTAMP_MILLIS',
+    json: 'JSON',
+  };
+  const field = (type: string, optional = false) => ({ type, optional, compression: 'SNAPPY' });
+  const schema = new ParquetSchema({
+    ...Object.fromEntries(COLUMNS.map((c) => [c.name, field(TYPES[c.type], c.nullable)])),
+    source: { fields: { topic: field('UTF8'), partition: field('INT32'), offset: field('INT64') } },
+  });
+  return {
+    name: '@dsnp/parquetjs',
+    packages: ['@dsnp/parquetjs'],
+    script: `import { ParquetSchema, ParquetWriter } from '@dsnp/parquetjs';
+import { Writable } from 'node:stream';
+export const write = async () => {
+  const w = await ParquetWriter.openStream(new ParquetSchema({ a: { type: 'UTF8', compression: 'SNAPPY' } }),
+    new Writable({ write(_c, _e, done) { done(); } }));
+  await w.appendRow({ a: 'x' });
+  await w.close();
+};`,
+    assets: [],
+    encode: async (rows) => {
+      const chunks: Buffer[] = [];
+      const sink = new Writable({
+        write(chunk: Buffer, _encoding, done) {
+          chunks.push(chunk);
+          done();
+        },
+      });
+      const writer = await ParquetWriter.openStream(schema, sink, { rowGroupSize: 100_000 });
+      for (const row of rows) {
+        // parquetjs takes a Date for TIMESTAMP_MILLIS, and null only as an absent optional field.
+        const { placedAt, coupon, ...rest } = row;
+        await writer.appendRow({
+          ...rest,
+          placedAt: new Date(placedAt as number),
+          ...(coupon === null ? {} : { coupon }),
+        });
+      }
+      await writer.close();
+      return new Uint8Array(Buffer.concat(chunks));
+    },
+  };
+}
+
+interface Measured {
+  candidate: string;
+  packages: string;
+  bundleKb?: number;
+  coldStartMs?: number;
+  writeMs?: number;
+  rowsPerSecond?: number;
+  fileKb?: number;
+  vsNdjson?: number;
+  vsNdjsonGzip?: number;
+  readBack?: string;
+  error?: string;
+}
+
+function versionOf(name: string): string {
+  const manifest = JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  return `${name}@${manifest.version.replace(/^v/, '')}`;
+}
+
+async function bundleAndColdStart(candidate: Candidate): Promise<{ bundleKb: number; coldStartMs: number }> {
+  const dir = join(OUT, candidate.name.replace(/[^a-z0-9-]+/gi, '_'));
+  mkdirSync(dir, { recursive: true });
+  const entry = join(dir, 'entry.mjs');
+  writeFileSync(entry, candidate.script);
+  const outfile = join(dir, 'bundle.cjs');
+  await build({
+    entryPoints: [entry],
+    outfile,
+    bundle: true,
+    minify: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    nodePaths: [join(ROOT, 'node_modules')],
+    logLevel: 'error',
+  });
+  let bytes = statSync(outfile).size;
+  for (const asset of candidate.assets) {
+    const copy = join(dir, asset.split('/').at(-1) ?? 'asset');
+    copyFileSync(asset, copy);
+    bytes += statSync(copy).size;
+  }
+  const script = `const t = performance.now(); const m = await import(${JSON.stringify(outfile)});
+const loaded = performance.now() - t; await m.write(); process.stdout.write(String(loaded));`;
+  const runs = Array.from({ length: COLD_RUNS }, () =>
+    Number(execFileSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' })),
+  );
+  return { bundleKb: bytes / 1024, coldStartMs: median(runs) };
+}
+
+interface DuckDb {
+  runAndReadAll(sql: string): Promise<{ getRowObjectsJS(): Record<string, unknown>[] }>;
+}
+
+async function readBack(db: DuckDb, bytes: Uint8Array, name: string): Promise<string> {
+  const path = join(OUT, `${name.replace(/[^a-z0-9-]+/gi, '_')}.parquet`);
+  writeFileSync(path, bytes);
+  const [count] = (await db.runAndReadAll(`SELECT count(*) AS n FROM '${path}'`)).getRowObjectsJS();
+  const types = Object.fromEntries(
+    (await db.runAndReadAll(`DESCRIBE SELECT * FROM '${path}'`))
+      .getRowObjectsJS()
+      .map((row) => [String(row.column_name), String(row.column_type)]),
+  );
+  const struct = types.source?.startsWith('STRUCT(') ? 'struct' : `source ${types.source}`;
+  return `${count?.n} rows, ${struct}, placedAt ${types.placedAt}, attributes ${types.attributes}`;
+}
+
+async function measure(
+  make: () => Promise<Candidate>,
+  rows: readonly OutputRow[],
+  ndjson: number[],
+  db?: DuckDb,
+) {
+  let candidate: Candidate;
+  try {
+    candidate = await make();
+  } catch (error) {
+    return {
+      candidate: make.name,
+      packages: '',
+      error: `not loaded: ${(error as Error).message.split('\n')[0]}`,
+    };
+  }
+  const result: Measured = {
+    candidate: candidate.name,
+    packages: candidate.packages.map(versionOf).join(' + '),
+  };
+  try {
+    Object.assign(result, await bundleAndColdStart(candidate));
+    await candidate.encode(rows.slice(0, 1_000)); // warm-up: JIT, wasm instantiation
+    const times: number[] = [];
+    let bytes: Uint8Array = new Uint8Array();
+    for (let run = 0; run < WRITE_RUNS; run += 1) {
+      const start = performance.now();
+      bytes = await candidate.encode(rows);
+      times.push(performance.now() - start);
+    }
+    result.writeMs = median(times);
+    result.rowsPerSecond = Math.round(rows.length / (result.writeMs / 1000));
+    result.fileKb = bytes.length / 1024;
+    result.vsNdjson = (ndjson[0] ?? 0) / bytes.length;
+    result.vsNdjsonGzip = (ndjson[1] ?? 0) / bytes.length;
+    result.readBack = db === undefined ? 'DuckDB not installed' : await readBack(db, bytes, candidate.name);
+  } catch (error) {
+    result.error = (error as Error).message.split('\n')[0];
+  }
+  return result;
+}
+
+const fixed = (value: number | undefined, digits = 0) => (value === undefined ? '—' : value.toFixed(digits));
+
+function table(results: readonly Measured[], baseline: { name: string; ms: number; kb: number }[]): string {
+  const fastest = Math.max(...results.map((r) => r.rowsPerSecond ?? 0));
+  const smallest = Math.min(...results.map((r) => r.bundleKb ?? Number.POSITIVE_INFINITY));
+  const quickest = Math.min(...results.map((r) => r.coldStartMs ?? Number.POSITIVE_INFINITY));
+  const lines = [
+    '| writer | package | bundle KB (× smallest) | cold start ms (× quickest) | write ms | rows/s (× fastest) | file KB | × smaller than NDJSON / NDJSON.gz | DuckDB read-back |',
+    '|---|---|---|---|---|---|---|---|---|',
+  ];
+  for (const r of results) {
+    if (r.error !== undefined && r.writeMs === undefined) {
+      lines.push(`| ${r.candidate} | ${r.packages} | ${r.error} |||||||`);
+      continue;
+    }
+    lines.push(
+      `| ${r.candidate} | ${r.packages} | ${fixed(r.bundleKb)} (${fixed((r.bundleKb ?? 0) / smallest, 1)}) | ` +
+        `${fixed(r.coldStartMs, 1)} (${fixed((r.coldStartMs ?? 0) / quickest, 1)}) | ${fixed(r.writeMs)} | ` +
+        `${fixed(r.rowsPerSecond)} (${fixed((r.rowsPerSecond ?? 0) / fastest, 2)}) | ${fixed(r.fileKb)} | ` +
+        `${fixed(r.vsNdjson, 1)} / ${fixed(r.vsNdjsonGzip, 2)} | ${r.readBack ?? r.error ?? ''} |`,
+    );
+  }
+  for (const b of baseline) {
+    lines.push(
+      `| ${b.name} (today's sink) | node:zlib | — | — | ${fixed(b.ms)} | ${fixed(ROWS / (b.ms / 1000))} | ${fixed(b.kb)} | — | — |`,
+    );
+  }
+  return lines.join('\n');
+}
+
+async function main(): Promise<void> {
+  mkdirSync(OUT, { recursive: true });
+  const rows = makeRows(ROWS);
+  const baseline = [false, true].map((gzip) => {
+    const times: number[] = [];
+    let bytes = 0;
+    for (let run = 0; run < WRITE_RUNS; run += 1) {
+      const start = performance.now();
+      bytes = encodeNdjson(rows, gzip).bytes;
+      times.push(performance.now() - start);
+    }
+    return { name: gzip ? 'NDJSON gzip' : 'NDJSON', ms: median(times), kb: bytes / 1024 };
+  });
+  let db: DuckDb | undefined;
+  try {
+    const duckdb = await load<{
+      DuckDBInstance: { create(path: string): Promise<{ connect(): Promise<DuckDb> }> };
+    }>('@duckdb/node-api');
+    db = await (await duckdb.DuckDBInstance.create(':memory:')).connect();
+  } catch {
+    db = undefined;
+  }
+  const ndjson = baseline.map((b) => b.kb * 1024);
+  const results: Measured[] = [];
+  for (const make of [hyparquet, () => parquetWasm('SNAPPY'), () => parquetWasm('ZSTD'), parquetjs]) {
+    results.push(await measure(make, rows, ndjson, db));
+  }
+  writeFileSync(join(OUT, 'results.json'), `${JSON.stringify({ rows: ROWS, results, baseline }, null, 2)}\n`);
+  console.log(
+    `${ROWS} rows; Node ${process.version}; medians of ${WRITE_RUNS} writes and ${COLD_RUNS} cold starts\n`,
+  );
+  console.log(table(results, baseline));
+}
+
+await main();
