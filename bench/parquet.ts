@@ -300,21 +300,17 @@ async function readBack(db: DuckDb, bytes: Uint8Array, name: string): Promise<st
   return `${count?.n} rows, ${struct}, placedAt ${types.placedAt}, attributes ${types.attributes}`;
 }
 
-async function measure(
+/** Loads a candidate, bundles it and times its cold start; a candidate that fails is reported, not fatal. */
+async function prepare(
   make: () => Promise<Candidate>,
-  rows: readonly OutputRow[],
-  ndjson: number[],
-  db?: DuckDb,
-) {
+  label: string,
+  warmUp: readonly OutputRow[],
+): Promise<{ candidate?: Candidate; result: Measured }> {
   let candidate: Candidate;
   try {
     candidate = await make();
   } catch (error) {
-    return {
-      candidate: make.name,
-      packages: '',
-      error: `not loaded: ${(error as Error).message.split('\n')[0]}`,
-    };
+    return { result: { candidate: label, packages: '', error: `not loaded: ${firstLine(error)}` } };
   }
   const result: Measured = {
     candidate: candidate.name,
@@ -322,24 +318,35 @@ async function measure(
   };
   try {
     Object.assign(result, await bundleAndColdStart(candidate));
-    await candidate.encode(rows.slice(0, 1_000)); // warm-up: JIT, wasm instantiation
-    const times: number[] = [];
-    let bytes: Uint8Array = new Uint8Array();
-    for (let run = 0; run < WRITE_RUNS; run += 1) {
-      const start = performance.now();
-      bytes = await candidate.encode(rows);
-      times.push(performance.now() - start);
-    }
-    result.writeMs = median(times);
-    result.rowsPerSecond = Math.round(rows.length / (result.writeMs / 1000));
-    result.fileKb = bytes.length / 1024;
-    result.vsNdjson = (ndjson[0] ?? 0) / bytes.length;
-    result.vsNdjsonGzip = (ndjson[1] ?? 0) / bytes.length;
-    result.readBack = db === undefined ? 'DuckDB not installed' : await readBack(db, bytes, candidate.name);
+    await candidate.encode(warmUp); // JIT, wasm instantiation
+    return { candidate, result };
   } catch (error) {
-    result.error = (error as Error).message.split('\n')[0];
+    return { result: { ...result, error: firstLine(error) } };
   }
-  return result;
+}
+
+const firstLine = (error: unknown) => (error instanceof Error ? error.message : String(error)).split('\n')[0];
+
+/**
+ * Times every encoder on the same rows, round-robin (one run of each, then the next round): the machine may be
+ * shared, and interleaving spreads any background load over all candidates instead of penalising one.
+ */
+async function timeRoundRobin(
+  encoders: readonly { readonly encode: () => Promise<Uint8Array> }[],
+): Promise<{ ms: number; bytes: Uint8Array }[]> {
+  const times = encoders.map(() => [] as number[]);
+  const outputs = encoders.map(() => new Uint8Array() as Uint8Array);
+  for (let run = 0; run < WRITE_RUNS; run += 1) {
+    for (const [index, { encode }] of encoders.entries()) {
+      const start = performance.now();
+      outputs[index] = await encode();
+      times[index]?.push(performance.now() - start);
+    }
+  }
+  return encoders.map((_, index) => ({
+    ms: median(times[index] ?? []),
+    bytes: outputs[index] ?? new Uint8Array(),
+  }));
 }
 
 const fixed = (value: number | undefined, digits = 0) => (value === undefined ? '—' : value.toFixed(digits));
@@ -375,16 +382,6 @@ function table(results: readonly Measured[], baseline: { name: string; ms: numbe
 async function main(): Promise<void> {
   mkdirSync(OUT, { recursive: true });
   const rows = makeRows(ROWS);
-  const baseline = [false, true].map((gzip) => {
-    const times: number[] = [];
-    let bytes = 0;
-    for (let run = 0; run < WRITE_RUNS; run += 1) {
-      const start = performance.now();
-      bytes = encodeNdjson(rows, gzip).bytes;
-      times.push(performance.now() - start);
-    }
-    return { name: gzip ? 'NDJSON gzip' : 'NDJSON', ms: median(times), kb: bytes / 1024 };
-  });
   let db: DuckDb | undefined;
   try {
     const duckdb = await load<{
@@ -394,11 +391,45 @@ async function main(): Promise<void> {
   } catch {
     db = undefined;
   }
-  const ndjson = baseline.map((b) => b.kb * 1024);
-  const results: Measured[] = [];
-  for (const make of [hyparquet, () => parquetWasm('SNAPPY'), () => parquetWasm('ZSTD'), parquetjs]) {
-    results.push(await measure(make, rows, ndjson, db));
+  const prepared = [];
+  for (const [label, make] of [
+    ['hyparquet-writer', hyparquet],
+    ['parquet-wasm (snappy)', () => parquetWasm('SNAPPY')],
+    ['parquet-wasm (zstd)', () => parquetWasm('ZSTD')],
+    ['@dsnp/parquetjs', parquetjs],
+  ] as const) {
+    prepared.push(await prepare(make, label, rows.slice(0, 1_000)));
   }
+  const ready = prepared.filter((p) => p.candidate !== undefined);
+  const ndjsonEncoders = [false, true].map((gzip) => ({
+    name: gzip ? 'NDJSON gzip' : 'NDJSON',
+    encode: async () => new Uint8Array(encodeNdjson(rows, gzip).body),
+  }));
+  const timed = await timeRoundRobin([
+    ...ndjsonEncoders,
+    ...ready.map(({ candidate }) => ({ encode: () => (candidate as Candidate).encode(rows) })),
+  ]);
+  const baseline = ndjsonEncoders.map((encoder, index) => ({
+    name: encoder.name,
+    ms: timed[index]?.ms ?? Number.NaN,
+    kb: (timed[index]?.bytes.length ?? 0) / 1024,
+  }));
+  const [plain, gzipped] = baseline.map((b) => b.kb * 1024);
+  for (const [index, { candidate, result }] of ready.entries()) {
+    const { ms, bytes } = timed[ndjsonEncoders.length + index] ?? { ms: Number.NaN, bytes: new Uint8Array() };
+    result.writeMs = ms;
+    result.rowsPerSecond = Math.round(rows.length / (ms / 1000));
+    result.fileKb = bytes.length / 1024;
+    result.vsNdjson = (plain ?? 0) / bytes.length;
+    result.vsNdjsonGzip = (gzipped ?? 0) / bytes.length;
+    try {
+      result.readBack =
+        db === undefined ? 'DuckDB not installed' : await readBack(db, bytes, (candidate as Candidate).name);
+    } catch (error) {
+      result.readBack = `DuckDB failed: ${firstLine(error)}`;
+    }
+  }
+  const results = prepared.map((p) => p.result);
   writeFileSync(join(OUT, 'results.json'), `${JSON.stringify({ rows: ROWS, results, baseline }, null, 2)}\n`);
   console.log(
     `${ROWS} rows; Node ${process.version}; medians of ${WRITE_RUNS} writes and ${COLD_RUNS} cold starts\n`,
