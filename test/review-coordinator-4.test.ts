@@ -470,3 +470,31 @@ describe('R4: a copy S3 answers 409 ConditionalRequestConflict', () => {
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
 });
+
+describe('R4: the same 409 on the manifest write', () => {
+  it('R4-9 (sound) commit reads the manifest back after a 409 and fails instead of marking COMMITTED without a manifest; the retry commits', async () => {
+    const s = setup();
+    await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const begun = await s.core.begin({ execution: 'e1' });
+    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    await s.core.prepare({ ...ref, shard: 0 });
+    await s.core.decide(ref);
+    await s.core.promote({ ...ref, shard: 0 });
+    const committer = s.coordinatorFor({
+      hook: async (service, command, input, phase) => {
+        if (
+          phase === 'before' &&
+          service === 's3' &&
+          command === 'PutObjectCommand' &&
+          String(input.Key).includes('/_manifests/')
+        )
+          throw s3Error(409, 'ConditionalRequestConflict');
+      },
+    });
+    await expect(committer.commit(ref)).rejects.toThrow(/already exists with different content/);
+    expect(await s.store.readRecord(ref.checkpointId)).toMatchObject({ status: 'COMMITTING' });
+    await s.core.commit(ref);
+    await s.core.cleanup({ ...ref, shard: 0 });
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
+  });
+});
