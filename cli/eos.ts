@@ -52,8 +52,10 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
 }
 
 export interface MainIo {
-  /** Where failure lines go; default stderr. */
+  /** Where failure lines (commander's too) go; default stderr. */
   readonly writeError?: (text: string) => void;
+  /** Where help and --version go; default stdout. */
+  readonly writeOut?: (text: string) => void;
 }
 
 /**
@@ -65,7 +67,15 @@ export async function main(
   deps: ProgramDependencies = {},
   io: MainIo = {},
 ): Promise<number> {
-  const program = buildProgram(deps);
+  const program = buildProgram(
+    io.writeError ? { ...deps, local: { writeError: io.writeError, ...deps.local } } : deps,
+  );
+  for (const command of [program, ...program.commands]) {
+    command.configureOutput({
+      ...(io.writeError ? { writeErr: io.writeError } : {}),
+      ...(io.writeOut ? { writeOut: io.writeOut } : {}),
+    });
+  }
   process.exitCode = undefined;
   try {
     await program.parseAsync([...argv]);

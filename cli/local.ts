@@ -132,14 +132,20 @@ export type PartsPlan =
   | { readonly kind: 'existing'; readonly dynamodb: string; readonly s3: string };
 
 /**
- * Flags win; then `AWS_ENDPOINT_URL_DYNAMODB`/`AWS_ENDPOINT_URL_S3`, then `AWS_ENDPOINT_URL` (the SDK's own
- * variables, so a shell set up for LocalStack runs against it). One of the two named alone is a usage error:
+ * Per service: its own flag, then `--endpoint`, then `AWS_ENDPOINT_URL_DYNAMODB`/`AWS_ENDPOINT_URL_S3`, then
+ * `AWS_ENDPOINT_URL` (the SDK's own variables, so a shell set up for LocalStack runs against it). One of the two named alone is a usage error:
  * half a run against an existing server and half against a fresh one would prove nothing.
  */
 export function partsPlan(options: LocalCommandOptions, env: NodeJS.ProcessEnv): PartsPlan {
-  const common = resolveEndpoint(options.endpoint, env);
-  const dynamodb = options.dynamodbEndpoint ?? (env.AWS_ENDPOINT_URL_DYNAMODB || undefined) ?? common;
-  const s3 = options.s3Endpoint ?? (env.AWS_ENDPOINT_URL_S3 || undefined) ?? common;
+  const fromEnv = (name: string) => env[name] || undefined;
+  const common = options.endpoint;
+  const dynamodb =
+    options.dynamodbEndpoint ??
+    common ??
+    fromEnv('AWS_ENDPOINT_URL_DYNAMODB') ??
+    resolveEndpoint(undefined, env);
+  const s3 =
+    options.s3Endpoint ?? common ?? fromEnv('AWS_ENDPOINT_URL_S3') ?? resolveEndpoint(undefined, env);
   if (dynamodb === undefined && s3 === undefined) return { kind: 'start' };
   if (dynamodb === undefined || s3 === undefined) {
     const missing = dynamodb === undefined ? '--dynamodb-endpoint' : '--s3-endpoint';
@@ -298,7 +304,8 @@ export async function runLocalCommand(
   try {
     Object.assign(process.env, parts.env);
     if (parts.env.AWS_ENDPOINT_URL_DYNAMODB) {
-      writeError(
+      // On stdout, before the report: stderr is kept for progress and the one line of a failure.
+      write(
         `${plan?.kind === 'existing' ? 'using' : 'started'} DynamoDB at ${parts.env.AWS_ENDPOINT_URL_DYNAMODB}, S3 at ${parts.env.AWS_ENDPOINT_URL_S3}\n`,
       );
     }
