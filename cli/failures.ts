@@ -16,7 +16,6 @@
 import { CommanderError, InvalidArgumentError } from 'commander';
 import { OptionError } from '../local/errors.ts';
 import { PipelineError } from '../shared/errors.ts';
-import { CommittedFileError } from '../shared/sink/reader.ts';
 
 export const EXIT = { ok: 0, violation: 1, usage: 2, aws: 3 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -29,6 +28,12 @@ export interface Failure {
 
 /** A command's own "cannot use AWS" finding (a region missing before any call is made). */
 export class AwsUnavailableError extends PipelineError {}
+
+/**
+ * The check found a violation and cannot go on (`eos read` met a committed file that does not match its
+ * manifest). Commands wrap their implementation's error in it, so that this module loads no implementation.
+ */
+export class ViolationFoundError extends PipelineError {}
 
 interface AwsLikeError {
   readonly name?: unknown;
@@ -113,7 +118,7 @@ export function classifyFailure(error: unknown): Failure {
     return { code: error.exitCode === 0 ? EXIT.ok : EXIT.usage, message: '' };
   }
   if (error instanceof AwsUnavailableError) return { code: EXIT.aws, message: oneLine(error.message) };
-  if (error instanceof CommittedFileError) return { code: EXIT.violation, message: oneLine(error.message) };
+  if (error instanceof ViolationFoundError) return { code: EXIT.violation, message: oneLine(error.message) };
   if (typeof error === 'object' && error !== null) {
     const aws = awsFailure(error as AwsLikeError);
     if (aws !== undefined) return { code: EXIT.aws, message: aws };

@@ -11,7 +11,7 @@ import { accessSync, constants, existsSync, statSync, writeFileSync } from 'node
 import { dirname, resolve } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { OptionError } from '../local/errors.ts';
-import { type FaultRates, parseFaultSpec } from '../local/faults.ts';
+import type { FaultRates } from '../local/faults.ts';
 import type { InputRecord } from '../local/input.ts';
 import type { LocalParts } from '../local/parts.ts';
 import type { RunReport } from '../local/runner.ts';
@@ -356,11 +356,20 @@ export async function runLocalCommand(
   }
 }
 
-function faults(value: string): FaultRates {
+/**
+ * `--faults`, parsed when the command runs: the parser lives with the fault schedule, which loads the processor
+ * and the AWS SDK, and `--help` must not. The error reads as commander's own for a bad option value.
+ */
+async function parseFaults(value: string, command: Command): Promise<FaultRates> {
+  const { parseFaultSpec } = await import('../local/faults.ts');
   try {
     return parseFaultSpec(value);
   } catch (error) {
-    throw new InvalidArgumentError((error as Error).message.replace(/^--faults: /, ''));
+    const reason = (error as Error).message.replace(/^--faults: /, '');
+    return command.error(`error: option '--faults <spec>' argument '${value}' is invalid. ${reason}`, {
+      exitCode: 2,
+      code: 'commander.invalidArgument',
+    });
   }
 }
 
@@ -413,9 +422,7 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
       new Option(
         '--faults <spec>',
         'all | none | KIND=RATE,… (kinds: crash, redeliver, zombie, throttle, server-error, conflict, coordinator-crash, poison; see docs/local.md)',
-      )
-        .argParser(faults)
-        .default(parseFaultSpec(LOCAL_DEFAULTS.faults), LOCAL_DEFAULTS.faults),
+      ).default(LOCAL_DEFAULTS.faults, LOCAL_DEFAULTS.faults),
     )
     .option(
       '--seed <s>',
@@ -463,7 +470,8 @@ already started (LocalStack; DynamoDB Local and an S3 server) and starts nothing
 Exit codes: 0 the run delivered its guarantee; 1 it did not, or --fail-on-dead-letter and a record was
 dead-lettered; 2 bad usage, setting or input (nothing ran); 3 the endpoints cannot be reached or used.`,
     )
-    .action(async (options: LocalCommandOptions) => {
+    .action(async (raw: Omit<LocalCommandOptions, 'faults'> & { faults: string }, command: Command) => {
+      const options: LocalCommandOptions = { ...raw, faults: await parseFaults(raw.faults, command) };
       try {
         process.exitCode = await runLocalCommand(options, deps);
       } catch (error) {

@@ -11,6 +11,7 @@
 import type { Writable } from 'node:stream';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { STREAMS, type Stream } from '../shared/ledger/layout.ts';
+import { ViolationFoundError } from './failures.ts';
 import { ENDPOINT_HELP, endpointUrl, resolveEndpoint } from './options.ts';
 
 export interface ReadOptions {
@@ -31,7 +32,7 @@ export async function runRead(options: ReadOptions, deps: ReadDependencies = {})
   const out = deps.out ?? process.stdout;
   const env = deps.env ?? process.env;
   const endpoint = resolveEndpoint(options.endpoint, env);
-  const [{ createAwsClients }, { readCommitted }] = await Promise.all([
+  const [{ createAwsClients }, { CommittedFileError, readCommitted }] = await Promise.all([
     import('../shared/aws/clients.ts'),
     import('../shared/sink/reader.ts'),
   ]);
@@ -44,6 +45,10 @@ export async function runRead(options: ReadOptions, deps: ReadDependencies = {})
       if (!out.write(line)) await new Promise((resume) => out.once('drain', resume));
       count++;
     }
+  } catch (error) {
+    // A gap in the manifest log or a file that does not match its manifest: the check's violation, exit 1.
+    if (error instanceof CommittedFileError) throw new ViolationFoundError(error.message, { cause: error });
+    throw error;
   } finally {
     clients.s3.destroy();
     clients.dynamodb.destroy();
