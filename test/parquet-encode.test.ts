@@ -244,6 +244,39 @@ describe('encodeParquet read back by DuckDB', () => {
     );
   });
 
+  it('writes lone surrogates as U+FFFD in strings and json (keys too), so DuckDB can read the file', async () => {
+    const columns = [column('text', 'string'), column('doc', 'json')];
+    const rows: OutputRow[] = [
+      {
+        text: 'a\ud800b\udc00',
+        doc: { 'k\udbff': ['x\udfff', '\ud83c\udf89 pair kept', 'back\\ud800slash'], n: 1 },
+        source: { topic: 't', partition: 0, offset: 0 },
+      },
+      { text: 'fine', doc: 'a\ud800b', source: { topic: 't', partition: 0, offset: 1 } },
+    ];
+    const file = written(encodeParquet(columns, rows));
+    expect(await query(`SELECT text, doc FROM ${file}`)).toEqual([
+      {
+        text: 'a\ufffdb\ufffd',
+        doc: JSON.stringify({ 'k\ufffd': ['x\ufffd', '\ud83c\udf89 pair kept', 'back\\ud800slash'], n: 1 }),
+      },
+      { text: 'fine', doc: '"a\ufffdb"' },
+    ]);
+  });
+
+  it('writes min/max statistics for every column but json', async () => {
+    const file = written(encodeParquet(ORDERS, [order(1), order(2)]));
+    const stats = await query(
+      `SELECT path_in_schema AS path, stats_min_value AS min, stats_max_value AS max
+         FROM parquet_metadata(${file}) WHERE row_group_id = 0`,
+    );
+    const byPath = Object.fromEntries(stats.map((row) => [String(row.path), row]));
+    expect(byPath.attributes).toMatchObject({ min: null, max: null });
+    expect(byPath.amountCents).toMatchObject({ min: '1000', max: '2000' });
+    expect(byPath.orderId).toMatchObject({ min: 'o-1', max: 'o-2' });
+    expect(byPath['source, offset']).toMatchObject({ min: '1', max: '2' });
+  });
+
   it('writes an empty row set as a valid file with the full schema and no rows', async () => {
     const file = written(encodeParquet(ORDERS, []));
     expect(await query(`SELECT count(*) AS n FROM ${file}`)).toEqual([{ n: 0n }]);

@@ -19,6 +19,15 @@
  * column's null is therefore always SQL NULL, never the JSON text `null` (a required json column cannot be null:
  * the processor's row check refuses it).
  *
+ * Strings are UTF-8, which cannot hold a lone surrogate: a string that is not well-formed UTF-16 is written with
+ * U+FFFD in its place (refusing it would stall the partition on one transform's output, L1). In json text too,
+ * strings and keys alike: `JSON.stringify` would escape it (`"\ud800"`), but strict readers refuse that escape
+ * and DuckDB then fails the whole file, not just the row.
+ *
+ * Statistics (min/max per page and row group) are written for every column but json: readers prune row groups and
+ * files with them, and byte order of JSON text prunes nothing while a large document would be copied into the
+ * footer twice.
+ *
  * Deterministic: the same columns and rows give the same bytes (the sink's checksums and idempotent promote rely
  * on it). The writer (hyparquet-writer, pure JavaScript) stamps no time, host or random value; `created_by` is a
  * constant; row groups are cut at a constant row count; JSON text follows the value's own key order.
@@ -92,14 +101,39 @@ export function parquetSchema(columns: readonly ColumnDefinition[]): SchemaEleme
   ];
 }
 
-/** A column's values as the writer takes them: INT64 as bigint (exact), everything else as is, null for absent. */
+/** A column's values as the writer takes them: INT64 as bigint (exact), json well-formed, null for absent. */
 function columnValues(column: ColumnDefinition, rows: readonly OutputRow[]): unknown[] {
   const int64 = column.type === 'long' || column.type === 'timestamp';
   return rows.map((row) => {
     const value = row[column.name];
     if (value === null || value === undefined) return null;
-    return int64 ? BigInt(value as number) : value;
+    if (int64) return BigInt(value as number);
+    return column.type === 'json' ? wellFormedJson(value) : value;
   });
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
+
+function wellFormedText(text: string): string {
+  return LONE_SURROGATE.test(text) ? text.replace(LONE_SURROGATES, '\uFFFD') : text;
+}
+
+/** A JSON value with every lone surrogate (in strings and keys) replaced by U+FFFD; the same value when none. */
+function wellFormedJson(value: unknown): unknown {
+  if (typeof value === 'string') return wellFormedText(value);
+  if (typeof value !== 'object' || value === null || value instanceof Date) return value;
+  if (Array.isArray(value)) {
+    const items = value.map(wellFormedJson);
+    return items.every((item, index) => item === value[index]) ? value : items;
+  }
+  let changed = false;
+  const entries = Object.entries(value).map(([key, item]) => {
+    const [fixedKey, fixedItem] = [wellFormedText(key), wellFormedJson(item)];
+    changed ||= fixedKey !== key || fixedItem !== item;
+    return [fixedKey, fixedItem] as const;
+  });
+  return changed ? Object.fromEntries(entries) : value;
 }
 
 function lineageValues(rows: readonly OutputRow[]): unknown[] {
@@ -116,7 +150,7 @@ function lineageValues(rows: readonly OutputRow[]): unknown[] {
 }
 
 /**
- * Encodes `rows` as one Parquet file (snappy-compressed pages, statistics on, row groups of
+ * Encodes `rows` as one Parquet file (snappy-compressed pages, statistics as above, row groups of
  * {@link PARQUET_ROW_GROUP_ROWS}). Zero rows give a valid file with the schema and no row group.
  * Throws {@link ParquetEncodeError} for a row that does not match `columns` (checked with the processor's own
  * row check, so the two never disagree about what a valid row is).
@@ -128,7 +162,11 @@ export function encodeParquet(columns: readonly ColumnDefinition[], rows: readon
     if (problem !== undefined) throw new ParquetEncodeError(index, problem);
   });
   const columnData: ColumnSource[] = [
-    ...columns.map((column) => ({ name: column.name, data: columnValues(column, rows) })),
+    ...columns.map((column) => ({
+      name: column.name,
+      data: columnValues(column, rows),
+      statistics: column.type !== 'json',
+    })),
     { name: LINEAGE_COLUMN, data: lineageValues(rows) },
   ];
   const buffer = parquetWriteBuffer({
