@@ -30,7 +30,9 @@
  *
  * Deterministic: the same columns and rows give the same bytes (the sink's checksums and idempotent promote rely
  * on it). The writer (hyparquet-writer, pure JavaScript) stamps no time, host or random value; `created_by` is a
- * constant; row groups are cut at a constant row count; JSON text follows the value's own key order.
+ * constant; row groups are cut at a constant row count; JSON text follows the value's own key order. The bytes
+ * also depend on the writer's code (its encodings and dictionary choices), so its version is pinned exactly: an
+ * upgrade is a deliberate change, deployed when no checkpoint is between encode and promote.
  */
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { PipelineError } from '../errors.ts';
