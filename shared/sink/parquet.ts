@@ -32,7 +32,8 @@
  * on it). The writer (hyparquet-writer, pure JavaScript) stamps no time, host or random value; `created_by` is a
  * constant; row groups are cut at a constant row count; JSON text follows the value's own key order. The bytes
  * also depend on the writer's code (its encodings and dictionary choices), so its version is pinned exactly: an
- * upgrade is a deliberate change, deployed when no checkpoint is between encode and promote.
+ * upgrade is a deliberate change (one that can re-encode an in-flight checkpoint differently), never a side effect
+ * of a lockfile refresh.
  */
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { PipelineError } from '../errors.ts';
