@@ -20,15 +20,9 @@ import {
 import { InvalidSettingError } from '../shared/errors.ts';
 import { isValidTopicName } from '../shared/kafka/event.ts';
 
-/** What `eos local` uses where neither a flag nor a variable sets it. */
-export const LOCAL_SETTING_DEFAULTS = {
-  ledgerTable: 'eos-local-ledger',
-  bucket: 'eos-local',
-  checkpointLeaseSeconds: '10',
-} as const satisfies Partial<Record<keyof Settings, string>>;
+import { LOCAL_DEFAULT_TOPIC, LOCAL_SETTING_DEFAULTS } from './local-defaults.ts';
 
-/** The emulated topic when neither `--topic` nor `EOS_TOPICS` names one. */
-export const LOCAL_DEFAULT_TOPIC = 'orders';
+export { LOCAL_DEFAULT_TOPIC, LOCAL_SETTING_DEFAULTS };
 
 /** The flags that set a processor setting (each wins over its variable). */
 export interface SettingFlags {

@@ -9,25 +9,19 @@
  */
 import { accessSync, constants, existsSync, statSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { type Command, InvalidArgumentError, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import { OptionError } from '../local/errors.ts';
 import type { FaultRates } from '../local/faults.ts';
 import type { InputRecord } from '../local/input.ts';
 import type { LocalParts } from '../local/parts.ts';
 import type { RunReport } from '../local/runner.ts';
-import { DELIVERY_GUARANTEES, type DeliveryGuarantee } from '../shared/config/settings.ts';
+import type { DeliveryGuarantee } from '../shared/config/settings.ts';
 import { reportFailure } from './failures.ts';
-import {
-  checkTopicName,
-  LOCAL_DEFAULT_TOPIC,
-  LOCAL_SETTING_DEFAULTS,
-  type LocalSettings,
-  localSettings,
-} from './local-settings.ts';
+import { GUARANTEES, LOCAL_DEFAULT_TOPIC, LOCAL_SETTING_DEFAULTS, MAX_BATCH_SIZE } from './local-defaults.ts';
+import type { LocalSettings } from './local-settings.ts';
 import { ENDPOINT_HELP, endpointUrl, integer, oneOf, resolveEndpoint } from './options.ts';
 
-/** The emulator's batch size limit, repeated here so that `--help` does not load the emulator; a test pins it. */
-export const MAX_BATCH_SIZE = 10_000;
+export { MAX_BATCH_SIZE };
 
 export const LOCAL_DEFAULTS = {
   records: 20_000,
@@ -267,6 +261,7 @@ export async function runLocalCommand(
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
   const writeError = deps.writeError ?? ((text: string) => process.stderr.write(text));
   const env = deps.env ?? process.env;
+  const { localSettings } = await import('./local-settings.ts');
   const local = localSettings(options, env);
   const { settings } = local;
   const { loadLocalTransform } = await import('./local-transform.ts');
@@ -373,11 +368,17 @@ async function parseFaults(value: string, command: Command): Promise<FaultRates>
   }
 }
 
-function topicName(value: string): string {
+/** `--topic`, checked when the command runs (the check loads the event schema); reads as commander's error. */
+async function checkTopic(value: string | undefined, command: Command): Promise<void> {
+  if (value === undefined) return;
+  const { checkTopicName } = await import('./local-settings.ts');
   try {
-    return checkTopicName(value);
+    checkTopicName(value);
   } catch (error) {
-    throw new InvalidArgumentError((error as Error).message);
+    command.error(
+      `error: option '--topic <name>' argument '${value}' is invalid. ${(error as Error).message}`,
+      { exitCode: 2, code: 'commander.invalidArgument' },
+    );
   }
 }
 
@@ -405,7 +406,6 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
     .option(
       '--topic <name>',
       `the emulated topic's name (default the first of $EOS_TOPICS, else ${LOCAL_DEFAULT_TOPIC})`,
-      topicName,
     )
     .option(
       '--batch-size <n>',
@@ -415,8 +415,8 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
     .option('--partitions <p>', 'partitions of the topic', integer(1, 1000), LOCAL_DEFAULTS.partitions)
     .option(
       '--guarantee <g>',
-      `${DELIVERY_GUARANTEES.join(' | ')} (default $EOS_DELIVERY_GUARANTEE, else ${LOCAL_DEFAULTS.guarantee})`,
-      oneOf(DELIVERY_GUARANTEES),
+      `${GUARANTEES.join(' | ')} (default $EOS_DELIVERY_GUARANTEE, else ${LOCAL_DEFAULTS.guarantee})`,
+      oneOf(GUARANTEES),
     )
     .addOption(
       new Option(
@@ -471,6 +471,7 @@ Exit codes: 0 the run delivered its guarantee; 1 it did not, or --fail-on-dead-l
 dead-lettered; 2 bad usage, setting or input (nothing ran); 3 the endpoints cannot be reached or used.`,
     )
     .action(async (raw: Omit<LocalCommandOptions, 'faults'> & { faults: string }, command: Command) => {
+      await checkTopic(raw.topic, command);
       const options: LocalCommandOptions = { ...raw, faults: await parseFaults(raw.faults, command) };
       try {
         process.exitCode = await runLocalCommand(options, deps);

@@ -18,10 +18,12 @@ import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../cli/eos.ts';
-import { MAX_BATCH_SIZE, partsPlan } from '../cli/local.ts';
+import { partsPlan } from '../cli/local.ts';
+import { GUARANTEES, MAX_BATCH_SIZE } from '../cli/local-defaults.ts';
 import { MAX_BATCH_SIZE as EMULATOR_MAX_BATCH_SIZE } from '../local/msk-emulator.ts';
 import { LOCAL_CREDENTIALS, startDynamoDbLocal, startS3Server } from '../local/parts.ts';
 import type { RunReport } from '../local/runner.ts';
+import { DELIVERY_GUARANTEES } from '../shared/config/settings.ts';
 
 const ENDPOINT_VARIABLES = ['AWS_ENDPOINT_URL', 'AWS_ENDPOINT_URL_DYNAMODB', 'AWS_ENDPOINT_URL_S3'];
 
@@ -250,7 +252,7 @@ describe('cli/eos.ts loads no implementation statically', () => {
     const local = graph.filter((m) => m.startsWith('/')).map((m) => m.slice(resolve('.').length + 1));
     expect(local).not.toEqual(
       expect.arrayContaining([
-        expect.stringMatching(/^local\/(runner|parts|msk-emulator|generator|provision)\.ts$/),
+        expect.stringMatching(/^local\/(runner|parts|msk-emulator|generator|provision|faults)\.ts$/),
       ]),
     );
     const packages = graph.filter((m) => !m.startsWith('/') && !m.startsWith('node:'));
@@ -262,9 +264,12 @@ describe('cli/eos.ts loads no implementation statically', () => {
       packages.filter((p) => p.startsWith('@aws-sdk/') || dev.some((d) => p === d || p.startsWith(`${d}/`))),
     ).toEqual([]);
     expect(packages).toContain('commander');
+    // zod alone costs about a second of start-up on a loaded machine: settings are parsed when a command runs.
+    expect(packages).not.toContain('zod');
   });
 
-  it('repeats the emulator batch size limit exactly', () => {
+  it('repeats the emulator batch size limit and the delivery guarantees exactly', () => {
     expect(MAX_BATCH_SIZE).toBe(EMULATOR_MAX_BATCH_SIZE);
+    expect(GUARANTEES).toEqual(DELIVERY_GUARANTEES);
   });
 });
