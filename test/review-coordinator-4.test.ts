@@ -20,6 +20,7 @@ import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
+import { TransientAwsError } from '../shared/errors.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
@@ -195,41 +196,42 @@ describe('R4: a plan write S3 answers 409 ConditionalRequestConflict', () => {
     };
   };
 
-  it('R4-1 a vote recorded after a 409 on its plan write names a plan that was never written; a processor that swaps the entry after the vote then stalls the decided checkpoint', async () => {
+  it('R4-1 a 409 on the plan write fails prepare transiently (no vote for an unwritten plan); the retry writes and votes it, and a processor that swaps the entry after the vote changes nothing', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
     expect(begun.shards).toEqual([0]);
-    await s.coordinatorFor(conflictOnPlanPut()).prepare({ ...ref, shard: 0 });
+    await expect(s.coordinatorFor(conflictOnPlanPut()).prepare({ ...ref, shard: 0 })).rejects.toBeInstanceOf(
+      TransientAwsError,
+    );
+    expect((await s.store.readRecord(ref.checkpointId))?.planDigests?.['0']).toBeUndefined();
+    // Step Functions retries the step: the plan is written, then voted.
+    await s.core.prepare({ ...ref, shard: 0 });
     const record = await s.store.readRecord(ref.checkpointId);
     expect(record?.planDigests?.['0']).toMatch(/^[0-9a-f]{64}$/);
-    // The defect, step 1: the shard voted, its plan does not exist.
     const plans = await keysUnder(planPrefix(s, ref.checkpointId, ref.attempt));
-    // Step 2: the processor swaps the covered entry (a new staged key, well-formed, inside the cut).
+    expect(plans, 'the vote names a plan that was written').toEqual([
+      expect.stringContaining(`plan-0-${record?.planDigests?.['0']}.json`),
+    ]);
+    // The processor swaps the covered entry after the vote: promote reads the voted plan, not the ledger.
     await swapEntry(s.settings, e1!, 'a2');
     await s.core.decide(ref);
-    // C4: after the decision the checkpoint only rolls forward, from the copies prepare verified. It cannot: the
-    // voted plan is missing and the ledger no longer derives it (WorkObjectMissingError on every retry).
-    let promoteError: unknown;
-    try {
-      await s.core.promote({ ...ref, shard: 0 });
-    } catch (error) {
-      promoteError = error;
-    }
-    expect(promoteError instanceof Error ? promoteError.message : promoteError).toBeUndefined();
-    expect(plans, 'the vote names a plan that was written').toHaveLength(1);
+    await s.core.promote({ ...ref, shard: 0 });
     await s.core.commit(ref);
     await s.core.cleanup({ ...ref, shard: 0 });
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
 
-  it('R4-2 (sound) the same 409 without a ledger change: the fallback derives the voted plan, the checkpoint rolls forward from the verified copies', async () => {
+  it('R4-2 (sound) the same 409 without a ledger change: the retried prepare votes, the checkpoint rolls forward from the verified copies', async () => {
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
-    await s.coordinatorFor(conflictOnPlanPut()).prepare({ ...ref, shard: 0 });
+    await expect(s.coordinatorFor(conflictOnPlanPut()).prepare({ ...ref, shard: 0 })).rejects.toBeInstanceOf(
+      TransientAwsError,
+    );
+    await s.core.prepare({ ...ref, shard: 0 }); // the step's retry
     await finish(s.core, ref, begun.shards);
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
@@ -441,10 +443,8 @@ describe('R4: write-once plans and copies', () => {
 });
 
 describe('R4: a copy S3 answers 409 ConditionalRequestConflict', () => {
-  it('R4-8 a 409 on the copy of a sound staged object is taken for an existing copy: prepare finds no copy and aborts the attempt as "missing" instead of retrying the copy', async () => {
-    // S3 documents 409 on CopyObject with If-None-Match as "retry the upload"; copyStagedObject reports 'exists'
-    // ("the other copy wins") and verification then finds nothing there. Before the decision, so only a false
-    // alarm: an abort whose reason names a sound object, and a repeat of all of prepare's copies next attempt.
+  it('R4-8 a 409 on the copy of a sound staged object fails prepare transiently (not "missing", no abort); the retried prepare copies, votes, and the checkpoint commits', async () => {
+    // S3 documents 409 on CopyObject with If-None-Match as "retry the upload".
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
@@ -458,21 +458,17 @@ describe('R4: a copy S3 answers 409 ConditionalRequestConflict', () => {
         }
       },
     });
-    let prepareError: unknown;
-    try {
-      await run.prepare({ ...ref, shard: 0 });
-    } catch (error) {
-      prepareError = error;
-    }
+    await expect(run.prepare({ ...ref, shard: 0 })).rejects.toBeInstanceOf(TransientAwsError);
     expect(fired).toBe(true);
-    expect(prepareError instanceof Error ? prepareError.message : prepareError).toBeUndefined();
+    expect(await s.store.readRecord(ref.checkpointId)).toMatchObject({ status: 'BEGUN' });
+    await s.core.prepare({ ...ref, shard: 0 }); // the step's retry
     await finish(s.core, ref, begun.shards);
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
 });
 
 describe('R4: the same 409 on the manifest write', () => {
-  it('R4-9 (sound) commit reads the manifest back after a 409 and fails instead of marking COMMITTED without a manifest; the retry commits', async () => {
+  it('R4-9 (sound) a 409 on the manifest write fails commit transiently instead of marking COMMITTED without a manifest; the retry commits', async () => {
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
@@ -491,7 +487,7 @@ describe('R4: the same 409 on the manifest write', () => {
           throw s3Error(409, 'ConditionalRequestConflict');
       },
     });
-    await expect(committer.commit(ref)).rejects.toThrow(/already exists with different content/);
+    await expect(committer.commit(ref)).rejects.toBeInstanceOf(TransientAwsError);
     expect(await s.store.readRecord(ref.checkpointId)).toMatchObject({ status: 'COMMITTING' });
     await s.core.commit(ref);
     await s.core.cleanup({ ...ref, shard: 0 });

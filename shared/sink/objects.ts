@@ -13,6 +13,7 @@ import {
   type S3Client,
 } from '@aws-sdk/client-s3';
 import { rethrowClassified } from '../aws/classify.ts';
+import { TransientAwsError } from '../errors.ts';
 
 function errorName(error: unknown): string | undefined {
   return (error as { name?: string } | null)?.name;
@@ -86,8 +87,12 @@ export async function putIfAbsent(
     return 'created';
   } catch (error) {
     if (statusOf(error) === 412 || errorName(error) === 'PreconditionFailed') return 'exists';
-    // A concurrent conditional write to the same key: the other writer wins; compare like a 412.
-    if (statusOf(error) === 409 || errorName(error) === 'ConditionalRequestConflict') return 'exists';
+    // A concurrent conditional write to the same key is in progress: S3 says retry (409
+    // ConditionalRequestConflict). It is not "exists": nothing may be there yet (review R4-1), so the step fails
+    // transiently and its retry finds the winner's object, or writes its own.
+    if (statusOf(error) === 409 || errorName(error) === 'ConditionalRequestConflict') {
+      throw new TransientAwsError('s3:PutObject', { cause: error });
+    }
     return rethrowClassified('s3:PutObject', error);
   }
 }

@@ -152,7 +152,12 @@ export class PlanStore {
     const body = encodePlan(plan);
     const digest = sha256Hex(body);
     const key = planKey(this.pipeline, plan.checkpointId, plan.attempt, plan.shard, digest);
-    await putIfAbsent(this.s3, this.bucket, key, body, { contentType: 'application/json' });
+    const outcome = await putIfAbsent(this.s3, this.bucket, key, body, { contentType: 'application/json' });
+    // Never vote for a plan that is not there as written (review R4-1): what exists under the key must be these bytes.
+    const stored = outcome === 'exists' ? await getBytes(this.s3, this.bucket, key) : body;
+    if (stored === undefined || sha256Hex(stored) !== digest) {
+      throw new PlanDigestMismatchError(key, 'another plan is stored under this plan key');
+    }
     return digest;
   }
 

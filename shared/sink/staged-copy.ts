@@ -27,6 +27,7 @@
  */
 import { CopyObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { rethrowClassified } from '../aws/classify.ts';
+import { TransientAwsError } from '../errors.ts';
 
 /** What a copy did: made it, found a copy there already (412), or found no source object. */
 export type CopyOutcome = 'copied' | 'exists' | 'source-missing';
@@ -64,8 +65,11 @@ export async function copyStagedObject(
   } catch (error) {
     const name = nameOf(error);
     if (statusOf(error) === 412 || name === 'PreconditionFailed') return 'exists';
-    // A concurrent conditional write to the same key: the other copy wins; the caller verifies it.
-    if (statusOf(error) === 409 || name === 'ConditionalRequestConflict') return 'exists';
+    // A concurrent conditional write to the same key is in progress: S3 says retry. Not "exists": the other copy
+    // may not be readable yet, and a missing copy would abort a sound object (review R4-8). The step retries.
+    if (statusOf(error) === 409 || name === 'ConditionalRequestConflict') {
+      throw new TransientAwsError('s3:CopyObject', { cause: error });
+    }
     if (name === 'NoSuchKey' || name === 'NotFound' || statusOf(error) === 404) return 'source-missing';
     return rethrowClassified('s3:CopyObject', error);
   }
