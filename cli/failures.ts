@@ -8,14 +8,15 @@
  * |      | a committed file that does not match its manifest)                                         |
  * | 2    | bad usage or input: an unknown flag, a bad value, a missing required flag; nothing ran     |
  * | 3    | AWS cannot be reached or used: no region, no credentials, an unknown bucket or table, the  |
- * |      | endpoint down, access denied                                                               |
+ * |      | endpoint down, access denied; for `eos local`, DynamoDB Local or the S3 server that cannot |
+ * |      | start (no Java, a Java too old)                                                            |
  *
  * AWS SDK errors are told apart by their name, code and HTTP status (`$metadata`), never by `instanceof` on
  * a client's exception classes: a command must not load a client only to classify its errors.
  */
 import { CommanderError, InvalidArgumentError } from 'commander';
 import { OptionError } from '../local/errors.ts';
-import { PipelineError } from '../shared/errors.ts';
+import { MissingResourceError, PipelineError } from '../shared/errors.ts';
 
 export const EXIT = { ok: 0, violation: 1, usage: 2, aws: 3 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -129,7 +130,9 @@ export function classifyFailure(error: unknown): Failure {
       if (inner !== undefined) return { code: EXIT.aws, message: inner };
     }
   }
-  // Our own errors (a bad input file or setting, Java missing) say what is wrong: bad usage or input.
+  // A table, bucket or local part that is missing or does not answer: AWS (or its local stand-in) unusable.
+  if (error instanceof MissingResourceError) return { code: EXIT.aws, message: oneLine(error.message) };
+  // Our other errors (a bad input file or setting) say what is wrong: bad usage or input.
   if (error instanceof PipelineError) return { code: EXIT.usage, message: oneLine(error.message) };
   const message = error instanceof Error ? `${error.name}: ${oneLine(error.message)}` : String(error);
   // Anything else is unexpected (a defect of eos, most likely): it did not succeed, so 1, still on one line.

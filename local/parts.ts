@@ -81,14 +81,17 @@ async function waitForDynamoDb(
       if (child.exitCode !== null) {
         // Java's own words (an unsupported class version, a port in use) say what to do better than a code.
         const said = output().trim().split('\n').slice(-3).join(' | ');
-        throw new Error(`DynamoDB Local exited with code ${child.exitCode}${said ? `: ${said}` : ''}`);
+        throw new MissingResourceError(
+          'DynamoDB Local',
+          `exited with code ${child.exitCode}${said ? `: ${said}` : ''} (Java 17+ on PATH? run \`npm run setup\`)`,
+        );
       }
       try {
         await client.send(new ListTablesCommand({}));
         return;
       } catch (error) {
         if (Date.now() > deadline)
-          throw new Error(`DynamoDB Local did not answer at ${endpoint}`, { cause: error });
+          throw new MissingResourceError('DynamoDB Local', `did not answer at ${endpoint}`, { cause: error });
         await new Promise((r) => setTimeout(r, 100));
       }
     }
@@ -152,7 +155,7 @@ export async function startS3Server(directory: string): Promise<{ endpoint: stri
       const line = buffer.split('\n')[0];
       if (buffer.includes('\n') && line) resolvePort((JSON.parse(line) as { port: number }).port);
     });
-    child.once('exit', (code) => reject(new Error(`S3 server exited with code ${code}`)));
+    child.once('exit', (code) => reject(new MissingResourceError('S3 server', `exited with code ${code}`)));
   });
   return { endpoint: `http://127.0.0.1:${port}`, process: child };
 }

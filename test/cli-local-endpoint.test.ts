@@ -200,6 +200,30 @@ describe('eos local: --report and --export are checked before anything starts', 
   });
 });
 
+describe('eos local: a failed start', () => {
+  it('without Java exits 3 with one line saying what to install, before any run', async () => {
+    const emptyPath = mkdtempSync(join(tmpdir(), 'eos-no-java-'));
+    const savedPath = process.env.PATH;
+    process.env.PATH = emptyPath; // java is looked up on PATH; the S3 server runs from process.execPath
+    const stderr: string[] = [];
+    const out: string[] = [];
+    try {
+      const code = await main(
+        ['node', 'eos', 'local', '--records', '5'],
+        { local: { progress: false, write: (t) => out.push(t), env: plainEnv() } },
+        { writeError: (t) => stderr.push(t) },
+      );
+      expect(code).toBe(3);
+    } finally {
+      process.env.PATH = savedPath;
+    }
+    expect(stderr.join('')).toMatch(
+      /^error: java: DynamoDB Local needs a Java runtime \(17\+\) on PATH.*\n$/,
+    );
+    expect(out.join('')).toBe('');
+  });
+});
+
 describe('eos local: SIGTERM stops the parts it started', () => {
   it('exits 143 and leaves no DynamoDB Local or S3 server behind', async () => {
     const child = spawn(process.execPath, ['bin/eos.mjs', 'local', '--records', '20000'], {

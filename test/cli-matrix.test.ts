@@ -10,6 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { main } from '../cli/eos.ts';
 import { classifyFailure } from '../cli/failures.ts';
+import { InvalidSettingError, MissingResourceError } from '../shared/errors.ts';
 
 type Command = 'local' | 'verify' | 'read' | 'status';
 type Case =
@@ -225,6 +226,12 @@ describe('classifyFailure: AWS errors by name, code and status', () => {
     ],
     [aws('ResourceNotFoundException', { $metadata: { httpStatusCode: 400 } }), 3, /^not found: /],
     [new Error('Region is missing'), 3, /^no AWS region: /],
+    [
+      new MissingResourceError('java', 'DynamoDB Local needs a Java runtime'),
+      3,
+      /^java: DynamoDB Local needs/,
+    ],
+    [new InvalidSettingError('EOS_BATCH', 'unknown'), 2, /^invalid setting EOS_BATCH: unknown$/],
     [new TypeError('x is undefined'), 1, /^TypeError: x is undefined \(unexpected; rerun with --debug/],
   ])('%s → exit %i', (error, code, message) => {
     const failure = classifyFailure(error);
