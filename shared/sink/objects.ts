@@ -23,7 +23,21 @@ function statusOf(error: unknown): number | undefined {
   return (error as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode;
 }
 
-function isNotFound(error: unknown): boolean {
+/**
+ * How S3 refused a write-once put or copy (`If-None-Match: *`): `true` when the key already exists (412), so the
+ * caller compares or accepts what is there. A 409 `ConditionalRequestConflict` means a concurrent conditional write
+ * to the key is in progress and S3 says retry: it is thrown as transient, never taken for "exists" (nothing may be
+ * there yet: reviews R4-1, R4-8). `false` for any other error.
+ */
+export function writeOnceRefused(operation: string, error: unknown): boolean {
+  if (statusOf(error) === 412 || errorName(error) === 'PreconditionFailed') return true;
+  if (statusOf(error) === 409 || errorName(error) === 'ConditionalRequestConflict') {
+    throw new TransientAwsError(operation, { cause: error });
+  }
+  return false;
+}
+
+export function isNotFound(error: unknown): boolean {
   const name = errorName(error);
   return name === 'NoSuchKey' || name === 'NotFound' || statusOf(error) === 404;
 }
@@ -86,13 +100,7 @@ export async function putIfAbsent(
     );
     return 'created';
   } catch (error) {
-    if (statusOf(error) === 412 || errorName(error) === 'PreconditionFailed') return 'exists';
-    // A concurrent conditional write to the same key is in progress: S3 says retry (409
-    // ConditionalRequestConflict). It is not "exists": nothing may be there yet (review R4-1), so the step fails
-    // transiently and its retry finds the winner's object, or writes its own.
-    if (statusOf(error) === 409 || errorName(error) === 'ConditionalRequestConflict') {
-      throw new TransientAwsError('s3:PutObject', { cause: error });
-    }
+    if (writeOnceRefused('s3:PutObject', error)) return 'exists';
     return rethrowClassified('s3:PutObject', error);
   }
 }

@@ -27,18 +27,10 @@
  */
 import { CopyObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { rethrowClassified } from '../aws/classify.ts';
-import { TransientAwsError } from '../errors.ts';
+import { isNotFound, writeOnceRefused } from './objects.ts';
 
 /** What a copy did: made it, found a copy there already (412), or found no source object. */
 export type CopyOutcome = 'copied' | 'exists' | 'source-missing';
-
-function statusOf(error: unknown): number | undefined {
-  return (error as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode;
-}
-
-function nameOf(error: unknown): string | undefined {
-  return (error as { name?: string } | null)?.name;
-}
 
 /**
  * Copies `sourceKey` to `copyKey` in `bucket`, server-side, unless `copyKey` exists. The copy source is
@@ -63,14 +55,8 @@ export async function copyStagedObject(
     );
     return 'copied';
   } catch (error) {
-    const name = nameOf(error);
-    if (statusOf(error) === 412 || name === 'PreconditionFailed') return 'exists';
-    // A concurrent conditional write to the same key is in progress: S3 says retry. Not "exists": the other copy
-    // may not be readable yet, and a missing copy would abort a sound object (review R4-8). The step retries.
-    if (statusOf(error) === 409 || name === 'ConditionalRequestConflict') {
-      throw new TransientAwsError('s3:CopyObject', { cause: error });
-    }
-    if (name === 'NoSuchKey' || name === 'NotFound' || statusOf(error) === 404) return 'source-missing';
+    if (writeOnceRefused('s3:CopyObject', error)) return 'exists';
+    if (isNotFound(error)) return 'source-missing';
     return rethrowClassified('s3:CopyObject', error);
   }
 }
