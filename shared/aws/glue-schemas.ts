@@ -6,6 +6,7 @@
  */
 import type { GlueClient } from '@aws-sdk/client-glue';
 import type { GlueGetSchemaVersion, SchemaType } from '../decode/registry.ts';
+import { regionFromEnv } from './clients.ts';
 
 const DATA_FORMATS: Readonly<Record<string, SchemaType>> = {
   AVRO: 'AVRO',
@@ -40,5 +41,6 @@ export function glueSchemaVersionLookup(
 
 async function defaultGlueClient(): Promise<GlueClient> {
   const { GlueClient } = await import('@aws-sdk/client-glue');
-  return new GlueClient({ region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION, maxAttempts: 3 });
+  const region = regionFromEnv();
+  return new GlueClient({ ...(region === undefined ? {} : { region }), maxAttempts: 3 });
 }
