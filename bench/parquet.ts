@@ -11,9 +11,15 @@
  * lineage struct `source {topic, partition, offset}`. hyparquet-writer is measured through `encodeParquet`, the
  * encoder the sink will use; the others through their documented APIs with the same columns and codec.
  *
+ * Output formats (issue 12): the same rows as the sink writes them — NDJSON plain, NDJSON gzip (the sink's default
+ * so far, the baseline) and Parquet (the sink's encoder) — side by side: write throughput in rows/s and MB/s (the
+ * rows' NDJSON text per second, the same volume for every format, and the file bytes per second), file size and
+ * bytes per row, each with its ratio to the baseline timed in the same process, round-robin with the others.
+ *
  * Candidates are loaded by name at run time, so the project typechecks without them; install the ones to measure:
  *   npm install --no-save hyparquet-writer parquet-wasm apache-arrow @dsnp/parquetjs @duckdb/node-api
- * Run: npx tsx bench/parquet.ts [rows] (prints a table; writes bench/out/parquet/results.json).
+ * Run: npx tsx bench/parquet.ts [rows] [--docs] (prints both tables; writes bench/out/parquet/results.json; with
+ * --docs, also the "Output formats" section of docs/benchmark.md, leaving the rest of the page as it is).
  */
 import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -22,15 +28,18 @@ import { dirname, join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { encodeNdjson } from '../shared/sink/ndjson.ts';
+import { digestsOf, encodeNdjson } from '../shared/sink/ndjson.ts';
 import type { ColumnDefinition } from '../shared/transforms/api.ts';
 import type { OutputRow } from '../shared/transforms/types.ts';
 import { median } from './stats.ts';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const OUT = join(ROOT, 'bench', 'out', 'parquet');
-const ROWS = Number(process.argv[2] ?? 100_000);
-const WRITE_RUNS = 3;
+const ARGS = process.argv.slice(2);
+const ROWS = Number(ARGS.find((arg) => !arg.startsWith('--')) ?? 100_000);
+const WRITE_DOCS = ARGS.includes('--docs');
+const DOCS_PAGE = join(ROOT, 'docs', 'benchmark.md');
+const WRITE_RUNS = 5;
 const COLD_RUNS = 5;
 const require = createRequire(import.meta.url);
 
@@ -310,7 +319,13 @@ async function prepare(
   try {
     candidate = await make();
   } catch (error) {
-    return { result: { candidate: label, packages: '', error: `not loaded: ${firstLine(error)}` } };
+    return {
+      result: {
+        candidate: label,
+        packages: '',
+        error: `not loaded: ${(firstLine(error) ?? '').replace(/ imported from .*$/, '')}`,
+      },
+    };
   }
   const result: Measured = {
     candidate: candidate.name,
@@ -373,10 +388,154 @@ function table(results: readonly Measured[], baseline: { name: string; ms: numbe
   }
   for (const b of baseline) {
     lines.push(
-      `| ${b.name} (today's sink) | node:zlib | — | — | ${fixed(b.ms)} | ${fixed(ROWS / (b.ms / 1000))} | ${fixed(b.kb)} | — | — |`,
+      `| ${b.name} (NDJSON sink encoder) | node:zlib | — | — | ${fixed(b.ms)} | ${fixed(ROWS / (b.ms / 1000))} | ${fixed(b.kb)} | — | — |`,
     );
   }
   return lines.join('\n');
+}
+
+/** Median time of the sink's upload digests (SHA-256 and MD5) over `bytes`. */
+function digestMs(bytes: Uint8Array): number {
+  const body = Buffer.from(bytes);
+  const times = Array.from({ length: WRITE_RUNS }, () => {
+    const start = performance.now();
+    digestsOf(body);
+    return performance.now() - start;
+  });
+  return median(times);
+}
+
+/** One output format's figures on the benchmark's rows. */
+export interface FormatFigure {
+  readonly format: string;
+  readonly writer: string;
+  readonly writeMs: number;
+  readonly rowsPerSecond: number;
+  /** The rows' NDJSON text per second: the same data volume for every format, so the figures compare. */
+  readonly textMbPerSecond: number;
+  /** File bytes written per second. */
+  readonly fileMbPerSecond: number;
+  readonly fileBytes: number;
+  readonly bytesPerRow: number;
+  /** rows/s against the baseline's (above 1: faster). */
+  readonly speedVsBaseline: number;
+  /** File size against the baseline's (below 1: smaller). */
+  readonly sizeVsBaseline: number;
+}
+
+const MB = 1024 * 1024;
+
+/** The figures of each timed format, with ratios against the one named `baseline` (timed in the same process). */
+export function formatFigures(
+  timings: readonly { format: string; writer: string; ms: number; bytes: number }[],
+  rows: number,
+  textBytes: number,
+  baseline: string,
+): FormatFigure[] {
+  const base = timings.find((t) => t.format === baseline);
+  if (base === undefined) throw new Error(`no baseline ${baseline} among ${timings.map((t) => t.format)}`);
+  return timings.map((t) => ({
+    format: t.format,
+    writer: t.writer,
+    writeMs: t.ms,
+    rowsPerSecond: rows / (t.ms / 1000),
+    textMbPerSecond: textBytes / MB / (t.ms / 1000),
+    fileMbPerSecond: t.bytes / MB / (t.ms / 1000),
+    fileBytes: t.bytes,
+    bytesPerRow: t.bytes / rows,
+    speedVsBaseline: base.ms / t.ms,
+    sizeVsBaseline: t.bytes / base.bytes,
+  }));
+}
+
+function formatsTable(figures: readonly FormatFigure[], baseline: string): string {
+  return [
+    `| format | encoder | write ms | rows/s (× ${baseline}) | MB/s of rows (NDJSON text) | file MB/s | file KB (× ${baseline}) | bytes per row |`,
+    '|---|---|---|---|---|---|---|---|',
+    ...figures.map(
+      (f) =>
+        `| ${f.format} | ${f.writer} | ${fixed(f.writeMs)} | ${fixed(f.rowsPerSecond)} (${fixed(f.speedVsBaseline, 2)}) | ` +
+        `${fixed(f.textMbPerSecond, 1)} | ${fixed(f.fileMbPerSecond, 1)} | ${fixed(f.fileBytes / 1024)} (${fixed(f.sizeVsBaseline, 2)}) | ${fixed(f.bytesPerRow, 1)} |`,
+    ),
+  ].join('\n');
+}
+
+export const OUTPUT_FORMATS_HEADING = '## Output formats';
+
+/** What the writer comparison shows, in words derived from the figures (nothing here is asserted by hand). */
+function writerVerdict(results: readonly Measured[]): string {
+  const measured = results.filter((r) => r.rowsPerSecond !== undefined);
+  const missing = results.filter((r) => r.rowsPerSecond === undefined).map((r) => r.candidate);
+  const notMeasured = missing.length
+    ? ` Not measured in this run (not installed): ${missing.join(', ')}; install them as the top of bench/parquet.ts says and rerun to compare.`
+    : '';
+  if (measured.length < 2) {
+    return `Only ${measured[0]?.candidate ?? 'no writer'} was measured in this run, so these figures describe it but compare it with no other writer.${notMeasured}`;
+  }
+  const best = (pick: (r: Measured) => number | undefined, least: boolean) =>
+    [...measured].sort((a, b) => ((pick(a) ?? 0) - (pick(b) ?? 0)) * (least ? 1 : -1))[0]?.candidate ?? '—';
+  return (
+    `Fastest write: ${best((r) => r.rowsPerSecond, false)}; smallest file: ${best((r) => r.fileKb, true)}; ` +
+    `smallest bundle: ${best((r) => r.bundleKb, true)}; quickest cold start: ${best((r) => r.coldStartMs, true)}.${notMeasured}`
+  );
+}
+
+export interface OutputFormatsRun {
+  readonly generatedAt: string;
+  readonly node: string;
+  readonly rows: number;
+  readonly baseline: string;
+  readonly formats: readonly FormatFigure[];
+  readonly writers: readonly Measured[];
+  readonly writerTable: string;
+}
+
+/** The "Output formats" section of docs/benchmark.md, from one run's figures. */
+export function renderOutputFormats(run: OutputFormatsRun): string {
+  return [
+    OUTPUT_FORMATS_HEADING,
+    '',
+    `Measured by \`npx tsx bench/parquet.ts ${run.rows} --docs\` on ${run.generatedAt} (Node ${run.node}; a shared 2-core`,
+    `machine, so the ratios, timed round-robin in one process, are the point): ${run.rows} rows of an order-like schema`,
+    '(strings, an int, longs, a double, a boolean, a timestamp, a nullable string, a json column and the `source`',
+    `struct), each encoded in memory by the sink's own encoders, median of ${WRITE_RUNS} writes; every time includes the`,
+    'SHA-256 and MD5 the sink computes of each object it uploads (inside encodeNdjson; timed and added for Parquet).',
+    "MB/s of rows is the rows' NDJSON text (the same volume for every format) per second of writing; file MB/s is",
+    `the bytes written per second. The ratios are against ${run.baseline}, what the sink wrote before Parquet.`,
+    '',
+    formatsTable(run.formats, run.baseline),
+    '',
+    '### Parquet writers',
+    '',
+    `Candidates for the sink's Parquet encoder, on the same rows: the bundle of a minimal script that writes one file`,
+    `(esbuild, minified, with any .wasm it loads), its cold start (import in a fresh process, median of ${COLD_RUNS}),`,
+    'write speed, snappy file size, and DuckDB reading each file back.',
+    '',
+    run.writerTable,
+    '',
+    writerVerdict(run.writers),
+    '',
+  ].join('\n');
+}
+
+/**
+ * `page` with its "Output formats" section replaced by `section` (appended when it has none); the sections
+ * around it are left as they are.
+ */
+export function spliceOutputFormats(page: string, section: string): string {
+  const start = page.indexOf(`\n${OUTPUT_FORMATS_HEADING}\n`);
+  if (start < 0) return `${page.trimEnd()}\n\n${section.trimEnd()}\n`;
+  const next = page.indexOf('\n## ', start + 1);
+  const rest = next < 0 ? '' : page.slice(next);
+  return `${page.slice(0, start)}\n${section.trimEnd()}\n${rest}`;
+}
+
+/** A page's "Output formats" section as it stands (for a generator that rewrites the rest of the page). */
+export function outputFormatsSection(page: string): string | undefined {
+  const start = page.indexOf(`\n${OUTPUT_FORMATS_HEADING}\n`);
+  if (start < 0) return undefined;
+  const next = page.indexOf('\n## ', start + 1);
+  return `${page.slice(start + 1, next < 0 ? undefined : next).trimEnd()}\n`;
 }
 
 async function main(): Promise<void> {
@@ -405,6 +564,8 @@ async function main(): Promise<void> {
     name: gzip ? 'NDJSON gzip' : 'NDJSON',
     encode: async () => new Uint8Array(encodeNdjson(rows, gzip).body),
   }));
+  // Warmed like the candidates (prepare): JSON.stringify on these shapes and zlib are compiled before timing.
+  for (const encoder of ndjsonEncoders) encodeNdjson(rows.slice(0, 1_000), encoder.name !== 'NDJSON');
   const timed = await timeRoundRobin([
     ...ndjsonEncoders,
     ...ready.map(({ candidate }) => ({ encode: () => (candidate as Candidate).encode(rows) })),
@@ -430,11 +591,62 @@ async function main(): Promise<void> {
     }
   }
   const results = prepared.map((p) => p.result);
-  writeFileSync(join(OUT, 'results.json'), `${JSON.stringify({ rows: ROWS, results, baseline }, null, 2)}\n`);
+  const sinkParquet = ready.findIndex(({ candidate }) => candidate?.name === 'hyparquet-writer');
+  const timing = (index: number, format: string, writer: string, extraMs = 0) => ({
+    format,
+    writer,
+    ms: (timed[index]?.ms ?? Number.NaN) + extraMs,
+    bytes: timed[index]?.bytes.length ?? 0,
+  });
+  // The sink hashes every object it uploads (SHA-256 and MD5): encodeNdjson does it inside, so the Parquet file's
+  // digests are timed too and added, for both formats to be measured as the sink writes them.
+  const parquetIndex = ndjsonEncoders.length + sinkParquet;
+  const parquetDigestMs = sinkParquet < 0 ? 0 : digestMs(timed[parquetIndex]?.bytes ?? new Uint8Array());
+  const BASELINE = 'NDJSON gzip';
+  const formats = formatFigures(
+    [
+      timing(0, 'NDJSON', 'encodeNdjson (JSON.stringify, digests)'),
+      timing(1, BASELINE, 'encodeNdjson (JSON.stringify, node:zlib gzip, digests)'),
+      ...(sinkParquet < 0
+        ? []
+        : [
+            timing(
+              parquetIndex,
+              'Parquet (snappy)',
+              'encodeParquet (hyparquet-writer), digests',
+              parquetDigestMs,
+            ),
+          ]),
+    ],
+    ROWS,
+    plain ?? 0,
+    BASELINE,
+  );
+  writeFileSync(
+    join(OUT, 'results.json'),
+    `${JSON.stringify({ rows: ROWS, results, baseline, formats }, null, 2)}\n`,
+  );
+  const writerTable = table(results, baseline);
   console.log(
     `${ROWS} rows; Node ${process.version}; medians of ${WRITE_RUNS} writes and ${COLD_RUNS} cold starts\n`,
   );
-  console.log(table(results, baseline));
+  console.log(`${formatsTable(formats, BASELINE)}\n`);
+  console.log(writerTable);
+  if (WRITE_DOCS) {
+    const section = renderOutputFormats({
+      generatedAt: new Date().toISOString(),
+      node: process.version,
+      rows: ROWS,
+      baseline: BASELINE,
+      formats,
+      writers: results,
+      writerTable,
+    });
+    writeFileSync(DOCS_PAGE, spliceOutputFormats(readFileSync(DOCS_PAGE, 'utf8'), section));
+    console.log(`\nwrote the "Output formats" section of ${DOCS_PAGE}`);
+  }
 }
 
-await main();
+// Run only as a script: the docs generators import the section helpers above without running the benchmark.
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url))
+  await main();

@@ -14,6 +14,7 @@ import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { reportFailure } from './failures.ts';
 import { type LocalDependencies, registerLocalCommand } from './local.ts';
+import { type QueryDependencies, registerQueryCommand } from './query.ts';
 import { type ReadDependencies, registerReadCommand } from './read.ts';
 import { registerStatusCommand, type StatusDependencies } from './status.ts';
 import { registerVerifyCommand, type VerifyDependencies } from './verify.ts';
@@ -22,6 +23,7 @@ export interface ProgramDependencies {
   readonly local?: LocalDependencies;
   readonly verify?: VerifyDependencies;
   readonly read?: ReadDependencies;
+  readonly query?: QueryDependencies;
   readonly status?: StatusDependencies;
 }
 
@@ -44,6 +46,7 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
   registerLocalCommand(program, deps.local);
   registerVerifyCommand(program, deps.verify);
   registerReadCommand(program, deps.read);
+  registerQueryCommand(program, deps.query);
   registerStatusCommand(program, deps.status);
   // Commander's own usage errors (an unknown option, a bad value) throw instead of exiting: main() maps them to
   // 2, as the commands' own usage errors, and help and --version to 0.

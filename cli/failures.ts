@@ -108,6 +108,22 @@ function awsFailure(error: AwsLikeError): string | undefined {
   return undefined;
 }
 
+/**
+ * A package the command imports that is not installed, named: from an installed copy of eos (`npm install`),
+ * `eos local` needs the emulator and the local parts, which are development dependencies of the repository.
+ */
+function missingPackage(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  if ((error as { code?: unknown }).code !== 'ERR_MODULE_NOT_FOUND') return undefined;
+  const message = text((error as { message?: unknown }).message);
+  const name = /Cannot find (?:package|module) '([^']+)'/.exec(message)?.[1] ?? 'a module';
+  const shortName = /^(?:@[^/]+\/)?[^/]+/.exec(name.replace(/^.*\/node_modules\//, ''))?.[0] ?? name;
+  return (
+    `${shortName} is not installed: eos local needs the repository's development dependencies ` +
+    '(run it from a clone: git clone …, npm ci, npm start); verify, read, query and status work installed'
+  );
+}
+
 /** The exit code and the one line to print for anything a command threw. */
 export function classifyFailure(error: unknown): Failure {
   // Before CommanderError, which it extends: thrown by an action (a missing --bucket), nothing printed it yet.
@@ -134,6 +150,8 @@ export function classifyFailure(error: unknown): Failure {
   if (error instanceof MissingResourceError) return { code: EXIT.aws, message: oneLine(error.message) };
   // Our other errors (a bad input file or setting) say what is wrong: bad usage or input.
   if (error instanceof PipelineError) return { code: EXIT.usage, message: oneLine(error.message) };
+  const missing = missingPackage(error);
+  if (missing !== undefined) return { code: EXIT.aws, message: missing };
   const message = error instanceof Error ? `${error.name}: ${oneLine(error.message)}` : String(error);
   // Anything else is unexpected (a defect of eos, most likely): it did not succeed, so 1, still on one line.
   return { code: EXIT.violation, message: `${message} (unexpected; rerun with --debug for the stack)` };

@@ -12,12 +12,13 @@
 
 import { OptionError } from '../local/errors.ts';
 import {
+  checkOutputSettings,
   type DeliveryGuarantee,
   ENV_NAMES,
   parseSettings,
   type Settings,
 } from '../shared/config/settings.ts';
-import { InvalidSettingError } from '../shared/errors.ts';
+import { InvalidSettingError, PipelineError } from '../shared/errors.ts';
 import { isValidTopicName } from '../shared/kafka/event.ts';
 
 import { LOCAL_DEFAULT_TOPIC, LOCAL_SETTING_DEFAULTS } from './local-defaults.ts';
@@ -30,6 +31,10 @@ export interface SettingFlags {
   readonly transform?: string;
   readonly idempotencyKey?: string;
   readonly topic?: string;
+  /** `--format ndjson|parquet` (issue 12). */
+  readonly format?: string;
+  /** `--partition-by none|day|hour` (issue 12). */
+  readonly partitionBy?: string;
 }
 
 /** Each flag that sets a setting: [setting, flag as written, option property]. */
@@ -37,6 +42,8 @@ const SETTING_FLAGS = [
   ['deliveryGuarantee', '--guarantee', 'guarantee'],
   ['transform', '--transform', 'transform'],
   ['idempotencyKey', '--idempotency-key', 'idempotencyKey'],
+  ['outputFormat', '--format', 'format'],
+  ['timePartitioning', '--partition-by', 'partitionBy'],
 ] as const satisfies readonly (readonly [keyof Settings, string, keyof SettingFlags])[];
 
 export interface LocalSettings {
@@ -54,6 +61,45 @@ const KEY_OF_ENV = new Map<string, SettingKey>(
 
 /** Resolves and validates every setting; throws an error naming the flag or variable at fault. */
 export function localSettings(flags: SettingFlags, env: NodeJS.ProcessEnv = process.env): LocalSettings {
+  return resolveSettings(flags, env, true);
+}
+
+/**
+ * {@link localSettings} with `outputColumns` taken from the transform, as the stack takes it at synth: `eos local
+ * --format parquet` needs no `EOS_OUTPUT_COLUMNS`. A variable that is set must equal the transform's columns (a
+ * run must not encode with other columns than the processor checks rows against).
+ */
+export async function localSettingsWithColumns(
+  flags: SettingFlags,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<LocalSettings> {
+  const local = resolveSettings(flags, env, false);
+  const { loadTransform } = await import('../shared/transforms/load.ts');
+  let columns: LocalSettings['settings']['outputColumns'];
+  try {
+    columns = [...(await loadTransform(local.settings.transform)).definition.columns];
+  } catch (error) {
+    // As loadLocalTransform words it: a named error as it is, anything the module threw as a failed load.
+    const source = local.origin('transform');
+    const message =
+      error instanceof PipelineError
+        ? error.message
+        : `${local.settings.transform} failed to load: ${(error as Error).message}`;
+    throw new OptionError(source, message, { cause: error });
+  }
+  const given = local.settings.outputColumns;
+  if (given !== undefined && JSON.stringify(given) !== JSON.stringify(columns)) {
+    throw new InvalidSettingError(
+      local.origin('outputColumns'),
+      `differs from the columns of transform ${local.settings.transform}: ${JSON.stringify(columns)}`,
+    );
+  }
+  const settings: Settings = { ...local.settings, outputColumns: columns };
+  checkOutputSettings(settings, (key) => local.origin(key as keyof Settings));
+  return { ...local, settings };
+}
+
+function resolveSettings(flags: SettingFlags, env: NodeJS.ProcessEnv, outputChecks: boolean): LocalSettings {
   const input: Record<string, string> = { ...LOCAL_SETTING_DEFAULTS };
   const origin = new Map<string, string>();
   for (const [name, value] of Object.entries(env)) {
@@ -71,7 +117,9 @@ export function localSettings(flags: SettingFlags, env: NodeJS.ProcessEnv = proc
     input[key] = value;
     origin.set(key, flag);
   }
-  const parsed = parseSettings(input, (key) => origin.get(key) ?? ENV_NAMES[key as SettingKey] ?? key);
+  const parsed = parseSettings(input, (key) => origin.get(key) ?? ENV_NAMES[key as SettingKey] ?? key, {
+    outputChecks,
+  });
   // EOS_EVENT_SOURCE_ARN was validated with the rest; it is not applied (see the module comment).
   const settings: Settings = { ...parsed, eventSourceArn: undefined };
   return {

@@ -23,15 +23,24 @@ import { ENDPOINT_HELP, endpointUrl, integer, oneOf, resolveEndpoint } from './o
 
 export { MAX_BATCH_SIZE };
 
+/**
+ * A default run is a first impression: under 30 s on two cores, and still every fault kind firing and more than
+ * ten checkpoints committing while the log drains (docs/local.md, "What a default run exercises"). What costs is
+ * per record (one conditional write of its idempotency claim) and per invocation (a staged object, a transaction,
+ * its copy, check, promotion and cleanup in a checkpoint), so: 4,000 records in batches of 20 (about 230
+ * invocations, which the per-attempt fault rates need), two partitions (half the concurrent claim writes queued in
+ * DynamoDB Local ahead of the coordinator's calls, so checkpoints take half as long and twice as many fit), and a
+ * checkpoint as soon as the previous one is done (500 ms): the count then follows the work, not the machine's speed.
+ */
 export const LOCAL_DEFAULTS = {
-  records: 20_000,
-  partitions: 4,
+  records: 4_000,
+  partitions: 2,
   guarantee: 'exactly-once',
   faults: 'all',
   seed: 1,
-  checkpointIntervalMs: 2_000,
+  checkpointIntervalMs: 500,
   transform: 'orders',
-  batchSize: 100,
+  batchSize: 20,
 } as const;
 
 export interface LocalCommandOptions {
@@ -46,6 +55,10 @@ export interface LocalCommandOptions {
   /** Records per partition per event (the mapping's batch size). */
   readonly batchSize?: number;
   readonly failOnDeadLetter?: boolean;
+  /** `--format ndjson|parquet`: the output format (EOS_OUTPUT_FORMAT). */
+  readonly format?: string;
+  /** `--partition-by none|day|hour`: the final objects' time folders (EOS_TIME_PARTITIONING). */
+  readonly partitionBy?: string;
   readonly faults: FaultRates;
   readonly seed: number;
   readonly checkpointInterval: number;
@@ -261,21 +274,15 @@ export async function runLocalCommand(
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
   const writeError = deps.writeError ?? ((text: string) => process.stderr.write(text));
   const env = deps.env ?? process.env;
-  const { localSettings } = await import('./local-settings.ts');
-  const local = localSettings(options, env);
+  const { localSettingsWithColumns } = await import('./local-settings.ts');
+  const local = await localSettingsWithColumns(options, env);
   const { settings } = local;
   const { loadLocalTransform } = await import('./local-transform.ts');
   const transform = await loadLocalTransform(local);
   const input = await inputFor(options, local);
   checkOutputPaths(options);
   const plan = deps.startParts ? undefined : partsPlan(options, env);
-  const [partsModule, { createAwsClients }, provision, { runLocal }, { formatReport }] = await Promise.all([
-    import('../local/parts.ts'),
-    import('../shared/aws/clients.ts'),
-    import('../local/provision.ts'),
-    import('../local/runner.ts'),
-    import('../local/report.ts'),
-  ]);
+  const partsModule = await import('../local/parts.ts');
   const startParts =
     deps.startParts ??
     (plan?.kind === 'existing'
@@ -286,13 +293,25 @@ export async function runLocalCommand(
       : () => partsModule.startLocalParts());
   const starting = startParts();
   const unhook = stopOnSignal(starting, writeError);
+  // The runner's modules (the processor, the SDK's S3 client, the state machine interpreter) load while DynamoDB
+  // Local's JVM starts: two seconds of a first run that used to come after it.
+  const loading = Promise.all([
+    import('../shared/aws/clients.ts'),
+    import('../local/provision.ts'),
+    import('../local/runner.ts'),
+    import('../local/report.ts'),
+  ]);
   let parts: Pick<LocalParts, 'env' | 'stop'>;
+  let modules: Awaited<typeof loading>;
   try {
-    parts = await starting;
+    [parts, modules] = await Promise.all([starting, loading]);
   } catch (error) {
     unhook();
+    // A module that failed to load must not leave the parts it was waiting beside running.
+    await starting.then((started) => started.stop()).catch(() => {});
     throw error;
   }
+  const [{ createAwsClients }, provision, { runLocal }, { formatReport }] = modules;
   // The SDK reads endpoints and credentials from the environment itself (AWS_ENDPOINT_URL_*, AWS_ACCESS_KEY_ID);
   // the previous values come back afterwards, so that an in-process caller's environment is left as it was.
   const previous = Object.fromEntries(Object.keys(parts.env).map((name) => [name, process.env[name]]));
@@ -319,7 +338,7 @@ export async function runLocalCommand(
       checkpointIntervalMs: options.checkpointInterval,
       transform,
       topic: local.topic,
-      ...(options.batchSize === undefined ? {} : { batchSize: options.batchSize }),
+      batchSize: options.batchSize ?? LOCAL_DEFAULTS.batchSize,
       onProgress: (p) => progress?.update(p.acknowledged, p.checkpointsCommitted),
     }).finally(() => progress?.stop());
     write(formatReport(report));
@@ -413,6 +432,18 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
       integer(1, MAX_BATCH_SIZE),
     )
     .option('--partitions <p>', 'partitions of the topic', integer(1, 1000), LOCAL_DEFAULTS.partitions)
+    .addOption(
+      new Option(
+        '--format <format>',
+        "the committed objects' format (default $EOS_OUTPUT_FORMAT, else ndjson; see docs/output.md)",
+      ).choices(['ndjson', 'parquet']),
+    )
+    .addOption(
+      new Option(
+        '--partition-by <granularity>',
+        'time folders of the committed objects, by record time (default $EOS_TIME_PARTITIONING, else none)',
+      ).choices(['none', 'day', 'hour']),
+    )
     .option(
       '--guarantee <g>',
       `${GUARANTEES.join(' | ')} (default $EOS_DELIVERY_GUARANTEE, else ${LOCAL_DEFAULTS.guarantee})`,

@@ -4,12 +4,16 @@
  * works and names the same pipeline. Exit 0 when every invariant holds, 1 when one does not (cli/failures.ts).
  */
 import { type Command, InvalidArgumentError } from 'commander';
-import type { VerifyResult } from '../shared/sink/verify.ts';
+import type { VerifyProgress, VerifyResult } from '../shared/sink/verify.ts';
 import { ENDPOINT_HELP, endpointUrl, resolveEndpoint } from './options.ts';
 
 export interface VerifyDependencies {
   readonly env?: NodeJS.ProcessEnv;
   readonly write?: (text: string) => void;
+  /** Where progress lines go; default stderr (stdout keeps the result alone, for `--json`). */
+  readonly writeError?: (text: string) => void;
+  /** At most one progress line per this many ms; default 3,000. */
+  readonly progressIntervalMs?: number;
 }
 
 export interface VerifyCommandOptions {
@@ -45,7 +49,12 @@ export async function runVerifyCommand(
   ]);
   const clients = createAwsClients(env, endpoint === undefined ? {} : { endpoint });
   try {
-    const result = await verifySink({ s3: clients.s3, bucket: options.bucket, ...which });
+    const result = await verifySink({
+      s3: clients.s3,
+      bucket: options.bucket,
+      ...which,
+      onProgress: progressLines(deps),
+    });
     const write = deps.write ?? ((text: string) => process.stdout.write(text));
     write(options.json ? `${JSON.stringify(result, null, 2)}\n` : `${formatVerifyResult(result, 200)}\n`);
     return { result, exitCode: result.ok ? 0 : 1 };
@@ -53,6 +62,23 @@ export async function runVerifyCommand(
     clients.s3.destroy();
     clients.dynamodb.destroy();
   }
+}
+
+/**
+ * One line on stderr every few seconds while a verify runs (terminal or not): a large bucket takes minutes to read,
+ * and a silent command looks hung. A short verify prints nothing.
+ */
+function progressLines(deps: VerifyDependencies): (progress: VerifyProgress) => void {
+  const writeError = deps.writeError ?? ((text: string) => process.stderr.write(text));
+  const interval = deps.progressIntervalMs ?? 3_000;
+  let last = Date.now();
+  return ({ phase, done, total }) => {
+    if (Date.now() - last < interval) return;
+    last = Date.now();
+    writeError(
+      `progress: ${done}/${total} ${phase === 'manifests' ? 'manifests read' : 'objects checked'}\n`,
+    );
+  };
 }
 
 export function registerVerifyCommand(program: Command, deps: VerifyDependencies = {}): Command {

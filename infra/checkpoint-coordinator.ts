@@ -15,7 +15,7 @@
  *   `s3:ListBucket` only with an `s3:prefix` condition, KMS only through S3 and DynamoDB.
  * - An EventBridge rule starts an execution every `interval` (default 60 s; EventBridge's floor is one minute).
  */
-import { fileURLToPath } from 'node:url';
+
 import { Duration, Names, RemovalPolicy } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -38,6 +38,7 @@ import { keys } from '../shared/ledger/layout.ts';
 import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
 import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 import { BundledFunction, type BundledFunctionProps } from './bundled-function.ts';
+import { projectModule } from './package-paths.ts';
 import { grantKeyVia } from './security.ts';
 
 export interface CheckpointCoordinatorProps {
@@ -64,7 +65,7 @@ type Actions = {
   readonly objects: ReadonlyArray<readonly [prefix: string, actions: string[]]>;
 };
 
-const ENTRY = fileURLToPath(new URL('../functions/coordinator.ts', import.meta.url));
+const ENTRY = projectModule('../functions/coordinator.ts', import.meta.url);
 const DEFAULT_TIMEOUT = Duration.minutes(5);
 
 export class CheckpointCoordinator extends Construct {

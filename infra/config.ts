@@ -145,6 +145,8 @@ const pipelineSettingsShape = settingsSchema.omit({
   bootstrapServers: true,
   topics: true,
   transform: true,
+  // Derived from the transform at synth, never given.
+  outputColumns: true,
 }).shape;
 
 export const pipelineConfigSchema = z.object({ ...pipelineSettingsShape, ...deploymentShape }).strict();
@@ -183,9 +185,18 @@ export const CONFIG_KEYS = Object.keys(pipelineConfigSchema.shape) as (keyof Pip
  * The pipeline settings the Lambdas read from `EOS_*` variables, minus the stack-owned table and bucket and the
  * processor's source checks (the stack sets those from the cluster ARN and topic).
  */
-export function pipelineSettingsOf(
-  config: PipelineConfig,
-): Omit<SettingsInput, 'ledgerTable' | 'bucket' | 'eventSourceArn' | 'topics'> {
+/**
+ * Every processor setting the config carries, each key required (its value may be undefined): a setting added to
+ * the schema but not passed on here is a compile error, not a prop that silently never reaches the Lambdas.
+ */
+type PassedSettings = Omit<
+  SettingsInput,
+  'ledgerTable' | 'bucket' | 'eventSourceArn' | 'topics' | 'bootstrapServers' | 'outputColumns'
+>;
+// Mapped over `keyof Required<…>` (not homomorphic): every key required, its value possibly undefined.
+export type PipelineSettings = { [K in keyof Required<PassedSettings>]: PassedSettings[K] | undefined };
+
+export function pipelineSettingsOf(config: PipelineConfig): PipelineSettings {
   return {
     pipelineId: config.pipelineId,
     deliveryGuarantee: config.deliveryGuarantee,
@@ -199,6 +210,9 @@ export function pipelineSettingsOf(
     checkpointLeaseSeconds: config.checkpointLeaseSeconds,
     orphanGraceSeconds: config.orphanGraceSeconds,
     maxFenceJump: config.maxFenceJump,
+    outputFormat: config.outputFormat,
+    timePartitioning: config.timePartitioning,
+    timeField: config.timeField,
   };
 }
 
@@ -217,6 +231,11 @@ export interface ParseOptions {
    * `sandboxCluster` are not used and must not be set.
    */
   readonly sourceGiven?: boolean;
+  /**
+   * How a cross-check's message refers to another setting (default: its name): the construct's props name some
+   * settings differently (`processorTimeout` for `processorTimeoutSeconds`).
+   */
+  readonly name?: (key: string) => string;
 }
 
 export function parsePipelineConfig(
@@ -256,6 +275,7 @@ function checkCrossSettings(
   const fail = (key: string, message: string): never => {
     throw new InvalidSettingError(label(key), message);
   };
+  const name = options.name ?? ((key: string) => key);
   if (options.sourceGiven) {
     for (const key of ['mskClusterArn', 'mskVpcId', 'sandboxCluster'] as const) {
       if (config[key]) fail(key, 'cannot be set together with the source prop: the source names the cluster');
@@ -263,28 +283,28 @@ function checkCrossSettings(
   } else if (!config.mskClusterArn && !config.sandboxCluster) {
     fail(
       'mskClusterArn',
-      'required but not set (or set sandboxCluster=true to create an MSK Serverless cluster)',
+      `required but not set (or set ${name('sandboxCluster')}=true to create an MSK Serverless cluster)`,
     );
   }
   if (config.mskVpcId && config.sandboxCluster) {
     fail(
       'mskVpcId',
-      "is the imported cluster's VPC: not used with sandboxCluster=true (the sandbox's VPC is)",
+      `is the imported cluster's VPC: not used with ${name('sandboxCluster')}=true (the sandbox's VPC is)`,
     );
   }
   if (config.mskClusterArn && config.sandboxCluster) {
     fail(
       'sandboxCluster',
-      'cannot be true together with mskClusterArn: import a cluster or create one, not both',
+      `cannot be true together with ${name('mskClusterArn')}: import a cluster or create one, not both`,
     );
   }
   if (config.startingPosition === 'AT_TIMESTAMP' && config.startingPositionTimestamp === undefined) {
-    fail('startingPositionTimestamp', 'required with startingPosition AT_TIMESTAMP');
+    fail('startingPositionTimestamp', `required with ${name('startingPosition')} AT_TIMESTAMP`);
   }
   if (config.startingPosition !== 'AT_TIMESTAMP' && config.startingPositionTimestamp !== undefined) {
     fail(
       'startingPositionTimestamp',
-      `only used with startingPosition AT_TIMESTAMP (not ${config.startingPosition})`,
+      `only used with ${name('startingPosition')} AT_TIMESTAMP (not ${config.startingPosition})`,
     );
   }
   if (
@@ -292,14 +312,17 @@ function checkCrossSettings(
     config.maximumPollers !== undefined &&
     config.minimumPollers > config.maximumPollers
   ) {
-    fail('minimumPollers', `${config.minimumPollers} exceeds maximumPollers (${config.maximumPollers})`);
+    fail(
+      'minimumPollers',
+      `${config.minimumPollers} exceeds ${name('maximumPollers')} (${config.maximumPollers})`,
+    );
   }
   // A staged object is an orphan only if no live attempt can still reference it: the grace period must outlast
   // the longest processor invocation (P3).
   if (config.orphanGraceSeconds <= config.processorTimeoutSeconds) {
     fail(
       'orphanGraceSeconds',
-      `${config.orphanGraceSeconds}s must exceed processorTimeoutSeconds (${config.processorTimeoutSeconds}s)`,
+      `${config.orphanGraceSeconds}s must exceed ${name('processorTimeoutSeconds')} (${config.processorTimeoutSeconds}s)`,
     );
   }
   // A checkpoint's lease must outlast any single step, or a slow but live step is "recovered" under it (C1). A
@@ -308,7 +331,7 @@ function checkCrossSettings(
   if (config.checkpointLeaseSeconds <= longestStep) {
     fail(
       'checkpointLeaseSeconds',
-      `${config.checkpointLeaseSeconds}s must exceed the longest coordinator step: coordinatorStepTimeoutSeconds (${config.coordinatorStepTimeoutSeconds}s) + ${STEP_TASK_TIMEOUT_MARGIN_SECONDS}s task margin`,
+      `${config.checkpointLeaseSeconds}s must exceed the longest coordinator step: ${name('coordinatorStepTimeoutSeconds')} (${config.coordinatorStepTimeoutSeconds}s) + ${STEP_TASK_TIMEOUT_MARGIN_SECONDS}s task margin`,
     );
   }
   // The lifecycle rule is a backstop behind the orphan sweep and checkpoint recovery, never ahead of them.

@@ -5,15 +5,18 @@
  * ```ts
  * new ExactlyOncePipeline(stack, 'Orders', { mskClusterArn: 'arn:aws:kafka:…', topic: 'orders' });
  * ```
- * Props are the settings of `config.ts` (validated there: a bad one fails synth naming it). Least privilege
+ * Props (`pipeline-props.ts`) are in CDK idiom and map onto the settings of `config.ts`, validated there: a bad one
+ * fails synth naming the prop. Several pipelines can share one table and one bucket (pass one's `table` and `bucket`
+ * to the next): each pipeline's roles reach only its own ledger keys and prefixes. Least privilege
  * throughout, on both sides: each role has DynamoDB item actions only on the table ARN and only on the item kinds
  * its component writes (`dynamodb:LeadingKeys`), S3 object actions only under the prefixes its step writes, logs
  * only into its own log group, KMS only through S3 and DynamoDB (`kms:ViaService`); the bucket policy denies
  * writes to manifests, final data, coordinator work and staged data to every principal but their writers
- * (`security.ts`).
+ * (`security.ts`). `grantReadCommitted` and the `metric…` methods give other constructs what they need of a pipeline.
  */
-import { fileURLToPath } from 'node:url';
-import { ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+
+import { Annotations, ArnFormat, CfnOutput, Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
 import * as targets from 'aws-cdk-lib/aws-events-targets';
@@ -21,58 +24,55 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as logs from 'aws-cdk-lib/aws-logs';
-import type * as s3 from 'aws-cdk-lib/aws-s3';
+import * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import { settingsToEnv } from '../shared/config/settings.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { keys, STREAMS } from '../shared/ledger/layout.ts';
-import { finalPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
+import {
+  METRIC,
+  METRICS_NAMESPACE,
+  type MetricName,
+  metricDimensionsMap,
+} from '../shared/observability/names.ts';
+import { finalPrefix, manifestsPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
+import { AnalyticsTable } from './analytics-table.ts';
 import { BundledFunction } from './bundled-function.ts';
 import { CheckpointCoordinator } from './checkpoint-coordinator.ts';
-import {
-  type PipelineConfig,
-  type PipelineConfigInput,
-  parsePipelineConfig,
-  pipelineSettingsOf,
-} from './config.ts';
+import { type PipelineConfig, pipelineSettingsOf } from './config.ts';
 import { type FunctionDefaults, functionDefaults } from './function-defaults.ts';
 import { SandboxKafkaCluster } from './kafka-cluster.ts';
 import { type AttachedKafkaSource, attachKafkaSource, type KafkaSource } from './kafka-source.ts';
-import { createLedgerTable } from './ledger-table.ts';
+import { createLedgerTable, LEDGER_TABLE_NEEDS, ledgerLayoutProblems } from './ledger-table.ts';
 import { PipelineObservability } from './observability.ts';
-import { allowLogsToUseKey, autoDeleteHandlerRoleArn, grantKeyVia, protectSinkBucket } from './security.ts';
-import { createSinkBuckets } from './sink-bucket.ts';
-import { DEFAULT_PROCESSOR_ENTRY, resolveTransform, writeProcessorEntry } from './transform-entry.ts';
+import { projectModule } from './package-paths.ts';
+import { configFromProps, type ExactlyOncePipelineProps, removalPolicyOf } from './pipeline-props.ts';
+import {
+  allowLogsToUseKey,
+  autoDeleteHandlerRoleArn,
+  grantKeyVia,
+  type KeyAccess,
+  type KeyService,
+  sinkBoundaryStatements,
+} from './security.ts';
+import { createSinkBuckets, pipelineLifecycleRules } from './sink-bucket.ts';
+import {
+  DEFAULT_PROCESSOR_ENTRY,
+  resolveTransform,
+  transformColumns,
+  writeProcessorEntry,
+} from './transform-entry.ts';
 
-/** A transform of your own: a module (`.ts` or `.js`) exporting a `defineTransform(…)`. */
-export interface TransformModule {
-  /** The module's path, absolute or relative to the CDK app's working directory. */
-  readonly entry: string;
-  /** Default `default` (else the module's only export). */
-  readonly exportName?: string;
-}
+export type {
+  ExactlyOncePipelineProps,
+  IdempotencyKeySetting,
+  StartingPositionName,
+  TransformModule,
+} from './pipeline-props.ts';
 
-export interface ExactlyOncePipelineProps
-  extends Omit<PipelineConfigInput, 'transform' | 'startingPositionTimestamp'> {
-  /**
-   * The transform: a built-in's name (`orders`, `passthrough`) or your module, bundled into the processor at synth.
-   * Default `orders`.
-   */
-  readonly transform?: string | TransformModule;
-  /** For `startingPosition: 'AT_TIMESTAMP'`: a `Date`, Unix seconds, or an ISO 8601 time with zone. */
-  readonly startingPositionTimestamp?: Date | number | string;
-  /**
-   * The Kafka cluster to read: MSK (IAM, SASL/SCRAM or mTLS; another account's through a managed VPC connection) or
-   * self-managed Apache Kafka. Instead of the `mskClusterArn`/`mskVpcId`/`sandboxCluster` settings, which describe
-   * an IAM-authenticated MSK cluster in this account.
-   */
-  readonly source?: KafkaSource;
-  /** The processor's handler module (default `functions/processor.ts`, export `handler`); not with a module transform. */
-  readonly processorEntry?: string;
-}
-const MONITOR_ENTRY = fileURLToPath(new URL('../shared/observability/monitor-handler.ts', import.meta.url));
+const MONITOR_ENTRY = projectModule('../shared/observability/monitor-handler.ts', import.meta.url);
 
 /**
  * DynamoDB actions the processor makes (checked against its calls in `test/infra-iam.test.ts`): the fence read,
@@ -93,6 +93,9 @@ export function processorLeadingKeys(pipeline: string): string[] {
   ];
 }
 
+/** Which pipelines use each table and bucket: two pipelines of one id would write the same keys. */
+const PIPELINES_OF = new WeakMap<object, Set<string>>();
+
 export class ExactlyOncePipeline extends Construct {
   readonly config: PipelineConfig;
   /** The MSK cluster's ARN; undefined for a self-managed Kafka source. */
@@ -100,14 +103,28 @@ export class ExactlyOncePipeline extends Construct {
   /** What the pipeline reads. */
   readonly source: KafkaSource;
   readonly sandbox?: SandboxKafkaCluster;
-  readonly encryptionKey?: kms.Key;
-  readonly table: dynamodb.Table;
-  readonly bucket: s3.Bucket;
-  readonly accessLogsBucket: s3.Bucket;
+  /** The pipeline's customer-managed key (created, or the `encryptionKey` prop) under `encryption: 'kms'`. */
+  readonly encryptionKey?: kms.IKey;
+  /** The ledger: created, or the `table` prop. */
+  readonly table: dynamodb.ITable;
+  /** The sink bucket: created, or the `bucket` prop. */
+  readonly bucket: s3.IBucket;
+  /** The sink bucket's access-log bucket, when the pipeline created the sink bucket. */
+  readonly accessLogsBucket?: s3.IBucket;
+  /**
+   * This pipeline's write boundaries on the sink bucket (deny statements, `security.ts`). Added to the bucket's
+   * policy when this stack owns the bucket (`bucketPolicyAdded`); otherwise add them to its policy yourself.
+   */
+  readonly bucketPolicyStatements: readonly iam.PolicyStatement[];
+  /** Whether `bucketPolicyStatements` and this pipeline's lifecycle rules are on the bucket. */
+  readonly bucketPolicyAdded: boolean;
   readonly processor: BundledFunction;
-  readonly eventSource: lambda.EventSourceMapping;
+  /** The event source mapping; absent with `eventSourceMapping: false`. */
+  readonly eventSource?: lambda.EventSourceMapping;
   /** The mapping and what the processor's role was granted for it. */
-  readonly kafka: AttachedKafkaSource;
+  readonly kafka?: AttachedKafkaSource;
+  /** The Glue table and Athena workgroup over the output, with `analyticsTable: true`. */
+  readonly analytics?: AnalyticsTable;
   readonly coordinator: CheckpointCoordinator;
   readonly monitor: BundledFunction;
   readonly alarmTopic: sns.Topic;
@@ -119,20 +136,10 @@ export class ExactlyOncePipeline extends Construct {
 
   constructor(scope: Construct, id: string, props: ExactlyOncePipelineProps) {
     super(scope, id);
-    const { processorEntry, source, startingPositionTimestamp, ...settings } = props;
-    const config = parsePipelineConfig(
-      {
-        ...settings,
-        startingPositionTimestamp:
-          startingPositionTimestamp instanceof Date
-            ? Math.floor(startingPositionTimestamp.getTime() / 1000)
-            : startingPositionTimestamp,
-      },
-      undefined,
-      { sourceGiven: source !== undefined },
-    );
+    const { processorEntry, source } = props;
+    const config = configFromProps(props);
     this.config = config;
-    const removalPolicy = config.removalPolicy === 'destroy' ? RemovalPolicy.DESTROY : RemovalPolicy.RETAIN;
+    const removalPolicy = removalPolicyOf(config);
     // Before any resource: a bad transform setting fails synth here, never a cold start.
     const transformModule = resolveTransform(config.transform);
     if (transformModule && processorEntry) {
@@ -149,33 +156,30 @@ export class ExactlyOncePipeline extends Construct {
     }
     this.clusterArn = this.source.kind === 'msk' ? this.source.clusterArn : undefined;
 
-    if (config.encryption === 'kms') {
-      this.encryptionKey = new kms.Key(this, 'Key', {
-        description: `Exactly-once pipeline ${config.pipelineId}: ledger, sink bucket, log groups and alarm topic`,
-        enableKeyRotation: true,
+    this.encryptionKey = this.pipelineKey(props.encryptionKey, removalPolicy);
+    this.table = this.ledgerTable(props.table, removalPolicy);
+    if (props.bucket) {
+      this.bucket = this.claim(props.bucket, 'bucket');
+    } else {
+      const buckets = createSinkBuckets(this, 'Sink', {
+        pipelineId: config.pipelineId,
         removalPolicy,
+        noncurrentVersionExpirationDays: config.noncurrentVersionExpirationDays,
+        inProgressExpirationDays: config.inProgressExpirationDays,
+        encryptionKey: this.encryptionKey,
       });
-      allowLogsToUseKey(this.encryptionKey);
+      this.bucket = this.claim(buckets.bucket, 'bucket');
+      this.accessLogsBucket = buckets.accessLogs;
     }
-    this.table = createLedgerTable(this, 'Ledger', {
-      removalPolicy,
-      deletionProtection: config.deletionProtection,
-      pointInTimeRecovery: config.pointInTimeRecovery,
-      encryptionKey: this.encryptionKey,
-    });
-    const buckets = createSinkBuckets(this, 'Sink', {
-      pipelineId: config.pipelineId,
-      removalPolicy,
-      noncurrentVersionExpirationDays: config.noncurrentVersionExpirationDays,
-      inProgressExpirationDays: config.inProgressExpirationDays,
-      encryptionKey: this.encryptionKey,
-    });
-    this.bucket = buckets.bucket;
-    this.accessLogsBucket = buckets.accessLogs;
     this.environment = settingsToEnv({
       ...pipelineSettingsOf(config),
       ledgerTable: this.table.tableName,
       bucket: this.bucket.bucketName,
+      // Only Parquet needs them (its schema); NDJSON functions keep a smaller environment.
+      outputColumns:
+        config.outputFormat === 'parquet'
+          ? [...transformColumns(config.transform, transformModule)]
+          : undefined,
     });
 
     const entry = transformModule
@@ -186,19 +190,21 @@ export class ExactlyOncePipeline extends Construct {
       this.glueSchemaReads = { registryNames: transformModule.glueRegistryNames };
       this.grantGlueSchemaReads(transformModule.glueRegistryNames);
     }
-    this.kafka = attachKafkaSource(this, this.processor, this.source, {
-      topic: config.topic,
-      consumerGroupId: config.consumerGroupId,
-      batchSize: config.batchSize,
-      maxBatchingWindow: Duration.seconds(config.maxBatchingWindowSeconds),
-      startingPosition: lambda.StartingPosition[config.startingPosition],
-      startingPositionTimestamp: config.startingPositionTimestamp,
-      provisionedPollers:
-        config.minimumPollers === undefined && config.maximumPollers === undefined
-          ? undefined
-          : { minimumPollers: config.minimumPollers, maximumPollers: config.maximumPollers },
-    });
-    this.eventSource = this.kafka.mapping;
+    if (props.eventSourceMapping !== false) {
+      this.kafka = attachKafkaSource(this, this.processor, this.source, {
+        topic: config.topic,
+        consumerGroupId: config.consumerGroupId,
+        batchSize: config.batchSize,
+        maxBatchingWindow: Duration.seconds(config.maxBatchingWindowSeconds),
+        startingPosition: lambda.StartingPosition[config.startingPosition],
+        startingPositionTimestamp: config.startingPositionTimestamp,
+        provisionedPollers:
+          config.minimumPollers === undefined && config.maximumPollers === undefined
+            ? undefined
+            : { minimumPollers: config.minimumPollers, maximumPollers: config.maximumPollers },
+      });
+      this.eventSource = this.kafka.mapping;
+    }
     this.coordinator = new CheckpointCoordinator(this, 'Coordinator', {
       table: this.table,
       bucket: this.bucket,
@@ -213,7 +219,8 @@ export class ExactlyOncePipeline extends Construct {
       removalPolicy,
       encryptionKey: this.encryptionKey,
     });
-    this.protectBucket();
+    this.bucketPolicyStatements = this.boundaryStatements();
+    this.bucketPolicyAdded = this.protectBucket(props.bucket === undefined);
     this.monitor = this.createMonitor(removalPolicy);
     this.alarmTopic = this.createAlarmTopic();
     this.observability = new PipelineObservability(this, 'Observability', {
@@ -226,7 +233,153 @@ export class ExactlyOncePipeline extends Construct {
       alarmTopic: this.alarmTopic,
     });
     this.allowAlarmsToPublish();
-    this.outputs();
+    if (props.analyticsTable)
+      this.analytics = this.createAnalyticsTable(config, transformModule, removalPolicy);
+    if (props.outputs) this.outputs();
+  }
+
+  /**
+   * Lets `grantee` read this pipeline's committed output, as `eos read` and `eos verify` do: list and get its
+   * manifests and final objects (and decrypt them through S3 under SSE-KMS) — not staged data, not coordinator
+   * work, not another pipeline's prefixes of a shared bucket.
+   */
+  grantReadCommitted(grantee: iam.IGrantable): iam.Grant {
+    const prefixes = [manifestsPrefix(this.config.pipelineId), finalPrefix(this.config.pipelineId)];
+    let grant = iam.Grant.addToPrincipal({
+      grantee,
+      actions: ['s3:GetObject'],
+      resourceArns: prefixes.map((prefix) => this.bucket.arnForObjects(`${prefix}*`)),
+    }).combine(
+      iam.Grant.addToPrincipal({
+        grantee,
+        actions: ['s3:ListBucket'],
+        resourceArns: [this.bucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': prefixes.map((prefix) => `${prefix}*`) } },
+      }),
+    );
+    const key = this.bucket.encryptionKey;
+    if (key) {
+      const stack = Stack.of(this);
+      grant = grant.combine(
+        iam.Grant.addToPrincipal({
+          grantee,
+          actions: ['kms:Decrypt'],
+          resourceArns: [key.keyArn],
+          conditions: { StringEquals: { 'kms:ViaService': `s3.${stack.region}.${stack.urlSuffix}` } },
+        }),
+      );
+    }
+    return grant;
+  }
+
+  /**
+   * One of this pipeline's metrics (`shared/observability/names.ts`), with the dimensions the handlers emit it
+   * with. Default statistic Sum, period 5 minutes.
+   */
+  metric(metricName: MetricName, props: cloudwatch.MetricOptions = {}): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: METRICS_NAMESPACE,
+      metricName,
+      dimensionsMap: metricDimensionsMap(this.config.pipelineId),
+      statistic: 'Sum',
+      period: Duration.minutes(5),
+      ...props,
+    });
+  }
+
+  /** Records whose effects a staging transaction made durable (P1). Sum over 5 minutes. */
+  metricRecordsStaged(props?: cloudwatch.MetricOptions): cloudwatch.Metric {
+    return this.metric(METRIC.recordsStaged, props);
+  }
+
+  /** Records the transform rejected, written to the dead-letter stream (P6). Sum over 5 minutes. */
+  metricDeadLettered(props?: cloudwatch.MetricOptions): cloudwatch.Metric {
+    return this.metric(METRIC.deadLettered, props);
+  }
+
+  /** Checkpoints committed. Sum over 5 minutes. */
+  metricCheckpointsCommitted(props?: cloudwatch.MetricOptions): cloudwatch.Metric {
+    return this.metric(METRIC.checkpointsCommitted, props);
+  }
+
+  /** Checkpoints aborted (their staged data waits for the next one, C6). Sum over 5 minutes. */
+  metricCheckpointsAborted(props?: cloudwatch.MetricOptions): cloudwatch.Metric {
+    return this.metric(METRIC.checkpointsAborted, props);
+  }
+
+  /** Seconds since the last committed checkpoint (the monitor's report): how stale readers' data is. Maximum. */
+  metricLastCommitAge(props?: cloudwatch.MetricOptions): cloudwatch.Metric {
+    return this.metric(METRIC.lastCommitAge, { statistic: 'Maximum', ...props });
+  }
+
+  /** Age of the oldest staged file no committed checkpoint covers yet, seconds (the NoCommit alarm's). Maximum. */
+  metricOldestUncommittedAge(props?: cloudwatch.MetricOptions): cloudwatch.Metric {
+    return this.metric(METRIC.oldestUncommittedStagedAge, { statistic: 'Maximum', ...props });
+  }
+
+  /** From a checkpoint's begin to its COMMITTED or ABORTED write, milliseconds. p90. */
+  metricCheckpointDuration(props?: cloudwatch.MetricOptions): cloudwatch.Metric {
+    return this.metric(METRIC.checkpointDuration, { statistic: 'p90', ...props });
+  }
+
+  /** The customer-managed key under `encryption: 'kms'`: the one given, else a new one with rotation. */
+  private pipelineKey(given: kms.IKey | undefined, removalPolicy: RemovalPolicy): kms.IKey | undefined {
+    if (this.config.encryption !== 'kms') return undefined;
+    const key =
+      given ??
+      new kms.Key(this, 'Key', {
+        description: `Exactly-once pipeline ${this.config.pipelineId}: ledger, sink bucket, log groups and alarm topic`,
+        enableKeyRotation: true,
+        removalPolicy,
+      });
+    if (!allowLogsToUseKey(key)) {
+      this.warn(
+        'KeyPolicyNotChanged',
+        `the policy of key ${key.node.path} is not this stack's: allow CloudWatch Logs (logs.<region>.amazonaws.com) kms:Encrypt*, Decrypt*, ReEncrypt*, GenerateDataKey*, Describe* for this account's log groups, and CloudWatch (cloudwatch.amazonaws.com) kms:Decrypt and GenerateDataKey* for the alarm topic`,
+      );
+    }
+    return key;
+  }
+
+  /** The ledger: created, or the one brought, checked against the ledger's layout where it is known. */
+  private ledgerTable(given: dynamodb.ITable | undefined, removalPolicy: RemovalPolicy): dynamodb.ITable {
+    if (!given) {
+      return this.claim(
+        createLedgerTable(this, 'Ledger', {
+          removalPolicy,
+          deletionProtection: this.config.deletionProtection,
+          pointInTimeRecovery: this.config.pointInTimeRecovery,
+          encryptionKey: this.encryptionKey,
+        }),
+        'table',
+      );
+    }
+    const problems = ledgerLayoutProblems(given);
+    if (problems && problems.length > 0) {
+      throw new InvalidSettingError(
+        'table',
+        `${problems.join('; ')}; the ledger needs ${LEDGER_TABLE_NEEDS}`,
+      );
+    }
+    return this.claim(given, 'table');
+  }
+
+  /** Records this pipeline as a user of a table or bucket; a second pipeline of the same id would share its keys. */
+  private claim<T extends object>(resource: T, what: 'table' | 'bucket'): T {
+    const ids = PIPELINES_OF.get(resource) ?? new Set<string>();
+    const pl = this.config.pipelineId;
+    if (ids.has(pl)) {
+      throw new InvalidSettingError(
+        'pipelineId',
+        `"${pl}" already names a pipeline of this ${what}: pipelines sharing a ${what} need distinct ids`,
+      );
+    }
+    PIPELINES_OF.set(resource, ids.add(pl));
+    return resource;
+  }
+
+  private warn(id: string, message: string): void {
+    Annotations.of(this).addWarningV2(`exactly-once-pipeline:${id}`, message);
   }
 
   private defaults(timeout: Duration, memorySize: number, removalPolicy: RemovalPolicy): FunctionDefaults {
@@ -294,7 +447,7 @@ export class ExactlyOncePipeline extends Construct {
         resources: this.processorObjectPrefixes().map((prefix) => this.bucket.arnForObjects(`${prefix}*`)),
       }),
     );
-    if (this.encryptionKey) grantKeyVia(this.encryptionKey, fn, ['s3', 'dynamodb'], 'encrypt-decrypt');
+    this.grantDataKeys(fn, ['s3', 'dynamodb'], 'encrypt-decrypt');
     return fn;
   }
 
@@ -309,13 +462,27 @@ export class ExactlyOncePipeline extends Construct {
     return prefixes;
   }
 
-  /** The resource side of the same boundaries (`security.ts`). */
-  private protectBucket(): void {
+  /**
+   * The keys of the table and the bucket (the pipeline's own, or those of a table or bucket brought with their
+   * key), each usable only through its service; one statement when both use the same key.
+   */
+  private grantDataKeys(fn: lambda.IFunction, services: readonly KeyService[], access: KeyAccess): void {
+    const byKey = new Map<kms.IKey, KeyService[]>();
+    const use = (key: kms.IKey | undefined, service: KeyService) => {
+      if (key && services.includes(service)) byKey.set(key, [...(byKey.get(key) ?? []), service]);
+    };
+    use(this.bucket.encryptionKey, 's3');
+    use(this.table.encryptionKey, 'dynamodb');
+    for (const [key, via] of byKey) grantKeyVia(key, fn, via, access);
+  }
+
+  /** The resource side of the same boundaries (`security.ts`): who may write each of this pipeline's prefixes. */
+  private boundaryStatements(): iam.PolicyStatement[] {
     const steps = this.coordinator.functions;
     const role = (fn: lambda.IFunction): iam.IRole => fn.role!;
     const processorWritesFinal = this.config.deliveryGuarantee !== 'exactly-once';
     const exempt = autoDeleteHandlerRoleArn(this);
-    protectSinkBucket(this.bucket, {
+    return sinkBoundaryStatements(this.bucket, {
       pipelineId: this.config.pipelineId,
       manifests: { put: [role(steps.commit)], delete: [] },
       finalData: {
@@ -329,6 +496,32 @@ export class ExactlyOncePipeline extends Construct {
       staged: { put: [role(this.processor)], delete: [steps.cleanup, steps.abort].map(role) },
       exempt: exempt ? [exempt] : [],
     });
+  }
+
+  /**
+   * Puts this pipeline's boundaries and lifecycle rules on the bucket when this stack owns it: the bucket it
+   * created, or an `s3.Bucket` of the same stack (another pipeline's). A bucket imported or of another stack cannot
+   * be changed from here (CDK would drop the policy statements silently, or tie the stacks in a cycle): synth
+   * warns, naming what to add.
+   */
+  private protectBucket(created: boolean): boolean {
+    const bucket = this.bucket;
+    const owned = created || (bucket instanceof s3.Bucket && Stack.of(bucket) === Stack.of(this));
+    const pl = this.config.pipelineId;
+    if (owned) {
+      for (const statement of this.bucketPolicyStatements) bucket.addToResourcePolicy(statement);
+      if (!created && bucket instanceof s3.Bucket) {
+        for (const rule of pipelineLifecycleRules(pl, this.config.inProgressExpirationDays)) {
+          bucket.addLifecycleRule(rule);
+        }
+      }
+      return true;
+    }
+    this.warn(
+      'BucketNotOwned',
+      `bucket ${bucket.node.path} is not this stack's, so pipeline ${pl}'s write boundaries and lifecycle rules are not on it: add the statements of ExactlyOncePipeline.bucketPolicyStatements to its policy, and lifecycle rules expiring ${pl}/_inprogress/ and ${pl}/_coordinator/ objects after ${this.config.inProgressExpirationDays} days (docs/deploy.md)`,
+    );
+    return false;
   }
 
   /**
@@ -352,7 +545,7 @@ export class ExactlyOncePipeline extends Construct {
     });
     // Read-only: the monitor reports ages from every item kind of the pipeline and writes nothing.
     this.grantLedger(fn, ['dynamodb:GetItem', 'dynamodb:Query'], [`${this.config.pipelineId}#*`]);
-    if (this.encryptionKey) grantKeyVia(this.encryptionKey, fn, ['dynamodb'], 'decrypt');
+    this.grantDataKeys(fn, ['dynamodb'], 'decrypt');
     new events.Rule(this, 'MonitorSchedule', {
       description: `Reads the ledger ages of pipeline ${this.config.pipelineId}`,
       schedule: events.Schedule.rate(Duration.minutes(this.config.checkpointIntervalMinutes)),
@@ -382,6 +575,7 @@ export class ExactlyOncePipeline extends Construct {
     const stack = Stack.of(this);
     if (this.encryptionKey) {
       // CloudWatch publishes to the encrypted topic with its own principal.
+      // A key that is not this stack's cannot take it: pipelineKey's warning names it.
       this.encryptionKey.addToResourcePolicy(
         new iam.PolicyStatement({
           principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
@@ -422,9 +616,44 @@ export class ExactlyOncePipeline extends Construct {
     );
   }
 
+  /** The Glue table over `final/output/` (Parquet only: its columns are the transform's). */
+  private createAnalyticsTable(
+    config: PipelineConfig,
+    transformModule: ReturnType<typeof resolveTransform>,
+    removalPolicy: RemovalPolicy,
+  ): AnalyticsTable {
+    if (config.outputFormat !== 'parquet') {
+      throw new InvalidSettingError(
+        'analyticsTable',
+        "needs outputFormat 'parquet' (the table reads Parquet; NDJSON output has no schema to declare)",
+      );
+    }
+    return new AnalyticsTable(this, 'Analytics', {
+      bucket: this.bucket,
+      pipelineId: config.pipelineId,
+      columns: transformColumns(config.transform, transformModule),
+      timePartitioning: config.timePartitioning,
+      encryptionKey: this.encryptionKey,
+      accessLogsBucket: this.accessLogsBucket,
+      removalPolicy,
+    });
+  }
+
+  /** Opt-in (`outputs: true`; the repository's stack sets it): what an operator needs after a deploy. */
   private outputs(): void {
     const pl = this.config.pipelineId;
     new CfnOutput(this, 'LedgerTableName', { value: this.table.tableName, description: 'The ledger table' });
+    new CfnOutput(this, 'ProcessorFunctionName', {
+      value: this.processor.functionName,
+      description: 'The processor Lambda (invoke it with an MSK event when there is no event source mapping)',
+    });
+    if (this.analytics) {
+      new CfnOutput(this, 'AnalyticsTable', {
+        value: `${this.analytics.databaseName}.${this.analytics.tableName}`,
+        description: 'The Glue table over the committed output (query it in the workgroup below)',
+      });
+      new CfnOutput(this, 'AthenaWorkGroup', { value: this.analytics.workgroupName });
+    }
     new CfnOutput(this, 'BucketName', { value: this.bucket.bucketName, description: 'The sink bucket' });
     new CfnOutput(this, 'StateMachineArn', { value: this.coordinator.stateMachine.stateMachineArn });
     const clusterOption = this.clusterArn ? ` --cluster-arn ${this.clusterArn}` : '';

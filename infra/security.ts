@@ -13,7 +13,8 @@
  * |                       | staged objects, which promote reads)     |                                    |
  * | `<pl>/_inprogress/`   | the processor                            | cleanup, abort                     |
  *
- * Every other principal of the account is denied (puts, ACLs, tags, deletes of objects and versions).
+ * Every other principal of the account is denied (puts, ACLs, tags, deletes of objects and versions). Pipelines
+ * sharing a bucket each add their own statements, for their own prefixes, with Sids that name the pipeline.
  *
  * Trade-offs, deliberately:
  * - Lifecycle rules are not subject to bucket policies: the in-progress backstop and noncurrent-version expiry
@@ -75,12 +76,23 @@ export interface SinkWriters {
   readonly exempt: readonly string[];
 }
 
-/** The deny statements, two per protected prefix (puts, deletes): each `Sid` names its boundary. */
+/**
+ * The pipeline id as a Sid may spell it (`[A-Za-z0-9]`): ids are lower-case, so an upper-case `DASH` for each `-`
+ * keeps two pipelines' Sids apart (`a-1` and `a1` must not both become `A1`).
+ */
+export function sidOfPipeline(pipelineId: string): string {
+  return pipelineId.replaceAll('-', 'DASH');
+}
+
+/**
+ * The deny statements, two per protected prefix (puts, deletes): each `Sid` names its boundary and the pipeline
+ * (`OnlyWritersPutManifestsOforders`), unique in a bucket policy that several pipelines share.
+ */
 export function sinkBoundaryStatements(bucket: s3.IBucket, writers: SinkWriters): iam.PolicyStatement[] {
   const pl = writers.pipelineId;
   const deny = (sid: string, actions: readonly string[], prefix: string, roles: readonly iam.IRole[]) =>
     new iam.PolicyStatement({
-      sid,
+      sid: `${sid}Of${sidOfPipeline(pl)}`,
       effect: iam.Effect.DENY,
       principals: [new iam.AnyPrincipal()],
       actions: [...actions],
@@ -101,10 +113,6 @@ export function sinkBoundaryStatements(bucket: s3.IBucket, writers: SinkWriters)
     ...boundary('CoordinatorWork', checkpointWorkPrefix(pl), writers.coordinatorWork),
     ...boundary('Staged', inProgressPrefix(pl), writers.staged),
   ];
-}
-
-export function protectSinkBucket(bucket: s3.Bucket, writers: SinkWriters): void {
-  for (const statement of sinkBoundaryStatements(bucket, writers)) bucket.addToResourcePolicy(statement);
 }
 
 /** The role ARN of CDK's auto-delete-objects handler in `scope`'s stack, if the stack has one. */
@@ -153,9 +161,9 @@ export function grantKeyVia(
  * Lets CloudWatch Logs encrypt this account's log groups in this region with the key (the key policy statement
  * AWS documents for CMK-encrypted log groups; the log group names are not known before the groups exist).
  */
-export function allowLogsToUseKey(key: kms.Key): void {
+export function allowLogsToUseKey(key: kms.IKey): boolean {
   const stack = Stack.of(key);
-  key.addToResourcePolicy(
+  return key.addToResourcePolicy(
     new iam.PolicyStatement({
       sid: 'CloudWatchLogsOfThisAccount',
       principals: [new iam.ServicePrincipal(`logs.${stack.region}.${stack.urlSuffix}`)],
@@ -167,5 +175,5 @@ export function allowLogsToUseKey(key: kms.Key): void {
         },
       },
     }),
-  );
+  ).statementAdded;
 }

@@ -12,6 +12,41 @@ import type { Construct } from 'constructs';
 import { inProgressPrefix } from '../shared/sink/layout.ts';
 import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 
+/**
+ * The lifecycle rules of one pipeline's prefixes, named after it: pipelines sharing a bucket each add their own
+ * (`addLifecycleRule`), the bucket-wide rule stays the creator's.
+ */
+export function pipelineLifecycleRules(
+  pipelineId: string,
+  inProgressExpirationDays: number,
+): s3.LifecycleRule[] {
+  return [
+    {
+      // A backstop only: staged objects are promoted or swept long before this. It must outlast every grace
+      // period and lease (checked at synth), or it could delete staged data a checkpoint still needs.
+      id: `backstop-expire-in-progress-${pipelineId}`,
+      prefix: inProgressPrefix(pipelineId),
+      expiration: Duration.days(inProgressExpirationDays),
+    },
+    {
+      // Cleanup deletes every promoted staged object: on a versioned bucket each leaves a noncurrent version.
+      // Keep those a few days (enough to recover from a mistake), not the bucket-wide retention.
+      id: `expire-noncurrent-in-progress-${pipelineId}`,
+      prefix: inProgressPrefix(pipelineId),
+      noncurrentVersionExpiration: Duration.days(3),
+      expiredObjectDeleteMarker: true,
+    },
+    {
+      // Plans and promotion results: cleanup and abort delete them, this is their backstop (same period as the
+      // staged data's, far beyond any lease); each deletion leaves a noncurrent version, kept a few days.
+      id: `backstop-expire-coordinator-work-${pipelineId}`,
+      prefix: checkpointWorkPrefix(pipelineId),
+      expiration: Duration.days(inProgressExpirationDays),
+      noncurrentVersionExpiration: Duration.days(3),
+    },
+  ];
+}
+
 export interface SinkBucketOptions {
   readonly pipelineId: string;
   readonly removalPolicy: RemovalPolicy;
@@ -58,29 +93,7 @@ export function createSinkBuckets(scope: Construct, id: string, options: SinkBuc
         abortIncompleteMultipartUploadAfter: Duration.days(1),
         expiredObjectDeleteMarker: true,
       },
-      {
-        // A backstop only: staged objects are promoted or swept long before this. It must outlast every grace
-        // period and lease (checked at synth), or it could delete staged data a checkpoint still needs.
-        id: 'backstop-expire-in-progress',
-        prefix: inProgressPrefix(options.pipelineId),
-        expiration: Duration.days(options.inProgressExpirationDays),
-      },
-      {
-        // Cleanup deletes every promoted staged object: on a versioned bucket each leaves a noncurrent version.
-        // Keep those a few days (enough to recover from a mistake), not the bucket-wide retention.
-        id: 'expire-noncurrent-in-progress',
-        prefix: inProgressPrefix(options.pipelineId),
-        noncurrentVersionExpiration: Duration.days(3),
-        expiredObjectDeleteMarker: true,
-      },
-      {
-        // Plans and promotion results: cleanup and abort delete them, this is their backstop (same period as the
-        // staged data's, far beyond any lease); each deletion leaves a noncurrent version, kept a few days.
-        id: 'backstop-expire-coordinator-work',
-        prefix: checkpointWorkPrefix(options.pipelineId),
-        expiration: Duration.days(options.inProgressExpirationDays),
-        noncurrentVersionExpiration: Duration.days(3),
-      },
+      ...pipelineLifecycleRules(options.pipelineId, options.inProgressExpirationDays),
     ],
   });
   return { bucket, accessLogs };

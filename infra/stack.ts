@@ -5,8 +5,9 @@
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { InvalidSettingError } from '../shared/errors.ts';
-import { CONFIG_KEYS, type PipelineConfigInput, parsePipelineConfig } from './config.ts';
-import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from './exactly-once-pipeline.ts';
+import { CONFIG_KEYS } from './config.ts';
+import { ExactlyOncePipeline } from './exactly-once-pipeline.ts';
+import { type ExactlyOncePipelineProps, propsFromSettings } from './pipeline-props.ts';
 
 /**
  * Feature flags the app sets (put them in your own app's context too): server access logs are delivered by
@@ -24,28 +25,48 @@ export class ExactlyOncePipelineStack extends Stack {
 
   constructor(scope: Construct, id: string, props: ExactlyOncePipelineStackProps = {}) {
     super(scope, id, props);
-    const settings = props.pipeline ?? pipelinePropsFromContext(this);
-    this.pipeline = new ExactlyOncePipeline(this, 'Pipeline', settings);
+    const settings = props.pipeline ?? { ...pipelinePropsFromContext(this), ...constructContext(this) };
+    // The stack is what `cdk deploy` shows: its outputs are on unless the props say otherwise.
+    this.pipeline = new ExactlyOncePipeline(this, 'Pipeline', { outputs: true, ...settings });
   }
 }
 
+/** Construct props (no settings) the stack also takes from context: `-c analyticsTable=true`. */
+const CONSTRUCT_CONTEXT_KEYS = ['eventSourceMapping', 'analyticsTable'] as const;
+
 /** Context keys of the app itself that are not pipeline settings. */
-const APP_CONTEXT_KEYS = new Set(['stackName']);
+const APP_CONTEXT_KEYS = new Set<string>(['stackName', ...CONSTRUCT_CONTEXT_KEYS]);
+
+/** The construct's boolean props given as context (`true`/`false`, as `-c` gives them, or JSON booleans). */
+function constructContext(
+  scope: Construct,
+): Partial<Pick<ExactlyOncePipelineProps, (typeof CONSTRUCT_CONTEXT_KEYS)[number]>> {
+  const props: Partial<Record<(typeof CONSTRUCT_CONTEXT_KEYS)[number], boolean>> = {};
+  for (const key of CONSTRUCT_CONTEXT_KEYS) {
+    const value: unknown = scope.node.tryGetContext(key);
+    if (value === undefined || value === '') continue;
+    if (value === true || value === 'true') props[key] = true;
+    else if (value === false || value === 'false') props[key] = false;
+    else throw new InvalidSettingError(`-c ${key}`, `expected true or false, got ${JSON.stringify(value)}`);
+  }
+  return props;
+}
 
 /**
  * Reads every setting of `config.ts` from context and validates it here, so that an error names the setting as
- * the user passes it (`-c topic=…`). A plain camelCase key that is no setting is taken for a typo and rejected
- * (CDK's own keys contain `:`, `/`, `@` or `-`), so `-c batchsize=1000` does not silently deploy the default.
+ * the user passes it (`-c topic=…`), then returns the construct's props for the settings given (`-c
+ * processorTimeoutSeconds=300` becomes `processorTimeout: Duration.seconds(300)`). A plain camelCase key that is
+ * no setting is taken for a typo and rejected (CDK's own keys contain `:`, `/`, `@` or `-`), so
+ * `-c batchsize=1000` does not silently deploy the default.
  */
-export function pipelinePropsFromContext(scope: Construct): PipelineConfigInput {
+export function pipelinePropsFromContext(scope: Construct): ExactlyOncePipelineProps {
   rejectUnknownContext(scope);
   const input: Record<string, unknown> = {};
   for (const key of CONFIG_KEYS) {
     const value = scope.node.tryGetContext(key);
     if (value !== undefined && value !== '') input[key] = value;
   }
-  parsePipelineConfig(input, (key) => `-c ${key}`);
-  return input as PipelineConfigInput;
+  return propsFromSettings(input, (key) => `-c ${key}`);
 }
 
 function rejectUnknownContext(scope: Construct): void {

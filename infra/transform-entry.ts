@@ -25,6 +25,7 @@ import {
   TransformModuleNotFoundError,
   UnknownTransformError,
 } from '../shared/errors.ts';
+import type { ColumnDefinition } from '../shared/transforms/api.ts';
 import { BUILTIN_TRANSFORMS } from '../shared/transforms/registry.ts';
 import type { TransformChoice } from './config.ts';
 
@@ -57,6 +58,8 @@ export interface ResolvedTransformModule {
   readonly usesGlueRegistry: boolean;
   /** The Glue registries the transform names (`registryName`); empty when one is used without a name. */
   readonly glueRegistryNames: readonly string[];
+  /** The transform's output columns in normal form: the stack sets `outputColumns` (Parquet) from them. */
+  readonly columns: readonly ColumnDefinition[];
 }
 
 /** The names a module exports, as esbuild reads them from its source (the module is not run). */
@@ -121,14 +124,14 @@ function pickExport(file: string, wanted: string | undefined, exported: readonly
  */
 function checkIsTransform(
   module: Pick<ResolvedTransformModule, 'file' | 'exportName'>,
-): Pick<ResolvedTransformModule, 'usesGlueRegistry' | 'glueRegistryNames'> {
+): Pick<ResolvedTransformModule, 'usesGlueRegistry' | 'glueRegistryNames' | 'columns'> {
   const probe = [
     `import * as mod from ${JSON.stringify(module.file)};`,
     `import { isTransformDefinition } from ${JSON.stringify(TRANSFORM_API)};`,
     `const value = mod[${JSON.stringify(module.exportName)}];`,
     "const found = value === null ? 'null' : typeof value === 'function' ? 'a function' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : 'a ' + typeof value;",
     "const glue = isTransformDefinition(value) ? [value.key, value.value].map((f) => f?.registry).filter((r) => r?.kind === 'glue') : [];",
-    'process.stdout.write(JSON.stringify({ ok: isTransformDefinition(value), found, glue: glue.map((r) => r.registryName ?? null) }));',
+    'process.stdout.write(JSON.stringify({ ok: isTransformDefinition(value), found, glue: glue.map((r) => r.registryName ?? null), columns: isTransformDefinition(value) ? value.columns : [] }));',
   ].join('\n');
   const dir = mkdtempSync(join(tmpdir(), 'eos-transform-check-'));
   try {
@@ -156,12 +159,18 @@ function checkIsTransform(
       const reason = stderr.split('\n').find((line) => /Error\b/.test(line)) ?? stderr.trim().split('\n')[0];
       throw new InvalidSettingError('transform', `importing ${module.file} failed: ${reason}`);
     }
-    const result = JSON.parse(output) as { ok: boolean; found: string; glue: (string | null)[] };
+    const result = JSON.parse(output) as {
+      ok: boolean;
+      found: string;
+      glue: (string | null)[];
+      columns: ColumnDefinition[];
+    };
     if (!result.ok) throw new NotATransformError(module.file, module.exportName, result.found);
     const named = result.glue.every((name) => typeof name === 'string');
     return {
       usesGlueRegistry: result.glue.length > 0,
       glueRegistryNames: named ? [...new Set(result.glue as string[])].sort() : [],
+      columns: result.columns,
     };
   } catch (error) {
     if (error instanceof InvalidSettingError || error instanceof NotATransformError) throw error;
@@ -169,6 +178,19 @@ function checkIsTransform(
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * The output columns of the transform the stack deploys: a built-in's from its definition, a module's as the
+ * synth-time probe read them. The processor and coordinator get them as `EOS_OUTPUT_COLUMNS`.
+ */
+export function transformColumns(
+  choice: TransformChoice,
+  module: ResolvedTransformModule | undefined,
+): readonly ColumnDefinition[] {
+  if (module) return module.columns;
+  if (choice.kind !== 'built-in') throw new InvalidSettingError('transform', 'the module was not resolved');
+  return BUILTIN_TRANSFORMS[choice.name]!.columns;
 }
 
 /** The generated entry's source: deterministic for the same module and export (asset hashes stay stable). */

@@ -46,6 +46,10 @@ export interface CheckpointerOptions {
   readonly planner: FaultPlanner;
   readonly random: Random;
   readonly faults: FaultLog;
+  /** Optional probe: a checkpoint's commit step returned (its manifest written, COMMITTED), by checkpoint id. */
+  readonly onCommitted?: (checkpointId: number) => void;
+  /** Optional probe: a step (one Lambda invocation of the state machine) starts, or returns. */
+  readonly onStep?: (step: CoordinatorStep, phase: 'before' | 'after') => void;
 }
 
 export class Checkpointer {
@@ -71,8 +75,16 @@ export class Checkpointer {
       clients: this.slot.instrument(options.clients),
       clock: options.clock,
       hooks: {
-        beforeStep: (step) => this.maybeCrash(step, 'before'),
-        afterStep: (step) => this.maybeCrash(step, 'after'),
+        beforeStep: (step) => {
+          options.onStep?.(step, 'before');
+          this.maybeCrash(step, 'before');
+        },
+        afterStep: (step, _payload, result) => {
+          options.onStep?.(step, 'after');
+          // Before a crash after the step is injected: the step's effects (the manifest) are there all the same.
+          if (step === 'commit') options.onCommitted?.((result as { checkpointId: number }).checkpointId);
+          this.maybeCrash(step, 'after');
+        },
       },
     });
   }

@@ -15,6 +15,7 @@
 import type { AwsClients } from '../shared/aws/clients.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import type { Settings } from '../shared/config/settings.ts';
+import type { CoordinatorStep } from '../shared/coordinator/definition.ts';
 import { InjectedCrashError } from '../shared/errors.ts';
 import { decodeRecord } from '../shared/kafka/event.ts';
 import { checkKeySource } from '../shared/processor/evaluate.ts';
@@ -76,6 +77,34 @@ export interface RunOptions {
   /** Attempts of one batch before the run gives up on an error that was not injected; default 25. */
   readonly maxAttemptsPerBatch?: number;
   readonly onProgress?: (progress: Progress) => void;
+  /**
+   * Appends the input over time, this many records per second in input order (real clock only), instead of all
+   * of it before the first poll; the log closes after the last record. Default: all at once (a backlog).
+   */
+  readonly paceRecordsPerSecond?: number;
+  /** Optional probes for measurements (the benchmark): none is called, and nothing is recorded, when absent. */
+  readonly observer?: RunObserver;
+}
+
+/** Where a run's client set works: a processor container, the coordinator, or the runner's own read-back. */
+export type ClientRole = 'processor' | 'coordinator' | 'runner';
+
+/** Probes into a run; every time is the run's clock (epoch ms; wall time in `real` mode without faults). */
+export interface RunObserver {
+  /** Every client set the run makes, before any call (e.g. to attach a call or byte counter). */
+  clients?(clients: AwsClients, role: ClientRole): void;
+  /** A record was appended to the log. */
+  appended?(partition: number, offset: number, at: number): void;
+  /** The pollers start: the first delivery follows. */
+  started?(at: number): void;
+  /** Every record acknowledged, nothing in flight (before the final checkpoints). */
+  drained?(at: number): void;
+  /** A delivery was acknowledged (its offsets committed): this many records, at this time. */
+  acknowledged?(records: number, at: number): void;
+  /** A coordinator step (a state machine Task: one Lambda invocation) starts or returns. */
+  step?(step: CoordinatorStep, phase: 'before' | 'after', at: number): void;
+  /** A checkpoint's commit step returned: its manifest is written and it is COMMITTED. */
+  committed?(checkpointId: number, at: number): void;
 }
 
 export interface Progress {
@@ -145,6 +174,9 @@ interface Totals {
   lostCommits: number;
 }
 
+/** How often paced input appends what is due (and pollers re-check their batching windows). */
+const PACE_TICK_MS = 10;
+
 class Run {
   readonly clock: RunClock;
   readonly faultLog = new FaultLog();
@@ -178,7 +210,7 @@ class Run {
     const random = seededRandom(options.seed);
     this.planner = new FaultPlanner(options.faults, random.fork('faults'));
     // Clients take endpoints and credentials from the environment (AWS_ENDPOINT_URL_*), as everywhere.
-    this.clients = this.newClients();
+    this.clients = this.newClients('runner');
     this.log = new PartitionedLog(options.topic ?? 'orders', options.partitions, this.clock);
     this.emulator = new MskEmulator({
       log: this.log,
@@ -186,11 +218,23 @@ class Run {
       ...(options.batchSize ? { batchSize: options.batchSize } : {}),
       ...(options.maxPartitionsPerEvent ? { maxPartitionsPerEvent: options.maxPartitionsPerEvent } : {}),
     });
-    for (const record of options.input) this.emulator.produce(record.partition, record);
-    this.log.close();
+    if (options.paceRecordsPerSecond === undefined) {
+      for (const record of options.input) this.append(record);
+      this.log.close();
+    } else if (this.clock.mode !== 'real' || !(options.paceRecordsPerSecond > 0)) {
+      throw new RangeError('paceRecordsPerSecond needs the real clock and a positive rate');
+    }
+    const committed = options.observer?.committed;
+    const step = options.observer?.step;
     this.checkpointer = new Checkpointer({
       settings: options.settings,
-      clients: this.newClients(),
+      clients: this.newClients('coordinator'),
+      ...(committed ? { onCommitted: (id: number) => committed(id, this.clock.now()) } : {}),
+      ...(step
+        ? {
+            onStep: (name: CoordinatorStep, phase: 'before' | 'after') => step(name, phase, this.clock.now()),
+          }
+        : {}),
       clock: this.clock,
       planner: this.planner,
       random: random.fork('coordinator'),
@@ -200,7 +244,7 @@ class Run {
       const slot = new AttemptSlot(this.faultLog);
       const processor = createProcessor({
         settings: options.settings,
-        clients: slot.instrument(this.newClients()),
+        clients: slot.instrument(this.newClients('processor')),
         transform,
         clock: this.clock,
         hooks: slot.hooks,
@@ -210,10 +254,34 @@ class Run {
     this.nextCheckpointAt = this.clock.now() + options.checkpointIntervalMs;
   }
 
-  private newClients(): AwsClients {
+  private newClients(role: ClientRole): AwsClients {
     const clients = createAwsClients();
     this.allClients.push(clients);
+    this.options.observer?.clients?.(clients, role);
     return clients;
+  }
+
+  private append(record: InputRecord): void {
+    const offset = this.emulator.produce(record.partition, record);
+    this.options.observer?.appended?.(record.partition, offset, this.clock.now());
+  }
+
+  /**
+   * Paced input: appends what is due every few milliseconds (waking the pollers, whose batching windows are
+   * checked on each wake-up), then closes the log.
+   */
+  private async produce(recordsPerSecond: number): Promise<void> {
+    const input = this.options.input;
+    const start = Date.now();
+    let next = 0;
+    while (next < input.length && this.failure === undefined) {
+      const due = Math.min(input.length, Math.floor(((Date.now() - start) * recordsPerSecond) / 1000) + 1);
+      for (; next < due; next++) this.append(input[next]!);
+      this.notify();
+      if (next < input.length) await new Promise((resolve) => setTimeout(resolve, PACE_TICK_MS));
+    }
+    this.log.close();
+    this.notify();
   }
 
   dispose(): void {
@@ -231,7 +299,13 @@ class Run {
 
   /** Polls, invokes and acknowledges until every record is acknowledged. */
   async drain(): Promise<void> {
-    await Promise.all(Array.from({ length: this.options.partitions }, () => this.poller()));
+    this.options.observer?.started?.(this.clock.now());
+    const pace = this.options.paceRecordsPerSecond;
+    await Promise.all([
+      ...Array.from({ length: this.options.partitions }, () => this.poller()),
+      ...(pace === undefined ? [] : [this.produce(pace)]),
+    ]);
+    this.options.observer?.drained?.(this.clock.now());
     await this.checkpointing;
     if (this.failure) throw this.failure;
   }
@@ -260,7 +334,10 @@ class Run {
         this.notify();
         continue;
       }
-      if (this.emulator.isDrained()) return;
+      if (this.emulator.isDrained() && this.log.isClosed) return;
+      // Paced input wakes the pollers every few ms: the schedule then starts checkpoints on time, as the deployed
+      // schedule does, not only after a delivery (a backlog or the virtual clock wake them only on deliveries).
+      this.maybeCheckpoint();
       await this.change; // every pending partition is in flight elsewhere: wait for an acknowledgement
     }
   }
@@ -292,6 +369,10 @@ class Run {
     } else {
       this.count(result.report);
       this.emulator.commit(delivery);
+      this.options.observer?.acknowledged?.(
+        delivery.slices.reduce((sum, slice) => sum + slice.lastOffset - slice.firstOffset + 1, 0),
+        this.clock.now(),
+      );
     }
     this.maybeCheckpoint();
     this.options.onProgress?.({
@@ -433,16 +514,23 @@ export async function runLocal(options: RunOptions): Promise<RunResult> {
 
 async function runAndJudge(run: Run, options: RunOptions, started: number): Promise<RunResult> {
   // The oracle evaluates with the processor's own transform, prepared as the processor prepares each batch.
-  const records = [...run.records()];
-  await run.transform.prepare?.(records);
-  const expectation = expectOutcome(records, run.transform, options.settings.idempotencyKey, {
-    maxTransactionItems: options.settings.maxTransactionItems,
-  });
-  if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
+  // Paced input is in the log only once it has drained.
+  const expect = async (): Promise<Expectation> => {
+    const records = [...run.records()];
+    await run.transform.prepare?.(records);
+    const expectation = expectOutcome(records, run.transform, options.settings.idempotencyKey, {
+      maxTransactionItems: options.settings.maxTransactionItems,
+    });
+    if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
+    return expectation;
+  };
+  const paced = options.paceRecordsPerSecond !== undefined;
+  let expectation = paced ? undefined : await expect();
   await run.drain();
   const drained = Date.now();
   await run.checkpointer.final();
   const durationMs = Date.now() - started;
+  expectation ??= await expect();
   const { rows, aggregates, outcome, verify } = await judge(run, options, expectation);
   const phasesMs = {
     drain: drained - started,

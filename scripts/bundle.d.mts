@@ -1,9 +1,16 @@
-import type { Plugin } from 'esbuild';
+import type { Metafile, Plugin } from 'esbuild';
 
 export const leanZodLocales: Plugin;
-/** Bundles `entry` to `<outdir>/index.mjs` (the AWS SDK included unless `bundleAwsSdk` is false); returns that path. */
+/** Keeps function and class names in this project's own modules (the build minifies every other name). */
+export const projectNames: Plugin;
+/**
+ * Bundles `entry` to `<outdir>/index.mjs` and `<outdir>/chunks/*.mjs` (code only a dynamic import reaches), the AWS
+ * SDK included unless `bundleAwsSdk` is false; returns the path of `index.mjs`. `onMetafile` gets esbuild's metafile.
+ */
 export function bundleHandler(
   entry: string,
   outdir: string,
-  options?: { readonly bundleAwsSdk?: boolean },
+  options?: { readonly bundleAwsSdk?: boolean; readonly onMetafile?: (metafile: Metafile) => void },
 ): Promise<string>;
+/** Every file of a bundle folder: `index.mjs` first, then its chunks. */
+export function bundleFiles(outdir: string): string[];

@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import type { Command, Option } from 'commander';
 import type { z } from 'zod';
 import { CONFIG_KEYS, pipelineConfigSchema } from '../infra/config.ts';
+import { DURATION_UNITS, PROP_OF_SETTING } from '../infra/prop-names.ts';
 import { ENV_NAMES, settingsSchema } from '../shared/config/settings.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -30,6 +31,20 @@ const APP_CONTEXT = {
   stackName: {
     default: '`ExactlyOncePipeline-<pipelineId>`',
     meaning: 'The CloudFormation stack name (context only; not a construct prop).',
+  },
+} as const;
+
+/** Construct props (no settings) the repository's stack also reads from context (`infra/stack.ts`). */
+const CONSTRUCT_CONTEXT = {
+  eventSourceMapping: {
+    default: '`true`',
+    meaning:
+      'Create the event source mapping from the topic to the processor. `false` deploys without it, to invoke the processor yourself (LocalStack, [localstack.md](localstack.md)) or attach your own mapping.',
+  },
+  analyticsTable: {
+    default: '`false`',
+    meaning:
+      'Create a Glue table over the committed output (partition projection on its time folders) and an Athena workgroup with its own results bucket. Needs `outputFormat` `parquet` ([output.md](output.md)).',
   },
 } as const;
 
@@ -50,6 +65,14 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   idempotencyTtlSeconds:
     'How long a claimed idempotency key blocks duplicates (DynamoDB TTL on the claim). At least one day.',
   gzip: 'Gzip staged and final NDJSON objects.',
+  outputFormat:
+    "Final objects of the `output` stream: `ndjson` (gzip per `gzip`) or `parquet` (the transform's columns, then the lineage struct `source`; needs `outputColumns`). Dead letters stay NDJSON. See [output.md](output.md).",
+  timePartitioning:
+    'Hive-style time folders of final objects by record time, UTC: `none` (`topic=/partition=` folders, as before), `day` (`dt=YYYY-MM-DD/`) or `hour` (`dt=YYYY-MM-DD/hour=HH/`). Each checkpoint writes at most one file per folder, Kafka partition and stream (a size/row limit splits larger ones).',
+  timeField:
+    "The output column (a `timestamp` or `long` column of `outputColumns`, milliseconds) whose value is a row's record time; unset, or null in a row: the record's Kafka timestamp. Needs `timePartitioning`.",
+  outputColumns:
+    "The transform's output columns in normal form (JSON `[{name, type, nullable}]`), which the coordinator encodes Parquet with (it does not load the transform). The stack and `eos local` set it from the transform.",
   transform:
     'A built-in transform (`orders`, `passthrough`) or your module: `./file.ts#export` in context and `eos local --transform`, `{ entry, exportName }` in props; bundled and checked at synth.',
   maxTransactionItems: 'Items per DynamoDB transaction (8–100; DynamoDB allows 100).',
@@ -163,12 +186,19 @@ function description(name: string): string {
   return SETTING_DESCRIPTIONS[name] ?? '**(no description)**';
 }
 
+/** How a setting is given: its context key and its construct prop (a `Duration` where the key has a unit). */
+function contextAndProp(name: string): string {
+  const prop = `\`-c ${name}\` / \`${PROP_OF_SETTING[name] ?? name}\``;
+  if (DURATION_UNITS[name] !== undefined) return `${prop} (Duration)`;
+  return name === 'logRetentionDays' ? `${prop} (RetentionDays)` : prop;
+}
+
 function pipelineSection(): string {
   const contextKeys = new Set<string>(CONFIG_KEYS);
   const rows = Object.entries(settingsSchema.shape).map(([name, schema]) => [
     `\`${name}\``,
     `\`${ENV_NAMES[name as keyof typeof ENV_NAMES]}\``,
-    contextKeys.has(name) ? `\`-c ${name}\` / \`${name}\`` : '— (set by the stack)',
+    contextKeys.has(name) ? contextAndProp(name) : '— (set by the stack)',
     showDefault(defaultOf(schema as z.ZodType), '— (unset)'),
     description(name),
   ]);
@@ -179,10 +209,12 @@ function deploymentSection(): string {
   const pipelineKeys = new Set(Object.keys(settingsSchema.shape));
   const shape = pipelineConfigSchema.shape as Record<string, z.ZodType>;
   const rows = CONFIG_KEYS.filter((name) => !pipelineKeys.has(name)).map((name) => [
-    `\`-c ${name}\` / \`${name}\``,
+    contextAndProp(name),
     showDefault(defaultOf(shape[name]!), ABSENT[name] ?? '— (unset)'),
     description(name),
   ]);
+  for (const [name, prop] of Object.entries(CONSTRUCT_CONTEXT))
+    rows.push([`\`-c ${name}\` / \`${name}\``, prop.default, prop.meaning]);
   for (const [name, app] of Object.entries(APP_CONTEXT))
     rows.push([`\`-c ${name}\``, app.default, app.meaning]);
   return table(['CDK context / construct prop', 'default', 'meaning'], rows);
@@ -263,6 +295,9 @@ export async function renderConfigurationPage(): Promise<string> {
       '`invalid setting -c topic: required but not set`. Cross-checks: `orphanGraceSeconds` > `processorTimeoutSeconds`;',
       '`checkpointLeaseSeconds` > `coordinatorStepTimeoutSeconds` + 60; `inProgressExpirationDays` > twice the',
       'longest of grace period, lease and NoCommit window; exactly one of `mskClusterArn` and `sandboxCluster`.',
+      'Where the prop is named differently (marked Duration), it takes a CDK `Duration` for the number of seconds,',
+      'minutes or days the context key names (`processorTimeoutSeconds=300` is `processorTimeout: Duration.minutes(5)`);',
+      'the construct-only props (`source`, `table`, `bucket`, `encryptionKey`, `outputs`, …) are in [deploy.md](deploy.md).',
       '',
       deploymentSection(),
       '',

@@ -7,6 +7,8 @@
  * - the same schedules under at-least-once show duplicates on some, and under none losses on some.
  *
  * 200 schedules by default, `EOS_CHAOS_RUNS=1000` for more; `EOS_CHAOS_SEED` picks another set of schedules.
+ * Every schedule runs under exactly-once; every fourth also under the two weaker guarantees
+ * (`EOS_CHAOS_CONTRAST_EVERY`, 1 for all of them).
  * Schedules run a few at a time (`EOS_CHAOS_CONCURRENCY`, default 4), each with its own pipeline id on one table
  * and bucket. A failing schedule is printed with the command that reruns exactly that schedule
  * (`EOS_CHAOS_SCHEDULE='<json>'`).
@@ -23,6 +25,13 @@ import { freshResources, uniqueName } from './support/aws.ts';
 const RUNS = Number(process.env.EOS_CHAOS_RUNS ?? 200);
 const SEED = Number(process.env.EOS_CHAOS_SEED ?? 20261129);
 const CONCURRENCY = Number(process.env.EOS_CHAOS_CONCURRENCY ?? 4);
+/**
+ * The weaker guarantees only have to show that the setting matters: duplicates under at-least-once on some
+ * schedule, losses under none on some. Run on every schedule they were two thirds of the test's 600 pipeline runs
+ * (345 s on two cores); on every fourth (50 of 200) they still show both many times over (with the default seed:
+ * duplicates on most of them, losses on several), while exactly-once, the property, is still judged on all 200.
+ */
+const CONTRAST_EVERY = Number(process.env.EOS_CHAOS_CONTRAST_EVERY ?? 4);
 
 interface Schedule {
   readonly seed: number;
@@ -109,12 +118,19 @@ describe('chaos: the end-to-end property under random fault schedules', () => {
 
   it(`holds exactly-once on ${schedules.length} schedule(s), and the same schedules show duplicates under at-least-once and losses under none`, async () => {
     const started = Date.now();
-    const results = await mapLimit(schedules, CONCURRENCY, async (schedule) => ({
-      schedule,
-      exactlyOnce: await runSchedule(schedule, 'exactly-once'),
-      atLeastOnce: await runSchedule(schedule, 'at-least-once'),
-      none: await runSchedule(schedule, 'none'),
-    }));
+    const results = await mapLimit(
+      schedules.map((schedule, index) => ({
+        schedule,
+        contrast: replay !== undefined || index % CONTRAST_EVERY === 0,
+      })),
+      CONCURRENCY,
+      async ({ schedule, contrast }) => ({
+        schedule,
+        exactlyOnce: await runSchedule(schedule, 'exactly-once'),
+        atLeastOnce: contrast ? await runSchedule(schedule, 'at-least-once') : undefined,
+        none: contrast ? await runSchedule(schedule, 'none') : undefined,
+      }),
+    );
     const failures = results.filter((r) => r.exactlyOnce.verdict !== 'exactly-once');
     for (const failure of failures.slice(0, 5)) {
       console.error(
@@ -122,11 +138,12 @@ describe('chaos: the end-to-end property under random fault schedules', () => {
       );
     }
     const injected = (kind: FaultKind) => results.reduce((n, r) => n + r.exactlyOnce.faults[kind], 0);
-    const withDuplicates = results.filter((r) => r.atLeastOnce.outcome.duplicated > 0).length;
-    const withLosses = results.filter((r) => r.none.outcome.lost > 0).length;
+    const contrasted = results.filter((r) => r.atLeastOnce !== undefined).length;
+    const withDuplicates = results.filter((r) => (r.atLeastOnce?.outcome.duplicated ?? 0) > 0).length;
+    const withLosses = results.filter((r) => (r.none?.outcome.lost ?? 0) > 0).length;
     const withAborts = results.filter((r) => r.exactlyOnce.checkpoints.aborted > 0).length;
     console.info(
-      `chaos: ${results.length} schedules in ${Math.round((Date.now() - started) / 1000)} s; faults injected under exactly-once: ${FAULT_KINDS.map((k) => `${k} ${injected(k)}`).join(', ')}; checkpoints aborted on ${withAborts}; irregular records ${JSON.stringify(irregular)}; at-least-once duplicated on ${withDuplicates}, none lost on ${withLosses}`,
+      `chaos: ${results.length} schedules in ${Math.round((Date.now() - started) / 1000)} s; faults injected under exactly-once: ${FAULT_KINDS.map((k) => `${k} ${injected(k)}`).join(', ')}; checkpoints aborted on ${withAborts}; irregular records ${JSON.stringify(irregular)}; of the ${contrasted} run under the weaker guarantees too, at-least-once duplicated on ${withDuplicates}, none lost on ${withLosses}`,
     );
     expect(failures.map((f) => replayCommand(f.schedule))).toEqual([]);
     if (replay) return; // one schedule: only its own verdict counts

@@ -12,7 +12,7 @@ import { main } from '../cli/eos.ts';
 import { classifyFailure } from '../cli/failures.ts';
 import { InvalidSettingError, MissingResourceError } from '../shared/errors.ts';
 
-type Command = 'local' | 'verify' | 'read' | 'status';
+type Command = 'local' | 'verify' | 'read' | 'query' | 'status';
 type Case =
   | 'no args'
   | 'bad flag'
@@ -33,7 +33,7 @@ interface Row {
 
 const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
   local: {
-    // `eos local` with no arguments is a complete default run (20,000 orders): not a failure, covered elsewhere.
+    // `eos local` with no arguments is a complete default run (4,000 orders): not a failure, covered elsewhere.
     'bad flag': { args: ['--bogus'], code: 2, line: /^error: unknown option '--bogus'$/ },
     'unreachable endpoint': {
       args: ['--endpoint', UNREACHABLE, '--records', '10'],
@@ -76,6 +76,34 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     },
     'no credentials': { args: ['--bucket', 'b'], code: 3, line: /^error: no AWS credentials: / },
     'no region': { args: ['--bucket', 'b'], code: 3, line: /^error: no AWS region: / },
+  },
+  query: {
+    'no args': { args: [], code: 2, line: /^error: missing required argument 'sql'$/ },
+    'bad flag': {
+      args: ['SELECT 1', '--bucket', 'b', '--format', 'xml'],
+      code: 2,
+      line: /^error: option '--format <format>' argument 'xml' is invalid/,
+    },
+    'unreachable endpoint': {
+      args: ['SELECT count(*) FROM output', '--bucket', 'b', '--endpoint', UNREACHABLE],
+      code: 3,
+      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+    },
+    'missing bucket': {
+      args: ['SELECT count(*) FROM output', '--bucket', 'eos-no-such-bucket'],
+      code: 3,
+      line: /^error: not found: .*NoSuchBucket/,
+    },
+    'no credentials': {
+      args: ['SELECT count(*) FROM output', '--bucket', 'b'],
+      code: 3,
+      line: /^error: no AWS credentials: /,
+    },
+    'no region': {
+      args: ['SELECT count(*) FROM output', '--bucket', 'b'],
+      code: 3,
+      line: /^error: no AWS region: /,
+    },
   },
   status: {
     'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
@@ -179,6 +207,7 @@ describe('eos CLI matrix: exit code and one line on stderr, no stack', () => {
       local: ['bad flag', 'unreachable endpoint'],
       verify: all.filter((c) => c !== 'missing table'),
       read: all.filter((c) => c !== 'missing table'),
+      query: all.filter((c) => c !== 'missing table'),
       status: all.filter((c) => c !== 'missing bucket'),
     };
     for (const [command, cases] of Object.entries(applies)) {
@@ -232,6 +261,14 @@ describe('classifyFailure: AWS errors by name, code and status', () => {
       /^java: DynamoDB Local needs/,
     ],
     [new InvalidSettingError('EOS_BATCH', 'unknown'), 2, /^invalid setting EOS_BATCH: unknown$/],
+    [
+      Object.assign(
+        new Error("Cannot find package '/app/node_modules/@aws/s3-server/index.js' imported from /app/x.js"),
+        { code: 'ERR_MODULE_NOT_FOUND' },
+      ),
+      3,
+      /^@aws\/s3-server is not installed: eos local needs the repository's development dependencies/,
+    ],
     [new TypeError('x is undefined'), 1, /^TypeError: x is undefined \(unexpected; rerun with --debug/],
   ])('%s → exit %i', (error, code, message) => {
     const failure = classifyFailure(error);

@@ -153,11 +153,17 @@ describe('eos local and eos verify on the local parts', () => {
       totalMinor: expect.any(Number),
     });
 
+    const progress: string[] = [];
     const verified = await runVerifyCommand(
       { bucket: 'eos-local', prefix: 'orders/final' },
-      { write: () => {} },
+      { write: () => {}, writeError: (t) => progress.push(t), progressIntervalMs: 0 },
     );
     expect(verified.exitCode).toBe(0);
+    // Progress on stderr as it goes (a line per step here; every 3 s by default), ending at the totals.
+    const { manifests: manifestCount, files } = verified.result;
+    expect(progress).toContain(`progress: ${manifestCount}/${manifestCount} manifests read\n`);
+    expect(progress.at(-1)).toBe(`progress: ${files}/${files} objects checked\n`);
+    expect(progress.length).toBe(manifestCount + files);
     await createAwsClients().s3.send(
       new PutObjectCommand({ Bucket: 'eos-local', Key: 'orders/final/output/stray.ndjson', Body: '{}\n' }),
     );

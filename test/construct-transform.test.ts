@@ -90,6 +90,7 @@ describe('a transform module of the user', () => {
       exportName: 'pageViews',
       usesGlueRegistry: false,
       glueRegistryNames: [],
+      columns: [],
     };
     expect(writeProcessorEntry(module)).toBe(writeProcessorEntry({ ...module }));
     expect(processorEntrySource(module)).toContain(
@@ -187,6 +188,12 @@ describe("docs/deploy.md's own transform", () => {
       exportName: 'pageViews',
       usesGlueRegistry: false,
       glueRegistryNames: [],
+      // Read at synth: the stack's EOS_OUTPUT_COLUMNS for Parquet output.
+      columns: [
+        { name: 'userId', type: 'string', nullable: false },
+        { name: 'page', type: 'string', nullable: false },
+        { name: 'at', type: 'timestamp', nullable: false },
+      ],
     });
     const module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
     const definition = module.pageViews as {

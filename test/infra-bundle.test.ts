@@ -1,15 +1,17 @@
 /**
  * The stack with bundling ON, as `npm run synth` and `cdk deploy` build it: every Lambda gets a bundle of its own
  * entry that exports its handler, with the locked AWS SDK inside (the SDK the tests ran, issue 17), within the
- * size the benchmark measures. (The other infra tests skip bundling.)
+ * size the benchmark measures. A bundle is a folder: `index.mjs` and the chunks only a dynamic import loads
+ * (`scripts/bundle.mjs`), all of which must be in the asset. (The other infra tests skip bundling.)
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from '../infra/stack.ts';
+import { bundleFiles } from '../scripts/bundle.mjs';
 import { BASE_PROPS, resourcesOf } from './infra-fixtures.ts';
 
 /** The version package-lock.json pins for an AWS SDK package: what the tests install and run. */
@@ -46,11 +48,15 @@ describe('bundled Lambda code', () => {
     const template = Template.fromStack(stack);
     app.synth();
     const functions = Object.values(resourcesOf(template, 'AWS::Lambda::Function')).map((f) => f.Properties);
-    const bundles = new Map<string, string>();
+    /** Each asset's files: `index.mjs` (the handler module) first, then its chunks. */
+    const bundles = new Map<string, string[]>();
     for (const fn of functions) {
       const key = String((fn.Code as { S3Key: string }).S3Key).replace(/\.zip$/, '');
-      const source = bundles.get(key) ?? readFileSync(join(outdir, `asset.${key}`, 'index.mjs'), 'utf8');
-      bundles.set(key, source);
+      const files =
+        bundles.get(key) ??
+        bundleFiles(join(outdir, `asset.${key}`)).map((file) => readFileSync(file, 'utf8'));
+      bundles.set(key, files);
+      const source = files[0]!;
       const exported = String(fn.Handler).replace(/^index\./, '');
       const exports = /export\s*\{([^}]*)\}/.exec(source)?.[1] ?? '';
       expect(
@@ -66,7 +72,8 @@ describe('bundled Lambda code', () => {
     }
     // processor, monitor, and one bundle shared by the seven coordinator steps
     expect(bundles.size).toBe(3);
-    for (const source of bundles.values()) {
+    for (const [key, files] of bundles) {
+      const source = files.join('\n');
       // No import of the SDK is left for the runtime to resolve…
       expect(source).not.toMatch(/from\s*"@aws-sdk\//);
       expect(source).not.toMatch(/import\(\s*"@aws-sdk\//);
@@ -75,6 +82,13 @@ describe('bundled Lambda code', () => {
       expect([...clients.keys()]).toContain('@aws-sdk/client-dynamodb'); // every function reads the ledger
       for (const [name, version] of clients) expect(version, name).toBe(lockedVersion(name));
       expect(source.length).toBeLessThan(1024 * 1024);
+      // Every chunk a file imports is in the asset (a relative import the runtime could not resolve fails init).
+      for (const file of files) {
+        for (const [, chunk] of file.matchAll(/(?:from|import)\s*\(?\s*"\.\/((?:chunks\/)?[\w.-]+\.mjs)"/g)) {
+          const inChunks = chunk!.startsWith('chunks/') ? chunk! : `chunks/${chunk}`;
+          expect(existsSync(join(outdir, `asset.${key}`, inChunks)), inChunks).toBe(true);
+        }
+      }
     }
   }, 120_000);
 });

@@ -2,6 +2,7 @@
  * Assertions on the synthesized stack: the Kafka mapping, IAM (least privilege), table, bucket, functions,
  * alarms, schedules, and the validation of settings.
  */
+import { Duration } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
 import { parsePipelineConfig } from '../infra/config.ts';
@@ -42,7 +43,7 @@ describe('the Kafka event source mapping', () => {
   it('takes its settings from props', () => {
     const { template: custom } = synthesize({
       batchSize: 2000,
-      maxBatchingWindowSeconds: 5,
+      maxBatchingWindow: Duration.seconds(5),
       startingPosition: 'LATEST',
       consumerGroupId: 'my-group',
     });
@@ -202,7 +203,7 @@ describe('the sink bucket', () => {
     );
     expect(rules).toContainEqual(
       expect.objectContaining({
-        Id: 'backstop-expire-coordinator-work',
+        Id: 'backstop-expire-coordinator-work-orders',
         Prefix: 'orders/_coordinator/',
         ExpirationInDays: 30,
         NoncurrentVersionExpiration: { NoncurrentDays: 3 },
@@ -210,14 +211,14 @@ describe('the sink bucket', () => {
     );
     expect(rules).toContainEqual(
       expect.objectContaining({
-        Id: 'backstop-expire-in-progress',
+        Id: 'backstop-expire-in-progress-orders',
         Prefix: 'orders/_inprogress/',
         ExpirationInDays: 30,
       }),
     );
     expect(rules).toContainEqual(
       expect.objectContaining({
-        Id: 'expire-noncurrent-in-progress',
+        Id: 'expire-noncurrent-in-progress-orders',
         Prefix: 'orders/_inprogress/',
         NoncurrentVersionExpiration: { NoncurrentDays: 3 },
       }),
@@ -300,9 +301,9 @@ describe('the functions', () => {
 
   it('give the processor the configured timeout and the coordinator steps theirs', () => {
     const custom = synthesize({
-      processorTimeoutSeconds: 300,
-      orphanGraceSeconds: 900,
-      coordinatorStepTimeoutSeconds: 120,
+      processorTimeout: Duration.minutes(5),
+      orphanGrace: Duration.minutes(15),
+      coordinatorStepTimeout: Duration.minutes(2),
     });
     const processorId = custom.stack.getLogicalId(custom.stack.pipeline.processor.node.defaultChild as never);
     const byId = resourcesOf(custom.template, 'AWS::Lambda::Function');
@@ -328,7 +329,7 @@ describe('schedules and alarms', () => {
       ScheduleExpression: 'rate(1 minute)',
       Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [monitor, 'Arn'] } })],
     });
-    const custom = synthesize({ checkpointIntervalMinutes: 5 }).template;
+    const custom = synthesize({ checkpointInterval: Duration.minutes(5) }).template;
     expect(
       Object.values(resourcesOf(custom, 'AWS::Events::Rule')).map((r) => r.Properties.ScheduleExpression),
     ).toEqual(['rate(5 minutes)', 'rate(5 minutes)']);

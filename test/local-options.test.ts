@@ -129,7 +129,7 @@ describe('eos local: EOS_* variables and flags reach the run', () => {
     expect(run.report).toMatchObject({ guarantee: 'exactly-once', verdict: 'exactly-once' });
     const topics = new Set(run.rows.map((r) => (r.row.source as { topic: string }).topic));
     expect([...topics]).toEqual(['shop.orders-v2']);
-    // 200 records over 2 partitions, at most 10 per event: at least 20 invocations (the default 100 needs 2-4).
+    // 200 records over 2 partitions, at most 10 per event: at least 20 invocations (the default 20 needs about 10).
     expect(run.report!.invocations.total).toBeGreaterThanOrEqual(20);
   }, 180_000);
 

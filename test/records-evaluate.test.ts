@@ -75,6 +75,8 @@ describe('dead letters', () => {
     const dead = deadLetterOf(good, 'key conflict');
     expect(dead).toEqual({
       offset: 9,
+      // The Kafka timestamp travels with the record: a dead letter is filed in its record's time folder too.
+      timestamp: good.timestamp,
       source: good.source,
       raw: good.raw,
       digest: good.digest,

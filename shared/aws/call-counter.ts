@@ -1,6 +1,7 @@
 /**
  * Counts AWS calls by operation through SDK middleware: the benchmark and the tests use it to check the claim
- * of two calls per batch in steady state.
+ * of two calls per batch in steady state. {@link ByteCounter}, beside it, counts the S3 object bytes that pass
+ * through the caller (the Lambda): bodies written by PutObject/UploadPart and read by GetObject.
  */
 import type { InitializeMiddleware, MetadataBearer, MiddlewareStack } from '@smithy/types';
 import type { AwsClients } from './clients.ts';
@@ -46,5 +47,127 @@ export class CallCounter {
   reset(): void {
     this.counts.clear();
     this.items = 0;
+  }
+}
+
+/** Operations whose request body is object data sent from the caller. */
+const WRITES = new Set(['PutObject', 'UploadPart']);
+/** Operations whose response body is object data received by the caller. */
+const READS = new Set(['GetObject']);
+
+/** The byte length of a request body, when it is in memory (a stream's is its ContentLength, if given). */
+function bodyBytes(body: unknown, contentLength: unknown): number | undefined {
+  if (typeof body === 'string') return Buffer.byteLength(body);
+  if (ArrayBuffer.isView(body)) return body.byteLength;
+  if (body instanceof ArrayBuffer) return body.byteLength;
+  return typeof contentLength === 'number' ? contentLength : undefined;
+}
+
+/** One counted call, kept when the counter was made with `{ keepCalls: true }`. */
+export interface CountedCall {
+  readonly operation: string;
+  readonly bucket: string;
+  readonly key: string;
+  readonly bytes: number;
+  readonly direction: 'read' | 'written';
+}
+
+export interface ByteCounts {
+  /** Object bytes received: GetObject response bodies (their Content-Length). */
+  readonly read: number;
+  /** Object bytes sent: PutObject and UploadPart request bodies. */
+  readonly written: number;
+  /** Bytes by operation (`GetObject`, `PutObject`, `UploadPart`). */
+  readonly byOperation: Record<string, number>;
+  /** Calls whose body size could not be told (a stream without ContentLength): 0 for this pipeline's code. */
+  readonly unmeasured: number;
+}
+
+/**
+ * Counts S3 object bytes moved through the caller: what a Lambda pays for in time and network when it reads or
+ * writes object data itself. Server-side copies (CopyObject, UploadPartCopy) move no bytes through the caller
+ * and count nothing; neither do requests without object data (HEAD, LIST, DELETE). Each call counts once, as the
+ * code makes it (the SDK's own retries of a request are not counted again); a GetObject that fails counts
+ * nothing. Attach it to any number of client sets: the counts add up.
+ */
+export class ByteCounter {
+  private readBytes = 0;
+  private writtenBytes = 0;
+  private unknown = 0;
+  private readonly operations = new Map<string, number>();
+  private readonly kept: CountedCall[] | undefined;
+
+  /** `keepCalls`: also keep every counted call with its bucket and key ({@link calls}), to attribute bytes. */
+  constructor(options: { keepCalls?: boolean } = {}) {
+    this.kept = options.keepCalls ? [] : undefined;
+  }
+
+  /** Adds the byte-counting middleware to the S3 client (adding it again to the same client replaces it). */
+  attach(clients: Pick<AwsClients, 's3'>): this {
+    const stack = clients.s3.middlewareStack as unknown as Stack;
+    const middleware: InitializeMiddleware<object, MetadataBearer> = (next, context) => async (args) => {
+      const operation = String(context.commandName).replace(/Command$/, '');
+      const input = args.input as {
+        Body?: unknown;
+        ContentLength?: unknown;
+        Bucket?: unknown;
+        Key?: unknown;
+      };
+      const where = { bucket: String(input.Bucket ?? ''), key: String(input.Key ?? '') };
+      if (WRITES.has(operation)) {
+        const bytes = bodyBytes(input.Body, input.ContentLength);
+        if (bytes === undefined) this.unknown++;
+        else this.add(operation, bytes, 'written', where);
+        return next(args);
+      }
+      const result = await next(args);
+      if (READS.has(operation)) {
+        const length = (result.output as { ContentLength?: unknown }).ContentLength;
+        if (typeof length === 'number') this.add(operation, length, 'read', where);
+        else this.unknown++;
+      }
+      return result;
+    };
+    stack.add(middleware, { step: 'initialize', name: 'eosByteCounter', override: true });
+    return this;
+  }
+
+  private add(
+    operation: string,
+    bytes: number,
+    direction: 'read' | 'written',
+    where: { bucket: string; key: string },
+  ): void {
+    if (direction === 'read') this.readBytes += bytes;
+    else this.writtenBytes += bytes;
+    this.operations.set(operation, (this.operations.get(operation) ?? 0) + bytes);
+    this.kept?.push({ operation, ...where, bytes, direction });
+  }
+
+  /** Every counted call in the order counted (empty unless made with `{ keepCalls: true }`). */
+  calls(): readonly CountedCall[] {
+    return this.kept ?? [];
+  }
+
+  snapshot(): ByteCounts {
+    return {
+      read: this.readBytes,
+      written: this.writtenBytes,
+      byOperation: Object.fromEntries([...this.operations].sort(([a], [b]) => a.localeCompare(b))),
+      unmeasured: this.unknown,
+    };
+  }
+
+  /** Bytes read and written. */
+  total(): number {
+    return this.readBytes + this.writtenBytes;
+  }
+
+  reset(): void {
+    this.readBytes = 0;
+    this.writtenBytes = 0;
+    this.unknown = 0;
+    this.operations.clear();
+    this.kept?.splice(0);
   }
 }

@@ -7,6 +7,8 @@
 import { z } from 'zod';
 import { InvalidSettingError } from '../errors.ts';
 import { isValidTopicName } from '../kafka/event.ts';
+import { TIME_PARTITIONINGS } from '../sink/time-partitions.ts';
+import { COLUMN_TYPES, type ColumnDefinition } from '../transforms/api.ts';
 
 export const DELIVERY_GUARANTEES = ['exactly-once', 'at-least-once', 'none'] as const;
 /** As Flink's DeliveryGuarantee: EXACTLY_ONCE, AT_LEAST_ONCE, NONE. */
@@ -46,6 +48,48 @@ export function formatIdempotencyKeySource(source: IdempotencyKeySource): string
       return source.kind;
   }
 }
+
+export const OUTPUT_FORMATS = ['ndjson', 'parquet'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
+
+const columnDefinition = z
+  .object({
+    name: z.string().min(1),
+    type: z.enum(COLUMN_TYPES),
+    nullable: z.boolean(),
+  })
+  .strict();
+
+/**
+ * The transform's output columns in normal form (`ColumnDefinition[]`, as `defineTransform` builds them), given as
+ * JSON text (the Lambda environment) or as the array itself. Names must be unique and must not be `source`.
+ */
+const outputColumns = z
+  .union([z.string(), z.array(z.unknown())])
+  .transform((value, ctx): ColumnDefinition[] => {
+    let parsed: unknown = value;
+    if (typeof value === 'string') {
+      try {
+        parsed = JSON.parse(value);
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'not JSON (expected [{"name","type","nullable"}, …])' });
+        return z.NEVER;
+      }
+    }
+    const columns = z.array(columnDefinition).min(1).safeParse(parsed);
+    if (!columns.success) {
+      const issue = columns.error.issues[0]!;
+      ctx.addIssue({ code: 'custom', message: `column ${issue.path.join('.')}: ${issue.message}` });
+      return z.NEVER;
+    }
+    const names = columns.data.map((column) => column.name);
+    const clash = names.find((name, index) => name === 'source' || names.indexOf(name) !== index);
+    if (clash !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `column "${clash}" is reserved or declared twice` });
+      return z.NEVER;
+    }
+    return columns.data;
+  });
 
 const pipelineId = z
   .string()
@@ -93,6 +137,17 @@ export const settingsSchema = z
       .union([z.boolean(), z.enum(['true', 'false'])])
       .default(true)
       .transform((value) => value === true || value === 'true'),
+    /** Final objects of the `output` stream: `ndjson` (gzip per `gzip`) or `parquet`; dead letters stay NDJSON. */
+    outputFormat: z.enum(OUTPUT_FORMATS).default('ndjson'),
+    /** Hive-style time folders of final objects by record time, UTC: `none`, `day` (`dt=`), `hour` (`dt=/hour=`). */
+    timePartitioning: z.enum(TIME_PARTITIONINGS).default('none'),
+    /**
+     * The output column whose value is a row's record time (a `timestamp` or `long` column, milliseconds); unset:
+     * the Kafka timestamp. A row whose value is null falls back to the Kafka timestamp.
+     */
+    timeField: z.string().min(1).optional(),
+    /** The transform's output columns (normal form, JSON): what the coordinator encodes Parquet with. */
+    outputColumns: outputColumns.optional(),
     /** The name of the transform in the registry (`shared/transforms`). */
     transform: z.string().default('orders'),
     /** Items per DynamoDB transaction; DynamoDB's limit is 100. */
@@ -162,6 +217,10 @@ export const ENV_NAMES = {
   claimWrite: 'EOS_CLAIM_WRITE',
   idempotencyTtlSeconds: 'EOS_IDEMPOTENCY_TTL_SECONDS',
   gzip: 'EOS_GZIP',
+  outputFormat: 'EOS_OUTPUT_FORMAT',
+  timePartitioning: 'EOS_TIME_PARTITIONING',
+  timeField: 'EOS_TIME_FIELD',
+  outputColumns: 'EOS_OUTPUT_COLUMNS',
   transform: 'EOS_TRANSFORM',
   maxTransactionItems: 'EOS_MAX_TRANSACTION_ITEMS',
   checkpointLeaseSeconds: 'EOS_CHECKPOINT_LEASE_SECONDS',
@@ -172,14 +231,49 @@ export const ENV_NAMES = {
   maxFenceJump: 'EOS_MAX_FENCE_JUMP',
 } as const satisfies Record<keyof Settings, string>;
 
-/** Validates settings; the error names the first bad setting as `label(key)` (its env var name, for example). */
-export function parseSettings(input: unknown, label: (key: string) => string = (key) => key): Settings {
+/**
+ * Validates settings; the error names the first bad setting as `label(key)` (its env var name, for example).
+ * `outputChecks: false` leaves the cross-checks of the output settings to the caller ({@link checkOutputSettings}):
+ * `eos local` fills `outputColumns` from the transform it loads afterwards.
+ */
+export function parseSettings(
+  input: unknown,
+  label: (key: string) => string = (key) => key,
+  { outputChecks = true }: { readonly outputChecks?: boolean } = {},
+): Settings {
   const result = settingsSchema.safeParse(input);
-  if (result.success) return result.data;
+  if (result.success) {
+    if (outputChecks) checkOutputSettings(result.data, label);
+    return result.data;
+  }
   const issue = result.error.issues[0]!;
   const key =
     issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : String(issue.path[0] ?? '(settings)');
   throw new InvalidSettingError(label(key), issue.message);
+}
+
+/**
+ * The output settings that only make sense together: Parquet needs the columns (the coordinator, which encodes it,
+ * does not load the transform); a time field needs time partitioning and must name a `timestamp` or `long` column.
+ */
+export function checkOutputSettings(settings: Settings, label: (key: string) => string = (key) => key): void {
+  if (settings.outputFormat === 'parquet' && settings.outputColumns === undefined) {
+    throw new InvalidSettingError(
+      label('outputColumns'),
+      "required with outputFormat parquet: the transform's columns in normal form (the stack and eos local set it from the transform)",
+    );
+  }
+  if (settings.timeField === undefined) return;
+  if (settings.timePartitioning === 'none') {
+    throw new InvalidSettingError(label('timeField'), 'only used with timePartitioning day or hour');
+  }
+  const column = settings.outputColumns?.find((c) => c.name === settings.timeField);
+  if (column === undefined || (column.type !== 'timestamp' && column.type !== 'long')) {
+    throw new InvalidSettingError(
+      label('timeField'),
+      `"${settings.timeField}" must name a timestamp or long column of outputColumns`,
+    );
+  }
 }
 
 /** Settings from `EOS_*` environment variables. Unknown `EOS_*` variables are rejected as typos. */
@@ -203,11 +297,12 @@ export function settingsToEnv(settings: SettingsInput): Record<string, string> {
     if (value === undefined) continue;
     const name = ENV_NAMES[key as keyof Settings];
     if (!name) throw new InvalidSettingError(key, 'unknown setting');
-    env[name] = Array.isArray(value)
-      ? value.join(',')
-      : typeof value === 'object'
-        ? JSON.stringify(value)
-        : String(value);
+    env[name] =
+      Array.isArray(value) && value.every((item) => typeof item === 'string')
+        ? value.join(',')
+        : typeof value === 'object'
+          ? JSON.stringify(value)
+          : String(value);
   }
   return env;
 }

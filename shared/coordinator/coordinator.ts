@@ -75,6 +75,7 @@
  */
 
 import { randomUUID } from 'node:crypto';
+import { gunzipSync } from 'node:zlib';
 import { isTransient } from '../aws/classify.ts';
 import type { AwsClients } from '../aws/clients.ts';
 import { type Clock, systemClock } from '../clock.ts';
@@ -95,9 +96,17 @@ import {
 import { padCheckpointId, parsePartitionId } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { type DeleteTarget, StagedLedger } from '../ledger/staged-entries.ts';
+import {
+  censusOf,
+  type FolderCounts,
+  type OutputShape,
+  outputShapeOf,
+  planEncoding,
+  reencodes,
+} from '../sink/folder-plan.ts';
 import type { Manifest } from '../sink/manifest.ts';
 import { ManifestStore, sortManifestFiles } from '../sink/manifest-store.ts';
-import { deleteKeys, mapLimit } from '../sink/objects.ts';
+import { deleteKeys, getBytes, mapLimit } from '../sink/objects.ts';
 import { sweepOrphans } from '../sink/orphans.ts';
 import {
   PlanDigestMismatchError,
@@ -116,7 +125,9 @@ import {
   type PromotionLimits,
   planFinalObjects,
   StagedEntryRejectedError,
+  StagedObjectLostError,
 } from '../sink/promoter.ts';
+import { mayHoldStagedTime } from '../sink/record-time.ts';
 import { verifyStagedContents } from '../sink/staged-check.ts';
 import { stagedCopyKey } from '../sink/work-objects.ts';
 import {
@@ -206,6 +217,8 @@ class CheckpointCoordinator implements Coordinator {
   private readonly manifests: ManifestStore;
   private readonly promoter: Promoter;
   private readonly limits: PromotionLimits;
+  /** What final objects look like (format, time folders): recorded in each plan, read by promote from there. */
+  private readonly shape: OutputShape;
   private readonly concurrency: number;
   private readonly clients: AwsClients;
   private readonly orphanSweepLimit: number;
@@ -213,6 +226,7 @@ class CheckpointCoordinator implements Coordinator {
   constructor(options: CoordinatorOptions) {
     const { settings, clients } = options;
     this.settings = settings;
+    this.shape = outputShapeOf(settings);
     this.clients = clients;
     this.clock = options.clock ?? systemClock;
     this.log = options.log ?? silentLog;
@@ -416,23 +430,57 @@ class CheckpointCoordinator implements Coordinator {
     const { checkpointId, attempt } = record;
     // Copied under the coordinator's prefix first, and the copy verified (issue 17, review R2b-1): promote reads
     // the copy, so what this vote is for cannot be rewritten by the processor after it.
+    const pipeline = this.settings.pipelineId;
+    const copyKeyOf = (entry: StagedFileEntry) => stagedCopyKey(pipeline, checkpointId, attempt, entry.key);
+    // Re-encoded streams (Parquet, time folders: issue 12) are planned from each copy's rows per folder. So is a
+    // stream holding rows staged with a timestamp while time folders were on (switched off since): re-encoded
+    // without folders, so that the staged-only field never reaches a final row.
+    const census = new Map<string, FolderCounts>();
+    const needsCensus = (entry: StagedFileEntry) =>
+      entry.recordCount > 0 && reencodes(this.shape, entry.stream);
+    const take = (entry: StagedFileEntry, body: Uint8Array, text: string) => {
+      if (needsCensus(entry) || (entry.recordCount > 0 && mayHoldStagedTime(text))) {
+        census.set(entry.key, censusOf(entry, body, this.shape));
+      }
+    };
     if (verify) {
-      const pipeline = this.settings.pipelineId;
       await verifyStagedContents(
         this.clients.s3,
         this.settings.bucket,
         covered.flat(),
-        (entry) => stagedCopyKey(pipeline, checkpointId, attempt, entry.key),
+        copyKeyOf,
         this.concurrency,
+        take,
+      );
+    } else {
+      await this.censusOfCopies(
+        covered.flat().filter((entry) => entry.recordCount > 0),
+        copyKeyOf,
+        take,
       );
     }
     let stagedFiles = 0;
     const objects = [];
     for (const entries of covered) {
       stagedFiles += entries.length;
-      objects.push(...planFinalObjects(this.settings.pipelineId, entries, this.limits));
+      objects.push(...planFinalObjects(pipeline, entries, this.limits, this.shape, census));
     }
-    return { checkpointId, attempt, shard, stagedFiles, objects };
+    const encoding = planEncoding(this.shape);
+    return { checkpointId, attempt, shard, stagedFiles, objects, ...(encoding ? { encoding } : {}) };
+  }
+
+  /** The census of copies already verified by the vote (a plan derived again, {@link readVotedPlan}). */
+  private async censusOfCopies(
+    entries: readonly StagedFileEntry[],
+    copyKeyOf: (entry: StagedFileEntry) => string,
+    take: (entry: StagedFileEntry, body: Uint8Array, text: string) => void,
+  ): Promise<void> {
+    await mapLimit(entries, this.concurrency, async (entry) => {
+      const key = copyKeyOf(entry);
+      const body = await getBytes(this.clients.s3, this.settings.bucket, key);
+      if (!body) throw new StagedObjectLostError(entry.key, `missing its verified copy ${key}`);
+      take(entry, body, (entry.gzip ? gunzipSync(body) : Buffer.from(body)).toString('utf8'));
+    });
   }
 
   /**
@@ -529,7 +577,8 @@ class CheckpointCoordinator implements Coordinator {
     // Every object is checked against the layout before any is written: a plan with one forged object writes none.
     for (const object of plan.objects) assertPlannedObject(this.settings.pipelineId, object);
     const from = { checkpointId: input.checkpointId, attempt: input.attempt };
-    const files = await mapLimit(plan.objects, 2, (object) => this.promoter.promote(object, from));
+    // Two objects at once; each staged member is read and decoded once for the whole shard (promoter.ts).
+    const files = await this.promoter.promoteShard(plan.objects, from, plan.encoding, 2);
     await this.plans.writePromotion({
       checkpointId: input.checkpointId,
       attempt: input.attempt,
@@ -915,7 +964,8 @@ function matchPromotion(plan: ShardPlan, promotion: ShardPromotion): ShardPromot
       file.partition === object.partition &&
       file.firstOffset === object.firstOffset &&
       file.lastOffset === object.lastOffset &&
-      file.recordCount === object.recordCount;
+      file.recordCount === object.recordCount &&
+      (file.format ?? 'ndjson') === (object.format ?? 'ndjson');
     if (!same)
       throw new PromotionRecordError(`${where}: promoted ${file.key}, the voted plan has ${object.finalKey}`);
   });

@@ -21,3 +21,17 @@ export class SchemaRegistryUnavailableError extends TransientAwsError {
     super(`schema registry lookup ${registry}`, options);
   }
 }
+
+/**
+ * An Avro or Protobuf decoder was asked for before the codecs were there: neither `shared/decode/index.ts` was
+ * imported nor `loadSchemaCodecs()` awaited. A wiring mistake in the program, never a record's or a setting's.
+ */
+export class SchemaCodecsNotLoadedError extends Error {
+  constructor() {
+    super(
+      'the Avro and Protobuf codecs are not loaded: import shared/decode/index.ts, or await loadSchemaCodecs() ' +
+        '(loadDecoders(definition) for a transform) before creating the decoder',
+    );
+    this.name = 'SchemaCodecsNotLoadedError';
+  }
+}

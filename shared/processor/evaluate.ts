@@ -29,6 +29,8 @@ import type {
 
 export interface EvaluatedRecord {
   readonly offset: number;
+  /** The record's Kafka timestamp (ms): staged with its rows when final objects are time-partitioned (issue 12). */
+  readonly timestamp: number;
   /** Where the record came from; every row it makes carries it. */
   readonly source: Lineage;
   /** The record as received, kept so that any evaluated record can still become a dead-letter row. */
@@ -121,6 +123,7 @@ export function deadLetterOf(record: EvaluatedRecord, reason: string): Evaluated
   const error = reason.length > MAX_ERROR_CHARS ? `${reason.slice(0, MAX_ERROR_CHARS)}…` : reason;
   return {
     offset: record.offset,
+    timestamp: record.timestamp,
     source: record.source,
     raw: record.raw,
     digest: record.digest,
@@ -380,6 +383,7 @@ export function evaluateRecord(
   };
   const base: EvaluatedRecord = {
     offset: record.offset,
+    timestamp: record.timestamp,
     source,
     raw,
     digest: recordDigest(record),

@@ -161,6 +161,7 @@ import {
 } from '../ledger/staging-ledger.ts';
 import { directFinalObjectKey, type ObjectRange, stagedObjectKey } from '../sink/layout.ts';
 import { type EncodedObject, encodeNdjson } from '../sink/ndjson.ts';
+import { withStagedTime } from '../sink/record-time.ts';
 import { StagedWriter } from '../sink/staged-writer.ts';
 import { builtinTransform } from '../transforms/registry.ts';
 import type { Transform } from '../transforms/types.ts';
@@ -900,9 +901,20 @@ export class Processor {
     partition: number,
     keyFor: (range: ObjectRange) => string,
   ): Promise<StagedObject[]> {
+    // With time folders, each row is staged with its record's Kafka timestamp: the coordinator files rows by it
+    // and removes it at promote (record-time.ts). Without, the staged rows are exactly the final rows.
+    // At-least-once and none write final objects directly, without folders: nothing to stage.
+    const { timePartitioning, deliveryGuarantee } = this.deps.settings;
+    const stamp =
+      timePartitioning === 'none' || deliveryGuarantee !== 'exactly-once'
+        ? <R extends { readonly source: object }>(row: R) => row
+        : <R extends { readonly source: object }>(row: R, timestamp: number) =>
+            withStagedTime(row, timestamp);
     const rowsByStream: Record<Stream, readonly unknown[]> = {
-      output: chunk.kept.flatMap((record) => record.output),
-      deadletter: chunk.kept.flatMap((record) => (record.deadLetter ? [record.deadLetter] : [])),
+      output: chunk.kept.flatMap((record) => record.output.map((row) => stamp(row, record.timestamp))),
+      deadletter: chunk.kept.flatMap((record) =>
+        record.deadLetter ? [stamp(record.deadLetter, record.timestamp)] : [],
+      ),
     };
     const objects = STREAMS.filter((stream) => rowsByStream[stream].length > 0).map((stream) => {
       const range = {

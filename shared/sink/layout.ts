@@ -11,9 +11,15 @@
  *        reads staged data only from these copies, never from `_inprogress/` (issue 17, review R2b-1)
  * <pl>/_manifests/<N, 12 digits>.json                                                       manifests (C7)
  *        written by: commit only (manifestsPrefix)
- * <pl>/final/<stream>/topic=<t>/partition=<p>/<first>-<last>.ndjson[.gz]                    final data (C5)
- *        written by: promote only (finalPrefix), at the key finalObjectKey derives
+ * <pl>/final/<stream>/topic=<t>/partition=<p>/<first>-<last>.<ext>                         final data (C5)
+ * <pl>/final/<stream>/dt=<YYYY-MM-DD>[/hour=<HH>]/<t>+<p>+<first>-<last>.<ext>             time-partitioned
+ *        written by: promote only (finalPrefix), at the key finalObjectKey derives; <ext> is .ndjson, .ndjson.gz
+ *        or .parquet (output stream only); the folders are defined in time-partitions.ts (issue 12)
  * ```
+ * With time partitioning a Hive-style reader of `final/<stream>/` sees only `dt=`/`hour=` folders and data files;
+ * the topic and Kafka partition move into the file name, joined by `+` as Kafka Connect's S3 sink joins them (`+`
+ * cannot occur in a topic name, so the split is unambiguous), so the key stays
+ * deterministic in (stream, folder, topic, partition, offset range).
  * Offsets in keys are zero-padded to 20 digits so that keys sort in offset order. The processor can write nothing
  * outside its two staged stream prefixes, and nothing the coordinator trusts lives there: plans moved out of
  * `_inprogress/` (a processor could rewrite them), staged objects are promoted from the copies prepare verified
@@ -21,6 +27,7 @@
  * of `final/` sees data objects only, and a role that may write final data cannot write a manifest).
  */
 import { padCheckpointId, padOffset, type Stream } from '../ledger/layout.ts';
+import { parseTimeFolder } from './time-partitions.ts';
 
 export const IN_PROGRESS_DIR = '_inprogress';
 export const FINAL_DIR = 'final';
@@ -47,16 +54,35 @@ export function ndjsonExtension(gzip: boolean): string {
   return gzip ? '.ndjson.gz' : '.ndjson';
 }
 
+/** How a final object is encoded: NDJSON plain or gzip, or Parquet (staged objects are always NDJSON). */
+export const FINAL_ENCODINGS = ['ndjson', 'ndjson.gz', 'parquet'] as const;
+export type FinalEncoding = (typeof FINAL_ENCODINGS)[number];
+
+/** The encoding named by a gzip flag (the NDJSON encodings) or the encoding itself. */
+export function encodingOf(encoding: boolean | FinalEncoding): FinalEncoding {
+  if (typeof encoding === 'string') return encoding;
+  return encoding ? 'ndjson.gz' : 'ndjson';
+}
+
 export interface ObjectRange {
   readonly stream: Stream;
   readonly topic: string;
   readonly partition: number;
   readonly firstOffset: number;
   readonly lastOffset: number;
+  /** The time folder (`dt=…[/hour=…]`) of a time-partitioned final object; absent otherwise. */
+  readonly folder?: string;
 }
 
-function rangePath(range: ObjectRange): string {
-  return `${range.stream}/topic=${range.topic}/partition=${range.partition}/${padOffset(range.firstOffset)}-${padOffset(range.lastOffset)}`;
+function offsetRange(range: ObjectRange): string {
+  return `${padOffset(range.firstOffset)}-${padOffset(range.lastOffset)}`;
+}
+
+function rangePath(range: ObjectRange, withFolder = true): string {
+  if (withFolder && range.folder !== undefined) {
+    return `${range.stream}/${range.folder}/${range.topic}+${range.partition}+${offsetRange(range)}`;
+  }
+  return `${range.stream}/topic=${range.topic}/partition=${range.partition}/${offsetRange(range)}`;
 }
 
 /** A staged object's key: unique to the attempt, so a retried or zombie attempt never overwrites another's. */
@@ -66,17 +92,26 @@ export function stagedObjectKey(
   attemptId: string,
   gzip: boolean,
 ): string {
-  return `${inProgressPrefix(pipeline)}${rangePath(range)}.${attemptId}${ndjsonExtension(gzip)}`;
+  return `${inProgressPrefix(pipeline)}${rangePath(range, false)}.${attemptId}${ndjsonExtension(gzip)}`;
 }
 
-/** A final object's key: deterministic in (pipeline, stream, topic, partition, offset range) (C5). */
-export function finalObjectKey(pipeline: string, range: ObjectRange, gzip: boolean): string {
-  return `${finalPrefix(pipeline)}${rangePath(range)}${ndjsonExtension(gzip)}`;
+/**
+ * A final object's key: deterministic in (pipeline, stream, time folder, topic, partition, offset range, encoding)
+ * (C5). `encoding` is a gzip flag for NDJSON (as before Parquet existed) or a {@link FinalEncoding}.
+ */
+export function finalObjectKey(
+  pipeline: string,
+  range: ObjectRange,
+  encoding: boolean | FinalEncoding,
+): string {
+  return `${finalPrefix(pipeline)}${rangePath(range)}.${encodingOf(encoding)}`;
 }
 
 /** The parts of a key under the staged or final prefix; `attemptId` only for staged keys. */
 export interface ParsedObjectKey extends ObjectRange {
+  /** True only for `.ndjson.gz`. */
   readonly gzip: boolean;
+  readonly encoding: FinalEncoding;
   readonly attemptId?: string;
 }
 
@@ -86,13 +121,15 @@ const RANGE_PATH =
 function parseRangePath(rest: string): ParsedObjectKey | undefined {
   const match = RANGE_PATH.exec(rest);
   if (!match) return undefined;
+  const gzip = match[7] !== undefined;
   const range: ParsedObjectKey = {
     stream: match[1] as Stream,
     topic: match[2]!,
     partition: Number(match[3]),
     firstOffset: Number(match[4]),
     lastOffset: Number(match[5]),
-    gzip: match[7] !== undefined,
+    gzip,
+    encoding: encodingOf(gzip),
     ...(match[6] === undefined ? {} : { attemptId: match[6] }),
   };
   return Number.isSafeInteger(range.firstOffset) && Number.isSafeInteger(range.lastOffset)
@@ -100,17 +137,57 @@ function parseRangePath(rest: string): ParsedObjectKey | undefined {
     : undefined;
 }
 
+/** Final keys only: Parquet without folders, and every encoding under a time folder. */
+const PARQUET_RANGE_PATH =
+  /^(output)\/topic=([a-zA-Z0-9._-]+)\/partition=(0|[1-9]\d{0,9})\/(\d{20})-(\d{20})\.parquet$/;
+const FOLDER_PATH =
+  /^(output|deadletter)\/(dt=[^/]+(?:\/hour=[^/]+)?)\/([a-zA-Z0-9._-]+)\+(0|[1-9]\d{0,9})\+(\d{20})-(\d{20})\.(ndjson|ndjson\.gz|parquet)$/;
+
+function parseFinalPath(rest: string): ParsedObjectKey | undefined {
+  const plain = parseRangePath(rest);
+  if (plain) return plain;
+  const parquet = PARQUET_RANGE_PATH.exec(rest);
+  const folder = parquet ? undefined : FOLDER_PATH.exec(rest);
+  if (parquet) {
+    return {
+      stream: 'output',
+      topic: parquet[2]!,
+      partition: Number(parquet[3]),
+      firstOffset: Number(parquet[4]),
+      lastOffset: Number(parquet[5]),
+      gzip: false,
+      encoding: 'parquet',
+    };
+  }
+  // Dead letters are always NDJSON (issue 12); a folder must be exactly what time-partitions.ts spells.
+  if (!folder || parseTimeFolder(folder[2]!) === undefined) return undefined;
+  const encoding = folder[7] as FinalEncoding;
+  if (encoding === 'parquet' && folder[1] !== 'output') return undefined;
+  return {
+    stream: folder[1] as Stream,
+    folder: folder[2]!,
+    topic: folder[3]!,
+    partition: Number(folder[4]),
+    firstOffset: Number(folder[5]),
+    lastOffset: Number(folder[6]),
+    gzip: encoding === 'ndjson.gz',
+    encoding,
+  };
+}
+
 /**
  * The parts of a final data key of this pipeline (exactly what {@link finalObjectKey} writes), else undefined.
  * Round-trips: the key must be re-derivable from the parts, so no second spelling of a range is accepted
- * (`..`, `//`, other padding, an attempt suffix of the at-least-once direct keys, a manifest, anything else).
+ * (`..`, `//`, other padding, an attempt suffix of the at-least-once direct keys, a manifest, a folder spelled
+ * otherwise than `time-partitions.ts` spells it, a Parquet dead-letter object, anything else).
  */
 export function parseFinalKey(pipeline: string, key: string): ParsedObjectKey | undefined {
   const prefix = finalPrefix(pipeline);
   if (!key.startsWith(prefix)) return undefined;
-  const parts = parseRangePath(key.slice(prefix.length));
+  const parts = parseFinalPath(key.slice(prefix.length));
   if (!parts || parts.attemptId !== undefined) return undefined;
-  return finalObjectKey(pipeline, parts, parts.gzip) === key ? parts : undefined;
+  if (!Number.isSafeInteger(parts.firstOffset) || !Number.isSafeInteger(parts.lastOffset)) return undefined;
+  return finalObjectKey(pipeline, parts, parts.encoding) === key ? parts : undefined;
 }
 
 /**
@@ -140,5 +217,5 @@ export function directFinalObjectKey(
   attemptId: string,
   gzip: boolean,
 ): string {
-  return `${finalPrefix(pipeline)}${rangePath(range)}.${attemptId}${ndjsonExtension(gzip)}`;
+  return `${finalPrefix(pipeline)}${rangePath(range, false)}.${attemptId}${ndjsonExtension(gzip)}`;
 }

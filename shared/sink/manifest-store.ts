@@ -53,19 +53,24 @@ export function encodeManifest(manifest: Manifest): Buffer {
       recordCount: file.recordCount,
       bytes: file.bytes,
       sha256: file.sha256,
+      ...(file.format === undefined ? {} : { format: file.format }),
     })),
   };
   return Buffer.from(`${JSON.stringify(canonical, null, 2)}\n`, 'utf8');
 }
 
-/** The manifest's file order: stream, topic, partition, firstOffset (code-unit order: no locale involved). */
+/**
+ * The manifest's file order: stream, topic, partition, firstOffset, then key (code-unit order: no locale
+ * involved). The key orders the files of one range in several time folders (issue 12), folder by folder.
+ */
 export function sortManifestFiles(files: readonly ManifestFile[]): ManifestFile[] {
   return [...files].sort(
     (a, b) =>
       byCodeUnits(a.stream, b.stream) ||
       byCodeUnits(a.topic, b.topic) ||
       a.partition - b.partition ||
-      a.firstOffset - b.firstOffset,
+      a.firstOffset - b.firstOffset ||
+      byCodeUnits(a.key, b.key),
   );
 }
 

@@ -17,6 +17,11 @@ export interface ManifestFile {
   readonly bytes: number;
   /** Hex SHA-256 of the final object's bytes. */
   readonly sha256: string;
+  /**
+   * How the object is encoded (issue 12); the key's extension says the same (`.ndjson[.gz]`, `.parquet`).
+   * Absent in manifests written before Parquet existed: NDJSON.
+   */
+  readonly format?: 'ndjson' | 'parquet';
 }
 
 export interface Manifest {

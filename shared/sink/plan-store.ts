@@ -18,9 +18,10 @@ import { z } from 'zod';
 import { rethrowClassified } from '../aws/classify.ts';
 import { PipelineError } from '../errors.ts';
 import { padCheckpointId, STREAMS } from '../ledger/layout.ts';
+import { COLUMN_TYPES } from '../transforms/api.ts';
 import type { ManifestFile } from './manifest.ts';
 import { deleteKeys, getBytes, listObjects, putIfAbsent } from './objects.ts';
-import type { PlannedObject } from './promoter.ts';
+import type { PlanEncoding, PlannedObject } from './promoter.ts';
 import {
   checkpointAttemptPrefix,
   checkpointWorkPrefix,
@@ -36,6 +37,8 @@ export interface ShardPlan {
   /** Staged files verified by prepare (including those without records). */
   readonly stagedFiles: number;
   readonly objects: readonly PlannedObject[];
+  /** How re-encoded objects are encoded (issue 12); absent when the plan has none. */
+  readonly encoding?: PlanEncoding;
 }
 
 export interface ShardPromotion {
@@ -66,8 +69,10 @@ export const shardPlanSchema = z
       z
         .object({
           ...rangeFields,
+          folder: z.string().min(1).optional(),
           finalKey: z.string().min(1),
           gzip: z.boolean(),
+          format: z.literal('parquet').optional(),
           recordCount: count,
           members: z.array(
             z
@@ -78,12 +83,28 @@ export const shardPlanSchema = z
                 recordCount: count,
                 bytes: count,
                 sha256,
+                rows: count.optional(),
+                stagedAt: z.number().int().optional(),
+                fromOffset: offset.optional(),
+                toOffset: offset.optional(),
+                misfit: z.literal(true).optional(),
               })
               .strict(),
           ),
         })
         .strict(),
     ),
+    encoding: z
+      .object({
+        timeField: z.string().min(1).optional(),
+        columns: z
+          .array(
+            z.object({ name: z.string().min(1), type: z.enum(COLUMN_TYPES), nullable: z.boolean() }).strict(),
+          )
+          .optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 
@@ -93,7 +114,16 @@ export const shardPromotionSchema = z
     attempt: z.number().int().positive(),
     shard: z.number().int().min(0),
     files: z.array(
-      z.object({ ...rangeFields, key: z.string().min(1), recordCount: count, bytes: count, sha256 }).strict(),
+      z
+        .object({
+          ...rangeFields,
+          key: z.string().min(1),
+          recordCount: count,
+          bytes: count,
+          sha256,
+          format: z.enum(['ndjson', 'parquet']).optional(),
+        })
+        .strict(),
     ),
   })
   .strict();

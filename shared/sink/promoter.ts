@@ -26,26 +26,60 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import { STREAMS } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
+import type { ColumnDefinition } from '../transforms/api.ts';
+import {
+  type ClassifiedRow,
+  classifyStaged,
+  type FolderCensus,
+  type FolderPart,
+  granularityOf,
+  memberRows,
+  misfitPartsOf,
+  NO_FOLDER,
+  type OutputShape,
+  partsOf,
+  planFolders,
+  reencodes,
+  type StagedFileMember,
+  stagedFileMember,
+} from './folder-plan.ts';
 import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from './layout.ts';
 import type { ManifestFile } from './manifest.ts';
+import { encodeNdjson } from './ndjson.ts';
 import { getBytes, mapLimit, putIfAbsent } from './objects.ts';
+import { encodeParquet, type PARQUET_ROW_GROUP_ROWS } from './parquet.ts';
+import { asOutputRow } from './record-time.ts';
+import { parseTimeFolder } from './time-partitions.ts';
 import { stagedCopyKey } from './work-objects.ts';
 
-export interface StagedMember {
-  readonly key: string;
-  readonly firstOffset: number;
-  readonly lastOffset: number;
-  readonly recordCount: number;
-  readonly bytes: number;
-  readonly sha256: string;
+export interface StagedMember extends StagedFileMember {
+  /** Re-encoded objects only (`folder-plan.ts`): rows of this member the object holds. */
+  readonly rows?: number;
+  /** Re-encoded objects only: the entry's `stagedAt` (record time of a row staged without a timestamp). */
+  readonly stagedAt?: number;
+  /** Re-encoded objects only, a slice of a member over the row cap: its rows with offsets in [from, to]. */
+  readonly fromOffset?: number;
+  readonly toOffset?: number;
+  /** An output member of a dead-letter object: its rows that do not fit the plan's columns (`folder-plan.ts`). */
+  readonly misfit?: true;
 }
 
 export interface PlannedObject extends ObjectRange {
   readonly finalKey: string;
+  /** Gzip NDJSON (false for Parquet). */
   readonly gzip: boolean;
+  /** Present for Parquet objects only (so that plans of NDJSON objects keep their bytes). */
+  readonly format?: 'parquet';
   readonly recordCount: number;
   /** In offset order; only members with records. */
   readonly members: readonly StagedMember[];
+}
+
+/** How promote encodes re-encoded objects: recorded in the plan, so promote depends on no setting. */
+export interface PlanEncoding {
+  readonly timeField?: string;
+  /** The Parquet columns (the `outputColumns` setting at prepare). */
+  readonly columns?: readonly ColumnDefinition[];
 }
 
 export interface PromotionLimits {
@@ -53,11 +87,17 @@ export interface PromotionLimits {
   readonly maxObjectBytes: number;
   /** Most staged files merged into one final object. */
   readonly maxMembers: number;
+  /**
+   * Most rows in one re-encoded (Parquet or time-partitioned) object: promote holds them decoded, and a Parquet
+   * file's row groups are cut at {@link PARQUET_ROW_GROUP_ROWS}.
+   */
+  readonly maxObjectRows?: number;
 }
 
 export const DEFAULT_PROMOTION_LIMITS: PromotionLimits = {
   maxObjectBytes: 32 * 1024 * 1024,
   maxMembers: 2000,
+  maxObjectRows: 250_000,
 };
 
 /** A final object already exists with other bytes: C7 forbids changing it, so promotion stops loudly. */
@@ -140,6 +180,19 @@ export function assertStagedEntry(
   }
 }
 
+/**
+ * Whether promote re-encodes the object (rows decoded and encoded again) rather than concatenating its members'
+ * bytes: Parquet, a time folder, or members that name their rows (rows staged with a timestamp, see
+ * `folder-plan.ts`).
+ */
+export function isReencoded(object: PlannedObject): boolean {
+  return (
+    object.folder !== undefined ||
+    object.format !== undefined ||
+    object.members.some((m) => m.rows !== undefined)
+  );
+}
+
 /** Promote's check of a planned object (see the module comment); throws {@link PlanRejectedError}. */
 export function assertPlannedObject(pipeline: string, object: PlannedObject): void {
   const range: ObjectRange = {
@@ -148,26 +201,42 @@ export function assertPlannedObject(pipeline: string, object: PlannedObject): vo
     partition: object.partition,
     firstOffset: object.firstOffset,
     lastOffset: object.lastOffset,
+    ...(object.folder === undefined ? {} : { folder: object.folder }),
   };
   const reject = (detail: string): never => {
     throw new PlanRejectedError(object.finalKey, detail);
   };
-  if (object.finalKey !== finalObjectKey(pipeline, range, object.gzip)) {
+  const reencoded = isReencoded(object);
+  if (object.folder !== undefined && parseTimeFolder(object.folder) === undefined)
+    reject('not a time folder');
+  if (
+    object.format !== undefined &&
+    (object.format !== 'parquet' || object.stream !== 'output' || object.gzip)
+  ) {
+    reject('only output objects may be Parquet');
+  }
+  if (object.finalKey !== finalObjectKey(pipeline, range, object.format ?? object.gzip)) {
     reject(
       `not the final key of ${object.stream} ${object.topic}/${object.partition} ${object.firstOffset}-${object.lastOffset}`,
     );
   }
   if (object.firstOffset > object.lastOffset) reject('empty offset range');
-  let after = object.firstOffset - 1;
+  // Members in offset order; a dead-letter object's misfit members (output staged files) in their own order, as
+  // they may share a chunk's range with a dead-letter member.
+  const after = { plain: object.firstOffset - 1, misfit: object.firstOffset - 1 };
   let records = 0;
   for (const m of object.members) {
     const parts = parseStagedObjectKey(pipeline, m.key);
+    const misfit = m.misfit === true;
+    if (misfit && (!reencoded || object.stream !== 'deadletter')) {
+      reject(`member ${m.key} gives schema misfits to an object that is not a re-encoded dead-letter object`);
+    }
     if (
       !parts ||
-      parts.stream !== object.stream ||
+      parts.stream !== (misfit ? 'output' : object.stream) ||
       parts.topic !== object.topic ||
       parts.partition !== object.partition ||
-      parts.gzip !== object.gzip ||
+      (!reencoded && parts.gzip !== object.gzip) ||
       parts.firstOffset !== m.firstOffset ||
       parts.lastOffset !== m.lastOffset
     ) {
@@ -175,36 +244,79 @@ export function assertPlannedObject(pipeline: string, object: PlannedObject): vo
         `member ${m.key} is not a staged ${object.stream} key of ${object.topic}/${object.partition} in this pipeline`,
       );
     }
-    if (m.firstOffset <= after || m.lastOffset < m.firstOffset || m.lastOffset > object.lastOffset) {
+    if (
+      (m.fromOffset === undefined) !== (m.toOffset === undefined) ||
+      (m.fromOffset !== undefined && !reencoded)
+    ) {
+      reject(`member ${m.key} names half a slice, or a slice of an object that is not re-encoded`);
+    }
+    const from = m.fromOffset ?? m.firstOffset;
+    const to = m.toOffset ?? m.lastOffset;
+    const lane = misfit ? 'misfit' : 'plain';
+    if (
+      from <= after[lane] ||
+      m.lastOffset < m.firstOffset ||
+      from < m.firstOffset ||
+      to > m.lastOffset ||
+      to < from ||
+      to > object.lastOffset
+    ) {
       reject(`member ${m.key} lies outside the object's range or out of order`);
     }
-    after = m.lastOffset;
-    records += m.recordCount;
+    if (reencoded !== (m.rows !== undefined && m.stagedAt !== undefined)) {
+      reject(`member ${m.key} must name its rows and staging time exactly when the object is re-encoded`);
+    }
+    if (m.rows !== undefined && (m.rows < 1 || m.rows > m.recordCount)) {
+      reject(`member ${m.key} gives ${m.rows} of its ${m.recordCount} rows`);
+    }
+    after[lane] = to;
+    records += m.rows ?? m.recordCount;
   }
   if (records !== object.recordCount)
     reject(`members hold ${records} records, the plan says ${object.recordCount}`);
 }
 
-function member(entry: StagedFileEntry): StagedMember {
-  return {
-    key: entry.key,
-    firstOffset: entry.firstOffset,
-    lastOffset: entry.lastOffset,
-    recordCount: entry.recordCount,
-    bytes: entry.bytes,
-    sha256: entry.sha256,
-  };
-}
-
-/** Groups one partition's covered entries (any streams) into final objects. Pure and deterministic. */
+/**
+ * Groups one partition's covered entries (any streams) into final objects. Pure and deterministic. With a `shape`
+ * that re-encodes a stream (Parquet, time folders), that stream is planned by `folder-plan.ts` from the census of
+ * its verified copies; every other stream as before issue 12.
+ */
 export function planFinalObjects(
   pipeline: string,
   entries: readonly StagedFileEntry[],
   limits: PromotionLimits = DEFAULT_PROMOTION_LIMITS,
+  shape?: OutputShape,
+  census?: FolderCensus,
 ): PlannedObject[] {
   const planned: PlannedObject[] = [];
   for (const stream of STREAMS) {
     const ofStream = entries.filter((e) => e.stream === stream).sort((a, b) => a.lastOffset - b.lastOffset);
+    // Output rows that do not fit the Parquet columns (a schema change) are this partition's dead letters.
+    const misfits: FolderPart[] =
+      shape && stream === 'deadletter'
+        ? misfitPartsOf(
+            entries.filter((e) => e.stream === 'output' && e.recordCount > 0),
+            census,
+          )
+        : [];
+    if (
+      shape &&
+      (reencodes(shape, stream) || ofStream.some((e) => census?.has(e.key)) || misfits.length > 0)
+    ) {
+      const withRows = ofStream.filter((e) => e.recordCount > 0);
+      // Re-encoded only for stamped rows (time folders switched off) or misfits: the other members' rows all count.
+      const counts: FolderCensus = reencodes(shape, stream)
+        ? (census ?? new Map())
+        : new Map(withRows.map((e) => [e.key, census?.get(e.key) ?? new Map([[NO_FOLDER, e.recordCount]])]));
+      planned.push(
+        ...planFolders(pipeline, [...partsOf(withRows, counts), ...misfits], shape, {
+          maxObjectBytes: limits.maxObjectBytes,
+          maxMembers: limits.maxMembers,
+          maxObjectRows: limits.maxObjectRows ?? DEFAULT_PROMOTION_LIMITS.maxObjectRows!,
+        }),
+      );
+      continue;
+    }
     let group: StagedFileEntry[] = [];
     let groupBytes = 0;
     const flush = (): void => {
@@ -232,7 +344,7 @@ function toPlanned(pipeline: string, group: readonly StagedFileEntry[]): Planned
     firstOffset: first.firstOffset,
     lastOffset: group[group.length - 1]!.lastOffset,
   };
-  const members = group.filter((e) => e.recordCount > 0).map(member);
+  const members = group.filter((e) => e.recordCount > 0).map(stagedFileMember);
   return {
     ...range,
     finalKey: finalObjectKey(pipeline, range, first.gzip),
@@ -255,23 +367,83 @@ export class Promoter {
    * Writes one planned final object (idempotent) and returns its manifest entry. Refuses a forged object. Reads
    * each member from the copy `from`'s prepare verified, never from its staged key.
    */
-  async promote(object: PlannedObject, from: PromotionSource): Promise<ManifestFile> {
-    assertPlannedObject(this.pipeline, object);
-    const parts = await mapLimit(object.members, this.concurrency, async (m) => {
-      const copy = stagedCopyKey(this.pipeline, from.checkpointId, from.attempt, m.key);
-      const bytes = await getBytes(this.s3, this.bucket, copy);
-      if (!bytes) throw new StagedObjectLostError(m.key, `missing its verified copy ${copy}`);
-      if (createHash('sha256').update(bytes).digest('hex') !== m.sha256) {
-        throw new StagedObjectLostError(m.key, `changed (its copy ${copy} differs from the voted SHA-256)`);
+  async promote(
+    object: PlannedObject,
+    from: PromotionSource,
+    encoding: PlanEncoding = {},
+  ): Promise<ManifestFile> {
+    return (await this.promoteShard([object], from, encoding, 1))[0]!;
+  }
+
+  /**
+   * Writes a shard's planned objects (`concurrency` at once), in plan order. A re-encoded member is read, checked
+   * and decoded ONCE for the whole shard however many objects (folders, slices, misfits) take rows from it, and
+   * released after the last of them: a staged file spread over many folders costs one GET and one decode, not one
+   * per object (review of issue 12).
+   */
+  async promoteShard(
+    objects: readonly PlannedObject[],
+    from: PromotionSource,
+    encoding: PlanEncoding = {},
+    concurrency = 2,
+  ): Promise<ManifestFile[]> {
+    for (const object of objects) assertPlannedObject(this.pipeline, object);
+    const users = new Map<string, number>();
+    for (const object of objects.filter(isReencoded))
+      for (const m of new Set(object.members.map((member) => member.key)))
+        users.set(m, (users.get(m) ?? 0) + 1);
+    const decoded = new Map<string, Promise<ClassifiedRow[]>>();
+    const classified = (object: PlannedObject, m: StagedMember): Promise<ClassifiedRow[]> => {
+      let rows = decoded.get(m.key);
+      if (!rows) {
+        // assertPlannedObject checked every member is a staged key of this pipeline.
+        const parts = parseStagedObjectKey(this.pipeline, m.key)!;
+        rows = this.readMember(m, from).then((bytes) =>
+          classifyStaged(bytes, parts.gzip, {
+            stream: parts.stream,
+            stagedAt: m.stagedAt ?? 0,
+            ...(object.folder === undefined ? {} : { granularity: granularityOf(object.folder) }),
+            ...(encoding.timeField === undefined ? {} : { timeField: encoding.timeField }),
+            ...(encoding.columns === undefined ? {} : { columns: encoding.columns }),
+          }),
+        );
+        decoded.set(m.key, rows);
       }
-      return bytes;
+      return rows;
+    };
+    return mapLimit(objects, concurrency, async (object) => {
+      if (!isReencoded(object)) {
+        const parts = await mapLimit(object.members, this.concurrency, (m) => this.readMember(m, from));
+        return this.write(object, Buffer.concat(parts));
+      }
+      const rows = await mapLimit(object.members, this.concurrency, (m) => classified(object, m));
+      const body = reencode(object, rows, encoding);
+      for (const key of new Set(object.members.map((m) => m.key))) {
+        const left = (users.get(key) ?? 1) - 1;
+        users.set(key, left);
+        if (left === 0) decoded.delete(key);
+      }
+      return this.write(object, body);
     });
-    const body = Buffer.concat(parts);
+  }
+
+  /** A member's verified copy, checked against its voted SHA-256. */
+  private async readMember(m: StagedMember, from: PromotionSource): Promise<Buffer> {
+    const copy = stagedCopyKey(this.pipeline, from.checkpointId, from.attempt, m.key);
+    const bytes = await getBytes(this.s3, this.bucket, copy);
+    if (!bytes) throw new StagedObjectLostError(m.key, `missing its verified copy ${copy}`);
+    if (createHash('sha256').update(bytes).digest('hex') !== m.sha256) {
+      throw new StagedObjectLostError(m.key, `changed (its copy ${copy} differs from the voted SHA-256)`);
+    }
+    return bytes;
+  }
+
+  private async write(object: PlannedObject, body: Buffer): Promise<ManifestFile> {
     const sha256 = createHash('sha256').update(body).digest('hex');
     const md5 = createHash('md5').update(body).digest('hex');
     const outcome = await putIfAbsent(this.s3, this.bucket, object.finalKey, body, {
       md5,
-      contentType: 'application/x-ndjson',
+      contentType: object.format === 'parquet' ? 'application/vnd.apache.parquet' : 'application/x-ndjson',
       metadata: { sha256, 'record-count': String(object.recordCount) },
     });
     if (outcome === 'exists') {
@@ -289,6 +461,43 @@ export class Promoter {
       recordCount: object.recordCount,
       bytes: body.length,
       sha256,
+      format: object.format ?? 'ndjson',
     };
   }
+}
+
+/**
+ * A re-encoded object's bytes: each member's rows of the object's folder and slice (the count the plan voted for,
+ * else {@link PlanRejectedError}: the plan and the verified bytes disagree), staged timestamp removed, encoded as
+ * Parquet with the plan's columns or as NDJSON. A dead-letter object holding schema misfits is ordered by offset
+ * (its members may share a chunk's range).
+ */
+function reencode(
+  object: PlannedObject,
+  classified: readonly (readonly ClassifiedRow[])[],
+  encoding: PlanEncoding,
+): Buffer {
+  let rows = object.members.flatMap((m, index) => {
+    const found = memberRows(classified[index]!, m, object.folder);
+    if (found.length !== m.rows) {
+      throw new PlanRejectedError(
+        object.finalKey,
+        `member ${m.key} holds ${found.length} rows for it, the plan says ${m.rows}`,
+      );
+    }
+    return found;
+  });
+  if (object.members.some((m) => m.misfit)) {
+    const offsetOf = (row: Record<string, unknown>) => (row.source as { offset: number }).offset;
+    rows = rows
+      .map((row, index) => ({ row, index }))
+      .sort((a, b) => offsetOf(a.row) - offsetOf(b.row) || a.index - b.index)
+      .map(({ row }) => row);
+  }
+  if (object.format === 'parquet') {
+    if (!encoding.columns)
+      throw new PlanRejectedError(object.finalKey, 'a Parquet object in a plan without columns');
+    return Buffer.from(encodeParquet(encoding.columns, rows.map(asOutputRow)));
+  }
+  return encodeNdjson(rows, object.gzip).body;
 }

@@ -1,7 +1,8 @@
 /**
  * The committed reader: the records of every committed checkpoint, in manifest order (C7) — manifest 1, 2, 3, …
  * and within a manifest its files in order (stream, topic, partition, first offset), each file's rows in order.
- * Per partition that is offset order. Only files a manifest lists are read, and each is checked against the
+ * Per partition that is offset order (with time folders, per partition and folder: a late record's file sorts by
+ * its range like any other; NDJSON and Parquet objects read alike, `parquet-read.ts`). Only files a manifest lists are read, and each is checked against the
  * manifest's size and SHA-256, so what this yields is exactly the committed output, each record once. A listed
  * key must be a final data key of this pipeline that names exactly the entry's stream, partition and range
  * (`parseFinalKey`): a manifest entry pointing anywhere else (another manifest, a staged object, another pipeline)
@@ -16,6 +17,7 @@ import type { Manifest, ManifestFile } from './manifest.ts';
 import { ManifestStore } from './manifest-store.ts';
 import { ndjsonLines } from './ndjson.ts';
 import { getBytes } from './objects.ts';
+import { decodeParquetRows } from './parquet-read.ts';
 
 export interface ReadCommittedOptions {
   readonly s3: S3Client;
@@ -83,6 +85,22 @@ async function* readFile(
   file: ManifestFile,
 ): AsyncGenerator<Record<string, unknown>> {
   const body = await readBody(s3, bucket, file);
+  if (file.key.endsWith('.parquet')) {
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await decodeParquetRows(body);
+    } catch (error) {
+      throw new CommittedFileError(file.key, (error as Error).message);
+    }
+    if (rows.length !== file.recordCount) {
+      throw new CommittedFileError(
+        file.key,
+        `holds ${rows.length} records, its manifest says ${file.recordCount}`,
+      );
+    }
+    yield* rows;
+    return;
+  }
   const gzip = file.key.endsWith('.gz');
   let lines = 0;
   for await (const _line of ndjsonLines(body, gzip)) lines++;

@@ -50,6 +50,11 @@ export async function verifyStagedContents(
   entries: readonly StagedFileEntry[],
   copyKeyOf: CopyKeyOf,
   concurrency = 8,
+  /**
+   * Called with each copy once it passed every check (issue 12: the census of rows per time folder); a string it
+   * throws (or an Error's message) fails the object as an `encoding` defect, before the vote.
+   */
+  inspect?: (entry: StagedFileEntry, body: Buffer, text: string) => void,
 ): Promise<void> {
   await mapLimit(entries, concurrency, async (entry) => {
     const copyKey = copyKeyOf(entry);
@@ -81,8 +86,10 @@ export async function verifyStagedContents(
         `recorded SHA-256 ${entry.sha256}, found ${sha256}`,
       );
     }
-    const rows = countNdjsonRows(body, entry.gzip);
-    if (typeof rows === 'string') throw new StagedObjectInvalidError(bucket, entry.key, 'encoding', rows);
+    const decoded = countNdjsonRows(body, entry.gzip);
+    if (typeof decoded === 'string')
+      throw new StagedObjectInvalidError(bucket, entry.key, 'encoding', decoded);
+    const { rows, text } = decoded;
     if (rows !== entry.recordCount) {
       throw new StagedObjectInvalidError(
         bucket,
@@ -91,11 +98,17 @@ export async function verifyStagedContents(
         `holds ${rows} rows, its entry says ${entry.recordCount}`,
       );
     }
+    try {
+      inspect?.(entry, body, text);
+    } catch (error) {
+      const detail = error instanceof Error ? error.message : String(error);
+      throw new StagedObjectInvalidError(bucket, entry.key, 'encoding', detail);
+    }
   });
 }
 
 /** The rows of one staged object as the committed reader will count them, or why it cannot be read. */
-function countNdjsonRows(body: Buffer, gzip: boolean): number | string {
+function countNdjsonRows(body: Buffer, gzip: boolean): { rows: number; text: string } | string {
   let text: string;
   if (gzip) {
     let result: { buffer: Buffer; engine: { bytesWritten: number } };
@@ -122,5 +135,5 @@ function countNdjsonRows(body: Buffer, gzip: boolean): number | string {
     }
     rows++;
   }
-  return rows;
+  return { rows, text };
 }

@@ -6,12 +6,13 @@
  * What must hold for a pipeline (`<pl>/_manifests/` and `<pl>/final/`):
  * 1. manifests `<pl>/_manifests/<N, 12 digits>.json` form a gap-free ordered log: ids 1..N, each naming its
  *    predecessor, each cut starting where the previous one ended and never moving back;
- * 2. every final object a manifest lists is a final data key of this pipeline naming exactly the entry's stream,
+ * 2. every final object a manifest lists (NDJSON or Parquet, by its key) is a final data key of this pipeline naming exactly the entry's stream,
  *    partition and range (else `foreign-key`: never read), is listed exactly once, exists, and has the listed
  *    size, SHA-256 and row count, with every row inside the listed offset range and the manifest's cut;
  * 3. no lineage (topic, partition, offset) appears twice, across files and streams (one row per record: the
  *    shipped `orders` transform emits exactly one);
- * 4. per stream and partition, offsets increase in commit order (manifest order, then file order, then row order);
+ * 4. per stream and partition (and time folder, issue 12), offsets increase in commit order (manifest order, then
+ *    file order, then row order);
  * 5. nothing lies under the final prefix that no manifest lists.
  * A checkpoint that is committing while this runs may show its promoted objects as unlisted (5) until its
  * manifest lands: verify a quiet pipeline, or run it twice.
@@ -23,6 +24,7 @@ import { FINAL_DIR, finalPrefix, manifestsPrefix, parseFinalKey } from './layout
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { ndjsonLines } from './ndjson.ts';
 import { getBytes, listObjects, mapLimit } from './objects.ts';
+import { decodeParquetRows } from './parquet-read.ts';
 
 export const PROBLEM_KINDS = [
   'manifest-unreadable',
@@ -53,6 +55,15 @@ interface VerifyCommon {
   readonly bucket: string;
   /** Parallel GETs; default 16. */
   readonly concurrency?: number;
+  /** Called after each manifest and each object read: a large bucket takes minutes. */
+  readonly onProgress?: (progress: VerifyProgress) => void;
+}
+
+/** How far a verify has got: manifests read, then final objects read and checked, of how many. */
+export interface VerifyProgress {
+  readonly phase: 'manifests' | 'objects';
+  readonly done: number;
+  readonly total: number;
 }
 
 /**
@@ -109,8 +120,9 @@ export async function listKeys(s3: S3Client, bucket: string, prefix: string): Pr
   return keys.sort();
 }
 
-/** Rows of an NDJSON object (gzip by the `.gz` extension); throws on a malformed line. */
+/** Rows of a final object: Parquet by the `.parquet` extension, else NDJSON (gzip by `.gz`); throws when malformed. */
 export async function parseRows(key: string, body: Buffer): Promise<Record<string, unknown>[]> {
+  if (key.endsWith('.parquet')) return decodeParquetRows(body);
   // Line by line: a final object's whole text can be longer than one string can be (review R2b-2).
   const rows: Record<string, unknown>[] = [];
   for await (const line of ndjsonLines(body, key.endsWith('.gz')))
@@ -200,8 +212,16 @@ class Checker {
     });
   }
 
-  /** A listed file's rows: inside its range and the cut, each lineage once, offsets increasing per stream. */
-  rowsOf(manifest: Manifest, file: ManifestFile, rows: readonly Record<string, unknown>[]): void {
+  /**
+   * A listed file's rows: inside its range and the cut, each lineage once, offsets increasing per stream and
+   * partition — and time folder: a late record goes to its own folder, so offsets increase within each folder.
+   */
+  rowsOf(
+    manifest: Manifest,
+    file: ManifestFile,
+    rows: readonly Record<string, unknown>[],
+    folder = '',
+  ): void {
     const partition = `${file.topic}#${file.partition}`;
     const cut = manifest.cut?.[partition];
     const from = manifest.previousCut?.[partition] ?? -1;
@@ -212,7 +232,7 @@ class Checker {
         file.key,
       );
     }
-    const sequence = `${file.stream}#${partition}`;
+    const sequence = `${file.stream}#${partition}#${folder}`;
     for (const row of rows) {
       const lineage = lineageOf(row);
       if (!lineage || lineage.topic !== file.topic || lineage.partition !== file.partition) {
@@ -258,8 +278,10 @@ async function readManifests(options: VerifyOptions, pipeline: string, checker: 
     if (!match) checker.problem('manifest-unreadable', 'not named <12 digits>.json', key);
     return match ? [{ key, id: Number(match[1]) }] : [];
   });
+  let done = 0;
   const read = await mapLimit(named, options.concurrency ?? 16, async ({ key, id }) => {
     const body = await getBytes(options.s3, options.bucket, key);
+    options.onProgress?.({ phase: 'manifests', done: ++done, total: named.length });
     try {
       const manifest = JSON.parse(body?.toString('utf8') ?? '') as Manifest;
       if (!Array.isArray(manifest.files)) throw new Error('no files list');
@@ -279,6 +301,10 @@ async function checkFile(options: VerifyOptions, file: ManifestFile, checker: Ch
     return [];
   }
   const sha256 = createHash('sha256').update(body).digest('hex');
+  const format = file.key.endsWith('.parquet') ? 'parquet' : 'ndjson';
+  if (file.format !== undefined && file.format !== format) {
+    checker.problem('object-mismatch', `listed as ${file.format}, the key says ${format}`, file.key);
+  }
   if (body.length !== file.bytes || sha256 !== file.sha256) {
     checker.problem(
       'object-mismatch',
@@ -297,7 +323,8 @@ async function checkFile(options: VerifyOptions, file: ManifestFile, checker: Ch
     }
     return rows;
   } catch (error) {
-    checker.problem('row-malformed', `not NDJSON (${(error as Error).message})`, file.key);
+    const format = file.key.endsWith('.parquet') ? 'Parquet' : 'NDJSON';
+    checker.problem('row-malformed', `not ${format} (${(error as Error).message})`, file.key);
     return [];
   }
 }
@@ -341,11 +368,14 @@ export async function verifySink(options: VerifyOptions): Promise<VerifyResult> 
     }
     listed.set(file.key, first ?? manifest.checkpointId);
   }
-  const contents = await mapLimit(files, options.concurrency ?? 16, ({ file }) =>
-    checkFile(options, file, checker),
-  );
+  let checked = 0;
+  const contents = await mapLimit(files, options.concurrency ?? 16, async ({ file }) => {
+    const rows = await checkFile(options, file, checker);
+    options.onProgress?.({ phase: 'objects', done: ++checked, total: files.length });
+    return rows;
+  });
   files.forEach(({ manifest, file }, index) => {
-    checker.rowsOf(manifest, file, contents[index]!);
+    checker.rowsOf(manifest, file, contents[index]!, parseFinalKey(pipeline, file.key)?.folder);
   });
   if (manifests.length === 0) {
     checker.problem(

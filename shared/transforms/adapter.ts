@@ -5,7 +5,12 @@
  * {@link TransformResult}. Every per-record problem becomes `poison` with its reason (L1); a thrown error other than
  * a {@link RejectRecord} is left to `evaluateRecord`, which dead-letters it as `transform <name> threw …`.
  */
-import { createFieldDecoder, type DecodeDependencies } from '../decode/index.ts';
+import {
+  createFieldDecoder,
+  type DecodeDependencies,
+  loadSchemaCodecs,
+  needsSchemaCodecs,
+} from '../decode/decoders.ts';
 import type { DecodedRecord } from '../kafka/record.ts';
 import {
   type AnyTransformDefinition,
@@ -28,8 +33,18 @@ type ErasedTransform = (record: TransformInput<unknown, unknown>) => TransformOu
 export type AdapterDependencies = Omit<DecodeDependencies, 'setting'>;
 
 /**
+ * Loads what the definition's formats need beyond the always-present ones (the Avro and Protobuf codecs), so that
+ * {@link toTransform} can build its decoders; does nothing for string, JSON and bytes. Anything that imported
+ * `shared/decode/index.ts` has every codec already; the stock processor awaits this at init instead.
+ */
+export async function loadDecoders(definition: AnyTransformDefinition): Promise<void> {
+  if (needsSchemaCodecs(definition.key) || needsSchemaCodecs(definition.value)) await loadSchemaCodecs();
+}
+
+/**
  * The definition in the processor's form. Decoders are built here, so an unsupported or malformed format fails
- * now (when the transform is loaded), naming `<name>.key` or `<name>.value`.
+ * now (when the transform is loaded), naming `<name>.key` or `<name>.value`. An Avro or Protobuf format needs
+ * its codecs loaded first ({@link loadDecoders}), else `SchemaCodecsNotLoadedError`.
  */
 export function toTransform(definition: AnyTransformDefinition, deps: AdapterDependencies = {}): Transform {
   const { name } = definition;

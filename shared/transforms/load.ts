@@ -17,7 +17,7 @@ import {
   TransformModuleNotFoundError,
   UnknownTransformError,
 } from '../errors.ts';
-import { toTransform } from './adapter.ts';
+import { loadDecoders, toTransform } from './adapter.ts';
 import { type AnyTransformDefinition, isTransformDefinition } from './api.ts';
 import { BUILTIN_TRANSFORMS } from './registry.ts';
 import type { Transform } from './types.ts';
@@ -92,11 +92,13 @@ export async function loadTransform(ref: string, cwd: string = process.cwd()): P
       throw new UnknownTransformError(parsed.name, Object.keys(BUILTIN_TRANSFORMS));
     }
     const definition = BUILTIN_TRANSFORMS[parsed.name]!;
+    await loadDecoders(definition);
     return { definition, transform: toTransform(definition), file: undefined, exportName: undefined };
   }
   const file = resolve(cwd, parsed.path);
   if (!existsSync(file)) throw new TransformModuleNotFoundError(file);
   const module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   const [exportName, definition] = pick(file, module, parsed.exportName);
+  await loadDecoders(definition);
   return { definition, transform: toTransform(definition), file, exportName };
 }

@@ -1,0 +1,127 @@
+/**
+ * The committed files of one stream, fetched to a local directory for the query engine: exactly the objects the
+ * manifests list (never a prefix listing, so an object written by anything else is not read), each checked
+ * against its manifest entry (size and SHA-256) while it is written, each listed key checked to be this
+ * pipeline's final data key for the entry's stream, partition and range (`assertFinalDataKey`), and no key
+ * listed twice — the same rules the committed reader (`shared/sink/reader.ts`) applies record by record.
+ */
+import { createHash } from 'node:crypto';
+import { createWriteStream, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { Transform } from 'node:stream';
+import { pipeline as pipe } from 'node:stream/promises';
+import type { Stream } from '../ledger/layout.ts';
+import { type FinalEncoding, parseFinalKey } from '../sink/layout.ts';
+import type { ManifestFile } from '../sink/manifest.ts';
+import { mapLimit } from '../sink/objects.ts';
+import { assertFinalDataKey, CommittedFileError } from '../sink/reader.ts';
+import type { CommittedSource } from './sources.ts';
+
+/** How the query engine reads a file, from the encoding the final key names (layout.ts). */
+export type FileFormat = 'ndjson' | 'parquet';
+
+export interface LocalCommittedFile {
+  readonly path: string;
+  readonly format: FileFormat;
+  /** The key's time folder (`dt=…[/hour=…]`), kept in the local path so the engine can expose it as columns. */
+  readonly folder?: string;
+  readonly entry: ManifestFile;
+}
+
+export interface CollectOptions {
+  readonly source: CommittedSource;
+  readonly pipeline: string;
+  readonly stream: Stream;
+  /** An empty directory of the caller's; the files land in it as `[<folder>/]<n>.<extension>`. */
+  readonly dir: string;
+  /** Downloads in flight; default 8. */
+  readonly concurrency?: number;
+}
+
+export interface CollectedFiles {
+  readonly manifests: number;
+  readonly files: readonly LocalCommittedFile[];
+  /** Sum of the manifests' record counts for the stream: what `SELECT count(*)` must give. */
+  readonly records: number;
+}
+
+const FORMATS: Readonly<Record<FinalEncoding, FileFormat>> = {
+  ndjson: 'ndjson',
+  'ndjson.gz': 'ndjson',
+  parquet: 'parquet',
+};
+
+/** Where a listed (already checked) key goes locally and how it is read. */
+function localPlace(
+  pipeline: string,
+  entry: ManifestFile,
+): { format: FileFormat; encoding: FinalEncoding; folder?: string } {
+  const parts = parseFinalKey(pipeline, entry.key);
+  if (parts === undefined) {
+    throw new CommittedFileError(entry.key, `is not a final data key of pipeline ${pipeline}`);
+  }
+  return {
+    format: FORMATS[parts.encoding],
+    encoding: parts.encoding,
+    ...(parts.folder === undefined ? {} : { folder: parts.folder }),
+  };
+}
+
+/** Every listed entry of `stream`, in manifest order, after the whole log's keys are checked. */
+async function listedEntries(
+  options: CollectOptions,
+): Promise<{ manifests: number; entries: ManifestFile[] }> {
+  const seen = new Set<string>();
+  const entries: ManifestFile[] = [];
+  let manifests = 0;
+  for await (const manifest of options.source.manifests()) {
+    manifests++;
+    for (const entry of manifest.files) {
+      // A file listed twice would be counted twice: refuse it rather than return duplicates (C7).
+      if (seen.has(entry.key)) throw new CommittedFileError(entry.key, 'is listed twice in the manifest log');
+      seen.add(entry.key);
+      assertFinalDataKey(options.pipeline, entry);
+      if (entry.stream === options.stream) entries.push(entry);
+    }
+  }
+  return { manifests, entries };
+}
+
+/** Copies one listed object to `path`, hashing and counting on the way; throws unless it matches its entry. */
+async function fetchChecked(source: CommittedSource, entry: ManifestFile, path: string): Promise<void> {
+  const body = await source.open(entry.key);
+  if (body === undefined)
+    throw new CommittedFileError(entry.key, 'is listed by a manifest but does not exist');
+  const hash = createHash('sha256');
+  let bytes = 0;
+  const measure = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      hash.update(chunk);
+      bytes += chunk.length;
+      done(null, chunk);
+    },
+  });
+  await pipe(body, measure, createWriteStream(path));
+  const sha256 = hash.digest('hex');
+  if (bytes !== entry.bytes || sha256 !== entry.sha256) {
+    throw new CommittedFileError(
+      entry.key,
+      `does not match its manifest (${bytes} bytes, SHA-256 ${sha256}; the manifest says ${entry.bytes} bytes, ${entry.sha256})`,
+    );
+  }
+}
+
+export async function collectCommittedFiles(options: CollectOptions): Promise<CollectedFiles> {
+  const { manifests, entries } = await listedEntries(options);
+  const files = await mapLimit(entries, options.concurrency ?? 8, async (entry, index) => {
+    const { format, encoding, folder } = localPlace(options.pipeline, entry);
+    // A local name of our own under the key's time folder (checked by parseFinalKey: `dt=…[/hour=…]` only): the
+    // engine sees no other part of a key, so nothing in one can act as a glob or a path.
+    const parent = folder === undefined ? options.dir : join(options.dir, ...folder.split('/'));
+    mkdirSync(parent, { recursive: true });
+    const path = join(parent, `${String(index).padStart(8, '0')}.${encoding}`);
+    await fetchChecked(options.source, entry, path);
+    return { path, format, ...(folder === undefined ? {} : { folder }), entry };
+  });
+  return { manifests, files, records: entries.reduce((sum, entry) => sum + entry.recordCount, 0) };
+}

@@ -1,0 +1,595 @@
+/**
+ * Planning of re-encoded final objects (issue 12): Parquet output, and time-partitioned output of either format.
+ *
+ * Such an object is not a concatenation of staged bytes: promote decodes its members (the verified copies), keeps
+ * the rows of the object's folder, removes the staged-only timestamp and encodes them. Prepare, which reads every
+ * covered copy anyway (C3), takes a census of each one: its rows per time folder ({@link censusOf}). The plan
+ * then packs, per stream and folder, the members holding rows of that folder in offset order, cut by the
+ * promotion limits (bytes estimated as the member's share of its staged bytes, rows exact); each group becomes one
+ * final object at `finalObjectKey(stream, folder, topic, partition, first-last)`, first and last being the offsets
+ * of the group's first and last member (the span of input the file was cut from, as for unpartitioned objects, so
+ * a file's range always covers its rows and the ranges of one folder never overlap). Each member records how many
+ * of its rows go to the object, and promote refuses to write an object whose members do not give exactly that.
+ *
+ * Three bounds keep promote's work a function of the staged input, never of record content (review of issue 12):
+ * - the folders of one staged file are bounded around its `stagedAt` (`record-time.ts` assignFolders);
+ * - a member whose rows of one folder exceed the row cap is split by offset ranges ({@link planFolders}): each
+ *   slice is an object of its own whose range is the slice's offsets, so keys stay distinct and ranges tile;
+ * - promote decodes each member once per shard, not once per object (`promoter.ts` promoteShard).
+ *
+ * A schema change (outputColumns redeployed while rows of the previous transform are staged) never stalls: a
+ * staged output row is projected onto the current columns (undeclared fields dropped: a column the transform no
+ * longer has; an added nullable column is null; a value of the new type's range is kept, e.g. int → long). A row
+ * that still does not fit (an added required column, a value of a changed type) is committed exactly once as a
+ * dead letter `{source, error: "schema-mismatch: <problem>", raw: {key: null, value: null, headers: []}, row}`,
+ * `row` holding its fields as staged: nothing lost, nothing held back. Why a dead letter rather than a looser
+ * Parquet column: the table's schema stays the declared one (a reader never sees a column change type), and the
+ * outcome is a pure function of the verified bytes and the plan's columns, the same on every retry and zombie.
+ * Such rows join their partition's dead-letter stream (their member is the output staged file, marked `misfit`),
+ * in the dead-letter folder of their Kafka timestamp; an object mixing them with dead letters of the same chunk
+ * is ordered by offset.
+ *
+ * Everything here is a pure function of the entries, the verified bytes and the settings recorded in the plan, so
+ * a retried or recovering promote writes the same bytes under the same keys (C5).
+ */
+import type { Settings } from '../config/settings.ts';
+import { PipelineError } from '../errors.ts';
+import type { Stream } from '../ledger/layout.ts';
+import type { StagedFileEntry } from '../ledger/records.ts';
+import type { ColumnDefinition } from '../transforms/api.ts';
+import { compileRowCheck } from '../transforms/rows.ts';
+import { type FinalEncoding, finalObjectKey, type ObjectRange } from './layout.ts';
+import { decodeNdjson, ndjsonLines } from './ndjson.ts';
+import {
+  FOLDER_BOUNDS,
+  FolderAssigner,
+  type FolderBounds,
+  type FolderRule,
+  withoutStagedTime,
+} from './record-time.ts';
+import type { TimeGranularity } from './time-partitions.ts';
+
+/** What the settings say about final objects, as the plan records it. */
+export interface OutputShape {
+  readonly format: Settings['outputFormat'];
+  /** Gzip re-encoded NDJSON objects. */
+  readonly gzip: boolean;
+  readonly granularity?: TimeGranularity;
+  readonly timeField?: string;
+  readonly columns?: readonly ColumnDefinition[];
+}
+
+export function outputShapeOf(settings: Settings): OutputShape {
+  return {
+    format: settings.outputFormat,
+    gzip: settings.gzip,
+    ...(settings.timePartitioning === 'none' ? {} : { granularity: settings.timePartitioning }),
+    ...(settings.timeField === undefined ? {} : { timeField: settings.timeField }),
+    ...(settings.outputColumns === undefined ? {} : { columns: settings.outputColumns }),
+  };
+}
+
+/** Whether a stream's final objects are re-encoded (else staged bytes are concatenated, as before issue 12). */
+export function reencodes(shape: OutputShape | undefined, stream: Stream): boolean {
+  if (!shape) return false;
+  return shape.granularity !== undefined || (stream === 'output' && shape.format === 'parquet');
+}
+
+/** What a plan records for promote (`promoter.ts` PlanEncoding); undefined when nothing is re-encoded. */
+export function planEncoding(shape: OutputShape):
+  | { timeField?: string; columns?: readonly ColumnDefinition[]; folderBounds?: FolderBounds }
+  | undefined {
+  if (!reencodes(shape, 'output') && !reencodes(shape, 'deadletter')) return undefined;
+  return {
+    ...(shape.timeField === undefined ? {} : { timeField: shape.timeField }),
+    ...(shape.format === 'parquet' && shape.columns ? { columns: shape.columns } : {}),
+    // The bound the census filed rows by: promote files them by the same one, whatever release runs it.
+    ...(shape.granularity === undefined ? {} : { folderBounds: FOLDER_BOUNDS }),
+  };
+}
+
+/** The final encoding of a re-encoded object of `stream`: dead letters stay NDJSON. */
+export function reencodedEncoding(shape: OutputShape, stream: Stream): FinalEncoding {
+  if (stream === 'output' && shape.format === 'parquet') return 'parquet';
+  return shape.gzip ? 'ndjson.gz' : 'ndjson';
+}
+
+/** The folder rule of a stream: the time field applies to output rows only. */
+export function folderRule(granularity: TimeGranularity, stream: Stream, timeField?: string): FolderRule {
+  return stream === 'output' && timeField !== undefined ? { granularity, timeField } : { granularity };
+}
+
+/** The key of rows that go to no folder (unpartitioned Parquet). */
+export const NO_FOLDER = '';
+
+/** Rows per folder of one staged object; {@link NO_FOLDER} when unpartitioned. Sorted by folder. */
+export type FolderCounts = ReadonlyMap<string, number>;
+/** Per staged key. */
+export type FolderCensus = ReadonlyMap<string, FolderCounts>;
+
+/** Rows per lineage offset, in offset order: `[offset, rows]`. */
+export type OffsetRuns = readonly (readonly [number, number])[];
+
+/**
+ * Offset runs are kept for a folder of more rows than this (only then can it exceed the row cap and need slicing),
+ * and always for dead letters and schema misfits (rare, and they may share an object with each other).
+ */
+export const CENSUS_RUNS_MIN_ROWS = 10_000;
+
+/**
+ * {@link censusOf}'s result: the output (or dead-letter) rows per folder as a {@link FolderCounts}, plus the rows
+ * that do not fit the Parquet columns (per dead-letter folder) and the offset runs of large folders.
+ */
+export class StagedCensus extends Map<string, number> {
+  /** Rows that do not fit the columns, per dead-letter folder (output entries of a Parquet plan only). */
+  readonly misfits = new Map<string, number>();
+  /** Offset runs per folder (see {@link CENSUS_RUNS_MIN_ROWS}). */
+  readonly runs = new Map<string, OffsetRuns>();
+  /** Offset runs of the misfits per dead-letter folder. */
+  readonly misfitRuns = new Map<string, OffsetRuns>();
+}
+
+/** What the classification of a staged object's rows depends on (all recorded in the plan or the entry). */
+export interface ClassifyParams {
+  /** The staged object's own stream. */
+  readonly stream: Stream;
+  readonly stagedAt: number;
+  readonly granularity?: TimeGranularity;
+  readonly timeField?: string;
+  /** Parquet columns: output rows are projected onto them, and a row that still does not fit is a misfit. */
+  readonly columns?: readonly ColumnDefinition[];
+  /** The bound of the folders around `stagedAt`; absent: none (a plan made before the bound existed). */
+  readonly bounds?: FolderBounds;
+}
+
+/** One staged row as promote writes it. */
+export interface ClassifiedRow {
+  /** The final row (staged time removed, projected) or, for a misfit, its dead-letter row. */
+  readonly row: Record<string, unknown>;
+  /** Its folder ({@link NO_FOLDER} when unpartitioned); a misfit's is its dead-letter folder. */
+  readonly folder: string;
+  readonly misfit: boolean;
+  readonly offset: number;
+}
+
+/** The reason a schema misfit's dead-letter row carries. */
+export const SCHEMA_MISMATCH = 'schema-mismatch';
+
+/**
+ * Classifies and files a staged object's rows one at a time, in staged order (see the module comment): the
+ * classifier keeps the folder state of the rows before (fitting rows by the output rule, the time field; misfits
+ * by the dead-letter rule, the Kafka timestamp; each bounded around stagedAt on its own), so a staged object can
+ * be read as a stream. Prepare's census and promote both derive from this one function, so they cannot disagree.
+ */
+export function rowClassifier(params: ClassifyParams): (staged: Record<string, unknown>) => ClassifiedRow {
+  const columns = params.stream === 'output' ? params.columns : undefined;
+  const check = columns ? compileRowCheck(columns) : undefined;
+  const declared = new Set(columns?.map((column) => column.name));
+  const assigner = (misfit: boolean) =>
+    params.granularity === undefined
+      ? undefined
+      : new FolderAssigner(
+          folderRule(params.granularity, misfit ? 'deadletter' : params.stream, params.timeField),
+          params.stagedAt,
+          params.bounds,
+        );
+  const fitting = assigner(false);
+  const misfits = assigner(true);
+  const filed = (staged: Record<string, unknown>, misfit: boolean): string =>
+    (misfit ? misfits : fitting)?.next(staged) ?? NO_FOLDER;
+  return (staged) => {
+    const plain = withoutStagedTime(staged);
+    const source = plain.source as Record<string, unknown> | undefined;
+    const offset = typeof source?.offset === 'number' ? source.offset : Number.NaN;
+    if (!check) return { row: plain, misfit: false, offset, folder: filed(staged, false) };
+    const { source: _source, ...fields } = plain;
+    const projected = Object.keys(fields).every((name) => declared.has(name))
+      ? fields
+      : Object.fromEntries(Object.entries(fields).filter(([name]) => declared.has(name)));
+    const problem = check(projected);
+    if (problem === undefined)
+      return { row: { ...projected, source }, misfit: false, offset, folder: filed(staged, false) };
+    const deadLetter = {
+      source,
+      error: `${SCHEMA_MISMATCH}: ${problem}`,
+      raw: { key: null, value: null, headers: [] },
+      row: fields,
+    };
+    return { row: deadLetter, misfit: true, offset, folder: filed(staged, true) };
+  };
+}
+
+/** A staged object's rows, classified and filed ({@link rowClassifier}). */
+export function classifyRows(
+  staged: readonly Record<string, unknown>[],
+  params: ClassifyParams,
+): ClassifiedRow[] {
+  return staged.map(rowClassifier(params));
+}
+
+/** {@link classifyRows} of a staged object's bytes. */
+export function classifyStaged(body: Uint8Array, gzip: boolean, params: ClassifyParams): ClassifiedRow[] {
+  return classifyRows(decodeNdjson(body, gzip) as Record<string, unknown>[], params);
+}
+
+/** The classification parameters of a staged entry under `shape` (prepare's view). */
+export function classifyParamsOf(entry: StagedFileEntry, shape: OutputShape): ClassifyParams {
+  return {
+    stream: entry.stream,
+    stagedAt: entry.stagedAt,
+    ...(shape.granularity === undefined ? {} : { granularity: shape.granularity, bounds: FOLDER_BOUNDS }),
+    ...(shape.timeField === undefined ? {} : { timeField: shape.timeField }),
+    ...(entry.stream === 'output' && shape.format === 'parquet' && shape.columns
+      ? { columns: shape.columns }
+      : {}),
+  };
+}
+
+function sortedByKey<V>(map: Map<string, V>): [string, V][] {
+  return [...map].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+function runsOf(offsets: readonly number[]): OffsetRuns {
+  const runs = new Map<number, number>();
+  for (const offset of offsets) runs.set(offset, (runs.get(offset) ?? 0) + 1);
+  return [...runs].sort(([a], [b]) => a - b);
+}
+
+/**
+ * One verified staged object's rows per folder, with its schema misfits and offset runs (a {@link StagedCensus}).
+ * Never throws for a row that does not fit the Parquet columns: that row is a misfit, planned as a dead letter.
+ */
+export function censusOf(entry: StagedFileEntry, body: Uint8Array, shape: OutputShape): StagedCensus {
+  const classified = classifyStaged(body, entry.gzip, classifyParamsOf(entry, shape));
+  const census = new StagedCensus();
+  const offsets = new Map<string, number[]>();
+  const misfitOffsets = new Map<string, number[]>();
+  for (const [index, { folder, misfit, offset }] of classified.entries()) {
+    // Planning and promote file rows by their lineage offset (slices, misfit order): a row outside its entry's
+    // range would belong to no slice and vanish without a word (review 2 of issue 12), so it is refused here,
+    // before the vote, as a bad key is.
+    if (!Number.isSafeInteger(offset) || offset < entry.firstOffset || offset > entry.lastOffset)
+      throw new StagedRowLineageError(entry, index, offset);
+    const list = (misfit ? misfitOffsets : offsets).get(folder) ?? [];
+    list.push(offset);
+    (misfit ? misfitOffsets : offsets).set(folder, list);
+  }
+  for (const [folder, list] of sortedByKey(offsets)) {
+    census.set(folder, list.length);
+    if (list.length > CENSUS_RUNS_MIN_ROWS || entry.stream === 'deadletter')
+      census.runs.set(folder, runsOf(list));
+  }
+  for (const [folder, list] of sortedByKey(misfitOffsets)) {
+    census.misfits.set(folder, list.length);
+    census.misfitRuns.set(folder, runsOf(list));
+  }
+  return census;
+}
+
+/**
+ * A staged row's lineage offset is not an offset of its entry's range: the processor that staged it is faulty (or
+ * forged it). Prepare throws it, so the attempt aborts naming the object, and every next attempt does too until
+ * the entry is repaired (docs/operations.md): nothing is committed past it.
+ */
+export class StagedRowLineageError extends PipelineError {
+  constructor(
+    entry: Pick<StagedFileEntry, 'key' | 'firstOffset' | 'lastOffset'>,
+    readonly rowIndex: number,
+    offset: number,
+  ) {
+    super(
+      `staged object ${entry.key}: row ${rowIndex + 1}'s lineage offset ${Number.isNaN(offset) ? '(not a number)' : offset} lies outside its entry's offsets ${entry.firstOffset}-${entry.lastOffset}`,
+    );
+  }
+}
+
+/** A staged row that does not fit the Parquet columns (no longer thrown by the census: kept for callers). */
+export class RowMisfitError extends PipelineError {
+  constructor(
+    readonly rowIndex: number,
+    readonly problem: string,
+  ) {
+    super(`row ${rowIndex + 1} does not fit outputColumns: ${problem}`);
+  }
+}
+
+/** Planning a re-encoded stream found a covered object prepare took no census of: a coordinator defect. */
+export class CensusMissingError extends PipelineError {
+  constructor(readonly key: string) {
+    super(`no census of staged object ${key}: its rows per time folder are unknown, so it cannot be planned`);
+  }
+}
+
+/** Limits of one re-encoded object. */
+export interface ReencodeLimits {
+  readonly maxObjectBytes: number;
+  readonly maxMembers: number;
+  readonly maxObjectRows: number;
+}
+
+/** A staged file as a member of a final object: what promote reads and checks it by. */
+export interface StagedFileMember {
+  readonly key: string;
+  readonly firstOffset: number;
+  readonly lastOffset: number;
+  readonly recordCount: number;
+  readonly bytes: number;
+  readonly sha256: string;
+}
+
+export function stagedFileMember(entry: StagedFileEntry): StagedFileMember {
+  const { key, firstOffset, lastOffset, recordCount, bytes, sha256 } = entry;
+  return { key, firstOffset, lastOffset, recordCount, bytes, sha256 };
+}
+
+/** A planned member of a re-encoded object. */
+export interface FolderMember extends StagedFileMember {
+  /** Rows of this member the object holds. */
+  readonly rows: number;
+  /** The entry's `stagedAt`: the record time of a row staged without a timestamp, and the folders' anchor. */
+  readonly stagedAt: number;
+  /** A slice of the member (its rows of the folder over the row cap): only rows with offsets in [from, to]. */
+  readonly fromOffset?: number;
+  readonly toOffset?: number;
+  /** An output member of a dead-letter object: its rows that do not fit the plan's columns, as dead letters. */
+  readonly misfit?: true;
+}
+
+export interface FolderObject extends ObjectRange {
+  readonly finalKey: string;
+  readonly gzip: boolean;
+  readonly format?: 'parquet';
+  readonly recordCount: number;
+  readonly members: readonly FolderMember[];
+}
+
+/** A staged entry's rows of one folder, as planning sees them. */
+export interface FolderPart {
+  readonly entry: StagedFileEntry;
+  readonly folder: string;
+  readonly rows: number;
+  readonly runs?: OffsetRuns;
+  readonly misfit?: true;
+}
+
+/** The parts of entries of one stream, from their census (throws {@link CensusMissingError} without one). */
+export function partsOf(entries: readonly StagedFileEntry[], census: FolderCensus): FolderPart[] {
+  return entries.flatMap((entry) => {
+    const counts = census.get(entry.key);
+    if (!counts) throw new CensusMissingError(entry.key);
+    const runs = counts instanceof StagedCensus ? counts.runs : undefined;
+    return [...counts].map(([folder, rows]) => {
+      const ofFolder = runs?.get(folder);
+      return { entry, folder, rows, ...(ofFolder ? { runs: ofFolder } : {}) };
+    });
+  });
+}
+
+/** The schema misfits of output entries, as parts of their partition's dead-letter stream. */
+export function misfitPartsOf(
+  entries: readonly StagedFileEntry[],
+  census: FolderCensus | undefined,
+): FolderPart[] {
+  return entries.flatMap((entry) => {
+    const counts = census?.get(entry.key);
+    if (!(counts instanceof StagedCensus)) return [];
+    return [...counts.misfits].map(([folder, rows]) => {
+      const runs = counts.misfitRuns.get(folder);
+      return { entry, folder, rows, misfit: true as const, ...(runs ? { runs } : {}) };
+    });
+  });
+}
+
+/** Plans one stream's re-encoded objects of one partition from its parts (any order). */
+export function planFolders(
+  pipeline: string,
+  parts: readonly FolderPart[],
+  shape: OutputShape,
+  limits: ReencodeLimits,
+): FolderObject[] {
+  const byFolder = new Map<string, FolderPart[]>();
+  for (const part of parts) {
+    if (part.rows <= 0) continue;
+    const list = byFolder.get(part.folder) ?? [];
+    list.push(part);
+    byFolder.set(part.folder, list);
+  }
+  const folders = [...byFolder.keys()].sort();
+  return folders.flatMap((folder) => {
+    // Offset order; a dead-letter entry before the misfits of the output entry of the same chunk (same range).
+    const sorted = byFolder
+      .get(folder)!
+      .sort(
+        (a, b) =>
+          a.entry.lastOffset - b.entry.lastOffset ||
+          a.entry.firstOffset - b.entry.firstOffset ||
+          Number(a.misfit ?? false) - Number(b.misfit ?? false),
+      );
+    return packFolder(pipeline, folder, sorted, shape, limits);
+  });
+}
+
+function memberOf(part: FolderPart, rows: number, slice?: readonly [number, number]): FolderMember {
+  const { entry } = part;
+  return {
+    ...stagedFileMember(entry),
+    rows,
+    stagedAt: entry.stagedAt,
+    ...(slice ? { fromOffset: slice[0], toOffset: slice[1] } : {}),
+    ...(part.misfit ? { misfit: true as const } : {}),
+  };
+}
+
+/** Parts of one staged chunk (the same offset range): a dead-letter entry and its output entry's misfits. */
+function unitsOf(parts: readonly FolderPart[]): FolderPart[][] {
+  const units: FolderPart[][] = [];
+  for (const part of parts) {
+    const last = units[units.length - 1]?.[0];
+    if (
+      last &&
+      last.entry.firstOffset === part.entry.firstOffset &&
+      last.entry.lastOffset === part.entry.lastOffset
+    )
+      units[units.length - 1]!.push(part);
+    else units.push([part]);
+  }
+  return units;
+}
+
+/**
+ * A unit over the row cap cut into slices of whole offsets (a record's rows are never split), each at most the
+ * cap unless one offset alone holds more. The slices tile the unit's range: the first starts at its first offset,
+ * the last ends at its last, and each other starts at its first row's offset. Deterministic (offset runs only).
+ */
+function slicesOf(unit: readonly FolderPart[], cap: number): FolderMember[][] {
+  const merged = new Map<number, number>();
+  for (const part of unit)
+    for (const [offset, rows] of part.runs!) merged.set(offset, (merged.get(offset) ?? 0) + rows);
+  const offsets = [...merged.keys()].sort((a, b) => a - b);
+  const starts: number[] = [];
+  let rows = 0;
+  for (const offset of offsets) {
+    const count = merged.get(offset)!;
+    if (starts.length === 0 || (rows > 0 && rows + count > cap)) {
+      starts.push(offset);
+      rows = 0;
+    }
+    rows += count;
+  }
+  const { firstOffset, lastOffset } = unit[0]!.entry;
+  return starts.map((start, index) => {
+    const from = index === 0 ? firstOffset : start;
+    const to = index === starts.length - 1 ? lastOffset : starts[index + 1]! - 1;
+    return unit.flatMap((part) => {
+      const count = part.runs!.reduce(
+        (sum, [offset, n]) => (offset >= from && offset <= to ? sum + n : sum),
+        0,
+      );
+      return count > 0 ? [memberOf(part, count, [from, to])] : [];
+    });
+  });
+}
+
+function packFolder(
+  pipeline: string,
+  folder: string,
+  parts: readonly FolderPart[],
+  shape: OutputShape,
+  limits: ReencodeLimits,
+): FolderObject[] {
+  const objects: FolderObject[] = [];
+  const where = parts[0]!.misfit ? { ...parts[0]!.entry, stream: 'deadletter' as const } : parts[0]!.entry;
+  let group: FolderMember[] = [];
+  let bytes = 0;
+  let rows = 0;
+  const flush = (): void => {
+    if (group.length > 0) objects.push(toObject(pipeline, folder, where, group, shape));
+    group = [];
+    bytes = 0;
+    rows = 0;
+  };
+  for (const unit of unitsOf(parts)) {
+    const count = unit.reduce((sum, part) => sum + part.rows, 0);
+    // Above the cap on its own: sliced by offset ranges, each slice an object of its own. Without offset runs (a
+    // census built by hand, or dead letters of an unpartitioned plan, which take no census) it stays whole.
+    if (count > limits.maxObjectRows && unit.every((part) => part.runs !== undefined)) {
+      flush();
+      for (const slice of slicesOf(unit, limits.maxObjectRows)) {
+        group = slice;
+        flush();
+      }
+      continue;
+    }
+    // The member's share of its staged bytes: an estimate of what it adds (integers only: deterministic).
+    const share = unit.reduce(
+      (sum, { entry, rows: n }) => sum + Math.ceil((entry.bytes * n) / Math.max(entry.recordCount, 1)),
+      0,
+    );
+    const full =
+      group.length + unit.length > limits.maxMembers ||
+      bytes + share > limits.maxObjectBytes ||
+      rows + count > limits.maxObjectRows;
+    if (group.length > 0 && full) flush();
+    group.push(...unit.map((part) => memberOf(part, part.rows)));
+    bytes += share;
+    rows += count;
+  }
+  flush();
+  return objects;
+}
+
+function toObject(
+  pipeline: string,
+  folder: string,
+  where: Pick<StagedFileEntry, 'stream' | 'topic' | 'partition'>,
+  members: readonly FolderMember[],
+  shape: OutputShape,
+): FolderObject {
+  const encoding = reencodedEncoding(shape, where.stream);
+  const range: ObjectRange = {
+    stream: where.stream,
+    topic: where.topic,
+    partition: where.partition,
+    firstOffset: Math.min(...members.map((m) => m.fromOffset ?? m.firstOffset)),
+    lastOffset: Math.max(...members.map((m) => m.toOffset ?? m.lastOffset)),
+    ...(folder === NO_FOLDER ? {} : { folder }),
+  };
+  return {
+    ...range,
+    finalKey: finalObjectKey(pipeline, range, encoding),
+    gzip: encoding === 'ndjson.gz',
+    ...(encoding === 'parquet' ? { format: 'parquet' as const } : {}),
+    recordCount: members.reduce((sum, m) => sum + m.rows, 0),
+    members,
+  };
+}
+
+/**
+ * The rows a member gives an object of `folder` (undefined: unpartitioned), from its classified rows: its
+ * fitting rows (or, for a `misfit` member, its dead letters) of that folder, within its slice, in staged order.
+ * The count is checked by the caller against the plan.
+ */
+export function memberRows(
+  classified: readonly ClassifiedRow[],
+  member: MemberSelector,
+  folder: string | undefined,
+): Record<string, unknown>[] {
+  return classified.filter((c) => belongs(c, member, folder)).map((c) => c.row);
+}
+
+type MemberSelector = Pick<FolderMember, 'fromOffset' | 'toOffset' | 'misfit'>;
+
+function belongs(c: ClassifiedRow, member: MemberSelector, folder: string | undefined): boolean {
+  const { fromOffset, toOffset } = member;
+  return (
+    c.misfit === (member.misfit === true) &&
+    (folder === undefined || c.folder === folder) &&
+    (fromOffset === undefined || (c.offset >= fromOffset && c.offset <= (toOffset ?? fromOffset)))
+  );
+}
+
+/**
+ * {@link memberRows} of a staged object's bytes read as a stream: only the member's rows for the object are held,
+ * never the whole staged object decoded (promote's memory stays a function of the row cap for a staged file of
+ * any size, review 2 of issue 12).
+ */
+export async function streamMemberRows(
+  body: Uint8Array,
+  gzip: boolean,
+  params: ClassifyParams,
+  member: MemberSelector,
+  folder: string | undefined,
+): Promise<Record<string, unknown>[]> {
+  const classify = rowClassifier(params);
+  const rows: Record<string, unknown>[] = [];
+  for await (const line of ndjsonLines(body, gzip)) {
+    const c = classify(JSON.parse(line) as Record<string, unknown>);
+    if (belongs(c, member, folder)) rows.push(c.row);
+  }
+  return rows;
+}
+
+/** The granularity a folder is spelled in. */
+export function granularityOf(folder: string): TimeGranularity {
+  return folder.includes('/hour=') ? 'hour' : 'day';
+}
