@@ -1,7 +1,8 @@
 /**
  * Second adversarial review of issue 12's promote phase, after the fixes of the first review (schema misfits as
  * dead letters, folders bounded around stagedAt, the row cap for one staged file, promoteShard). Each confirmed bug
- * is a FAILING test with the interleaving above it; disproved suspicions are passing tests kept as coverage.
+ * was a failing test with the interleaving above it, and is now a regression test of its fix; disproved suspicions
+ * are passing tests kept as coverage.
  * Real DynamoDB Local and S3 server (the vitest global setup); staged files written as the processor writes them
  * (test/support/staging.ts stamps stagedAt with the current time, so record times are relative to Date.now()).
  */
@@ -24,8 +25,11 @@ import type { ColumnDefinition } from '../shared/transforms/api.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { committedOffsets, range, stageFiles } from './support/staging.ts';
 
-/** How many rows each decode of a staged object held during promote (see the memory test). */
-const decodes = vi.hoisted(() => ({ recording: false, sizes: [] as number[] }));
+/**
+ * How many rows each decode of a staged object held during promote (see the memory test): whole decodes
+ * (classifyStaged) and streamed reads of one member's rows (streamMemberRows).
+ */
+const decodes = vi.hoisted(() => ({ recording: false, sizes: [] as number[], streamed: 0 }));
 vi.mock('../shared/sink/folder-plan.ts', async (importOriginal) => {
   const original = await importOriginal<typeof import('../shared/sink/folder-plan.ts')>();
   return {
@@ -33,6 +37,14 @@ vi.mock('../shared/sink/folder-plan.ts', async (importOriginal) => {
     classifyStaged: (...args: Parameters<typeof original.classifyStaged>) => {
       const rows = original.classifyStaged(...args);
       if (decodes.recording) decodes.sizes.push(rows.length);
+      return rows;
+    },
+    streamMemberRows: async (...args: Parameters<typeof original.streamMemberRows>) => {
+      const rows = await original.streamMemberRows(...args);
+      if (decodes.recording) {
+        decodes.sizes.push(rows.length);
+        decodes.streamed += 1;
+      }
       return rows;
     },
   };
@@ -128,7 +140,7 @@ async function writtenPlan(settings: Settings, ref: Ref, shard: number): Promise
   return shardPlanSchema.parse(JSON.parse(body.toString('utf8'))) as ShardPlan;
 }
 
-describe('review 2: confirmed bugs (failing tests)', () => {
+describe('review 2: confirmed bugs, fixed', () => {
   /**
    * BUG (stall after the decision, on upgrade): a checkpoint decided by the release before the fix cannot be rolled
    * forward by the fixed release.
@@ -150,10 +162,11 @@ describe('review 2: confirmed bugs (failing tests)', () => {
    * `folderOfRow`, unbounded; members without fromOffset/toOffset/misfit): the new plan's object split per
    * record-time folder, then voted for as that prepare would have (`CheckpointStore.vote`).
    *
-   * Suggested fix: record the folder rule in the plan (e.g. `encoding.folderBounds: {latenessMs, earlinessMs,
-   * maxFolders}`, absent in old plans) and have promote classify with the plan's rule (no clamp when absent).
+   * Fixed: the plan records the bound its census used (`encoding.folderBounds`), and promote classifies with the
+   * plan's bound, with none when the plan has none (a plan made before the bound existed). The old plan here has
+   * no `folderBounds`, as the previous release's plans had none.
    */
-  it('BUG: a checkpoint decided before the upgrade (plan filed by unbounded record time) rolls forward after it', async () => {
+  it('fixed: a checkpoint decided before the upgrade (plan filed by unbounded record time) rolls forward after it', async () => {
     const settings = settingsFor(uniqueName('rvpq2'));
     const now = Date.now();
     const times = [now, -1, now - 10 * DAY];
@@ -185,7 +198,10 @@ describe('review 2: confirmed bugs (failing tests)', () => {
         };
       });
     expect(oldObjects).toHaveLength(3);
-    const oldPlan: ShardPlan = { ...plan, objects: oldObjects };
+    // This release records its bound; the previous release's plan had none.
+    expect(plan.encoding?.folderBounds).toBeDefined();
+    const { folderBounds: _bounds, ...oldEncoding } = plan.encoding ?? {};
+    const oldPlan: ShardPlan = { ...plan, encoding: oldEncoding, objects: oldObjects };
     const digest = await new PlanStore(res.clients.s3, settings.bucket, settings.pipelineId).writePlan(
       oldPlan,
     );
@@ -205,9 +221,11 @@ describe('review 2: confirmed bugs (failing tests)', () => {
     } catch (error) {
       failure = error;
     }
-    // Fails: PlanRejectedError "member … holds 0 rows for it, the plan says 1", on every retry.
+    // Was: PlanRejectedError "member … holds 0 rows for it, the plan says 1", on every retry.
     expect(String(failure ?? 'rolled forward')).toBe('rolled forward');
     expect(await offsetsOf(settings)).toEqual({ 'orders#0': [0, 1, 2] });
+    const manifest = (await new ManifestStore(res.clients.s3, settings.bucket, settings.pipelineId).read(1))!;
+    expect(manifest.files.map((f) => f.key)).toEqual(oldObjects.map((o) => o.finalKey));
     expect(entry!.stagedAt).toBeGreaterThan(0);
   });
 
@@ -230,11 +248,11 @@ describe('review 2: confirmed bugs (failing tests)', () => {
    * The cap is lowered with the coordinator's promotionLimits to keep the test small (12,001 rows, cap 6,000);
    * with the default cap the same happens at 250,001 rows.
    *
-   * Suggested fix: in censusOf, count every row whose offset is not a safe integer within [entry.firstOffset,
-   * entry.lastOffset] as a problem of the entry (refuse it before the decision, as assertStagedEntry does for a
-   * bad key), or let the first and last slices take every row below/above them.
+   * Fixed: censusOf refuses a row whose offset is not a safe integer within [entry.firstOffset, entry.lastOffset]
+   * (StagedRowLineageError), before the vote, as assertStagedEntry does a bad key: the attempt aborts naming the
+   * object and the offset, and nothing is committed past it.
    */
-  it('BUG: a sliced staged file keeps (or loudly refuses) a row whose lineage lies outside its entry range', {
+  it('fixed: a staged row whose lineage lies outside its entry range is refused before the vote', {
     timeout: 60_000,
   }, async () => {
     const settings = settingsFor(uniqueName('rvpq2'));
@@ -267,15 +285,13 @@ describe('review 2: confirmed bugs (failing tests)', () => {
       await core.decide(ref);
       await finish(core, ref, shards);
     }
-    if (outcome === 'committed') {
-      const found = await offsetsOf(settings);
-      const check = await verified(settings);
-      // Fails: 12,000 of the 12,001 staged rows are committed and verify finds nothing wrong.
-      expect({ rows: found['orders#0']?.length, problems: check.problems.length > 0 }).toEqual({
-        rows: 12_001,
-        problems: true,
-      });
-    }
+    // Was: committed, 12,000 of the 12,001 staged rows, and verify found nothing wrong.
+    // Prepare reports it as an invalid staged object (the attempt aborts), naming the object, the row and offset.
+    expect(outcome).toMatch(
+      /^refused: StagedObjectInvalidError: .*_inprogress\/output\/topic=orders\/partition=0\/0+100-0+12099\..*row 1's lineage offset 50 lies outside its entry's offsets 100-12099$/,
+    );
+    expect(await offsetsOf(settings)).toEqual({});
+    expect(await finalObjects(settings)).toEqual(new Map());
   });
 
   /**
@@ -290,11 +306,11 @@ describe('review 2: confirmed bugs (failing tests)', () => {
    * Asserted: no decode during promote materialises more rows than the row cap. Cap lowered to 6,000 with the
    * coordinator's promotionLimits, file of 12,000 rows in one folder (sliced into two objects).
    *
-   * Suggested fix: bound rows per staged file at the processor (cut a chunk at maxObjectRows rows, so a member
-   * never exceeds the cap and the decode-once cache stays bounded), or decode a member line by line keeping only
-   * the rows of the objects still to be written.
+   * Fixed: a member over the row cap is not decoded whole; promote streams it once per object that takes rows
+   * from it (folder-plan.ts streamMemberRows), holding only that object's rows. Smaller members keep the
+   * decode-once cache.
    */
-  it('BUG: promote never holds more decoded rows of one staged file than the row cap', {
+  it('fixed: promote never holds more decoded rows of one staged file than the row cap', {
     timeout: 60_000,
   }, async () => {
     const settings = settingsFor(uniqueName('rvpq2'));
@@ -322,6 +338,7 @@ describe('review 2: confirmed bugs (failing tests)', () => {
     await core.decide(ref);
     decodes.recording = true;
     decodes.sizes = [];
+    decodes.streamed = 0;
     try {
       await finish(core, ref, shards);
     } finally {
@@ -331,8 +348,9 @@ describe('review 2: confirmed bugs (failing tests)', () => {
     // The objects do respect the cap (disproved part): two slices of 6,000.
     expect(manifest.files.map((f) => f.recordCount)).toEqual([6_000, 6_000]);
     expect((await offsetsOf(settings))['orders#0']).toHaveLength(12_000);
-    // Fails: one decode of 12,000 rows.
-    expect(Math.max(...decodes.sizes)).toBeLessThanOrEqual(6_000);
+    // Was: one decode of 12,000 rows. Now one streamed read per slice, each holding its 6,000 rows.
+    expect(decodes.streamed).toBe(2);
+    expect(decodes.sizes).toEqual([6_000, 6_000]);
   });
 });
 

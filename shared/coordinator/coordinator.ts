@@ -235,14 +235,15 @@ class CheckpointCoordinator implements Coordinator {
     this.plans = new PlanStore(clients.s3, settings.bucket, settings.pipelineId);
     this.manifests = new ManifestStore(clients.s3, settings.bucket, settings.pipelineId);
     this.concurrency = options.concurrency ?? 16;
+    this.limits = { ...DEFAULT_PROMOTION_LIMITS, ...options.promotionLimits };
     this.promoter = new Promoter(
       clients.s3,
       settings.bucket,
       settings.pipelineId,
       Math.max(1, this.concurrency / 2),
+      this.limits.maxObjectRows,
     );
     this.orphanSweepLimit = options.orphanSweepLimit ?? 10_000;
-    this.limits = { ...DEFAULT_PROMOTION_LIMITS, ...options.promotionLimits };
   }
 
   private leaseUntil(now: number): number {

@@ -15,7 +15,10 @@
  * - the folders of one staged file are bounded around its `stagedAt` (`record-time.ts` assignFolders);
  * - a member whose rows of one folder exceed the row cap is split by offset ranges ({@link planFolders}): each
  *   slice is an object of its own whose range is the slice's offsets, so keys stay distinct and ranges tile;
- * - promote decodes each member once per shard, not once per object (`promoter.ts` promoteShard).
+ * - promote decodes each member once per shard, not once per object (`promoter.ts` promoteShard), and streams a
+ *   member over the row cap once per object instead, holding only that object's rows ({@link streamMemberRows});
+ * - every staged row's lineage offset lies within its entry's range, else prepare refuses the entry
+ *   ({@link StagedRowLineageError}): slices and misfit order go by offset, and a row outside would vanish.
  *
  * A schema change (outputColumns redeployed while rows of the previous transform are staged) never stalls: a
  * staged output row is projected onto the current columns (undeclared fields dropped: a column the transform no
@@ -76,9 +79,9 @@ export function reencodes(shape: OutputShape | undefined, stream: Stream): boole
 }
 
 /** What a plan records for promote (`promoter.ts` PlanEncoding); undefined when nothing is re-encoded. */
-export function planEncoding(shape: OutputShape):
-  | { timeField?: string; columns?: readonly ColumnDefinition[]; folderBounds?: FolderBounds }
-  | undefined {
+export function planEncoding(
+  shape: OutputShape,
+): { timeField?: string; columns?: readonly ColumnDefinition[]; folderBounds?: FolderBounds } | undefined {
   if (!reencodes(shape, 'output') && !reencodes(shape, 'deadletter')) return undefined;
   return {
     ...(shape.timeField === undefined ? {} : { timeField: shape.timeField }),

@@ -102,6 +102,15 @@ export const shardPlanSchema = z
             z.object({ name: z.string().min(1), type: z.enum(COLUMN_TYPES), nullable: z.boolean() }).strict(),
           )
           .optional(),
+        // Absent in plans of releases before the bound: promote then files rows as they did (unbounded).
+        folderBounds: z
+          .object({
+            latenessMs: z.number().int().min(0),
+            earlinessMs: z.number().int().min(0),
+            maxFolders: z.number().int().min(1),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .optional(),

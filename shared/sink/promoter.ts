@@ -29,6 +29,7 @@ import type { StagedFileEntry } from '../ledger/records.ts';
 import type { ColumnDefinition } from '../transforms/api.ts';
 import {
   type ClassifiedRow,
+  type ClassifyParams,
   classifyStaged,
   type FolderCensus,
   type FolderPart,
@@ -42,13 +43,14 @@ import {
   reencodes,
   type StagedFileMember,
   stagedFileMember,
+  streamMemberRows,
 } from './folder-plan.ts';
 import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from './layout.ts';
 import type { ManifestFile } from './manifest.ts';
 import { encodeNdjson } from './ndjson.ts';
 import { getBytes, mapLimit, putIfAbsent } from './objects.ts';
 import { encodeParquet, type PARQUET_ROW_GROUP_ROWS } from './parquet.ts';
-import { asOutputRow } from './record-time.ts';
+import { asOutputRow, type FolderBounds } from './record-time.ts';
 import { parseTimeFolder } from './time-partitions.ts';
 import { stagedCopyKey } from './work-objects.ts';
 
@@ -80,6 +82,12 @@ export interface PlanEncoding {
   readonly timeField?: string;
   /** The Parquet columns (the `outputColumns` setting at prepare). */
   readonly columns?: readonly ColumnDefinition[];
+  /**
+   * The bound of time folders around a staged file's `stagedAt` the census filed rows by (`record-time.ts`).
+   * Absent in a plan of a release before the bound: promote then files rows unbounded, as that release did, so
+   * a checkpoint decided before an upgrade rolls forward after it (review 2 of issue 12).
+   */
+  readonly folderBounds?: FolderBounds;
 }
 
 export interface PromotionLimits {
@@ -361,6 +369,12 @@ export class Promoter {
     private readonly pipeline: string,
     /** Member objects read at once. */
     private readonly concurrency = 8,
+    /**
+     * A re-encoded member of at most this many rows is decoded once per shard and kept until its last object is
+     * written; a larger one is streamed once per object that takes rows from it, holding only those rows (the
+     * coordinator passes the row cap, so promote's decoded rows stay a function of it, review 2 of issue 12).
+     */
+    private readonly maxCachedRows = DEFAULT_PROMOTION_LIMITS.maxObjectRows!,
   ) {}
 
   /**
@@ -379,7 +393,8 @@ export class Promoter {
    * Writes a shard's planned objects (`concurrency` at once), in plan order. A re-encoded member is read, checked
    * and decoded ONCE for the whole shard however many objects (folders, slices, misfits) take rows from it, and
    * released after the last of them: a staged file spread over many folders costs one GET and one decode, not one
-   * per object (review of issue 12).
+   * per object (review of issue 12). A member over `maxCachedRows` is instead streamed per object (one GET each),
+   * holding only that object's rows.
    */
   async promoteShard(
     objects: readonly PlannedObject[],
@@ -393,30 +408,25 @@ export class Promoter {
       for (const m of new Set(object.members.map((member) => member.key)))
         users.set(m, (users.get(m) ?? 0) + 1);
     const decoded = new Map<string, Promise<ClassifiedRow[]>>();
-    const classified = (object: PlannedObject, m: StagedMember): Promise<ClassifiedRow[]> => {
+    const rowsOf = async (object: PlannedObject, m: StagedMember): Promise<Record<string, unknown>[]> => {
+      // assertPlannedObject checked every member is a staged key of this pipeline.
+      const { gzip } = parseStagedObjectKey(this.pipeline, m.key)!;
+      const params = this.classifyParams(object, m, encoding);
+      if (m.recordCount > this.maxCachedRows)
+        return streamMemberRows(await this.readMember(m, from), gzip, params, m, object.folder);
       let rows = decoded.get(m.key);
       if (!rows) {
-        // assertPlannedObject checked every member is a staged key of this pipeline.
-        const parts = parseStagedObjectKey(this.pipeline, m.key)!;
-        rows = this.readMember(m, from).then((bytes) =>
-          classifyStaged(bytes, parts.gzip, {
-            stream: parts.stream,
-            stagedAt: m.stagedAt ?? 0,
-            ...(object.folder === undefined ? {} : { granularity: granularityOf(object.folder) }),
-            ...(encoding.timeField === undefined ? {} : { timeField: encoding.timeField }),
-            ...(encoding.columns === undefined ? {} : { columns: encoding.columns }),
-          }),
-        );
+        rows = this.readMember(m, from).then((bytes) => classifyStaged(bytes, gzip, params));
         decoded.set(m.key, rows);
       }
-      return rows;
+      return memberRows(await rows, m, object.folder);
     };
     return mapLimit(objects, concurrency, async (object) => {
       if (!isReencoded(object)) {
         const parts = await mapLimit(object.members, this.concurrency, (m) => this.readMember(m, from));
         return this.write(object, Buffer.concat(parts));
       }
-      const rows = await mapLimit(object.members, this.concurrency, (m) => classified(object, m));
+      const rows = await mapLimit(object.members, this.concurrency, (m) => rowsOf(object, m));
       const body = reencode(object, rows, encoding);
       for (const key of new Set(object.members.map((m) => m.key))) {
         const left = (users.get(key) ?? 1) - 1;
@@ -425,6 +435,23 @@ export class Promoter {
       }
       return this.write(object, body);
     });
+  }
+
+  /** How a member's rows are classified: the staged file's stream, and the plan's rule (never the settings). */
+  private classifyParams(object: PlannedObject, m: StagedMember, encoding: PlanEncoding): ClassifyParams {
+    const { stream } = parseStagedObjectKey(this.pipeline, m.key)!;
+    return {
+      stream,
+      stagedAt: m.stagedAt ?? 0,
+      ...(object.folder === undefined
+        ? {}
+        : {
+            granularity: granularityOf(object.folder),
+            ...(encoding.folderBounds === undefined ? {} : { bounds: encoding.folderBounds }),
+          }),
+      ...(encoding.timeField === undefined ? {} : { timeField: encoding.timeField }),
+      ...(encoding.columns === undefined ? {} : { columns: encoding.columns }),
+    };
   }
 
   /** A member's verified copy, checked against its voted SHA-256. */
@@ -467,18 +494,18 @@ export class Promoter {
 }
 
 /**
- * A re-encoded object's bytes: each member's rows of the object's folder and slice (the count the plan voted for,
- * else {@link PlanRejectedError}: the plan and the verified bytes disagree), staged timestamp removed, encoded as
- * Parquet with the plan's columns or as NDJSON. A dead-letter object holding schema misfits is ordered by offset
- * (its members may share a chunk's range).
+ * A re-encoded object's bytes from each member's rows of the object's folder and slice (`rows[i]` for member i,
+ * which must be the count the plan voted for, else {@link PlanRejectedError}: the plan and the verified bytes
+ * disagree), staged timestamp removed, encoded as Parquet with the plan's columns or as NDJSON. A dead-letter
+ * object holding schema misfits is ordered by offset (its members may share a chunk's range).
  */
 function reencode(
   object: PlannedObject,
-  classified: readonly (readonly ClassifiedRow[])[],
+  memberRowLists: readonly (readonly Record<string, unknown>[])[],
   encoding: PlanEncoding,
 ): Buffer {
   let rows = object.members.flatMap((m, index) => {
-    const found = memberRows(classified[index]!, m, object.folder);
+    const found = memberRowLists[index]!;
     if (found.length !== m.rows) {
       throw new PlanRejectedError(
         object.finalKey,

@@ -130,7 +130,8 @@ export class FolderAssigner {
     const time = recordTimeOf(row, this.rule.timeField, this.stagedAt);
     const bounds = this.bounds;
     if (!bounds) return timeFolder(time, this.rule.granularity);
-    if (time < this.stagedAt - bounds.latenessMs || time > this.stagedAt + bounds.earlinessMs) return this.home;
+    if (time < this.stagedAt - bounds.latenessMs || time > this.stagedAt + bounds.earlinessMs)
+      return this.home;
     const folder = timeFolder(time, this.rule.granularity);
     if (this.used.has(folder)) return folder;
     if (this.used.size >= bounds.maxFolders) return this.home;
