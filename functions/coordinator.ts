@@ -3,7 +3,7 @@
  * thin middy wrapper that validates the payload and calls the protocol. Settings come from `EOS_*` variables.
  * A thrown error's `name` becomes the Step Functions error name (`TransientAwsError` is retried in place; the
  * rest, before the decision, Catch into abort). JSON logs carry the checkpoint id as correlation id; commit and
- * abort emit the checkpoint metrics the alarms watch.
+ * abort emit the checkpoint metrics the alarms watch (commit also `CommitLatency`, which the commit step computes).
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import middy from '@middy/core';
@@ -56,7 +56,11 @@ export const decide = step('decide', (event) => core().decide(checkpointRefSchem
 export const promote = step('promote', (event) => core().promote(shardInputSchema.parse(event)));
 export const commit = step('commit', async (event) => {
   const output = await core().commit(checkpointRefSchema.parse(event));
-  recordCheckpoint(telemetry.metrics, { outcome: 'committed', durationMs: Date.now() - output.begunAt });
+  recordCheckpoint(telemetry.metrics, {
+    outcome: 'committed',
+    durationMs: Date.now() - output.begunAt,
+    commitLatencyMs: output.commitLatencyMs,
+  });
   return output;
 });
 export const cleanup = step('cleanup', (event) => core().cleanup(shardInputSchema.parse(event)));

@@ -96,6 +96,7 @@ import {
 import { padCheckpointId, parsePartitionId } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { type DeleteTarget, StagedLedger } from '../ledger/staged-entries.ts';
+import { commitLatencyMs, oldestCoveredStagedAt } from '../observability/commit-latency.ts';
 import {
   censusOf,
   type FolderCounts,
@@ -594,9 +595,10 @@ class CheckpointCoordinator implements Coordinator {
   async commit(input: CheckpointRef): Promise<CommitOutput> {
     const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTING', 'COMMITTED']);
     const manifest = record.status === 'COMMITTING' ? await this.buildManifest(record) : undefined;
+    let committedAt = record.committedAt;
     if (manifest) {
       await this.manifests.write(manifest);
-      await this.markCommitted(record);
+      committedAt = await this.markCommitted(record);
     }
     const files = manifest?.files ?? (await this.manifests.read(record.checkpointId))?.files ?? [];
     return {
@@ -604,7 +606,28 @@ class CheckpointCoordinator implements Coordinator {
       begunAt: record.begunAt,
       files: files.length,
       records: files.reduce((sum, file) => sum + file.recordCount, 0),
+      ...(await this.commitLatency(record, committedAt)),
     };
+  }
+
+  /** For the `CommitLatency` metric only: a failed read is logged and leaves it out, never fails the commit. */
+  private async commitLatency(
+    record: CheckpointRecord,
+    committedAt: number | undefined,
+  ): Promise<{ oldestStagedAt?: number; commitLatencyMs?: number }> {
+    if (committedAt === undefined) return {};
+    try {
+      const cut = await this.store.readCut(record);
+      const oldestStagedAt = await oldestCoveredStagedAt(this.ledger, cut, this.concurrency);
+      if (oldestStagedAt === undefined) return {};
+      return { oldestStagedAt, commitLatencyMs: commitLatencyMs(committedAt, oldestStagedAt) };
+    } catch (error) {
+      this.log.error('commit latency: could not read the covered entries', {
+        checkpointId: record.checkpointId,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return {};
+    }
   }
 
   private async buildManifest(record: CheckpointRecord): Promise<Manifest> {
@@ -680,7 +703,8 @@ class CheckpointCoordinator implements Coordinator {
     }
   }
 
-  private async markCommitted(record: CheckpointRecord): Promise<void> {
+  /** The COMMITTED write's time: this call's, or the concurrent roll-forward's that won. */
+  private async markCommitted(record: CheckpointRecord): Promise<number | undefined> {
     const now = this.clock.now();
     try {
       await this.store.transition({
@@ -693,10 +717,11 @@ class CheckpointCoordinator implements Coordinator {
         now,
       });
       this.log.info('checkpoint committed', { checkpointId: record.checkpointId, attempt: record.attempt });
+      return now;
     } catch (error) {
       // A concurrent roll-forward committed it first: same manifest, same outcome.
       if (!(error instanceof CheckpointConflictError)) throw error;
-      await this.requireRecord(record.checkpointId, record.attempt, ['COMMITTED']);
+      return (await this.requireRecord(record.checkpointId, record.attempt, ['COMMITTED'])).committedAt;
     }
   }
 

@@ -75,6 +75,13 @@ export interface CommitOutput {
   readonly begunAt: number;
   readonly files: number;
   readonly records: number;
+  /**
+   * The oldest `stagedAt` (epoch ms) of the staged entries the checkpoint covered, and the commit's latency: its
+   * COMMITTED write minus that time (the worst record's wait from staging to visibility). Absent when the covered
+   * entries are gone (a commit retried after cleanup) or could not be read.
+   */
+  readonly oldestStagedAt?: number;
+  readonly commitLatencyMs?: number;
 }
 
 /** A readable reason from Step Functions' `{Error, Cause}` (Lambda's Cause is a JSON `{errorMessage, …}`). */

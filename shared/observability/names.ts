@@ -23,6 +23,16 @@ export const METRIC = {
   checkpointsAborted: 'CheckpointsAborted',
   /** Age of the oldest staged file no committed checkpoint covers yet, seconds (0 when none waits). */
   oldestUncommittedStagedAge: 'OldestUncommittedStagedAge',
+  /**
+   * Staging to visibility, ms: a committed checkpoint's COMMITTED write minus the oldest `stagedAt` of the staged
+   * entries it covered (the worst record of the checkpoint; emitted by the coordinator's commit step).
+   */
+  commitLatency: 'CommitLatency',
+  /**
+   * Records staged but not committed yet, summed over the partitions (emitted by the monitor). Per-partition
+   * detail stays in the monitor's log line: a per-partition dimension would be one custom metric per partition.
+   */
+  uncommittedRecords: 'UncommittedRecords',
   /** Seconds since the last COMMITTED checkpoint (emitted by the monitor). */
   lastCommitAge: 'LastCommitAge',
   /** Aborted attempts since the last commit, from the checkpoint head (emitted by the monitor). */
@@ -50,3 +60,10 @@ export function pipelineDimensions(pipeline: string): { pipeline: string } {
 export function metricDimensionsMap(pipeline: string): Record<string, string> {
   return { service: SERVICE_NAME, ...pipelineDimensions(pipeline) };
 }
+
+/**
+ * Metrics AWS emits itself, read by the alarms and the dashboard (never emitted here). `OffsetLag`: Lambda's
+ * metric of a Kafka event source mapping (namespace `AWS/Lambda`, dimension `FunctionName`): the difference
+ * between the topic's latest offset and the last offset the mapping's consumer group processed, at topic level.
+ */
+export const AWS_LAMBDA_METRIC = { offsetLag: 'OffsetLag' } as const;

@@ -57,6 +57,8 @@ export interface CheckpointOutcome {
   readonly outcome: 'committed' | 'aborted';
   /** From begin to the COMMITTED or ABORTED write. */
   readonly durationMs: number;
+  /** Committed only: staging to visibility of the checkpoint's oldest covered entry (`CommitLatency`). */
+  readonly commitLatencyMs?: number;
 }
 
 /** For the coordinator's commit and abort steps. */
@@ -64,6 +66,8 @@ export function recordCheckpoint(metrics: Metrics, checkpoint: CheckpointOutcome
   const name = checkpoint.outcome === 'committed' ? METRIC.checkpointsCommitted : METRIC.checkpointsAborted;
   metrics.addMetric(name, MetricUnit.Count, 1);
   metrics.addMetric(METRIC.checkpointDuration, MetricUnit.Milliseconds, checkpoint.durationMs);
+  if (checkpoint.commitLatencyMs !== undefined)
+    metrics.addMetric(METRIC.commitLatency, MetricUnit.Milliseconds, checkpoint.commitLatencyMs);
 }
 
 /** Ages in seconds of the oldest uncommitted staged file and of the last commit (undefined: never committed). */
