@@ -199,6 +199,11 @@ describe('readLedgerStatus', () => {
         uncommittedFiles: { output: 2, deadletter: 1 },
         uncommittedRecords: 30,
         oldestUncommittedStagedAt: clock.now() - 35 * MINUTE,
+        lastStagedAt: undefined,
+        freshness: {
+          committedBehindStagingSeconds: 35 * 60,
+          lastCommittedStaged: { at: clock.now() - 35 * MINUTE, bound: 'at-or-before' },
+        },
       },
       {
         topic: TOPIC,
@@ -208,6 +213,9 @@ describe('readLedgerStatus', () => {
         uncommittedFiles: { output: 0, deadletter: 0 },
         uncommittedRecords: 0,
         oldestUncommittedStagedAt: undefined,
+        // The seeded fence records no time (updatedAt 0): the ledger cannot tell when its data was staged.
+        lastStagedAt: undefined,
+        freshness: { committedBehindStagingSeconds: 0 },
       },
     ]);
     // The file covered by checkpoint 1 but not yet cleaned up (60 min old) is not "uncommitted".

@@ -1,7 +1,7 @@
 /** Renders a pipeline's status for the terminal (text) or for scripts (JSON). */
 import type { AbortedAttempt, CheckpointView } from './checkpoint-view.ts';
 import type { ClusterStatus } from './cluster-status.ts';
-import type { LedgerStatus } from './ledger-status.ts';
+import type { LedgerStatus, PartitionStatus } from './ledger-status.ts';
 
 export interface PipelineStatus {
   readonly ledger: LedgerStatus;
@@ -53,6 +53,7 @@ export function formatStatus(status: PipelineStatus): string {
   lines.push(
     '',
     `Oldest uncommitted staged file: ${ledger.oldestUncommittedStagedAgeSeconds > 0 ? duration(ledger.oldestUncommittedStagedAgeSeconds) : 'none waiting'}`,
+    freshnessLine(ledger),
   );
   if (status.cluster) lines.push('', ...clusterLines(status.cluster));
   return `${lines.join('\n')}\n`;
@@ -84,6 +85,7 @@ function partitionTable(ledger: LedgerStatus): string[] {
     'uncommitted files (out/dlq)',
     'records',
     'oldest',
+    'last committed data staged',
   ];
   const rows = ledger.partitions.map((p) => [
     p.topic,
@@ -95,6 +97,7 @@ function partitionTable(ledger: LedgerStatus): string[] {
     p.oldestUncommittedStagedAt === undefined
       ? '-'
       : duration((ledger.readAt - p.oldestUncommittedStagedAt) / 1000),
+    lastCommittedStaged(p, ledger.readAt),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   return [header, ...rows].map(
@@ -104,6 +107,22 @@ function partitionTable(ledger: LedgerStatus): string[] {
         .join('  ')
         .trimEnd()}`,
   );
+}
+
+/** When the partition's newest committed data was staged, as far as the ledger tells (see PartitionFreshness). */
+function lastCommittedStaged(p: PartitionStatus, now: number): string {
+  const last = p.freshness.lastCommittedStaged;
+  if (!last) return p.committedOffset < 0 ? 'nothing committed' : 'unknown';
+  const when = `${iso(last.at)} (${duration((now - last.at) / 1000)} ago)`;
+  return last.bound === 'exact' ? when : `at or before ${when}`;
+}
+
+/** The pipeline-wide freshness: committed output lags staging by at most the oldest waiting file's age. */
+function freshnessLine(ledger: LedgerStatus): string {
+  if (ledger.partitions.length === 0) return 'Freshness: nothing staged yet';
+  const { committedBehindStagingSeconds: behind, worstPartition: worst } = ledger.freshness;
+  if (!worst) return 'Freshness: committed output holds everything staged';
+  return `Freshness: committed output is at most ${duration(behind)} (${Math.round(behind)} s) behind staging (worst: ${worst.topic} partition ${worst.partition})`;
 }
 
 function clusterLines(cluster: ClusterStatus): string[] {

@@ -1,7 +1,8 @@
 /**
  * The pipeline's state as the ledger holds it, for `eos status` and the monitor: the checkpoint history (last
  * committed, in flight, aborted), per partition the staged offset (fence) and the committed offset (the last
- * committed cut), and the staged files no committed checkpoint covers yet with the age of the oldest.
+ * committed cut), the staged files no committed checkpoint covers yet with the age of the oldest, and the
+ * freshness that follows from them: how far committed output lags staging, per partition and overall.
  *
  * Read-only and strongly consistent. Costs: one Query for the checkpoints (newest first), one for the fences and
  * one per partition for its uncommitted staged entries (a key range: lastOffset > committed cut).
@@ -38,6 +39,35 @@ export interface PartitionStatus {
   readonly uncommittedRecords: number;
   /** Epoch ms of the oldest uncommitted staged file, if any. */
   readonly oldestUncommittedStagedAt?: number;
+  /** Epoch ms of the partition's last staging transaction (the fence's `updatedAt`), if the fence records one. */
+  readonly lastStagedAt?: number;
+  readonly freshness: PartitionFreshness;
+}
+
+/**
+ * How far a partition's committed output lags its staging, as far as the ledger can tell. Staging is in offset
+ * order (P2), so everything a partition staged before its oldest uncommitted file is committed: the age of that
+ * file bounds the lag. Cleanup deletes committed entries, so when the last committed data was staged is known
+ * exactly only when nothing waits (then it is the fence's last staging); while files wait, only that it was
+ * staged no later than the oldest of them.
+ */
+export interface PartitionFreshness {
+  /** Age of the oldest uncommitted staged file, seconds; 0 when nothing waits (everything staged is committed). */
+  readonly committedBehindStagingSeconds: number;
+  /**
+   * When the newest committed data was staged (epoch ms): `exact` (nothing waits; the fence's last staging) or
+   * `at-or-before` (files wait; the oldest waiting file's staging). Absent when nothing is committed yet, or the
+   * fence records no time.
+   */
+  readonly lastCommittedStaged?: { readonly at: number; readonly bound: 'exact' | 'at-or-before' };
+}
+
+/** The pipeline-wide freshness: the worst partition's. */
+export interface PipelineFreshness {
+  /** Committed output is at most this many seconds behind staging (0: it holds everything staged). */
+  readonly committedBehindStagingSeconds: number;
+  /** The partition that lags most (absent when none lags). */
+  readonly worstPartition?: { readonly topic: string; readonly partition: number };
 }
 
 export interface LedgerStatus {
@@ -56,6 +86,7 @@ export interface LedgerStatus {
   readonly oldestUncommittedStagedAgeSeconds: number;
   /** Seconds since the last commit; undefined before the first. */
   readonly lastCommitAgeSeconds?: number;
+  readonly freshness: PipelineFreshness;
 }
 
 export interface LedgerStatusOptions {
@@ -87,10 +118,11 @@ export async function readLedgerStatus(options: LedgerStatusOptions): Promise<Le
   ]);
   const lastCommitted = lastCommittedView && (await withCommittedCut(options, lastCommittedView));
   const partitions = await Promise.all(
-    fences.map((fence) => readPartition(documents, options, fence, lastCommitted)),
+    fences.map((fence) => readPartition(documents, options, fence, lastCommitted, readAt)),
   );
   partitions.sort((a, b) => a.topic.localeCompare(b.topic) || a.partition - b.partition);
   const oldest = Math.min(...partitions.map((p) => p.oldestUncommittedStagedAt ?? Number.POSITIVE_INFINITY));
+  const worst = partitions.find((p) => p.oldestUncommittedStagedAt === oldest);
   return {
     pipeline: options.pipeline,
     readAt,
@@ -103,6 +135,39 @@ export async function readLedgerStatus(options: LedgerStatusOptions): Promise<Le
     oldestUncommittedStagedAgeSeconds: Number.isFinite(oldest) ? Math.max(0, (readAt - oldest) / 1000) : 0,
     lastCommitAgeSeconds:
       lastCommitted?.endedAt === undefined ? undefined : Math.max(0, (readAt - lastCommitted.endedAt) / 1000),
+    freshness: {
+      committedBehindStagingSeconds: Math.max(
+        0,
+        ...partitions.map((p) => p.freshness.committedBehindStagingSeconds),
+      ),
+      ...(worst ? { worstPartition: { topic: worst.topic, partition: worst.partition } } : {}),
+    },
+  };
+}
+
+/** See {@link PartitionFreshness}. */
+export function partitionFreshness(
+  partition: Pick<
+    PartitionStatus,
+    'stagedOffset' | 'committedOffset' | 'oldestUncommittedStagedAt' | 'lastStagedAt'
+  >,
+  readAt: number,
+): PartitionFreshness {
+  const waiting = partition.oldestUncommittedStagedAt;
+  const committed = partition.committedOffset >= 0;
+  if (waiting !== undefined) {
+    return {
+      committedBehindStagingSeconds: Math.max(0, (readAt - waiting) / 1000),
+      ...(committed ? { lastCommittedStaged: { at: waiting, bound: 'at-or-before' as const } } : {}),
+    };
+  }
+  // Nothing waits. Only when the committed cut is the fence is the fence's last staging committed data (a
+  // fence above the cut with no entry above it would be a damaged ledger: no claim then).
+  const exact =
+    committed && partition.committedOffset === partition.stagedOffset && partition.lastStagedAt !== undefined;
+  return {
+    committedBehindStagingSeconds: 0,
+    ...(exact ? { lastCommittedStaged: { at: partition.lastStagedAt!, bound: 'exact' as const } } : {}),
   };
 }
 
@@ -163,6 +228,7 @@ async function readPartition(
   options: LedgerStatusOptions,
   fence: Record<string, unknown>,
   lastCommitted: CheckpointView | undefined,
+  readAt: number,
 ): Promise<PartitionStatus> {
   const topic = String(fence.topic);
   const partition = Number(fence.partition);
@@ -189,7 +255,8 @@ async function readPartition(
     const stagedAt = Number(entry.stagedAt);
     if (Number.isFinite(stagedAt) && (oldest === undefined || stagedAt < oldest)) oldest = stagedAt;
   }
-  return {
+  const updatedAt = Number(fence.updatedAt);
+  const status = {
     topic,
     partition,
     stagedOffset: Number(fence.stagedOffset ?? -1),
@@ -197,7 +264,10 @@ async function readPartition(
     uncommittedFiles,
     uncommittedRecords,
     oldestUncommittedStagedAt: oldest,
+    // 0 is what a fence without a time reads as in hand-made ledgers: not a time.
+    lastStagedAt: Number.isFinite(updatedAt) && updatedAt > 0 ? updatedAt : undefined,
   };
+  return { ...status, freshness: partitionFreshness(status, readAt) };
 }
 
 async function queryAll(
