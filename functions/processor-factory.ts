@@ -15,8 +15,9 @@
  * Settings and clients are built once per container, when the factory is called at module load (a malformed
  * setting fails the cold start with a message naming it); the processor instance is kept warm so that its cached
  * fences save a read per batch. JSON logs carry the batch's correlation id (its partitions and offset ranges, the
- * same on every retry); EMF metrics count what each batch did, and the processor's observer emits the structural
- * ones (see `processor-metrics.ts`).
+ * same on every retry); EMF metrics count what each batch did, a partition that dropped redelivered records gets
+ * a line of its own (for the Contributor Insights rule), and the processor's observer emits the structural ones
+ * (see `processor-metrics.ts`).
  */
 import middy from '@middy/core';
 import { createAwsClients } from '../shared/aws/clients.ts';
@@ -24,7 +25,11 @@ import { type Settings, settingsFromEnv } from '../shared/config/settings.ts';
 import { InvalidBundledTransformError } from '../shared/errors.ts';
 import { mskBatchCorrelationId } from '../shared/observability/correlation.ts';
 import { observability } from '../shared/observability/middleware.ts';
-import { batchCounts, processorObserver } from '../shared/observability/processor-metrics.ts';
+import {
+  batchCounts,
+  logRedeliveryDrops,
+  processorObserver,
+} from '../shared/observability/processor-metrics.ts';
 import { createTelemetry, recordBatch } from '../shared/observability/telemetry.ts';
 import { type BatchReport, createProcessor } from '../shared/processor/processor.ts';
 import { type AdapterDependencies, toTransform } from '../shared/transforms/adapter.ts';
@@ -70,6 +75,7 @@ export function createProcessorHandler(options: ProcessorHandlerOptions): Proces
       const counts = batchCounts(report);
       recordBatch(telemetry.metrics, counts);
       telemetry.logger.info('batch staged', { ...counts, partitions: report.partitions.length });
+      logRedeliveryDrops(telemetry.logger, report);
       return report;
     });
 }

@@ -241,6 +241,7 @@ describe('the monitor', () => {
       lastCommitAgeSeconds: 840,
       consecutiveAborts: 3,
       uncommittedFiles: 1,
+      uncommittedRecords: 10,
     });
     expect(emf()[0]).toMatchObject({
       pipeline,

@@ -1,6 +1,7 @@
 /**
  * The monitor: on a schedule, reads the ledger (the same reader as `eos status`) and emits the ages the alarms
- * watch — the oldest uncommitted staged file and the last commit — plus consecutive aborts.
+ * watch — the oldest uncommitted staged file and the last commit — plus consecutive aborts and the records
+ * staged but not committed (their sum; per partition in its log line).
  *
  * Why a separate Lambda rather than metrics from the coordinator: the "no commit for N intervals" alarm must fire
  * precisely when the coordinator is broken, so its signal cannot come from the coordinator. An idle pipeline has
@@ -26,7 +27,23 @@ export interface MonitorReport {
   readonly lastCommitAgeSeconds?: number;
   readonly consecutiveAborts: number;
   readonly uncommittedFiles: number;
+  /** Records staged but not committed, over all partitions (`UncommittedRecords`). */
+  readonly uncommittedRecords: number;
 }
+
+/** One partition's lag in the monitor's log line. */
+export interface PartitionLag {
+  readonly topic: string;
+  readonly partition: number;
+  readonly stagedOffset: number;
+  readonly committedOffset: number;
+  readonly uncommittedRecords: number;
+  /** Age of its oldest uncommitted staged file, seconds. */
+  readonly behindSeconds: number;
+}
+
+/** Most partitions the log line lists (the laggiest first): one CloudWatch log event holds at most 256 KB. */
+export const MAX_LOGGED_PARTITIONS = 100;
 
 export async function runMonitor(deps: MonitorDependencies): Promise<MonitorReport> {
   const status = await readLedgerStatus({ ...deps, historyLimit: 1 });
@@ -36,8 +53,33 @@ export async function runMonitor(deps: MonitorDependencies): Promise<MonitorRepo
     lastCommitSeconds: report.lastCommitAgeSeconds,
   });
   deps.telemetry.metrics.addMetric(METRIC.consecutiveAborts, MetricUnit.Count, report.consecutiveAborts);
-  deps.telemetry.logger.info('ledger ages', { ...report, metric: METRIC.oldestUncommittedStagedAge });
+  // The sum only. A per-partition dimension would make each partition its own custom metric (1,000 partitions:
+  // 1,000 metrics, each billed); the per-partition detail goes to the log line below, for Logs Insights, and
+  // `eos status` shows every partition.
+  deps.telemetry.metrics.addMetric(METRIC.uncommittedRecords, MetricUnit.Count, report.uncommittedRecords);
+  const lagging = laggingPartitions(status);
+  deps.telemetry.logger.info('ledger ages', {
+    ...report,
+    metric: METRIC.oldestUncommittedStagedAge,
+    laggingPartitions: lagging.slice(0, MAX_LOGGED_PARTITIONS),
+    laggingPartitionsOmitted: Math.max(0, lagging.length - MAX_LOGGED_PARTITIONS),
+  });
   return report;
+}
+
+/** Partitions with something uncommitted, the one behind longest first. */
+export function laggingPartitions(status: LedgerStatus): PartitionLag[] {
+  return status.partitions
+    .filter((p) => p.uncommittedRecords > 0 || p.oldestUncommittedStagedAt !== undefined)
+    .map((p) => ({
+      topic: p.topic,
+      partition: p.partition,
+      stagedOffset: p.stagedOffset,
+      committedOffset: p.committedOffset,
+      uncommittedRecords: p.uncommittedRecords,
+      behindSeconds: Math.round(p.freshness.committedBehindStagingSeconds),
+    }))
+    .sort((a, b) => b.behindSeconds - a.behindSeconds || b.uncommittedRecords - a.uncommittedRecords);
 }
 
 function reportOf(status: LedgerStatus): MonitorReport {
@@ -50,5 +92,6 @@ function reportOf(status: LedgerStatus): MonitorReport {
       (sum, p) => sum + p.uncommittedFiles.output + p.uncommittedFiles.deadletter,
       0,
     ),
+    uncommittedRecords: status.partitions.reduce((sum, p) => sum + p.uncommittedRecords, 0),
   };
 }

@@ -62,6 +62,16 @@ export function metricDimensionsMap(pipeline: string): Record<string, string> {
 }
 
 /**
+ * The processor's log line per partition of a batch that dropped redelivered records (at or below the fence), with
+ * `topic`, `partition` and `duplicatesDroppedByOffset`: the Contributor Insights rule of the stack keys on it, so
+ * its filter and the logger name the same message.
+ */
+export const REDELIVERY_DROPS_LOG = {
+  message: 'redelivered records dropped',
+  countField: 'duplicatesDroppedByOffset',
+} as const;
+
+/**
  * Metrics AWS emits itself, read by the alarms and the dashboard (never emitted here). `OffsetLag`: Lambda's
  * metric of a Kafka event source mapping (namespace `AWS/Lambda`, dimension `FunctionName`): the difference
  * between the topic's latest offset and the last offset the mapping's consumer group processed, at topic level.

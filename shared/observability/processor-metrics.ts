@@ -2,10 +2,11 @@
  * What the processor's batch report and its observer events mean in metrics and logs (the processor handler wires
  * both). Metric names come from `names.ts`, which the stack's alarms read.
  */
+import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { OffsetsWentBackwardsError } from '../errors.ts';
 import type { BatchReport, ProcessorObserver } from '../processor/processor.ts';
-import { METRIC } from './names.ts';
+import { METRIC, REDELIVERY_DROPS_LOG } from './names.ts';
 import type { BatchCounts, Telemetry } from './telemetry.ts';
 
 /**
@@ -24,6 +25,24 @@ export function batchCounts(report: BatchReport): BatchCounts {
     deadLettered += partition.deadLettered;
   }
   return { staged, duplicatesByOffset, duplicatesByKey, deadLettered };
+}
+
+/**
+ * One structured line per partition of the batch that dropped redelivered records, naming topic, partition and
+ * the count (`REDELIVERY_DROPS_LOG`): the stack's Contributor Insights rule sums them by topic and partition, so a
+ * burst on one partition (offsets went backwards, a consumer group reset, a mapping that lost its offset commits)
+ * stands out, which the `DuplicatesDroppedByOffset` total cannot show without a dimension per partition.
+ */
+export function logRedeliveryDrops(logger: Pick<Logger, 'info'>, report: BatchReport): void {
+  for (const p of report.partitions) {
+    if (p.duplicatesByOffset === 0) continue;
+    logger.info(REDELIVERY_DROPS_LOG.message, {
+      topic: p.topic,
+      partition: p.partition,
+      [REDELIVERY_DROPS_LOG.countField]: p.duplicatesByOffset,
+      received: p.received,
+    });
+  }
 }
 
 /**
