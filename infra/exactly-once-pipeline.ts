@@ -226,6 +226,7 @@ export class ExactlyOncePipeline extends Construct {
     this.observability = new PipelineObservability(this, 'Observability', {
       pipelineId: config.pipelineId,
       processor: this.processor,
+      processorLogGroup: this.processor.logGroupOwn,
       stateMachine: this.coordinator.stateMachine,
       monitor: this.monitor,
       checkpointInterval: Duration.minutes(config.checkpointIntervalMinutes),

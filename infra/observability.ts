@@ -18,21 +18,32 @@
  * | EventRejected          | an event from another source or topic, or malformed, was refused before effects |
  * | DuplicateKeyBurst      | more key duplicates than `duplicateBurstThreshold` in 5 minutes (a producer      |
  * |                        | replaying, or keys being suppressed on purpose)                                  |
+ * | OffsetLagHigh          | the event source mapping's `OffsetLag` (AWS/Lambda: records in the topic the     |
+ * |                        | consumer group has not processed) stayed at `offsetLagThreshold` or above for 15 |
+ * |                        | minutes: the processor does not keep up, or a partition is stalled              |
  *
  * Each alarm's description says what it means and the first thing to do (the README copies them).
+ *
+ * Besides the alarms: a Contributor Insights rule over the processor's log group sums redelivered records dropped
+ * by topic and partition (the processor logs one line per partition with drops), so a burst on one partition shows
+ * on the dashboard without a custom metric per partition; and dashboard graphs of commit latency, the ledger ages,
+ * uncommitted records and the offset lag.
  */
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as logs from 'aws-cdk-lib/aws-logs';
 import type * as sns from 'aws-cdk-lib/aws-sns';
 import type * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
 import {
+  AWS_LAMBDA_METRIC,
   METRIC,
   METRICS_NAMESPACE,
   type MetricName,
   metricDimensionsMap,
+  REDELIVERY_DROPS_LOG,
 } from '../shared/observability/names.ts';
 
 export interface PipelineObservabilityProps {
@@ -45,10 +56,61 @@ export interface PipelineObservabilityProps {
   readonly alarmTopic: sns.ITopic;
   /** Key duplicates in 5 minutes at which DuplicateKeyBurst fires (default 100). */
   readonly duplicateBurstThreshold?: number;
+  /**
+   * The mapping's `OffsetLag` (records, at topic level) at which OffsetLagHigh fires when it lasts 15 minutes
+   * (default 100,000). Set it to a few minutes of the topic's peak produce rate: a healthy pipeline drains a
+   * burst within that, a stalled partition or an undersized processor does not.
+   */
+  readonly offsetLagThreshold?: number;
+  /**
+   * The processor's log group: the Contributor Insights rule of redelivery drops per partition reads it. Without
+   * it, no rule (and no dashboard widget of it).
+   */
+  readonly processorLogGroup?: logs.ILogGroup;
 }
 
 /** The default of {@link PipelineObservabilityProps.duplicateBurstThreshold}. */
 export const DEFAULT_DUPLICATE_BURST_THRESHOLD = 100;
+/** The default of {@link PipelineObservabilityProps.offsetLagThreshold}. */
+export const DEFAULT_OFFSET_LAG_THRESHOLD = 100_000;
+
+/**
+ * A dashboard widget of a Contributor Insights rule's top contributors. CloudWatch dashboards have such a widget
+ * (a metric widget with `insightRule`), aws-cdk-lib no class for it: this writes its JSON.
+ */
+class ContributorInsightsWidget extends cloudwatch.ConcreteWidget {
+  constructor(
+    private readonly options: {
+      readonly title: string;
+      readonly ruleName: string;
+      readonly region: string;
+      readonly width: number;
+      readonly height: number;
+    },
+  ) {
+    super(options.width, options.height);
+  }
+
+  toJson(): unknown[] {
+    return [
+      {
+        type: 'metric',
+        width: this.width,
+        height: this.height,
+        x: this.x,
+        y: this.y,
+        properties: {
+          title: this.options.title,
+          region: this.options.region,
+          view: 'timeSeries',
+          stacked: false,
+          insightRule: { ruleName: this.options.ruleName, maxContributorCount: 10, orderBy: 'Sum' },
+          legend: { position: 'bottom' },
+        },
+      },
+    ];
+  }
+}
 
 export class PipelineObservability extends Construct {
   readonly alarms: {
@@ -61,7 +123,10 @@ export class PipelineObservability extends Construct {
     readonly keyConflict: cloudwatch.Alarm;
     readonly eventRejected: cloudwatch.Alarm;
     readonly duplicateKeyBurst: cloudwatch.Alarm;
+    readonly offsetLagHigh: cloudwatch.Alarm;
   };
+  /** Redelivered records dropped, summed per topic and partition (absent without `processorLogGroup`). */
+  readonly redeliveryDropsRule?: cloudwatch.CfnInsightRule;
   /** Every alarm's name (known at synth: the alarm topic's policy names them one by one). */
   readonly alarmNames: string[] = [];
   readonly dashboard: cloudwatch.Dashboard;
@@ -120,8 +185,53 @@ export class PipelineObservability extends Construct {
         },
       ),
       ...this.securityAlarms(pl),
+      offsetLagHigh: this.offsetLagAlarm(pl),
     };
+    if (props.processorLogGroup)
+      this.redeliveryDropsRule = this.redeliveryDropsInsightRule(props.processorLogGroup);
     this.dashboard = this.buildDashboard(failedExecutions);
+  }
+
+  /** The mapping's own lag metric (AWS/Lambda `OffsetLag`, dimension FunctionName): nothing here emits it. */
+  private offsetLagMetric(period: Duration): cloudwatch.Metric {
+    return this.props.processor.metric(AWS_LAMBDA_METRIC.offsetLag, { statistic: 'Maximum', period });
+  }
+
+  private offsetLagAlarm(pl: string): cloudwatch.Alarm {
+    const threshold = this.props.offsetLagThreshold ?? DEFAULT_OFFSET_LAG_THRESHOLD;
+    return this.alarm('OffsetLagHigh', this.offsetLagMetric(Duration.minutes(5)), {
+      threshold,
+      evaluationPeriods: 3,
+      // The mapping reports OffsetLag only while it polls: no data is no lag to alarm on (NoCommit and
+      // ProcessorErrors cover a stopped pipeline).
+      treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+      alarmDescription: `Pipeline ${pl}: the event source mapping's OffsetLag stayed at ${threshold} records or more for 15 minutes: the processor does not keep up with the topic, or a partition is stalled. First: check ProcessorErrors and the processor's logs for a partition that fails the same batch; if none, check throttles, duration and the mapping's pollers.`,
+    });
+  }
+
+  /**
+   * Contributor Insights over the processor's JSON logs: the lines `logRedeliveryDrops` writes, summed by topic and
+   * partition. CloudWatch keeps the per-partition breakdown (the top contributors) without a custom metric per
+   * partition.
+   */
+  private redeliveryDropsInsightRule(logGroup: logs.ILogGroup): cloudwatch.CfnInsightRule {
+    const ruleName = `eos-${this.props.pipelineId}-redelivery-drops`;
+    const body = {
+      Schema: { Name: 'CloudWatchLogRule', Version: 1 },
+      LogGroupNames: [logGroup.logGroupName],
+      LogFormat: 'JSON',
+      Contribution: {
+        Keys: ['$.topic', '$.partition'],
+        ValueOf: `$.${REDELIVERY_DROPS_LOG.countField}`,
+        Filters: [{ Match: '$.message', In: [REDELIVERY_DROPS_LOG.message] }],
+      },
+      AggregateOn: 'Sum',
+    };
+    return new cloudwatch.CfnInsightRule(this, 'RedeliveryDropsRule', {
+      ruleName,
+      ruleState: 'ENABLED',
+      ruleBody: Stack.of(this).toJsonString(body),
+    });
   }
 
   /** The alarms of issues 9 and 17: any occurrence is an operator's business, except duplicates (a burst). */
@@ -229,9 +339,15 @@ export class PipelineObservability extends Construct {
           new cloudwatch.MathExpression({
             label: 'OffsetLag',
             // No schema braces: matches OffsetLag under whatever dimension set the mapping reports it with.
-            expression: `SEARCH('Namespace="AWS/Lambda" MetricName="OffsetLag" FunctionName="${processor.functionName}"', 'Maximum', 60)`,
+            expression: `SEARCH('Namespace="AWS/Lambda" MetricName="${AWS_LAMBDA_METRIC.offsetLag}" FunctionName="${processor.functionName}"', 'Maximum', 60)`,
             period: Duration.minutes(1),
           }),
+        ],
+        leftAnnotations: [
+          {
+            value: this.props.offsetLagThreshold ?? DEFAULT_OFFSET_LAG_THRESHOLD,
+            label: 'OffsetLagHigh alarm threshold',
+          },
         ],
       }),
     );
@@ -274,6 +390,33 @@ export class PipelineObservability extends Construct {
         right: [this.props.monitor.metricErrors({ statistic: 'Sum', label: 'monitor errors' })],
       }),
     );
+    dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: 'Freshness: commit latency, staging to visibility (ms)',
+        width: 12,
+        left: [
+          this.pipelineMetric(METRIC.commitLatency, 'Maximum', fiveMinutes),
+          this.pipelineMetric(METRIC.commitLatency, 'p50', fiveMinutes),
+        ],
+      }),
+      new cloudwatch.GraphWidget({
+        title: 'Records staged, not committed yet (all partitions)',
+        width: 12,
+        left: [this.pipelineMetric(METRIC.uncommittedRecords, 'Maximum', this.props.checkpointInterval)],
+      }),
+    );
+    if (this.redeliveryDropsRule) {
+      dashboard.addWidgets(
+        new ContributorInsightsWidget({
+          title:
+            'Redelivered records dropped, top partitions (a burst: offsets went backwards or a group reset)',
+          ruleName: this.redeliveryDropsRule.ruleName,
+          region: Stack.of(this).region,
+          width: 24,
+          height: 6,
+        }),
+      );
+    }
     return dashboard;
   }
 }

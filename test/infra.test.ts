@@ -348,6 +348,7 @@ describe('schedules and alarms', () => {
         'FenceJump',
         'IdempotencyKeyConflict',
         'NoCommit',
+        'OffsetLagHigh',
         'OffsetsWentBackwards',
         'ProcessorErrors',
         'RecordDeadLettered',
