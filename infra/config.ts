@@ -202,6 +202,8 @@ export function pipelineSettingsOf(config: PipelineConfig): PipelineSettings {
     deliveryGuarantee: config.deliveryGuarantee,
     idempotencyKey: idempotencyKeyText(config.idempotencyKey),
     claimWrite: config.claimWrite,
+    idempotencyScope: config.idempotencyScope,
+    idempotencyWindowKeys: config.idempotencyWindowKeys,
     idempotencyTtlSeconds: config.idempotencyTtlSeconds,
     gzip: config.gzip,
     // A module's transform is bundled into the processor, which runs it whatever EOS_TRANSFORM says.

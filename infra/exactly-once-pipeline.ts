@@ -79,6 +79,13 @@ const MONITOR_ENTRY = projectModule('../shared/observability/monitor-handler.ts'
  * claims ahead, and the staging transaction's Put and Update items. No Query, Scan or Delete.
  */
 export const PROCESSOR_DYNAMODB_ACTIONS = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
+/** Partition-scoped idempotency reads a partition's key window with one Query, on those keys only. */
+export const PROCESSOR_KEY_WINDOW_ACTIONS = ['dynamodb:Query'];
+
+/** The partition keys of the key-window buckets (`shared/ledger/key-window.ts`). */
+export function keyWindowLeadingKeys(pipeline: string): string[] {
+  return [`${pipeline}#KEYS#*`];
+}
 
 /**
  * The partition keys the processor may touch: its fences, staged-file entries, claims and keyed state — never
@@ -89,6 +96,7 @@ export function processorLeadingKeys(pipeline: string): string[] {
     keys.fencePk(pipeline),
     `${pipeline}#STAGED#*`,
     `${pipeline}#CLAIM#*`,
+    ...keyWindowLeadingKeys(pipeline),
     `${keys.statePrefix(pipeline)}*`,
   ];
 }
@@ -441,6 +449,12 @@ export class ExactlyOncePipeline extends Construct {
       },
     });
     this.grantLedger(fn, PROCESSOR_DYNAMODB_ACTIONS, processorLeadingKeys(config.pipelineId));
+    this.grantLedger(
+      fn,
+      PROCESSOR_KEY_WINDOW_ACTIONS,
+      keyWindowLeadingKeys(config.pipelineId),
+      'KeyWindowReads',
+    );
     fn.addToRolePolicy(
       new iam.PolicyStatement({
         sid: 'StageObjects',
@@ -556,10 +570,15 @@ export class ExactlyOncePipeline extends Construct {
   }
 
   /** Item actions on the table ARN, only for items whose partition key matches `leadingKeys`. */
-  private grantLedger(fn: lambda.IFunction, actions: string[], leadingKeys: string[]): void {
+  private grantLedger(
+    fn: lambda.IFunction,
+    actions: string[],
+    leadingKeys: string[],
+    sid = 'LedgerItems',
+  ): void {
     fn.addToRolePolicy(
       new iam.PolicyStatement({
-        sid: 'LedgerItems',
+        sid,
         actions,
         resources: [this.table.tableArn],
         conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': leadingKeys } },

@@ -75,6 +75,14 @@ export interface ExactlyOncePipelineProps {
   readonly idempotencyKey?: IdempotencyKeySetting;
   /** How idempotency claims are written. Default `ahead`. */
   readonly claimWrite?: 'ahead' | 'in-transaction';
+  /**
+   * Where idempotency keys are remembered: `global` (one claim per key, caught across partitions) or `partition`
+   * (a window of recent keys per Kafka partition, in its staging transaction: keyed dedupe at offset-only cost, for
+   * keys that never cross partitions, such as the Kafka message key). Default `global`.
+   */
+  readonly idempotencyScope?: 'global' | 'partition';
+  /** `partition` scope: most keys a partition's window remembers (1,000 to 1,000,000). Default 100,000. */
+  readonly idempotencyWindowKeys?: number;
   /** How long a claimed idempotency key blocks duplicates, whole seconds, at least a day. Default 7 days. */
   readonly idempotencyTtl?: Duration;
   /** Gzip staged and final NDJSON objects. Default true. */

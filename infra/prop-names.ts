@@ -16,6 +16,8 @@ export const PROP_OF_SETTING: Readonly<Record<string, PropName | undefined>> = {
   deliveryGuarantee: 'deliveryGuarantee',
   idempotencyKey: 'idempotencyKey',
   claimWrite: 'claimWrite',
+  idempotencyScope: 'idempotencyScope',
+  idempotencyWindowKeys: 'idempotencyWindowKeys',
   idempotencyTtlSeconds: 'idempotencyTtl',
   gzip: 'gzip',
   maxTransactionItems: 'maxTransactionItems',

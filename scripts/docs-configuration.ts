@@ -62,6 +62,10 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "Where a record's business idempotency key comes from: `header:<name>`, `json:<field>` (a field of the JSON value), `transform` (the `idempotencyKey` the transform returns) or `none`.",
   claimWrite:
     'How idempotency claims are written: `ahead` (parallel conditional puts that name their claimant, before the staging transaction) or `in-transaction` (inside the staging transactions).',
+  idempotencyScope:
+    'Where idempotency keys are remembered: `global` (one claim item per key: duplicates caught across partitions, one conditional write per keyed record) or `partition` (a window of recent keys per Kafka partition, written in its staging transaction: no extra call per batch; only for keys that never cross partitions, such as the Kafka message key). See [idempotency scope](architecture.md#idempotency-scope).',
+  idempotencyWindowKeys:
+    "`partition` scope: most keys one partition's window remembers; the window is the TTL or the last this many keys, whichever is shorter (16 bytes per key, in items of 1,000 keys).",
   idempotencyTtlSeconds:
     'How long a claimed idempotency key blocks duplicates (DynamoDB TTL on the claim). At least one day.',
   gzip: 'Gzip staged and final NDJSON objects.',

@@ -139,6 +139,36 @@ describe('processor and monitor IAM', () => {
     expect(calls.filter((call) => !isAllowed(stack.template, stack.processor, call))).toEqual([]);
   });
 
+  it('grants the processor its key-window reads and writes (partition-scoped idempotency), on those keys only', async () => {
+    const stack = deployed({ idempotencyScope: 'partition' });
+    const settings = parseSettings({
+      ledgerTable: res.table,
+      bucket: res.bucket,
+      pipelineId: 'orders',
+      idempotencyScope: 'partition',
+    });
+    await createProcessor({ settings, clients: createAwsClients() }).processEvent(
+      mskEvent(orderRecords(7, 0, 3)),
+    );
+    // A cold container reads the window (one Query) and writes a bucket in its transaction.
+    const clients = createAwsClients();
+    const calls: Call[] = [];
+    recordCalls(clients, (found) => calls.push(...found));
+    await createProcessor({ settings, clients }).processEvent(mskEvent(orderRecords(7, 3, 2)));
+    expect(calls.filter((c) => c.leadingKeys.some((k) => k.includes('#KEYS#'))).map((c) => c.action)).toEqual(
+      ['dynamodb:Query', 'dynamodb:PutItem'],
+    );
+    expect(calls.filter((call) => !isAllowed(stack.template, stack.processor, call))).toEqual([]);
+    // The Query grant is on the key window only: not on fences, claims or state.
+    expect(
+      isAllowed(stack.template, stack.processor, {
+        action: 'dynamodb:Query',
+        target: 'table',
+        leadingKeys: ['orders#FENCE'],
+      }),
+    ).toBe(false);
+  });
+
   it('grants the at-least-once processor the final objects it writes directly', async () => {
     const stack = deployed({ deliveryGuarantee: 'at-least-once' });
     const settings = parseSettings({

@@ -125,6 +125,18 @@ export const settingsSchema = z
      * one 100-item transaction per ~95 records); `in-transaction` inside the staging transactions.
      */
     claimWrite: z.enum(['ahead', 'in-transaction']).default('ahead'),
+    /**
+     * Where idempotency keys are remembered: `global` (default) as one claim item per key, so duplicates are caught
+     * across partitions (one conditional write per keyed record); `partition` in a window of recent keys per Kafka
+     * partition, written in the partition's staging transaction (no extra call per batch), for keys that are the
+     * Kafka message key or otherwise never cross partitions.
+     */
+    idempotencyScope: z.enum(['global', 'partition']).default('global'),
+    /**
+     * `partition` scope: most keys a partition's window remembers (the window is the TTL or the last this many
+     * keys, whichever is shorter). In buckets of 1,000 keys, 16 bytes each.
+     */
+    idempotencyWindowKeys: z.coerce.number().int().min(1_000).max(1_000_000).default(100_000),
     /** How long a claimed idempotency key blocks duplicates (seconds). */
     idempotencyTtlSeconds: z.coerce
       .number()
@@ -215,6 +227,8 @@ export const ENV_NAMES = {
   deliveryGuarantee: 'EOS_DELIVERY_GUARANTEE',
   idempotencyKey: 'EOS_IDEMPOTENCY_KEY',
   claimWrite: 'EOS_CLAIM_WRITE',
+  idempotencyScope: 'EOS_IDEMPOTENCY_SCOPE',
+  idempotencyWindowKeys: 'EOS_IDEMPOTENCY_WINDOW_KEYS',
   idempotencyTtlSeconds: 'EOS_IDEMPOTENCY_TTL_SECONDS',
   gzip: 'EOS_GZIP',
   outputFormat: 'EOS_OUTPUT_FORMAT',

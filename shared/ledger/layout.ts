@@ -10,6 +10,7 @@
  * | partition fence   | `<pl>#FENCE`                            | `<topic>#<partition>`               |
  * | staged-file entry | `<pl>#STAGED#<topic>#<partition>`       | `<lastOffset, 20 digits>#<stream>`  |
  * | idempotency claim | `<pl>#CLAIM#<key>`                      | `CLAIM`                             |
+ * | key-window bucket | `<pl>#KEYS#<topic>#<partition>`         | `W#<seq, 12 digits>`                |
  * | keyed state       | `<pl>#STATE#<stateKey>`                 | `STATE`                             |
  * | checkpoint head   | `<pl>#CHECKPOINT`                       | `HEAD`                              |
  * | checkpoint N      | `<pl>#CHECKPOINT`                       | `<N, 12 digits>`                    |
@@ -19,7 +20,8 @@
  * | cut page          | `<pl>#CHECKPOINT#CUT#<cutId>`           | `C#<shard, 2>#<page, 6>` / `U#<page, 6>` |
  *
  * Who writes what (the stack's IAM scopes each role to these leading keys; see `infra/`):
- * - the processor: `<pl>#FENCE`, `<pl>#STAGED#*`, `<pl>#CLAIM#*`, `<pl>#STATE#*` — and nothing else;
+ * - the processor: `<pl>#FENCE`, `<pl>#STAGED#*`, `<pl>#CLAIM#*`, `<pl>#KEYS#*` (partition-scoped idempotency,
+ *   `key-window.ts`), `<pl>#STATE#*` — and nothing else;
  * - the coordinator: every `<pl>#CHECKPOINT…` item (head, records, sweep mark, cut pages), and deletes of
  *   staged entries it promoted. Nothing the commit path trusts lies under a processor key: a processor that
  *   is compromised can stage garbage (prepare refuses it) but cannot move the head, forge a cut or a vote.
@@ -89,6 +91,12 @@ export const keys = {
   claim: (pipeline: string, idempotencyKey: string): ItemKey => ({
     pk: `${pipeline}#CLAIM#${idempotencyKey}`,
     sk: 'CLAIM',
+  }),
+  keyWindowPk: (pipeline: string, topic: string, partition: number): string =>
+    `${pipeline}#KEYS#${topic}#${partition}`,
+  keyWindowBucket: (pipeline: string, topic: string, partition: number, seq: number): ItemKey => ({
+    pk: `${pipeline}#KEYS#${topic}#${partition}`,
+    sk: `W#${padCheckpointId(seq)}`,
   }),
   statePrefix: (pipeline: string): string => `${pipeline}#STATE#`,
   state: (pipeline: string, stateKey: string): ItemKey => ({

@@ -8,6 +8,8 @@
  *   1..    staged-file entries (one per stream with rows), each on condition the entry does not exist
  *   ...    idempotency claims, each on condition: absent, expired, or already ours (same claimant and digest);
  *          a failed one returns the holder, so the processor tells a duplicate (same digest) from a conflict
+ *   ...    key-window buckets (partition-scoped idempotency, `key-window.ts`): whole-item Puts, each on condition
+ *          the bucket is as the processor's window says (absent, or holding that many entries)
  *   ...    keyed-state deltas (ADD), guarded by the fence condition of the same transaction
  *
  * The identity rides in the fence update the transaction makes anyway: no extra call in the steady state.
@@ -25,6 +27,7 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   type DynamoDBDocumentClient,
   GetCommand,
+  QueryCommand,
   TransactWriteCommand,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
@@ -37,6 +40,7 @@ import {
   PipelineError,
 } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
+import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
 import { keys } from './layout.ts';
 import {
   type ClaimItem,
@@ -57,11 +61,26 @@ export class FenceMovedError extends PipelineError {
   }
 }
 
+/**
+ * A key-window bucket is not what the processor's window said although the fence was (only a writer outside the
+ * protocol, or a defect, can do that): the processor reads the window again.
+ */
+export class KeyWindowChangedError extends PipelineError {
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+  ) {
+    super(`key window of ${topic}-${partition} changed without its fence moving`);
+  }
+}
+
 /** Who holds a claim another record found taken (the digest is absent on claims written before digests). */
 export interface ClaimHolder {
   readonly idempotencyKey: string;
   readonly claimant: string;
   readonly digest: string | undefined;
+  /** A key window's holder: `digest` is only the digest's prefix (`key-window.ts` digestPrefix). */
+  readonly prefixOnly?: true;
 }
 
 /** Some idempotency keys of the chunk are claimed by other records (P4); `holders` says by whom. */
@@ -111,6 +130,8 @@ export interface StagingTransaction {
   readonly claims: readonly ClaimItem[];
   /** Folded per key: at most one delta per state key. */
   readonly state: readonly StateDelta[];
+  /** Partition-scoped idempotency: the key-window buckets this chunk writes (see `key-window.ts`). */
+  readonly keyWindow?: readonly BucketWrite[];
   /** What the fence will say about the records it moves past (see {@link FenceIdentity}). */
   readonly identity: FenceIdentity;
   /** Epoch ms. */
@@ -268,6 +289,9 @@ export class StagingLedger {
     const claimsStart = items.length;
     items.push(...txn.claims.map((claim) => this.claimItem(txn, claim)));
     labels.push(...txn.claims.map((claim) => `claim ${claim.idempotencyKey}`));
+    const windowWrites = txn.keyWindow ?? [];
+    items.push(...windowWrites.map((write) => this.bucketItem(txn, write)));
+    labels.push(...windowWrites.map((write) => `key-window bucket ${write.bucket.seq}`));
     items.push(...txn.state.map((delta) => this.stateItem(txn.pipeline, delta)));
     labels.push(...txn.state.map((delta) => `state ${delta.key}`));
     try {
@@ -437,6 +461,10 @@ export class StagingLedger {
       failed(claimsStart + i) ? [holderOf(claim.idempotencyKey, reasons[claimsStart + i]?.Item)] : [],
     );
     if (taken.length > 0) throw new ClaimsTakenError(taken);
+    const windowStart = claimsStart + txn.claims.length;
+    if ((txn.keyWindow ?? []).some((_, i) => failed(windowStart + i))) {
+      throw new KeyWindowChangedError(txn.topic, txn.partition);
+    }
     const stateStart = labels.length - txn.state.length;
     const wrongType = txn.state.filter((_, i) => {
       const reason = reasons[stateStart + i];
@@ -557,6 +585,59 @@ export class StagingLedger {
         ':digest': claim.digest,
       },
     };
+  }
+
+  private bucketItem(txn: StagingTransaction, { bucket, previousEntries }: BucketWrite): TransactItem {
+    const fresh = previousEntries === undefined;
+    return {
+      Put: {
+        TableName: this.table,
+        Item: {
+          ...keys.keyWindowBucket(txn.pipeline, txn.topic, txn.partition, bucket.seq),
+          seq: bucket.seq,
+          createdAt: bucket.createdAt,
+          expiresAt: bucket.expiresAt,
+          entries: bucket.entries,
+        },
+        ConditionExpression: fresh ? 'attribute_not_exists(pk)' : 'size(entries) = :bytes',
+        ...(fresh ? {} : { ExpressionAttributeValues: { ':bytes': previousEntries * ENTRY_BYTES } }),
+      },
+    };
+  }
+
+  /**
+   * The newest `buckets` key-window buckets of a partition (strongly consistent; read after the fence, see
+   * `key-window.ts`). Expired buckets are returned too: the window ignores them by their `expiresAt`.
+   */
+  async readKeyWindow(
+    pipeline: string,
+    topic: string,
+    partition: number,
+    buckets: number,
+  ): Promise<KeyWindowBucket[]> {
+    const found: KeyWindowBucket[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      let page: { Items?: Record<string, unknown>[]; LastEvaluatedKey?: Record<string, unknown> };
+      try {
+        page = await this.doc.send(
+          new QueryCommand({
+            TableName: this.table,
+            KeyConditionExpression: 'pk = :pk AND begins_with(sk, :w)',
+            ExpressionAttributeValues: { ':pk': keys.keyWindowPk(pipeline, topic, partition), ':w': 'W#' },
+            ScanIndexForward: false,
+            ConsistentRead: true,
+            Limit: buckets - found.length,
+            ...(start ? { ExclusiveStartKey: start } : {}),
+          }),
+        );
+      } catch (error) {
+        this.rethrow('dynamodb:Query', error);
+      }
+      for (const item of page.Items ?? []) found.push(bucketOf(item, `key window ${topic}#${partition}`));
+      start = page.LastEvaluatedKey;
+    } while (start && found.length < buckets);
+    return found;
   }
 
   private stateItem(pipeline: string, delta: StateDelta): TransactItem {

@@ -4,12 +4,15 @@
  * land in the same transaction.
  *
  * Items of a chunk: 1 fence + 1 staged entry per stream with rows + 1 claim per kept keyed record (unless the
- * claims were written ahead) + 1 per distinct state key. A chunk also ends before its folded state would break
+ * claims were written ahead) + 1 per distinct state key. With partition-scoped idempotency, claims are replaced by
+ * at most 2 key-window buckets, and a chunk holds at most {@link BUCKET_ENTRIES} kept keyed records (so its keys
+ * fill the open bucket and at most one new one). A chunk also ends before its folded state would break
  * one item's update: more than {@link MAX_STATE_FIELDS} fields on one state key, a field both set and added on
  * one key, a folded sum outside the safe integers, or state items past {@link TRANSACTION_STATE_BUDGET_BYTES}. Evaluation dead-letters any record whose
  * effects alone break these bounds, so every record fits a chunk of its own.
  */
 import { PipelineError } from '../errors.ts';
+import { BUCKET_ENTRIES } from '../ledger/key-window.ts';
 import {
   type EvaluatedRecord,
   MAX_STATE_FIELDS,
@@ -36,13 +39,17 @@ class Tally {
   output = false;
   deadLetter = false;
   claims = 0;
+  windowKeys = 0;
   stateBytes = 0;
   readonly stateKeys = new Map<string, FoldedFields>();
 
   /** Adds the record if the chunk still fits afterwards; leaves the tally unchanged and returns false if not. */
-  tryAdd(record: EvaluatedRecord, countClaim: boolean, maxItems: number): boolean {
+  tryAdd(record: EvaluatedRecord, countClaim: boolean, maxItems: number, keyWindow: boolean): boolean {
     const newKeys = new Set(record.state.map((delta) => delta.key).filter((key) => !this.stateKeys.has(key)));
+    const windowKey = keyWindow && record.idempotencyKey !== undefined ? 1 : 0;
+    if (this.windowKeys + windowKey > BUCKET_ENTRIES) return false;
     const items =
+      (this.windowKeys + windowKey > 0 ? 2 : 0) +
       1 +
       Number(this.output || record.output.length > 0) +
       Number(this.deadLetter || record.deadLetter !== undefined) +
@@ -57,6 +64,7 @@ class Tally {
     this.output ||= record.output.length > 0;
     this.deadLetter ||= record.deadLetter !== undefined;
     this.claims += countClaim ? 1 : 0;
+    this.windowKeys += windowKey;
     this.stateBytes += bytes;
     for (const delta of record.state) {
       const folded = this.stateKeys.get(delta.key) ?? {
@@ -97,11 +105,17 @@ export function planChunk(
   dropped: ReadonlySet<number>,
   maxItems: number,
   claimInTransaction: (record: EvaluatedRecord) => boolean = (record) => record.idempotencyKey !== undefined,
+  /** Partition-scoped idempotency: kept keyed records go into key-window buckets (see the module comment). */
+  keyWindow = false,
 ): Chunk {
   const tally = new Tally();
   let end = 0;
   for (const record of records) {
-    if (!dropped.has(record.offset) && !tally.tryAdd(record, claimInTransaction(record), maxItems)) break;
+    if (
+      !dropped.has(record.offset) &&
+      !tally.tryAdd(record, !keyWindow && claimInTransaction(record), maxItems, keyWindow)
+    )
+      break;
     end += 1;
   }
   if (end === 0) {

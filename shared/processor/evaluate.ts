@@ -51,6 +51,8 @@ export interface EvaluatedRecord {
 export interface EffectLimits {
   /** The `maxTransactionItems` setting: one record's effects alone must fit one staging transaction. */
   readonly maxTransactionItems: number;
+  /** Items a keyed record's key takes in its chunk: 1 claim, or 2 key-window buckets (partition scope). */
+  readonly keyItems?: number;
 }
 
 const DEFAULT_LIMITS: EffectLimits = { maxTransactionItems: 100 };
@@ -334,8 +336,9 @@ function effectsProblem(
   const folding = foldProblem(result.state);
   if (folding) return folding;
   const stateKeys = new Set(result.state.map((delta) => delta.key)).size;
-  // A chunk holding only this record: the fence, its output entry, its claim, one item per state key.
-  const items = 1 + (rows.length > 0 ? 1 : 0) + (hasKey ? 1 : 0) + stateKeys;
+  // A chunk holding only this record: the fence, its output entry, its claim (or key-window buckets), one item per
+  // state key.
+  const items = 1 + (rows.length > 0 ? 1 : 0) + (hasKey ? (limits.keyItems ?? 1) : 0) + stateKeys;
   if (items > limits.maxTransactionItems) {
     return `effects need ${items} transaction items, more than maxTransactionItems (${limits.maxTransactionItems})`;
   }

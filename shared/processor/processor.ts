@@ -142,6 +142,7 @@ import {
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, PartitionBatch } from '../kafka/record.ts';
+import { type BucketWrite, digestPrefix, KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
   type ClaimItem,
@@ -155,6 +156,7 @@ import {
   ClaimsTakenError,
   FenceMovedError,
   type FenceState,
+  KeyWindowChangedError,
   NO_FENCE,
   StagingLedger,
   StateTypeConflictError,
@@ -429,6 +431,11 @@ export class Processor {
   private readonly newAttemptId: () => string;
   /** Fences as last read or written by this container: re-read only when a condition fails. */
   private readonly fences = new Map<string, FenceState>();
+  /**
+   * Partition-scoped idempotency: each partition's key window with the fence value it belongs to (see
+   * `key-window.ts`), at most {@link WINDOW_CACHE_PARTITIONS} partitions (oldest use evicted: re-read when needed).
+   */
+  private readonly windows = new Map<string, { readonly fenceOffset: number; readonly window: KeyWindow }>();
 
   constructor(private readonly deps: ProcessorDeps) {
     this.ledger = new StagingLedger(deps.clients.dynamodb, deps.settings.ledgerTable);
@@ -504,8 +511,45 @@ export class Processor {
     return fence;
   }
 
+  /**
+   * The partition's key window as of `fence`: this container's copy when it belongs to that fence value (written by
+   * its own last transaction, or read after that fence), else read now. Read after the fence, so a window read here
+   * is as new as the fence or newer; a newer one means the fence moved, and the staging condition then fails and
+   * both are read again (`key-window.ts`).
+   */
+  private async windowFor(topic: string, partition: number, fence: FenceState): Promise<KeyWindow> {
+    const id = partitionId(topic, partition);
+    const cached = this.windows.get(id);
+    this.windows.delete(id);
+    if (cached !== undefined && cached.fenceOffset === fence.stagedOffset) {
+      this.windows.set(id, cached);
+      return cached.window;
+    }
+    const { pipelineId, idempotencyTtlSeconds, idempotencyWindowKeys } = this.deps.settings;
+    const limits = { ttlSeconds: idempotencyTtlSeconds, windowKeys: idempotencyWindowKeys };
+    const buckets =
+      fence.stagedOffset === NO_FENCE
+        ? []
+        : await this.ledger.readKeyWindow(pipelineId, topic, partition, maxBuckets(limits));
+    const window = new KeyWindow(buckets, limits);
+    this.rememberWindow(id, fence.stagedOffset, window);
+    return window;
+  }
+
+  private rememberWindow(id: string, fenceOffset: number, window: KeyWindow): void {
+    this.windows.delete(id);
+    this.windows.set(id, { fenceOffset, window });
+    for (const oldest of this.windows.keys()) {
+      if (this.windows.size <= WINDOW_CACHE_PARTITIONS) break;
+      this.windows.delete(oldest);
+    }
+  }
+
   private evaluate(batch: PartitionBatch): EvaluatedRecord[] {
-    const limits = { maxTransactionItems: this.deps.settings.maxTransactionItems };
+    const limits = {
+      maxTransactionItems: this.deps.settings.maxTransactionItems,
+      keyItems: this.deps.settings.idempotencyScope === 'partition' ? 2 : 1,
+    };
     return batch.records.map((record) =>
       evaluateRecord(this.transform, this.deps.settings.idempotencyKey, record, limits),
     );
@@ -672,13 +716,17 @@ export class Processor {
           if (refused !== undefined) return deadLetterOf(record, refused);
           if (key === undefined) return record;
           const first = firstWithKey.get(key)!;
-          const holder =
+          const holder: ClaimHolder | undefined =
             external.get(key) ??
             (first === record
               ? undefined
-              : { claimant: claimantOf(topic, partition, first.offset), digest: first.digest });
+              : {
+                  idempotencyKey: key,
+                  claimant: claimantOf(topic, partition, first.offset),
+                  digest: first.digest,
+                });
           if (holder === undefined) return record;
-          if (holder.digest === undefined || holder.digest === record.digest) {
+          if (sameRecord(holder, record.digest)) {
             dropped.add(record.offset);
             return record;
           }
@@ -695,6 +743,28 @@ export class Processor {
           );
         });
     };
+    /** Partition-scoped idempotency: the key window as of `known` (see `key-window.ts`). */
+    const windowScope = settings.idempotencyScope === 'partition';
+    let window: KeyWindow | undefined;
+    /** The window's holders of the batch's keys become `external`, as claims found taken do in global scope. */
+    const loadWindow = async () => {
+      if (!windowScope || firstWithKey.size === 0) return;
+      window = await this.windowFor(topic, partition, known);
+      const now = this.clock.now();
+      external.clear();
+      for (const key of firstWithKey.keys()) {
+        const holder = window.lookup(key, now);
+        if (holder) {
+          external.set(key, {
+            idempotencyKey: key,
+            claimant: `an earlier record of ${topic}-${partition} (key window)`,
+            digest: holder.digestPrefix,
+            prefixOnly: true,
+          });
+        }
+      }
+    };
+    await loadWindow();
     decide();
     const setFence = (fence: FenceState) => {
       known = fence;
@@ -704,25 +774,33 @@ export class Processor {
     /** After a re-read: what another invocation staged meanwhile is dropped (P2). */
     const reread = async () => {
       setFence(await this.movedFence(prints, known, startedAt));
+      await loadWindow();
       const before = pending.length;
       decide();
       report.duplicatesByOffset += before - pending.length;
     };
+    let windowMismatches = 0;
     /** Holders found for taken keys: decided again with them. */
     const resolveTaken = (holders: readonly ClaimHolder[]): void => {
       for (const holder of holders) external.set(holder.idempotencyKey, holder);
       decide();
     };
-    const claimsAhead = settings.claimWrite === 'ahead';
+    const claimsAhead = !windowScope && settings.claimWrite === 'ahead';
     // Claims go ahead only once the first staged write succeeded: a missing bucket writes nothing at all.
     let claimed = !claimsAhead || !pending.some((record) => record.idempotencyKey !== undefined);
     /** Records whose claim goes into the transaction: all keyed ones, or (ahead) expired takeovers. */
     const takeovers = new Set<number>();
     const claimInTransaction = (record: EvaluatedRecord) =>
-      record.idempotencyKey !== undefined && (!claimsAhead || takeovers.has(record.offset));
+      !windowScope && record.idempotencyKey !== undefined && (!claimsAhead || takeovers.has(record.offset));
     let writes = 0;
     while (pending.length > 0) {
-      const chunk = planChunk(pending, dropped, settings.maxTransactionItems, claimInTransaction);
+      const chunk = planChunk(
+        pending,
+        dropped,
+        settings.maxTransactionItems,
+        claimInTransaction,
+        windowScope,
+      );
       const context = { topic, partition, chunk: report.chunks };
       await this.step('before-stage-write', context);
       const objects = await this.writeObjects(chunk, topic, partition, (range) =>
@@ -763,6 +841,15 @@ export class Processor {
         ),
       };
       const from = known.stagedOffset;
+      const keyWindow: BucketWrite[] =
+        window?.writesFor(
+          chunk.kept.flatMap((record) =>
+            record.idempotencyKey === undefined
+              ? []
+              : [{ key: record.idempotencyKey, digest: record.digest }],
+          ),
+          this.clock.now(),
+        ) ?? [];
       try {
         await this.ledger.stage({
           pipeline: settings.pipelineId,
@@ -773,12 +860,21 @@ export class Processor {
           entries: objects.map((object) => this.entryFor(chunk, object, topic, partition, attemptId)),
           claims: this.claimsFor(chunk.kept.filter(claimInTransaction), topic, partition),
           state: foldState(chunk.kept.flatMap((record) => record.state)),
+          ...(keyWindow.length > 0 ? { keyWindow } : {}),
           identity,
           now: this.clock.now(),
           attemptId,
         });
       } catch (error) {
         if (error instanceof FenceMovedError) {
+          await reread();
+          continue;
+        }
+        if (error instanceof KeyWindowChangedError) {
+          // The window is not what this container's copy says although the fence is: read both again, a few
+          // times at most (a writer outside the protocol would otherwise keep this loop going).
+          this.windows.delete(partitionId(topic, partition));
+          if (++windowMismatches > 3) throw error;
           await reread();
           continue;
         }
@@ -799,6 +895,18 @@ export class Processor {
       }
       this.reportCommitted(chunk, from, conflicts, report, topic, partition);
       setFence({ stagedOffset: chunk.lastOffset, identity, updatedAt: this.clock.now() });
+      if (windowScope) {
+        // The window as stored now: the one this transaction's fence condition proved, plus its writes (a chunk
+        // without keys leaves a copy of the window it started from as it was, now under the new fence).
+        const id = partitionId(topic, partition);
+        const cached = this.windows.get(id);
+        if (window) {
+          window = window.withWrites(keyWindow);
+          this.rememberWindow(id, chunk.lastOffset, window);
+        } else if (cached?.fenceOffset === from) {
+          this.rememberWindow(id, chunk.lastOffset, cached.window);
+        }
+      }
       await this.releaseWrongType(chunk, wrongType, held, attemptId);
       decide();
       await this.step('after-transaction', context);
@@ -1053,6 +1161,18 @@ export class Processor {
 
 function claimantOf(topic: string, partition: number, offset: number): string {
   return `${topic}#${partition}#${offset}`;
+}
+
+/** Partitions whose key windows one container keeps (each up to `idempotencyWindowKeys` × 16 bytes). */
+const WINDOW_CACHE_PARTITIONS = 16;
+
+/**
+ * Whether a held key's record is the same record (a duplicate) rather than a conflict. A key window keeps only a
+ * digest prefix (`key-window.ts`); a claim written before digests has none, and counts as a duplicate.
+ */
+function sameRecord(holder: ClaimHolder, digest: string): boolean {
+  if (holder.digest === undefined) return true;
+  return holder.prefixOnly ? holder.digest === digestPrefix(digest) : holder.digest === digest;
 }
 
 export function createProcessor(deps: ProcessorDeps): Processor {
