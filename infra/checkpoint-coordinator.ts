@@ -133,7 +133,8 @@ export class CheckpointCoordinator extends Construct {
    * What each step does to the ledger and the bucket, and nothing more. Item kinds: the checkpoint head, records
    * and cut pages (`<pl>#CHECKPOINT`, `<pl>#CHECKPOINT#…`), read by every step and written by the steps that move
    * a checkpoint; the fences (`<pl>#FENCE`), read by begin for the cut; staged-file entries
-   * (`<pl>#STAGED#…`), read by prepare and removed by cleanup. No step touches claims or keyed state.
+   * (`<pl>#STAGED#…`), read by prepare (and by commit, for the `CommitLatency` metric) and removed by cleanup. No
+   * step touches claims or keyed state.
    */
   private stepActions(step: CoordinatorStep): Actions {
     const pl = this.pipelineId;
@@ -184,7 +185,11 @@ export class CheckpointCoordinator extends Construct {
         };
       case 'commit':
         return {
-          dynamodb: [[[...read, ...write], checkpoint]],
+          // Query on staged entries: the first covered entry of each partition, for CommitLatency (read only).
+          dynamodb: [
+            [[...read, ...write], checkpoint],
+            [['dynamodb:Query'], stagedEntries],
+          ],
           objects: [
             [work, ['s3:GetObject']],
             [manifests, ['s3:GetObject', 's3:PutObject']],
