@@ -42,6 +42,8 @@ const COLD_START_RUNS = Number(process.env.BENCH_COLD_START_RUNS ?? 9);
 export interface ThroughputResult {
   mode: DeliveryGuarantee;
   idempotencyKeys: boolean;
+  /** With keys: where they are remembered (`idempotencyScope`); absent for results of runs before the setting. */
+  idempotencyScope?: 'global' | 'partition';
   batchSize: number;
   recordsPerSecond: number;
   runs: number[];
@@ -60,6 +62,7 @@ interface Lane {
   readonly key: string;
   readonly mode: DeliveryGuarantee;
   readonly idempotencyKeys: boolean;
+  readonly idempotencyScope: 'global' | 'partition';
   readonly batchSize: number;
   readonly clients: AwsClients;
   readonly calls: CallCounter;
@@ -80,6 +83,7 @@ function newLane(
   mode: DeliveryGuarantee,
   batchSize: number,
   idempotencyKeys: boolean,
+  idempotencyScope: 'global' | 'partition' = 'global',
 ): Lane {
   const clients = createAwsClients();
   const calls = new CallCounter().attach(clients);
@@ -89,11 +93,13 @@ function newLane(
     pipelineId: `bench-${++pipelineSeq}`,
     deliveryGuarantee: mode,
     idempotencyKey: idempotencyKeys ? 'header:idempotency-key' : 'none',
+    idempotencyScope,
   });
   return {
-    key: `${mode}/${batchSize}/${idempotencyKeys ? 'keys' : 'offsets'}`,
+    key: `${mode}/${batchSize}/${idempotencyKeys ? `keys-${idempotencyScope}` : 'offsets'}`,
     mode,
     idempotencyKeys,
+    idempotencyScope,
     batchSize,
     clients,
     calls,
@@ -145,6 +151,7 @@ function resultOf(lane: Lane): ThroughputResult {
   return {
     mode: lane.mode,
     idempotencyKeys: lane.idempotencyKeys,
+    ...(lane.idempotencyKeys ? { idempotencyScope: lane.idempotencyScope } : {}),
     batchSize: lane.batchSize,
     recordsPerSecond: Math.round(recordsPerSecond),
     runs: lane.runs.map(Math.round),
@@ -161,6 +168,7 @@ async function measureThroughput(base: { table: string; bucket: string }): Promi
   for (const batchSize of BATCH_SIZES)
     for (const mode of MODES) lanes.push(newLane(base, mode, batchSize, false));
   lanes.push(newLane(base, 'exactly-once', 500, true));
+  lanes.push(newLane(base, 'exactly-once', 500, true, 'partition'));
   for (const lane of lanes) await warmUp(lane);
   for (let run = 1; run <= RUNS; run++) {
     progress(`throughput run ${run}/${RUNS}`);
@@ -168,6 +176,11 @@ async function measureThroughput(base: { table: string; bucket: string }): Promi
     for (let i = 0; i < lanes.length; i++) await timedRun(lanes[(i + run) % lanes.length]!);
   }
   return lanes.map(resultOf);
+}
+
+/** Offset-only throughput divided by a keyed mode's (the issue's `keyed_*_slowdown`): 1 means keys cost nothing. */
+function slowdown(offsetsOnly: ThroughputResult, keyed: ThroughputResult): number {
+  return Number((offsetsOnly.recordsPerSecond / keyed.recordsPerSecond).toFixed(2));
 }
 
 async function main(): Promise<void> {
@@ -189,8 +202,14 @@ async function main(): Promise<void> {
     ]);
 
     const throughput = await measureThroughput(base);
-    const find = (mode: DeliveryGuarantee, batchSize: number, keys = false) =>
-      throughput.find((r) => r.mode === mode && r.batchSize === batchSize && r.idempotencyKeys === keys)!;
+    const find = (mode: DeliveryGuarantee, batchSize: number, keys = false, scope = 'global') =>
+      throughput.find(
+        (r) =>
+          r.mode === mode &&
+          r.batchSize === batchSize &&
+          r.idempotencyKeys === keys &&
+          (!keys || r.idempotencyScope === scope),
+      )!;
     progress('checkpoints');
     const checkpoints = await measureCheckpoints(base, [10, 100, 1000]);
     progress('an idle pipeline');
@@ -226,6 +245,10 @@ async function main(): Promise<void> {
       calls_per_batch_eo_steady: eo.callsPerBatchSteadyTotal,
       calls_per_batch_alo_steady: alo.callsPerBatchSteadyTotal,
       calls_per_batch_eo_keys_steady: find('exactly-once', 500, true).callsPerBatchSteadyTotal,
+      calls_per_batch_eo_keyed_partition_steady: find('exactly-once', 500, true, 'partition')
+        .callsPerBatchSteadyTotal,
+      keyed_partition_slowdown: slowdown(eo, find('exactly-once', 500, true, 'partition')),
+      keyed_global_slowdown: slowdown(eo, find('exactly-once', 500, true)),
       throughput,
       checkpoints,
       bundles,

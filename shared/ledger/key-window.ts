@@ -66,8 +66,18 @@ export interface KeyWindowLimits {
   readonly windowKeys: number;
 }
 
+/** Hashes of the keys seen last: a batch looks each key up, then writes it (one SHA-256 per key, not two). */
+const RECENT_HASHES = new Map<string, string>();
+const RECENT_HASHES_MAX = 4096;
+
 function keyHashHex(key: string): string {
-  return createHash('sha256').update(key, 'utf8').digest().subarray(0, KEY_HASH_BYTES).toString('hex');
+  let hash = RECENT_HASHES.get(key);
+  if (hash === undefined) {
+    hash = createHash('sha256').update(key, 'utf8').digest().subarray(0, KEY_HASH_BYTES).toString('hex');
+    if (RECENT_HASHES.size >= RECENT_HASHES_MAX) RECENT_HASHES.clear();
+    RECENT_HASHES.set(key, hash);
+  }
+  return hash;
 }
 
 /** The digest prefix a window keeps of a record digest (base64url SHA-256, `recordDigest`), hex. */
@@ -88,13 +98,37 @@ function entryCount(bucket: KeyWindowBucket): number {
 }
 
 /**
+ * Each bucket's look-up map (key hash → digest prefix), built once per bucket object: a window after a transaction
+ * shares every bucket but the one it added to, whose map is the old one plus the new keys.
+ */
+const INDEXES = new WeakMap<KeyWindowBucket, ReadonlyMap<string, string>>();
+
+function indexOf(bucket: KeyWindowBucket): ReadonlyMap<string, string> {
+  let map = INDEXES.get(bucket);
+  if (!map) {
+    map = withEntries(new Map(), bucket.entries);
+    INDEXES.set(bucket, map);
+  }
+  return map;
+}
+
+/** `map` plus the entries in `bytes` (the first entry of a key wins: a held key is never added again anyway). */
+function withEntries(map: Map<string, string>, bytes: Uint8Array): Map<string, string> {
+  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let at = 0; at < buffer.length; at += ENTRY_BYTES) {
+    const hash = buffer.toString('hex', at, at + KEY_HASH_BYTES);
+    if (!map.has(hash)) map.set(hash, buffer.toString('hex', at + KEY_HASH_BYTES, at + ENTRY_BYTES));
+  }
+  return map;
+}
+
+/**
  * One partition's window as of one fence value: look-ups, and the bucket writes that add a chunk's keys. Pure:
  * `now` is passed in, and {@link withWrites} returns the window after a committed transaction.
  */
 export class KeyWindow {
   /** Newest first. */
   private readonly buckets: readonly KeyWindowBucket[];
-  private readonly index = new Map<number, Map<string, string>>();
 
   constructor(
     buckets: readonly KeyWindowBucket[],
@@ -112,7 +146,7 @@ export class KeyWindow {
     const hash = keyHashHex(key);
     for (const bucket of this.buckets) {
       if (bucket.expiresAt * 1000 <= now) continue;
-      const found = this.indexOf(bucket).get(hash);
+      const found = indexOf(bucket).get(hash);
       if (found !== undefined) return { digestPrefix: found };
     }
     return undefined;
@@ -133,8 +167,10 @@ export class KeyWindow {
     let seq = newest?.seq ?? 0;
     const close = () => {
       if (!open || open.added.length === 0) return;
-      const entries = Buffer.concat([open.bucket.entries, ...open.added]);
-      writes.push({ bucket: { ...open.bucket, entries }, previousEntries: open.previous });
+      const added = Buffer.concat(open.added);
+      const bucket = { ...open.bucket, entries: Buffer.concat([open.bucket.entries, added]) };
+      INDEXES.set(bucket, withEntries(new Map(indexOf(open.bucket)), added));
+      writes.push({ bucket, previousEntries: open.previous });
     };
     for (const { key, digest } of keys) {
       if (!open || entryCount(open.bucket) + open.added.length >= BUCKET_ENTRIES) {
@@ -173,22 +209,6 @@ export class KeyWindow {
       now - bucket.createdAt < (this.limits.ttlSeconds * 1000) / 8 &&
       entryCount(bucket) < BUCKET_ENTRIES
     );
-  }
-
-  private indexOf(bucket: KeyWindowBucket): Map<string, string> {
-    let map = this.index.get(bucket.seq);
-    if (!map) {
-      map = new Map();
-      const bytes = Buffer.from(bucket.entries);
-      for (let at = 0; at < bytes.length; at += ENTRY_BYTES) {
-        const hash = bytes.subarray(at, at + KEY_HASH_BYTES).toString('hex');
-        // The first entry of a key wins (a later one cannot exist: a held key is never added again).
-        if (!map.has(hash))
-          map.set(hash, bytes.subarray(at + KEY_HASH_BYTES, at + ENTRY_BYTES).toString('hex'));
-      }
-      this.index.set(bucket.seq, map);
-    }
-    return map;
   }
 }
 
