@@ -135,7 +135,16 @@ export class StagedLedger {
    * trusted (review R2b-3..6): one whose attributes are not a well-formed entry, or that does not lie at
    * `keys.staged(...)` of its own attributes (a copy at another sort key), comes back rejected, never as an entry.
    */
-  async *items(topic: string, partition: number, range: OffsetRange): AsyncGenerator<StagedItem> {
+  /**
+   * Every item under the partition's staged key in the range, in offset order. `pageSize` bounds each Query (a
+   * reader that wants only the first items pays for what it reads, not for a 1 MB page).
+   */
+  async *items(
+    topic: string,
+    partition: number,
+    range: OffsetRange,
+    { pageSize }: { readonly pageSize?: number } = {},
+  ): AsyncGenerator<StagedItem> {
     if (range.upTo <= range.above) return;
     const pk = keys.stagedPk(this.pipeline, topic, partition);
     let startKey: Record<string, unknown> | undefined;
@@ -149,6 +158,7 @@ export class StagedLedger {
             ':high': keys.stagedUpTo(range.upTo),
           },
           ExclusiveStartKey: startKey,
+          ...(pageSize === undefined ? {} : { Limit: pageSize }),
         },
         'stagedEntries',
       );
@@ -234,6 +244,7 @@ export class StagedLedger {
       KeyConditionExpression: string;
       ExpressionAttributeValues: Record<string, unknown>;
       ExclusiveStartKey: Record<string, unknown> | undefined;
+      Limit?: number;
     },
     operation: string,
   ): Promise<{ items: Record<string, unknown>[]; next: Record<string, unknown> | undefined }> {

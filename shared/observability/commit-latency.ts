@@ -23,7 +23,9 @@ export async function oldestCoveredStagedAt(
   const changed = cut.filter((entry) => entry.cut > entry.previous);
   const oldest = await mapLimit(changed, concurrency, async (entry) => {
     const { topic, partition } = parsePartitionId(entry.partition);
-    for await (const item of ledger.items(topic, partition, { above: entry.previous, upTo: entry.cut })) {
+    const range = { above: entry.previous, upTo: entry.cut };
+    // Pages of 2 (a chunk's output and dead-letter entries): the first entry is all that is needed.
+    for await (const item of ledger.items(topic, partition, range, { pageSize: 2 })) {
       // Rejected items (malformed, misplaced) carry no trustworthy time: the next entry is as old or older
       // than any entry after it, so go on to it.
       if (item.kind === 'entry' && Number.isFinite(item.entry.stagedAt)) return item.entry.stagedAt;
