@@ -94,6 +94,8 @@ const deploymentShape = {
   checkpointIntervalMinutes: int(1, 1440).default(1),
   /** Alarm when no checkpoint commits for this many intervals. */
   noCommitAlarmIntervals: int(1, 288).default(3),
+  /** The `OffsetLagHigh` alarm fires when the mapping's `OffsetLag` stays at or above this many records. */
+  offsetLagAlarmThreshold: int(1, 1_000_000_000).default(100_000),
   /** Where alarm notifications go (an SNS email subscription), if anywhere. */
   alarmEmail: z.email().optional(),
   /** `retain` keeps the table and bucket when the stack is deleted; `destroy` removes them (sandboxes). */

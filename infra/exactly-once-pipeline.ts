@@ -239,6 +239,7 @@ export class ExactlyOncePipeline extends Construct {
       monitor: this.monitor,
       checkpointInterval: Duration.minutes(config.checkpointIntervalMinutes),
       noCommitIntervals: config.noCommitAlarmIntervals,
+      offsetLagThreshold: config.offsetLagAlarmThreshold,
       alarmTopic: this.alarmTopic,
     });
     this.allowAlarmsToPublish();

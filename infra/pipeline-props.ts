@@ -117,6 +117,8 @@ export interface ExactlyOncePipelineProps {
   readonly orphanGrace?: Duration;
   /** The `NoCommit` alarm fires when staged data has waited this many checkpoint intervals (1–288). Default 3. */
   readonly noCommitAlarmIntervals?: number;
+  /** The `OffsetLagHigh` alarm fires when the mapping's `OffsetLag` stays at or above this many records. Default 100,000. */
+  readonly offsetLagAlarmThreshold?: number;
   /** Subscribe this address to the alarm topic. */
   readonly alarmEmail?: string;
   /** Every function's log retention. Default `RetentionDays.ONE_MONTH`. */

@@ -40,6 +40,7 @@ export const PROP_OF_SETTING: Readonly<Record<string, PropName | undefined>> = {
   coordinatorStepTimeoutSeconds: 'coordinatorStepTimeout',
   checkpointIntervalMinutes: 'checkpointInterval',
   noCommitAlarmIntervals: 'noCommitAlarmIntervals',
+  offsetLagAlarmThreshold: 'offsetLagAlarmThreshold',
   alarmEmail: 'alarmEmail',
   removalPolicy: 'removalPolicy',
   deletionProtection: 'deletionProtection',

@@ -116,6 +116,8 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   checkpointIntervalMinutes:
     'How often a checkpoint is taken and the monitor runs. Committed output is at most about this old.',
   noCommitAlarmIntervals: 'The `NoCommit` alarm fires when staged data has waited this many intervals.',
+  offsetLagAlarmThreshold:
+    "The `OffsetLagHigh` alarm fires when the event source mapping's `OffsetLag` (records the consumer group has not processed) stays at or above this for 15 minutes.",
   alarmEmail: 'Subscribe this address to the alarm topic.',
   removalPolicy:
     '`retain` keeps table, bucket and logs when the stack is deleted; `destroy` removes them (sandboxes).',
