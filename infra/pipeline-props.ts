@@ -81,7 +81,7 @@ export interface ExactlyOncePipelineProps {
    * keys that never cross partitions, such as the Kafka message key). Default `global`.
    */
   readonly idempotencyScope?: 'global' | 'partition';
-  /** `partition` scope: most keys a partition's window remembers (1,000 to 1,000,000). Default 100,000. */
+  /** `partition` scope: most keys a partition's window remembers (1,000 to 500,000). Default 100,000. */
   readonly idempotencyWindowKeys?: number;
   /** How long a claimed idempotency key blocks duplicates, whole seconds, at least a day. Default 7 days. */
   readonly idempotencyTtl?: Duration;

@@ -134,9 +134,10 @@ export const settingsSchema = z
     idempotencyScope: z.enum(['global', 'partition']).default('global'),
     /**
      * `partition` scope: most keys a partition's window remembers (the window is the TTL or the last this many
-     * keys, whichever is shorter). In buckets of 1,000 keys, 16 bytes each.
+     * keys, whichever is shorter). In buckets of 1,000 keys, 16 bytes each (26 bytes of processor memory per key
+     * of a cached window).
      */
-    idempotencyWindowKeys: z.coerce.number().int().min(1_000).max(1_000_000).default(100_000),
+    idempotencyWindowKeys: z.coerce.number().int().min(1_000).max(500_000).default(100_000),
     /** How long a claimed idempotency key blocks duplicates (seconds). */
     idempotencyTtlSeconds: z.coerce
       .number()

@@ -16,9 +16,11 @@
  * {@link BUCKET_ENTRIES} keys: `entries` is a binary attribute of 16-byte entries (8 bytes of SHA-256 of the key,
  * 8 bytes of the record's digest, which tells a duplicate from a conflict as claims do), `createdAt` (ms),
  * `expiresAt` (epoch s, the table's TTL attribute). A bucket takes keys while it is younger than 1/8 of the TTL
- * and not full; it counts until `createdAt + TTL × 9/8`, so a key blocks its duplicates for at least the TTL and at
- * most an eighth longer. Only the newest `windowKeys / BUCKET_ENTRIES + 1` buckets count: under heavy traffic the
- * window is the last `windowKeys` keys of the partition (up to 1,000 more), shorter than the TTL (see the docs). Every write is
+ * and not full, and only while it still counts for a whole TTL; it counts until `createdAt + TTL × 9/8`, so a key
+ * blocks its duplicates for at least the TTL and at most an eighth longer. Newest first, buckets count while the
+ * newer ones hold fewer than `windowKeys` keys: under heavy traffic the window is the last `windowKeys` keys of the
+ * partition (up to 1,000 more), shorter than the TTL (see the docs). A window's look-up index costs 10 bytes per
+ * key besides the 16 of the entry. Every write is
  * a whole-item Put (its size is what DynamoDB bills anyway), conditioned on the bucket being what the cache says
  * (absent, or holding exactly the entries counted), so a defect that desynchronised the cache fails loudly rather
  * than dropping keys.
@@ -67,13 +69,14 @@ export interface KeyWindowLimits {
 }
 
 /** Hashes of the keys seen last: a batch looks each key up, then writes it (one SHA-256 per key, not two). */
-const RECENT_HASHES = new Map<string, string>();
+const RECENT_HASHES = new Map<string, Buffer>();
 const RECENT_HASHES_MAX = 4096;
 
-function keyHashHex(key: string): string {
+/** The first 8 bytes of the key's SHA-256 (UTF-8). */
+function keyHash(key: string): Buffer {
   let hash = RECENT_HASHES.get(key);
   if (hash === undefined) {
-    hash = createHash('sha256').update(key, 'utf8').digest().subarray(0, KEY_HASH_BYTES).toString('hex');
+    hash = createHash('sha256').update(key, 'utf8').digest().subarray(0, KEY_HASH_BYTES);
     if (RECENT_HASHES.size >= RECENT_HASHES_MAX) RECENT_HASHES.clear();
     RECENT_HASHES.set(key, hash);
   }
@@ -86,11 +89,12 @@ export function digestPrefix(digest: string): string {
 }
 
 /**
- * Buckets that count: at most this many of the newest, one more than `windowKeys` fills, so that the window holds
- * at least the last `windowKeys` keys (and at most {@link BUCKET_ENTRIES} more) while they are within the TTL.
+ * How many bucket items one read of a window takes at most: enough full buckets for `windowKeys`, one partial
+ * newest bucket, and the buckets closed early by age while they still count (a bucket closes after TTL/8 and
+ * counts until TTL × 9/8: at most 9 more). Older ones hold keys the window may forget.
  */
 export function maxBuckets(limits: KeyWindowLimits): number {
-  return Math.ceil(limits.windowKeys / BUCKET_ENTRIES) + 1;
+  return Math.ceil(limits.windowKeys / BUCKET_ENTRIES) + 1 + 9;
 }
 
 function entryCount(bucket: KeyWindowBucket): number {
@@ -98,33 +102,66 @@ function entryCount(bucket: KeyWindowBucket): number {
 }
 
 /**
- * Each bucket's look-up map (key hash → digest prefix), built once per bucket object: a window after a transaction
- * shares every bucket but the one it added to, whose map is the old one plus the new keys.
+ * A bucket's look-up index: its key hashes as (high, low) 32-bit words sorted, with each one's entry position.
+ * 10 bytes per key besides the 16 of the entry (a map of strings costs ~100, review of issue 16), built once per
+ * bucket object: a window after a transaction shares every bucket but the ones it wrote.
  */
-const INDEXES = new WeakMap<KeyWindowBucket, ReadonlyMap<string, string>>();
-
-function indexOf(bucket: KeyWindowBucket): ReadonlyMap<string, string> {
-  let map = INDEXES.get(bucket);
-  if (!map) {
-    map = withEntries(new Map(), bucket.entries);
-    INDEXES.set(bucket, map);
-  }
-  return map;
+interface BucketIndex {
+  readonly high: Uint32Array;
+  readonly low: Uint32Array;
+  readonly position: Uint16Array;
 }
 
-/** `map` plus the entries in `bytes` (the first entry of a key wins: a held key is never added again anyway). */
-function withEntries(map: Map<string, string>, bytes: Uint8Array): Map<string, string> {
-  const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  for (let at = 0; at < buffer.length; at += ENTRY_BYTES) {
-    const hash = buffer.toString('hex', at, at + KEY_HASH_BYTES);
-    if (!map.has(hash)) map.set(hash, buffer.toString('hex', at + KEY_HASH_BYTES, at + ENTRY_BYTES));
+const INDEXES = new WeakMap<KeyWindowBucket, BucketIndex>();
+
+function indexOf(bucket: KeyWindowBucket): BucketIndex {
+  let index = INDEXES.get(bucket);
+  if (!index) {
+    const bytes = Buffer.from(bucket.entries.buffer, bucket.entries.byteOffset, bucket.entries.byteLength);
+    const n = entryCount(bucket);
+    const highOf = (i: number) => bytes.readUInt32BE(i * ENTRY_BYTES);
+    const lowOf = (i: number) => bytes.readUInt32BE(i * ENTRY_BYTES + 4);
+    const order = Array.from({ length: n }, (_, i) => i).sort(
+      (a, b) => highOf(a) - highOf(b) || lowOf(a) - lowOf(b) || a - b,
+    );
+    index = {
+      high: Uint32Array.from(order, highOf),
+      low: Uint32Array.from(order, lowOf),
+      position: Uint16Array.from(order),
+    };
+    INDEXES.set(bucket, index);
   }
-  return map;
+  return index;
+}
+
+/** The digest prefix of the first entry of `hash` in the bucket, if it holds the key. */
+function find(bucket: KeyWindowBucket, hash: Buffer): string | undefined {
+  const { high, low, position } = indexOf(bucket);
+  const h = hash.readUInt32BE(0);
+  const l = hash.readUInt32BE(4);
+  let from = 0;
+  let to = high.length;
+  while (from < to) {
+    const mid = (from + to) >>> 1;
+    if (high[mid]! < h || (high[mid] === h && low[mid]! < l)) from = mid + 1;
+    else to = mid;
+  }
+  if (from === high.length || high[from] !== h || low[from] !== l) return undefined;
+  const at = position[from]! * ENTRY_BYTES + KEY_HASH_BYTES;
+  return Buffer.from(bucket.entries.buffer, bucket.entries.byteOffset + at, DIGEST_BYTES).toString('hex');
+}
+
+function counts(bucket: KeyWindowBucket, now: number): boolean {
+  return bucket.expiresAt * 1000 > now;
 }
 
 /**
  * One partition's window as of one fence value: look-ups, and the bucket writes that add a chunk's keys. Pure:
  * `now` is passed in, and {@link withWrites} returns the window after a committed transaction.
+ *
+ * What counts at `now`: newest first, the unexpired buckets while the unexpired buckets newer than them hold fewer
+ * than `windowKeys` keys — so at least the last `windowKeys` keys (by key count, not bucket count: buckets closed
+ * early by age or by another container's clock are partial, review of issue 16) within the TTL.
  */
 export class KeyWindow {
   /** Newest first. */
@@ -134,27 +171,39 @@ export class KeyWindow {
     buckets: readonly KeyWindowBucket[],
     private readonly limits: KeyWindowLimits,
   ) {
-    this.buckets = [...buckets].sort((a, b) => b.seq - a.seq).slice(0, maxBuckets(limits));
+    this.buckets = [...buckets].sort((a, b) => b.seq - a.seq);
   }
 
   static empty(limits: KeyWindowLimits): KeyWindow {
     return new KeyWindow([], limits);
   }
 
+  /** The buckets that count at `now`, newest first (see the class comment). */
+  private counting(now: number): KeyWindowBucket[] {
+    const found: KeyWindowBucket[] = [];
+    let newer = 0;
+    for (const bucket of this.buckets) {
+      if (newer >= this.limits.windowKeys) break;
+      if (!counts(bucket, now)) continue;
+      found.push(bucket);
+      newer += entryCount(bucket);
+    }
+    return found;
+  }
+
   /** The holder of `key` among the buckets that count at `now`, if any. */
   lookup(key: string, now: number): WindowHolder | undefined {
-    const hash = keyHashHex(key);
-    for (const bucket of this.buckets) {
-      if (bucket.expiresAt * 1000 <= now) continue;
-      const found = indexOf(bucket).get(hash);
+    const hash = keyHash(key);
+    for (const bucket of this.counting(now)) {
+      const found = find(bucket, hash);
       if (found !== undefined) return { digestPrefix: found };
     }
     return undefined;
   }
 
   /**
-   * The bucket Puts that add `keys` (in staging order) at `now`: the newest bucket while it is young and not full,
-   * then new buckets. At most `ceil(keys / BUCKET_ENTRIES) + 1` writes.
+   * The bucket Puts that add `keys` (in staging order) at `now`: the newest bucket while it may take keys, then
+   * new buckets. At most `ceil(keys / BUCKET_ENTRIES) + 1` writes.
    */
   writesFor(keys: readonly { readonly key: string; readonly digest: string }[], now: number): BucketWrite[] {
     if (keys.length === 0) return [];
@@ -167,10 +216,8 @@ export class KeyWindow {
     let seq = newest?.seq ?? 0;
     const close = () => {
       if (!open || open.added.length === 0) return;
-      const added = Buffer.concat(open.added);
-      const bucket = { ...open.bucket, entries: Buffer.concat([open.bucket.entries, added]) };
-      INDEXES.set(bucket, withEntries(new Map(indexOf(open.bucket)), added));
-      writes.push({ bucket, previousEntries: open.previous });
+      const entries = Buffer.concat([open.bucket.entries, ...open.added]);
+      writes.push({ bucket: { ...open.bucket, entries }, previousEntries: open.previous });
     };
     for (const { key, digest } of keys) {
       if (!open || entryCount(open.bucket) + open.added.length >= BUCKET_ENTRIES) {
@@ -187,27 +234,34 @@ export class KeyWindow {
           added: [],
         };
       }
-      open.added.push(
-        Buffer.concat([Buffer.from(keyHashHex(key), 'hex'), Buffer.from(digestPrefix(digest), 'hex')]),
-      );
+      open.added.push(Buffer.concat([keyHash(key), Buffer.from(digestPrefix(digest), 'hex')]));
     }
     close();
     return writes;
   }
 
-  /** The window after a transaction that made `writes` committed. */
-  withWrites(writes: readonly BucketWrite[]): KeyWindow {
+  /**
+   * The window after a transaction that made `writes` committed at `now`; buckets that no longer count are let
+   * go, so a long-lived container holds at most `windowKeys` keys (plus partial buckets) per partition.
+   */
+  withWrites(writes: readonly BucketWrite[], now: number): KeyWindow {
     const bySeq = new Map(this.buckets.map((bucket) => [bucket.seq, bucket]));
     for (const { bucket } of writes) bySeq.set(bucket.seq, bucket);
-    return new KeyWindow([...bySeq.values()], this.limits);
+    return new KeyWindow(new KeyWindow([...bySeq.values()], this.limits).counting(now), this.limits);
   }
 
-  /** A bucket takes keys while younger than an eighth of the TTL (so it never counts past TTL × 9/8). */
+  /**
+   * Whether the newest bucket may take a key at `now`: not full, younger than an eighth of the TTL (so it never
+   * counts much past the TTL), and counting for at least the TTL from now (a bucket opened under a shorter TTL,
+   * before the setting was raised, would let the key go too early). A bucket another container opened a little
+   * in this one's future is taken (a negative age): refusing it would leave a partial bucket per clock skew.
+   */
   private accepts(bucket: KeyWindowBucket, now: number): boolean {
+    const ttlMs = this.limits.ttlSeconds * 1000;
     return (
-      now >= bucket.createdAt &&
-      now - bucket.createdAt < (this.limits.ttlSeconds * 1000) / 8 &&
-      entryCount(bucket) < BUCKET_ENTRIES
+      entryCount(bucket) < BUCKET_ENTRIES &&
+      now - bucket.createdAt < ttlMs / 8 &&
+      bucket.expiresAt * 1000 >= now + ttlMs
     );
   }
 }

@@ -901,7 +901,7 @@ export class Processor {
         const id = partitionId(topic, partition);
         const cached = this.windows.get(id);
         if (window) {
-          window = window.withWrites(keyWindow);
+          window = window.withWrites(keyWindow, this.clock.now());
           this.rememberWindow(id, chunk.lastOffset, window);
         } else if (cached?.fenceOffset === from) {
           this.rememberWindow(id, chunk.lastOffset, cached.window);
