@@ -27,6 +27,7 @@ import { costAtRates, costModel, idleMonthlyCost } from './cost.ts';
 import { E2E_DEFAULTS, measureEndToEnd, measureVisibility, VISIBILITY_DEFAULTS } from './e2e.ts';
 import { measureIdle } from './idle.ts';
 import type { BenchResults } from './report.ts';
+import { keyWriteRates, measureScale } from './scale.ts';
 import { median } from './stats.ts';
 import { batchEvent, CUSTOMER_POOL, recordBytes } from './workload.ts';
 
@@ -212,6 +213,9 @@ async function main(): Promise<void> {
       )!;
     progress('checkpoints');
     const checkpoints = await measureCheckpoints(base, [10, 100, 1000]);
+    progress('a checkpoint over 1,000 partitions (bench/scale.ts)');
+    const scale = await measureScale(base);
+    const keyWrites = keyWriteRates('bench', 'orders', 1000);
     progress('an idle pipeline');
     const idle = await measureIdle(base);
     const idleCost = idleMonthlyCost(idle);
@@ -262,6 +266,10 @@ async function main(): Promise<void> {
       visibility_p50_ms: atDefault.p50Ms.median,
       visibility_p99_ms: atDefault.p99Ms.median,
       init_ms_processor: coldStart.init_ms_processor,
+      commit_s_1000p: scale.commitSeconds,
+      max_writes_per_key_per_s_1000p: keyWrites.maxWritesPerKeyPerSecond,
+      scale,
+      keyWrites,
       e2e,
       visibility,
       coldStart,

@@ -34,6 +34,7 @@ import {
   type CoordinatorStep,
   functionArnSubstitution,
 } from '../shared/coordinator/definition.ts';
+import { fenceLeadingKeys } from '../shared/ledger/fences.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
 import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
@@ -143,7 +144,7 @@ export class CheckpointCoordinator extends Construct {
     const final = finalPrefix(pl);
     const manifests = manifestsPrefix(pl);
     const checkpoint = [keys.checkpointPk(pl), `${keys.checkpointPk(pl)}#*`];
-    const fences = [keys.fencePk(pl)];
+    const fences = fenceLeadingKeys(pl);
     const stagedEntries = [`${pl}#STAGED#*`];
     const read = ['dynamodb:GetItem', 'dynamodb:Query'];
     const write = ['dynamodb:UpdateItem'];

@@ -30,6 +30,7 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import { settingsToEnv } from '../shared/config/settings.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
+import { fenceLeadingKeys } from '../shared/ledger/fences.ts';
 import { keys, STREAMS } from '../shared/ledger/layout.ts';
 import {
   METRIC,
@@ -93,7 +94,7 @@ export function keyWindowLeadingKeys(pipeline: string): string[] {
  */
 export function processorLeadingKeys(pipeline: string): string[] {
   return [
-    keys.fencePk(pipeline),
+    ...fenceLeadingKeys(pipeline),
     `${pipeline}#STAGED#*`,
     `${pipeline}#CLAIM#*`,
     ...keyWindowLeadingKeys(pipeline),

@@ -233,7 +233,7 @@ function objectsOf(pl: string) {
 /** One representative partition key of each item kind of a pipeline. */
 function itemsOf(pl: string) {
   return {
-    fence: keys.fencePk(pl),
+    fence: keys.fence(pl, 'orders', 3).pk,
     stagedEntry: keys.stagedPk(pl, 'orders', 3),
     claim: keys.claim(pl, 'order-42').pk,
     state: keys.state(pl, 'customer-1').pk,

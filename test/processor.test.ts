@@ -220,14 +220,23 @@ describe('processor', () => {
     const calls = new CallCounter().attach(clients);
     const processor = createProcessor({ settings, clients });
     await processor.processEvent(mskEvent(orderRecords(0, 0, 50)));
+    // A new partition: its fence shard, then the legacy fence key (fences.ts), both absent.
     expect(calls.snapshot()).toEqual({
-      'dynamodb:GetItem': 1,
+      'dynamodb:GetItem': 2,
       'dynamodb:TransactWriteItems': 1,
       's3:PutObject': 1,
     });
     calls.reset();
     await processor.processEvent(mskEvent(orderRecords(0, 50, 50)));
     expect(calls.snapshot()).toEqual({ 'dynamodb:TransactWriteItems': 1, 's3:PutObject': 1 });
+    // A cold container reads the sharded fence only, once it exists.
+    calls.reset();
+    await createProcessor({ settings, clients }).processEvent(mskEvent(orderRecords(0, 100, 50)));
+    expect(calls.snapshot()).toEqual({
+      'dynamodb:GetItem': 1,
+      'dynamodb:TransactWriteItems': 1,
+      's3:PutObject': 1,
+    });
     calls.reset();
     await processor.processEvent(mskEvent(orderRecords(0, 50, 50)));
     expect(calls.total()).toBe(0);

@@ -12,10 +12,10 @@ import { DeleteCommand, DynamoDBDocumentClient, PutCommand, QueryCommand } from 
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../shared/clock.ts';
 import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
+import { InjectedCrashError, MalformedLedgerItemError } from '../shared/errors.ts';
 import { BUCKET_ENTRIES, ENTRY_BYTES, KeyWindow, maxBuckets } from '../shared/ledger/key-window.ts';
 import { keys } from '../shared/ledger/layout.ts';
-import { KeyWindowChangedError, StagingLedger } from '../shared/ledger/staging-ledger.ts';
+import { StagingLedger } from '../shared/ledger/staging-ledger.ts';
 import { createProcessor, type ProcessorDeps } from '../shared/processor/processor.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
@@ -230,10 +230,10 @@ describe('review: resources of the window cache', () => {
 
 describe('review: disproved suspicions (coverage)', () => {
   it('disproved: a partition with window buckets but no fence (fence deleted by hand) fails loudly and overwrites nothing', async () => {
-    // Out of protocol (operations.md: never delete a fence). windowFor skips the read at NO_FENCE, so the bucket
-    // Put conditioned on "absent" fails, KeyWindowChangedError is retried 3 times and then thrown: the partition
-    // stops loudly (PartitionsStopped) rather than overwriting the stored keys. Not an exactly-once break; a
-    // liveness remark: reading the window on KeyWindowChangedError even at NO_FENCE would resume it.
+    // Out of protocol (operations.md: never delete a fence). With fence shards the legacy key holds a moved
+    // marker for the partition, so the missing sharded fence is a malformed ledger (MalformedLedgerItemError)
+    // before any window is read: the partition stops loudly (PartitionsStopped) and overwrites nothing. (Before
+    // the shards: KeyWindowChangedError after 3 re-reads, also loud.)
     const settings = settingsFor();
     const processor = processorFor(settings);
     await processor.processEvent(mskEvent([keyed(0, 0, 'N0')]));
@@ -241,7 +241,7 @@ describe('review: disproved suspicions (coverage)', () => {
       new DeleteCommand({ TableName: res.table, Key: keys.fence(settings.pipelineId, 'orders', 0) }),
     );
     const cold = processorFor(settings);
-    await expect(cold.processEvent(mskEvent([keyed(0, 1, 'N1')]))).rejects.toThrow(KeyWindowChangedError);
+    await expect(cold.processEvent(mskEvent([keyed(0, 1, 'N1')]))).rejects.toThrow(MalformedLedgerItemError);
     expect(await buckets(settings)).toEqual([[1, 1]]);
   });
 

@@ -7,7 +7,7 @@
  *
  * | item              | pk                                      | sk                                  |
  * |-------------------|-----------------------------------------|-------------------------------------|
- * | partition fence   | `<pl>#FENCE`                            | `<topic>#<partition>`               |
+ * | partition fence   | `<pl>#FENCE#<shard, 2 digits>`          | `<topic>#<partition>`               |
  * | staged-file entry | `<pl>#STAGED#<topic>#<partition>`       | `<lastOffset, 20 digits>#<stream>`  |
  * | idempotency claim | `<pl>#CLAIM#<key>`                      | `CLAIM`                             |
  * | key-window bucket | `<pl>#KEYS#<topic>#<partition>`         | `W#<seq, 12 digits>`                |
@@ -20,7 +20,7 @@
  * | cut page          | `<pl>#CHECKPOINT#CUT#<cutId>`           | `C#<shard, 2>#<page, 6>` / `U#<page, 6>` |
  *
  * Who writes what (the stack's IAM scopes each role to these leading keys; see `infra/`):
- * - the processor: `<pl>#FENCE`, `<pl>#STAGED#*`, `<pl>#CLAIM#*`, `<pl>#KEYS#*` (partition-scoped idempotency,
+ * - the processor: `<pl>#FENCE#*` (and the legacy `<pl>#FENCE`, see `fences.ts`), `<pl>#STAGED#*`, `<pl>#CLAIM#*`, `<pl>#KEYS#*` (partition-scoped idempotency,
  *   `key-window.ts`), `<pl>#STATE#*` — and nothing else;
  * - the coordinator: every `<pl>#CHECKPOINT…` item (head, records, sweep mark, cut pages), and deletes of
  *   staged entries it promoted. Nothing the commit path trusts lies under a processor key: a processor that
@@ -32,10 +32,13 @@
  * partitions whose cut moved, dealt to prepare/promote/cleanup shards; `U#` pages the unchanged ones, carried so
  * that the next begin reads the whole committed cut.
  *
- * All fences of a pipeline share one partition key, so the coordinator reads every partition's staged offset
- * with one strongly consistent Query. Staged entries are spread per source partition; within one, the sort key
+ * Fences are spread over 16 partition keys by (topic, partition) (`fences.ts`: one key for all would take more
+ * writes a second than DynamoDB allows one key at 1,000 partitions), so the coordinator reads every partition's
+ * staged offset with one strongly consistent Query per shard, in parallel. Staged entries are spread per source partition; within one, the sort key
  * orders them by offset, so "covered by checkpoint N" (previous cut < lastOffset <= cut) is one key range.
  */
+
+import { fenceKeys } from './fences.ts';
 
 export const LEDGER_TABLE_LAYOUT = {
   partitionKey: 'pk',
@@ -69,11 +72,11 @@ export function padCheckpointId(id: number): string {
 }
 
 export const keys = {
-  fencePk: (pipeline: string): string => `${pipeline}#FENCE`,
-  fence: (pipeline: string, topic: string, partition: number): ItemKey => ({
-    pk: `${pipeline}#FENCE`,
-    sk: `${topic}#${partition}`,
-  }),
+  fence: (pipeline: string, topic: string, partition: number): ItemKey =>
+    fenceKeys.fence(pipeline, topic, partition),
+  /** The key fences had before the shards (`fences.ts`). */
+  legacyFence: (pipeline: string, topic: string, partition: number): ItemKey =>
+    fenceKeys.legacyFence(pipeline, topic, partition),
   stagedPk: (pipeline: string, topic: string, partition: number): string =>
     `${pipeline}#STAGED#${topic}#${partition}`,
   staged: (

@@ -16,6 +16,7 @@ import {
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { mapLimit } from '../sink/objects.ts';
+import { readFenceItems } from './fences.ts';
 import { type ItemKey, keys, padOffset, partitionId, STREAMS, type Stream } from './layout.ts';
 import type { FenceItem, StagedFileEntry } from './records.ts';
 
@@ -106,26 +107,19 @@ export class StagedLedger {
   }
 
   /**
-   * Every partition's staged offset, by `<topic>#<partition>`: one strongly consistent Query (paged) on the
-   * pipeline's fence partition key. Partitions that never staged anything (-1) are left out.
+   * Every partition's staged offset, by `<topic>#<partition>`: strongly consistent Queries of the legacy fence key,
+   * then of the fence shards in parallel (`fences.ts`). Partitions that never staged anything (-1) are left out.
    */
   async readFences(): Promise<Record<string, number>> {
     const fences: Record<string, number> = {};
-    let startKey: Record<string, unknown> | undefined;
-    do {
-      const page = await this.query(
-        {
-          KeyConditionExpression: 'pk = :pk',
-          ExpressionAttributeValues: { ':pk': keys.fencePk(this.pipeline) },
-          ExclusiveStartKey: startKey,
-        },
-        'readFences',
-      );
-      for (const item of page.items as unknown as FenceItem[]) {
-        if (item.stagedOffset >= 0) fences[partitionId(item.topic, item.partition)] = item.stagedOffset;
-      }
-      startKey = page.next;
-    } while (startKey);
+    for (const item of (await readFenceItems(
+      this.doc,
+      this.table,
+      this.pipeline,
+    )) as unknown as FenceItem[]) {
+      if (typeof item.stagedOffset === 'number' && item.stagedOffset >= 0)
+        fences[partitionId(item.topic, item.partition)] = item.stagedOffset;
+    }
     return fences;
   }
 

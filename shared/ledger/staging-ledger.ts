@@ -40,8 +40,9 @@ import {
   PipelineError,
 } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
+import { fenceKeys } from './fences.ts';
 import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
-import { keys } from './layout.ts';
+import { type ItemKey, keys } from './layout.ts';
 import {
   type ClaimItem,
   type FenceIdentity,
@@ -116,6 +117,8 @@ export interface FenceState {
   readonly identity: FenceIdentity | undefined;
   /** Epoch ms of the fence's last staging transaction (undefined for no fence). */
   readonly updatedAt: number | undefined;
+  /** Read from the legacy key (`fences.ts`): the next staging transaction moves it to its shard. */
+  readonly legacy?: true;
 }
 
 export interface StagingTransaction {
@@ -124,6 +127,8 @@ export interface StagingTransaction {
   readonly partition: number;
   /** The fence value the invocation read (-1: no fence yet). */
   readonly expectedOffset: number;
+  /** That value was read from the legacy fence key: this transaction moves the fence to its shard (`fences.ts`). */
+  readonly fromLegacy?: boolean;
   /** The chunk's last offset: the fence after this transaction. */
   readonly newOffset: number;
   readonly entries: readonly StagedFileEntry[];
@@ -203,6 +208,24 @@ function identityOf(item: Record<string, unknown>, stagedOffset: number): FenceI
   return { fenceRecord, batchStart, recentStarts: starts.slice(-RECENT_STARTS) };
 }
 
+/** A fence item as read: an item without a valid staged offset is malformed (see {@link StagingLedger.readFence}). */
+function fenceStateOf(item: Record<string, unknown>, topic: string, partition: number): FenceState {
+  // An item without a staged offset would read as "no fence" while the staging condition (item absent) fails
+  // forever: malformed, like any other value that is not an offset.
+  const stagedOffset = item.stagedOffset;
+  if (typeof stagedOffset !== 'number' || !Number.isSafeInteger(stagedOffset) || stagedOffset < 0) {
+    throw new MalformedLedgerItemError(
+      `fence ${topic}#${partition}`,
+      `staged offset ${String(stagedOffset)} is not an offset`,
+    );
+  }
+  return {
+    stagedOffset,
+    identity: identityOf(item, stagedOffset),
+    updatedAt: typeof item.updatedAt === 'number' ? item.updatedAt : undefined,
+  };
+}
+
 /**
  * A claim is this record's own when it names the same claimant and the same digest: a retry of the record. The
  * same claimant with another digest is another record at the same offset (a new topic generation, a new epoch).
@@ -232,33 +255,30 @@ export class StagingLedger {
    * is not a non-negative safe integer is no fence this code wrote: refused, loudly.
    */
   async readFence(pipeline: string, topic: string, partition: number): Promise<FenceState> {
-    let item: Record<string, unknown> | undefined;
+    const item = await this.getFence(fenceKeys.fence(pipeline, topic, partition));
+    if (item !== undefined) return fenceStateOf(item, topic, partition);
+    // No sharded fence: a fence written before the shards may still be under the legacy key (`fences.ts`).
+    const legacy = await this.getFence(fenceKeys.legacyFence(pipeline, topic, partition));
+    if (legacy === undefined) return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
+    if (legacy.movedTo !== undefined) {
+      // The move creates the sharded fence in the same transaction: it cannot be missing, unless removed by hand.
+      throw new MalformedLedgerItemError(
+        `fence ${topic}#${partition}`,
+        `the legacy fence says it moved to ${String(legacy.movedTo)}, where no fence is`,
+      );
+    }
+    return { ...fenceStateOf(legacy, topic, partition), legacy: true };
+  }
+
+  private async getFence(key: ItemKey): Promise<Record<string, unknown> | undefined> {
     try {
-      ({ Item: item } = await this.doc.send(
-        new GetCommand({
-          TableName: this.table,
-          Key: keys.fence(pipeline, topic, partition),
-          ConsistentRead: true,
-        }),
-      ));
+      const { Item } = await this.doc.send(
+        new GetCommand({ TableName: this.table, Key: key, ConsistentRead: true }),
+      );
+      return Item;
     } catch (error) {
       this.rethrow('dynamodb:GetItem', error);
     }
-    if (item === undefined) return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
-    // An item without a staged offset would read as "no fence" while the staging condition (item absent) fails
-    // forever: malformed, like any other value that is not an offset.
-    const stagedOffset = item.stagedOffset;
-    if (typeof stagedOffset !== 'number' || !Number.isSafeInteger(stagedOffset) || stagedOffset < 0) {
-      throw new MalformedLedgerItemError(
-        `fence ${topic}#${partition}`,
-        `staged offset ${String(stagedOffset)} is not an offset`,
-      );
-    }
-    return {
-      stagedOffset,
-      identity: identityOf(item, stagedOffset),
-      updatedAt: typeof item.updatedAt === 'number' ? item.updatedAt : undefined,
-    };
   }
 
   /**
@@ -281,9 +301,11 @@ export class StagingLedger {
    * {@link StateTypeConflictError} / {@link ItemLimitExceededError}.
    */
   async stage(txn: StagingTransaction): Promise<void> {
-    const items = [this.fenceItem(txn), ...txn.entries.map((e) => this.entryItem(txn, e))];
+    const moves = this.touchesLegacy(txn) ? [this.legacyItem(txn)] : [];
+    const items = [this.fenceItem(txn), ...moves, ...txn.entries.map((e) => this.entryItem(txn, e))];
     const labels = [
       'fence',
+      ...moves.map(() => 'legacy fence'),
       ...txn.entries.map((e) => `staged entry ${e.stream} ${e.firstOffset}..${e.lastOffset}`),
     ];
     const claimsStart = items.length;
@@ -453,8 +475,11 @@ export class StagingLedger {
     error: unknown,
   ): void {
     const failed = (index: number) => reasons[index]?.Code === 'ConditionalCheckFailed';
-    // A failed entry condition means another invocation staged the same range: the fence moved too.
-    if (failed(0) || txn.entries.some((_, i) => failed(1 + i))) {
+    // A failed entry condition means another invocation staged the same range: the fence moved too. So does a
+    // failed legacy move (another invocation moved or moved past it).
+    const legacy = this.touchesLegacy(txn);
+    const entriesStart = legacy ? 2 : 1;
+    if (failed(0) || (legacy && failed(1)) || txn.entries.some((_, i) => failed(entriesStart + i))) {
       throw new FenceMovedError(txn.topic, txn.partition, txn.expectedOffset);
     }
     const taken = txn.claims.flatMap((claim, i) =>
@@ -497,8 +522,41 @@ export class StagingLedger {
     rethrowClassified(operation, error);
   }
 
+  /** A transaction that creates the sharded fence also settles the legacy key (see {@link legacyItem}). */
+  private touchesLegacy(txn: StagingTransaction): boolean {
+    return txn.fromLegacy === true || txn.expectedOffset === NO_FENCE;
+  }
+
+  /**
+   * The legacy fence key's part of a transaction that creates the sharded fence (`fences.ts`): a legacy fence (the
+   * value read) is marked moved and loses its staged offset, on condition it is still that value and not moved;
+   * for a new partition a moved marker is created, on condition nothing is there. Either way a processor of the
+   * release before the shards (a rolling deploy, a zombie) can no longer stage on the legacy key: its condition
+   * (the staged offset it read, or the key absent) fails, and it stops on the fence without an offset.
+   */
+  private legacyItem(txn: StagingTransaction): TransactItem {
+    const moved = fenceKeys.fence(txn.pipeline, txn.topic, txn.partition);
+    const fresh = txn.expectedOffset === NO_FENCE;
+    return {
+      Update: {
+        TableName: this.table,
+        Key: fenceKeys.legacyFence(txn.pipeline, txn.topic, txn.partition),
+        UpdateExpression: fresh
+          ? 'SET movedTo = :movedTo, movedFrom = :none'
+          : 'SET movedTo = :movedTo, movedFrom = stagedOffset REMOVE stagedOffset',
+        ConditionExpression: fresh
+          ? 'attribute_not_exists(pk)'
+          : 'stagedOffset = :expected AND attribute_not_exists(movedTo)',
+        ExpressionAttributeValues: fresh
+          ? { ':movedTo': moved.pk, ':none': NO_FENCE }
+          : { ':movedTo': moved.pk, ':expected': txn.expectedOffset },
+      },
+    };
+  }
+
   private fenceItem(txn: StagingTransaction): TransactItem {
-    const absent = txn.expectedOffset === NO_FENCE;
+    // The sharded fence is created (absent) for a new partition and when the legacy one moves.
+    const absent = txn.expectedOffset === NO_FENCE || txn.fromLegacy === true;
     return {
       Update: {
         TableName: this.table,

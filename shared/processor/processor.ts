@@ -856,6 +856,8 @@ export class Processor {
           topic,
           partition,
           expectedOffset: from,
+          // A fence read from the legacy key moves to its shard in this transaction (fences.ts).
+          ...(known.legacy ? { fromLegacy: true } : {}),
           newOffset: chunk.lastOffset,
           entries: objects.map((object) => this.entryFor(chunk, object, topic, partition, attemptId)),
           claims: this.claimsFor(chunk.kept.filter(claimInTransaction), topic, partition),

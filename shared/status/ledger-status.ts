@@ -16,6 +16,7 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { Clock } from '../clock.ts';
 import { CheckpointStore } from '../ledger/checkpoints.ts';
+import { readFenceItems } from '../ledger/fences.ts';
 import { keys, partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
   type AbortedAttempt,
@@ -104,12 +105,10 @@ export async function readLedgerStatus(options: LedgerStatusOptions): Promise<Le
   const [head, history, fences] = await Promise.all([
     getItem(documents, options.table, keys.checkpointHead(options.pipeline)).then(toHeadView),
     readHistory(documents, options),
-    queryAll(documents, {
-      TableName: options.table,
-      KeyConditionExpression: 'pk = :pk',
-      ExpressionAttributeValues: { ':pk': keys.fencePk(options.pipeline) },
-      ConsistentRead: true,
-    }),
+    // Legacy key first, then the shards (fences.ts); a moved legacy marker without a fence of its own is skipped.
+    readFenceItems(documents, options.table, options.pipeline).then((items) =>
+      items.filter((item) => typeof item.stagedOffset === 'number'),
+    ),
   ]);
   const committedId = head?.committedId ?? 0;
   const [lastCommittedView, inFlight] = await Promise.all([

@@ -39,8 +39,11 @@ export async function ledgerView(clients: AwsClients, table: string, pipeline: s
   const view: LedgerView = { fences: {}, entries: [], claims: {}, state: {} };
   for (const item of await scanPipeline(clients, table, pipeline)) {
     const pk = String(item.pk);
-    if (pk.endsWith('#FENCE')) view.fences[String(item.sk)] = item.stagedOffset as number;
-    else if (pk.includes('#STAGED#')) {
+    if (/#FENCE(#\d+)?$/.test(pk)) {
+      // A fence shard, or the legacy key (a fence of the release before the shards, or a moved marker without one).
+      if (typeof item.stagedOffset === 'number')
+        view.fences[String(item.sk)] = Math.max(view.fences[String(item.sk)] ?? -1, item.stagedOffset);
+    } else if (pk.includes('#STAGED#')) {
       const { pk: _pk, sk: _sk, key: _key, attemptId: _a, stagedAt: _s, ...rest } = item;
       view.entries.push(rest as LedgerView['entries'][number]);
     } else if (pk.includes('#CLAIM#')) view.claims[String(item.idempotencyKey)] = String(item.claimant);
