@@ -25,6 +25,7 @@ import { measureCheckpoints } from './checkpoint.ts';
 import { measureColdStart } from './cold-start.ts';
 import { costAtRates, costModel, idleMonthlyCost } from './cost.ts';
 import { E2E_DEFAULTS, measureEndToEnd, measureVisibility, VISIBILITY_DEFAULTS } from './e2e.ts';
+import { measureFirstRun } from './first-run.ts';
 import { measureIdle } from './idle.ts';
 import type { BenchResults } from './report.ts';
 import { keyWriteRates, measureScale } from './scale.ts';
@@ -228,6 +229,9 @@ async function main(): Promise<void> {
     progress('visibility latency');
     const visibility = await measureVisibility(VISIBILITY_DEFAULTS, E2E_DEFAULTS);
     const atDefault = visibility.find((v) => v.checkpointIntervalMs === E2E_DEFAULTS.checkpointIntervalMs)!;
+    progress('a first run: npm start in a fresh clone (bench/first-run.ts)');
+    const firstRun = await measureFirstRun(root);
+    progress(`first run: ${firstRun.seconds}s, ${firstRun.verdict}`);
     const eo = find('exactly-once', 500);
     const alo = find('at-least-once', 500);
     const results: BenchResults = {
@@ -266,6 +270,8 @@ async function main(): Promise<void> {
       visibility_p50_ms: atDefault.p50Ms.median,
       visibility_p99_ms: atDefault.p99Ms.median,
       init_ms_processor: coldStart.init_ms_processor,
+      first_run_s: firstRun.seconds,
+      firstRun,
       commit_s_1000p: scale.commitSeconds,
       max_writes_per_key_per_s_1000p: keyWrites.maxWritesPerKeyPerSecond,
       scale,

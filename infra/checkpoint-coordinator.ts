@@ -133,7 +133,7 @@ export class CheckpointCoordinator extends Construct {
   /**
    * What each step does to the ledger and the bucket, and nothing more. Item kinds: the checkpoint head, records
    * and cut pages (`<pl>#CHECKPOINT`, `<pl>#CHECKPOINT#…`), read by every step and written by the steps that move
-   * a checkpoint; the fences (`<pl>#FENCE`), read by begin for the cut; staged-file entries
+   * a checkpoint; the fences (`<pl>#FENCE` and its shards `<pl>#FENCE#*`), read by begin for the cut; staged-file entries
    * (`<pl>#STAGED#…`), read by prepare (and by commit, for the `CommitLatency` metric) and removed by cleanup. No
    * step touches claims or keyed state.
    */
