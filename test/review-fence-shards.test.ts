@@ -1,7 +1,7 @@
 /**
  * Review of commit d3862f2 (fence shards, shared/ledger/fences.ts): adversarial interleavings of the move of
  * legacy fences (`<pl>#FENCE`) to their shards (`<pl>#FENCE#NN`), against DynamoDB Local and the S3 server.
- * A test marked `it.fails` is a confirmed finding (its comment gives the interleaving and a suggested fix); a
+ * A test named "fixed (Fn)" was a confirmed finding (its comment gives the interleaving), now a regression test; a
  * test named "disproved: …" is a suspicion that did not hold, kept as coverage.
  */
 import { PutObjectCommand } from '@aws-sdk/client-s3';
@@ -178,7 +178,7 @@ function distinctCustomers(partition: number, from: number, count: number): Reco
 }
 
 describe('review: the legacy item is one more transaction item than the chunk planner counts', () => {
-  it.fails('a new partition whose first chunk fills 100 items: the moved marker makes it 101 and the partition never stages', async () => {
+  it('fixed (F1): a new partition whose first chunk would fill 100 items keeps a slot for the moved marker', async () => {
     // FINDING F1 (stall, L2/L3, P6 "the partition never stalls"). shared/processor/chunks.ts plans a chunk of at
     // most `maxTransactionItems` (default 100) items: 1 fence + 1 entry per stream + claims + key-window buckets +
     // state keys. The commit adds the legacy fence item (StagingLedger.legacyItem) to every transaction that
@@ -208,14 +208,15 @@ describe('review: the legacy item is one more transaction item than the chunk pl
         .catch((error: unknown) => error);
     // The first attempt and the mapping's retry (a fresh container) plan the same 101-item transaction:
     // DynamoDB (Local too) answers "ValidationException: Member must have length less than or equal to 100".
-    await attempt();
-    const retried = await attempt();
-    expect(retried).toMatchObject({ stagedRows: 98, stagedOffset: 97 });
+    // Fixed: the planner keeps the legacy item's slot; the first attempt stages everything, the retry is a
+    // redelivery.
+    expect(await attempt()).toMatchObject({ stagedRows: 98, stagedOffset: 97 });
+    expect(await attempt()).toMatchObject({ stagedRows: 0, duplicatesByOffset: 98, stagedOffset: 97 });
     expect(stopped).toEqual([]);
     expect(largest).toBeLessThanOrEqual(100);
   });
 
-  it.fails('a legacy fence whose first chunk after the upgrade fills 100 items never moves (partition stopped)', async () => {
+  it('fixed (F1): a legacy fence whose first chunk after the upgrade would fill 100 items moves', async () => {
     // FINDING F1, the upgrade case: a partition of the previous release whose next batch has 98 records of
     // distinct state keys. The chunk is planned at 100 items; the move adds the legacy item (101). Every retry
     // fails the same way: the partition stops at the upgrade. Same fix as above.
@@ -239,7 +240,7 @@ describe('review: the legacy item is one more transaction item than the chunk pl
 });
 
 describe('review: readFence reads the shard, then the legacy key', () => {
-  it.fails('a new partition: a retry stages it between the zombie\'s shard read and legacy read; the zombie stops with "malformed ledger"', async () => {
+  it("fixed (F2): a new partition staged by a retry between the zombie's shard read and legacy read: the zombie reads the shard again", async () => {
     // FINDING F2 (false stop, L2 noise; no exactly-once break). StagingLedger.readFence reads the sharded fence,
     // then (absent) the legacy key, and takes a moved legacy item as malformed ("the move creates the sharded
     // fence in the same transaction: it cannot be missing"). But the two reads are not atomic:
@@ -279,7 +280,7 @@ describe('review: readFence reads the shard, then the legacy key', () => {
     expect(outcome).toMatchObject({ stagedRows: 0, duplicatesByOffset: 5, stagedOffset: 4 });
   });
 
-  it.fails('a legacy fence: another container moves it between the shard read and the legacy read; the reader stops with "malformed ledger"', async () => {
+  it('fixed (F2): a legacy fence moved by another container between the shard read and the legacy read: the reader reads the shard again', async () => {
     // FINDING F2, the upgrade case: partition of the previous release at 9.
     //   A  GetItem shard → absent
     //   B  stages 10..14: shard fence 14, legacy marked moved

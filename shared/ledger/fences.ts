@@ -14,8 +14,10 @@
  * the shard read), so no partition is ever missing from a cut; where both are found, the higher offset wins (a
  * fence only moves up). The processor never deletes the legacy item (its role has no DeleteItem); a moved item
  * is ignored by its `movedTo`.
+ *
+ * Free of SDK imports (the CLI's help and the stack load the layout); the reader of every fence is
+ * `readFenceItems` in `staged-entries.ts`.
  */
-import { QueryCommand } from '@aws-sdk/lib-dynamodb';
 import type { ItemKey } from './layout.ts';
 
 /** Partition keys the fences are spread over. Fixed: a fence's key must never change while it is in use. */
@@ -58,59 +60,4 @@ export const fenceKeys = {
 /** The IAM leading-key patterns of every fence (legacy and shards). */
 export function fenceLeadingKeys(pipeline: string): string[] {
   return [fenceKeys.legacyPk(pipeline), `${fenceKeys.legacyPk(pipeline)}#*`];
-}
-
-/** What a reader of every fence needs: one Query page at a time. */
-export interface FenceQuery {
-  send(command: QueryCommand): Promise<{
-    Items?: Record<string, unknown>[];
-    LastEvaluatedKey?: Record<string, unknown>;
-  }>;
-}
-
-async function itemsUnder(
-  documents: FenceQuery,
-  table: string,
-  pk: string,
-): Promise<Record<string, unknown>[]> {
-  const items: Record<string, unknown>[] = [];
-  let startKey: Record<string, unknown> | undefined;
-  do {
-    const page = await documents.send(
-      new QueryCommand({
-        TableName: table,
-        KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': pk },
-        ConsistentRead: true,
-        ExclusiveStartKey: startKey,
-      }),
-    );
-    items.push(...(page.Items ?? []));
-    startKey = page.LastEvaluatedKey;
-  } while (startKey);
-  return items;
-}
-
-/**
- * Every partition's fence item, by sort key (`<topic>#<partition>`): the legacy key read first, then the shards in
- * parallel; of a partition found in both, the item with the higher staged offset (the sharded one on a tie). Items
- * are returned as stored; callers validate what they use.
- */
-export async function readFenceItems(
-  documents: FenceQuery,
-  table: string,
-  pipeline: string,
-): Promise<Record<string, unknown>[]> {
-  const [legacyPk, ...shardPks] = fenceKeys.allPks(pipeline);
-  const legacy = await itemsUnder(documents, table, legacyPk!);
-  const shards = (await Promise.all(shardPks.map((pk) => itemsUnder(documents, table, pk)))).flat();
-  const byPartition = new Map<string, Record<string, unknown>>();
-  const offsetOf = (item: Record<string, unknown> | undefined) =>
-    typeof item?.stagedOffset === 'number' ? item.stagedOffset : Number.NEGATIVE_INFINITY;
-  for (const item of legacy) byPartition.set(String(item.sk), item);
-  for (const item of shards) {
-    const sk = String(item.sk);
-    if (offsetOf(item) >= offsetOf(byPartition.get(sk))) byPartition.set(sk, item);
-  }
-  return [...byPartition.values()];
 }

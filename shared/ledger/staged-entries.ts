@@ -16,7 +16,7 @@ import {
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { mapLimit } from '../sink/objects.ts';
-import { readFenceItems } from './fences.ts';
+import { fenceKeys } from './fences.ts';
 import { type ItemKey, keys, padOffset, partitionId, STREAMS, type Stream } from './layout.ts';
 import type { FenceItem, StagedFileEntry } from './records.ts';
 
@@ -112,11 +112,14 @@ export class StagedLedger {
    */
   async readFences(): Promise<Record<string, number>> {
     const fences: Record<string, number> = {};
-    for (const item of (await readFenceItems(
-      this.doc,
-      this.table,
-      this.pipeline,
-    )) as unknown as FenceItem[]) {
+    let items: Record<string, unknown>[];
+    try {
+      items = await readFenceItems(this.doc, this.table, this.pipeline);
+    } catch (error) {
+      // Classified as every ledger read is: a throttle is transient (the state machine retries the step).
+      return rethrowClassified('dynamodb:Query(readFences)', error);
+    }
+    for (const item of items as unknown as FenceItem[]) {
       if (typeof item.stagedOffset === 'number' && item.stagedOffset >= 0)
         fences[partitionId(item.topic, item.partition)] = item.stagedOffset;
     }
@@ -251,4 +254,59 @@ export class StagedLedger {
       return rethrowClassified(`dynamodb:Query(${operation})`, error);
     }
   }
+}
+
+/** What a reader of every fence needs: one Query page at a time. */
+interface FenceQuery {
+  send(command: QueryCommand): Promise<{
+    Items?: Record<string, unknown>[];
+    LastEvaluatedKey?: Record<string, unknown>;
+  }>;
+}
+
+async function itemsUnder(
+  documents: FenceQuery,
+  table: string,
+  pk: string,
+): Promise<Record<string, unknown>[]> {
+  const items: Record<string, unknown>[] = [];
+  let startKey: Record<string, unknown> | undefined;
+  do {
+    const page = await documents.send(
+      new QueryCommand({
+        TableName: table,
+        KeyConditionExpression: 'pk = :pk',
+        ExpressionAttributeValues: { ':pk': pk },
+        ConsistentRead: true,
+        ExclusiveStartKey: startKey,
+      }),
+    );
+    items.push(...(page.Items ?? []));
+    startKey = page.LastEvaluatedKey;
+  } while (startKey);
+  return items;
+}
+
+/**
+ * Every partition's fence item, by sort key (`<topic>#<partition>`): the legacy key read first, then the shards in
+ * parallel; of a partition found in both, the item with the higher staged offset (the sharded one on a tie). Items
+ * are returned as stored; callers validate what they use.
+ */
+export async function readFenceItems(
+  documents: FenceQuery,
+  table: string,
+  pipeline: string,
+): Promise<Record<string, unknown>[]> {
+  const [legacyPk, ...shardPks] = fenceKeys.allPks(pipeline);
+  const legacy = await itemsUnder(documents, table, legacyPk!);
+  const shards = (await Promise.all(shardPks.map((pk) => itemsUnder(documents, table, pk)))).flat();
+  const byPartition = new Map<string, Record<string, unknown>>();
+  const offsetOf = (item: Record<string, unknown> | undefined) =>
+    typeof item?.stagedOffset === 'number' ? item.stagedOffset : Number.NEGATIVE_INFINITY;
+  for (const item of legacy) byPartition.set(String(item.sk), item);
+  for (const item of shards) {
+    const sk = String(item.sk);
+    if (offsetOf(item) >= offsetOf(byPartition.get(sk))) byPartition.set(sk, item);
+  }
+  return [...byPartition.values()];
 }

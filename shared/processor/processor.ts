@@ -547,7 +547,9 @@ export class Processor {
 
   private evaluate(batch: PartitionBatch): EvaluatedRecord[] {
     const limits = {
-      maxTransactionItems: this.deps.settings.maxTransactionItems,
+      // One item less: the first staging of a partition also settles its legacy fence key (fences.ts), and a
+      // record must fit a chunk of its own then too.
+      maxTransactionItems: this.deps.settings.maxTransactionItems - LEGACY_FENCE_ITEMS,
       keyItems: this.deps.settings.idempotencyScope === 'partition' ? 2 : 1,
     };
     return batch.records.map((record) =>
@@ -794,10 +796,12 @@ export class Processor {
       !windowScope && record.idempotencyKey !== undefined && (!claimsAhead || takeovers.has(record.offset));
     let writes = 0;
     while (pending.length > 0) {
+      // A transaction that creates the sharded fence also writes the legacy fence key (fences.ts): one item less.
+      const settlesLegacy = known.stagedOffset === NO_FENCE || known.legacy === true;
       const chunk = planChunk(
         pending,
         dropped,
-        settings.maxTransactionItems,
+        settings.maxTransactionItems - (settlesLegacy ? LEGACY_FENCE_ITEMS : 0),
         claimInTransaction,
         windowScope,
       );
@@ -1164,6 +1168,9 @@ export class Processor {
 function claimantOf(topic: string, partition: number, offset: number): string {
   return `${topic}#${partition}#${offset}`;
 }
+
+/** Items the legacy fence key takes in a transaction that creates a partition's sharded fence (fences.ts). */
+const LEGACY_FENCE_ITEMS = 1;
 
 /** Partitions whose key windows one container keeps (each up to `idempotencyWindowKeys` × 16 bytes). */
 const WINDOW_CACHE_PARTITIONS = 16;

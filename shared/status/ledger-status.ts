@@ -16,8 +16,8 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import type { Clock } from '../clock.ts';
 import { CheckpointStore } from '../ledger/checkpoints.ts';
-import { readFenceItems } from '../ledger/fences.ts';
 import { keys, partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
+import { readFenceItems } from '../ledger/staged-entries.ts';
 import {
   type AbortedAttempt,
   abortedAttempts,
