@@ -2,19 +2,19 @@
  * Partition-scoped idempotency (`idempotencyScope: partition`, issue 16): keys remembered in a window of buckets
  * owned by the partition's staging transactions (shared/ledger/key-window.ts). Real DynamoDB Local and S3 server.
  */
-import { DeleteCommand, DynamoDBDocumentClient, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { AwsClients } from '../shared/aws/clients.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
 import type { Settings, SettingsInput } from '../shared/config/settings.ts';
 import { InjectedCrashError } from '../shared/errors.ts';
-import { BUCKET_ENTRIES, ENTRY_BYTES } from '../shared/ledger/key-window.ts';
+import { BUCKET_ENTRIES } from '../shared/ledger/key-window.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { crashAt } from './support/hooks.ts';
-import { stagedRows } from './support/ledger.ts';
+import { keyWindowBuckets, stagedOutputCounts } from './support/ledger.ts';
 import { mskEvent, order, type RecordSpec } from './support/msk.ts';
 
 let res: TestResources;
@@ -57,28 +57,13 @@ function countingClients(): { clients: AwsClients; commands: string[] } {
 }
 
 /** Output rows per orderId over everything the ledger references (staged output). */
-async function outputCounts(settings: Settings): Promise<Record<string, number>> {
-  const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
-  const counts: Record<string, number> = {};
-  for (const { stream, row } of rows) {
-    if (stream !== 'output') continue;
-    const id = String(row.orderId);
-    counts[id] = (counts[id] ?? 0) + 1;
-  }
-  return counts;
+function outputCounts(settings: Settings): Promise<Record<string, number>> {
+  return stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId);
 }
 
 /** The partition's key-window buckets as stored: seq and how many keys each holds. */
-async function buckets(settings: Settings, partition = 0): Promise<Array<[number, number]>> {
-  const { Items = [] } = await DynamoDBDocumentClient.from(res.clients.dynamodb).send(
-    new QueryCommand({
-      TableName: res.table,
-      KeyConditionExpression: 'pk = :pk',
-      ExpressionAttributeValues: { ':pk': keys.keyWindowPk(settings.pipelineId, 'orders', partition) },
-      ConsistentRead: true,
-    }),
-  );
-  return Items.map((item) => [item.seq as number, (item.entries as Uint8Array).length / ENTRY_BYTES]);
+function buckets(settings: Settings, partition = 0): Promise<Array<[number, number]>> {
+  return keyWindowBuckets(res.clients, res.table, settings.pipelineId, 'orders', partition);
 }
 
 const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { DeleteCommand, DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../shared/clock.ts';
 import type { Settings, SettingsInput } from '../shared/config/settings.ts';
@@ -20,7 +20,7 @@ import { createProcessor, type ProcessorDeps } from '../shared/processor/process
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { crashAt } from './support/hooks.ts';
-import { stagedRows } from './support/ledger.ts';
+import { keyWindowBuckets, stagedOutputCounts } from './support/ledger.ts';
 import { mskEvent, order, type RecordSpec } from './support/msk.ts';
 
 let res: TestResources;
@@ -68,32 +68,13 @@ const range = (from: number, count: number) => Array.from({ length: count }, (_,
 const doc = () => DynamoDBDocumentClient.from(res.clients.dynamodb);
 
 /** Output rows per orderId over everything the ledger references (staged output). */
-async function outputCounts(settings: Settings): Promise<Record<string, number>> {
-  const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
-  const counts: Record<string, number> = {};
-  for (const { stream, row } of rows) {
-    if (stream !== 'output') continue;
-    const id = String(row.orderId);
-    counts[id] = (counts[id] ?? 0) + 1;
-  }
-  return counts;
+function outputCounts(settings: Settings): Promise<Record<string, number>> {
+  return stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId);
 }
 
 /** The partition's key-window buckets as stored: seq and how many keys each holds. */
-async function buckets(
-  settings: Settings,
-  partition = 0,
-  topic = 'orders',
-): Promise<Array<[number, number]>> {
-  const { Items = [] } = await doc().send(
-    new QueryCommand({
-      TableName: res.table,
-      KeyConditionExpression: 'pk = :pk',
-      ExpressionAttributeValues: { ':pk': keys.keyWindowPk(settings.pipelineId, topic, partition) },
-      ConsistentRead: true,
-    }),
-  );
-  return Items.map((item) => [item.seq as number, (item.entries as Uint8Array).length / ENTRY_BYTES]);
+function buckets(settings: Settings, partition = 0, topic = 'orders'): Promise<Array<[number, number]>> {
+  return keyWindowBuckets(res.clients, res.table, settings.pipelineId, topic, partition);
 }
 
 describe('review: what the key window remembers (docs: at least the TTL, or at least the last windowKeys keys)', () => {

@@ -13,7 +13,7 @@ import { createProcessor, type PartitionReport, type ProcessorStep } from '../sh
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { gate } from './support/hooks.ts';
-import { stagedRows } from './support/ledger.ts';
+import { stagedOutputCounts } from './support/ledger.ts';
 import { mskEvent, order, type RecordSpec } from './support/msk.ts';
 
 let res: TestResources;
@@ -33,15 +33,8 @@ const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
   headers: { 'idempotency-key': key },
 });
 
-async function outputCounts(settings: Settings): Promise<Record<string, number>> {
-  const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
-  const counts: Record<string, number> = {};
-  for (const { stream, row } of rows) {
-    if (stream !== 'output') continue;
-    const id = String(row.orderId);
-    counts[id] = (counts[id] ?? 0) + 1;
-  }
-  return counts;
+function outputCounts(settings: Settings): Promise<Record<string, number>> {
+  return stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId);
 }
 
 async function claimOf(settings: Settings, key: string) {

@@ -15,7 +15,7 @@ import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { gate } from './support/hooks.ts';
 import { type Call, recordCalls } from './support/iam.ts';
-import { ledgerView, stagedRows } from './support/ledger.ts';
+import { ledgerView, stagedOutputCounts, stagedRows } from './support/ledger.ts';
 import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
 
 let res: TestResources;
@@ -41,15 +41,8 @@ const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
 });
 
 /** Output rows per orderId over everything the ledger references (staged output). */
-async function outputCounts(settings: Settings): Promise<Record<string, number>> {
-  const rows = await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId);
-  const counts: Record<string, number> = {};
-  for (const { stream, row } of rows) {
-    if (stream !== 'output') continue;
-    const id = String(row.orderId);
-    counts[id] = (counts[id] ?? 0) + 1;
-  }
-  return counts;
+function outputCounts(settings: Settings): Promise<Record<string, number>> {
+  return stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId);
 }
 
 describe('R1: claim release vs a concurrent invocation of the same batch (issue 9.3 x P4)', () => {

@@ -1,7 +1,9 @@
 /** Reads a pipeline's ledger and staged output back, normalised so two runs can be compared. */
 import { GetObjectCommand } from '@aws-sdk/client-s3';
-import { DynamoDBDocumentClient, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { AwsClients } from '../../shared/aws/clients.ts';
+import { ENTRY_BYTES } from '../../shared/ledger/key-window.ts';
+import { keys } from '../../shared/ledger/layout.ts';
 import type { StagedFileEntry } from '../../shared/ledger/records.ts';
 import { decodeNdjson } from '../../shared/sink/ndjson.ts';
 
@@ -87,4 +89,39 @@ export async function stagedRows(
     return `${r.stream}|${String(s.partition).padStart(4, '0')}|${String(s.offset).padStart(12, '0')}`;
   };
   return rows.sort((a, b) => order(a).localeCompare(order(b)));
+}
+
+/** Staged output rows per `orderId` over everything the ledger references (the `orders` transform's rows). */
+export async function stagedOutputCounts(
+  clients: AwsClients,
+  table: string,
+  bucket: string,
+  pipeline: string,
+): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const { stream, row } of await stagedRows(clients, table, bucket, pipeline)) {
+    if (stream !== 'output') continue;
+    const id = String(row.orderId);
+    counts[id] = (counts[id] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/** A partition's key-window buckets as stored (partition-scoped idempotency): `[seq, keys it holds]`. */
+export async function keyWindowBuckets(
+  clients: AwsClients,
+  table: string,
+  pipeline: string,
+  topic: string,
+  partition: number,
+): Promise<Array<[number, number]>> {
+  const { Items = [] } = await DynamoDBDocumentClient.from(clients.dynamodb).send(
+    new QueryCommand({
+      TableName: table,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': keys.keyWindowPk(pipeline, topic, partition) },
+      ConsistentRead: true,
+    }),
+  );
+  return Items.map((item) => [item.seq as number, (item.entries as Uint8Array).length / ENTRY_BYTES]);
 }
