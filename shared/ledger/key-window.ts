@@ -193,12 +193,23 @@ export class KeyWindow {
 
   /** The holder of `key` among the buckets that count at `now`, if any. */
   lookup(key: string, now: number): WindowHolder | undefined {
-    const hash = keyHash(key);
-    for (const bucket of this.counting(now)) {
-      const found = find(bucket, hash);
-      if (found !== undefined) return { digestPrefix: found };
+    return this.holders([key], now).get(key);
+  }
+
+  /** The holders of those of `keys` the window holds at `now` (which buckets count is worked out once). */
+  holders(keys: Iterable<string>, now: number): Map<string, WindowHolder> {
+    const buckets = this.counting(now);
+    const found = new Map<string, WindowHolder>();
+    for (const key of keys) {
+      const hash = keyHash(key);
+      for (const bucket of buckets) {
+        const prefix = find(bucket, hash);
+        if (prefix === undefined) continue;
+        found.set(key, { digestPrefix: prefix });
+        break;
+      }
     }
-    return undefined;
+    return found;
   }
 
   /**

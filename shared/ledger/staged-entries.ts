@@ -10,6 +10,7 @@ import {
   DeleteCommand,
   type DynamoDBDocumentClient,
   GetCommand,
+  paginateQuery,
   QueryCommand,
   TransactWriteCommand,
 } from '@aws-sdk/lib-dynamodb';
@@ -257,33 +258,23 @@ export class StagedLedger {
 }
 
 /** What a reader of every fence needs: one Query page at a time. */
-interface FenceQuery {
-  send(command: QueryCommand): Promise<{
-    Items?: Record<string, unknown>[];
-    LastEvaluatedKey?: Record<string, unknown>;
-  }>;
-}
-
+/** Every item under one partition key, strongly consistent (the SDK's paginator). */
 async function itemsUnder(
-  documents: FenceQuery,
+  documents: DynamoDBDocumentClient,
   table: string,
   pk: string,
 ): Promise<Record<string, unknown>[]> {
   const items: Record<string, unknown>[] = [];
-  let startKey: Record<string, unknown> | undefined;
-  do {
-    const page = await documents.send(
-      new QueryCommand({
-        TableName: table,
-        KeyConditionExpression: 'pk = :pk',
-        ExpressionAttributeValues: { ':pk': pk },
-        ConsistentRead: true,
-        ExclusiveStartKey: startKey,
-      }),
-    );
-    items.push(...(page.Items ?? []));
-    startKey = page.LastEvaluatedKey;
-  } while (startKey);
+  const pages = paginateQuery(
+    { client: documents },
+    {
+      TableName: table,
+      KeyConditionExpression: 'pk = :pk',
+      ExpressionAttributeValues: { ':pk': pk },
+      ConsistentRead: true,
+    },
+  );
+  for await (const page of pages) items.push(...(page.Items ?? []));
   return items;
 }
 
@@ -293,7 +284,7 @@ async function itemsUnder(
  * are returned as stored; callers validate what they use.
  */
 export async function readFenceItems(
-  documents: FenceQuery,
+  documents: DynamoDBDocumentClient,
   table: string,
   pipeline: string,
 ): Promise<Record<string, unknown>[]> {

@@ -573,7 +573,7 @@ export class StagingLedger {
 
   private fenceItem(txn: StagingTransaction): TransactItem {
     // The sharded fence is created (absent) for a new partition and when the legacy one moves.
-    const absent = txn.expectedOffset === NO_FENCE || txn.fromLegacy === true;
+    const absent = this.touchesLegacy(txn);
     return {
       Update: {
         TableName: this.table,

@@ -752,18 +752,14 @@ export class Processor {
     const loadWindow = async () => {
       if (!windowScope || firstWithKey.size === 0) return;
       window = await this.windowFor(topic, partition, known);
-      const now = this.clock.now();
       external.clear();
-      for (const key of firstWithKey.keys()) {
-        const holder = window.lookup(key, now);
-        if (holder) {
-          external.set(key, {
-            idempotencyKey: key,
-            claimant: `an earlier record of ${topic}-${partition} (key window)`,
-            digest: holder.digestPrefix,
-            prefixOnly: true,
-          });
-        }
+      for (const [key, holder] of window.holders(firstWithKey.keys(), this.clock.now())) {
+        external.set(key, {
+          idempotencyKey: key,
+          claimant: `an earlier record of ${topic}-${partition} (key window)`,
+          digest: holder.digestPrefix,
+          prefixOnly: true,
+        });
       }
     };
     await loadWindow();

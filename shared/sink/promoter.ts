@@ -24,7 +24,7 @@
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
-import { STREAMS } from '../ledger/layout.ts';
+import { STREAMS, type Stream } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import type { ColumnDefinition } from '../transforms/api.ts';
 import {
@@ -410,8 +410,8 @@ export class Promoter {
     const decoded = new Map<string, Promise<ClassifiedRow[]>>();
     const rowsOf = async (object: PlannedObject, m: StagedMember): Promise<Record<string, unknown>[]> => {
       // assertPlannedObject checked every member is a staged key of this pipeline.
-      const { gzip } = parseStagedObjectKey(this.pipeline, m.key)!;
-      const params = this.classifyParams(object, m, encoding);
+      const { gzip, stream } = parseStagedObjectKey(this.pipeline, m.key)!;
+      const params = classifyParamsOf(object, m, stream, encoding);
       if (m.recordCount > this.maxCachedRows)
         return streamMemberRows(await this.readMember(m, from), gzip, params, m, object.folder);
       let rows = decoded.get(m.key);
@@ -435,23 +435,6 @@ export class Promoter {
       }
       return this.write(object, body);
     });
-  }
-
-  /** How a member's rows are classified: the staged file's stream, and the plan's rule (never the settings). */
-  private classifyParams(object: PlannedObject, m: StagedMember, encoding: PlanEncoding): ClassifyParams {
-    const { stream } = parseStagedObjectKey(this.pipeline, m.key)!;
-    return {
-      stream,
-      stagedAt: m.stagedAt ?? 0,
-      ...(object.folder === undefined
-        ? {}
-        : {
-            granularity: granularityOf(object.folder),
-            ...(encoding.folderBounds === undefined ? {} : { bounds: encoding.folderBounds }),
-          }),
-      ...(encoding.timeField === undefined ? {} : { timeField: encoding.timeField }),
-      ...(encoding.columns === undefined ? {} : { columns: encoding.columns }),
-    };
   }
 
   /** A member's verified copy, checked against its voted SHA-256. */
@@ -491,6 +474,27 @@ export class Promoter {
       format: object.format ?? 'ndjson',
     };
   }
+}
+
+/** How a member's rows are classified: the staged file's stream, and the plan's rule (never the settings). */
+function classifyParamsOf(
+  object: PlannedObject,
+  m: StagedMember,
+  stream: Stream,
+  encoding: PlanEncoding,
+): ClassifyParams {
+  return {
+    stream,
+    stagedAt: m.stagedAt ?? 0,
+    ...(object.folder === undefined
+      ? {}
+      : {
+          granularity: granularityOf(object.folder),
+          ...(encoding.folderBounds === undefined ? {} : { bounds: encoding.folderBounds }),
+        }),
+    ...(encoding.timeField === undefined ? {} : { timeField: encoding.timeField }),
+    ...(encoding.columns === undefined ? {} : { columns: encoding.columns }),
+  };
 }
 
 /**
