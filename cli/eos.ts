@@ -2,7 +2,7 @@
 /**
  * `eos`: the pipeline's command line. `eos local` runs the pipeline on this machine under injected faults,
  * `eos verify` checks a bucket's committed output, `eos read` prints it, `eos status` reads a pipeline's ledger
- * and cluster.
+ * and cluster, `eos epoch` shows and opens epochs.
  *
  * Only the commands' definitions load here; each command loads its implementation (the AWS SDK, the emulator,
  * the local parts) when it runs, so that `--help` and `--version` stay quick and the operator commands never
@@ -12,6 +12,7 @@ import './preamble.ts';
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
+import { type EpochDependencies, registerEpochCommand } from './epoch.ts';
 import { reportFailure } from './failures.ts';
 import { type LocalDependencies, registerLocalCommand } from './local.ts';
 import { type QueryDependencies, registerQueryCommand } from './query.ts';
@@ -25,6 +26,7 @@ export interface ProgramDependencies {
   readonly read?: ReadDependencies;
   readonly query?: QueryDependencies;
   readonly status?: StatusDependencies;
+  readonly epoch?: EpochDependencies;
 }
 
 function packageVersion(): string {
@@ -48,6 +50,7 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
   registerReadCommand(program, deps.read);
   registerQueryCommand(program, deps.query);
   registerStatusCommand(program, deps.status);
+  registerEpochCommand(program, deps.epoch);
   // Commander's own usage errors (an unknown option, a bad value) throw instead of exiting: main() maps them to
   // 2, as the commands' own usage errors, and help and --version to 0.
   for (const command of [program, ...program.commands]) command.exitOverride();

@@ -69,6 +69,33 @@ export interface LocalCommandOptions {
   /** Separate existing endpoints (DynamoDB Local and an S3 server started apart); each wins over --endpoint. */
   readonly dynamodbEndpoint?: string;
   readonly s3Endpoint?: string;
+  /** An operations scenario (issue 14): `recreate-topic`. */
+  readonly scenario?: LocalScenario;
+}
+
+/** The operations scenarios `eos local --scenario` runs (docs/local.md). */
+export const LOCAL_SCENARIOS = ['recreate-topic'] as const;
+export type LocalScenario = (typeof LOCAL_SCENARIOS)[number];
+
+/**
+ * `recreate-topic`: once the first generation is acknowledged the topic is deleted and created again with a second
+ * generation (half as many generated records, another seed: other order ids), from offset 0.
+ */
+export async function secondGenerationFor(
+  options: LocalCommandOptions,
+  first: readonly InputRecord[],
+): Promise<InputRecord[] | undefined> {
+  if (options.scenario !== 'recreate-topic') return undefined;
+  if (options.input !== undefined) {
+    throw new OptionError('--scenario', 'recreate-topic generates both generations: not with --input');
+  }
+  const { generateOrders } = await import('../local/generator.ts');
+  return generateOrders({
+    seed: (options.seed + 1) >>> 0,
+    records: Math.max(1, Math.ceil(first.length / 2)),
+    partitions: options.partitions,
+    poisonRate: options.faults.poison,
+  });
 }
 
 /** What `eos local` needs besides its options; tests replace the parts and the output. */
@@ -280,6 +307,7 @@ export async function runLocalCommand(
   const { loadLocalTransform } = await import('./local-transform.ts');
   const transform = await loadLocalTransform(local);
   const input = await inputFor(options, local);
+  const recreateTopicWith = await secondGenerationFor(options, input);
   checkOutputPaths(options);
   const plan = deps.startParts ? undefined : partsPlan(options, env);
   const partsModule = await import('../local/parts.ts');
@@ -339,6 +367,7 @@ export async function runLocalCommand(
       transform,
       topic: local.topic,
       batchSize: options.batchSize ?? LOCAL_DEFAULTS.batchSize,
+      ...(recreateTopicWith ? { recreateTopicWith } : {}),
       onProgress: (p) => progress?.update(p.acknowledged, p.checkpointsCommitted),
     }).finally(() => progress?.stop());
     write(formatReport(report));
@@ -470,6 +499,12 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
     .option(
       '--fail-on-dead-letter',
       'exit 1 when any record was dead-lettered (even when the run was exactly-once)',
+    )
+    .addOption(
+      new Option(
+        '--scenario <name>',
+        'an operations scenario: recreate-topic (the topic is recreated mid-run; stopped partitions move to a new epoch; verdict per epoch)',
+      ).choices(LOCAL_SCENARIOS),
     )
     .option('--export <dir>', 'write the final objects, manifests and keyed aggregates to this directory')
     .option('--report <file.json>', 'also write the report as JSON')

@@ -62,6 +62,14 @@ export function formatReport(report: RunReport): string {
       `${report.invocations.total} (${report.invocations.failed} failed and retried, ${report.invocations.lostCommits} offset commits lost)`,
     ),
     row('checkpoints', checkpointsLine(report)),
+    ...(report.epochsOpened === undefined
+      ? []
+      : [
+          row(
+            'topic recreated',
+            `${report.epochsOpened} stopped partition(s) moved to epoch 1 (as eos epoch --start-new); judged per epoch`,
+          ),
+        ]),
     row('throughput', `${report.recordsPerSecond} records/s (${(report.durationMs / 1000).toFixed(1)} s)`),
     row('lost / duplicated / unexpected', `${o.lost} / ${o.duplicated} / ${o.unexpected}`),
     row(

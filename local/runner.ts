@@ -16,8 +16,10 @@ import type { AwsClients } from '../shared/aws/clients.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import type { Settings } from '../shared/config/settings.ts';
 import type { CoordinatorStep } from '../shared/coordinator/definition.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
+import { InjectedCrashError, OffsetsWentBackwardsError } from '../shared/errors.ts';
 import { decodeRecord } from '../shared/kafka/event.ts';
+import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
+import { laneOf, topicOfLane } from '../shared/ledger/epochs.ts';
 import { checkKeySource } from '../shared/processor/evaluate.ts';
 import {
   type BatchReport,
@@ -25,6 +27,7 @@ import {
   type Processor,
   type ProcessorStep,
 } from '../shared/processor/processor.ts';
+import { parseFinalKey } from '../shared/sink/layout.ts';
 import { type FinalRow, readFinalRows, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
 import { loadTransform } from '../shared/transforms/load.ts';
 import type { Transform } from '../shared/transforms/types.ts';
@@ -84,6 +87,13 @@ export interface RunOptions {
   readonly paceRecordsPerSecond?: number;
   /** Optional probes for measurements (the benchmark): none is called, and nothing is recorded, when absent. */
   readonly observer?: RunObserver;
+  /**
+   * Recreates the topic once every record of `input` is acknowledged (issue 14): the log starts again at offset 0
+   * with these records, a new generation. The processor stops each partition whose offsets went backwards; the
+   * run opens a new epoch for it, as an operator does with `eos epoch --start-new`, and goes on. The verdict is
+   * per epoch: each generation's records exactly once in their own lane (`shared/ledger/epochs.ts`).
+   */
+  readonly recreateTopicWith?: readonly InputRecord[];
 }
 
 /** Where a run's client set works: a processor container, the coordinator, or the runner's own read-back. */
@@ -142,6 +152,8 @@ export interface RunReport {
   readonly verdict: 'exactly-once' | 'not exactly-once';
   /** Why the verdict is not exactly-once (empty when it is). */
   readonly violations: readonly string[];
+  /** With a recreated topic: the epochs the run opened (one per partition the new generation stopped). */
+  readonly epochsOpened?: number;
 }
 
 /** A processor instance with its own clients and fault slot: one attempt at a time, as a Lambda container. */
@@ -181,8 +193,11 @@ class Run {
   readonly clock: RunClock;
   readonly faultLog = new FaultLog();
   private readonly planner: FaultPlanner;
-  private readonly log: PartitionedLog;
-  readonly emulator: MskEmulator;
+  private log: PartitionedLog;
+  emulator: MskEmulator;
+  /** The first generation's log, once the topic was recreated (`recreateTopicWith`). */
+  private previous: PartitionedLog | undefined;
+  epochsOpened = 0;
   readonly checkpointer: Checkpointer;
   readonly clients: AwsClients;
   private readonly containers: Containers;
@@ -212,12 +227,10 @@ class Run {
     // Clients take endpoints and credentials from the environment (AWS_ENDPOINT_URL_*), as everywhere.
     this.clients = this.newClients('runner');
     this.log = new PartitionedLog(options.topic ?? 'orders', options.partitions, this.clock);
-    this.emulator = new MskEmulator({
-      log: this.log,
-      clock: this.clock,
-      ...(options.batchSize ? { batchSize: options.batchSize } : {}),
-      ...(options.maxPartitionsPerEvent ? { maxPartitionsPerEvent: options.maxPartitionsPerEvent } : {}),
-    });
+    this.emulator = this.newEmulator();
+    if (options.recreateTopicWith && options.paceRecordsPerSecond !== undefined) {
+      throw new RangeError('a recreated topic runs from a backlog: no paceRecordsPerSecond');
+    }
     if (options.paceRecordsPerSecond === undefined) {
       for (const record of options.input) this.append(record);
       this.log.close();
@@ -252,6 +265,42 @@ class Run {
       return { processor, slot };
     });
     this.nextCheckpointAt = this.clock.now() + options.checkpointIntervalMs;
+  }
+
+  private newEmulator(): MskEmulator {
+    const { batchSize, maxPartitionsPerEvent } = this.options;
+    return new MskEmulator({
+      log: this.log,
+      clock: this.clock,
+      ...(batchSize ? { batchSize } : {}),
+      ...(maxPartitionsPerEvent ? { maxPartitionsPerEvent } : {}),
+    });
+  }
+
+  /** The topic is deleted and created again: a new log from offset 0, a mapping that starts at its beginning. */
+  private recreateTopic(input: readonly InputRecord[]): void {
+    this.previous = this.log;
+    this.log = new PartitionedLog(this.log.topic, this.options.partitions, this.clock);
+    this.emulator = this.newEmulator();
+    for (const record of input) this.append(record);
+    this.log.close();
+  }
+
+  /**
+   * What an operator does about a partition stopped by a recreated topic (`eos epoch --start-new`): opens a new
+   * epoch. Run again for every retry of the stopped batch, as an operator may: a second run finds the new epoch
+   * fresh and changes nothing; a stop not yet recorded (a fault hit its write) is switched on a later retry.
+   */
+  private async openEpoch(stopped: OffsetsWentBackwardsError): Promise<void> {
+    const { settings } = this.options;
+    const epochs = new EpochLedger(
+      this.clients.dynamodb,
+      settings.ledgerTable,
+      settings.pipelineId,
+      this.clock,
+    );
+    const outcome = await epochs.startNew(topicOfLane(stopped.topic), stopped.partition);
+    if (outcome.kind === 'opened') this.epochsOpened++;
   }
 
   private newClients(role: ClientRole): AwsClients {
@@ -291,10 +340,24 @@ class Run {
     }
   }
 
-  /** Every record of the log, decoded as the processor sees it. */
+  /**
+   * Every record of the log, decoded as the processor sees it. After a recreated topic: the first generation's,
+   * then the second's, filed under the lane of epoch 1 where the first generation left a fence (there the
+   * processor stops and the run opens epoch 1; a partition the first generation never used stays in epoch 0).
+   */
   *records() {
-    for (let p = 0; p < this.log.partitions; p++)
-      for (const entry of this.log.entries(p)) yield decodeRecord(entry.record);
+    const previous = this.previous;
+    if (previous) {
+      for (let p = 0; p < previous.partitions; p++)
+        for (const entry of previous.entries(p)) yield decodeRecord(entry.record);
+    }
+    for (let p = 0; p < this.log.partitions; p++) {
+      const epoch = previous !== undefined && previous.entries(p).length > 0 ? 1 : 0;
+      for (const entry of this.log.entries(p)) {
+        const record = decodeRecord(entry.record);
+        yield epoch === 0 ? record : { ...record, topic: laneOf(record.topic, epoch) };
+      }
+    }
   }
 
   /** Polls, invokes and acknowledges until every record is acknowledged. */
@@ -305,6 +368,10 @@ class Run {
       ...Array.from({ length: this.options.partitions }, () => this.poller()),
       ...(pace === undefined ? [] : [this.produce(pace)]),
     ]);
+    if (this.options.recreateTopicWith && this.failure === undefined) {
+      this.recreateTopic(this.options.recreateTopicWith);
+      await Promise.all(Array.from({ length: this.options.partitions }, () => this.poller()));
+    }
     this.options.observer?.drained?.(this.clock.now());
     await this.checkpointing;
     if (this.failure) throw this.failure;
@@ -361,6 +428,9 @@ class Run {
     if (!result.ok) {
       this.totals.failed++;
       for (const slice of delivery.slices) this.lastErrors.set(slice.partition, result.error);
+      if (this.previous !== undefined && result.error instanceof OffsetsWentBackwardsError) {
+        await this.openEpoch(result.error);
+      }
       this.emulator.release(delivery);
     } else if (decisive.loseCommit) {
       this.faultLog.record('redeliver');
@@ -479,9 +549,11 @@ async function judge(run: Run, options: RunOptions, expectation: Expectation) {
   const pipeline = settings.pipelineId;
   const s3 = run.clients.s3;
   const rows: FinalRow[] = await readFinalRows({ s3, bucket: settings.bucket, pipeline });
-  const committedRows = rows.flatMap(({ stream, row }) => {
+  const committedRows = rows.flatMap(({ key, stream, row }) => {
     const source = row.source as { topic: string; partition: number; offset: number } | undefined;
-    return source ? [{ stream, source }] : [];
+    // Judged per epoch: a row counts under the lane its object names (its own topic in epoch 0).
+    const lane = parseFinalKey(pipeline, key)?.topic ?? source?.topic;
+    return source && lane ? [{ stream, source: { ...source, topic: lane } }] : [];
   });
   const aggregates: Map<string, Aggregate> = await readAggregates(
     run.clients,
@@ -524,8 +596,9 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
     return expectation;
   };
-  const paced = options.paceRecordsPerSecond !== undefined;
-  let expectation = paced ? undefined : await expect();
+  // Paced input, and a recreated topic's second generation, are in the log only once it has drained.
+  const late = options.paceRecordsPerSecond !== undefined || options.recreateTopicWith !== undefined;
+  let expectation = late ? undefined : await expect();
   await run.drain();
   const drained = Date.now();
   await run.checkpointer.final();
@@ -545,7 +618,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     partitions: options.partitions,
     faultSpec: formatFaultRates(options.faults),
     records: {
-      in: options.input.length,
+      in: options.input.length + (options.recreateTopicWith?.length ?? 0),
       committed: rows.filter((row) => row.stream === 'output').length,
       deadLettered: rows.filter((row) => row.stream === 'deadletter').length,
       expected: expectation.identities.size,
@@ -566,6 +639,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     verify,
     verdict: violations.length === 0 ? 'exactly-once' : 'not exactly-once',
     violations,
+    ...(options.recreateTopicWith ? { epochsOpened: run.epochsOpened } : {}),
   };
   return { report, aggregates };
 }

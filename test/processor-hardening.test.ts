@@ -78,14 +78,27 @@ function generation(gen: string, partition: number, from: number, count: number)
   }));
 }
 
+/**
+ * Every ledger item and object of the pipeline. A stop writes why onto the fence (`stoppedBy`, shown by `eos
+ * epoch`) and nothing else: that attribute is left out, so that "stages nothing" compares everything else.
+ */
 async function everything(settings: Settings) {
   const objects = await res.clients.s3.send(
     new ListObjectsV2Command({ Bucket: res.bucket, Prefix: `${settings.pipelineId}/` }),
   );
+  const items = await scanPipeline(res.clients, res.table, settings.pipelineId);
   return {
-    items: await scanPipeline(res.clients, res.table, settings.pipelineId),
+    items: items.map(({ stoppedBy: _stop, ...item }) => item),
     objects: (objects.Contents ?? []).map((o) => o.Key).sort(),
   };
+}
+
+/** The stop record on a partition's fence. */
+async function stopOf(settings: Settings, partition: number) {
+  const items = await scanPipeline(res.clients, res.table, settings.pipelineId);
+  return items.find(
+    (item) => item.topic === 'orders' && item.partition === partition && 'stagedOffset' in item,
+  )?.stoppedBy;
 }
 
 describe('L2 offsets that go backwards stop the partition loudly', () => {
@@ -110,6 +123,7 @@ describe('L2 offsets that go backwards stop the partition loudly', () => {
     }
     expect(seen.stopped).toHaveLength(2);
     expect(await everything(settings)).toEqual(before);
+    expect(await stopOf(settings, 0)).toMatchObject({ fence: 5000, firstOffset: 0, lastOffset: 99 });
   });
 
   it('a recreated topic whose batch reaches the old fingerprinted offsets stops on the fingerprint; other partitions of the event go on', async () => {
@@ -140,6 +154,7 @@ describe('L2 offsets that go backwards stop the partition loudly', () => {
       /starts below 50, where the last staged batch started/,
     );
     expect(await everything(settings)).toEqual(before);
+    expect(await stopOf(settings, 0)).toMatchObject({ fence: 99, firstOffset: 10, lastOffset: 29 });
   });
 
   it('genuine redeliveries pass: a crash before returning, a split retry, a lost commit that rewinds to the last batch', async () => {

@@ -40,6 +40,16 @@ import {
   PipelineError,
 } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
+import {
+  CLOSED_ATTRIBUTE,
+  EPOCH_ATTRIBUTE,
+  isStopRecord,
+  laneOf,
+  MAX_EPOCH,
+  parseLane,
+  STOP_ATTRIBUTE,
+  type StopRecord,
+} from './epochs.ts';
 import { fenceKeys } from './fences.ts';
 import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
 import { type ItemKey, keys } from './layout.ts';
@@ -119,6 +129,35 @@ export interface FenceState {
   readonly updatedAt: number | undefined;
   /** Read from the legacy key (`fences.ts`): the next staging transaction moves it to its shard. */
   readonly legacy?: true;
+  /** The lane was closed by the switch to a newer epoch (`epochs.ts`): nothing stages on it any more. */
+  readonly closed?: true;
+  /** On the root (epoch-0) fence: the partition's current epoch, when it is not 0 (`epochs.ts`). */
+  readonly epoch?: number;
+  /** Why the processor last stopped this lane, until its next staging transaction (`epochs.ts`). */
+  readonly stop?: StopRecord;
+}
+
+/** A partition's current lane (`epochs.ts`) and that lane's fence. */
+export interface LaneFence {
+  /** `<topic>` in epoch 0, `<topic>~<N>` in epoch N. */
+  readonly lane: string;
+  readonly fence: FenceState;
+}
+
+/**
+ * The partition's epoch changed while this invocation held the old one (`epochs.ts`): the batch fails, releasing
+ * the claims it wrote ahead (not transient: a retry in the new lane must be able to take them over), and the
+ * mapping's retry stages it in the new epoch.
+ */
+export class EpochChangedError extends PipelineError {
+  constructor(
+    readonly lane: string,
+    readonly partition: number,
+  ) {
+    super(
+      `${lane}-${partition} was closed by an operator's switch to a new epoch while this batch ran; the retry stages it in the new epoch`,
+    );
+  }
 }
 
 export interface StagingTransaction {
@@ -222,10 +261,24 @@ function fenceStateOf(item: Record<string, unknown>, topic: string, partition: n
       `staged offset ${String(stagedOffset)} is not an offset`,
     );
   }
+  const epoch = item[EPOCH_ATTRIBUTE];
+  if (
+    epoch !== undefined &&
+    (!Number.isSafeInteger(epoch) || (epoch as number) < 1 || (epoch as number) > MAX_EPOCH)
+  ) {
+    throw new MalformedLedgerItemError(
+      `fence ${topic}#${partition}`,
+      `epoch ${String(epoch)} is not an epoch`,
+    );
+  }
+  const stop = item[STOP_ATTRIBUTE];
   return {
     stagedOffset,
     identity: identityOf(item, stagedOffset),
     updatedAt: typeof item.updatedAt === 'number' ? item.updatedAt : undefined,
+    ...(item[CLOSED_ATTRIBUTE] === undefined ? {} : { closed: true as const }),
+    ...(epoch === undefined ? {} : { epoch: epoch as number }),
+    ...(isStopRecord(stop) ? { stop } : {}),
   };
 }
 
@@ -260,6 +313,9 @@ export class StagingLedger {
   async readFence(pipeline: string, topic: string, partition: number): Promise<FenceState> {
     const item = await this.getFence(fenceKeys.fence(pipeline, topic, partition));
     if (item !== undefined) return fenceStateOf(item, topic, partition);
+    // A lane of epoch >= 1 was created after the shards: it never had a legacy key.
+    if (parseLane(topic)?.epoch !== 0)
+      return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
     // No sharded fence: a fence written before the shards may still be under the legacy key (`fences.ts`).
     const legacy = await this.getFence(fenceKeys.legacyFence(pipeline, topic, partition));
     if (legacy === undefined) return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
@@ -274,6 +330,69 @@ export class StagingLedger {
       );
     }
     return { ...fenceStateOf(legacy, topic, partition), legacy: true };
+  }
+
+  /**
+   * The partition's current lane and its fence (`epochs.ts`): the root (epoch-0) fence names the current epoch; in
+   * epoch N >= 1 the lane's own fence is read after it. A lane found closed was switched between the two reads: the
+   * root is read again (a switch is an operator's act, so twice is already rare; the third time is refused as a
+   * transient failure).
+   */
+  async readCurrentFence(pipeline: string, topic: string, partition: number): Promise<LaneFence> {
+    for (let read = 0; read < 3; read++) {
+      const root = await this.readFence(pipeline, topic, partition);
+      const epoch = root.epoch ?? 0;
+      if (epoch === 0) {
+        if (root.closed) {
+          throw new MalformedLedgerItemError(
+            `fence ${topic}#${partition}`,
+            'closed, but names no newer epoch',
+          );
+        }
+        return { lane: topic, fence: root };
+      }
+      if (!root.closed) {
+        throw new MalformedLedgerItemError(
+          `fence ${topic}#${partition}`,
+          `names epoch ${epoch} but is not closed`,
+        );
+      }
+      const lane = laneOf(topic, epoch);
+      const fence = await this.readFence(pipeline, lane, partition);
+      if (!fence.closed) return { lane, fence };
+    }
+    throw new EpochChangedError(topic, partition);
+  }
+
+  /**
+   * Writes why the processor stopped a lane onto its fence (`eos epoch` shows it), on condition the fence is still
+   * the one judged and not closed. Best effort: the stop itself is the batch's error, whatever happens here.
+   */
+  async recordStop(
+    pipeline: string,
+    lane: string,
+    partition: number,
+    fence: FenceState,
+    stop: StopRecord,
+  ): Promise<boolean> {
+    const key = fence.legacy
+      ? fenceKeys.legacyFence(pipeline, lane, partition)
+      : fenceKeys.fence(pipeline, lane, partition);
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: key,
+          UpdateExpression: 'SET #stop = :stop',
+          ConditionExpression: 'stagedOffset = :fence AND attribute_not_exists(#closed)',
+          ExpressionAttributeNames: { '#stop': STOP_ATTRIBUTE, '#closed': CLOSED_ATTRIBUTE },
+          ExpressionAttributeValues: { ':stop': stop, ':fence': fence.stagedOffset },
+        }),
+      );
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   private async getFence(key: ItemKey): Promise<Record<string, unknown> | undefined> {
@@ -537,9 +656,12 @@ export class StagingLedger {
     rethrowClassified(operation, error);
   }
 
-  /** A transaction that creates the sharded fence also settles the legacy key (see {@link legacyItem}). */
+  /**
+   * A transaction that creates the sharded fence also settles the legacy key (see {@link legacyItem}); a lane of
+   * epoch >= 1 never had one (`epochs.ts`).
+   */
   private touchesLegacy(txn: StagingTransaction): boolean {
-    return txn.fromLegacy === true || txn.expectedOffset === NO_FENCE;
+    return txn.fromLegacy === true || (txn.expectedOffset === NO_FENCE && parseLane(txn.topic)?.epoch === 0);
   }
 
   /**
@@ -562,8 +684,8 @@ export class StagingLedger {
           : 'SET movedTo = :movedTo, movedFrom = stagedOffset REMOVE stagedOffset',
         ConditionExpression: fresh
           ? 'attribute_not_exists(pk)'
-          : 'stagedOffset = :expected AND attribute_not_exists(movedTo)',
-        ...(fresh ? { ExpressionAttributeNames: { '#partition': 'partition' } } : {}),
+          : 'stagedOffset = :expected AND attribute_not_exists(movedTo) AND attribute_not_exists(#closed)',
+        ExpressionAttributeNames: fresh ? { '#partition': 'partition' } : { '#closed': CLOSED_ATTRIBUTE },
         ExpressionAttributeValues: fresh
           ? { ':movedTo': moved.pk, ':none': NO_FENCE, ':topic': txn.topic, ':partition': txn.partition }
           : { ':movedTo': moved.pk, ':expected': txn.expectedOffset },
@@ -572,17 +694,25 @@ export class StagingLedger {
   }
 
   private fenceItem(txn: StagingTransaction): TransactItem {
-    // The sharded fence is created (absent) for a new partition and when the legacy one moves.
-    const absent = this.touchesLegacy(txn);
+    // The sharded fence is created (absent) for a new partition or lane and when the legacy one moves. A closed
+    // fence (an operator opened a newer epoch, `epochs.ts`) takes no staging: the condition sends a processor that
+    // still holds it to read the new lane. Staging clears a stop record: the partition moves again.
+    const absent = txn.fromLegacy === true || txn.expectedOffset === NO_FENCE;
     return {
       Update: {
         TableName: this.table,
         Key: keys.fence(txn.pipeline, txn.topic, txn.partition),
         UpdateExpression:
           'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition, ' +
-          'fenceRecord = :fenceRecord, batchStart = :batchStart, recentStarts = :recentStarts',
-        ConditionExpression: absent ? 'attribute_not_exists(pk)' : 'stagedOffset = :expected',
-        ExpressionAttributeNames: { '#partition': 'partition' },
+          'fenceRecord = :fenceRecord, batchStart = :batchStart, recentStarts = :recentStarts REMOVE #stop',
+        ConditionExpression: absent
+          ? 'attribute_not_exists(pk)'
+          : 'stagedOffset = :expected AND attribute_not_exists(#closed)',
+        ExpressionAttributeNames: {
+          '#partition': 'partition',
+          '#stop': STOP_ATTRIBUTE,
+          ...(absent ? {} : { '#closed': CLOSED_ATTRIBUTE }),
+        },
         ExpressionAttributeValues: {
           ':new': txn.newOffset,
           ':now': txn.now,

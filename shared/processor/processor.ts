@@ -154,9 +154,11 @@ import {
 import {
   type ClaimHolder,
   ClaimsTakenError,
+  EpochChangedError,
   FenceMovedError,
   type FenceState,
   KeyWindowChangedError,
+  type LaneFence,
   NO_FENCE,
   StagingLedger,
   StateTypeConflictError,
@@ -400,6 +402,15 @@ class Fingerprints {
     for (const record of batch.records) this.byOffset.set(record.offset, record);
   }
 
+  /**
+   * The same records filed under the partition's current lane (`epochs.ts`): `batch.topic` names the lane the
+   * ledger and the staged keys use; each record keeps its own topic for its lineage.
+   */
+  inLane(lane: string): Fingerprints {
+    if (lane === this.batch.topic) return this;
+    return new Fingerprints({ ...this.batch, topic: lane });
+  }
+
   of(offset: number): RecordFingerprint {
     const cached = this.memo.get(offset);
     if (cached) return cached;
@@ -429,8 +440,10 @@ export class Processor {
   private readonly transform: Transform;
   private readonly clock: Clock;
   private readonly newAttemptId: () => string;
-  /** Fences as last read or written by this container: re-read only when a condition fails. */
+  /** Fences as last read or written by this container, by lane: re-read only when a condition fails. */
   private readonly fences = new Map<string, FenceState>();
+  /** Each partition's current lane (`epochs.ts`) as last read: `<topic>` until an operator opens epoch 1. */
+  private readonly lanes = new Map<string, string>();
   /**
    * Partition-scoped idempotency: each partition's key window with the fence value it belongs to (see
    * `key-window.ts`), at most {@link WINDOW_CACHE_PARTITIONS} partitions (oldest use evicted: re-read when needed).
@@ -499,15 +512,34 @@ export class Processor {
     await this.deps.hooks?.onStep?.(step, context);
   }
 
-  private async fenceOf(topic: string, partition: number): Promise<{ state: FenceState; cached: boolean }> {
-    const cached = this.fences.get(partitionId(topic, partition));
-    if (cached !== undefined) return { state: cached, cached: true };
-    return { state: await this.refreshFence(topic, partition), cached: false };
+  /** The partition's current lane and its fence: this container's copy, else read (root, then lane). */
+  private async fenceOf(topic: string, partition: number): Promise<LaneFence & { cached: boolean }> {
+    const lane = this.lanes.get(partitionId(topic, partition));
+    const cached = lane === undefined ? undefined : this.fences.get(partitionId(lane, partition));
+    if (lane !== undefined && cached !== undefined) return { lane, fence: cached, cached: true };
+    return { ...(await this.refreshLane(topic, partition)), cached: false };
   }
 
-  private async refreshFence(topic: string, partition: number): Promise<FenceState> {
-    const fence = await this.ledger.readFence(this.deps.settings.pipelineId, topic, partition);
-    this.fences.set(partitionId(topic, partition), fence);
+  /** Reads the partition's current lane and fence anew (`epochs.ts`). */
+  private async refreshLane(topic: string, partition: number): Promise<LaneFence> {
+    const current = await this.ledger.readCurrentFence(this.deps.settings.pipelineId, topic, partition);
+    this.lanes.set(partitionId(topic, partition), current.lane);
+    this.fences.set(partitionId(current.lane, partition), current.fence);
+    return current;
+  }
+
+  /**
+   * Reads a lane's fence anew. A closed lane means an operator opened a newer epoch while this batch held the old
+   * one: {@link EpochChangedError} (the mapping's retry reads the new lane).
+   */
+  private async refreshFence(lane: string, partition: number): Promise<FenceState> {
+    const fence = await this.ledger.readFence(this.deps.settings.pipelineId, lane, partition);
+    if (fence.closed) {
+      this.fences.delete(partitionId(lane, partition));
+      for (const [root, cachedLane] of this.lanes) if (cachedLane === lane) this.lanes.delete(root);
+      throw new EpochChangedError(lane, partition);
+    }
+    this.fences.set(partitionId(lane, partition), fence);
     return fence;
   }
 
@@ -576,16 +608,44 @@ export class Processor {
     );
   }
 
-  /** The fence to start from, judged: a "backwards" against a cached fence is confirmed against a fresh read. */
-  private async startingFence(prints: Fingerprints): Promise<FenceState> {
+  /**
+   * The lane and fence to start from, judged: a "backwards" against a cached fence is confirmed against a fresh
+   * read of the partition's current lane (an operator may have opened a new epoch since), and a confirmed one is
+   * recorded on the lane's fence (`eos epoch` shows it) before it is thrown.
+   */
+  private async startingFence(prints: Fingerprints): Promise<LaneFence> {
     const { topic, partition } = prints.batch;
-    const { state, cached } = await this.fenceOf(topic, partition);
-    const verdict = this.judge(prints, state, 'start');
-    if (verdict.kind !== 'backwards') return state;
-    const fresh = cached ? await this.refreshFence(topic, partition) : state;
-    const again = cached ? this.judge(prints, fresh, 'start') : verdict;
-    if (again.kind === 'backwards') throw this.backwards(prints, fresh, again.reason);
-    return fresh;
+    const { lane, fence, cached } = await this.fenceOf(topic, partition);
+    const verdict = this.judge(prints, fence, 'start');
+    if (verdict.kind !== 'backwards') return { lane, fence };
+    const fresh = cached ? await this.refreshLane(topic, partition) : { lane, fence };
+    const again = cached ? this.judge(prints, fresh.fence, 'start') : verdict;
+    if (again.kind !== 'backwards') return fresh;
+    const stopped = this.backwards(prints.inLane(fresh.lane), fresh.fence, again.reason);
+    await this.recordStop(fresh, stopped);
+    throw stopped;
+  }
+
+  /** Writes the stop onto the lane's fence, once per refused batch (retries of the same batch write nothing). */
+  private async recordStop({ lane, fence }: LaneFence, stopped: OffsetsWentBackwardsError): Promise<void> {
+    const known = fence.stop;
+    if (
+      known?.fence === stopped.fence &&
+      known.firstOffset === stopped.firstOffset &&
+      known.lastOffset === stopped.lastOffset
+    ) {
+      return;
+    }
+    const stop = {
+      reason: stopped.reason,
+      fence: stopped.fence,
+      firstOffset: stopped.firstOffset,
+      lastOffset: stopped.lastOffset,
+      at: this.clock.now(),
+    };
+    if (await this.ledger.recordStop(this.deps.settings.pipelineId, lane, stopped.partition, fence, stop)) {
+      this.fences.set(partitionId(lane, stopped.partition), { ...fence, stop });
+    }
   }
 
   /**
@@ -615,18 +675,23 @@ export class Processor {
     attemptId: string,
     startedAt: number,
   ): Promise<PartitionReport> {
-    const prints = new Fingerprints(batch);
+    let prints = new Fingerprints(batch);
     /** Claims this attempt wrote ahead (or confirmed as its records' own), by record offset. */
     const held = new Map<number, ClaimItem>();
     let known: FenceState = { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
     try {
-      known = await this.startingFence(prints);
+      const start = await this.startingFence(prints);
+      // From here on the batch is filed under its lane: every ledger item and staged key names it.
+      prints = prints.inLane(start.lane);
+      known = start.fence;
       return await this.stageFrom(prints, known, held, attemptId, startedAt, (fence) => {
         known = fence;
       });
     } catch (error) {
       await this.releaseAfter(error, prints, held, attemptId);
-      if (!isTransient(error) && !(error instanceof InjectedCrashError)) {
+      // A new epoch is an operator's act, not a stop: the retry stages the batch there.
+      const stop = !(error instanceof EpochChangedError);
+      if (stop && !isTransient(error) && !(error instanceof InjectedCrashError)) {
         this.deps.observer?.partitionStopped?.(
           error instanceof Error ? error : new PipelineError(`batch failed with ${String(error)}`),
         );

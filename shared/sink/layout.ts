@@ -20,12 +20,15 @@
  * the topic and Kafka partition move into the file name, joined by `+` as Kafka Connect's S3 sink joins them (`+`
  * cannot occur in a topic name, so the split is unambiguous), so the key stays
  * deterministic in (stream, folder, topic, partition, offset range).
+ * In epoch N >= 1 of a topic (`ledger/epochs.ts`) `<t>` is the lane `<topic>~<N>`: final keys of a new epoch never
+ * collide with the old epoch's.
  * Offsets in keys are zero-padded to 20 digits so that keys sort in offset order. The processor can write nothing
  * outside its two staged stream prefixes, and nothing the coordinator trusts lives there: plans moved out of
  * `_inprogress/` (a processor could rewrite them), staged objects are promoted from the copies prepare verified
  * (not from the staged keys the processor may rewrite), and manifests moved out of `final/` (so a Hive-style reader
  * of `final/` sees data objects only, and a role that may write final data cannot write a manifest).
  */
+import { LANE_PATTERN } from '../ledger/epochs.ts';
 import { padCheckpointId, padOffset, type Stream } from '../ledger/layout.ts';
 import { parseTimeFolder } from './time-partitions.ts';
 
@@ -115,8 +118,10 @@ export interface ParsedObjectKey extends ObjectRange {
   readonly attemptId?: string;
 }
 
-const RANGE_PATH =
-  /^(output|deadletter)\/topic=([a-zA-Z0-9._-]+)\/partition=(0|[1-9]\d{0,9})\/(\d{20})-(\d{20})(?:\.([A-Za-z0-9._-]+))?\.ndjson(\.gz)?$/;
+/** A lane is a topic, or `<topic>~<epoch>` for an epoch >= 1 (`ledger/epochs.ts`). */
+const RANGE_PATH = new RegExp(
+  `^(output|deadletter)\\/topic=(${LANE_PATTERN})\\/partition=(0|[1-9]\\d{0,9})\\/(\\d{20})-(\\d{20})(?:\\.([A-Za-z0-9._-]+))?\\.ndjson(\\.gz)?$`,
+);
 
 function parseRangePath(rest: string): ParsedObjectKey | undefined {
   const match = RANGE_PATH.exec(rest);
@@ -138,10 +143,12 @@ function parseRangePath(rest: string): ParsedObjectKey | undefined {
 }
 
 /** Final keys only: Parquet without folders, and every encoding under a time folder. */
-const PARQUET_RANGE_PATH =
-  /^(output)\/topic=([a-zA-Z0-9._-]+)\/partition=(0|[1-9]\d{0,9})\/(\d{20})-(\d{20})\.parquet$/;
-const FOLDER_PATH =
-  /^(output|deadletter)\/(dt=[^/]+(?:\/hour=[^/]+)?)\/([a-zA-Z0-9._-]+)\+(0|[1-9]\d{0,9})\+(\d{20})-(\d{20})\.(ndjson|ndjson\.gz|parquet)$/;
+const PARQUET_RANGE_PATH = new RegExp(
+  `^(output)\\/topic=(${LANE_PATTERN})\\/partition=(0|[1-9]\\d{0,9})\\/(\\d{20})-(\\d{20})\\.parquet$`,
+);
+const FOLDER_PATH = new RegExp(
+  `^(output|deadletter)\\/(dt=[^/]+(?:\\/hour=[^/]+)?)\\/(${LANE_PATTERN})\\+(0|[1-9]\\d{0,9})\\+(\\d{20})-(\\d{20})\\.(ndjson|ndjson\\.gz|parquet)$`,
+);
 
 function parseFinalPath(rest: string): ParsedObjectKey | undefined {
   const plain = parseRangePath(rest);

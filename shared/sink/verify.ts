@@ -9,8 +9,9 @@
  * 2. every final object a manifest lists (NDJSON or Parquet, by its key) is a final data key of this pipeline naming exactly the entry's stream,
  *    partition and range (else `foreign-key`: never read), is listed exactly once, exists, and has the listed
  *    size, SHA-256 and row count, with every row inside the listed offset range and the manifest's cut;
- * 3. no lineage (topic, partition, offset) appears twice, across files and streams (one row per record: the
- *    shipped `orders` transform emits exactly one);
+ * 3. no lineage (topic, partition, offset) appears twice, across files and streams, within an epoch (one row per
+ *    record: the shipped `orders` transform emits exactly one; epoch N >= 1 of a topic is the lane `<topic>~<N>`,
+ *    whose offsets start again, see `ledger/epochs.ts`);
  * 4. per stream and partition (and time folder, issue 12), offsets increase in commit order (manifest order, then
  *    file order, then row order);
  * 5. nothing lies under the final prefix that no manifest lists.
@@ -19,6 +20,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
+import { topicOfLane } from '../ledger/epochs.ts';
 import { STREAMS, type Stream } from '../ledger/layout.ts';
 import { FINAL_DIR, finalPrefix, manifestsPrefix, parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
@@ -235,7 +237,8 @@ class Checker {
     const sequence = `${file.stream}#${partition}#${folder}`;
     for (const row of rows) {
       const lineage = lineageOf(row);
-      if (!lineage || lineage.topic !== file.topic || lineage.partition !== file.partition) {
+      // In epoch N >= 1 the file names the lane `<topic>~<N>`; its rows name the record's topic (`epochs.ts`).
+      if (!lineage || lineage.topic !== topicOfLane(file.topic) || lineage.partition !== file.partition) {
         this.problem(
           'row-malformed',
           `a row's source ${JSON.stringify(row.source)} does not name ${partition}`,

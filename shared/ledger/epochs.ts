@@ -1,0 +1,96 @@
+/**
+ * Epochs (issue 14): a Kafka partition's offsets belong to an epoch. Epoch 0 is the partition as first met; an
+ * operator opens epoch N+1 (`eos epoch --start-new`) after the processor stopped the partition because its offsets
+ * went backwards (a recreated topic, a migrated cluster): the new records, under offsets the old epoch already
+ * used, then get a fence, staged entries, key window and final keys of their own, and nothing of the old epoch is
+ * lost or rewritten.
+ *
+ * How an epoch is named. Wherever the pipeline names a source partition for its own bookkeeping (ledger keys,
+ * fences, staged and final S3 keys, cuts, manifests, `eos verify`), epoch N ≥ 1 of topic T is the *lane* `T~N`;
+ * epoch 0 is `T` itself, so nothing written before epochs changes. `~` is not in Kafka's topic alphabet
+ * (`[a-zA-Z0-9._-]`), so a lane never collides with a real topic, and it is none of the separators the layouts use
+ * (`#` in ledger keys, `+` in time-folder file names, `/`). Rows keep their record's real topic in their lineage
+ * (`source.topic`); the object and manifest entry they sit in name the lane. The coordinator needs no epoch logic:
+ * a lane is one more partition of the cut, and a closed lane's fence stays where its last staging left it, so the
+ * next checkpoint commits what the old epoch staged and later ones carry it unchanged.
+ *
+ * Where the current epoch is kept: on the epoch-0 fence item (the root, `fenceKeys.fence(T, P)`, or the legacy key
+ * for a partition staged only before the shards), attribute `epoch` (absent: 0). The switch to N+1 is one
+ * DynamoDB transaction per partition: it closes the current lane's fence (`closedAt`, on condition its staged
+ * offset is still the one read and it is not closed) and sets the root's `epoch` to N+1 (on condition it is still
+ * N). Every staging transaction is conditioned on its fence not being closed, so a processor (or a zombie) still
+ * holding the old epoch fails its condition, reads again and finds the new lane. The new lane's fence does not
+ * exist until its first staging transaction creates it (condition: absent), like a partition's first fence.
+ *
+ * Free of SDK imports (the layouts and the CLI's help load it).
+ */
+
+/** Separates a topic from its epoch in a lane name. Not in Kafka's topic alphabet. */
+export const EPOCH_SEPARATOR = '~';
+
+/** The largest epoch a lane can name (nine digits: a safe integer with room, and short keys). */
+export const MAX_EPOCH = 999_999_999;
+
+/** The regular-expression source of a lane: a topic, then `~N` for epoch N ≥ 1 (no leading zero). */
+export const LANE_PATTERN = '[a-zA-Z0-9._-]+(?:~[1-9]\\d{0,8})?';
+
+const LANE = /^([a-zA-Z0-9._-]+)(?:~([1-9]\d{0,8}))?$/;
+
+/** The lane of `topic`'s epoch `epoch`: the topic itself for epoch 0. */
+export function laneOf(topic: string, epoch: number): string {
+  if (!Number.isSafeInteger(epoch) || epoch < 0 || epoch > MAX_EPOCH) {
+    throw new RangeError(`epoch ${epoch} is not an integer in 0..${MAX_EPOCH}`);
+  }
+  return epoch === 0 ? topic : `${topic}${EPOCH_SEPARATOR}${epoch}`;
+}
+
+export interface Lane {
+  /** The Kafka topic. */
+  readonly topic: string;
+  readonly epoch: number;
+}
+
+/** The topic and epoch a lane names; undefined for a string that is no lane. */
+export function parseLane(lane: string): Lane | undefined {
+  const match = LANE.exec(lane);
+  if (!match) return undefined;
+  return { topic: match[1]!, epoch: match[2] === undefined ? 0 : Number(match[2]) };
+}
+
+/** The Kafka topic of a lane (the string itself when it names no epoch). */
+export function topicOfLane(lane: string): string {
+  return parseLane(lane)?.topic ?? lane;
+}
+
+/**
+ * Why the processor stopped a partition (L2), written on the stopped lane's fence so that `eos epoch` can show it:
+ * the batch it refused, the fence it judged against and the rule's reason.
+ */
+export interface StopRecord {
+  readonly reason: string;
+  readonly fence: number;
+  readonly firstOffset: number;
+  readonly lastOffset: number;
+  /** Epoch ms. */
+  readonly at: number;
+}
+
+export function isStopRecord(value: unknown): value is StopRecord {
+  const v = value as Partial<StopRecord> | undefined;
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof v.reason === 'string' &&
+    Number.isSafeInteger(v.fence) &&
+    Number.isSafeInteger(v.firstOffset) &&
+    Number.isSafeInteger(v.lastOffset) &&
+    typeof v.at === 'number'
+  );
+}
+
+/** A fence attribute: the current epoch, on the root (epoch-0) fence item only. */
+export const EPOCH_ATTRIBUTE = 'epoch';
+/** A fence attribute: when the lane was closed by the switch to the next epoch (epoch ms). */
+export const CLOSED_ATTRIBUTE = 'closedAt';
+/** A fence attribute: the {@link StopRecord} of the batch that stopped the lane, cleared by its next staging. */
+export const STOP_ATTRIBUTE = 'stoppedBy';
