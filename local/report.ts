@@ -70,6 +70,14 @@ export function formatReport(report: RunReport): string {
             `${report.epochsOpened} stopped partition(s) moved to epoch 1 (as eos epoch --start-new); judged per epoch`,
           ),
         ]),
+    ...(report.redrive === undefined
+      ? []
+      : [
+          row(
+            'redrive (fixed transform)',
+            `${report.redrive.sent} sent${report.redrive.crashed ? ' (the first run crashed and was run again)' : ''}: ${report.redrive.output} output rows, ${report.redrive.deadLettered} dead-lettered again, ${report.redrive.unchanged} left (same reason); a second run staged ${report.redrive.secondRunStaged}`,
+          ),
+        ]),
     row('throughput', `${report.recordsPerSecond} records/s (${(report.durationMs / 1000).toFixed(1)} s)`),
     row('lost / duplicated / unexpected', `${o.lost} / ${o.duplicated} / ${o.unexpected}`),
     row(

@@ -18,8 +18,9 @@ import type { Settings } from '../shared/config/settings.ts';
 import type { CoordinatorStep } from '../shared/coordinator/definition.ts';
 import { InjectedCrashError, OffsetsWentBackwardsError } from '../shared/errors.ts';
 import { decodeRecord } from '../shared/kafka/event.ts';
+import type { Lineage } from '../shared/kafka/record.ts';
 import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { laneOf, topicOfLane } from '../shared/ledger/epochs.ts';
+import { laneOf, parseLane, topicOfLane } from '../shared/ledger/epochs.ts';
 import { checkKeySource } from '../shared/processor/evaluate.ts';
 import {
   type BatchReport,
@@ -27,6 +28,7 @@ import {
   type Processor,
   type ProcessorStep,
 } from '../shared/processor/processor.ts';
+import { type PartitionRedrive, redrive } from '../shared/redrive/redrive.ts';
 import { parseFinalKey } from '../shared/sink/layout.ts';
 import { type FinalRow, readFinalRows, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
 import { loadTransform } from '../shared/transforms/load.ts';
@@ -38,6 +40,7 @@ import {
   compareOutcome,
   type Expectation,
   expectOutcome,
+  lineageId,
   type Outcome,
 } from './expectation.ts';
 import {
@@ -94,6 +97,31 @@ export interface RunOptions {
    * per epoch: each generation's records exactly once in their own lane (`shared/ledger/epochs.ts`).
    */
   readonly recreateTopicWith?: readonly InputRecord[];
+  /**
+   * Redrives the dead letters after the run (issue 14): `transform` is then the one with a bug, this the fixed one.
+   * Once the input is committed, `eos redrive` runs with the fixed transform (crashing once at a seeded step when
+   * crashes are injected, then run again), a checkpoint commits the round, and a second redrive must change
+   * nothing. The verdict is judged against the fixed transform, each record by its latest outcome.
+   */
+  readonly redriveWith?: Transform;
+}
+
+/** What the redrive scenario did. */
+export interface RedriveReport {
+  /** Records the redrive sent back through the pipeline. */
+  readonly sent: number;
+  /** Of those, staged as output rows and as dead letters again. */
+  readonly output: number;
+  readonly deadLettered: number;
+  /** Dead letters left as they are: the fixed transform rejects them for the same reason. */
+  readonly unchanged: number;
+  /** Whether the first redrive crashed (and was run again). */
+  readonly crashed: boolean;
+  /**
+   * Rows the second redrive staged (0: it changed nothing). It may send records again that the first dropped as
+   * duplicates by key (their key is held by the same payload): they are dropped again, and nothing is written.
+   */
+  readonly secondRunStaged: number;
 }
 
 /** Where a run's client set works: a processor container, the coordinator, or the runner's own read-back. */
@@ -154,6 +182,8 @@ export interface RunReport {
   readonly violations: readonly string[];
   /** With a recreated topic: the epochs the run opened (one per partition the new generation stopped). */
   readonly epochsOpened?: number;
+  /** With a redrive (`redriveWith`). */
+  readonly redrive?: RedriveReport;
 }
 
 /** A processor instance with its own clients and fault slot: one attempt at a time, as a Lambda container. */
@@ -543,18 +573,26 @@ function violationsOf(outcome: Outcome, verify: VerifyResult): string[] {
   return violations;
 }
 
+function redriveViolations(report: RedriveReport | undefined): string[] {
+  if (report === undefined || report.secondRunStaged === 0) return [];
+  return [`a second redrive staged ${report.secondRunStaged} rows again`];
+}
+
 /** Reads what the run left behind and judges it against the input. */
 async function judge(run: Run, options: RunOptions, expectation: Expectation) {
   const { settings } = options;
   const pipeline = settings.pipelineId;
   const s3 = run.clients.s3;
   const rows: FinalRow[] = await readFinalRows({ s3, bucket: settings.bucket, pipeline });
-  const committedRows = rows.flatMap(({ key, stream, row }) => {
+  const laned = rows.flatMap(({ key, stream, row }) => {
     const source = row.source as { topic: string; partition: number; offset: number } | undefined;
-    // Judged per epoch: a row counts under the lane its object names (its own topic in epoch 0).
-    const lane = parseFinalKey(pipeline, key)?.topic ?? source?.topic;
-    return source && lane ? [{ stream, source: { ...source, topic: lane } }] : [];
+    // Judged per epoch: a row counts under the lane its object names (its own topic in epoch 0); a redriven row
+    // under the lane of the dead letter it redrove, ranked by its round.
+    const lane = parseLane(parseFinalKey(pipeline, key)?.topic ?? source?.topic ?? '');
+    if (!source || !lane) return [];
+    return [{ stream, source: { ...source, topic: laneOf(lane.topic, lane.epoch) }, round: lane.round ?? 0 }];
   });
+  const committedRows = options.redriveWith ? latestOutcomes(laned, expectation) : laned;
   const aggregates: Map<string, Aggregate> = await readAggregates(
     run.clients,
     settings.ledgerTable,
@@ -564,6 +602,30 @@ async function judge(run: Run, options: RunOptions, expectation: Expectation) {
   const outcome = compareOutcome(expectation, committedRows, aggregates);
   const verify = await verifySink({ s3, bucket: settings.bucket, pipeline });
   return { rows, aggregates, outcome, verify };
+}
+
+/**
+ * The redrive scenario judges each record by its latest outcome (the dead letters themselves are never rewritten:
+ * the committed log keeps them). A dead letter is superseded by a dead letter of a later redrive round, and by an
+ * output row of the same identity: the record itself redriven, or the record whose key it duplicates (a redriven
+ * duplicate is dropped by its key, as the fixed transform would have dropped it from the start).
+ */
+function latestOutcomes<T extends { stream: string; source: Lineage; round: number }>(
+  rows: readonly T[],
+  expectation: Expectation,
+): T[] {
+  const lineage = (row: T) => lineageId(row.source);
+  const identity = (row: T) => expectation.identityOf.get(lineage(row)) ?? `lineage:${lineage(row)}`;
+  const output = new Set(rows.filter((row) => row.stream === 'output').map(identity));
+  const lastRound = new Map<string, number>();
+  for (const row of rows) {
+    if (row.stream === 'deadletter')
+      lastRound.set(lineage(row), Math.max(lastRound.get(lineage(row)) ?? -1, row.round));
+  }
+  return rows.filter(
+    (row) =>
+      row.stream === 'output' || (!output.has(identity(row)) && row.round === lastRound.get(lineage(row))),
+  );
 }
 
 export interface RunResult {
@@ -584,13 +646,63 @@ export async function runLocal(options: RunOptions): Promise<RunResult> {
   }
 }
 
+/**
+ * The redrive scenario's operator: `eos redrive` with the fixed transform (crashed once at a seeded step when the
+ * schedule injects crashes, then run again), a checkpoint, then a second redrive that must send nothing.
+ */
+async function redriveAfter(run: Run, options: RunOptions, fixed: Transform): Promise<RedriveReport> {
+  const base = { settings: options.settings, clients: run.clients, transform: fixed, clock: run.clock };
+  const crashAt =
+    options.faults.crash > 0
+      ? (['after-read', 'after-batch', 'before-close'] as const)[options.seed % 3]
+      : undefined;
+  let crashed = false;
+  let first: Awaited<ReturnType<typeof redrive>> | undefined;
+  if (crashAt !== undefined) {
+    try {
+      first = await redrive({
+        ...base,
+        batchSize: 5,
+        hooks: {
+          onStep: (step) => {
+            if (step === crashAt) throw new InjectedCrashError(`redrive ${step}`);
+          },
+        },
+      });
+    } catch (error) {
+      if (!(error instanceof InjectedCrashError)) throw error;
+      crashed = true;
+    }
+  }
+  // After a crash the operator runs it again: the round goes on where the crash left it.
+  const done = first ?? (await redrive(base));
+  await run.checkpointer.final();
+  const second = await redrive(base);
+  await run.checkpointer.final();
+  const sum = (pick: (p: PartitionRedrive) => number) =>
+    done.partitions.reduce((total, p) => total + pick(p), 0);
+  return {
+    sent: sum((p) => p.sent),
+    output: sum((p) => p.staged.output),
+    deadLettered: sum((p) => p.staged.deadLettered),
+    unchanged: sum((p) => p.unchanged),
+    crashed,
+    secondRunStaged: second.partitions.reduce(
+      (total, p) => total + p.staged.output + p.staged.deadLettered,
+      0,
+    ),
+  };
+}
+
 async function runAndJudge(run: Run, options: RunOptions, started: number): Promise<RunResult> {
   // The oracle evaluates with the processor's own transform, prepared as the processor prepares each batch.
   // Paced input is in the log only once it has drained.
   const expect = async (): Promise<Expectation> => {
     const records = [...run.records()];
-    await run.transform.prepare?.(records);
-    const expectation = expectOutcome(records, run.transform, options.settings.idempotencyKey, {
+    // With a redrive the verdict is the fixed transform's: every record by its latest outcome.
+    const oracle = options.redriveWith ?? run.transform;
+    await oracle.prepare?.(records);
+    const expectation = expectOutcome(records, oracle, options.settings.idempotencyKey, {
       maxTransactionItems: options.settings.maxTransactionItems,
     });
     if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
@@ -602,6 +714,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
   await run.drain();
   const drained = Date.now();
   await run.checkpointer.final();
+  const redriven = options.redriveWith ? await redriveAfter(run, options, options.redriveWith) : undefined;
   const durationMs = Date.now() - started;
   expectation ??= await expect();
   const { rows, aggregates, outcome, verify } = await judge(run, options, expectation);
@@ -610,7 +723,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     finalCheckpoint: started + durationMs - drained,
     judge: Date.now() - started - durationMs,
   };
-  const violations = violationsOf(outcome, verify);
+  const violations = [...violationsOf(outcome, verify), ...redriveViolations(redriven)];
   const report: RunReport = {
     pipeline: options.settings.pipelineId,
     guarantee: options.settings.deliveryGuarantee,
@@ -640,6 +753,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     verdict: violations.length === 0 ? 'exactly-once' : 'not exactly-once',
     violations,
     ...(options.recreateTopicWith ? { epochsOpened: run.epochsOpened } : {}),
+    ...(redriven ? { redrive: redriven } : {}),
   };
   return { report, aggregates };
 }

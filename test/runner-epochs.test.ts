@@ -1,5 +1,5 @@
 /**
- * `eos local`'s recreated-topic scenario (issue 14): the topic is deleted and created again mid-run, the processor
+ * `eos local`'s operations scenarios (issue 14). The recreated topic: the topic is deleted and created again mid-run, the processor
  * stops each partition whose offsets went backwards, the run opens a new epoch for it (as `eos epoch --start-new`)
  * and goes on. The verdict is the end-to-end property per epoch: 0 lost, 0 duplicated in each. Real DynamoDB Local
  * and S3 server, the virtual clock, and the fault schedules of the chaos test.
@@ -11,6 +11,8 @@ import { runLocal } from '../local/runner.ts';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings } from '../shared/config/settings.ts';
 import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
+import { builtinTransform } from '../shared/transforms/registry.ts';
+import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 
 const HEAVY: FaultRates = {
@@ -92,5 +94,64 @@ describe('a topic recreated mid-run', () => {
     expect([...injected]).toEqual(
       expect.arrayContaining(['crash', 'zombie', 'redeliver', 'coordinator-crash', 'throttle', 'poison']),
     );
+  });
+});
+
+describe('a redrive after fixing a transform', () => {
+  /** `orders` with a bug: GBP orders are rejected. The fix is `orders` itself. */
+  const orders = builtinTransform('orders');
+  const buggy: Transform = {
+    name: 'orders-gbp-bug',
+    apply(record) {
+      if (record.value?.includes('"currency":"GBP"'))
+        return { kind: 'poison', error: 'bug: GBP not supported' };
+      return orders.apply(record);
+    },
+  };
+
+  async function redriveRun(seed: number, faults: FaultRates) {
+    const settings = parseSettings({
+      pipelineId: uniqueName('rdr'),
+      ledgerTable: res.table,
+      bucket: res.bucket,
+      maxTransactionItems: 10,
+    });
+    const { report } = await runLocal({
+      settings,
+      transform: buggy,
+      redriveWith: orders,
+      input: generateOrders({
+        seed,
+        records: 60,
+        partitions: 3,
+        duplicateRate: 0.1,
+        poisonRate: 0.05,
+        customers: 5,
+      }),
+      partitions: 3,
+      faults,
+      seed,
+      checkpointIntervalMs: 300,
+      clock: 'virtual',
+      batchSize: 6,
+    });
+    return report;
+  }
+
+  it('every fixed record is committed once, genuine poison stays dead-lettered, a second redrive stages nothing', async () => {
+    const report = await redriveRun(3, NO_FAULTS);
+    expect(report.violations).toEqual([]);
+    expect(report.redrive!.output).toBeGreaterThan(0);
+    expect(report.redrive!.unchanged).toBeGreaterThan(0);
+    expect(report.redrive!.secondRunStaged).toBe(0);
+  });
+
+  it('under heavy faults, with the first redrive crashing at a seeded step', async () => {
+    for (const seed of [4, 8, 12]) {
+      const report = await redriveRun(seed, HEAVY);
+      expect({ seed, violations: report.violations }).toEqual({ seed, violations: [] });
+      expect(report.redrive!.secondRunStaged).toBe(0);
+      expect(report.redrive!.output).toBeGreaterThan(0);
+    }
   });
 });

@@ -112,7 +112,9 @@ export class EpochLedger {
       const lane = typeof item.topic === 'string' ? parseLane(item.topic) : undefined;
       const partition = numberOf(item.partition);
       const stagedOffset = numberOf(item.stagedOffset);
-      if (lane === undefined || partition === undefined || stagedOffset === undefined) continue;
+      // Redrive lanes (`shared/redrive/`) are no epochs.
+      if (lane === undefined || lane.round !== undefined) continue;
+      if (partition === undefined || stagedOffset === undefined) continue;
       const id = `${lane.topic}#${partition}`;
       const entry = byPartition.get(id) ?? { topic: lane.topic, partition, views: [], current: 0 };
       byPartition.set(id, entry);

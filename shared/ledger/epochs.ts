@@ -31,30 +31,62 @@ export const EPOCH_SEPARATOR = '~';
 /** The largest epoch a lane can name (nine digits: a safe integer with room, and short keys). */
 export const MAX_EPOCH = 999_999_999;
 
-/** The regular-expression source of a lane: a topic, then `~N` for epoch N ≥ 1 (no leading zero). */
-export const LANE_PATTERN = '[a-zA-Z0-9._-]+(?:~[1-9]\\d{0,8})?';
+/**
+ * The regular-expression source of a lane: a topic, then `~N` for epoch N >= 1 (no leading zero), then `~rR` for
+ * the dead-letter redrive round R >= 1 (`shared/redrive/`): the records a redrive sends back through the pipeline
+ * are staged in a lane of their own, keyed by their original offsets.
+ */
+export const LANE_PATTERN = '[a-zA-Z0-9._-]+(?:~[1-9]\\d{0,8})?(?:~r[1-9]\\d{0,8})?';
 
-const LANE = /^([a-zA-Z0-9._-]+)(?:~([1-9]\d{0,8}))?$/;
+const LANE = /^([a-zA-Z0-9._-]+)(?:~([1-9]\d{0,8}))?(?:~r([1-9]\d{0,8}))?$/;
+
+function checkNumber(what: string, value: number, min: number): void {
+  if (!Number.isSafeInteger(value) || value < min || value > MAX_EPOCH) {
+    throw new RangeError(`${what} ${value} is not an integer in ${min}..${MAX_EPOCH}`);
+  }
+}
 
 /** The lane of `topic`'s epoch `epoch`: the topic itself for epoch 0. */
 export function laneOf(topic: string, epoch: number): string {
-  if (!Number.isSafeInteger(epoch) || epoch < 0 || epoch > MAX_EPOCH) {
-    throw new RangeError(`epoch ${epoch} is not an integer in 0..${MAX_EPOCH}`);
-  }
+  checkNumber('epoch', epoch, 0);
   return epoch === 0 ? topic : `${topic}${EPOCH_SEPARATOR}${epoch}`;
+}
+
+/** The lane of redrive round `round` (>= 1) of a source lane (a topic's epoch lane). */
+export function redriveLaneOf(sourceLane: string, round: number): string {
+  checkNumber('redrive round', round, 1);
+  return `${sourceLane}${EPOCH_SEPARATOR}r${round}`;
 }
 
 export interface Lane {
   /** The Kafka topic. */
   readonly topic: string;
   readonly epoch: number;
+  /** The redrive round, for a lane of redriven dead letters. */
+  readonly round?: number;
 }
 
-/** The topic and epoch a lane names; undefined for a string that is no lane. */
+/** The topic, epoch and redrive round a lane names; undefined for a string that is no lane. */
 export function parseLane(lane: string): Lane | undefined {
   const match = LANE.exec(lane);
   if (!match) return undefined;
-  return { topic: match[1]!, epoch: match[2] === undefined ? 0 : Number(match[2]) };
+  return {
+    topic: match[1]!,
+    epoch: match[2] === undefined ? 0 : Number(match[2]),
+    ...(match[3] === undefined ? {} : { round: Number(match[3]) }),
+  };
+}
+
+/** The epoch lane a redrive lane redrives (the lane itself when it is no redrive lane). */
+export function sourceLaneOf(lane: string): string {
+  const parsed = parseLane(lane);
+  return parsed === undefined ? lane : laneOf(parsed.topic, parsed.epoch);
+}
+
+/** Whether a lane is a topic's epoch 0 itself (the root: only it may have a legacy fence or name an epoch). */
+export function isRootLane(lane: string): boolean {
+  const parsed = parseLane(lane);
+  return parsed !== undefined && parsed.epoch === 0 && parsed.round === undefined;
 }
 
 /** The Kafka topic of a lane (the string itself when it names no epoch). */

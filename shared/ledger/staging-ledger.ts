@@ -43,10 +43,10 @@ import type { StateDelta } from '../transforms/types.ts';
 import {
   CLOSED_ATTRIBUTE,
   EPOCH_ATTRIBUTE,
+  isRootLane,
   isStopRecord,
   laneOf,
   MAX_EPOCH,
-  parseLane,
   STOP_ATTRIBUTE,
   type StopRecord,
 } from './epochs.ts';
@@ -313,9 +313,8 @@ export class StagingLedger {
   async readFence(pipeline: string, topic: string, partition: number): Promise<FenceState> {
     const item = await this.getFence(fenceKeys.fence(pipeline, topic, partition));
     if (item !== undefined) return fenceStateOf(item, topic, partition);
-    // A lane of epoch >= 1 was created after the shards: it never had a legacy key.
-    if (parseLane(topic)?.epoch !== 0)
-      return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
+    // A lane of epoch >= 1 or of a redrive was created after the shards: it never had a legacy key.
+    if (!isRootLane(topic)) return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
     // No sharded fence: a fence written before the shards may still be under the legacy key (`fences.ts`).
     const legacy = await this.getFence(fenceKeys.legacyFence(pipeline, topic, partition));
     if (legacy === undefined) return { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
@@ -661,7 +660,7 @@ export class StagingLedger {
    * epoch >= 1 never had one (`epochs.ts`).
    */
   private touchesLegacy(txn: StagingTransaction): boolean {
-    return txn.fromLegacy === true || (txn.expectedOffset === NO_FENCE && parseLane(txn.topic)?.epoch === 0);
+    return txn.fromLegacy === true || (txn.expectedOffset === NO_FENCE && isRootLane(txn.topic));
   }
 
   /**

@@ -383,6 +383,8 @@ export function evaluateRecord(
     key: record.rawKey,
     value: record.rawValue,
     headers: record.rawHeaders,
+    // The Kafka timestamp: with key, value and headers, all a redrive needs to give the transform the record again.
+    timestamp: record.timestamp,
   };
   const base: EvaluatedRecord = {
     offset: record.offset,

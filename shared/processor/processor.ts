@@ -142,6 +142,7 @@ import {
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, PartitionBatch } from '../kafka/record.ts';
+import { parseLane } from '../ledger/epochs.ts';
 import { type BucketWrite, digestPrefix, KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
@@ -485,6 +486,36 @@ export class Processor {
     }
   }
 
+  /**
+   * Stages records under an explicit redrive lane (`shared/redrive/`: dead letters sent back through the pipeline
+   * with the current transform, keyed by their original offsets), by the same protocol as a delivered batch: the
+   * lane's fence drops what an earlier (crashed) run of the same round staged, and a retry is harmless.
+   * `batch.topic` names the lane; each record keeps its own topic, partition and offset. Exactly-once only.
+   */
+  async stageInLane(batch: PartitionBatch): Promise<PartitionReport> {
+    const lane = parseLane(batch.topic);
+    if (lane?.round === undefined) {
+      throw new PipelineError(`${batch.topic} is not a redrive lane (<topic>[~<epoch>]~r<round>)`);
+    }
+    if (this.deps.settings.deliveryGuarantee !== 'exactly-once') {
+      throw new PipelineError('a redrive needs the exactly-once guarantee');
+    }
+    for (const record of batch.records) {
+      if (record.topic !== lane.topic || record.partition !== batch.partition) {
+        throw new PipelineError(
+          `record ${record.topic}-${record.partition}@${record.offset} is not of ${batch.topic}`,
+        );
+      }
+    }
+    if (batch.records.length === 0) throw new PipelineError('a redrive batch holds no record');
+    const attemptId = this.newAttemptId();
+    const startedAt = this.clock.now();
+    await this.transform.prepare?.(batch.records);
+    const report = await this.stagePartition(batch, attemptId, startedAt, 'explicit');
+    await this.step('before-return', { topic: batch.topic, partition: batch.partition, chunk: 0 });
+    return report;
+  }
+
   /** Parses the event and applies the source checks, before any effect; reports a rejection. */
   private accept(input: unknown): MskEvent {
     try {
@@ -626,6 +657,19 @@ export class Processor {
     throw stopped;
   }
 
+  /** The fence to start an explicitly laned batch from (no epoch resolution: a redrive lane is its own). */
+  private async startingLaneFence(prints: Fingerprints): Promise<LaneFence> {
+    const { topic: lane, partition } = prints.batch;
+    const cached = this.fences.get(partitionId(lane, partition));
+    const fence = cached ?? (await this.refreshFence(lane, partition));
+    const verdict = this.judge(prints, fence, 'start');
+    if (verdict.kind !== 'backwards') return { lane, fence };
+    const fresh = cached ? await this.refreshFence(lane, partition) : fence;
+    const again = cached ? this.judge(prints, fresh, 'start') : verdict;
+    if (again.kind !== 'backwards') return { lane, fence: fresh };
+    throw this.backwards(prints, fresh, again.reason);
+  }
+
   /** Writes the stop onto the lane's fence, once per refused batch (retries of the same batch write nothing). */
   private async recordStop({ lane, fence }: LaneFence, stopped: OffsetsWentBackwardsError): Promise<void> {
     const known = fence.stop;
@@ -674,13 +718,15 @@ export class Processor {
     batch: PartitionBatch,
     attemptId: string,
     startedAt: number,
+    laning: 'resolve' | 'explicit' = 'resolve',
   ): Promise<PartitionReport> {
     let prints = new Fingerprints(batch);
     /** Claims this attempt wrote ahead (or confirmed as its records' own), by record offset. */
     const held = new Map<number, ClaimItem>();
     let known: FenceState = { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
     try {
-      const start = await this.startingFence(prints);
+      const start =
+        laning === 'explicit' ? await this.startingLaneFence(prints) : await this.startingFence(prints);
       // From here on the batch is filed under its lane: every ledger item and staged key names it.
       prints = prints.inLane(start.lane);
       known = start.fence;

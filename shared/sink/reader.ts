@@ -110,6 +110,15 @@ async function* readFile(
   for await (const line of ndjsonLines(body, gzip)) yield JSON.parse(line) as Record<string, unknown>;
 }
 
+/** The rows of one file a committed manifest lists, checked as {@link readCommitted} checks them. */
+export function readCommittedFile(
+  options: Omit<ReadCommittedOptions, 'stream'>,
+  file: ManifestFile,
+): AsyncGenerator<Record<string, unknown>> {
+  assertFinalDataKey(options.pipeline, file);
+  return readFile(options.s3, options.bucket, file);
+}
+
 /** Every committed manifest, in order (gap-free and chained, else `ManifestLogError`). */
 export function readManifests(options: Omit<ReadCommittedOptions, 'stream'>): AsyncGenerator<Manifest> {
   return new ManifestStore(options.s3, options.bucket, options.pipeline).all();

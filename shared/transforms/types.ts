@@ -63,5 +63,7 @@ export interface DeadLetterRow {
     readonly value: string | null;
     /** Every header as received (name, base64 bytes), in order. */
     readonly headers: readonly RawHeader[];
+    /** The record's Kafka timestamp (epoch ms); absent in dead letters written before redrive existed. */
+    readonly timestamp?: number;
   };
 }

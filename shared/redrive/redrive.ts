@@ -1,0 +1,376 @@
+/**
+ * Exactly-once dead-letter redrive (issue 14): `eos redrive` sends committed dead letters back through the
+ * exactly-once path with the current transform, keyed by their original (topic, partition, offset).
+ *
+ * Where redriven records go. A dead letter of lane L (a topic's epoch lane, `ledger/epochs.ts`) is staged again
+ * in a *redrive lane* `L~r<R>` of its partition, R being the redrive round, at its original offset. The lane has
+ * a fence like any partition, so the processor's protocol applies unchanged: a crash, a re-run or two operators at
+ * once stage each record of a round at most once (P2, P5), and the coordinator commits the lane as one more
+ * partition. A redriven record that now passes becomes output rows whose lineage is its original offset, in
+ * objects (and manifest entries) that name the redrive lane: that is how committed output shows which rows came
+ * from a redrive. One that fails again is dead-lettered again, in the redrive lane, with the new reason.
+ *
+ * Rounds, per (lane, partition):
+ * - a round is open while its lane's fence is not closed; a run finds it open (a crash, an interrupted run) and
+ *   goes on with it: the fence drops what the round staged already;
+ * - at the end of a run the round's fence is closed (as an epoch is: `closedAt`), so nothing stages on it any
+ *   more, not even a slower concurrent run;
+ * - a new round starts only when the previous round's fence is covered by the last committed checkpoint's cut:
+ *   then the committed output is the whole truth about it (otherwise the run reports `waiting`: run again after
+ *   the next checkpoint).
+ * What a round redrives: every record of the partition whose latest outcome is a dead letter (the dead letter of
+ * the highest round that has one, or the original), and that no round turned into output. A record the current
+ * transform rejects again with the same reason as its latest dead letter is left as it is (nothing is written):
+ * so a redrive run twice, or run again without a fix, changes nothing. With `checkpoint`, only the records whose
+ * latest dead letter that checkpoint committed.
+ *
+ * Runs from the operator's machine (`eos redrive`) or a test, with the processor's code and settings: it needs
+ * what the processor may do (stage under `_inprogress/`, write processor ledger keys) and to read manifests.
+ */
+import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import type { AwsClients } from '../aws/clients.ts';
+import { ledgerDocumentClient } from '../aws/clients.ts';
+import type { Clock } from '../clock.ts';
+import { systemClock } from '../clock.ts';
+import type { Settings } from '../config/settings.ts';
+import { PipelineError } from '../errors.ts';
+import { decodeRecord, type MskRecord } from '../kafka/event.ts';
+import type { DecodedRecord } from '../kafka/record.ts';
+import { CLOSED_ATTRIBUTE, parseLane, redriveLaneOf, sourceLaneOf } from '../ledger/epochs.ts';
+import { fenceKeys } from '../ledger/fences.ts';
+import { partitionId } from '../ledger/layout.ts';
+import { readFenceItems } from '../ledger/staged-entries.ts';
+import { evaluateRecord } from '../processor/evaluate.ts';
+import { createProcessor, type ProcessorHooks } from '../processor/processor.ts';
+import type { Manifest, ManifestFile } from '../sink/manifest.ts';
+import { readCommittedFile, readManifests } from '../sink/reader.ts';
+import type { Transform } from '../transforms/types.ts';
+
+/** The steps of a redrive where a fault schedule can crash it (besides the processor's own steps). */
+export const REDRIVE_STEPS = ['after-read', 'after-batch', 'before-close'] as const;
+export type RedriveStep = (typeof REDRIVE_STEPS)[number];
+
+export interface RedriveHooks {
+  onStep?(step: RedriveStep, at: { readonly lane: string; readonly partition: number }): void | Promise<void>;
+  /** The processor's hooks (crash a staging step). */
+  readonly processor?: ProcessorHooks;
+}
+
+export interface RedriveOptions {
+  readonly settings: Settings;
+  readonly clients: AwsClients;
+  /** The current transform (the fixed one). */
+  readonly transform: Transform;
+  /** Only the records whose latest dead letter this checkpoint committed; default every dead letter. */
+  readonly checkpoint?: number;
+  /** Records per staging call; default 500. */
+  readonly batchSize?: number;
+  readonly clock?: Clock;
+  readonly hooks?: RedriveHooks;
+}
+
+/** What a run did for one (lane, partition) that has dead letters. */
+export interface PartitionRedrive {
+  /** The dead letters' lane (`<topic>` or `<topic>~<epoch>`). */
+  readonly lane: string;
+  readonly partition: number;
+  /** The round run (absent when nothing was to do or the run waits). */
+  readonly round?: number;
+  /**
+   * `redriven`: the round ran; `nothing`: every dead letter is redriven already or fails again for the same
+   * reason; `waiting`: the previous round is not committed yet.
+   */
+  readonly outcome: 'redriven' | 'nothing' | 'waiting';
+  /** Records sent through the processor in this run (those an earlier run of the round staged are dropped there). */
+  readonly sent: number;
+  /** Of those, output rows and dead letters the processor staged in this run. */
+  readonly staged: { readonly output: number; readonly deadLettered: number };
+  /** Records left as they are: the current transform rejects them for the same reason. */
+  readonly unchanged: number;
+}
+
+export interface RedriveResult {
+  readonly partitions: readonly PartitionRedrive[];
+}
+
+/** A dead-letter row as committed. */
+interface DeadLetter {
+  readonly offset: number;
+  readonly topic: string;
+  readonly error: string;
+  readonly raw: {
+    readonly key: string | null;
+    readonly value: string | null;
+    readonly headers: ReadonlyArray<{ readonly name: string; readonly value: string }>;
+    readonly timestamp?: number;
+  };
+  /** The round whose lane holds it (0: the original lane). */
+  readonly round: number;
+  /** The checkpoint that committed it. */
+  readonly checkpointId: number;
+}
+
+/** A round lane's fence, as read. */
+interface RoundFence {
+  readonly round: number;
+  readonly stagedOffset: number;
+  readonly closed: boolean;
+}
+
+/** What the committed output and the ledger say about one (lane, partition). */
+interface PartitionState {
+  readonly lane: string;
+  readonly partition: number;
+  /** By original offset: the latest dead letter (highest round). */
+  readonly latest: Map<number, DeadLetter>;
+  /** Original offsets a round turned into output. */
+  readonly redriven: Set<number>;
+  rounds: RoundFence[];
+}
+
+export class RedriveError extends PipelineError {}
+
+/** The reason the processor gives a record whose idempotency key another payload holds. */
+const KEY_CONFLICT = /^idempotency key .* is already claimed by .* with a different payload$/s;
+
+function isDeadLetterRow(row: Record<string, unknown>): row is Record<string, unknown> & {
+  source: { topic: string; partition: number; offset: number };
+  error: string;
+  raw: DeadLetter['raw'];
+} {
+  const source = row.source as { topic?: unknown; partition?: unknown; offset?: unknown } | undefined;
+  const raw = row.raw as { key?: unknown; value?: unknown; headers?: unknown } | undefined;
+  return (
+    typeof source?.topic === 'string' &&
+    Number.isSafeInteger(source.partition) &&
+    Number.isSafeInteger(source.offset) &&
+    typeof row.error === 'string' &&
+    typeof raw === 'object' &&
+    raw !== null &&
+    (raw.key === null || typeof raw.key === 'string') &&
+    (raw.value === null || typeof raw.value === 'string') &&
+    Array.isArray(raw.headers)
+  );
+}
+
+/** A base64 value as the mapping sends header bytes: Java's signed bytes. */
+function signedBytes(base64: string): number[] {
+  return [...Buffer.from(base64, 'base64')].map((byte) => (byte > 127 ? byte - 256 : byte));
+}
+
+/** The record a dead letter was made from, as the processor decoded it then. */
+export function recordOf(letter: DeadLetter, partition: number): DecodedRecord {
+  const record: MskRecord = {
+    topic: letter.topic,
+    partition,
+    offset: letter.offset,
+    // Dead letters written before redrive existed carry no timestamp: 0 (the epoch) then.
+    timestamp: letter.raw.timestamp ?? 0,
+    timestampType: 'CREATE_TIME',
+    key: letter.raw.key,
+    value: letter.raw.value,
+    headers: letter.raw.headers.map((header) => ({ [header.name]: signedBytes(header.value) })),
+  };
+  return decodeRecord(record);
+}
+
+export class Redriver {
+  private readonly clock: Clock;
+
+  constructor(private readonly options: RedriveOptions) {
+    this.clock = options.clock ?? systemClock;
+    if (options.settings.deliveryGuarantee !== 'exactly-once') {
+      throw new RedriveError('a redrive needs the exactly-once guarantee');
+    }
+  }
+
+  async run(): Promise<RedriveResult> {
+    const { manifests, states } = await this.read();
+    const lastCut = manifests[manifests.length - 1]?.cut ?? {};
+    const results: PartitionRedrive[] = [];
+    for (const state of states) results.push(await this.redrivePartition(state, lastCut));
+    return { partitions: results };
+  }
+
+  /** Every committed dead letter and redriven offset, and the round fences, per (lane, partition). */
+  private async read(): Promise<{ manifests: Manifest[]; states: PartitionState[] }> {
+    const { settings, clients } = this.options;
+    const source = { s3: clients.s3, bucket: settings.bucket, pipeline: settings.pipelineId };
+    const states = new Map<string, PartitionState>();
+    const stateOf = (lane: string, partition: number): PartitionState => {
+      const id = partitionId(lane, partition);
+      let state = states.get(id);
+      if (!state) {
+        state = { lane, partition, latest: new Map(), redriven: new Set(), rounds: [] };
+        states.set(id, state);
+      }
+      return state;
+    };
+    const manifests: Manifest[] = [];
+    for await (const manifest of readManifests(source)) {
+      manifests.push(manifest);
+      for (const file of manifest.files) await this.readFile(source, manifest, file, stateOf);
+    }
+    const items = await readFenceItems(
+      ledgerDocumentClient(clients.dynamodb),
+      settings.ledgerTable,
+      settings.pipelineId,
+    );
+    for (const item of items) {
+      const lane = typeof item.topic === 'string' ? parseLane(item.topic) : undefined;
+      if (lane?.round === undefined || typeof item.stagedOffset !== 'number') continue;
+      const state = stateOf(sourceLaneOf(item.topic as string), item.partition as number);
+      state.rounds.push({
+        round: lane.round,
+        stagedOffset: item.stagedOffset,
+        closed: item[CLOSED_ATTRIBUTE] !== undefined,
+      });
+    }
+    for (const state of states.values()) state.rounds.sort((a, b) => a.round - b.round);
+    return { manifests, states: [...states.values()].sort(byLaneAndPartition) };
+  }
+
+  private async readFile(
+    source: { s3: AwsClients['s3']; bucket: string; pipeline: string },
+    manifest: Manifest,
+    file: ManifestFile,
+    stateOf: (lane: string, partition: number) => PartitionState,
+  ): Promise<void> {
+    const lane = parseLane(file.topic);
+    if (lane === undefined) return;
+    const round = lane.round ?? 0;
+    // Output of the original lanes is never needed; output of a round lane says which records it redrove.
+    if (file.stream === 'output' && round === 0) return;
+    const state = stateOf(sourceLaneOf(file.topic), file.partition);
+    for await (const row of readCommittedFile(source, file)) {
+      const offset = (row.source as { offset?: unknown } | undefined)?.offset;
+      if (!Number.isSafeInteger(offset)) continue;
+      if (file.stream === 'output') {
+        state.redriven.add(offset as number);
+        continue;
+      }
+      if (!isDeadLetterRow(row)) continue;
+      const known = state.latest.get(row.source.offset);
+      if (known !== undefined && known.round > round) continue;
+      state.latest.set(row.source.offset, {
+        offset: row.source.offset,
+        topic: row.source.topic,
+        error: row.error,
+        raw: row.raw,
+        round,
+        checkpointId: manifest.checkpointId,
+      });
+    }
+  }
+
+  private async redrivePartition(
+    state: PartitionState,
+    lastCut: Readonly<Record<string, number>>,
+  ): Promise<PartitionRedrive> {
+    const { lane, partition } = state;
+    const base = { lane, partition, sent: 0, staged: { output: 0, deadLettered: 0 }, unchanged: 0 };
+    const candidates = [...state.latest.values()]
+      .filter((letter) => !state.redriven.has(letter.offset))
+      .filter(
+        (letter) => this.options.checkpoint === undefined || letter.checkpointId === this.options.checkpoint,
+      )
+      .sort((a, b) => a.offset - b.offset);
+    const last = state.rounds[state.rounds.length - 1];
+    let round: number;
+    if (last !== undefined && !last.closed) {
+      round = last.round; // an interrupted run: go on with its round
+    } else {
+      if (candidates.length === 0) return { ...base, outcome: 'nothing' };
+      if (
+        last !== undefined &&
+        (lastCut[partitionId(redriveLaneOf(lane, last.round), partition)] ?? -1) < last.stagedOffset
+      ) {
+        return { ...base, round: last.round, outcome: 'waiting' };
+      }
+      round = (last?.round ?? 0) + 1;
+    }
+    await this.options.hooks?.onStep?.('after-read', { lane, partition });
+    const { send, unchanged } = this.judge(candidates, partition);
+    if (send.length === 0 && round !== last?.round) return { ...base, unchanged, outcome: 'nothing' };
+    const roundLane = redriveLaneOf(lane, round);
+    const staged = { output: 0, deadLettered: 0 };
+    const processor = createProcessor({
+      settings: this.options.settings,
+      clients: this.options.clients,
+      transform: this.options.transform,
+      clock: this.clock,
+      ...(this.options.hooks?.processor ? { hooks: this.options.hooks.processor } : {}),
+    });
+    const size = this.options.batchSize ?? 500;
+    let stagedOffset = last?.round === round ? last.stagedOffset : -1;
+    for (let from = 0; from < send.length; from += size) {
+      const records = send.slice(from, from + size).map((letter) => recordOf(letter, partition));
+      const report = await processor.stageInLane({ topic: roundLane, partition, records });
+      staged.output += report.stagedRows;
+      staged.deadLettered += report.deadLettered;
+      stagedOffset = Math.max(stagedOffset, report.stagedOffset);
+      await this.options.hooks?.onStep?.('after-batch', { lane, partition });
+    }
+    await this.options.hooks?.onStep?.('before-close', { lane, partition });
+    if (stagedOffset >= 0) await this.closeRound(roundLane, partition);
+    return { ...base, round, outcome: 'redriven', sent: send.length, staged, unchanged };
+  }
+
+  /**
+   * Which candidates to send: those the current transform does not reject for the reason their latest dead letter
+   * gives (a pure evaluation, no effect; the processor judges again when it stages).
+   */
+  private judge(
+    candidates: readonly DeadLetter[],
+    partition: number,
+  ): { send: DeadLetter[]; unchanged: number } {
+    const { settings, transform } = this.options;
+    const send: DeadLetter[] = [];
+    let unchanged = 0;
+    for (const letter of candidates) {
+      const evaluated = evaluateRecord(transform, settings.idempotencyKey, recordOf(letter, partition), {
+        maxTransactionItems: settings.maxTransactionItems - 1,
+        keyItems: settings.idempotencyScope === 'partition' ? 2 : 1,
+      });
+      const rejected = evaluated.deadLetter !== undefined;
+      // A key conflict is with another record's claim, not with the transform: redriving it meets the same claim.
+      if (
+        (rejected && evaluated.deadLetter!.error === letter.error) ||
+        (!rejected && KEY_CONFLICT.test(letter.error))
+      ) {
+        unchanged++;
+      } else {
+        send.push(letter);
+      }
+    }
+    return { send, unchanged };
+  }
+
+  /** Closes a round's fence: nothing stages on it any more (a slower concurrent run fails its condition). */
+  private async closeRound(lane: string, partition: number): Promise<void> {
+    const { settings, clients } = this.options;
+    try {
+      await ledgerDocumentClient(clients.dynamodb).send(
+        new UpdateCommand({
+          TableName: settings.ledgerTable,
+          Key: fenceKeys.fence(settings.pipelineId, lane, partition),
+          UpdateExpression: 'SET #closed = :now',
+          ConditionExpression: 'attribute_exists(stagedOffset) AND attribute_not_exists(#closed)',
+          ExpressionAttributeNames: { '#closed': CLOSED_ATTRIBUTE },
+          ExpressionAttributeValues: { ':now': this.clock.now() },
+        }),
+      );
+    } catch (error) {
+      // Closed already (a concurrent run closed it first): the round is over either way.
+      if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') throw error;
+    }
+  }
+}
+
+function byLaneAndPartition(a: PartitionState, b: PartitionState): number {
+  return a.lane < b.lane ? -1 : a.lane > b.lane ? 1 : a.partition - b.partition;
+}
+
+export async function redrive(options: RedriveOptions): Promise<RedriveResult> {
+  return new Redriver(options).run();
+}
