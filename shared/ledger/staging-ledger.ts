@@ -338,9 +338,19 @@ export class StagingLedger {
    * transient failure).
    */
   async readCurrentFence(pipeline: string, topic: string, partition: number): Promise<LaneFence> {
+    let previous: number | undefined;
     for (let read = 0; read < 3; read++) {
       const root = await this.readFence(pipeline, topic, partition);
       const epoch = root.epoch ?? 0;
+      if (epoch === previous) {
+        // The root still names a lane found closed: no switch is under way, the ledger is inconsistent (a fence
+        // edited or restored by hand). Stop loudly rather than retry forever (review of epochs, finding 4).
+        throw new MalformedLedgerItemError(
+          `fence ${laneOf(topic, epoch)}#${partition}`,
+          `is closed, but the root fence ${topic}#${partition} still names epoch ${epoch} as current`,
+        );
+      }
+      previous = epoch;
       if (epoch === 0) {
         if (root.closed) {
           throw new MalformedLedgerItemError(
@@ -477,6 +487,34 @@ export class StagingLedger {
         );
       }
       this.rethrow('dynamodb:TransactWriteItems', error);
+    }
+  }
+
+  /**
+   * Marks a claim released (expired for every reader) on condition it still names exactly `claimant` and `digest`:
+   * for a claim whose record can never be staged (its lane was closed by a new epoch below it, see the processor's
+   * `releaseOrphans`). Returns whether it was released (false: it changed meanwhile).
+   */
+  async releaseOrphanClaim(
+    pipeline: string,
+    idempotencyKey: string,
+    claimant: string,
+    digest: string,
+  ): Promise<boolean> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: keys.claim(pipeline, idempotencyKey),
+          UpdateExpression: 'SET expiresAt = :released',
+          ConditionExpression: 'claimant = :claimant AND digest = :digest',
+          ExpressionAttributeValues: { ':released': RELEASED, ':claimant': claimant, ':digest': digest },
+        }),
+      );
+      return true;
+    } catch (error) {
+      if ((error as { name?: string }).name === 'ConditionalCheckFailedException') return false;
+      this.rethrow('dynamodb:UpdateItem(claim)', error);
     }
   }
 

@@ -648,7 +648,12 @@ export class Processor {
     const { topic, partition } = prints.batch;
     const { lane, fence, cached } = await this.fenceOf(topic, partition);
     const verdict = this.judge(prints, fence, 'start');
-    if (verdict.kind !== 'backwards') return { lane, fence };
+    // Only "new" is taken on the cache's word. A batch at or below a cached fence (redelivery or backwards) is
+    // judged against a fresh read: the cached lane may have been closed by a new epoch meanwhile, and records of the
+    // new epoch must never be dropped as redeliveries of the old one (review of epochs, finding 1). A read per
+    // redelivery only: the steady state (batches above the fence) reads nothing.
+    if (verdict.kind === 'new') return { lane, fence };
+    if (!cached && verdict.kind !== 'backwards') return { lane, fence };
     const fresh = cached ? await this.refreshLane(topic, partition) : { lane, fence };
     const again = cached ? this.judge(prints, fresh.fence, 'start') : verdict;
     if (again.kind !== 'backwards') return fresh;
@@ -663,7 +668,8 @@ export class Processor {
     const cached = this.fences.get(partitionId(lane, partition));
     const fence = cached ?? (await this.refreshFence(lane, partition));
     const verdict = this.judge(prints, fence, 'start');
-    if (verdict.kind !== 'backwards') return { lane, fence };
+    // As startingFence: records are dropped only on a fresh fence's word (the round may have been closed).
+    if (verdict.kind === 'new' || (!cached && verdict.kind !== 'backwards')) return { lane, fence };
     const fresh = cached ? await this.refreshFence(lane, partition) : fence;
     const again = cached ? this.judge(prints, fresh, 'start') : verdict;
     if (again.kind !== 'backwards') return { lane, fence: fresh };
@@ -992,7 +998,8 @@ export class Processor {
           continue;
         }
         if (error instanceof ClaimsTakenError) {
-          resolveTaken(error.holders);
+          const orphaned = await this.releaseOrphans(error.holders);
+          resolveTaken(error.holders.filter((holder) => !orphaned.has(holder.idempotencyKey)));
           continue;
         }
         if (error instanceof StateTypeConflictError) {
@@ -1206,7 +1213,8 @@ export class Processor {
       this.clock.now(),
       attemptId,
     );
-    const expired = new Set(found.expired);
+    const orphaned = await this.releaseOrphans(found.taken);
+    const expired = new Set([...found.expired, ...orphaned]);
     const heldKeys = new Map(found.held.map((claim) => [claim.idempotencyKey, claim]));
     for (const record of pending) {
       if (record.idempotencyKey === undefined || dropped.has(record.offset)) continue;
@@ -1215,7 +1223,45 @@ export class Processor {
       if (claim) held.set(record.offset, claim);
     }
     await this.step('after-claims', { topic, partition, chunk: 0 });
-    return found.taken;
+    return found.taken.filter((holder) => !orphaned.has(holder.idempotencyKey));
+  }
+
+  /**
+   * Claims written ahead by an attempt whose lane was then closed by a new epoch (`epochs.ts`), for a record above
+   * that lane's final fence: the record can never be staged there, so the claim holds its key for nothing (a crash
+   * after the claims, then the switch). Such a claim is released (on condition it still names that record), so
+   * that the key is taken over inside this batch's fenced transaction instead of its records being dropped as
+   * duplicates of a record that never became durable (review of epochs, finding 2). One fence read per closed
+   * lane met, only when claims are found taken. Returns the keys released.
+   */
+  private async releaseOrphans(taken: readonly ClaimHolder[]): Promise<Set<string>> {
+    const released = new Set<string>();
+    const fences = new Map<string, Promise<FenceState | undefined>>();
+    const { pipelineId } = this.deps.settings;
+    for (const holder of taken) {
+      const claimant = parseClaimant(holder.claimant);
+      if (claimant === undefined || holder.digest === undefined) continue;
+      const id = partitionId(claimant.lane, claimant.partition);
+      if (!fences.has(id)) {
+        fences.set(
+          id,
+          this.ledger.readFence(pipelineId, claimant.lane, claimant.partition).catch(() => undefined),
+        );
+      }
+      const fence = await fences.get(id)!;
+      if (!fence?.closed || claimant.offset <= fence.stagedOffset) continue;
+      if (
+        await this.ledger.releaseOrphanClaim(
+          pipelineId,
+          holder.idempotencyKey,
+          holder.claimant,
+          holder.digest,
+        )
+      ) {
+        released.add(holder.idempotencyKey);
+      }
+    }
+    return released;
   }
 
   private claimsFor(records: readonly EvaluatedRecord[], topic: string, partition: number): ClaimItem[] {
@@ -1274,6 +1320,17 @@ export class Processor {
 
 function claimantOf(topic: string, partition: number, offset: number): string {
   return `${topic}#${partition}#${offset}`;
+}
+
+/** The lane, partition and offset a claimant names (`<lane>#<partition>#<offset>`), or undefined. */
+function parseClaimant(claimant: string): { lane: string; partition: number; offset: number } | undefined {
+  const match = /^([^#]+)#(\d+)#(\d+)$/.exec(claimant);
+  if (!match || parseLane(match[1]!) === undefined) return undefined;
+  const partition = Number(match[2]);
+  const offset = Number(match[3]);
+  return Number.isSafeInteger(partition) && Number.isSafeInteger(offset)
+    ? { lane: match[1]!, partition, offset }
+    : undefined;
 }
 
 /** Items the legacy fence key takes in a transaction that creates a partition's sharded fence (fences.ts). */
