@@ -32,6 +32,14 @@ export interface RedriveCommandOptions {
 
 function redriveLine(p: PartitionRedrive): string {
   const name = `${p.lane}-${p.partition}`;
+  const unreadable =
+    p.unreadable > 0
+      ? `\n${name}: ${p.unreadable} dead-letter rows are not a dead letter redrive can read: left as they are`
+      : '';
+  return outcomeLine(p, name) + unreadable;
+}
+
+function outcomeLine(p: PartitionRedrive, name: string): string {
   const left = p.unchanged > 0 ? `${p.unchanged} fail again for the same reason: left dead-lettered` : '';
   if (p.outcome === 'nothing') return `${name}: nothing to redrive${left ? ` (${left})` : ''}`;
   if (p.outcome === 'waiting') {
@@ -54,21 +62,19 @@ export async function runRedrive(
 ): Promise<RedriveResult> {
   const env = deps.env ?? process.env;
   const endpoint = resolveEndpoint(options.endpoint, env);
-  const [{ createAwsClients }, { settingsFromEnv, parseSettings }, { loadTransform }, { redrive }] =
-    await Promise.all([
-      import('../shared/aws/clients.ts'),
-      import('../shared/config/settings.ts'),
-      import('../shared/transforms/load.ts'),
-      import('../shared/redrive/redrive.ts'),
-    ]);
-  const fromEnv = settingsFromEnv({
+  const [{ createAwsClients }, { settingsFromEnv }, { loadTransform }, { redrive }] = await Promise.all([
+    import('../shared/aws/clients.ts'),
+    import('../shared/config/settings.ts'),
+    import('../shared/transforms/load.ts'),
+    import('../shared/redrive/redrive.ts'),
+  ]);
+  const settings = settingsFromEnv({
     ...env,
     ...(options.table ? { EOS_LEDGER_TABLE: options.table } : {}),
     ...(options.bucket ? { EOS_BUCKET: options.bucket } : {}),
     ...(options.pipeline ? { EOS_PIPELINE_ID: options.pipeline } : {}),
     ...(options.transform ? { EOS_TRANSFORM: options.transform } : {}),
   });
-  const settings = parseSettings(fromEnv);
   const { transform } = await loadTransform(settings.transform);
   const owned = deps.clients ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
   const clients = deps.clients ?? owned!;

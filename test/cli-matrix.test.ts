@@ -7,12 +7,15 @@
  * Cases that do not apply to `eos local` are listed with the reason: it creates its own table and bucket, and on
  * local endpoints it supplies a region and credentials of its own (a local run must not need an AWS account).
  */
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../cli/eos.ts';
 import { classifyFailure } from '../cli/failures.ts';
+import { createBucket, createLedgerTable } from '../local/provision.ts';
+import { createAwsClients } from '../shared/aws/clients.ts';
 import { InvalidSettingError, MissingResourceError } from '../shared/errors.ts';
+import { uniqueName } from './support/aws.ts';
 
-type Command = 'local' | 'verify' | 'read' | 'query' | 'status';
+type Command = 'local' | 'verify' | 'read' | 'query' | 'status' | 'epoch' | 'redrive';
 type Case =
   | 'no args'
   | 'bad flag'
@@ -24,6 +27,9 @@ type Case =
 
 /** A port nothing listens on (1 is reserved, and connecting to it is refused at once). */
 const UNREACHABLE = 'http://127.0.0.1:1';
+
+/** A table and a bucket that exist (created before the matrix runs): `eos redrive` needs both. */
+const EXISTING = uniqueName('eos-matrix');
 
 interface Row {
   readonly args: readonly string[];
@@ -125,7 +131,65 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'no credentials': { args: ['--table', 't'], code: 3, line: /^error: no AWS credentials: / },
     'no region': { args: ['--table', 't'], code: 3, line: /^error: no AWS region: / },
   },
+  epoch: {
+    'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
+    'bad flag': {
+      args: ['--table', 't', '--start-new'],
+      code: 2,
+      line: /^error: --start-new needs --topic \(and optionally --partition\)$/,
+    },
+    'unreachable endpoint': {
+      args: ['--table', 't', '--endpoint', UNREACHABLE],
+      code: 3,
+      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+    },
+    'missing table': {
+      args: ['--table', 'eos-no-such-table'],
+      code: 3,
+      line: /^error: not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
+    },
+    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: no AWS credentials: / },
+    'no region': { args: ['--table', 't'], code: 3, line: /^error: no AWS region: / },
+  },
+  redrive: {
+    'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
+    'bad flag': {
+      args: ['--table', 'eos-t', '--bucket', 'eos-b', '--checkpoint', '0'],
+      code: 2,
+      line: /^error: option '--checkpoint <n>' argument '0' is invalid/,
+    },
+    'unreachable endpoint': {
+      args: ['--table', 'eos-t', '--bucket', 'eos-b', '--endpoint', UNREACHABLE],
+      code: 3,
+      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+    },
+    'missing bucket': {
+      args: ['--table', EXISTING, '--bucket', 'eos-no-such-bucket'],
+      code: 3,
+      line: /^error: not found: .*\(NoSuchBucket; check the --bucket\/--table names/,
+    },
+    'missing table': {
+      args: ['--table', 'eos-no-such-table', '--bucket', EXISTING],
+      code: 3,
+      line: /^error: not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
+    },
+    'no credentials': {
+      args: ['--table', 'eos-t', '--bucket', 'eos-b'],
+      code: 3,
+      line: /^error: no AWS credentials: /,
+    },
+    'no region': {
+      args: ['--table', 'eos-t', '--bucket', 'eos-b'],
+      code: 3,
+      line: /^error: no AWS region: /,
+    },
+  },
 };
+
+beforeAll(async () => {
+  const clients = createAwsClients();
+  await Promise.all([createLedgerTable(clients.dynamodb, EXISTING), createBucket(clients.s3, EXISTING)]);
+});
 
 /** Runs `eos <command> <args>` in-process with `env` overlaid on (and `unset` removed from) process.env. */
 async function run(
@@ -137,7 +201,7 @@ async function run(
   for (const name of change.unset ?? []) delete process.env[name];
   Object.assign(process.env, change.set ?? {});
   // No EOS_* defaults leak in from the shell running the tests.
-  for (const name of ['EOS_BUCKET', 'EOS_LEDGER_TABLE', 'EOS_PIPELINE_ID']) delete process.env[name];
+  for (const name of Object.keys(process.env)) if (name.startsWith('EOS_')) delete process.env[name];
   const stderr: string[] = [];
   try {
     const code = await main(
@@ -209,6 +273,8 @@ describe('eos CLI matrix: exit code and one line on stderr, no stack', () => {
       read: all.filter((c) => c !== 'missing table'),
       query: all.filter((c) => c !== 'missing table'),
       status: all.filter((c) => c !== 'missing bucket'),
+      epoch: all.filter((c) => c !== 'missing bucket'),
+      redrive: all,
     };
     for (const [command, cases] of Object.entries(applies)) {
       expect(Object.keys(MATRIX[command as Command]).sort()).toEqual([...cases].sort());

@@ -237,9 +237,11 @@ describe('processor', () => {
       'dynamodb:TransactWriteItems': 1,
       's3:PutObject': 1,
     });
+    // A redelivery costs one fence read: records are dropped only on a fresh fence's word, since the cached one may
+    // belong to an epoch an operator closed meanwhile (test/review-epochs.test.ts, finding 1). Nothing is written.
     calls.reset();
     await processor.processEvent(mskEvent(orderRecords(0, 50, 50)));
-    expect(calls.total()).toBe(0);
+    expect(calls.snapshot()).toEqual({ 'dynamodb:GetItem': 1 });
   });
 
   it('P1 refinement: claims written ahead name their claimant; a crash after them blocks a duplicate elsewhere, and the retry commits the original', async () => {

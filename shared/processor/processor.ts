@@ -141,7 +141,7 @@ import {
   PipelineError,
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
-import type { DecodedRecord, PartitionBatch } from '../kafka/record.ts';
+import type { DecodedRecord, Lineage, PartitionBatch } from '../kafka/record.ts';
 import { parseLane } from '../ledger/epochs.ts';
 import { type BucketWrite, digestPrefix, KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
@@ -1140,9 +1140,15 @@ export class Processor {
             withStagedTime(row, timestamp);
     const rowsByStream: Record<Stream, readonly unknown[]> = {
       output: chunk.kept.flatMap((record) => record.output.map((row) => stamp(row, record.timestamp))),
-      deadletter: chunk.kept.flatMap((record) =>
-        record.deadLetter ? [stamp(record.deadLetter, record.timestamp)] : [],
-      ),
+      deadletter:
+        parseLane(topic)?.round === undefined
+          ? chunk.kept.flatMap((record) =>
+              record.deadLetter ? [stamp(record.deadLetter, record.timestamp)] : [],
+            )
+          : chunk.records.flatMap((record) => {
+              const row = redriveOutcomeRow(record, chunk.kept.includes(record));
+              return row ? [stamp(row, record.timestamp)] : [];
+            }),
     };
     const objects = STREAMS.filter((stream) => rowsByStream[stream].length > 0).map((stream) => {
       const range = {
@@ -1316,6 +1322,24 @@ export class Processor {
       stagedOffset: NO_FENCE,
     };
   }
+}
+
+/**
+ * The dead-letter row of a record staged in a redrive lane (`shared/redrive/`): its dead letter, or, for a record
+ * the redrive resolved without an output row (dropped as a duplicate of a key the same payload holds, or turned
+ * into keyed state only), a row marked `resolved` saying so. The committed log then says for every redriven record
+ * that the redrive handled it, so no later run sends it again (review of redrive, finding 1).
+ */
+function redriveOutcomeRow(
+  record: EvaluatedRecord,
+  kept: boolean,
+): ({ readonly source: Lineage } & Record<string, unknown>) | undefined {
+  if (kept && record.deadLetter) return { ...record.deadLetter };
+  if (kept && record.output.length > 0) return undefined;
+  const why = kept
+    ? 'the transform made no output row (state only)'
+    : 'a duplicate: the same payload holds its key';
+  return { source: record.source, error: `redriven: ${why}`, raw: record.raw, resolved: true };
 }
 
 function claimantOf(topic: string, partition: number, offset: number): string {

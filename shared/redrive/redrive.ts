@@ -38,8 +38,10 @@ import { decodeRecord, type MskRecord } from '../kafka/event.ts';
 import type { DecodedRecord } from '../kafka/record.ts';
 import { CLOSED_ATTRIBUTE, parseLane, redriveLaneOf, sourceLaneOf } from '../ledger/epochs.ts';
 import { fenceKeys } from '../ledger/fences.ts';
+import { KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId } from '../ledger/layout.ts';
 import { readFenceItems } from '../ledger/staged-entries.ts';
+import { StagingLedger } from '../ledger/staging-ledger.ts';
 import { evaluateRecord } from '../processor/evaluate.ts';
 import { createProcessor, type ProcessorHooks } from '../processor/processor.ts';
 import type { Manifest, ManifestFile } from '../sink/manifest.ts';
@@ -87,6 +89,8 @@ export interface PartitionRedrive {
   readonly staged: { readonly output: number; readonly deadLettered: number };
   /** Records left as they are: the current transform rejects them for the same reason. */
   readonly unchanged: number;
+  /** Dead-letter rows of the lane redrive could not read (not a record's dead letter): never sent, reported. */
+  readonly unreadable: number;
 }
 
 export interface RedriveResult {
@@ -125,13 +129,22 @@ interface PartitionState {
   readonly latest: Map<number, DeadLetter>;
   /** Original offsets a round turned into output. */
   readonly redriven: Set<number>;
+  /** Dead-letter rows that are not a dead letter redrive can read (reported, never sent). */
+  unreadable: number;
   rounds: RoundFence[];
 }
 
 export class RedriveError extends PipelineError {}
 
-/** The reason the processor gives a record whose idempotency key another payload holds. */
-const KEY_CONFLICT = /^idempotency key .* is already claimed by .* with a different payload$/s;
+/**
+ * Reasons the processor gives from the ledger, not from the transform: a key another payload holds, an add to a
+ * state field stored as text. Redriving such a record meets the same ledger, so it is left as it is while the
+ * transform accepts it (review of redrive, finding 2); a transform that now rejects it sends it (a new reason).
+ */
+const LEDGER_REASONS = [
+  /^idempotency key .* is already claimed by .* with a different payload$/s,
+  /^state field .* is not a number \(it was set\), and /s,
+];
 
 function isDeadLetterRow(row: Record<string, unknown>): row is Record<string, unknown> & {
   source: { topic: string; partition: number; offset: number };
@@ -151,6 +164,20 @@ function isDeadLetterRow(row: Record<string, unknown>): row is Record<string, un
     (raw.value === null || typeof raw.value === 'string') &&
     Array.isArray(raw.headers)
   );
+}
+
+/**
+ * Dead letters written before headers were kept in order carry them as an object (`{name: base64}`): listed here
+ * as `[{name, value}]`, in the object's order, so such a row is redriven too.
+ */
+function withHeadersListed(row: Record<string, unknown>): void {
+  const raw = row.raw as { headers?: unknown } | undefined;
+  const headers = raw?.headers;
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) return;
+  const entries = Object.entries(headers as Record<string, unknown>);
+  if (entries.every(([, value]) => typeof value === 'string')) {
+    raw!.headers = entries.map(([name, value]) => ({ name, value }));
+  }
 }
 
 /** A base64 value as the mapping sends header bytes: Java's signed bytes. */
@@ -201,7 +228,7 @@ export class Redriver {
       const id = partitionId(lane, partition);
       let state = states.get(id);
       if (!state) {
-        state = { lane, partition, latest: new Map(), redriven: new Set(), rounds: [] };
+        state = { lane, partition, latest: new Map(), redriven: new Set(), rounds: [], unreadable: 0 };
         states.set(id, state);
       }
       return state;
@@ -245,11 +272,19 @@ export class Redriver {
     for await (const row of readCommittedFile(source, file)) {
       const offset = (row.source as { offset?: unknown } | undefined)?.offset;
       if (!Number.isSafeInteger(offset)) continue;
-      if (file.stream === 'output') {
+      // Output of a round, or a round's note that it resolved the record without a row (a duplicate, state only).
+      if (file.stream === 'output' || (round > 0 && row.resolved === true)) {
         state.redriven.add(offset as number);
         continue;
       }
-      if (!isDeadLetterRow(row)) continue;
+      // A schema misfit's dead letter (issue 12, written by promote) holds a row, not a record: nothing to redrive.
+      if ('row' in row) continue;
+      withHeadersListed(row);
+      if (!isDeadLetterRow(row)) {
+        // Not silently: the run reports how many it could not read (review of redrive, finding 7).
+        state.unreadable++;
+        continue;
+      }
       const known = state.latest.get(row.source.offset);
       if (known !== undefined && known.round > round) continue;
       state.latest.set(row.source.offset, {
@@ -268,7 +303,14 @@ export class Redriver {
     lastCut: Readonly<Record<string, number>>,
   ): Promise<PartitionRedrive> {
     const { lane, partition } = state;
-    const base = { lane, partition, sent: 0, staged: { output: 0, deadLettered: 0 }, unchanged: 0 };
+    const base = {
+      lane,
+      partition,
+      sent: 0,
+      staged: { output: 0, deadLettered: 0 },
+      unchanged: 0,
+      unreadable: state.unreadable,
+    };
     const candidates = [...state.latest.values()]
       .filter((letter) => !state.redriven.has(letter.offset))
       .filter(
@@ -290,7 +332,14 @@ export class Redriver {
       round = (last?.round ?? 0) + 1;
     }
     await this.options.hooks?.onStep?.('after-read', { lane, partition });
-    const { send, unchanged } = this.judge(candidates, partition);
+    // An interrupted round goes on above its fence: what lies at or below it, this round has handled already (a
+    // batch re-sent from below would be judged against fingerprints of its last batches only: review of redrive,
+    // findings 4 and 5). A record below it that this round did not take is a candidate of the next round.
+    const resumedAt = last?.round === round ? last.stagedOffset : -1;
+    const { send, unchanged } = await this.judge(
+      candidates.filter((letter) => letter.offset > resumedAt),
+      state,
+    );
     if (send.length === 0 && round !== last?.round) return { ...base, unchanged, outcome: 'nothing' };
     const roundLane = redriveLaneOf(lane, round);
     const staged = { output: 0, deadLettered: 0 };
@@ -320,11 +369,13 @@ export class Redriver {
    * Which candidates to send: those the current transform does not reject for the reason their latest dead letter
    * gives (a pure evaluation, no effect; the processor judges again when it stages).
    */
-  private judge(
+  private async judge(
     candidates: readonly DeadLetter[],
-    partition: number,
-  ): { send: DeadLetter[]; unchanged: number } {
+    state: PartitionState,
+  ): Promise<{ send: DeadLetter[]; unchanged: number }> {
     const { settings, transform } = this.options;
+    const { partition } = state;
+    const windows = settings.idempotencyScope === 'partition' ? await this.windowsOf(state) : [];
     const send: DeadLetter[] = [];
     let unchanged = 0;
     for (const letter of candidates) {
@@ -333,17 +384,36 @@ export class Redriver {
         keyItems: settings.idempotencyScope === 'partition' ? 2 : 1,
       });
       const rejected = evaluated.deadLetter !== undefined;
-      // A key conflict is with another record's claim, not with the transform: redriving it meets the same claim.
-      if (
-        (rejected && evaluated.deadLetter!.error === letter.error) ||
-        (!rejected && KEY_CONFLICT.test(letter.error))
-      ) {
+      const fromLedger = LEDGER_REASONS.some((reason) => reason.test(letter.error));
+      // Partition scope: each lane has a key window of its own, so a redriven record is checked here against the
+      // windows of its lane and of the earlier rounds (review of redrive, finding 3): a key they hold is left as is.
+      const key = evaluated.idempotencyKey;
+      const held =
+        key !== undefined && windows.some((window) => window.lookup(key, this.clock.now()) !== undefined);
+      if ((rejected && evaluated.deadLetter!.error === letter.error) || (!rejected && (fromLedger || held))) {
         unchanged++;
       } else {
         send.push(letter);
       }
     }
     return { send, unchanged };
+  }
+
+  /** Partition scope: the key windows of the dead letters' lane and of its earlier redrive rounds. */
+  private async windowsOf(state: PartitionState): Promise<KeyWindow[]> {
+    const { settings, clients } = this.options;
+    const ledger = new StagingLedger(clients.dynamodb, settings.ledgerTable);
+    const limits = { ttlSeconds: settings.idempotencyTtlSeconds, windowKeys: settings.idempotencyWindowKeys };
+    const lanes = [state.lane, ...state.rounds.map((round) => redriveLaneOf(state.lane, round.round))];
+    return Promise.all(
+      lanes.map(
+        async (lane) =>
+          new KeyWindow(
+            await ledger.readKeyWindow(settings.pipelineId, lane, state.partition, maxBuckets(limits)),
+            limits,
+          ),
+      ),
+    );
   }
 
   /** Closes a round's fence: nothing stages on it any more (a slower concurrent run fails its condition). */

@@ -1,0 +1,128 @@
+/**
+ * `eos epoch` and `eos redrive` through `main()` (what bin/eos.mjs runs), against the real local parts: what an
+ * operator types and reads, the exit codes, and that a second run changes nothing.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../cli/eos.ts';
+import { createLocalCoordinator } from '../local/coordinator-runner.ts';
+import type { Settings } from '../shared/config/settings.ts';
+import type { DecodedRecord } from '../shared/kafka/record.ts';
+import { createProcessor } from '../shared/processor/processor.ts';
+import { builtinTransform } from '../shared/transforms/registry.ts';
+import type { Transform } from '../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
+import { mskEvent, orderRecords } from './support/msk.ts';
+
+let res: TestResources;
+beforeAll(async () => {
+  res = await freshResources('cliops');
+});
+
+async function eos(args: readonly string[]): Promise<{ code: number; out: string; err: string }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const write = (text: string) => out.push(text);
+  const env = { ...process.env, EOS_LEDGER_TABLE: '', EOS_BUCKET: '', EOS_PIPELINE_ID: '' };
+  const code = await main(
+    ['node', 'eos', ...args],
+    { epoch: { write, env }, redrive: { write, env } },
+    { writeError: (text) => err.push(text), writeOut: write },
+  );
+  return { code, out: out.join(''), err: err.join('') };
+}
+
+async function checkpoint(settings: Settings): Promise<void> {
+  expect((await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint()).status).toBe(
+    'committed',
+  );
+}
+
+describe('eos epoch', () => {
+  it('shows why a partition stopped, opens a new epoch for it, and a second run changes nothing', async () => {
+    const settings = settingsIn(res, 'cliops', { idempotencyKey: 'none' });
+    const processor = createProcessor({ settings, clients: res.clients });
+    await processor.processEvent(mskEvent([...orderRecords(0, 0, 10), ...orderRecords(1, 0, 3)]));
+    await expect(processor.processEvent(mskEvent(orderRecords(0, 0, 4, 'gen2')))).rejects.toThrow(
+      /went backwards/,
+    );
+    const base = ['epoch', '--table', res.table, '--pipeline', settings.pipelineId];
+
+    const shown = await eos(base);
+    expect(shown.code).toBe(0);
+    expect(shown.out).toMatch(
+      /^orders-0: epoch 0 \(orders\), fence 9, STOPPED\n {2}stopped .*: batch 0\.\.3 against fence 9: /m,
+    );
+    expect(shown.out).toMatch(/eos epoch --start-new --topic orders --partition 0/);
+    expect(shown.out).toMatch(/^orders-1: epoch 0 \(orders\), fence 2, running$/m);
+
+    const switched = await eos([...base, '--start-new', '--topic', 'orders']);
+    expect(switched.code).toBe(1); // partition 1 is not stopped: refused without --force
+    expect(switched.out).toMatch(/^orders-0: epoch 1 opened; epoch 0 closed at fence 9/m);
+    expect(switched.out).toMatch(/^orders-1: NOT switched: epoch 0 is not stopped \(fence 2\); --force/m);
+
+    const again = await eos([...base, '--start-new', '--topic', 'orders', '--partition', '0']);
+    expect(again).toMatchObject({
+      code: 0,
+      out: 'orders-0: epoch 1 has staged nothing yet: left as it is\n',
+    });
+
+    await processor.processEvent(mskEvent(orderRecords(0, 0, 4, 'gen2')));
+    const json = JSON.parse(
+      (await eos([...base, '--json', '--topic', 'orders', '--partition', '0'])).out,
+    ) as {
+      partitions: Array<{ epoch: number; epochs: Array<{ lane: string; stagedOffset: number }> }>;
+    };
+    expect(json.partitions[0]!.epoch).toBe(1);
+    expect(json.partitions[0]!.epochs.map((e) => [e.lane, e.stagedOffset])).toEqual([
+      ['orders', 9],
+      ['orders~1', 3],
+    ]);
+  });
+
+  it('refuses --start-new without --topic and --force without --start-new (exit 2)', async () => {
+    expect((await eos(['epoch', '--table', res.table, '--start-new'])).code).toBe(2);
+    const force = await eos(['epoch', '--table', res.table, '--force']);
+    expect(force).toMatchObject({ code: 2, err: 'error: --force only goes with --start-new\n' });
+    expect((await eos(['epoch', '--table', res.table, '--topic', 'bad topic'])).code).toBe(2);
+  });
+});
+
+describe('eos redrive', () => {
+  it('redrives after a fix, waits for the round to commit, then has nothing to do', async () => {
+    const orders = builtinTransform('orders');
+    const buggy: Transform = {
+      name: 'buggy',
+      apply: (record: DecodedRecord) =>
+        record.offset === 3 ? { kind: 'poison', error: 'bug at 3' } : orders.apply(record),
+    };
+    const settings = settingsIn(res, 'cliops');
+    await createProcessor({ settings, clients: res.clients, transform: buggy }).processEvent(
+      mskEvent(orderRecords(0, 0, 6)),
+    );
+    await checkpoint(settings);
+    const args = ['redrive', '--table', res.table, '--bucket', res.bucket, '--pipeline', settings.pipelineId];
+    const first = await eos([...args, '--transform', 'orders']);
+    expect(first).toMatchObject({ code: 0 });
+    expect(first.out).toBe(
+      'orders-0: round 1: 1 sent, 1 output rows and 0 dead letters staged; committed by the next checkpoint\n',
+    );
+    const early = await eos([...args, '--transform', 'orders']);
+    expect(early.code).toBe(1);
+    expect(early.out).toMatch(/round 1 is not committed yet: run again after the next checkpoint/);
+    await checkpoint(settings);
+    const later = await eos([...args, '--transform', 'orders', '--json']);
+    expect(later.code).toBe(0);
+    expect(JSON.parse(later.out)).toMatchObject({
+      partitions: [{ lane: 'orders', outcome: 'nothing', sent: 0 }],
+    });
+    const none = await eos([...args, '--transform', 'orders', '--checkpoint', '1']);
+    expect(none.out).toBe('orders-0: nothing to redrive\n');
+  });
+
+  it('refuses --all with --checkpoint, and a missing bucket (exit 2)', async () => {
+    const both = await eos(['redrive', '--table', 't', '--bucket', 'b', '--all', '--checkpoint', '2']);
+    expect(both).toMatchObject({ code: 2, err: 'error: --all and --checkpoint exclude each other\n' });
+    const noBucket = await eos(['redrive', '--table', 't']);
+    expect(noBucket).toMatchObject({ code: 2, err: 'error: --bucket is required (or set EOS_BUCKET)\n' });
+  });
+});
