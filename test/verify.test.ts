@@ -26,6 +26,7 @@ async function finalFile(
   partition: number,
   offsets: number[],
   range?: [number, number],
+  lane = 'orders',
 ) {
   const [firstOffset, lastOffset] = range ?? [offsets[0]!, offsets[offsets.length - 1]!];
   const rows = offsets.map((offset) => ({
@@ -33,12 +34,12 @@ async function finalFile(
     orderId: `o${offset}`,
   }));
   const body = gzipSync(Buffer.from(rows.map((r) => `${JSON.stringify(r)}\n`).join('')));
-  const key = finalObjectKey(pipeline, { stream, topic: 'orders', partition, firstOffset, lastOffset }, true);
+  const key = finalObjectKey(pipeline, { stream, topic: lane, partition, firstOffset, lastOffset }, true);
   await put(key, body);
   const file: ManifestFile = {
     key,
     stream,
-    topic: 'orders',
+    topic: lane,
     partition,
     firstOffset,
     lastOffset,
@@ -159,6 +160,24 @@ describe('eos verify', () => {
     );
     const result = await verifySink({ s3: clients.s3, bucket, prefix });
     expect(kinds(result.problems)).toEqual(['lineage-twice', 'offset-order', 'outside-range']);
+  });
+
+  it('checks lanes (issue 14): an epoch and a redrive round pass; a record output by two redrive rounds is found', async () => {
+    const { pipeline, prefix } = await healthyPipeline();
+    // Epoch 1 reuses offsets 0..1; redrive round 1 outputs the dead letter at offset 2 of partition 0.
+    const epoch = await finalFile(pipeline, 'output', 0, [0, 1], undefined, 'orders~1');
+    const redriven = await finalFile(pipeline, 'output', 0, [2], undefined, 'orders~r1');
+    const cut2 = { 'orders#0': 5, 'orders#1': 1 };
+    await writeManifest(pipeline, 3, [epoch, redriven], { ...cut2, 'orders~1#0': 1, 'orders~r1#0': 2 }, cut2);
+    const healthy = await verifySink({ s3: clients.s3, bucket, prefix });
+    expect(healthy.problems).toEqual([]);
+    const twice = await finalFile(pipeline, 'output', 0, [2], undefined, 'orders~r2');
+    const cut3 = { ...cut2, 'orders~1#0': 1, 'orders~r1#0': 2 };
+    await writeManifest(pipeline, 4, [twice], { ...cut3, 'orders~r2#0': 2 }, cut3);
+    const result = await verifySink({ s3: clients.s3, bucket, prefix });
+    expect(result.problems.map((p) => p.message)).toEqual([
+      `orders#0#2 is output in orders~r1 (${redriven.key}) too`,
+    ]);
   });
 
   it('finds a file whose range starts at or below its partition previous cut, even when its rows are new (review R2-3)', async () => {

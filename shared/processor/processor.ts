@@ -142,7 +142,7 @@ import {
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage, PartitionBatch } from '../kafka/record.ts';
-import { parseLane } from '../ledger/epochs.ts';
+import { isRootLane, parseLane } from '../ledger/epochs.ts';
 import { type BucketWrite, digestPrefix, KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
@@ -551,6 +551,16 @@ export class Processor {
     return { ...(await this.refreshLane(topic, partition)), cached: false };
   }
 
+  /** A cached lane's fence read anew, or, when an epoch closed it meanwhile, the partition's current lane. */
+  private async freshLaneFence(topic: string, partition: number, lane: string): Promise<LaneFence> {
+    try {
+      return { lane, fence: await this.refreshFence(lane, partition) };
+    } catch (error) {
+      if (!(error instanceof EpochChangedError)) throw error;
+      return this.refreshLane(topic, partition);
+    }
+  }
+
   /** Reads the partition's current lane and fence anew (`epochs.ts`). */
   private async refreshLane(topic: string, partition: number): Promise<LaneFence> {
     const current = await this.ledger.readCurrentFence(this.deps.settings.pipelineId, topic, partition);
@@ -654,7 +664,9 @@ export class Processor {
     // redelivery only: the steady state (batches above the fence) reads nothing.
     if (verdict.kind === 'new') return { lane, fence };
     if (!cached && verdict.kind !== 'backwards') return { lane, fence };
-    const fresh = cached ? await this.refreshLane(topic, partition) : { lane, fence };
+    // The cached lane's own fence first (one read); only a closed one sends us to the root (review of the
+    // operations fixes, finding 6).
+    const fresh = cached ? await this.freshLaneFence(topic, partition, lane) : { lane, fence };
     const again = cached ? this.judge(prints, fresh.fence, 'start') : verdict;
     if (again.kind !== 'backwards') return fresh;
     const stopped = this.backwards(prints.inLane(fresh.lane), fresh.fence, again.reason);
@@ -910,11 +922,15 @@ export class Processor {
     let writes = 0;
     while (pending.length > 0) {
       // A transaction that creates the sharded fence also writes the legacy fence key (fences.ts): one item less.
-      const settlesLegacy = known.stagedOffset === NO_FENCE || known.legacy === true;
+      // A redrive lane writes a dead-letter row for every record it resolves without an output row (a duplicate,
+      // state only: redriveOutcomeRow), which the planner does not count: one item less for that entry instead
+      // (review of the operations fixes, finding 1). Either way a record keeps the budget `evaluate` gave it.
+      const settlesLegacy = (known.stagedOffset === NO_FENCE && isRootLane(topic)) || known.legacy === true;
+      const redriveLane = parseLane(topic)?.round !== undefined;
       const chunk = planChunk(
         pending,
         dropped,
-        settings.maxTransactionItems - (settlesLegacy ? LEGACY_FENCE_ITEMS : 0),
+        settings.maxTransactionItems - (settlesLegacy || redriveLane ? LEGACY_FENCE_ITEMS : 0),
         claimInTransaction,
         windowScope,
       );
@@ -998,7 +1014,7 @@ export class Processor {
           continue;
         }
         if (error instanceof ClaimsTakenError) {
-          const orphaned = await this.releaseOrphans(error.holders);
+          const orphaned = await this.releaseOrphans(error.holders, topic, partition);
           resolveTaken(error.holders.filter((holder) => !orphaned.has(holder.idempotencyKey)));
           continue;
         }
@@ -1219,7 +1235,7 @@ export class Processor {
       this.clock.now(),
       attemptId,
     );
-    const orphaned = await this.releaseOrphans(found.taken);
+    const orphaned = await this.releaseOrphans(found.taken, topic, partition);
     const expired = new Set([...found.expired, ...orphaned]);
     const heldKeys = new Map(found.held.map((claim) => [claim.idempotencyKey, claim]));
     for (const record of pending) {
@@ -1237,33 +1253,49 @@ export class Processor {
    * that lane's final fence: the record can never be staged there, so the claim holds its key for nothing (a crash
    * after the claims, then the switch). Such a claim is released (on condition it still names that record), so
    * that the key is taken over inside this batch's fenced transaction instead of its records being dropped as
-   * duplicates of a record that never became durable (review of epochs, finding 2). One fence read per closed
-   * lane met, only when claims are found taken. Returns the keys released.
+   * duplicates of a record that never became durable (review of epochs, finding 2). Only claims of an earlier epoch
+   * of this batch's own partition are looked at (a crash before the switch leaves them; a claim of another
+   * partition's closed epoch keeps blocking its key until its own retry takes it over, or its TTL), so a duplicate
+   * of an open lane costs no read: the fences of those lanes are read in parallel, only when such claims are found
+   * taken (review of the operations fixes, finding 5). Returns the keys released.
    */
-  private async releaseOrphans(taken: readonly ClaimHolder[]): Promise<Set<string>> {
-    const released = new Set<string>();
-    const fences = new Map<string, Promise<FenceState | undefined>>();
+  private async releaseOrphans(
+    taken: readonly ClaimHolder[],
+    lane: string,
+    partition: number,
+  ): Promise<Set<string>> {
     const { pipelineId } = this.deps.settings;
-    for (const holder of taken) {
+    const own = parseLane(lane);
+    const candidates = taken.flatMap((holder) => {
       const claimant = parseClaimant(holder.claimant);
-      if (claimant === undefined || holder.digest === undefined) continue;
-      const id = partitionId(claimant.lane, claimant.partition);
-      if (!fences.has(id)) {
-        fences.set(
-          id,
-          this.ledger.readFence(pipelineId, claimant.lane, claimant.partition).catch(() => undefined),
-        );
-      }
-      const fence = await fences.get(id)!;
+      const of = claimant === undefined ? undefined : parseLane(claimant.lane);
+      const earlierEpoch =
+        of !== undefined &&
+        own !== undefined &&
+        claimant!.partition === partition &&
+        claimant!.lane !== lane &&
+        of.topic === own.topic &&
+        of.round === own.round &&
+        of.epoch < own.epoch;
+      return earlierEpoch && holder.digest !== undefined
+        ? [{ holder, claimant: claimant!, digest: holder.digest }]
+        : [];
+    });
+    if (candidates.length === 0) return new Set();
+    const lanes = [...new Set(candidates.map((c) => c.claimant.lane))];
+    const fences = new Map(
+      await Promise.all(
+        lanes.map(
+          async (name) =>
+            [name, await this.ledger.readFence(pipelineId, name, partition).catch(() => undefined)] as const,
+        ),
+      ),
+    );
+    const released = new Set<string>();
+    for (const { holder, claimant, digest } of candidates) {
+      const fence = fences.get(claimant.lane);
       if (!fence?.closed || claimant.offset <= fence.stagedOffset) continue;
-      if (
-        await this.ledger.releaseOrphanClaim(
-          pipelineId,
-          holder.idempotencyKey,
-          holder.claimant,
-          holder.digest,
-        )
-      ) {
+      if (await this.ledger.releaseOrphanClaim(pipelineId, holder.idempotencyKey, holder.claimant, digest)) {
         released.add(holder.idempotencyKey);
       }
     }

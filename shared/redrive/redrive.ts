@@ -142,8 +142,9 @@ export class RedriveError extends PipelineError {}
  * transform accepts it (review of redrive, finding 2); a transform that now rejects it sends it (a new reason).
  */
 const LEDGER_REASONS = [
-  /^idempotency key .* is already claimed by .* with a different payload$/s,
-  /^state field .* is not a number \(it was set\), and /s,
+  // Prefixes only: a reason over 1,000 characters is cut (review of the operations fixes, finding 4).
+  /^idempotency key "/,
+  /^state field "/,
 ];
 
 function isDeadLetterRow(row: Record<string, unknown>): row is Record<string, unknown> & {
@@ -278,7 +279,11 @@ export class Redriver {
         continue;
       }
       // A schema misfit's dead letter (issue 12, written by promote) holds a row, not a record: nothing to redrive.
-      if ('row' in row) continue;
+      // In a round lane it is that round's outcome for the record: handled (review of the operations fixes, 2).
+      if ('row' in row) {
+        if (round > 0) state.redriven.add(offset as number);
+        continue;
+      }
       withHeadersListed(row);
       if (!isDeadLetterRow(row)) {
         // Not silently: the run reports how many it could not read (review of redrive, finding 7).

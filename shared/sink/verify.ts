@@ -11,7 +11,8 @@
  *    size, SHA-256 and row count, with every row inside the listed offset range and the manifest's cut;
  * 3. no lineage (topic, partition, offset) appears twice, across files and streams, within an epoch (one row per
  *    record: the shipped `orders` transform emits exactly one; epoch N >= 1 of a topic is the lane `<topic>~<N>`,
- *    whose offsets start again, see `ledger/epochs.ts`);
+ *    whose offsets start again, see `ledger/epochs.ts`); and no record is output in two lanes of one source
+ *    partition (a redriven record in its lane and a redrive round `<lane>~r<R>`, or in two rounds);
  * 4. per stream and partition (and time folder, issue 12), offsets increase in commit order (manifest order, then
  *    file order, then row order);
  * 5. nothing lies under the final prefix that no manifest lists.
@@ -20,7 +21,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { topicOfLane } from '../ledger/epochs.ts';
+import { sourceLaneOf, topicOfLane } from '../ledger/epochs.ts';
 import { STREAMS, type Stream } from '../ledger/layout.ts';
 import { FINAL_DIR, finalPrefix, manifestsPrefix, parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
@@ -160,6 +161,8 @@ export async function readFinalRows(options: VerifyOptions): Promise<FinalRow[]>
 class Checker {
   readonly problems: Problem[] = [];
   private readonly lineages = new Map<string, string>();
+  /** Output rows by the original record (`<lane>#<partition>#<offset>`, redrive rounds folded): where first seen. */
+  private readonly outputLanes = new Map<string, { readonly lane: string; readonly key: string }>();
   private readonly lastOffset = new Map<string, number>();
   readonly rows: Record<Stream, number> = { output: 0, deadletter: 0 };
 
@@ -260,6 +263,20 @@ class Checker {
       if (first !== undefined)
         this.problem('lineage-twice', `${file.topic}/${file.partition}@${offset} also in ${first}`, file.key);
       else this.lineages.set(id, file.key);
+      if (file.stream === 'output') {
+        // At most one record's output across its lane and every redrive round of it (a redriven record's output
+        // lies in a redrive lane, its dead letter in the lane it came from).
+        const original = `${sourceLaneOf(file.topic)}#${file.partition}#${offset}`;
+        const earlier = this.outputLanes.get(original);
+        if (earlier === undefined) this.outputLanes.set(original, { lane: file.topic, key: file.key });
+        else if (earlier.lane !== file.topic) {
+          this.problem(
+            'lineage-twice',
+            `${original} is output in ${earlier.lane} (${earlier.key}) too`,
+            file.key,
+          );
+        }
+      }
       const last = this.lastOffset.get(sequence) ?? -1;
       if (offset <= last) {
         this.problem(
