@@ -56,6 +56,7 @@ import {
   grantKeyVia,
   type KeyAccess,
   type KeyService,
+  sidOfPipeline,
   sinkBoundaryStatements,
 } from './security.ts';
 import { createSinkBuckets, pipelineLifecycleRules } from './sink-bucket.ts';
@@ -125,6 +126,8 @@ export class ExactlyOncePipeline extends Construct {
    * policy when this stack owns the bucket (`bucketPolicyAdded`); otherwise add them to its policy yourself.
    */
   readonly bucketPolicyStatements: readonly iam.PolicyStatement[];
+  /** The roles that may run `eos epoch --start-new` and `eos redrive` (the `operatorRoles` prop). */
+  readonly operatorRoles: readonly iam.IRole[];
   /** Whether `bucketPolicyStatements` and this pipeline's lifecycle rules are on the bucket. */
   readonly bucketPolicyAdded: boolean;
   readonly processor: BundledFunction;
@@ -228,6 +231,7 @@ export class ExactlyOncePipeline extends Construct {
       removalPolicy,
       encryptionKey: this.encryptionKey,
     });
+    this.operatorRoles = [...(props.operatorRoles ?? [])];
     this.bucketPolicyStatements = this.boundaryStatements();
     this.bucketPolicyAdded = this.protectBucket(props.bucket === undefined);
     this.monitor = this.createMonitor(removalPolicy);
@@ -247,6 +251,50 @@ export class ExactlyOncePipeline extends Construct {
     if (props.analyticsTable)
       this.analytics = this.createAnalyticsTable(config, transformModule, removalPolicy);
     if (props.outputs) this.outputs();
+    for (const operator of this.operatorRoles) this.grantOperate(operator);
+  }
+
+  /**
+   * What `eos epoch --start-new` and `eos redrive` need (the `operatorRoles` prop): the processor's ledger items
+   * (and Query on fences and key windows: redrive reads every fence and the windows of partition scope), staging
+   * under the in-progress prefixes (the bucket policy lets `operatorRoles` write there), the committed output, and
+   * the data keys. Nothing of the coordinator's.
+   */
+  private grantOperate(role: iam.IRole): void {
+    const pl = this.config.pipelineId;
+    const ledger = (sid: string, actions: string[], leadingKeys: string[]) =>
+      role.addToPrincipalPolicy(
+        new iam.PolicyStatement({
+          sid,
+          actions,
+          resources: [this.table.tableArn],
+          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': leadingKeys } },
+        }),
+      );
+    ledger(
+      `OperateLedgerItems${sidOfPipeline(pl)}`,
+      [...PROCESSOR_DYNAMODB_ACTIONS],
+      processorLeadingKeys(pl),
+    );
+    ledger(
+      `OperateLedgerQueries${sidOfPipeline(pl)}`,
+      ['dynamodb:Query'],
+      [...fenceLeadingKeys(pl), ...keyWindowLeadingKeys(pl)],
+    );
+    role.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        sid: `OperateStageObjects${sidOfPipeline(pl)}`,
+        actions: ['s3:PutObject', 's3:AbortMultipartUpload'],
+        resources: this.processorObjectPrefixes().map((prefix) => this.bucket.arnForObjects(`${prefix}*`)),
+      }),
+    );
+    this.grantReadCommitted(role);
+    const keys = new Map<kms.IKey, KeyService[]>();
+    if (this.bucket.encryptionKey) keys.set(this.bucket.encryptionKey, ['s3']);
+    if (this.table.encryptionKey) {
+      keys.set(this.table.encryptionKey, [...(keys.get(this.table.encryptionKey) ?? []), 'dynamodb']);
+    }
+    for (const [key, via] of keys) grantKeyVia(key, role, via, 'encrypt-decrypt');
   }
 
   /**
@@ -510,7 +558,10 @@ export class ExactlyOncePipeline extends Construct {
         put: [steps.prepare, steps.promote].map(role),
         delete: [steps.cleanup, steps.abort].map(role),
       },
-      staged: { put: [role(this.processor)], delete: [steps.cleanup, steps.abort].map(role) },
+      staged: {
+        put: [role(this.processor), ...this.operatorRoles],
+        delete: [steps.cleanup, steps.abort].map(role),
+      },
       exempt: exempt ? [exempt] : [],
     });
   }

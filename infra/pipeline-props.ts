@@ -8,6 +8,7 @@
  */
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
+import type * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as logs from 'aws-cdk-lib/aws-logs';
@@ -173,6 +174,15 @@ export interface ExactlyOncePipelineProps {
   readonly noncurrentVersionExpiration?: Duration;
   /** Lifecycle backstop on this pipeline's in-progress prefix (whole days). Default 30 days. */
   readonly inProgressExpiration?: Duration;
+
+  // ── Operations ─────────────────────────────────────────────────────────────────────────────────────────────
+  /**
+   * Roles that may run `eos epoch --start-new` and `eos redrive` against this pipeline (docs/operations.md): what
+   * the processor may do in the ledger (its partition keys, and Query on fences and key windows), stage objects
+   * under `_inprogress/` (the bucket policy lets them, as it lets the processor), and read the committed output.
+   * Never the coordinator's items or prefixes: a role here cannot forge a commit. Default none.
+   */
+  readonly operatorRoles?: readonly iam.IRole[];
 }
 
 type PropName = keyof ExactlyOncePipelineProps;
@@ -187,6 +197,7 @@ export const CONSTRUCT_ONLY_PROPS = [
   'table',
   'bucket',
   'encryptionKey',
+  'operatorRoles',
 ] as const satisfies readonly PropName[];
 
 const KNOWN_PROPS = new Set<string>([

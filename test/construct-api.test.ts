@@ -519,6 +519,71 @@ describe('grants and metrics', () => {
     expect(decrypt?.Condition?.StringEquals?.['kms:ViaService']).toBeDefined();
   });
 
+  it('operatorRoles may run eos epoch and eos redrive: processor items, staging (bucket policy too), committed reads; nothing of the coordinator', () => {
+    const stack = newStack();
+    const operator = new iam.Role(stack, 'Operator', { assumedBy: new iam.AccountRootPrincipal() });
+    const stranger = new iam.Role(stack, 'Stranger', { assumedBy: new iam.AccountRootPrincipal() });
+    const pipeline = pipelineIn(stack, { encryption: 'kms', operatorRoles: [operator] });
+    stranger.addToPrincipalPolicy(
+      new iam.PolicyStatement({ actions: ['s3:PutObject'], resources: [pipeline.bucket.arnForObjects('*')] }),
+    );
+    expect(pipeline.operatorRoles).toEqual([operator]);
+    const json = Template.fromStack(stack).toJSON() as TemplateJson;
+    const arnOf = (role: iam.Role) =>
+      String(
+        resolveIntrinsics(
+          { 'Fn::GetAtt': [stack.getLogicalId(role.node.defaultChild as never), 'Arn'] },
+          json,
+        ),
+      );
+    const bucketArn = String(
+      resolveIntrinsics(
+        { 'Fn::GetAtt': [stack.getLogicalId(pipeline.bucket.node.defaultChild as never), 'Arn'] },
+        json,
+      ),
+    );
+    const tableArn = String(
+      resolveIntrinsics(
+        { 'Fn::GetAtt': [stack.getLogicalId(pipeline.table.node.defaultChild as never), 'Arn'] },
+        json,
+      ),
+    );
+    const bucketPolicy = bucketPolicyStatements(
+      json,
+      stack.getLogicalId(pipeline.bucket.node.defaultChild as never),
+    );
+    const statementsOf = (name: string) =>
+      Object.values(json.Resources)
+        .filter((r) => r.Type === 'AWS::IAM::Policy' && JSON.stringify(r.Properties?.Roles).includes(name))
+        .flatMap((r) => (r.Properties!.PolicyDocument as { Statement: PolicyStatement[] }).Statement);
+    const can = (
+      who: iam.Role,
+      name: string,
+      action: string,
+      resource: string,
+      context: AccessRequest['context'] = {},
+    ) =>
+      evaluate(json, statementsOf(name), bucketPolicy, { principal: arnOf(who), action, resource, context });
+    const own = objectsOf('orders');
+    const items = itemsOf('orders');
+    expect(can(operator, 'Operator', 's3:PutObject', `${bucketArn}/${own.stagedOutput}`)).toBe('allow');
+    expect(can(operator, 'Operator', 's3:PutObject', `${bucketArn}/${own.stagedDeadLetter}`)).toBe('allow');
+    expect(can(operator, 'Operator', 's3:GetObject', `${bucketArn}/${own.manifest}`)).toBe('allow');
+    expect(can(operator, 'Operator', 's3:PutObject', `${bucketArn}/${own.final}`)).toBe('explicit-deny');
+    expect(can(operator, 'Operator', 's3:PutObject', `${bucketArn}/${own.manifest}`)).toBe('explicit-deny');
+    expect(can(operator, 'Operator', 's3:PutObject', `${bucketArn}/${own.work}`)).toBe('explicit-deny');
+    const ledger = (action: string, pk: string) =>
+      can(operator, 'Operator', action, tableArn, { 'dynamodb:LeadingKeys': [pk] });
+    expect(ledger('dynamodb:UpdateItem', items.fence)).toBe('allow');
+    expect(ledger('dynamodb:Query', items.fence)).toBe('allow');
+    expect(ledger('dynamodb:PutItem', items.stagedEntry)).toBe('allow');
+    expect(ledger('dynamodb:UpdateItem', keys.checkpointHead('orders').pk)).toBe('implicit-deny');
+    // Anyone else is held off the staged prefix by the bucket policy, whatever its own policy says.
+    expect(can(stranger, 'Stranger', 's3:PutObject', `${bucketArn}/${own.stagedOutput}`)).toBe(
+      'explicit-deny',
+    );
+  });
+
   it('metric methods name the metrics the handlers emit, with their dimensions', () => {
     const stack = newStack();
     const pipeline = pipelineIn(stack, { pipelineId: 'orders-eu', topic: 'orders' });
