@@ -262,39 +262,28 @@ export class ExactlyOncePipeline extends Construct {
    */
   private grantOperate(role: iam.IRole): void {
     const pl = this.config.pipelineId;
-    const ledger = (sid: string, actions: string[], leadingKeys: string[]) =>
-      role.addToPrincipalPolicy(
-        new iam.PolicyStatement({
-          sid,
-          actions,
-          resources: [this.table.tableArn],
-          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': leadingKeys } },
-        }),
-      );
-    ledger(
-      `OperateLedgerItems${sidOfPipeline(pl)}`,
+    const sid = sidOfPipeline(pl);
+    this.grantLedger(
+      role,
       [...PROCESSOR_DYNAMODB_ACTIONS],
       processorLeadingKeys(pl),
+      `OperateLedgerItems${sid}`,
     );
-    ledger(
-      `OperateLedgerQueries${sidOfPipeline(pl)}`,
+    this.grantLedger(
+      role,
       ['dynamodb:Query'],
       [...fenceLeadingKeys(pl), ...keyWindowLeadingKeys(pl)],
+      `OperateLedgerQueries${sid}`,
     );
     role.addToPrincipalPolicy(
       new iam.PolicyStatement({
-        sid: `OperateStageObjects${sidOfPipeline(pl)}`,
+        sid: `OperateStageObjects${sid}`,
         actions: ['s3:PutObject', 's3:AbortMultipartUpload'],
         resources: this.processorObjectPrefixes().map((prefix) => this.bucket.arnForObjects(`${prefix}*`)),
       }),
     );
     this.grantReadCommitted(role);
-    const keys = new Map<kms.IKey, KeyService[]>();
-    if (this.bucket.encryptionKey) keys.set(this.bucket.encryptionKey, ['s3']);
-    if (this.table.encryptionKey) {
-      keys.set(this.table.encryptionKey, [...(keys.get(this.table.encryptionKey) ?? []), 'dynamodb']);
-    }
-    for (const [key, via] of keys) grantKeyVia(key, role, via, 'encrypt-decrypt');
+    this.grantDataKeys(role, ['s3', 'dynamodb'], 'encrypt-decrypt');
   }
 
   /**
@@ -531,14 +520,14 @@ export class ExactlyOncePipeline extends Construct {
    * The keys of the table and the bucket (the pipeline's own, or those of a table or bucket brought with their
    * key), each usable only through its service; one statement when both use the same key.
    */
-  private grantDataKeys(fn: lambda.IFunction, services: readonly KeyService[], access: KeyAccess): void {
+  private grantDataKeys(grantee: iam.IGrantable, services: readonly KeyService[], access: KeyAccess): void {
     const byKey = new Map<kms.IKey, KeyService[]>();
     const use = (key: kms.IKey | undefined, service: KeyService) => {
       if (key && services.includes(service)) byKey.set(key, [...(byKey.get(key) ?? []), service]);
     };
     use(this.bucket.encryptionKey, 's3');
     use(this.table.encryptionKey, 'dynamodb');
-    for (const [key, via] of byKey) grantKeyVia(key, fn, via, access);
+    for (const [key, via] of byKey) grantKeyVia(key, grantee, via, access);
   }
 
   /** The resource side of the same boundaries (`security.ts`): who may write each of this pipeline's prefixes. */
@@ -624,12 +613,12 @@ export class ExactlyOncePipeline extends Construct {
 
   /** Item actions on the table ARN, only for items whose partition key matches `leadingKeys`. */
   private grantLedger(
-    fn: lambda.IFunction,
+    grantee: iam.IGrantable,
     actions: string[],
     leadingKeys: string[],
     sid = 'LedgerItems',
   ): void {
-    fn.addToRolePolicy(
+    grantee.grantPrincipal.addToPrincipalPolicy(
       new iam.PolicyStatement({
         sid,
         actions,
