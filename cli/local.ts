@@ -377,7 +377,8 @@ export async function runLocalCommand(
       provision.createLedgerTable(clients.dynamodb, settings.ledgerTable),
       provision.createBucket(clients.s3, settings.bucket),
     ]);
-    const progress = await progressReporter(deps.progress ?? true, input.length, writeError);
+    const total = input.length + (recreateTopicWith?.length ?? 0);
+    const progress = await progressReporter(deps.progress ?? true, total, writeError);
     const { report, aggregates } = await runLocal({
       settings,
       input,

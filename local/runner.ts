@@ -475,9 +475,11 @@ class Run {
       );
     }
     this.maybeCheckpoint();
+    // After a recreated topic, the first generation (all acknowledged) counts too.
+    const before = this.previous?.size ?? 0;
     this.options.onProgress?.({
-      acknowledged: this.log.size - this.emulator.lag(),
-      total: this.log.size,
+      acknowledged: before + this.log.size - this.emulator.lag(),
+      total: before + this.log.size,
       checkpointsCommitted: this.checkpointer.counts.committed,
     });
   }

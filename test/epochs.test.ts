@@ -17,6 +17,8 @@ import { EpochChangedError } from '../shared/ledger/staging-ledger.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { readManifests } from '../shared/sink/reader.ts';
 import { verifySink } from '../shared/sink/verify.ts';
+import { formatStatus } from '../shared/status/format.ts';
+import { readLedgerStatus } from '../shared/status/ledger-status.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
 import { committedOffsets, range } from './support/staging.ts';
@@ -117,6 +119,16 @@ describe('a recreated topic', () => {
     });
     expect(result.problems).toEqual([]);
     expect(result.rows.output).toBe(25);
+    const status = formatStatus({
+      ledger: await readLedgerStatus({
+        dynamodb: res.clients.dynamodb,
+        table: res.table,
+        pipeline: settings.pipelineId,
+        clock: clock(),
+      }),
+    });
+    expect(status).toMatch(/^ {2}orders~1 +0 +9 +9 /m);
+    expect(status).toMatch(/<topic>~N is epoch N of the topic/);
     const after = (await epochs.partitions())[0]!;
     expect(after.epoch).toBe(1);
     expect(after.epochs.map((e) => [e.lane, e.stagedOffset, e.closedAt !== undefined])).toEqual([

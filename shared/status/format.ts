@@ -1,4 +1,5 @@
 /** Renders a pipeline's status for the terminal (text) or for scripts (JSON). */
+import { EPOCH_SEPARATOR } from '../ledger/epochs.ts';
 import type { AbortedAttempt, CheckpointView } from './checkpoint-view.ts';
 import type { ClusterStatus } from './cluster-status.ts';
 import type { LedgerStatus, PartitionStatus } from './ledger-status.ts';
@@ -100,13 +101,21 @@ function partitionTable(ledger: LedgerStatus): string[] {
     lastCommittedStaged(p, ledger.readAt),
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  return [header, ...rows].map(
+  const table = [header, ...rows].map(
     (row) =>
       `  ${row
         .map((cell, i) => cell.padEnd(widths[i]!))
         .join('  ')
         .trimEnd()}`,
   );
+  // Lanes (`ledger/epochs.ts`) read as topics: say what they are, once, when there are any.
+  const lanes = ledger.partitions.some((p) => p.topic.includes(EPOCH_SEPARATOR));
+  return lanes
+    ? [
+        ...table,
+        `  (<topic>${EPOCH_SEPARATOR}N is epoch N of the topic, <lane>${EPOCH_SEPARATOR}rR redrive round R of that lane: eos epoch shows the epochs)`,
+      ]
+    : table;
 }
 
 /** When the partition's newest committed data was staged, as far as the ledger tells (see PartitionFreshness). */
