@@ -15,13 +15,12 @@ import { laneOf, parseLane } from '../shared/ledger/epochs.ts';
 import { fenceKeys } from '../shared/ledger/fences.ts';
 import { EpochChangedError } from '../shared/ledger/staging-ledger.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
-import { readManifests } from '../shared/sink/reader.ts';
 import { verifySink } from '../shared/sink/verify.ts';
 import { formatStatus } from '../shared/status/format.ts';
 import { readLedgerStatus } from '../shared/status/ledger-status.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
-import { committedOffsets, range } from './support/staging.ts';
+import { committedOffsets, committedRangesByLane, range } from './support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -40,23 +39,7 @@ function secondGeneration(partition: number, from: number, count: number): Recor
 }
 
 /** Committed output offsets per lane (`orders#0`, `orders~1#0`, …), from the manifests' files. */
-async function committedByLane(settings: Settings): Promise<Record<string, number[]>> {
-  const byLane: Record<string, number[]> = {};
-  for await (const manifest of readManifests({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-  })) {
-    for (const file of manifest.files) {
-      if (file.stream !== 'output') continue;
-      const lane = `${file.topic}#${file.partition}`;
-      byLane[lane] ??= [];
-      for (let offset = file.firstOffset; offset <= file.lastOffset; offset++) byLane[lane]!.push(offset);
-    }
-  }
-  for (const offsets of Object.values(byLane)) offsets.sort((a, b) => a - b);
-  return byLane;
-}
+const committedByLane = (settings: Settings) => committedRangesByLane(res.clients, settings);
 
 async function checkpoint(settings: Settings): Promise<void> {
   const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();

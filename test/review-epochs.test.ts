@@ -31,7 +31,7 @@ import orders from '../shared/transforms/orders.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { crashAt } from './support/hooks.ts';
 import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
-import { committedOffsets, range } from './support/staging.ts';
+import { committedOffsets, committedRangesByLane, range } from './support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -75,23 +75,7 @@ async function checkpoint(settings: Settings): Promise<void> {
 }
 
 /** Committed output offsets per lane (`orders#0`, `orders~1#0`, …), from the manifests' files. */
-async function committedByLane(settings: Settings): Promise<Record<string, number[]>> {
-  const byLane: Record<string, number[]> = {};
-  for await (const manifest of readManifests({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-  })) {
-    for (const file of manifest.files) {
-      if (file.stream !== 'output') continue;
-      const lane = `${file.topic}#${file.partition}`;
-      byLane[lane] ??= [];
-      for (let offset = file.firstOffset; offset <= file.lastOffset; offset++) byLane[lane]!.push(offset);
-    }
-  }
-  for (const offsets of Object.values(byLane)) offsets.sort((a, b) => a - b);
-  return byLane;
-}
+const committedByLane = (settings: Settings) => committedRangesByLane(res.clients, settings);
 
 /** The committed output's order ids, sorted. */
 async function committedOrderIds(settings: Settings): Promise<string[]> {

@@ -172,3 +172,28 @@ export async function expectExactlyOnce(
 export function range(from: number, count: number): number[] {
   return Array.from({ length: count }, (_, i) => from + i);
 }
+
+/**
+ * The offsets the manifests' output entries cover, per lane (`orders#0`, `orders~1#0`, … see
+ * shared/ledger/epochs.ts), sorted: an entry's range covers every offset of its chunk, rows or not.
+ */
+export async function committedRangesByLane(
+  clients: AwsClients,
+  settings: Settings,
+): Promise<Record<string, number[]>> {
+  const byLane: Record<string, number[]> = {};
+  for await (const manifest of readManifests({
+    s3: clients.s3,
+    bucket: settings.bucket,
+    pipeline: settings.pipelineId,
+  })) {
+    for (const file of manifest.files) {
+      if (file.stream !== 'output') continue;
+      const lane = `${file.topic}#${file.partition}`;
+      byLane[lane] ??= [];
+      for (let offset = file.firstOffset; offset <= file.lastOffset; offset++) byLane[lane]!.push(offset);
+    }
+  }
+  for (const offsets of Object.values(byLane)) offsets.sort((a, b) => a - b);
+  return byLane;
+}
