@@ -10,7 +10,14 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { type Command, InvalidArgumentError } from 'commander';
 import type { Clock } from '../shared/clock.ts';
 import type { PartitionEpochs, PartitionSwitch } from '../shared/ledger/epoch-switch.ts';
-import { ENDPOINT_HELP, endpointUrl, integer, resolveEndpoint } from './options.ts';
+import {
+  ENDPOINT_HELP,
+  endpointUrl,
+  integer,
+  pipelineIdOf,
+  requiredTable,
+  resolveEndpoint,
+} from './options.ts';
 
 export interface EpochDependencies {
   readonly dynamodb?: DynamoDBClient;
@@ -168,16 +175,17 @@ export function registerEpochCommand(program: Command, deps: EpochDependencies =
         endpoint?: string;
       }) => {
         const env = deps.env ?? process.env;
-        const table = raw.table ?? (env.EOS_LEDGER_TABLE || undefined);
-        if (!table) throw new InvalidArgumentError('--table is required (or set EOS_LEDGER_TABLE)');
+        const table = requiredTable(raw.table, env);
         if (raw.startNew && raw.topic === undefined) {
           throw new InvalidArgumentError('--start-new needs --topic (and optionally --partition)');
         }
         if (raw.force && !raw.startNew) throw new InvalidArgumentError('--force only goes with --start-new');
-        if (raw.topic !== undefined && !/^[a-zA-Z0-9._-]{1,249}$/.test(raw.topic)) {
+        // The processor's own rule (loaded here, not at --help: it brings the event schema).
+        const { isValidTopicName } = await import('../shared/kafka/event.ts');
+        if (raw.topic !== undefined && !isValidTopicName(raw.topic)) {
           throw new InvalidArgumentError(`--topic ${JSON.stringify(raw.topic)} is not a Kafka topic name`);
         }
-        const pipeline = raw.pipeline ?? (env.EOS_PIPELINE_ID || 'orders');
+        const pipeline = pipelineIdOf(raw.pipeline, env);
         await runEpoch({ ...raw, table, pipeline }, deps);
       },
     );

@@ -22,6 +22,18 @@ export function oneOf<T extends string>(choices: readonly T[]) {
   };
 }
 
+/** `--table`, else `$EOS_LEDGER_TABLE` (an empty variable is unset); a usage error when neither is given. */
+export function requiredTable(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+  const table = flag ?? (env.EOS_LEDGER_TABLE || undefined);
+  if (!table) throw new InvalidArgumentError('--table is required (or set EOS_LEDGER_TABLE)');
+  return table;
+}
+
+/** `--pipeline`, else `$EOS_PIPELINE_ID` (an empty variable is unset), else `orders`. */
+export function pipelineIdOf(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+  return flag ?? (env.EOS_PIPELINE_ID || 'orders');
+}
+
 /** `--endpoint` and its kin: an absolute http(s) URL (LocalStack's `http://localhost:4566`, say). */
 export function endpointUrl(value: string): string {
   let url: URL;

@@ -17,7 +17,7 @@ import { STREAMS, type Stream } from '../shared/ledger/layout.ts';
 import type { DuckDbLoader } from '../shared/query/engine.ts';
 import type { QuerySummary } from '../shared/query/query.ts';
 import { ViolationFoundError } from './failures.ts';
-import { ENDPOINT_HELP, endpointUrl, resolveEndpoint } from './options.ts';
+import { ENDPOINT_HELP, endpointUrl, pipelineIdOf, resolveEndpoint } from './options.ts';
 
 // Restated, not imported from shared/query/format.ts: registering the command must load no implementation.
 const FORMATS = ['table', 'csv', 'json'] as const;
@@ -142,7 +142,7 @@ export function registerQueryCommand(program: Command, deps: QueryDependencies =
           sql,
           format: raw.format,
           stream: raw.stream,
-          pipeline: raw.pipeline ?? (env.EOS_PIPELINE_ID || 'orders'),
+          pipeline: pipelineIdOf(raw.pipeline, env),
           ...location(raw, env),
           ...(raw.endpoint ? { endpoint: raw.endpoint } : {}),
         },

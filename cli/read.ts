@@ -12,7 +12,7 @@ import type { Writable } from 'node:stream';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { STREAMS, type Stream } from '../shared/ledger/layout.ts';
 import { ViolationFoundError } from './failures.ts';
-import { ENDPOINT_HELP, endpointUrl, resolveEndpoint } from './options.ts';
+import { ENDPOINT_HELP, endpointUrl, pipelineIdOf, resolveEndpoint } from './options.ts';
 
 export interface ReadOptions {
   readonly bucket: string;
@@ -68,7 +68,7 @@ export function registerReadCommand(program: Command, deps: ReadDependencies = {
       const env = deps.env ?? process.env;
       const bucket = raw.bucket ?? (env.EOS_BUCKET || undefined);
       if (!bucket) throw new InvalidArgumentError('--bucket is required (or set EOS_BUCKET)');
-      const pipeline = raw.pipeline ?? (env.EOS_PIPELINE_ID || 'orders');
+      const pipeline = pipelineIdOf(raw.pipeline, env);
       await runRead(
         { bucket, pipeline, stream: raw.stream, ...(raw.endpoint ? { endpoint: raw.endpoint } : {}) },
         deps,

@@ -8,10 +8,17 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { KafkaClient } from '@aws-sdk/client-kafka';
-import { type Command, InvalidArgumentError } from 'commander';
+import type { Command } from 'commander';
 import type { Clock } from '../shared/clock.ts';
 import type { PipelineStatus } from '../shared/status/format.ts';
-import { ENDPOINT_HELP, endpointUrl, integer, resolveEndpoint } from './options.ts';
+import {
+  ENDPOINT_HELP,
+  endpointUrl,
+  integer,
+  pipelineIdOf,
+  requiredTable,
+  resolveEndpoint,
+} from './options.ts';
 
 export interface StatusDependencies {
   readonly dynamodb?: DynamoDBClient;
@@ -109,9 +116,8 @@ export function registerStatusCommand(program: Command, deps: StatusDependencies
         endpoint?: string;
       }) => {
         const env = deps.env ?? process.env;
-        const table = raw.table ?? (env.EOS_LEDGER_TABLE || undefined);
-        if (!table) throw new InvalidArgumentError('--table is required (or set EOS_LEDGER_TABLE)');
-        const pipeline = raw.pipeline ?? (env.EOS_PIPELINE_ID || 'orders');
+        const table = requiredTable(raw.table, env);
+        const pipeline = pipelineIdOf(raw.pipeline, env);
         await runStatus({ ...raw, table, pipeline }, deps);
       },
     );

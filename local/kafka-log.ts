@@ -4,6 +4,7 @@
  * byte arrays), so that batching can measure the payload an invocation would really receive.
  */
 import type { Clock } from '../shared/clock.ts';
+import { signedHeaderBytes } from '../shared/kafka/event.ts';
 import { UnknownPartitionError } from './errors.ts';
 
 /**
@@ -63,9 +64,9 @@ function base64Of(field: string | Uint8Array): string {
 
 /** A header's bytes as the mapping sends them: Java's signed bytes (0xff → -1). */
 export function signedBytes(value: HeaderValue): number[] {
-  const bytes =
-    typeof value === 'string' ? Buffer.from(value, 'utf8') : Uint8Array.from(value, (b) => b & 0xff);
-  return Array.from(bytes, (byte) => (byte > 127 ? byte - 256 : byte));
+  return signedHeaderBytes(
+    typeof value === 'string' ? Buffer.from(value, 'utf8') : Uint8Array.from(value, (b) => b & 0xff),
+  );
 }
 
 export function toEventRecord(

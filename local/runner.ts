@@ -20,7 +20,7 @@ import { InjectedCrashError, OffsetsWentBackwardsError } from '../shared/errors.
 import { decodeRecord } from '../shared/kafka/event.ts';
 import type { Lineage } from '../shared/kafka/record.ts';
 import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { laneOf, parseLane, topicOfLane } from '../shared/ledger/epochs.ts';
+import { laneOf, parseLane, sourceLaneOf, topicOfLane } from '../shared/ledger/epochs.ts';
 import { checkKeySource } from '../shared/processor/evaluate.ts';
 import {
   type BatchReport,
@@ -28,7 +28,7 @@ import {
   type Processor,
   type ProcessorStep,
 } from '../shared/processor/processor.ts';
-import { type PartitionRedrive, redrive } from '../shared/redrive/redrive.ts';
+import { type PartitionRedrive, type RedriveResult, redrive } from '../shared/redrive/redrive.ts';
 import { parseFinalKey } from '../shared/sink/layout.ts';
 import { type FinalRow, readFinalRows, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
 import { loadTransform } from '../shared/transforms/load.ts';
@@ -590,9 +590,10 @@ async function judge(run: Run, options: RunOptions, expectation: Expectation) {
     const source = row.source as { topic: string; partition: number; offset: number } | undefined;
     // Judged per epoch: a row counts under the lane its object names (its own topic in epoch 0); a redriven row
     // under the lane of the dead letter it redrove, ranked by its round.
-    const lane = parseLane(parseFinalKey(pipeline, key)?.topic ?? source?.topic ?? '');
+    const name = parseFinalKey(pipeline, key)?.topic ?? source?.topic ?? '';
+    const lane = parseLane(name);
     if (!source || !lane) return [];
-    return [{ stream, source: { ...source, topic: laneOf(lane.topic, lane.epoch) }, round: lane.round ?? 0 }];
+    return [{ stream, source: { ...source, topic: sourceLaneOf(name) }, round: lane.round ?? 0 }];
   });
   const committedRows = options.redriveWith ? latestOutcomes(laned, expectation) : laned;
   const aggregates: Map<string, Aggregate> = await readAggregates(
@@ -659,7 +660,7 @@ async function redriveAfter(run: Run, options: RunOptions, fixed: Transform): Pr
       ? (['after-read', 'after-batch', 'before-close'] as const)[options.seed % 3]
       : undefined;
   let crashed = false;
-  let first: Awaited<ReturnType<typeof redrive>> | undefined;
+  let first: RedriveResult | undefined;
   if (crashAt !== undefined) {
     try {
       first = await redrive({
@@ -681,18 +682,15 @@ async function redriveAfter(run: Run, options: RunOptions, fixed: Transform): Pr
   await run.checkpointer.final();
   const second = await redrive(base);
   await run.checkpointer.final();
-  const sum = (pick: (p: PartitionRedrive) => number) =>
-    done.partitions.reduce((total, p) => total + pick(p), 0);
+  const sum = (result: RedriveResult, pick: (p: PartitionRedrive) => number) =>
+    result.partitions.reduce((total, p) => total + pick(p), 0);
   return {
-    sent: sum((p) => p.sent),
-    output: sum((p) => p.staged.output),
-    deadLettered: sum((p) => p.staged.deadLettered),
-    unchanged: sum((p) => p.unchanged),
+    sent: sum(done, (p) => p.sent),
+    output: sum(done, (p) => p.staged.output),
+    deadLettered: sum(done, (p) => p.staged.deadLettered),
+    unchanged: sum(done, (p) => p.unchanged),
     crashed,
-    secondRunStaged: second.partitions.reduce(
-      (total, p) => total + p.staged.output + p.staged.deadLettered,
-      0,
-    ),
+    secondRunStaged: sum(second, (p) => p.staged.output + p.staged.deadLettered),
   };
 }
 

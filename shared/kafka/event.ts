@@ -165,6 +165,11 @@ export function headerBytes(values: readonly number[]): Uint8Array {
   return Uint8Array.from(values, (value) => value & 0xff);
 }
 
+/** Bytes as the mapping sends a header's value: Java's signed bytes (0xff → -1). The inverse of {@link headerBytes}. */
+export function signedHeaderBytes(bytes: Uint8Array): number[] {
+  return Array.from(bytes, (byte) => (byte > 127 ? byte - 256 : byte));
+}
+
 function decodeHeaders(headers: MskRecord['headers']): {
   text: Record<string, string>;
   raw: RawHeader[];

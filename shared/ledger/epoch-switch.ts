@@ -176,9 +176,7 @@ export class EpochLedger {
 
   /** Epoch 0 → 1: the root fence is both the lane closed and the pointer set. */
   private closeRoot(topic: string, partition: number, root: FenceState, now: number) {
-    const key = root.legacy
-      ? fenceKeys.legacyFence(this.pipeline, topic, partition)
-      : fenceKeys.fence(this.pipeline, topic, partition);
+    const key = fenceKeys.readFrom(this.pipeline, topic, partition, root.legacy);
     return {
       TableName: this.table,
       Key: key,
@@ -200,9 +198,7 @@ export class EpochLedger {
     now: number,
   ): TransactItem[] {
     const epoch = root.epoch!;
-    const rootKey = root.legacy
-      ? fenceKeys.legacyFence(this.pipeline, topic, partition)
-      : fenceKeys.fence(this.pipeline, topic, partition);
+    const rootKey = fenceKeys.readFrom(this.pipeline, topic, partition, root.legacy);
     return [
       {
         Update: {

@@ -55,6 +55,9 @@ export const fenceKeys = {
     pk: fenceKeys.legacyPk(pipeline),
     sk: `${topic}#${partition}`,
   }),
+  /** Where a fence was read from: its legacy key when the read found it there, else its shard. */
+  readFrom: (pipeline: string, topic: string, partition: number, legacy: boolean | undefined): ItemKey =>
+    legacy ? fenceKeys.legacyFence(pipeline, topic, partition) : fenceKeys.fence(pipeline, topic, partition),
 };
 
 /** The IAM leading-key patterns of every fence (legacy and shards). */

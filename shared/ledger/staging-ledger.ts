@@ -384,9 +384,7 @@ export class StagingLedger {
     fence: FenceState,
     stop: StopRecord,
   ): Promise<boolean> {
-    const key = fence.legacy
-      ? fenceKeys.legacyFence(pipeline, lane, partition)
-      : fenceKeys.fence(pipeline, lane, partition);
+    const key = fenceKeys.readFrom(pipeline, lane, partition, fence.legacy);
     try {
       await this.doc.send(
         new UpdateCommand({

@@ -174,6 +174,7 @@ import { type Chunk, planChunk } from './chunks.ts';
 import {
   checkKeySource,
   deadLetterOf,
+  type EffectLimits,
   type EvaluatedRecord,
   evaluateRecord,
   foldState,
@@ -212,6 +213,12 @@ function checkEventSource(
   const allowed = [eventSourceArn, bootstrapServers].filter((v): v is string => v !== undefined);
   throw new EventSourceRejectedError('event-source', got, allowed);
 }
+
+/**
+ * How a partition batch finds its lane: `resolve` reads the partition's current epoch (a delivered batch),
+ * `explicit` is given one (`stageInLane`: a redrive lane).
+ */
+type Laning = 'resolve' | 'explicit';
 
 /** The points of a batch where a fault schedule can crash the processor. */
 export const PROCESSOR_STEPS = [
@@ -397,9 +404,11 @@ export function judgeBatch(
 /** A partition batch's records by offset, with their fingerprints computed on demand. */
 class Fingerprints {
   private readonly byOffset = new Map<number, DecodedRecord>();
-  private readonly memo = new Map<number, RecordFingerprint>();
 
-  constructor(readonly batch: PartitionBatch) {
+  constructor(
+    readonly batch: PartitionBatch,
+    private readonly memo = new Map<number, RecordFingerprint>(),
+  ) {
     for (const record of batch.records) this.byOffset.set(record.offset, record);
   }
 
@@ -409,7 +418,8 @@ class Fingerprints {
    */
   inLane(lane: string): Fingerprints {
     if (lane === this.batch.topic) return this;
-    return new Fingerprints({ ...this.batch, topic: lane });
+    // The fingerprints already computed (judging the batch against its fence) are the same records': kept.
+    return new Fingerprints({ ...this.batch, topic: lane }, this.memo);
   }
 
   of(offset: number): RecordFingerprint {
@@ -619,12 +629,7 @@ export class Processor {
   }
 
   private evaluate(batch: PartitionBatch): EvaluatedRecord[] {
-    const limits = {
-      // One item less: the first staging of a partition also settles its legacy fence key (fences.ts), and a
-      // record must fit a chunk of its own then too.
-      maxTransactionItems: this.deps.settings.maxTransactionItems - LEGACY_FENCE_ITEMS,
-      keyItems: this.deps.settings.idempotencyScope === 'partition' ? 2 : 1,
-    };
+    const limits = effectLimits(this.deps.settings);
     return batch.records.map((record) =>
       evaluateRecord(this.transform, this.deps.settings.idempotencyKey, record, limits),
     );
@@ -652,40 +657,41 @@ export class Processor {
   /**
    * The lane and fence to start from, judged: a "backwards" against a cached fence is confirmed against a fresh
    * read of the partition's current lane (an operator may have opened a new epoch since), and a confirmed one is
-   * recorded on the lane's fence (`eos epoch` shows it) before it is thrown.
+   * recorded on the lane's fence (`eos epoch` shows it) before it is thrown. An `explicit` batch (a redrive lane,
+   * `stageInLane`) names its lane itself: no epoch resolution, no stop record.
    */
-  private async startingFence(prints: Fingerprints): Promise<LaneFence> {
+  private async startingFence(prints: Fingerprints, laning: Laning): Promise<LaneFence> {
     const { topic, partition } = prints.batch;
-    const { lane, fence, cached } = await this.fenceOf(topic, partition);
+    const explicit = laning === 'explicit';
+    const { lane, fence, cached } = explicit
+      ? await this.explicitLaneFence(topic, partition)
+      : await this.fenceOf(topic, partition);
     const verdict = this.judge(prints, fence, 'start');
     // Only "new" is taken on the cache's word. A batch at or below a cached fence (redelivery or backwards) is
-    // judged against a fresh read: the cached lane may have been closed by a new epoch meanwhile, and records of the
-    // new epoch must never be dropped as redeliveries of the old one (review of epochs, finding 1). A read per
-    // redelivery only: the steady state (batches above the fence) reads nothing.
+    // judged against a fresh read: the cached lane may have been closed by a new epoch (or a redrive round)
+    // meanwhile, and its records must never be dropped as redeliveries of the old one (review of epochs, finding
+    // 1). A read per redelivery only: the steady state (batches above the fence) reads nothing.
     if (verdict.kind === 'new') return { lane, fence };
     if (!cached && verdict.kind !== 'backwards') return { lane, fence };
-    // The cached lane's own fence first (one read); only a closed one sends us to the root (review of the
-    // operations fixes, finding 6).
-    const fresh = cached ? await this.freshLaneFence(topic, partition, lane) : { lane, fence };
+    // The cached lane's own fence first (one read); only a closed one sends an epoch lane to the root (review of
+    // the operations fixes, finding 6). A closed explicit lane fails (EpochChangedError).
+    const fresh = !cached
+      ? { lane, fence }
+      : explicit
+        ? { lane, fence: await this.refreshFence(lane, partition) }
+        : await this.freshLaneFence(topic, partition, lane);
     const again = cached ? this.judge(prints, fresh.fence, 'start') : verdict;
     if (again.kind !== 'backwards') return fresh;
     const stopped = this.backwards(prints.inLane(fresh.lane), fresh.fence, again.reason);
-    await this.recordStop(fresh, stopped);
+    if (!explicit) await this.recordStop(fresh, stopped);
     throw stopped;
   }
 
-  /** The fence to start an explicitly laned batch from (no epoch resolution: a redrive lane is its own). */
-  private async startingLaneFence(prints: Fingerprints): Promise<LaneFence> {
-    const { topic: lane, partition } = prints.batch;
+  /** An explicit lane's fence: this container's copy, else read. */
+  private async explicitLaneFence(lane: string, partition: number): Promise<LaneFence & { cached: boolean }> {
     const cached = this.fences.get(partitionId(lane, partition));
-    const fence = cached ?? (await this.refreshFence(lane, partition));
-    const verdict = this.judge(prints, fence, 'start');
-    // As startingFence: records are dropped only on a fresh fence's word (the round may have been closed).
-    if (verdict.kind === 'new' || (!cached && verdict.kind !== 'backwards')) return { lane, fence };
-    const fresh = cached ? await this.refreshFence(lane, partition) : fence;
-    const again = cached ? this.judge(prints, fresh, 'start') : verdict;
-    if (again.kind !== 'backwards') return { lane, fence: fresh };
-    throw this.backwards(prints, fresh, again.reason);
+    if (cached !== undefined) return { lane, fence: cached, cached: true };
+    return { lane, fence: await this.refreshFence(lane, partition), cached: false };
   }
 
   /** Writes the stop onto the lane's fence, once per refused batch (retries of the same batch write nothing). */
@@ -736,15 +742,14 @@ export class Processor {
     batch: PartitionBatch,
     attemptId: string,
     startedAt: number,
-    laning: 'resolve' | 'explicit' = 'resolve',
+    laning: Laning = 'resolve',
   ): Promise<PartitionReport> {
     let prints = new Fingerprints(batch);
     /** Claims this attempt wrote ahead (or confirmed as its records' own), by record offset. */
     const held = new Map<number, ClaimItem>();
     let known: FenceState = { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
     try {
-      const start =
-        laning === 'explicit' ? await this.startingLaneFence(prints) : await this.startingFence(prints);
+      const start = await this.startingFence(prints, laning);
       // From here on the batch is filed under its lane: every ledger item and staged key names it.
       prints = prints.inLane(start.lane);
       known = start.fence;
@@ -1154,6 +1159,7 @@ export class Processor {
         ? <R extends { readonly source: object }>(row: R) => row
         : <R extends { readonly source: object }>(row: R, timestamp: number) =>
             withStagedTime(row, timestamp);
+    const kept = new Set(chunk.kept);
     const rowsByStream: Record<Stream, readonly unknown[]> = {
       output: chunk.kept.flatMap((record) => record.output.map((row) => stamp(row, record.timestamp))),
       deadletter:
@@ -1162,7 +1168,7 @@ export class Processor {
               record.deadLetter ? [stamp(record.deadLetter, record.timestamp)] : [],
             )
           : chunk.records.flatMap((record) => {
-              const row = redriveOutcomeRow(record, chunk.kept.includes(record));
+              const row = redriveOutcomeRow(record, kept.has(record));
               return row ? [stamp(row, record.timestamp)] : [];
             }),
     };
@@ -1391,6 +1397,21 @@ function parseClaimant(claimant: string): { lane: string; partition: number; off
 
 /** Items the legacy fence key takes in a transaction that creates a partition's sharded fence (fences.ts). */
 const LEGACY_FENCE_ITEMS = 1;
+
+/**
+ * The bounds a record's effects are evaluated against (anything over them is dead-lettered, L1): one transaction
+ * item less than the setting, since the first staging of a partition also settles its legacy fence key (fences.ts)
+ * and a redrive lane's chunk keeps an item for its dead-letter entry, and a record must fit a chunk of its own then
+ * too; two items per key in partition scope (the window's bucket). The redrive judges with the same bounds.
+ */
+export function effectLimits(
+  settings: Pick<Settings, 'maxTransactionItems' | 'idempotencyScope'>,
+): EffectLimits {
+  return {
+    maxTransactionItems: settings.maxTransactionItems - LEGACY_FENCE_ITEMS,
+    keyItems: settings.idempotencyScope === 'partition' ? 2 : 1,
+  };
+}
 
 /** Partitions whose key windows one container keeps (each up to `idempotencyWindowKeys` × 16 bytes). */
 const WINDOW_CACHE_PARTITIONS = 16;

@@ -34,7 +34,7 @@ import type { Clock } from '../clock.ts';
 import { systemClock } from '../clock.ts';
 import type { Settings } from '../config/settings.ts';
 import { PipelineError } from '../errors.ts';
-import { decodeRecord, type MskRecord } from '../kafka/event.ts';
+import { decodeRecord, type MskRecord, signedHeaderBytes } from '../kafka/event.ts';
 import type { DecodedRecord } from '../kafka/record.ts';
 import { CLOSED_ATTRIBUTE, parseLane, redriveLaneOf, sourceLaneOf } from '../ledger/epochs.ts';
 import { fenceKeys } from '../ledger/fences.ts';
@@ -43,7 +43,7 @@ import { partitionId } from '../ledger/layout.ts';
 import { readFenceItems } from '../ledger/staged-entries.ts';
 import { StagingLedger } from '../ledger/staging-ledger.ts';
 import { evaluateRecord } from '../processor/evaluate.ts';
-import { createProcessor, type ProcessorHooks } from '../processor/processor.ts';
+import { createProcessor, effectLimits, type ProcessorHooks } from '../processor/processor.ts';
 import type { Manifest, ManifestFile } from '../sink/manifest.ts';
 import { readCommittedFile, readManifests } from '../sink/reader.ts';
 import type { Transform } from '../transforms/types.ts';
@@ -181,11 +181,6 @@ function withHeadersListed(row: Record<string, unknown>): void {
   }
 }
 
-/** A base64 value as the mapping sends header bytes: Java's signed bytes. */
-function signedBytes(base64: string): number[] {
-  return [...Buffer.from(base64, 'base64')].map((byte) => (byte > 127 ? byte - 256 : byte));
-}
-
 /** The record a dead letter was made from, as the processor decoded it then. */
 export function recordOf(letter: DeadLetter, partition: number): DecodedRecord {
   const record: MskRecord = {
@@ -197,7 +192,9 @@ export function recordOf(letter: DeadLetter, partition: number): DecodedRecord {
     timestampType: 'CREATE_TIME',
     key: letter.raw.key,
     value: letter.raw.value,
-    headers: letter.raw.headers.map((header) => ({ [header.name]: signedBytes(header.value) })),
+    headers: letter.raw.headers.map((header) => ({
+      [header.name]: signedHeaderBytes(Buffer.from(header.value, 'base64')),
+    })),
   };
   return decodeRecord(record);
 }
@@ -358,7 +355,7 @@ export class Redriver {
     const size = this.options.batchSize ?? 500;
     let stagedOffset = last?.round === round ? last.stagedOffset : -1;
     for (let from = 0; from < send.length; from += size) {
-      const records = send.slice(from, from + size).map((letter) => recordOf(letter, partition));
+      const records = send.slice(from, from + size);
       const report = await processor.stageInLane({ topic: roundLane, partition, records });
       staged.output += report.stagedRows;
       staged.deadLettered += report.deadLettered;
@@ -371,23 +368,22 @@ export class Redriver {
   }
 
   /**
-   * Which candidates to send: those the current transform does not reject for the reason their latest dead letter
-   * gives (a pure evaluation, no effect; the processor judges again when it stages).
+   * Which candidates to send, as the records to stage: those the current transform does not reject for the reason
+   * their latest dead letter gives (a pure evaluation, no effect; the processor judges again when it stages).
    */
   private async judge(
     candidates: readonly DeadLetter[],
     state: PartitionState,
-  ): Promise<{ send: DeadLetter[]; unchanged: number }> {
+  ): Promise<{ send: DecodedRecord[]; unchanged: number }> {
     const { settings, transform } = this.options;
     const { partition } = state;
     const windows = settings.idempotencyScope === 'partition' ? await this.windowsOf(state) : [];
-    const send: DeadLetter[] = [];
+    const limits = effectLimits(settings);
+    const send: DecodedRecord[] = [];
     let unchanged = 0;
     for (const letter of candidates) {
-      const evaluated = evaluateRecord(transform, settings.idempotencyKey, recordOf(letter, partition), {
-        maxTransactionItems: settings.maxTransactionItems - 1,
-        keyItems: settings.idempotencyScope === 'partition' ? 2 : 1,
-      });
+      const record = recordOf(letter, partition);
+      const evaluated = evaluateRecord(transform, settings.idempotencyKey, record, limits);
       const rejected = evaluated.deadLetter !== undefined;
       const fromLedger = LEDGER_REASONS.some((reason) => reason.test(letter.error));
       // Partition scope: each lane has a key window of its own, so a redriven record is checked here against the
@@ -398,7 +394,7 @@ export class Redriver {
       if ((rejected && evaluated.deadLetter!.error === letter.error) || (!rejected && (fromLedger || held))) {
         unchanged++;
       } else {
-        send.push(letter);
+        send.push(record);
       }
     }
     return { send, unchanged };
