@@ -92,6 +92,8 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
     "How far (in offsets) above a partition's fence a batch may start before `FenceJumps` is reported. Reported, not refused: compaction and transactions leave gaps.",
   orphanGraceSeconds:
     'Staged objects no ledger entry references are deleted once older than this. Must exceed `processorTimeoutSeconds`.',
+  replayGeneration:
+    "Set only on the replay mapping's processor (the stack's `replay` prop sets it): the processor then stages the ranges of this generation's replay plan into the generation's lanes and nothing else ([operations](operations.md#replay-into-a-new-generation)). Unset: the live processor.",
   // Deployment settings (infra/config.ts)
   mskClusterArn: 'The MSK cluster to consume from. Required unless `sandboxCluster` is true.',
   mskVpcId:

@@ -214,6 +214,11 @@ export const settingsSchema = z
     maxFenceJump: z.coerce.number().int().positive().default(1_000_000),
     /** Staged objects no ledger entry references are deleted once older than this; must exceed the processor's timeout (seconds). */
     orphanGraceSeconds: z.coerce.number().int().positive().default(3600),
+    /**
+     * Set only on the replay mapping's processor (`eos replay`, docs/operations.md): it stages the ranges of this
+     * generation's replay plan into the generation's lanes, and nothing else. Unset: the live processor.
+     */
+    replayGeneration: z.coerce.number().int().min(1).max(999_999_999).optional(),
   })
   .strict();
 
@@ -244,6 +249,7 @@ export const ENV_NAMES = {
   bootstrapServers: 'EOS_BOOTSTRAP_SERVERS',
   topics: 'EOS_TOPICS',
   maxFenceJump: 'EOS_MAX_FENCE_JUMP',
+  replayGeneration: 'EOS_REPLAY_GENERATION',
 } as const satisfies Record<keyof Settings, string>;
 
 /**

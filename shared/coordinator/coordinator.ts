@@ -93,10 +93,13 @@ import {
   isInFlight,
   truncateReason,
 } from '../ledger/checkpoints.ts';
-import { padCheckpointId, parsePartitionId } from '../ledger/layout.ts';
+import { generationLaneOf } from '../ledger/epochs.ts';
+import { padCheckpointId, parsePartitionId, partitionId } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { type DeleteTarget, StagedLedger } from '../ledger/staged-entries.ts';
 import { commitLatencyMs, oldestCoveredStagedAt } from '../observability/commit-latency.ts';
+import { type GenerationSwitch, phaseOf } from '../replay/plan.ts';
+import { ReplayStore } from '../replay/store.ts';
 import {
   censusOf,
   type FolderCounts,
@@ -216,6 +219,7 @@ class CheckpointCoordinator implements Coordinator {
   private readonly ledger: StagedLedger;
   private readonly plans: PlanStore;
   private readonly manifests: ManifestStore;
+  private readonly replays: ReplayStore;
   private readonly promoter: Promoter;
   private readonly limits: PromotionLimits;
   /** What final objects look like (format, time folders): recorded in each plan, read by promote from there. */
@@ -235,6 +239,7 @@ class CheckpointCoordinator implements Coordinator {
     this.ledger = new StagedLedger(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
     this.plans = new PlanStore(clients.s3, settings.bucket, settings.pipelineId);
     this.manifests = new ManifestStore(clients.s3, settings.bucket, settings.pipelineId);
+    this.replays = new ReplayStore(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
     this.concurrency = options.concurrency ?? 16;
     this.limits = { ...DEFAULT_PROMOTION_LIMITS, ...options.promotionLimits };
     this.promoter = new Promoter(
@@ -281,7 +286,11 @@ class CheckpointCoordinator implements Coordinator {
       cut.set(partition, { partition, previous: before, cut: Math.max(staged, before) });
     }
     const { changed, unchanged } = splitCut(cut.values());
-    if (changed.length === 0) return { action: 'empty', checkpointId: 0, attempt: 0, shards: [] };
+    const switches = await this.coveredSwitches(cut);
+    // A requested switch whose ranges are all committed already needs a checkpoint of its own on an idle pipeline.
+    if (changed.length === 0 && switches.length === 0) {
+      return { action: 'empty', checkpointId: 0, attempt: 0, shards: [] };
+    }
 
     const checkpointId = committedId + 1;
     const attempt = head && head.checkpointId === checkpointId ? head.attempt + 1 : 1;
@@ -311,6 +320,7 @@ class CheckpointCoordinator implements Coordinator {
       previousCheckpointId: committedId,
       previousCutId: previous.record?.cutId ?? '',
       shardCount,
+      ...(switches.length === 0 ? {} : { generationSwitches: switches }),
       begunAt: now,
     };
     if (!(await this.store.allocate(head, record, this.leaseUntil(now), now))) {
@@ -566,6 +576,31 @@ class CheckpointCoordinator implements Coordinator {
     return { checkpointId: input.checkpointId, decidedAt: now };
   }
 
+  /**
+   * The replay generations whose switch an operator requested, not yet named by a committed manifest, and whose
+   * every range this cut covers: the generation lane's cut at or past the range's `to`, so each record of the
+   * range is committed by this checkpoint or an earlier one (`shared/replay/plan.ts`). One Query per begin.
+   */
+  private async coveredSwitches(cut: ReadonlyMap<string, CutEntry>): Promise<number[]> {
+    const covered: number[] = [];
+    for (const plan of await this.replays.list()) {
+      if (phaseOf(plan) !== 'switch-requested') continue;
+      const waiting = plan.ranges.filter(
+        (range) =>
+          (cut.get(partitionId(generationLaneOf(range.lane, plan.generation), range.partition))?.cut ?? -1) <
+          range.to,
+      );
+      if (waiting.length === 0) covered.push(plan.generation);
+      else {
+        this.log.info('replay switch waits for its ranges to be staged', {
+          generation: plan.generation,
+          waitingPartitions: waiting.length,
+        });
+      }
+    }
+    return covered;
+  }
+
   // ── promote ───────────────────────────────────────────────────────────────────────────────────────────────
 
   async promote(input: ShardInput): Promise<ShardOutput> {
@@ -598,6 +633,11 @@ class CheckpointCoordinator implements Coordinator {
     let committedAt = record.committedAt;
     if (manifest) {
       await this.manifests.write(manifest);
+      // Before COMMITTED: a commit rolled forward after a crash here notes them again (idempotent), and the next
+      // begin, which waits for COMMITTED, never offers a switch this manifest made.
+      for (const generation of record.generationSwitches ?? []) {
+        await this.replays.markSwitched(generation, record.checkpointId);
+      }
       committedAt = await this.markCommitted(record);
     }
     const files = manifest?.files ?? (await this.manifests.read(record.checkpointId))?.files ?? [];
@@ -657,7 +697,26 @@ class CheckpointCoordinator implements Coordinator {
       // The decision time, not "now": a retried commit must write the same bytes.
       committedAt: new Date(record.decidedAt ?? record.begunAt).toISOString(),
       files: sortManifestFiles(promotions.flatMap((promotion) => promotion.files)),
+      ...(await this.switchesOf(record)),
     };
+  }
+
+  /** The manifest's `generations`: each switched plan's ranges (plans never change once written). */
+  private async switchesOf(record: CheckpointRecord): Promise<{ generations?: GenerationSwitch[] }> {
+    const ids = record.generationSwitches ?? [];
+    if (ids.length === 0) return {};
+    const generations = await Promise.all(
+      ids.map(async (generation) => {
+        const plan = await this.replays.read(generation);
+        if (plan === undefined) {
+          throw new PipelineError(
+            `checkpoint ${record.checkpointId} switches to replay generation ${generation}, whose plan is gone`,
+          );
+        }
+        return { generation, ranges: plan.ranges };
+      }),
+    );
+    return { generations };
   }
 
   /**

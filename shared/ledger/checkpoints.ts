@@ -139,6 +139,11 @@ export interface CheckpointRecord {
   /** The cutId of checkpoint `previousCheckpointId` ('' for none): cleanup deletes its pages once this commits. */
   readonly previousCutId: string;
   readonly shardCount: number;
+  /**
+   * Replay generations this checkpoint switches readers to (`shared/replay/`): chosen by begin (switch requested,
+   * every range covered by this cut), written into the manifest by commit. Absent: none.
+   */
+  readonly generationSwitches?: readonly number[];
   /** Shards whose prepare voted yes for this attempt. */
   readonly votes?: ReadonlySet<number>;
   /** Shards whose cleanup finished once this checkpoint COMMITTED (review R2-5: a cleanup that never ran is caught up). */
@@ -589,7 +594,9 @@ export class CheckpointStore {
             // A fresh id, or the next attempt of an aborted one: never over a live or committed record.
             ConditionExpression:
               'attribute_not_exists(pk) OR (#r_status = :aborted AND attempt = :previousAttempt)',
-            UpdateExpression: `SET ${set.sets.join(', ')} REMOVE votes, decidedAt, abortedAt, abortReason`,
+            // An aborted attempt's switches go unless this attempt names its own (SET and REMOVE of one name
+            // cannot share an expression).
+            UpdateExpression: `SET ${set.sets.join(', ')} REMOVE votes, decidedAt, abortedAt, abortReason${record.generationSwitches === undefined ? ', generationSwitches' : ''}`,
             ExpressionAttributeNames: set.names,
             ExpressionAttributeValues: {
               ...set.vals,

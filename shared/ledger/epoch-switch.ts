@@ -112,8 +112,8 @@ export class EpochLedger {
       const lane = typeof item.topic === 'string' ? parseLane(item.topic) : undefined;
       const partition = numberOf(item.partition);
       const stagedOffset = numberOf(item.stagedOffset);
-      // Redrive lanes (`shared/redrive/`) are no epochs.
-      if (lane === undefined || lane.round !== undefined) continue;
+      // Redrive lanes (`shared/redrive/`) and replay generations (`shared/replay/`) are no epochs.
+      if (lane === undefined || lane.round !== undefined || lane.generation !== undefined) continue;
       if (partition === undefined || stagedOffset === undefined) continue;
       const id = `${lane.topic}#${partition}`;
       const entry = byPartition.get(id) ?? { topic: lane.topic, partition, views: [], current: 0 };

@@ -33,12 +33,14 @@ export const MAX_EPOCH = 999_999_999;
 
 /**
  * The regular-expression source of a lane: a topic, then `~N` for epoch N >= 1 (no leading zero), then `~rR` for
- * the dead-letter redrive round R >= 1 (`shared/redrive/`): the records a redrive sends back through the pipeline
- * are staged in a lane of their own, keyed by their original offsets.
+ * the output generation G >= 1 a replay writes (`shared/replay/`: a range of the epoch reprocessed into output
+ * that replaces the old one's only when an operator switches to it), then `~rR` for the dead-letter redrive round
+ * R >= 1 (`shared/redrive/`): the records a redrive sends back through the pipeline are staged in a lane of their
+ * own, keyed by their original offsets.
  */
-export const LANE_PATTERN = '[a-zA-Z0-9._-]+(?:~[1-9]\\d{0,8})?(?:~r[1-9]\\d{0,8})?';
+export const LANE_PATTERN = '[a-zA-Z0-9._-]+(?:~[1-9]\\d{0,8})?(?:~g[1-9]\\d{0,8})?(?:~r[1-9]\\d{0,8})?';
 
-const LANE = /^([a-zA-Z0-9._-]+)(?:~([1-9]\d{0,8}))?(?:~r([1-9]\d{0,8}))?$/;
+const LANE = /^([a-zA-Z0-9._-]+)(?:~([1-9]\d{0,8}))?(?:~g([1-9]\d{0,8}))?(?:~r([1-9]\d{0,8}))?$/;
 
 function checkNumber(what: string, value: number, min: number): void {
   if (!Number.isSafeInteger(value) || value < min || value > MAX_EPOCH) {
@@ -52,7 +54,17 @@ export function laneOf(topic: string, epoch: number): string {
   return epoch === 0 ? topic : `${topic}${EPOCH_SEPARATOR}${epoch}`;
 }
 
-/** The lane of redrive round `round` (>= 1) of a source lane (a topic's epoch lane). */
+/** The lane of output generation `generation` (>= 1) of an epoch lane: where a replay of that epoch stages. */
+export function generationLaneOf(epochLane: string, generation: number): string {
+  checkNumber('generation', generation, 1);
+  const parsed = parseLane(epochLane);
+  if (parsed === undefined || parsed.generation !== undefined || parsed.round !== undefined) {
+    throw new RangeError(`${epochLane} is not an epoch lane (<topic>[~<epoch>])`);
+  }
+  return `${epochLane}${EPOCH_SEPARATOR}g${generation}`;
+}
+
+/** The lane of redrive round `round` (>= 1) of a source lane (a topic's epoch lane, or a generation lane). */
 export function redriveLaneOf(sourceLane: string, round: number): string {
   checkNumber('redrive round', round, 1);
   return `${sourceLane}${EPOCH_SEPARATOR}r${round}`;
@@ -62,6 +74,8 @@ export interface Lane {
   /** The Kafka topic. */
   readonly topic: string;
   readonly epoch: number;
+  /** The output generation, for a lane a replay writes (absent: generation 0, the live output). */
+  readonly generation?: number;
   /** The redrive round, for a lane of redriven dead letters. */
   readonly round?: number;
 }
@@ -73,20 +87,42 @@ export function parseLane(lane: string): Lane | undefined {
   return {
     topic: match[1]!,
     epoch: match[2] === undefined ? 0 : Number(match[2]),
-    ...(match[3] === undefined ? {} : { round: Number(match[3]) }),
+    ...(match[3] === undefined ? {} : { generation: Number(match[3]) }),
+    ...(match[4] === undefined ? {} : { round: Number(match[4]) }),
   };
 }
 
-/** The epoch lane a redrive lane redrives (the lane itself when it is no redrive lane). */
+/**
+ * The lane a redrive lane redrives: the epoch lane, or the generation lane, it took its dead letters from (the
+ * lane itself when it is no redrive lane).
+ */
 export function sourceLaneOf(lane: string): string {
   const parsed = parseLane(lane);
+  if (parsed === undefined) return lane;
+  const epochLane = laneOf(parsed.topic, parsed.epoch);
+  return parsed.generation === undefined ? epochLane : generationLaneOf(epochLane, parsed.generation);
+}
+
+/** The epoch lane of any lane: its generation and redrive round dropped (the offsets it keys records by). */
+export function epochLaneOf(lane: string): string {
+  const parsed = parseLane(lane);
   return parsed === undefined ? lane : laneOf(parsed.topic, parsed.epoch);
+}
+
+/** The output generation of a lane: 0 for the live output (an epoch lane and its redrive rounds). */
+export function generationOfLane(lane: string): number {
+  return parseLane(lane)?.generation ?? 0;
 }
 
 /** Whether a lane is a topic's epoch 0 itself (the root: only it may have a legacy fence or name an epoch). */
 export function isRootLane(lane: string): boolean {
   const parsed = parseLane(lane);
-  return parsed !== undefined && parsed.epoch === 0 && parsed.round === undefined;
+  return (
+    parsed !== undefined &&
+    parsed.epoch === 0 &&
+    parsed.round === undefined &&
+    parsed.generation === undefined
+  );
 }
 
 /** The Kafka topic of a lane (the string itself when it names no epoch). */

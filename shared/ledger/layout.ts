@@ -9,7 +9,8 @@
  * |-------------------|-----------------------------------------|-------------------------------------|
  * | partition fence   | `<pl>#FENCE#<shard, 2 digits>`          | `<topic>#<partition>`               |
  * | staged-file entry | `<pl>#STAGED#<topic>#<partition>`       | `<lastOffset, 20 digits>#<stream>`  |
- * | idempotency claim | `<pl>#CLAIM#<key>`                      | `CLAIM`                             |
+ * | idempotency claim | `<pl>#CLAIM#<key>`                      | `CLAIM` (generation G: `CLAIM#g<G>`) |
+| replay plan       | `<pl>#REPLAY`                           | `G#<generation, 9 digits>`          |
  * | key-window bucket | `<pl>#KEYS#<topic>#<partition>`         | `W#<seq, 12 digits>`                |
  * | keyed state       | `<pl>#STATE#<stateKey>`                 | `STATE`                             |
  * | checkpoint head   | `<pl>#CHECKPOINT`                       | `HEAD`                              |
@@ -91,9 +92,20 @@ export const keys = {
   }),
   /** Sort-key bound: every staged entry with lastOffset <= offset sorts at or below this. */
   stagedUpTo: (offset: number): string => `${padOffset(offset)}#~`,
-  claim: (pipeline: string, idempotencyKey: string): ItemKey => ({
+  /**
+   * An idempotency key's claim. Output generation G >= 1 (a replay, `shared/replay/`) claims its keys under the
+   * same pk with sort key `CLAIM#g<G>`: a replayed range judges its keys afresh, apart from the live output's
+   * claims, and no key text can reach another generation's item (the sort key is not the user's).
+   */
+  claim: (pipeline: string, idempotencyKey: string, generation = 0): ItemKey => ({
     pk: `${pipeline}#CLAIM#${idempotencyKey}`,
-    sk: 'CLAIM',
+    sk: generation === 0 ? 'CLAIM' : `CLAIM#g${generation}`,
+  }),
+  /** The pk of every replay plan of a pipeline (`shared/replay/`): operators write it, processors never. */
+  replayPk: (pipeline: string): string => `${pipeline}#REPLAY`,
+  replayPlan: (pipeline: string, generation: number): ItemKey => ({
+    pk: `${pipeline}#REPLAY`,
+    sk: `G#${String(generation).padStart(9, '0')}`,
   }),
   keyWindowPk: (pipeline: string, topic: string, partition: number): string =>
     `${pipeline}#KEYS#${topic}#${partition}`,

@@ -43,6 +43,7 @@ import type { StateDelta } from '../transforms/types.ts';
 import {
   CLOSED_ATTRIBUTE,
   EPOCH_ATTRIBUTE,
+  generationOfLane,
   isRootLane,
   isStopRecord,
   laneOf,
@@ -62,6 +63,12 @@ import {
 } from './records.ts';
 
 /** The fence is not at the value this invocation started from: someone else staged (P2). */
+
+/** The output generation whose claims a claimant (`<lane>#<partition>#<offset>`) takes: its lane's (`layout.ts`). */
+function claimGeneration(claimant: string): number {
+  return generationOfLane(claimant.slice(0, claimant.indexOf('#')));
+}
+
 export class FenceMovedError extends PipelineError {
   constructor(
     readonly topic: string,
@@ -503,7 +510,7 @@ export class StagingLedger {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.table,
-          Key: keys.claim(pipeline, idempotencyKey),
+          Key: keys.claim(pipeline, idempotencyKey, claimGeneration(claimant)),
           UpdateExpression: 'SET expiresAt = :released',
           ConditionExpression: 'claimant = :claimant AND digest = :digest',
           ExpressionAttributeValues: { ':released': RELEASED, ':claimant': claimant, ':digest': digest },
@@ -534,7 +541,7 @@ export class StagingLedger {
   async releaseClaims(pipeline: string, attemptId: string, claims: readonly ClaimItem[]): Promise<number> {
     let released = 0;
     for (const claim of claims) {
-      const key = keys.claim(pipeline, claim.idempotencyKey);
+      const key = keys.claim(pipeline, claim.idempotencyKey, claimGeneration(claim.claimant));
       const ours = { ':claimant': claim.claimant, ':digest': claim.digest };
       let left: Record<string, unknown> | undefined;
       try {
@@ -793,7 +800,7 @@ export class StagingLedger {
   private claimAheadUpdate(pipeline: string, claim: ClaimItem, attemptId: string) {
     return {
       TableName: this.table,
-      Key: keys.claim(pipeline, claim.idempotencyKey),
+      Key: keys.claim(pipeline, claim.idempotencyKey, claimGeneration(claim.claimant)),
       UpdateExpression:
         'SET idempotencyKey = :key, claimant = :claimant, digest = :digest, expiresAt = :expiresAt ' +
         'ADD holders :attempts',
@@ -816,7 +823,11 @@ export class StagingLedger {
       // attempt left (which may still release) are gone, and a claim without holders could be marked released.
       // With this holder, the release's "mark released" step (conditioned on no holders) never frees a claim a
       // transaction committed.
-      Item: { ...keys.claim(pipeline, claim.idempotencyKey), ...claim, holders: new Set([attemptId]) },
+      Item: {
+        ...keys.claim(pipeline, claim.idempotencyKey, claimGeneration(claim.claimant)),
+        ...claim,
+        holders: new Set([attemptId]),
+      },
       // Absent, expired (TTL deletion lags by up to days), or already ours (a retry of the same record).
       ConditionExpression: `attribute_not_exists(pk) OR expiresAt < :nowSeconds OR ${OWN_CLAIM}`,
       ExpressionAttributeValues: {

@@ -372,12 +372,11 @@ function ownDelta(delta: StateDelta): StateDelta {
   };
 }
 
-export function evaluateRecord(
-  transform: Transform,
-  keySource: IdempotencyKeySource,
-  record: DecodedRecord,
-  limits: EffectLimits = DEFAULT_LIMITS,
-): EvaluatedRecord {
+/**
+ * The record with no effect at all (no rows, no dead letter, no key, no state), the transform not run: staging it
+ * only moves the fence past it. A replay stages the first record after its range so (`shared/replay/`).
+ */
+export function inertRecord(record: DecodedRecord): EvaluatedRecord {
   const source: Lineage = { topic: record.topic, partition: record.partition, offset: record.offset };
   const raw: DeadLetterRow['raw'] = {
     key: record.rawKey,
@@ -386,7 +385,7 @@ export function evaluateRecord(
     // The Kafka timestamp: with key, value and headers, all a redrive needs to give the transform the record again.
     timestamp: record.timestamp,
   };
-  const base: EvaluatedRecord = {
+  return {
     offset: record.offset,
     timestamp: record.timestamp,
     source,
@@ -397,6 +396,16 @@ export function evaluateRecord(
     deadLetter: undefined,
     state: [],
   };
+}
+
+export function evaluateRecord(
+  transform: Transform,
+  keySource: IdempotencyKeySource,
+  record: DecodedRecord,
+  limits: EffectLimits = DEFAULT_LIMITS,
+): EvaluatedRecord {
+  const base = inertRecord(record);
+  const { source } = base;
   let result: unknown;
   try {
     result = transform.apply(record);

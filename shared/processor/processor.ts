@@ -164,6 +164,10 @@ import {
   StagingLedger,
   StateTypeConflictError,
 } from '../ledger/staging-ledger.ts';
+import type { ReplayPlan } from '../replay/plan.ts';
+import { ReplayPlanError } from '../replay/plan.ts';
+import { replaySlice } from '../replay/slice.ts';
+import { ReplayStore } from '../replay/store.ts';
 import { directFinalObjectKey, type ObjectRange, stagedObjectKey } from '../sink/layout.ts';
 import { type EncodedObject, encodeNdjson } from '../sink/ndjson.ts';
 import { withStagedTime } from '../sink/record-time.ts';
@@ -178,8 +182,26 @@ import {
   type EvaluatedRecord,
   evaluateRecord,
   foldState,
+  inertRecord,
   recordDigest,
 } from './evaluate.ts';
+
+/** A delivered partition batch acknowledged with nothing staged (a replay outside its plan). */
+function unstagedReport(batch: PartitionBatch): PartitionReport {
+  return {
+    topic: batch.topic,
+    partition: batch.partition,
+    received: batch.records.length,
+    duplicatesByOffset: 0,
+    duplicatesByKey: 0,
+    stagedRows: 0,
+    deadLettered: 0,
+    keyConflicts: 0,
+    fenceJumps: 0,
+    chunks: 0,
+    stagedOffset: -1,
+  };
+}
 
 /** The servers of a `bootstrapServers` list, as a set: the same cluster in any order. */
 function serverSet(list: string): string {
@@ -460,6 +482,10 @@ export class Processor {
    * `key-window.ts`), at most {@link WINDOW_CACHE_PARTITIONS} partitions (oldest use evicted: re-read when needed).
    */
   private readonly windows = new Map<string, { readonly fenceOffset: number; readonly window: KeyWindow }>();
+  /** Replay mode: the plan, read once. */
+  private replayPlan: Promise<ReplayPlan> | undefined;
+  /** Replay mode: per generation lane and partition, the range's last offset (`shared/replay/slice.ts`). */
+  private readonly replayEnds = new Map<string, number>();
 
   constructor(private readonly deps: ProcessorDeps) {
     this.ledger = new StagingLedger(deps.clients.dynamodb, deps.settings.ledgerTable);
@@ -470,15 +496,73 @@ export class Processor {
     this.newAttemptId = deps.newAttemptId ?? (() => randomUUID());
   }
 
+  /**
+   * Replay mode (`replayGeneration` set: the replay mapping's processor, `shared/replay/`): stages the part of a
+   * delivered batch its generation's plan asks for (`replaySlice`) into the generation lane, by the same protocol
+   * as a live batch (the lane's fence drops a redelivery), and acknowledges the rest unstaged. The plan is read
+   * once per container (it never changes). Each batch also checks that the plan's epoch is still the partition's
+   * current one (one read): offsets of a newer epoch must never be filed as the old epoch's — that fails the
+   * batch, and the mapping stops there until the operator plans the replay anew.
+   */
+  private async replayPartition(
+    batch: PartitionBatch,
+    generation: number,
+    attemptId: string,
+    startedAt: number,
+  ): Promise<PartitionReport> {
+    const { pipelineId, deliveryGuarantee } = this.deps.settings;
+    if (deliveryGuarantee !== 'exactly-once')
+      throw new ReplayPlanError('a replay needs the exactly-once guarantee');
+    const plan = await this.replayPlanOf(generation);
+    const slice = replaySlice(plan, batch);
+    if (slice === undefined) return unstagedReport(batch);
+    const { lane } = await this.ledger.readCurrentFence(pipelineId, batch.topic, batch.partition);
+    if (lane !== slice.range.lane) {
+      throw new ReplayPlanError(
+        `replay generation ${generation} names ${slice.range.lane} partition ${batch.partition}, but that partition is in ${lane} now (a new epoch opened): plan the replay again for the new epoch`,
+      );
+    }
+    const laneId = partitionId(slice.batch.topic, batch.partition);
+    if (slice.batch.records[0]!.offset > slice.to) {
+      // Only records after the range: the first one moves the fence past it once; later batches stage nothing.
+      const { fence } = await this.explicitLaneFence(slice.batch.topic, batch.partition);
+      if (fence.stagedOffset >= slice.to) return unstagedReport(batch);
+    }
+    this.replayEnds.set(laneId, slice.to);
+    return this.stagePartition(slice.batch, attemptId, startedAt, 'explicit');
+  }
+
+  private replayPlanOf(generation: number): Promise<ReplayPlan> {
+    this.replayPlan ??= (async () => {
+      const { clients, settings } = this.deps;
+      const plan = await new ReplayStore(clients.dynamodb, settings.ledgerTable, settings.pipelineId).read(
+        generation,
+      );
+      if (plan === undefined) {
+        throw new ReplayPlanError(
+          `replay generation ${generation} has no plan in ${settings.ledgerTable}: write it with eos replay first`,
+        );
+      }
+      return plan;
+    })().catch((error: unknown) => {
+      this.replayPlan = undefined; // read again on the next batch
+      throw error;
+    });
+    return this.replayPlan;
+  }
+
   /** Validates the event, then stages every partition; throws to make the mapping retry the batch. */
   async processEvent(input: unknown): Promise<BatchReport> {
     const batches = partitionBatches(this.accept(input));
     const attemptId = this.newAttemptId();
     const startedAt = this.clock.now();
+    const { deliveryGuarantee, replayGeneration } = this.deps.settings;
     const work =
-      this.deps.settings.deliveryGuarantee === 'exactly-once'
-        ? (batch: PartitionBatch) => this.stagePartition(batch, attemptId, startedAt)
-        : (batch: PartitionBatch) => this.writeDirect(batch, attemptId);
+      replayGeneration !== undefined
+        ? (batch: PartitionBatch) => this.replayPartition(batch, replayGeneration, attemptId, startedAt)
+        : deliveryGuarantee === 'exactly-once'
+          ? (batch: PartitionBatch) => this.stagePartition(batch, attemptId, startedAt)
+          : (batch: PartitionBatch) => this.writeDirect(batch, attemptId);
     try {
       // Once per batch, before any evaluation: registry schemas the records name. Only a transient failure throws
       // here (the batch is retried); a schema the registry lacks dead-letters the records that need it.
@@ -630,9 +714,15 @@ export class Processor {
 
   private evaluate(batch: PartitionBatch): EvaluatedRecord[] {
     const limits = effectLimits(this.deps.settings);
-    return batch.records.map((record) =>
-      evaluateRecord(this.transform, this.deps.settings.idempotencyKey, record, limits),
-    );
+    const replayEnd = this.replayEnds.get(partitionId(batch.topic, batch.partition));
+    return batch.records.map((record) => {
+      // A replay's first record after its range only moves the fence (`shared/replay/slice.ts`).
+      if (replayEnd !== undefined && record.offset > replayEnd) return inertRecord(record);
+      const evaluated = evaluateRecord(this.transform, this.deps.settings.idempotencyKey, record, limits);
+      // A replay rewrites output, not keyed state: the live pipeline applied this range's deltas once already, and
+      // applying them again would count the range twice (docs/operations.md says how to rebuild state).
+      return replayEnd !== undefined && evaluated.state.length > 0 ? { ...evaluated, state: [] } : evaluated;
+    });
   }
 
   /** Throws {@link OffsetsWentBackwardsError} when `judgeBatch` says so. */
@@ -1282,6 +1372,7 @@ export class Processor {
         claimant!.lane !== lane &&
         of.topic === own.topic &&
         of.round === own.round &&
+        of.generation === own.generation &&
         of.epoch < own.epoch;
       return earlierEpoch && holder.digest !== undefined
         ? [{ holder, claimant: claimant!, digest: holder.digest }]

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline as pipe } from 'node:stream/promises';
 import type { Stream } from '../ledger/layout.ts';
+import { GenerationView } from '../replay/generations.ts';
 import { type FinalEncoding, parseFinalKey } from '../sink/layout.ts';
 import type { ManifestFile } from '../sink/manifest.ts';
 import { mapLimit } from '../sink/objects.ts';
@@ -26,6 +27,11 @@ export interface LocalCommittedFile {
   /** The key's time folder (`dt=…[/hour=…]`), kept in the local path so the engine can expose it as columns. */
   readonly folder?: string;
   readonly entry: ManifestFile;
+  /**
+   * Set when only some of the file's rows are shown (a replayed range begins or ends inside it,
+   * `shared/replay/generations.ts`): the offset intervals, inclusive, whose rows are.
+   */
+  readonly shownOffsets?: ReadonlyArray<readonly [number, number]>;
 }
 
 export interface CollectOptions {
@@ -41,7 +47,10 @@ export interface CollectOptions {
 export interface CollectedFiles {
   readonly manifests: number;
   readonly files: readonly LocalCommittedFile[];
-  /** Sum of the manifests' record counts for the stream: what `SELECT count(*)` must give. */
+  /**
+   * Sum of the shown files' record counts for the stream: what `SELECT count(*)` gives, except that a file only
+   * partly shown (a replayed range's edge) counts whole.
+   */
   readonly records: number;
 }
 
@@ -70,12 +79,14 @@ function localPlace(
 /** Every listed entry of `stream`, in manifest order, after the whole log's keys are checked. */
 async function listedEntries(
   options: CollectOptions,
-): Promise<{ manifests: number; entries: ManifestFile[] }> {
+): Promise<{ manifests: number; entries: ManifestFile[]; view: GenerationView }> {
   const seen = new Set<string>();
   const entries: ManifestFile[] = [];
+  const view = new GenerationView();
   let manifests = 0;
   for await (const manifest of options.source.manifests()) {
     manifests++;
+    view.apply(manifest);
     for (const entry of manifest.files) {
       // A file listed twice would be counted twice: refuse it rather than return duplicates (C7).
       if (seen.has(entry.key)) throw new CommittedFileError(entry.key, 'is listed twice in the manifest log');
@@ -84,7 +95,7 @@ async function listedEntries(
       if (entry.stream === options.stream) entries.push(entry);
     }
   }
-  return { manifests, entries };
+  return { manifests, entries, view };
 }
 
 /** Copies one listed object to `path`, hashing and counting on the way; throws unless it matches its entry. */
@@ -112,7 +123,10 @@ async function fetchChecked(source: CommittedSource, entry: ManifestFile, path: 
 }
 
 export async function collectCommittedFiles(options: CollectOptions): Promise<CollectedFiles> {
-  const { manifests, entries } = await listedEntries(options);
+  const listed = await listedEntries(options);
+  const { manifests, view } = listed;
+  // Only the output generation each record's position shows (`shared/replay/generations.ts`).
+  const entries = listed.entries.filter((entry) => view.visibility(entry) !== 'none');
   const files = await mapLimit(entries, options.concurrency ?? 8, async (entry, index) => {
     const { format, encoding, folder } = localPlace(options.pipeline, entry);
     // A local name of our own under the key's time folder (checked by parseFinalKey: `dt=…[/hour=…]` only): the
@@ -121,7 +135,8 @@ export async function collectCommittedFiles(options: CollectOptions): Promise<Co
     mkdirSync(parent, { recursive: true });
     const path = join(parent, `${String(index).padStart(8, '0')}.${encoding}`);
     await fetchChecked(options.source, entry, path);
-    return { path, format, ...(folder === undefined ? {} : { folder }), entry };
+    const shown = view.visibility(entry) === 'rows' ? { shownOffsets: view.shownSpans(entry) } : {};
+    return { path, format, ...(folder === undefined ? {} : { folder }), entry, ...shown };
   });
   return { manifests, files, records: entries.reduce((sum, entry) => sum + entry.recordCount, 0) };
 }

@@ -69,22 +69,37 @@ function fileList(files: readonly LocalCommittedFile[]): string {
  */
 function selectOver(files: readonly LocalCommittedFile[]): string | undefined {
   const groups = new Map<string, LocalCommittedFile[]>();
-  for (const file of files.filter((f) => f.entry.recordCount > 0)) {
+  for (const [index, file] of files.filter((f) => f.entry.recordCount > 0).entries()) {
     const depth = file.folder === undefined ? 0 : file.folder.split('/').length;
-    const group = `${file.format} ${depth}`;
+    // A file only partly shown (a replayed range's edge, `shared/replay/generations.ts`) is read on its own,
+    // filtered by its rows' lineage offsets; there are at most two such files per replayed partition.
+    const group = `${file.format} ${depth}${file.shownOffsets === undefined ? '' : ` #${index}`}`;
     groups.set(group, [...(groups.get(group) ?? []), file]);
   }
   const parts = [...groups.entries()]
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
     .map(([group, list]) => {
-      const hive = group.endsWith(' 0')
+      const hive = /^\S+ 0\b/.test(group)
         ? 'hive_partitioning = false'
         : 'hive_partitioning = true, hive_types_autocast = false';
-      return list[0]?.format === 'parquet'
-        ? `SELECT * FROM read_parquet(${fileList(list)}, union_by_name = true, ${hive})`
-        : `SELECT * FROM read_json(${fileList(list)}, format = 'newline_delimited', union_by_name = true, ${hive})`;
+      const select =
+        list[0]?.format === 'parquet'
+          ? `SELECT * FROM read_parquet(${fileList(list)}, union_by_name = true, ${hive})`
+          : `SELECT * FROM read_json(${fileList(list)}, format = 'newline_delimited', union_by_name = true, ${hive})`;
+      const shown = list[0]?.shownOffsets;
+      return shown === undefined ? select : `${select} WHERE ${offsetsIn(shown)}`;
     });
   return parts.length ? parts.join(' UNION ALL BY NAME ') : undefined;
+}
+
+/** A predicate on the lineage offset: inside one of the inclusive intervals (safe integers, so no quoting). */
+function offsetsIn(spans: ReadonlyArray<readonly [number, number]>): string {
+  const terms = spans.map(([from, to]) => {
+    if (!Number.isSafeInteger(from) || !Number.isSafeInteger(to))
+      throw new QuerySqlError('offsets out of range');
+    return `(source."offset" BETWEEN ${from} AND ${to})`;
+  });
+  return terms.length === 0 ? 'false' : `(${terms.join(' OR ')})`;
 }
 
 /** Exposes `files` as the view `name`; with no rows at all, an empty view with just the lineage column. */

@@ -6,6 +6,7 @@
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
+import { checkRanges } from '../replay/plan.ts';
 import { manifestKey, manifestsPrefix } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { getBytes, listObjects, putIfAbsent } from './objects.ts';
@@ -55,6 +56,13 @@ export function encodeManifest(manifest: Manifest): Buffer {
       sha256: file.sha256,
       ...(file.format === undefined ? {} : { format: file.format }),
     })),
+    ...(manifest.generations === undefined || manifest.generations.length === 0
+      ? {}
+      : {
+          generations: [...manifest.generations]
+            .sort((a, b) => a.generation - b.generation)
+            .map((change) => ({ generation: change.generation, ranges: checkRanges(change.ranges) })),
+        }),
   };
   return Buffer.from(`${JSON.stringify(canonical, null, 2)}\n`, 'utf8');
 }

@@ -4,6 +4,7 @@
  * committed record exactly once.
  */
 import type { Stream } from '../ledger/layout.ts';
+import type { GenerationSwitch } from '../replay/plan.ts';
 
 export interface ManifestFile {
   /** The final object's key (deterministic in pipeline, stream, topic, partition and offset range). */
@@ -38,4 +39,9 @@ export interface Manifest {
   readonly committedAt: string;
   /** Sorted by stream, topic, partition, firstOffset. */
   readonly files: readonly ManifestFile[];
+  /**
+   * Replay generations this checkpoint switches readers to (`shared/replay/`), by generation: from this manifest
+   * on, each listed range is read from its generation's lane. Absent: none (and in every manifest before replays).
+   */
+  readonly generations?: readonly GenerationSwitch[];
 }

@@ -12,6 +12,7 @@ import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import type { Stream } from '../ledger/layout.ts';
+import { GenerationView, rowOffset } from '../replay/generations.ts';
 import { parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { ManifestStore } from './manifest-store.ts';
@@ -124,20 +125,42 @@ export function readManifests(options: Omit<ReadCommittedOptions, 'stream'>): As
   return new ManifestStore(options.s3, options.bucket, options.pipeline).all();
 }
 
-/** Yields the records of all committed checkpoints of one stream, in manifest order. */
+/**
+ * Yields the records of all committed checkpoints of one stream, in manifest order, each record from the output
+ * generation the manifest log makes current for it (`shared/replay/generations.ts`): the whole log is read first,
+ * so a replayed range shows either its old rows or its new ones, never both and never neither.
+ */
 export async function* readCommitted(options: ReadCommittedOptions): AsyncGenerator<CommittedRecord> {
   const stream = options.stream ?? 'output';
   const seen = new Set<string>();
+  const manifests: Manifest[] = [];
+  const view = new GenerationView();
   for await (const manifest of readManifests(options)) {
     for (const file of manifest.files) {
       // A file listed twice would be read twice: refuse it rather than yield duplicates (C7).
       if (seen.has(file.key)) throw new CommittedFileError(file.key, 'is listed twice in the manifest log');
       seen.add(file.key);
       assertFinalDataKey(options.pipeline, file);
+    }
+    view.apply(manifest);
+    manifests.push(manifest);
+  }
+  for (const manifest of manifests) {
+    for (const file of manifest.files) {
       if (file.stream !== stream) continue;
+      const visibility = view.visibility(file);
+      if (visibility === 'none') continue;
       for await (const row of readFile(options.s3, options.bucket, file)) {
+        if (visibility === 'rows' && !view.shows(file.topic, file.partition, offsetOf(file, row))) continue;
         yield { checkpointId: manifest.checkpointId, file, row };
       }
     }
   }
+}
+
+/** A row's lineage offset, which a file partly replaced by another generation must name. */
+function offsetOf(file: ManifestFile, row: Record<string, unknown>): number {
+  const offset = rowOffset(row);
+  if (offset === undefined) throw new CommittedFileError(file.key, 'holds a row without a source offset');
+  return offset;
 }

@@ -1,0 +1,129 @@
+/**
+ * Replay plans (issue 14): an operator's request to reprocess offset ranges of an epoch with the current transform
+ * into a new output *generation*, and later to switch readers to it.
+ *
+ * The lifecycle, each step one conditional write to the plan's ledger item (`<pl>#REPLAY`, `G#<generation>`):
+ * 1. planned — `eos replay --from-offset …` writes the plan: generation G and, per source partition, the epoch
+ *    lane and the inclusive offset range [from, to]. The plan never changes after that.
+ * 2. staging — the replay mapping (a second event source mapping of its own consumer group, read from the start)
+ *    feeds a processor in replay mode (`replayer.ts`): it stages the range's records, and nothing else, into the
+ *    generation lane `<epoch lane>~g<G>`, by the same protocol as live batches. The coordinator commits those lanes
+ *    like any other; readers ignore every generation that no manifest switched to.
+ * 3. switch requested — `eos replay --switch G` marks the plan (`switchRequestedAt`).
+ * 4. switched — the next checkpoint whose cut covers every range (the generation lane's cut at or past `to`:
+ *    every record of the range staged, so committed by that checkpoint or an earlier one) names the switch in its
+ *    manifest (`generations`); the commit then notes the checkpoint on the plan (`switchedIn`) so later cuts leave
+ *    it out. From that manifest on, readers show generation G's rows for those ranges instead of the earlier
+ *    generation's: one atomic switch, since a manifest is.
+ *
+ * Only operators write plans and request switches, and only the coordinator notes `switchedIn`; the replay
+ * processor reads its plan (the stack's IAM keeps processors off the item, so a compromised processor cannot
+ * forge a switch).
+ *
+ * Free of SDK imports (the manifest types and readers use it).
+ */
+import { PipelineError } from '../errors.ts';
+import { LANE_PATTERN, MAX_EPOCH, parseLane } from '../ledger/epochs.ts';
+
+/** One source partition's range of a replay: offsets `from`..`to` (inclusive) of epoch lane `lane`. */
+export interface ReplayRange {
+  /** The epoch lane (`<topic>` or `<topic>~<epoch>`) whose offsets are replayed. */
+  readonly lane: string;
+  readonly partition: number;
+  readonly from: number;
+  readonly to: number;
+}
+
+/** What a manifest records of a switch: the generation and the ranges it now serves. */
+export interface GenerationSwitch {
+  readonly generation: number;
+  readonly ranges: readonly ReplayRange[];
+}
+
+export interface ReplayPlan extends GenerationSwitch {
+  /** Epoch ms. */
+  readonly createdAt: number;
+  /** Epoch ms: when an operator asked for the switch. */
+  readonly switchRequestedAt?: number;
+  /** The checkpoint whose manifest switched to this generation. */
+  readonly switchedIn?: number;
+}
+
+/** The phase a plan is in, from its item (see the module comment). */
+export type ReplayPhase = 'staging' | 'switch-requested' | 'switched';
+
+export function phaseOf(plan: ReplayPlan): ReplayPhase {
+  if (plan.switchedIn !== undefined) return 'switched';
+  return plan.switchRequestedAt === undefined ? 'staging' : 'switch-requested';
+}
+
+/**
+ * At most this many ranges in one plan: the plan is one ledger item (400 KB) and is copied into the manifest
+ * that switches to it, so it stays small (about 60 bytes a range).
+ */
+export const MAX_REPLAY_RANGES = 4096;
+
+/** A plan or range that cannot be replayed as written. */
+export class ReplayPlanError extends PipelineError {}
+
+const EPOCH_LANE = new RegExp(`^${LANE_PATTERN}$`);
+
+/** The problem with a range, or undefined. */
+function rangeProblem(range: ReplayRange): string | undefined {
+  const lane =
+    typeof range.lane === 'string' && EPOCH_LANE.test(range.lane) ? parseLane(range.lane) : undefined;
+  if (lane === undefined || lane.generation !== undefined || lane.round !== undefined) {
+    return `lane ${String(range.lane)} is not an epoch lane (<topic> or <topic>~<epoch>)`;
+  }
+  if (!Number.isSafeInteger(range.partition) || range.partition < 0) {
+    return `partition ${String(range.partition)} is not a partition number`;
+  }
+  if (!Number.isSafeInteger(range.from) || range.from < 0)
+    return `from ${String(range.from)} is not an offset`;
+  if (!Number.isSafeInteger(range.to) || range.to < range.from) {
+    return `to ${String(range.to)} is not an offset at or after from ${range.from}`;
+  }
+  return undefined;
+}
+
+/** The ranges sorted by lane and partition, checked: well-formed, at most one per partition, not too many. */
+export function checkRanges(ranges: readonly ReplayRange[]): ReplayRange[] {
+  if (ranges.length === 0) throw new ReplayPlanError('a replay names no partition');
+  if (ranges.length > MAX_REPLAY_RANGES) {
+    throw new ReplayPlanError(`a replay names ${ranges.length} partitions, at most ${MAX_REPLAY_RANGES}`);
+  }
+  const seen = new Set<string>();
+  for (const range of ranges) {
+    const problem = rangeProblem(range);
+    if (problem) throw new ReplayPlanError(`replay range: ${problem}`);
+    const id = `${range.lane}#${range.partition}`;
+    if (seen.has(id))
+      throw new ReplayPlanError(`replay names ${range.lane} partition ${range.partition} twice`);
+    seen.add(id);
+  }
+  return [...ranges]
+    .map((r) => ({ lane: r.lane, partition: r.partition, from: r.from, to: r.to }))
+    .sort((a, b) => (a.lane < b.lane ? -1 : a.lane > b.lane ? 1 : a.partition - b.partition));
+}
+
+export function checkGeneration(generation: number): void {
+  if (!Number.isSafeInteger(generation) || generation < 1 || generation > MAX_EPOCH) {
+    throw new ReplayPlanError(`generation ${String(generation)} is not an integer in 1..${MAX_EPOCH}`);
+  }
+}
+
+/** A switch as a manifest may hold it, or a {@link ReplayPlanError}. */
+export function parseGenerationSwitch(value: unknown): GenerationSwitch {
+  const v = value as Partial<GenerationSwitch> | undefined;
+  if (typeof v !== 'object' || v === null || !Array.isArray(v.ranges)) {
+    throw new ReplayPlanError('a generation switch is not {generation, ranges}');
+  }
+  checkGeneration(v.generation as number);
+  return { generation: v.generation as number, ranges: checkRanges(v.ranges as ReplayRange[]) };
+}
+
+/** Whether a lane is a topic's epoch-0 lane or an epoch lane (what a range may name). */
+export function isEpochLane(lane: string): boolean {
+  const parsed = parseLane(lane);
+  return parsed !== undefined && parsed.generation === undefined && parsed.round === undefined;
+}

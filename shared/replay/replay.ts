@@ -1,0 +1,143 @@
+/**
+ * The operator's side of a replay (`eos replay`, `plan.ts`): plan a range, watch it stage and commit, request
+ * the switch. Everything here is a read or one conditional write; the replay itself is the replay mapping's
+ * processor, the switch the coordinator's.
+ */
+import type { AwsClients } from '../aws/clients.ts';
+import type { Clock } from '../clock.ts';
+import { CheckpointStore } from '../ledger/checkpoints.ts';
+import { EpochLedger } from '../ledger/epoch-switch.ts';
+import { generationLaneOf, laneOf } from '../ledger/epochs.ts';
+import { partitionId } from '../ledger/layout.ts';
+import { StagedLedger } from '../ledger/staged-entries.ts';
+import { phaseOf, type ReplayPhase, type ReplayPlan, ReplayPlanError, type ReplayRange } from './plan.ts';
+import { ReplayStore, type RequestSwitchOutcome } from './store.ts';
+
+export interface ReplayTarget {
+  readonly clients: Pick<AwsClients, 'dynamodb'>;
+  readonly table: string;
+  readonly pipeline: string;
+}
+
+export interface PlanReplayOptions extends ReplayTarget {
+  readonly topic: string;
+  /** The first offset replayed, in every partition named. */
+  readonly fromOffset: number;
+  /** The last offset replayed (inclusive); default, and at most, each partition's last staged offset. */
+  readonly toOffset?: number;
+  /** Default: every partition of the topic the pipeline has staged. */
+  readonly partitions?: readonly number[];
+  readonly clock: Clock;
+}
+
+export interface PlannedReplay {
+  readonly plan: ReplayPlan;
+  /** Partitions named (or found) that have nothing to replay from `fromOffset` on, and why. */
+  readonly skipped: ReadonlyArray<{ readonly partition: number; readonly reason: string }>;
+}
+
+/**
+ * Writes the next generation's plan: per partition, the current epoch's lane and [from, min(to, last staged)]
+ * (records not yet staged by the live pipeline are not replayed: they will reach the output through it).
+ */
+export async function planReplay(options: PlanReplayOptions): Promise<PlannedReplay> {
+  const { clients, table, pipeline, topic, fromOffset } = options;
+  if (!Number.isSafeInteger(fromOffset) || fromOffset < 0) {
+    throw new ReplayPlanError(`--from-offset ${fromOffset} is not an offset`);
+  }
+  if (options.toOffset !== undefined && options.toOffset < fromOffset) {
+    throw new ReplayPlanError(`--to-offset ${options.toOffset} is before --from-offset ${fromOffset}`);
+  }
+  const epochs = new EpochLedger(clients.dynamodb, table, pipeline, options.clock);
+  const known = (await epochs.partitions()).filter((p) => p.topic === topic);
+  if (known.length === 0) {
+    throw new ReplayPlanError(`pipeline ${pipeline} has staged nothing of topic ${topic}: nothing to replay`);
+  }
+  const wanted = options.partitions ?? known.map((p) => p.partition);
+  const ranges: ReplayRange[] = [];
+  const skipped: Array<{ partition: number; reason: string }> = [];
+  for (const partition of [...new Set(wanted)].sort((a, b) => a - b)) {
+    const found = known.find((p) => p.partition === partition);
+    if (found === undefined) {
+      throw new ReplayPlanError(`pipeline ${pipeline} has staged nothing of ${topic} partition ${partition}`);
+    }
+    const lane = laneOf(topic, found.epoch);
+    const staged = found.epochs.find((view) => view.epoch === found.epoch)?.stagedOffset ?? -1;
+    const to = Math.min(options.toOffset ?? staged, staged);
+    if (to < fromOffset) {
+      skipped.push({
+        partition,
+        reason: `its epoch ${found.epoch} has staged up to offset ${staged}, before ${fromOffset}`,
+      });
+      continue;
+    }
+    ranges.push({ lane, partition, from: fromOffset, to });
+  }
+  if (ranges.length === 0) {
+    throw new ReplayPlanError(`nothing of ${topic} to replay from offset ${fromOffset} on`);
+  }
+  const store = new ReplayStore(clients.dynamodb, table, pipeline);
+  const generation = ((await store.list()).at(-1)?.generation ?? 0) + 1;
+  if (!(await store.create(generation, ranges, options.clock.now()))) {
+    throw new ReplayPlanError(
+      `another replay took generation ${generation} meanwhile: run the command again`,
+    );
+  }
+  const plan = await store.read(generation);
+  if (plan === undefined)
+    throw new ReplayPlanError(`generation ${generation}'s plan vanished after it was written`);
+  return { plan, skipped };
+}
+
+export interface RangeProgress extends ReplayRange {
+  /** The generation lane's fence: the last offset the replay staged there (-1: nothing yet). */
+  readonly stagedOffset: number;
+  /** The generation lane's offset in the last committed checkpoint's cut (-1: none). */
+  readonly committedOffset: number;
+}
+
+export interface ReplayStatus {
+  readonly plan: ReplayPlan;
+  readonly phase: ReplayPhase;
+  readonly ranges: readonly RangeProgress[];
+  /** Every range staged through `to` (the switch can happen at the next checkpoint). */
+  readonly staged: boolean;
+  /** Every range committed through `to`. */
+  readonly committed: boolean;
+}
+
+/** Every plan with its progress: fences (one Query per fence shard) and the last committed cut. */
+export async function replayStatus(target: ReplayTarget): Promise<ReplayStatus[]> {
+  const { clients, table, pipeline } = target;
+  const plans = await new ReplayStore(clients.dynamodb, table, pipeline).list();
+  if (plans.length === 0) return [];
+  const fences = await new StagedLedger(clients.dynamodb, table, pipeline).readFences();
+  const checkpoints = new CheckpointStore(clients.dynamodb, table, pipeline);
+  const head = await checkpoints.readHead();
+  const { cut } = await checkpoints.committedCut(head?.committedId ?? 0);
+  return plans.map((plan) => {
+    const ranges = plan.ranges.map((range) => {
+      const id = partitionId(generationLaneOf(range.lane, plan.generation), range.partition);
+      return { ...range, stagedOffset: fences[id] ?? -1, committedOffset: cut.get(id) ?? -1 };
+    });
+    return {
+      plan,
+      phase: phaseOf(plan),
+      ranges,
+      staged: ranges.every((r) => r.stagedOffset >= r.to),
+      committed: ranges.every((r) => r.committedOffset >= r.to),
+    };
+  });
+}
+
+/** Asks the coordinator to switch readers to `generation` as soon as a checkpoint covers all its ranges. */
+export function requestSwitch(
+  target: ReplayTarget,
+  generation: number,
+  clock: Clock,
+): Promise<RequestSwitchOutcome> {
+  return new ReplayStore(target.clients.dynamodb, target.table, target.pipeline).requestSwitch(
+    generation,
+    clock.now(),
+  );
+}

@@ -1,0 +1,174 @@
+/**
+ * The replay plans' ledger items (`plan.ts`): one item per generation under `<pl>#REPLAY`, written by conditional
+ * writes only, so two operators (or a retried command) cannot both create generation G, a switch is requested
+ * once, and the coordinator notes the checkpoint that switched once.
+ */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  type DynamoDBDocumentClient,
+  GetCommand,
+  PutCommand,
+  QueryCommand,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
+import { rethrowClassified } from '../aws/classify.ts';
+import { ledgerDocumentClient } from '../aws/clients.ts';
+import { keys } from '../ledger/layout.ts';
+import { checkGeneration, checkRanges, type ReplayPlan, ReplayPlanError, type ReplayRange } from './plan.ts';
+
+/** The plan's item holds something a plan cannot be (written by hand, or by a defect): never acted on. */
+export class MalformedReplayPlanError extends ReplayPlanError {}
+
+function isConditionFailure(error: unknown): boolean {
+  const name = (error as { name?: string } | undefined)?.name;
+  return name === 'ConditionalCheckFailedException';
+}
+
+const optionalNumber = (value: unknown): number | undefined =>
+  typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
+
+/** A plan from its item; throws {@link MalformedReplayPlanError} for anything else. */
+export function planFromItem(item: Record<string, unknown>): ReplayPlan {
+  try {
+    const generation = item.generation as number;
+    checkGeneration(generation);
+    if (item.sk !== keys.replayPlan('', generation).sk)
+      throw new ReplayPlanError('sort key and generation differ');
+    if (typeof item.createdAt !== 'number') throw new ReplayPlanError('no createdAt');
+    const ranges = checkRanges((item.ranges ?? []) as ReplayRange[]);
+    const switchRequestedAt = optionalNumber(item.switchRequestedAt);
+    const switchedIn = optionalNumber(item.switchedIn);
+    return {
+      generation,
+      createdAt: item.createdAt,
+      ranges,
+      ...(switchRequestedAt === undefined ? {} : { switchRequestedAt }),
+      ...(switchedIn === undefined ? {} : { switchedIn }),
+    };
+  } catch (error) {
+    throw new MalformedReplayPlanError(
+      `replay plan item ${String(item.sk)} is malformed: ${(error as Error).message}`,
+    );
+  }
+}
+
+export type RequestSwitchOutcome = 'requested' | 'already-requested' | 'already-switched' | 'no-plan';
+
+export class ReplayStore {
+  private readonly doc: DynamoDBDocumentClient;
+
+  constructor(
+    dynamodb: DynamoDBClient,
+    private readonly table: string,
+    private readonly pipeline: string,
+  ) {
+    this.doc = ledgerDocumentClient(dynamodb);
+  }
+
+  /** Every plan, by generation (strongly consistent). */
+  async list(): Promise<ReplayPlan[]> {
+    const plans: ReplayPlan[] = [];
+    let start: Record<string, unknown> | undefined;
+    try {
+      do {
+        const page = await this.doc.send(
+          new QueryCommand({
+            TableName: this.table,
+            KeyConditionExpression: 'pk = :pk',
+            ExpressionAttributeValues: { ':pk': keys.replayPk(this.pipeline) },
+            ConsistentRead: true,
+            ...(start ? { ExclusiveStartKey: start } : {}),
+          }),
+        );
+        for (const item of page.Items ?? []) plans.push(planFromItem(item));
+        start = page.LastEvaluatedKey;
+      } while (start);
+    } catch (error) {
+      if (error instanceof ReplayPlanError) throw error;
+      return rethrowClassified('dynamodb:Query(replay plans)', error);
+    }
+    return plans.sort((a, b) => a.generation - b.generation);
+  }
+
+  async read(generation: number): Promise<ReplayPlan | undefined> {
+    let item: Record<string, unknown> | undefined;
+    try {
+      ({ Item: item } = await this.doc.send(
+        new GetCommand({
+          TableName: this.table,
+          Key: keys.replayPlan(this.pipeline, generation),
+          ConsistentRead: true,
+        }),
+      ));
+    } catch (error) {
+      return rethrowClassified('dynamodb:GetItem(replay plan)', error);
+    }
+    return item === undefined ? undefined : planFromItem(item);
+  }
+
+  /** Writes generation `generation`'s plan; false when that generation exists already. */
+  async create(generation: number, ranges: readonly ReplayRange[], now: number): Promise<boolean> {
+    checkGeneration(generation);
+    const checked = checkRanges(ranges);
+    try {
+      await this.doc.send(
+        new PutCommand({
+          TableName: this.table,
+          Item: {
+            ...keys.replayPlan(this.pipeline, generation),
+            generation,
+            createdAt: now,
+            ranges: checked,
+          },
+          ConditionExpression: 'attribute_not_exists(pk)',
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (isConditionFailure(error)) return false;
+      return rethrowClassified('dynamodb:PutItem(replay plan)', error);
+    }
+  }
+
+  /** Marks the plan's switch requested (once). */
+  async requestSwitch(generation: number, now: number): Promise<RequestSwitchOutcome> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: keys.replayPlan(this.pipeline, generation),
+          UpdateExpression: 'SET switchRequestedAt = :now',
+          ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(switchRequestedAt)',
+          ExpressionAttributeValues: { ':now': now },
+        }),
+      );
+      return 'requested';
+    } catch (error) {
+      if (!isConditionFailure(error)) return rethrowClassified('dynamodb:UpdateItem(replay switch)', error);
+    }
+    const plan = await this.read(generation);
+    if (plan === undefined) return 'no-plan';
+    return plan.switchedIn === undefined ? 'already-requested' : 'already-switched';
+  }
+
+  /**
+   * Notes that checkpoint `checkpointId`'s manifest switched to the generation (the coordinator's commit). Kept
+   * when already noted: a commit that is rolled forward again writes the same note, and a lower checkpoint that
+   * switched first stays the one named.
+   */
+  async markSwitched(generation: number, checkpointId: number): Promise<void> {
+    try {
+      await this.doc.send(
+        new UpdateCommand({
+          TableName: this.table,
+          Key: keys.replayPlan(this.pipeline, generation),
+          UpdateExpression: 'SET switchedIn = :id',
+          ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(switchedIn)',
+          ExpressionAttributeValues: { ':id': checkpointId },
+        }),
+      );
+    } catch (error) {
+      if (!isConditionFailure(error)) rethrowClassified('dynamodb:UpdateItem(replay switched)', error);
+    }
+  }
+}
