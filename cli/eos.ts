@@ -3,7 +3,8 @@
  * `eos`: the pipeline's command line. `eos local` runs the pipeline on this machine under injected faults,
  * `eos verify` checks a bucket's committed output, `eos read` prints it, `eos status` reads a pipeline's ledger
  * and cluster, `eos epoch` shows and opens epochs,
- * `eos redrive` sends dead letters back through the exactly-once path.
+ * `eos redrive` sends dead letters back through the exactly-once path, `eos replay` reprocesses a range into a new
+ * output generation.
  *
  * Only the commands' definitions load here; each command loads its implementation (the AWS SDK, the emulator,
  * the local parts) when it runs, so that `--help` and `--version` stay quick and the operator commands never
@@ -19,6 +20,7 @@ import { type LocalDependencies, registerLocalCommand } from './local.ts';
 import { type QueryDependencies, registerQueryCommand } from './query.ts';
 import { type ReadDependencies, registerReadCommand } from './read.ts';
 import { type RedriveDependencies, registerRedriveCommand } from './redrive.ts';
+import { type ReplayDependencies, registerReplayCommand } from './replay.ts';
 import { registerStatusCommand, type StatusDependencies } from './status.ts';
 import { registerVerifyCommand, type VerifyDependencies } from './verify.ts';
 
@@ -30,6 +32,7 @@ export interface ProgramDependencies {
   readonly status?: StatusDependencies;
   readonly epoch?: EpochDependencies;
   readonly redrive?: RedriveDependencies;
+  readonly replay?: ReplayDependencies;
 }
 
 function packageVersion(): string {
@@ -55,6 +58,7 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
   registerStatusCommand(program, deps.status);
   registerEpochCommand(program, deps.epoch);
   registerRedriveCommand(program, deps.redrive);
+  registerReplayCommand(program, deps.replay);
   // Commander's own usage errors (an unknown option, a bad value) throw instead of exiting: main() maps them to
   // 2, as the commands' own usage errors, and help and --version to 0.
   for (const command of [program, ...program.commands]) command.exitOverride();

@@ -15,7 +15,7 @@ import { createAwsClients } from '../shared/aws/clients.ts';
 import { InvalidSettingError, MissingResourceError } from '../shared/errors.ts';
 import { uniqueName } from './support/aws.ts';
 
-type Command = 'local' | 'verify' | 'read' | 'query' | 'status' | 'epoch' | 'redrive';
+type Command = 'local' | 'verify' | 'read' | 'query' | 'status' | 'epoch' | 'redrive' | 'replay';
 type Case =
   | 'no args'
   | 'bad flag'
@@ -137,6 +137,26 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
       args: ['--table', 't', '--start-new'],
       code: 2,
       line: /^error: --start-new needs --topic \(and optionally --partition\)$/,
+    },
+    'unreachable endpoint': {
+      args: ['--table', 't', '--endpoint', UNREACHABLE],
+      code: 3,
+      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+    },
+    'missing table': {
+      args: ['--table', 'eos-no-such-table'],
+      code: 3,
+      line: /^error: not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
+    },
+    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: no AWS credentials: / },
+    'no region': { args: ['--table', 't'], code: 3, line: /^error: no AWS region: / },
+  },
+  replay: {
+    'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
+    'bad flag': {
+      args: ['--table', 't', '--from-offset', '-1'],
+      code: 2,
+      line: /^error: option '--from-offset <n>' argument '-1' is invalid/,
     },
     'unreachable endpoint': {
       args: ['--table', 't', '--endpoint', UNREACHABLE],
@@ -275,6 +295,7 @@ describe('eos CLI matrix: exit code and one line on stderr, no stack', () => {
       status: all.filter((c) => c !== 'missing bucket'),
       epoch: all.filter((c) => c !== 'missing bucket'),
       redrive: all,
+      replay: all.filter((c) => c !== 'missing bucket'),
     };
     for (const [command, cases] of Object.entries(applies)) {
       expect(Object.keys(MATRIX[command as Command]).sort()).toEqual([...cases].sort());

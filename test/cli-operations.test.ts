@@ -1,5 +1,5 @@
 /**
- * `eos epoch` and `eos redrive` through `main()` (what bin/eos.mjs runs), against the real local parts: what an
+ * `eos epoch`, `eos redrive` and `eos replay` through `main()` (what bin/eos.mjs runs), against the real local parts: what an
  * operator types and reads, the exit codes, and that a second run changes nothing.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -25,7 +25,7 @@ async function eos(args: readonly string[]): Promise<{ code: number; out: string
   const env = { ...process.env, EOS_LEDGER_TABLE: '', EOS_BUCKET: '', EOS_PIPELINE_ID: '' };
   const code = await main(
     ['node', 'eos', ...args],
-    { epoch: { write, env }, redrive: { write, env } },
+    { epoch: { write, env }, redrive: { write, env }, replay: { write, env } },
     { writeError: (text) => err.push(text), writeOut: write },
   );
   return { code, out: out.join(''), err: err.join('') };
@@ -124,5 +124,90 @@ describe('eos redrive', () => {
     expect(both).toMatchObject({ code: 2, err: 'error: --all and --checkpoint exclude each other\n' });
     const noBucket = await eos(['redrive', '--table', 't']);
     expect(noBucket).toMatchObject({ code: 2, err: 'error: --bucket is required (or set EOS_BUCKET)\n' });
+  });
+});
+
+describe('eos replay', () => {
+  it('plans a generation, shows its progress, requests the switch; readers move at the next checkpoint', async () => {
+    const settings = settingsIn(res, 'cliops');
+    const records = [...orderRecords(0, 0, 12), ...orderRecords(1, 0, 12)];
+    await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(records));
+    await checkpoint(settings);
+    const base = ['replay', '--table', res.table, '--pipeline', settings.pipelineId];
+
+    expect(await eos(base)).toMatchObject({ code: 0, out: expect.stringMatching(/^no replay is planned/) });
+    const planned = await eos([
+      ...base,
+      '--topic',
+      'orders',
+      '--from-offset',
+      '4',
+      '--to-offset',
+      '7',
+      '--partitions',
+      '1',
+    ]);
+    expect(planned.code).toBe(0);
+    expect(planned.out).toMatch(/^generation 1 planned: 1 partitions\n {2}orders-1: offsets 4\.\.7\n/);
+    expect(planned.out).toMatch(/replay prop \{ generation: 1 \}/);
+
+    const staging = await eos(base);
+    expect(staging.out).toMatch(
+      /^generation 1 \(planned .*\): staging: readers see the earlier generation$/m,
+    );
+    expect(staging.out).toMatch(
+      /^ {2}orders-1: offsets 4\.\.7: staged to -1, committed to -1 \(4 offsets to go\)$/m,
+    );
+
+    const requested = await eos([...base, '--switch', '1']);
+    expect(requested).toMatchObject({
+      code: 0,
+      out: expect.stringMatching(/^generation 1: switch requested/),
+    });
+    await createProcessor({
+      settings: { ...settings, replayGeneration: 1 },
+      clients: res.clients,
+    }).processEvent(mskEvent(records));
+    await checkpoint(settings);
+    const done = JSON.parse((await eos([...base, '--json'])).out) as {
+      replays: Array<{
+        phase: string;
+        plan: { switchedIn: number };
+        ranges: Array<{ committedOffset: number }>;
+      }>;
+    };
+    expect(done.replays[0]).toMatchObject({ phase: 'switched', plan: { switchedIn: 2 } });
+    expect(done.replays[0]!.ranges[0]!.committedOffset).toBe(8);
+    expect((await eos([...base, '--switch', '1'])).out).toMatch(/readers switched to it already/);
+  });
+
+  it('refuses what cannot be planned, with the reason (exit 2)', async () => {
+    const base = ['replay', '--table', res.table, '--pipeline', 'nothing-here'];
+    expect(await eos([...base, '--topic', 'orders'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/needs --topic and --from-offset/),
+    });
+    expect(await eos([...base, '--switch', '1', '--topic', 'orders', '--from-offset', '0'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/--switch does not go with/),
+    });
+    expect(await eos([...base, '--topic', 'orders', '--from-offset', '0'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/has staged nothing of topic orders/),
+    });
+    expect(await eos([...base, '--switch', '3'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/generation 3 has no replay plan/),
+    });
+    expect(
+      await eos([...base, '--topic', 'orders', '--from-offset', '0', '--partitions', '1,1']),
+    ).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/named twice/),
+    });
+    expect(await eos(['replay', '--pipeline', 'x'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/--table is required/),
+    });
   });
 });

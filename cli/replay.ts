@@ -1,0 +1,243 @@
+/**
+ * `eos replay`: reprocess an offset range with the current transform into a new output generation, and switch
+ * readers to it once it is committed (issue 14, shared/replay/).
+ *
+ * - `eos replay --topic T --from-offset N [--to-offset N] [--partitions 0,1]` writes the next generation's plan;
+ *   the replay mapping (the stack's `replay` prop, docs/deploy.md) then stages the range;
+ * - `eos replay` shows every plan's progress;
+ * - `eos replay --switch G` asks the coordinator to switch readers to generation G at the first checkpoint that
+ *   covers every range (ask at any time: it waits for the rest).
+ *
+ * Exit codes: 0 done; 2 bad usage or a plan that cannot be (the line says why); 3 AWS cannot be used.
+ */
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { type Command, InvalidArgumentError } from 'commander';
+import type { Clock } from '../shared/clock.ts';
+import type { PlannedReplay, ReplayStatus } from '../shared/replay/replay.ts';
+import type { RequestSwitchOutcome } from '../shared/replay/store.ts';
+import {
+  ENDPOINT_HELP,
+  endpointUrl,
+  integer,
+  pipelineIdOf,
+  requiredTable,
+  resolveEndpoint,
+} from './options.ts';
+
+export interface ReplayDependencies {
+  readonly dynamodb?: DynamoDBClient;
+  readonly clock?: Clock;
+  readonly write?: (text: string) => void;
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+export interface ReplayOptions {
+  readonly table: string;
+  readonly pipeline: string;
+  readonly topic?: string;
+  readonly fromOffset?: number;
+  readonly toOffset?: number;
+  readonly partitions?: readonly number[];
+  readonly switch?: number;
+  readonly json: boolean;
+  readonly endpoint?: string;
+}
+
+export type ReplayResult =
+  | { readonly kind: 'planned'; readonly planned: PlannedReplay }
+  | { readonly kind: 'switch'; readonly generation: number; readonly outcome: RequestSwitchOutcome }
+  | { readonly kind: 'status'; readonly replays: readonly ReplayStatus[] };
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+export function formatPlanned({ plan, skipped }: PlannedReplay, pipeline: string): string {
+  const lines = [
+    `generation ${plan.generation} planned: ${plan.ranges.length} partitions`,
+    ...plan.ranges.map((r) => `  ${r.lane}-${r.partition}: offsets ${r.from}..${r.to}`),
+    ...skipped.map((s) => `  partition ${s.partition} skipped: ${s.reason}`),
+    'next:',
+    `  1. deploy the replay mapping: the pipeline's replay prop { generation: ${plan.generation} } (docs/deploy.md)`,
+    `  2. eos replay --pipeline ${pipeline} --switch ${plan.generation}: readers move to it once every range is committed`,
+    `  3. after the switch, remove the replay prop and deploy again`,
+  ];
+  return `${lines.join('\n')}\n`;
+}
+
+function phaseText(status: ReplayStatus): string {
+  if (status.phase === 'switched') return `switched by checkpoint ${status.plan.switchedIn}`;
+  if (status.phase === 'switch-requested') {
+    return status.committed
+      ? 'switch requested: every range is committed, the next checkpoint switches'
+      : 'switch requested: waits until every range is committed';
+  }
+  return status.committed
+    ? 'staged and committed: eos replay --switch to move readers to it'
+    : 'staging: readers see the earlier generation';
+}
+
+export function formatStatus(replays: readonly ReplayStatus[]): string {
+  if (replays.length === 0) return 'no replay is planned (eos replay --topic T --from-offset N plans one)\n';
+  const lines: string[] = [];
+  for (const status of replays) {
+    lines.push(
+      `generation ${status.plan.generation} (planned ${iso(status.plan.createdAt)}): ${phaseText(status)}`,
+    );
+    for (const r of status.ranges) {
+      const done =
+        r.committedOffset >= r.to
+          ? 'done'
+          : `${r.to - Math.max(r.committedOffset, r.from - 1)} offsets to go`;
+      lines.push(
+        `  ${r.lane}-${r.partition}: offsets ${r.from}..${r.to}: staged to ${r.stagedOffset}, committed to ${r.committedOffset} (${done})`,
+      );
+    }
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function switchText(generation: number, outcome: RequestSwitchOutcome): string {
+  switch (outcome) {
+    case 'requested':
+      return `generation ${generation}: switch requested; the first checkpoint that covers every range switches readers (eos replay shows progress)\n`;
+    case 'already-requested':
+      return `generation ${generation}: the switch was requested already; it waits for its ranges (eos replay shows progress)\n`;
+    case 'already-switched':
+      return `generation ${generation}: readers switched to it already\n`;
+    case 'no-plan':
+      return '';
+  }
+}
+
+export async function runReplay(
+  options: ReplayOptions,
+  deps: ReplayDependencies = {},
+): Promise<ReplayResult> {
+  const env = deps.env ?? process.env;
+  const endpoint = resolveEndpoint(options.endpoint, env);
+  const [{ createAwsClients }, replay, { systemClock }, { ReplayPlanError }] = await Promise.all([
+    import('../shared/aws/clients.ts'),
+    import('../shared/replay/replay.ts'),
+    import('../shared/clock.ts'),
+    import('../shared/replay/plan.ts'),
+  ]);
+  const owned = deps.dynamodb ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+  const dynamodb = deps.dynamodb ?? owned!.dynamodb;
+  const write = deps.write ?? ((text: string) => process.stdout.write(text));
+  const clock = deps.clock ?? systemClock;
+  const target = { clients: { dynamodb }, table: options.table, pipeline: options.pipeline };
+  const print = (result: ReplayResult, text: string) => {
+    write(options.json ? `${JSON.stringify(result, null, 2)}\n` : text);
+    return result;
+  };
+  try {
+    if (options.switch !== undefined) {
+      const outcome = await replay.requestSwitch(target, options.switch, clock);
+      if (outcome === 'no-plan') {
+        throw new ReplayPlanError(`generation ${options.switch} has no replay plan in ${options.table}`);
+      }
+      return print(
+        { kind: 'switch', generation: options.switch, outcome },
+        switchText(options.switch, outcome),
+      );
+    }
+    if (options.topic !== undefined) {
+      const planned = await replay.planReplay({
+        ...target,
+        topic: options.topic,
+        fromOffset: options.fromOffset!,
+        ...(options.toOffset === undefined ? {} : { toOffset: options.toOffset }),
+        ...(options.partitions === undefined ? {} : { partitions: options.partitions }),
+        clock,
+      });
+      return print({ kind: 'planned', planned }, formatPlanned(planned, options.pipeline));
+    }
+    const replays = await replay.replayStatus(target);
+    return print({ kind: 'status', replays }, formatStatus(replays));
+  } finally {
+    owned?.dynamodb.destroy();
+    owned?.s3.destroy();
+  }
+}
+
+/** `0,1,5`: distinct partition numbers. */
+export function partitionList(value: string): number[] {
+  const parse = integer(0, 2_147_483_647);
+  const list = value.split(',').map((part) => parse(part.trim()));
+  if (new Set(list).size !== list.length) throw new InvalidArgumentError('a partition is named twice');
+  return list;
+}
+
+export function registerReplayCommand(program: Command, deps: ReplayDependencies = {}): Command {
+  return program
+    .command('replay')
+    .description(
+      'reprocess an offset range with the current transform into a new output generation; readers switch to it once it is committed',
+    )
+    .option('--topic <name>', 'plan a replay of this topic (with --from-offset)')
+    .option('--from-offset <n>', 'the first offset replayed, in every partition named', integer(0))
+    .option(
+      '--to-offset <n>',
+      "the last offset replayed (default and at most: each partition's last staged offset)",
+      integer(0),
+    )
+    .option(
+      '--partitions <list>',
+      'only these partitions, comma-separated (default: every staged one)',
+      partitionList,
+    )
+    .option(
+      '--switch <generation>',
+      'move readers to that generation once all its ranges are committed',
+      integer(1, 999_999_999),
+    )
+    .option(
+      '--table <name>',
+      'the ledger table (default: $EOS_LEDGER_TABLE; the stack prints it as an output)',
+    )
+    .option('--pipeline <id>', 'the pipeline id (default $EOS_PIPELINE_ID, else orders)')
+    .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
+    .option('--json', 'print JSON instead of text', false)
+    .addHelpText(
+      'after',
+      `
+Without --topic or --switch it shows every replay's progress. A replay stages into its own generation; readers
+(eos read, eos query, the committed reader) keep the earlier one until the checkpoint that switches, then show the
+new one for exactly the replayed ranges. Keyed state is not replayed. Exit codes: 0 done; 2 bad usage or a plan
+that cannot be; 3 AWS cannot be reached or used.`,
+    )
+    .action(
+      async (raw: {
+        table?: string;
+        pipeline?: string;
+        topic?: string;
+        fromOffset?: number;
+        toOffset?: number;
+        partitions?: number[];
+        switch?: number;
+        json: boolean;
+        endpoint?: string;
+      }) => {
+        const env = deps.env ?? process.env;
+        const table = requiredTable(raw.table, env);
+        const planning =
+          raw.topic !== undefined ||
+          raw.fromOffset !== undefined ||
+          raw.toOffset !== undefined ||
+          raw.partitions !== undefined;
+        if (planning && raw.switch !== undefined) {
+          throw new InvalidArgumentError(
+            '--switch does not go with --topic, --from-offset, --to-offset or --partitions',
+          );
+        }
+        if (planning && (raw.topic === undefined || raw.fromOffset === undefined)) {
+          throw new InvalidArgumentError('a replay plan needs --topic and --from-offset');
+        }
+        const { isValidTopicName } = await import('../shared/kafka/event.ts');
+        if (raw.topic !== undefined && !isValidTopicName(raw.topic)) {
+          throw new InvalidArgumentError(`--topic ${JSON.stringify(raw.topic)} is not a Kafka topic name`);
+        }
+        const pipeline = pipelineIdOf(raw.pipeline, env);
+        await runReplay({ ...raw, table, pipeline }, deps);
+      },
+    );
+}
