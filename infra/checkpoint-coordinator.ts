@@ -40,6 +40,7 @@ import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/l
 import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 import { BundledFunction, type BundledFunctionProps } from './bundled-function.ts';
 import { projectModule } from './package-paths.ts';
+import { replayLeadingKeys } from './replay.ts';
 import { grantKeyVia } from './security.ts';
 
 export interface CheckpointCoordinatorProps {
@@ -134,8 +135,9 @@ export class CheckpointCoordinator extends Construct {
    * What each step does to the ledger and the bucket, and nothing more. Item kinds: the checkpoint head, records
    * and cut pages (`<pl>#CHECKPOINT`, `<pl>#CHECKPOINT#…`), read by every step and written by the steps that move
    * a checkpoint; the fences (`<pl>#FENCE` and its shards `<pl>#FENCE#*`), read by begin for the cut; staged-file entries
-   * (`<pl>#STAGED#…`), read by prepare (and by commit, for the `CommitLatency` metric) and removed by cleanup. No
-   * step touches claims or keyed state.
+   * (`<pl>#STAGED#…`), read by prepare (and by commit, for the `CommitLatency` metric) and removed by cleanup;
+   * the replay plans (`<pl>#REPLAY`, `replay.ts`), read by begin and switched by commit. No step touches claims
+   * or keyed state.
    */
   private stepActions(step: CoordinatorStep): Actions {
     const pl = this.pipelineId;
@@ -148,14 +150,17 @@ export class CheckpointCoordinator extends Construct {
     const stagedEntries = [`${pl}#STAGED#*`];
     const read = ['dynamodb:GetItem', 'dynamodb:Query'];
     const write = ['dynamodb:UpdateItem'];
+    const replay = replayLeadingKeys(pl);
     switch (step) {
       case 'begin':
         // The head is allocated with a conditional Put (C1); the cut's pages are Puts too, and the pages of a
-        // cut that lost the race are deleted.
+        // cut that lost the race are deleted. Every begin lists the replay plans for a requested switch: with or
+        // without a replay mapping deployed (a plan is written before it, and outlives it).
         return {
           dynamodb: [
             [[...read, ...write, 'dynamodb:PutItem', 'dynamodb:DeleteItem'], checkpoint],
             [read, fences],
+            [read, replay],
           ],
           objects: [],
         };
@@ -187,9 +192,12 @@ export class CheckpointCoordinator extends Construct {
       case 'commit':
         return {
           // Query on staged entries: the first covered entry of each partition, for CommitLatency (read only).
+          // A checkpoint that switches to a replay's generation reads its plan and marks it switched (GetItem,
+          // a conditional UpdateItem); commit never creates or deletes a plan.
           dynamodb: [
             [[...read, ...write], checkpoint],
             [['dynamodb:Query'], stagedEntries],
+            [['dynamodb:GetItem', 'dynamodb:UpdateItem'], replay],
           ],
           objects: [
             [work, ['s3:GetObject']],

@@ -139,17 +139,33 @@ export const LOG_RETENTION_DAYS = [
   1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
 ];
 
+/**
+ * Settings the construct sets on one function only, from a construct prop, never a deployment setting:
+ * `replayGeneration` (`EOS_REPLAY_GENERATION`) is the replay processor's, from the `replay` prop (`replay.ts`).
+ * Dropped by name, so this module compiles whether or not the settings schema has the key yet.
+ */
+const PER_FUNCTION_SETTINGS = ['replayGeneration'] as const;
+type PerFunctionSetting = (typeof PER_FUNCTION_SETTINGS)[number];
+
+function withoutPerFunctionSettings<T extends object>(shape: T): Omit<T, PerFunctionSetting> {
+  const kept = { ...shape } as Record<string, unknown>;
+  for (const key of PER_FUNCTION_SETTINGS) delete kept[key];
+  return kept as Omit<T, PerFunctionSetting>;
+}
+
 /** The stack derives these from its own resources and settings (bucket, table, cluster ARN, topic). */
-const pipelineSettingsShape = settingsSchema.omit({
-  ledgerTable: true,
-  bucket: true,
-  eventSourceArn: true,
-  bootstrapServers: true,
-  topics: true,
-  transform: true,
-  // Derived from the transform at synth, never given.
-  outputColumns: true,
-}).shape;
+const pipelineSettingsShape = withoutPerFunctionSettings(
+  settingsSchema.omit({
+    ledgerTable: true,
+    bucket: true,
+    eventSourceArn: true,
+    bootstrapServers: true,
+    topics: true,
+    transform: true,
+    // Derived from the transform at synth, never given.
+    outputColumns: true,
+  }).shape,
+);
 
 export const pipelineConfigSchema = z.object({ ...pipelineSettingsShape, ...deploymentShape }).strict();
 
@@ -193,7 +209,13 @@ export const CONFIG_KEYS = Object.keys(pipelineConfigSchema.shape) as (keyof Pip
  */
 type PassedSettings = Omit<
   SettingsInput,
-  'ledgerTable' | 'bucket' | 'eventSourceArn' | 'topics' | 'bootstrapServers' | 'outputColumns'
+  | 'ledgerTable'
+  | 'bucket'
+  | 'eventSourceArn'
+  | 'topics'
+  | 'bootstrapServers'
+  | 'outputColumns'
+  | PerFunctionSetting
 >;
 // Mapped over `keyof Required<…>` (not homomorphic): every key required, its value possibly undefined.
 export type PipelineSettings = { [K in keyof Required<PassedSettings>]: PassedSettings[K] | undefined };

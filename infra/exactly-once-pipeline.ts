@@ -50,6 +50,7 @@ import { createLedgerTable, LEDGER_TABLE_NEEDS, ledgerLayoutProblems } from './l
 import { PipelineObservability } from './observability.ts';
 import { projectModule } from './package-paths.ts';
 import { configFromProps, type ExactlyOncePipelineProps, removalPolicyOf } from './pipeline-props.ts';
+import { REPLAY_GENERATION_ENV, type ReplayConfig, replayConfigOf, replayLeadingKeys } from './replay.ts';
 import {
   allowLogsToUseKey,
   autoDeleteHandlerRoleArn,
@@ -70,9 +71,12 @@ import {
 export type {
   ExactlyOncePipelineProps,
   IdempotencyKeySetting,
+  ReplayProps,
+  ReplayStartingPosition,
   StartingPositionName,
   TransformModule,
 } from './pipeline-props.ts';
+export { replayLeadingKeys } from './replay.ts';
 
 const MONITOR_ENTRY = projectModule('../shared/observability/monitor-handler.ts', import.meta.url);
 
@@ -101,6 +105,25 @@ export function processorLeadingKeys(pipeline: string): string[] {
     ...keyWindowLeadingKeys(pipeline),
     `${keys.statePrefix(pipeline)}*`,
   ];
+}
+
+/** The replay plans the replay processor reads (never writes: a processor must not be able to forge a switch). */
+export const REPLAY_PROCESSOR_PLAN_ACTIONS = ['dynamodb:GetItem'];
+/** What `operatorRoles` do to replay plans (`eos replay` writes a plan and requests the switch on it). */
+export const OPERATOR_REPLAY_PLAN_ACTIONS = [
+  'dynamodb:PutItem',
+  'dynamodb:UpdateItem',
+  'dynamodb:GetItem',
+  'dynamodb:Query',
+];
+
+/** A replay into a new generation (the `replay` prop): its settings, its processor and its mapping. */
+export interface PipelineReplay extends ReplayConfig {
+  /** Built like `processor`, plus `EOS_REPLAY_GENERATION`. */
+  readonly processor: BundledFunction;
+  /** The replay's mapping (consumer group `consumerGroupId`); absent with `eventSourceMapping: false`. */
+  readonly eventSource?: lambda.EventSourceMapping;
+  readonly kafka?: AttachedKafkaSource;
 }
 
 /** Which pipelines use each table and bucket: two pipelines of one id would write the same keys. */
@@ -137,6 +160,8 @@ export class ExactlyOncePipeline extends Construct {
   readonly kafka?: AttachedKafkaSource;
   /** The Glue table and Athena workgroup over the output, with `analyticsTable: true`. */
   readonly analytics?: AnalyticsTable;
+  /** The replay into a new generation, with the `replay` prop. */
+  readonly replay?: PipelineReplay;
   readonly coordinator: CheckpointCoordinator;
   readonly monitor: BundledFunction;
   readonly alarmTopic: sns.Topic;
@@ -151,6 +176,7 @@ export class ExactlyOncePipeline extends Construct {
     const { processorEntry, source } = props;
     const config = configFromProps(props);
     this.config = config;
+    const replay = replayConfigOf(props.replay, config);
     const removalPolicy = removalPolicyOf(config);
     // Before any resource: a bad transform setting fails synth here, never a cold start.
     const transformModule = resolveTransform(config.transform);
@@ -197,25 +223,28 @@ export class ExactlyOncePipeline extends Construct {
     const entry = transformModule
       ? writeProcessorEntry(transformModule)
       : (processorEntry ?? DEFAULT_PROCESSOR_ENTRY);
-    this.processor = this.createProcessor(entry, removalPolicy);
+    this.processor = this.createProcessor('Processor', entry, removalPolicy);
     if (transformModule?.usesGlueRegistry) {
       this.glueSchemaReads = { registryNames: transformModule.glueRegistryNames };
-      this.grantGlueSchemaReads(transformModule.glueRegistryNames);
+      this.grantGlueSchemaReads(this.processor, transformModule.glueRegistryNames);
     }
     if (props.eventSourceMapping !== false) {
-      this.kafka = attachKafkaSource(this, this.processor, this.source, {
-        topic: config.topic,
-        consumerGroupId: config.consumerGroupId,
-        batchSize: config.batchSize,
-        maxBatchingWindow: Duration.seconds(config.maxBatchingWindowSeconds),
-        startingPosition: lambda.StartingPosition[config.startingPosition],
-        startingPositionTimestamp: config.startingPositionTimestamp,
-        provisionedPollers:
-          config.minimumPollers === undefined && config.maximumPollers === undefined
-            ? undefined
-            : { minimumPollers: config.minimumPollers, maximumPollers: config.maximumPollers },
-      });
+      this.kafka = this.attachMapping(this.processor, config);
       this.eventSource = this.kafka.mapping;
+    }
+    if (replay) {
+      // The generation is in the construct id: another generation is a new function and a new mapping, never the
+      // old mapping's records handed to a processor of the new generation during the update.
+      const processor = this.createProcessor(
+        `ReplayG${replay.generation}Processor`,
+        entry,
+        removalPolicy,
+        replay,
+      );
+      if (this.glueSchemaReads) this.grantGlueSchemaReads(processor, this.glueSchemaReads.registryNames);
+      const kafka =
+        props.eventSourceMapping === false ? undefined : this.attachMapping(processor, config, replay);
+      this.replay = { ...replay, processor, kafka, eventSource: kafka?.mapping };
     }
     this.coordinator = new CheckpointCoordinator(this, 'Coordinator', {
       table: this.table,
@@ -240,6 +269,10 @@ export class ExactlyOncePipeline extends Construct {
       pipelineId: config.pipelineId,
       processor: this.processor,
       processorLogGroup: this.processor.logGroupOwn,
+      replayProcessor: this.replay && {
+        function: this.replay.processor,
+        generation: this.replay.generation,
+      },
       stateMachine: this.coordinator.stateMachine,
       monitor: this.monitor,
       checkpointInterval: Duration.minutes(config.checkpointIntervalMinutes),
@@ -255,10 +288,11 @@ export class ExactlyOncePipeline extends Construct {
   }
 
   /**
-   * What `eos epoch --start-new` and `eos redrive` need (the `operatorRoles` prop): the processor's ledger items
+   * What `eos epoch --start-new`, `eos redrive` and `eos replay` need (the `operatorRoles` prop): the processor's ledger items
    * (and Query on fences and key windows: redrive reads every fence and the windows of partition scope), staging
-   * under the in-progress prefixes (the bucket policy lets `operatorRoles` write there), the committed output, and
-   * the data keys. Nothing of the coordinator's.
+   * under the in-progress prefixes (the bucket policy lets `operatorRoles` write there), the committed output, the
+   * data keys, and the replay plans (`eos replay` writes a plan before its replay mapping is deployed, and requests
+   * the switch on it). Nothing of the coordinator's.
    */
   private grantOperate(role: iam.IRole): void {
     const pl = this.config.pipelineId;
@@ -284,6 +318,12 @@ export class ExactlyOncePipeline extends Construct {
     );
     this.grantReadCommitted(role);
     this.grantDataKeys(role, ['s3', 'dynamodb'], 'encrypt-decrypt');
+    this.grantLedger(
+      role,
+      [...OPERATOR_REPLAY_PLAN_ACTIONS],
+      replayLeadingKeys(pl),
+      `OperateReplayPlans${sid}`,
+    );
   }
 
   /**
@@ -445,14 +485,14 @@ export class ExactlyOncePipeline extends Construct {
    * A transform that decodes with an AWS Glue Schema Registry: the processor reads schema versions
    * (`glue:GetSchemaVersion`, nothing else), in the registries the transform names, else in this account and region.
    */
-  private grantGlueSchemaReads(registryNames: readonly string[]): void {
+  private grantGlueSchemaReads(fn: lambda.Function, registryNames: readonly string[]): void {
     const glueArn = (resource: string) =>
       Stack.of(this).formatArn({ service: 'glue', resource, arnFormat: ArnFormat.NO_RESOURCE_NAME });
     const resources =
       registryNames.length > 0
         ? registryNames.flatMap((name) => [glueArn(`registry/${name}`), glueArn(`schema/${name}/*`)])
         : [glueArn('registry/*'), glueArn('schema/*')];
-    this.processor.addToRolePolicy(
+    fn.addToRolePolicy(
       new iam.PolicyStatement({
         sid: 'ReadGlueSchemaVersions',
         actions: ['glue:GetSchemaVersion'],
@@ -461,18 +501,29 @@ export class ExactlyOncePipeline extends Construct {
     );
   }
 
-  private createProcessor(entry: string, removalPolicy: RemovalPolicy): BundledFunction {
+  /**
+   * The processor, or with `replay` the replay processor: the same bundle, settings and grants, plus
+   * `EOS_REPLAY_GENERATION` and a read of the replay plans.
+   */
+  private createProcessor(
+    id: string,
+    entry: string,
+    removalPolicy: RemovalPolicy,
+    replay?: ReplayConfig,
+  ): BundledFunction {
     const config = this.config;
     const defaults = this.defaults(
       Duration.seconds(config.processorTimeoutSeconds),
       config.processorMemoryMb,
       removalPolicy,
     );
-    const fn = new BundledFunction(this, 'Processor', {
+    const fn = new BundledFunction(this, id, {
       ...defaults,
       entry,
       handler: 'handler',
-      description: `Stages MSK records of ${config.topic} for pipeline ${config.pipelineId} (${config.deliveryGuarantee})`,
+      description: replay
+        ? `Replays MSK records of ${config.topic} into generation ${replay.generation} of pipeline ${config.pipelineId}`
+        : `Stages MSK records of ${config.topic} for pipeline ${config.pipelineId} (${config.deliveryGuarantee})`,
       environment: {
         ...defaults.environment,
         ...this.environment,
@@ -485,6 +536,7 @@ export class ExactlyOncePipeline extends Construct {
             this.source.kind === 'self-managed-kafka' ? this.source.bootstrapServers.join(',') : undefined,
           topics: [config.topic],
         }),
+        ...(replay ? { [REPLAY_GENERATION_ENV]: String(replay.generation) } : {}),
       },
     });
     this.grantLedger(fn, PROCESSOR_DYNAMODB_ACTIONS, processorLeadingKeys(config.pipelineId));
@@ -502,7 +554,34 @@ export class ExactlyOncePipeline extends Construct {
       }),
     );
     this.grantDataKeys(fn, ['s3', 'dynamodb'], 'encrypt-decrypt');
+    if (replay) {
+      this.grantLedger(
+        fn,
+        REPLAY_PROCESSOR_PLAN_ACTIONS,
+        replayLeadingKeys(config.pipelineId),
+        'ReplayPlanReads',
+      );
+    }
     return fn;
+  }
+
+  /**
+   * The event source mapping into `fn`: the pipeline's consumer group and starting position, or a replay's (its
+   * own group, so its starting position applies).
+   */
+  private attachMapping(fn: lambda.Function, config: PipelineConfig, replay?: ReplayConfig) {
+    return attachKafkaSource(this, fn, this.source, {
+      topic: config.topic,
+      consumerGroupId: replay?.consumerGroupId ?? config.consumerGroupId,
+      batchSize: config.batchSize,
+      maxBatchingWindow: Duration.seconds(config.maxBatchingWindowSeconds),
+      startingPosition: lambda.StartingPosition[replay?.startingPosition ?? config.startingPosition],
+      startingPositionTimestamp: replay ? replay.startingPositionTimestamp : config.startingPositionTimestamp,
+      provisionedPollers:
+        config.minimumPollers === undefined && config.maximumPollers === undefined
+          ? undefined
+          : { minimumPollers: config.minimumPollers, maximumPollers: config.maximumPollers },
+    });
   }
 
   /**
@@ -548,7 +627,11 @@ export class ExactlyOncePipeline extends Construct {
         delete: [steps.cleanup, steps.abort].map(role),
       },
       staged: {
-        put: [role(this.processor), ...this.operatorRoles],
+        put: [
+          role(this.processor),
+          ...(this.replay ? [role(this.replay.processor)] : []),
+          ...this.operatorRoles,
+        ],
         delete: [steps.cleanup, steps.abort].map(role),
       },
       exempt: exempt ? [exempt] : [],

@@ -17,6 +17,10 @@ export type { PipelineConfigInput } from './config.ts';
 export {
   ExactlyOncePipeline,
   type ExactlyOncePipelineProps,
+  type PipelineReplay,
+  type ReplayProps,
+  type ReplayStartingPosition,
+  replayLeadingKeys,
   type TransformModule,
 } from './exactly-once-pipeline.ts';
 export {

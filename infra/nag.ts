@@ -46,8 +46,13 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
     finalPrefix(pl),
     manifestsPrefix(pl),
   ];
-  const functions: lambda.IFunction[] = [
+  // The replay processor (the `replay` prop) is built like the processor: the same findings, acknowledged alike.
+  const processors: lambda.IFunction[] = [
     pipeline.processor,
+    ...(pipeline.replay ? [pipeline.replay.processor] : []),
+  ];
+  const functions: lambda.IFunction[] = [
+    ...processors,
     pipeline.monitor,
     ...COORDINATOR_STEPS.map((step) => pipeline.coordinator.functions[step]),
   ];
@@ -67,15 +72,16 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
   const ec2 = (type: string) =>
     `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:${type}/*]`;
   // A self-managed cluster reached over the internet gets no network-interface permissions at all.
-  if (pipeline.kafka?.networkInterfaces) {
+  const mapped = [
+    ...(pipeline.kafka ? [[pipeline.processor, pipeline.kafka] as const] : []),
+    ...(pipeline.replay?.kafka ? [[pipeline.replay.processor, pipeline.replay.kafka] as const] : []),
+  ];
+  for (const [fn, kafka] of mapped) {
+    if (!kafka.networkInterfaces) continue;
     for (const type of ['network-interface', 'subnet', 'security-group']) {
-      acknowledge(role(pipeline.processor), ec2(type), REASONS.eniScoped);
+      acknowledge(role(fn), ec2(type), REASONS.eniScoped);
     }
-    acknowledge(
-      role(pipeline.processor),
-      'AwsSolutions-IAM5[Resource::*]',
-      `${REASONS.xray} ${REASONS.eniDescribe}`,
-    );
+    acknowledge(role(fn), 'AwsSolutions-IAM5[Resource::*]', `${REASONS.xray} ${REASONS.eniDescribe}`);
   }
   // A transform decoding with a Glue registry reads its schema versions: `schema/<registry>/*` (or every registry
   // in the account and region when the transform names none).
@@ -84,7 +90,7 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
     const names = glueReads.registryNames;
     const resources = names.length > 0 ? names.map((name) => `schema/${name}/*`) : ['registry/*', 'schema/*'];
     for (const resource of resources) {
-      acknowledge(role(pipeline.processor), glue(resource), REASONS.glueSchemas);
+      for (const fn of processors) acknowledge(role(fn), glue(resource), REASONS.glueSchemas);
     }
   }
   // A Kafka secret named without its suffix is granted as `<arn>-??????`: cdk-nag's IAM5 flags `*` only, so

@@ -21,6 +21,8 @@
  * | OffsetLagHigh          | the event source mapping's `OffsetLag` (AWS/Lambda: records in the topic the     |
  * |                        | consumer group has not processed) stayed at `offsetLagThreshold` or above for 15 |
  * |                        | minutes: the processor does not keep up, or a partition is stalled              |
+ * | ReplayG<N>Processor-   | with a replay deployed (the `replay` prop): any replay processor invocation      |
+ * | Errors                 | failed (its mapping retries it; the live output is not affected)                 |
  *
  * Each alarm's description says what it means and the first thing to do (the README copies them).
  *
@@ -67,6 +69,8 @@ export interface PipelineObservabilityProps {
    * it, no rule (and no dashboard widget of it).
    */
   readonly processorLogGroup?: logs.ILogGroup;
+  /** The replay processor of a replay into a new generation, if one is deployed: its own Errors alarm. */
+  readonly replayProcessor?: { readonly function: lambda.IFunction; readonly generation: number };
 }
 
 /** The default of {@link PipelineObservabilityProps.duplicateBurstThreshold}. */
@@ -125,6 +129,8 @@ export class PipelineObservability extends Construct {
     readonly duplicateKeyBurst: cloudwatch.Alarm;
     readonly offsetLagHigh: cloudwatch.Alarm;
   };
+  /** Any replay processor invocation failed (with `replayProcessor` only). */
+  readonly replayProcessorErrors?: cloudwatch.Alarm;
   /** Redelivered records dropped, summed per topic and partition (absent without `processorLogGroup`). */
   readonly redeliveryDropsRule?: cloudwatch.CfnInsightRule;
   /** Every alarm's name (known at synth: the alarm topic's policy names them one by one). */
@@ -187,6 +193,19 @@ export class PipelineObservability extends Construct {
       ...this.securityAlarms(pl),
       offsetLagHigh: this.offsetLagAlarm(pl),
     };
+    const replay = props.replayProcessor;
+    if (replay) {
+      // The generation is in the name, as in the function's id: a new generation's alarm is a new alarm.
+      this.replayProcessorErrors = this.alarm(
+        `ReplayG${replay.generation}ProcessorErrors`,
+        replay.function.metricErrors({ statistic: 'Sum', period: Duration.minutes(5) }),
+        {
+          alarmDescription: `Pipeline ${pl}: replay processor invocations of generation ${replay.generation} failed; its mapping retries the batch, and persistent errors stall that partition of the replay (the live output is not affected). First: read the replay processor's logs.`,
+          threshold: 1,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        },
+      );
+    }
     if (props.processorLogGroup)
       this.redeliveryDropsRule = this.redeliveryDropsInsightRule(props.processorLogGroup);
     this.dashboard = this.buildDashboard(failedExecutions);
@@ -308,7 +327,10 @@ export class PipelineObservability extends Construct {
         title: 'Alarms',
         width: 24,
         height: 3,
-        alarms: Object.values(this.alarms),
+        alarms: [
+          ...Object.values(this.alarms),
+          ...(this.replayProcessorErrors ? [this.replayProcessorErrors] : []),
+        ],
       }),
     );
     dashboard.addWidgets(
@@ -405,6 +427,17 @@ export class PipelineObservability extends Construct {
         left: [this.pipelineMetric(METRIC.uncommittedRecords, 'Maximum', this.props.checkpointInterval)],
       }),
     );
+    const replay = this.props.replayProcessor?.function;
+    if (replay) {
+      dashboard.addWidgets(
+        new cloudwatch.GraphWidget({
+          title: `Replay processor (generation ${this.props.replayProcessor!.generation})`,
+          width: 24,
+          left: [replay.metricInvocations(), replay.metricErrors(), replay.metricThrottles()],
+          right: [replay.metricDuration({ statistic: 'p99' })],
+        }),
+      );
+    }
     if (this.redeliveryDropsRule) {
       dashboard.addWidgets(
         new ContributorInsightsWidget({

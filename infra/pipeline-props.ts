@@ -18,6 +18,9 @@ import { InvalidSettingError } from '../shared/errors.ts';
 import { type PipelineConfig, parsePipelineConfig } from './config.ts';
 import type { KafkaSource } from './kafka-source.ts';
 import { DURATION_UNITS, PROP_OF_SETTING, propLabel, propName } from './prop-names.ts';
+import type { ReplayProps } from './replay.ts';
+
+export type { ReplayProps, ReplayStartingPosition } from './replay.ts';
 
 /** A transform of your own: a module (`.ts` or `.js`) exporting a `defineTransform(…)`. */
 export interface TransformModule {
@@ -177,12 +180,22 @@ export interface ExactlyOncePipelineProps {
 
   // ── Operations ─────────────────────────────────────────────────────────────────────────────────────────────
   /**
-   * Roles that may run `eos epoch --start-new` and `eos redrive` against this pipeline (docs/operations.md): what
-   * the processor may do in the ledger (its partition keys, and Query on fences and key windows), stage objects
-   * under `_inprogress/` (the bucket policy lets them, as it lets the processor), and read the committed output.
-   * Never the coordinator's items or prefixes: a role here cannot forge a commit. Default none.
+   * Roles that may run `eos epoch --start-new`, `eos redrive` and `eos replay` against this pipeline
+   * (docs/operations.md): what the processor may do in the ledger (its partition keys, and Query on fences and key
+   * windows), stage objects under `_inprogress/` (the bucket policy lets them, as it lets the processor), read the
+   * committed output, and write the replay plans (`<pl>#REPLAY`). Never the coordinator's items or prefixes: a role
+   * here cannot forge a commit. Default none.
    */
   readonly operatorRoles?: readonly iam.IRole[];
+  /**
+   * Replay into a new generation (docs/deploy.md, docs/operations.md): a second event source mapping on the same
+   * cluster and topic, consumer group `<consumerGroupId>-replay-g<generation>` from `TRIM_HORIZON` (or
+   * `AT_TIMESTAMP`), into a second processor built like the processor plus `EOS_REPLAY_GENERATION`, which stages
+   * output generation `generation` (the plan `eos replay` wrote for it). It may read the replay plans
+   * (`<pl>#REPLAY`), never write them. Needs `deliveryGuarantee: 'exactly-once'`. Remove it (and redeploy) once the
+   * switch to the generation is committed. Default none.
+   */
+  readonly replay?: ReplayProps;
 }
 
 type PropName = keyof ExactlyOncePipelineProps;
@@ -198,6 +211,7 @@ export const CONSTRUCT_ONLY_PROPS = [
   'bucket',
   'encryptionKey',
   'operatorRoles',
+  'replay',
 ] as const satisfies readonly PropName[];
 
 const KNOWN_PROPS = new Set<string>([
