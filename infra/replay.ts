@@ -7,6 +7,7 @@
  * Free of CDK imports: `pipeline-props.ts` validates the prop with it before anything is built.
  */
 import { InvalidSettingError } from '../shared/errors.ts';
+import { keys } from '../shared/ledger/layout.ts';
 
 /** The largest generation (nine digits, as epochs: `shared/ledger/epochs.ts`). */
 export const MAX_REPLAY_GENERATION = 999_999_999;
@@ -36,11 +37,11 @@ export interface ReplayConfig {
 }
 
 /**
- * The partition key of the pipeline's replay plans (items `<pl>#REPLAY` / `G#<generation, 9 digits>`). Written
- * here rather than taken from a layout module: it must stay equal to the key `shared/replay/` reads and writes.
+ * The partition key of the pipeline's replay plans (items `<pl>#REPLAY` / `G#<generation, 9 digits>`), from the
+ * ledger layout `shared/replay/` reads and writes them with.
  */
 export function replayLeadingKeys(pipeline: string): string[] {
-  return [`${pipeline}#REPLAY`];
+  return [keys.replayPk(pipeline)];
 }
 
 /** The replay mapping's consumer group: a new group, so its starting position applies. */
