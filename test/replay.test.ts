@@ -5,6 +5,7 @@
  * the coordinator runs its real steps; the replay mapping is the processor in replay mode fed the partition from
  * its start, as a second event source mapping would.
  */
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { ManualClock, systemClock } from '../shared/clock.ts';
@@ -17,6 +18,9 @@ import { queryCommitted } from '../shared/query/query.ts';
 import { bucketSource } from '../shared/query/sources.ts';
 import { planReplay, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
 import { ReplayStore } from '../shared/replay/store.ts';
+import { manifestKey } from '../shared/sink/layout.ts';
+import type { Manifest } from '../shared/sink/manifest.ts';
+import { getBytes } from '../shared/sink/objects.ts';
 import { readManifests } from '../shared/sink/reader.ts';
 import { verifySink } from '../shared/sink/verify.ts';
 import ordersDefinition from '../shared/transforms/orders.ts';
@@ -153,6 +157,30 @@ describe('replay into a new generation', () => {
       pipeline: settings.pipelineId,
     });
     expect(verified.problems).toEqual([]);
+    // eos verify checks the switch against its manifest's own cut: a manifest edited to switch early is flagged.
+    const key = manifestKey(settings.pipelineId, 3);
+    const third = JSON.parse(
+      (await getBytes(res.clients.s3, settings.bucket, key))!.toString('utf8'),
+    ) as Manifest;
+    const early = {
+      ...third,
+      generations: [
+        {
+          generation: 1,
+          ranges: [{ lane: 'orders', partition: 0, from: 10, to: 25 }, third.generations![0]!.ranges[1]!],
+        },
+      ],
+    };
+    await res.clients.s3.send(
+      new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: JSON.stringify(early) }),
+    );
+    const tampered = await verifySink({
+      s3: res.clients.s3,
+      bucket: settings.bucket,
+      pipeline: settings.pipelineId,
+    });
+    expect(tampered.problems.map((p) => p.kind)).toEqual(['generation-switch']);
+    expect(tampered.problems[0]!.message).toMatch(/but its cut has orders~g1#0 only through 20/);
   });
 
   it('a switch requested early waits until every range is staged and committed', async () => {

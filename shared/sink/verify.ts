@@ -15,14 +15,24 @@
  *    partition (a redriven record in its lane and a redrive round `<lane>~r<R>`, or in two rounds);
  * 4. per stream and partition (and time folder, issue 12), offsets increase in commit order (manifest order, then
  *    file order, then row order);
- * 5. nothing lies under the final prefix that no manifest lists.
+ * 5. nothing lies under the final prefix that no manifest lists;
+ * 6. replay generations (`shared/replay/`): each switch is well-formed, names a generation once, and is covered
+ *    by its manifest's own cut (the generation lane committed through each range's end); a switched generation's
+ *    rows lie inside its ranges. Each generation is a lane of its own for 3 and 4.
  * A checkpoint that is committing while this runs may show its promoted objects as unlisted (5) until its
  * manifest lands: verify a quiet pipeline, or run it twice.
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { sourceLaneOf, topicOfLane } from '../ledger/epochs.ts';
+import {
+  epochLaneOf,
+  generationLaneOf,
+  generationOfLane,
+  sourceLaneOf,
+  topicOfLane,
+} from '../ledger/epochs.ts';
 import { STREAMS, type Stream } from '../ledger/layout.ts';
+import { type GenerationSwitch, parseGenerationSwitch, type ReplayRange } from '../replay/plan.ts';
 import { FINAL_DIR, finalPrefix, manifestsPrefix, parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { ndjsonLines } from './ndjson.ts';
@@ -44,6 +54,7 @@ export const PROBLEM_KINDS = [
   'lineage-twice',
   'offset-order',
   'unlisted-object',
+  'generation-switch',
 ] as const;
 export type ProblemKind = (typeof PROBLEM_KINDS)[number];
 
@@ -160,6 +171,8 @@ export async function readFinalRows(options: VerifyOptions): Promise<FinalRow[]>
 
 class Checker {
   readonly problems: Problem[] = [];
+  /** Switched replay generations: their ranges by `<epoch lane>#<partition>` (`shared/replay/`). */
+  readonly switched = new Map<number, Map<string, ReplayRange>>();
   private readonly lineages = new Map<string, string>();
   /** Output rows by the original record (`<lane>#<partition>#<offset>`, redrive rounds folded): where first seen. */
   private readonly outputLanes = new Map<string, { readonly lane: string; readonly key: string }>();
@@ -213,8 +226,41 @@ class Checker {
         if (offset < from)
           this.problem('cut-mismatch', `manifest ${id} moves ${partition} back from ${from} to ${offset}`);
       }
+      this.switches(id, manifest);
       previous = manifest;
     });
+  }
+
+  /**
+   * A manifest's replay switches: well-formed, each generation switched once, and each range covered by this
+   * manifest's own cut (the generation lane committed through `to`: nothing of the range left to come).
+   */
+  private switches(id: number, manifest: Manifest): void {
+    for (const raw of manifest.generations ?? []) {
+      let change: GenerationSwitch;
+      try {
+        change = parseGenerationSwitch(raw);
+      } catch (error) {
+        this.problem('generation-switch', `manifest ${id}: ${(error as Error).message}`);
+        continue;
+      }
+      if (this.switched.has(change.generation)) {
+        this.problem('generation-switch', `manifest ${id} switches to generation ${change.generation} again`);
+      }
+      const ranges = new Map<string, ReplayRange>();
+      for (const range of change.ranges) {
+        ranges.set(`${range.lane}#${range.partition}`, range);
+        const lane = `${generationLaneOf(range.lane, change.generation)}#${range.partition}`;
+        const covered = manifest.cut?.[lane] ?? -1;
+        if (covered < range.to) {
+          this.problem(
+            'generation-switch',
+            `manifest ${id} switches ${range.lane}/${range.partition} ${range.from}-${range.to} to generation ${change.generation}, but its cut has ${lane} only through ${covered}`,
+          );
+        }
+      }
+      this.switched.set(change.generation, ranges);
+    }
   }
 
   /**
@@ -251,6 +297,16 @@ class Checker {
       }
       this.rows[file.stream]++;
       const { offset } = lineage;
+      const generation = generationOfLane(file.topic);
+      const ranges = this.switched.get(generation);
+      const range = ranges?.get(`${epochLaneOf(file.topic)}#${file.partition}`);
+      if (ranges !== undefined && (range === undefined || offset < range.from || offset > range.to)) {
+        this.problem(
+          'generation-switch',
+          `row at offset ${offset} of generation ${generation} lies outside the ranges it was switched to`,
+          file.key,
+        );
+      }
       if (offset < file.firstOffset || offset > file.lastOffset) {
         this.problem(
           'outside-range',
