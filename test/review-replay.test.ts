@@ -22,7 +22,12 @@ import { createProcessor, type ProcessorHooks } from '../shared/processor/proces
 import { queryCommitted } from '../shared/query/query.ts';
 import { bucketSource } from '../shared/query/sources.ts';
 import { redrive } from '../shared/redrive/redrive.ts';
-import { MAX_REPLAY_RANGES, type ReplayRange } from '../shared/replay/plan.ts';
+import {
+  MAX_REPLAY_PLAN_BYTES,
+  MAX_REPLAY_RANGES,
+  ReplayPlanError,
+  type ReplayRange,
+} from '../shared/replay/plan.ts';
 import { planReplay, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
 import { ReplayStore } from '../shared/replay/store.ts';
 import type { Manifest } from '../shared/sink/manifest.ts';
@@ -692,22 +697,28 @@ describe.concurrent('review: replay into a new generation', () => {
     expect(Object.keys(view).sort()).toEqual(Object.keys(expected([0], 20, () => 'x')).sort());
   });
 
-  it.fails('bug: a plan of MAX_REPLAY_RANGES ranges of a long topic is over DynamoDB’s 400 KB item limit (checkRanges accepts it, the write fails)', async () => {
+  it('fixed (finding 6): a plan too large for one item is refused by its bytes with a ReplayPlanError; the largest accepted one is written', async () => {
     const settings = settingsFor();
     const lane = 't'.repeat(200);
-    const ranges: ReplayRange[] = Array.from({ length: MAX_REPLAY_RANGES }, (_, partition) => ({
-      lane,
-      partition,
-      from: 1_000_000,
-      to: 2_000_000,
-    }));
+    const ranges = (count: number): ReplayRange[] =>
+      Array.from({ length: count }, (_, partition) => ({ lane, partition, from: 1_000_000, to: 2_000_000 }));
     const store = new ReplayStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId);
-    // What happens: a ValidationException (item size has exceeded the maximum allowed size), not a plan.
-    const outcome = await store.create(1, ranges, Date.now()).then(
-      (created) => created,
-      (error: Error) => `${error.name}: ${error.message}`,
+    // Was: a raw ValidationException (item size has exceeded the maximum allowed size) from DynamoDB.
+    await expect(store.create(1, ranges(MAX_REPLAY_RANGES), Date.now())).rejects.toThrow(
+      /ranges take \d+ bytes, at most 204800: replay fewer partitions/,
     );
-    expect(outcome).toBe(true);
+    await expect(store.create(1, ranges(MAX_REPLAY_RANGES), Date.now())).rejects.toBeInstanceOf(
+      ReplayPlanError,
+    );
+    // The most ranges whose JSON fits (binary search: the size grows with the count).
+    let [fits, over] = [1, MAX_REPLAY_RANGES];
+    while (over - fits > 1) {
+      const mid = Math.floor((fits + over) / 2);
+      if (Buffer.byteLength(JSON.stringify(ranges(mid))) <= MAX_REPLAY_PLAN_BYTES) fits = mid;
+      else over = mid;
+    }
+    expect(await store.create(1, ranges(fits), Date.now())).toBe(true);
+    expect((await store.read(1))?.ranges).toHaveLength(fits);
   });
 
   it('disproved: a processor’s own writes to a generation lane (fence, staged objects) without an operator’s plan and switch are committed but never shown, and cannot name a switch', async () => {

@@ -59,9 +59,15 @@ export function phaseOf(plan: ReplayPlan): ReplayPhase {
 
 /**
  * At most this many ranges in one plan: the plan is one ledger item (400 KB) and is copied into the manifest
- * that switches to it, so it stays small (about 60 bytes a range).
+ * that switches to it, so it stays small (and {@link MAX_REPLAY_PLAN_BYTES} bounds its bytes).
  */
 export const MAX_REPLAY_RANGES = 4096;
+
+/**
+ * At most this many bytes of ranges (their JSON): the plan's item must stay under DynamoDB's 400 KB whatever the
+ * topic names' lengths (review of replay, finding 6), and the manifest that switches carries them too.
+ */
+export const MAX_REPLAY_PLAN_BYTES = 200 * 1024;
 
 /** A plan or range that cannot be replayed as written. */
 export class ReplayPlanError extends PipelineError {}
@@ -91,6 +97,12 @@ export function checkRanges(ranges: readonly ReplayRange[]): ReplayRange[] {
   if (ranges.length === 0) throw new ReplayPlanError('a replay names no partition');
   if (ranges.length > MAX_REPLAY_RANGES) {
     throw new ReplayPlanError(`a replay names ${ranges.length} partitions, at most ${MAX_REPLAY_RANGES}`);
+  }
+  const bytes = Buffer.byteLength(JSON.stringify(ranges));
+  if (bytes > MAX_REPLAY_PLAN_BYTES) {
+    throw new ReplayPlanError(
+      `a replay's ranges take ${bytes} bytes, at most ${MAX_REPLAY_PLAN_BYTES}: replay fewer partitions at a time`,
+    );
   }
   const seen = new Set<string>();
   for (const range of ranges) {
