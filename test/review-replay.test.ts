@@ -680,21 +680,30 @@ describe.concurrent('review: replay into a new generation', () => {
     expect(await stateCount(settings)).toBe(20);
   });
 
-  it.fails('bug: records of the range the replay mapping never delivered (an AT_TIMESTAMP start, retention) vanish from readers at the switch', async () => {
+  it('fixed (finding 5): a replay mapping whose first record comes after the range start fails loudly; nothing is staged, no switch, readers keep the old generation', async () => {
     const settings = settingsFor();
     const input = await liveCommitted(settings, [0], 20);
     await plan(settings, 0, 14);
     // The replay mapping starts at offset 6 (its AT_TIMESTAMP position, or the log start after retention).
-    await replayAll(
-      settings,
-      1,
-      input.filter((r) => r.offset >= 6),
+    // Was: staged from 6, switched with the lane's fence at 15, offsets 0..5 shown by no generation.
+    await expect(
+      replayAll(
+        settings,
+        1,
+        input.filter((r) => r.offset >= 6),
+      ),
+    ).rejects.toThrow(
+      /first record delivered of orders-0 is at offset 6, after the range's start 0: .*plan the replay again from offset 6/,
     );
-    await switchTo(settings, 1);
+    await requestSwitch(target(settings), 1, systemClock);
     await committed(settings);
-    const view = await readerView(settings);
-    // What happens: offsets 0..5 are shown by no generation — the switch went ahead with the lane's fence at 15.
-    expect(Object.keys(view).sort()).toEqual(Object.keys(expected([0], 20, () => 'x')).sort());
+    expect(await readerView(settings)).toEqual(expected([0], 20, () => 'v1'));
+    const [status] = await replayStatus(target(settings));
+    expect(status).toMatchObject({ phase: 'switch-requested', staged: false });
+    // A mapping that starts at or before the range start is fine.
+    await replayAll(settings, 1, input);
+    await committed(settings);
+    expect((await replayStatus(target(settings)))[0]).toMatchObject({ phase: 'switched' });
   });
 
   it('fixed (finding 6): a plan too large for one item is refused by its bytes with a ReplayPlanError; the largest accepted one is written', async () => {

@@ -523,10 +523,21 @@ export class Processor {
       );
     }
     const laneId = partitionId(slice.batch.topic, batch.partition);
-    if (slice.batch.records[0]!.offset > slice.to) {
-      // Only records after the range: the first one moves the fence past it once; later batches stage nothing.
-      const { fence } = await this.explicitLaneFence(slice.batch.topic, batch.partition);
-      if (fence.stagedOffset >= slice.to) return unstagedReport(batch);
+    const { fence } = await this.explicitLaneFence(slice.batch.topic, batch.partition);
+    // Only records after the range: the first one moves the fence past it once; later batches stage nothing.
+    if (slice.batch.records[0]!.offset > slice.to && fence.stagedOffset >= slice.to)
+      return unstagedReport(batch);
+    const first = batch.records[0]!.offset;
+    const unstarted = async () =>
+      // A cached "nothing staged" may be stale (another container started the lane): judged on a fresh read.
+      fence.stagedOffset === NO_FENCE &&
+      (await this.refreshFence(slice.batch.topic, batch.partition)).stagedOffset === NO_FENCE;
+    if (first > slice.range.from && (await unstarted())) {
+      // The lane's first records must start the range: offsets from..first-1 never delivered (retention, an
+      // AT_TIMESTAMP start) would be shown by no generation after the switch (review of replay, finding 5).
+      throw new ReplayPlanError(
+        `replay generation ${generation}: the first record delivered of ${batch.topic}-${batch.partition} is at offset ${first}, after the range's start ${slice.range.from}: offsets ${slice.range.from}..${first - 1} cannot be replayed (gone from the topic, or the replay mapping starts after them); plan the replay again from offset ${first}`,
+      );
     }
     this.replayEnds.set(laneId, slice.to);
     return this.stagePartition(slice.batch, attemptId, startedAt, 'explicit');
