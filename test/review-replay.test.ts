@@ -603,7 +603,7 @@ describe.concurrent('review: replay into a new generation', () => {
     await expectVerified(settings);
   });
 
-  it.fails('bug: eos redrive sends the dead letters of a generation no manifest switched to, and applies their keyed state a second time', async () => {
+  it('fixed (finding 3): eos redrive leaves the dead letters of a generation no manifest switched to, and applies no keyed state for them', async () => {
     const settings = settingsFor();
     const input = orderRecords(0, 0, 20);
     // The live generation accepts every record: each one's state delta is applied once (count 20 in total).
@@ -626,7 +626,7 @@ describe.concurrent('review: replay into a new generation', () => {
     await redrive({ settings, clients: res.clients, transform: orders });
     await committed(settings);
     expect(await readerView(settings)).toEqual(expected([0], 20, () => 'v1'));
-    // What happens: 22 (generation 1's dead letters were redriven in orders~g1~r1 with their state deltas).
+    // Was: 22 (generation 1's dead letters were redriven in orders~g1~r1 with their state deltas).
     expect(await stateCount(settings)).toBe(20);
   });
 

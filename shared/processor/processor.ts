@@ -142,7 +142,7 @@ import {
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage, PartitionBatch } from '../kafka/record.ts';
-import { isRootLane, parseLane } from '../ledger/epochs.ts';
+import { generationOfLane, isRootLane, parseLane } from '../ledger/epochs.ts';
 import { type BucketWrite, digestPrefix, KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
@@ -726,13 +726,15 @@ export class Processor {
   private evaluate(batch: PartitionBatch): EvaluatedRecord[] {
     const limits = effectLimits(this.deps.settings);
     const replayEnd = this.replayEnds.get(partitionId(batch.topic, batch.partition));
+    const replayed = generationOfLane(batch.topic) !== 0;
     return batch.records.map((record) => {
       // A replay's first record after its range only moves the fence (`shared/replay/slice.ts`).
       if (replayEnd !== undefined && record.offset > replayEnd) return inertRecord(record);
       const evaluated = evaluateRecord(this.transform, this.deps.settings.idempotencyKey, record, limits);
-      // A replay rewrites output, not keyed state: the live pipeline applied this range's deltas once already, and
-      // applying them again would count the range twice (docs/operations.md says how to rebuild state).
-      return replayEnd !== undefined && evaluated.state.length > 0 ? { ...evaluated, state: [] } : evaluated;
+      // Keyed state is the live output's (generation 0): a replay generation, and a redrive of its dead letters,
+      // rewrite output only. Applying their deltas would count records the live pipeline counted already
+      // (docs/operations.md, "Replay into a new generation").
+      return replayed && evaluated.state.length > 0 ? { ...evaluated, state: [] } : evaluated;
     });
   }
 

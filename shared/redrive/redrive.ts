@@ -44,6 +44,7 @@ import { readFenceItems } from '../ledger/staged-entries.ts';
 import { StagingLedger } from '../ledger/staging-ledger.ts';
 import { evaluateRecord } from '../processor/evaluate.ts';
 import { createProcessor, effectLimits, type ProcessorHooks } from '../processor/processor.ts';
+import { GenerationView } from '../replay/generations.ts';
 import type { Manifest, ManifestFile } from '../sink/manifest.ts';
 import { readCommittedFile, readManifests } from '../sink/reader.ts';
 import type { Transform } from '../transforms/types.ts';
@@ -232,9 +233,15 @@ export class Redriver {
       return state;
     };
     const manifests: Manifest[] = [];
+    // Only the dead letters readers show are redriven: a replay generation's before its switch, or the range a
+    // switch took from the earlier generation, are nobody's to redrive (review of replay, finding 3).
+    const view = new GenerationView();
     for await (const manifest of readManifests(source)) {
       manifests.push(manifest);
-      for (const file of manifest.files) await this.readFile(source, manifest, file, stateOf);
+      view.apply(manifest);
+    }
+    for (const manifest of manifests) {
+      for (const file of manifest.files) await this.readFile(source, manifest, file, stateOf, view);
     }
     const items = await readFenceItems(
       ledgerDocumentClient(clients.dynamodb),
@@ -260,12 +267,14 @@ export class Redriver {
     manifest: Manifest,
     file: ManifestFile,
     stateOf: (lane: string, partition: number) => PartitionState,
+    view: GenerationView,
   ): Promise<void> {
     const lane = parseLane(file.topic);
     if (lane === undefined) return;
     const round = lane.round ?? 0;
     // Output of the original lanes is never needed; output of a round lane says which records it redrove.
     if (file.stream === 'output' && round === 0) return;
+    if (file.stream === 'deadletter' && view.visibility(file) === 'none') return;
     const state = stateOf(sourceLaneOf(file.topic), file.partition);
     for await (const row of readCommittedFile(source, file)) {
       const offset = (row.source as { offset?: unknown } | undefined)?.offset;
@@ -281,6 +290,7 @@ export class Redriver {
         if (round > 0) state.redriven.add(offset as number);
         continue;
       }
+      if (!view.shows(file.topic, file.partition, offset as number)) continue;
       withHeadersListed(row);
       if (!isDeadLetterRow(row)) {
         // Not silently: the run reports how many it could not read (review of redrive, finding 7).
