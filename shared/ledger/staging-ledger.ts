@@ -500,6 +500,53 @@ export class StagingLedger {
    * for a claim whose record can never be staged (its lane was closed by a new epoch below it, see the processor's
    * `releaseOrphans`). Returns whether it was released (false: it changed meanwhile).
    */
+  /**
+   * The live output's (generation 0) claims of `idempotencyKeys` that are held now (not expired, not released), by
+   * key: what a replay generation judges its records' keys against too (`Processor.liveHolders`). GetItem per key
+   * (the processor role has no BatchGetItem), eight at a time.
+   */
+  async readLiveClaims(
+    pipeline: string,
+    idempotencyKeys: readonly string[],
+    now: number,
+  ): Promise<ClaimHolder[]> {
+    const held: ClaimHolder[] = [];
+    const nowSeconds = Math.floor(now / 1000);
+    for (let i = 0; i < idempotencyKeys.length; i += 8) {
+      const items = await Promise.all(
+        idempotencyKeys.slice(i, i + 8).map(async (key) => {
+          try {
+            const { Item } = await this.doc.send(
+              new GetCommand({
+                TableName: this.table,
+                Key: keys.claim(pipeline, key, 0),
+                ConsistentRead: true,
+              }),
+            );
+            return Item;
+          } catch (error) {
+            return this.rethrow('dynamodb:GetItem(claim)', error);
+          }
+        }),
+      );
+      for (const item of items) {
+        if (
+          item === undefined ||
+          typeof item.claimant !== 'string' ||
+          typeof item.idempotencyKey !== 'string'
+        )
+          continue;
+        if (typeof item.expiresAt === 'number' && item.expiresAt < nowSeconds) continue;
+        held.push({
+          idempotencyKey: item.idempotencyKey,
+          claimant: item.claimant,
+          digest: typeof item.digest === 'string' ? item.digest : undefined,
+        });
+      }
+    }
+    return held;
+  }
+
   async releaseOrphanClaim(
     pipeline: string,
     idempotencyKey: string,

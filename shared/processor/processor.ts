@@ -142,7 +142,7 @@ import {
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage, PartitionBatch } from '../kafka/record.ts';
-import { generationOfLane, isRootLane, parseLane } from '../ledger/epochs.ts';
+import { epochLaneOf, generationOfLane, isRootLane, parseLane } from '../ledger/epochs.ts';
 import { type BucketWrite, digestPrefix, KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
@@ -185,6 +185,19 @@ import {
   inertRecord,
   recordDigest,
 } from './evaluate.ts';
+
+/** Whether a claimant (`<lane>#<partition>#<offset>`) is a record one of the plan's ranges replays. */
+function claimantReplayed(plan: ReplayPlan, claimant: string): boolean {
+  const match = /^(.+)#(\d+)#(\d+)$/.exec(claimant);
+  if (!match) return false;
+  const lane = epochLaneOf(match[1]!);
+  const partition = Number(match[2]);
+  const offset = Number(match[3]);
+  return plan.ranges.some(
+    (range) =>
+      range.lane === lane && range.partition === partition && offset >= range.from && offset <= range.to,
+  );
+}
 
 /** A delivered partition batch acknowledged with nothing staged (a replay outside its plan). */
 function unstagedReport(batch: PartitionBatch): PartitionReport {
@@ -541,6 +554,25 @@ export class Processor {
     }
     this.replayEnds.set(laneId, slice.to);
     return this.stagePartition(slice.batch, attemptId, startedAt, 'explicit');
+  }
+
+  /**
+   * Replay mode, global scope: the live output's claims of these keys whose claimant is a record outside the plan's
+   * ranges (one the readers keep showing from the live generation after the switch). The generation judges its
+   * records against them as against its own claims, so a key output before the range is not output again in it
+   * (review of replay, finding 1). A live claimant inside the ranges is replayed itself: its own generation's
+   * claim decides. One GetItem per key of a replay batch; the live path never gets here.
+   */
+  private async liveHolders(
+    lane: string,
+    partition: number,
+    keys: readonly string[],
+  ): Promise<ClaimHolder[]> {
+    if (this.replayEnds.get(partitionId(lane, partition)) === undefined || this.replayPlan === undefined)
+      return [];
+    const plan = await this.replayPlan;
+    const held = await this.ledger.readLiveClaims(this.deps.settings.pipelineId, keys, this.clock.now());
+    return held.filter((holder) => !claimantReplayed(plan, holder.claimant));
   }
 
   private replayPlanOf(generation: number): Promise<ReplayPlan> {
@@ -1000,6 +1032,11 @@ export class Processor {
       }
     };
     await loadWindow();
+    if (!windowScope && firstWithKey.size > 0) {
+      for (const holder of await this.liveHolders(topic, partition, [...firstWithKey.keys()])) {
+        external.set(holder.idempotencyKey, holder);
+      }
+    }
     decide();
     const setFence = (fence: FenceState) => {
       known = fence;
