@@ -2,7 +2,9 @@
  * The CDK app (`cdk synth`, `cdk deploy`): `npx cdk deploy -c mskClusterArn=arn:aws:kafka:… -c topic=orders`.
  * Every setting is a context key (see docs/configuration.md), your own transform too:
  * `-c transform=./src/my-transform.ts#myTransform`. The stack name is `-c stackName=…` (default
- * `ExactlyOncePipeline-<pipelineId>`). cdk-nag's AwsSolutions checks run on every synth.
+ * `ExactlyOncePipeline-<pipelineId>`). `-c replayGeneration=N` (with `-c replayStartingPosition=AT_TIMESTAMP`
+ * and `-c replayStartingPositionTimestamp=…` if not from the beginning) adds the replay mapping of generation N
+ * (the construct's `replay` prop, docs/deploy.md). cdk-nag's AwsSolutions checks run on every synth.
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { type SettingsInput, settingsSchema } from '../shared/config/settings.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { parseTransformRef } from '../shared/transforms/load.ts';
+import { MAX_REPLAY_GENERATION, type ReplayProps, replayConfigOf } from './replay.ts';
 
 /** `arn:<partition>:kafka:<region>:<account>:cluster/<name>/<uuid>` (provisioned and serverless alike). */
 export const MSK_CLUSTER_ARN =
@@ -22,6 +23,21 @@ const CONSUMER_GROUP = /^[a-zA-Z0-9\-/*:_+=.@]{1,200}$/;
 
 const bool = z.union([z.boolean(), z.enum(['true', 'false'])]).transform((v) => v === true || v === 'true');
 const int = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+/** A time as whole Unix seconds, given as a number, digits or an ISO 8601 time with its zone (`…Z`, `…+02:00`). */
+const unixSeconds = z.union([z.number(), z.string()]).transform((value, ctx) => {
+  const seconds =
+    typeof value === 'number' || /^\d+$/.test(value)
+      ? Number(value)
+      : /(Z|[+-]\d\d:\d\d)$/.test(value)
+        ? Date.parse(value) / 1000
+        : Number.NaN;
+  if (!Number.isFinite(seconds) || seconds < 0 || !Number.isInteger(seconds)) {
+    ctx.addIssue({ code: 'custom', message: 'an ISO 8601 time with zone (…Z) or whole Unix seconds' });
+    return z.NEVER;
+  }
+  return seconds;
+});
 
 const DAY_S = 86_400;
 /** `infra/checkpoint-coordinator.ts` gives each Lambda task the function's timeout plus this much. */
@@ -62,22 +78,7 @@ const deploymentShape = {
    * For `AT_TIMESTAMP`: an ISO 8601 time with its zone (`2026-01-31T00:00:00Z`) or Unix seconds; the mapping takes
    * whole seconds.
    */
-  startingPositionTimestamp: z
-    .union([z.number(), z.string()])
-    .transform((value, ctx) => {
-      const seconds =
-        typeof value === 'number' || /^\d+$/.test(value)
-          ? Number(value)
-          : /(Z|[+-]\d\d:\d\d)$/.test(value)
-            ? Date.parse(value) / 1000
-            : Number.NaN;
-      if (!Number.isFinite(seconds) || seconds < 0 || !Number.isInteger(seconds)) {
-        ctx.addIssue({ code: 'custom', message: 'an ISO 8601 time with zone (…Z) or whole Unix seconds' });
-        return z.NEVER;
-      }
-      return seconds;
-    })
-    .optional(),
+  startingPositionTimestamp: unixSeconds.optional(),
   /**
    * Provisioned mode: at least this many event pollers stay provisioned for the mapping (1–200). Unset: on-demand
    * pollers. Setting either bound turns provisioned mode on.
@@ -270,19 +271,7 @@ export function parsePipelineConfig(
   options: ParseOptions = {},
 ): PipelineConfig {
   const result = pipelineConfigSchema.safeParse(input);
-  if (!result.success) {
-    const issue = result.error.issues[0]!;
-    if (issue.code === 'unrecognized_keys') {
-      throw new InvalidSettingError(issue.keys.map(label).join(', '), 'unknown setting');
-    }
-    const key = String(issue.path[0] ?? '(settings)');
-    const missing = issue.code === 'invalid_type' && input[key] === undefined;
-    if (missing) throw new InvalidSettingError(label(key), 'required but not set');
-    const given = input[key];
-    const shown =
-      typeof given === 'string' || typeof given === 'number' ? ` (got ${JSON.stringify(given)})` : '';
-    throw new InvalidSettingError(label(key), `${issue.message}${shown}`);
-  }
+  if (!result.success) throw settingError(result.error, input, label);
   const config = {
     ...result.data,
     consumerGroupId: result.data.consumerGroupId ?? `eos-${result.data.pipelineId}`,
@@ -290,6 +279,25 @@ export function parsePipelineConfig(
   };
   checkCrossSettings(config, label, options);
   return config;
+}
+
+/** The first issue of a failed parse as an {@link InvalidSettingError} naming the setting as `label` spells it. */
+function settingError(
+  error: z.ZodError,
+  input: Record<string, unknown>,
+  label: (key: string) => string,
+): InvalidSettingError {
+  const issue = error.issues[0]!;
+  if (issue.code === 'unrecognized_keys') {
+    return new InvalidSettingError(issue.keys.map(label).join(', '), 'unknown setting');
+  }
+  const key = String(issue.path[0] ?? '(settings)');
+  const missing = issue.code === 'invalid_type' && input[key] === undefined;
+  if (missing) return new InvalidSettingError(label(key), 'required but not set');
+  const given = input[key];
+  const shown =
+    typeof given === 'string' || typeof given === 'number' ? ` (got ${JSON.stringify(given)})` : '';
+  return new InvalidSettingError(label(key), `${issue.message}${shown}`);
 }
 
 /** The timing rules of the protocol (DESIGN P3, C1) and the cluster choice. */
@@ -373,4 +381,103 @@ function checkCrossSettings(
       `${config.inProgressExpirationDays} day(s) must exceed twice the longest grace period or lease (${longest}s)`,
     );
   }
+}
+
+/**
+ * The context keys of the construct's `replay` prop (`infra/replay.ts`), for the repository's app: not settings
+ * (no prop of their own, no `EOS_*` variable), each a field of `replay`. Without `replayGeneration` there is no
+ * replay mapping.
+ */
+export const REPLAY_CONTEXT_KEYS = [
+  'replayGeneration',
+  'replayStartingPosition',
+  'replayStartingPositionTimestamp',
+] as const;
+export type ReplayContextKey = (typeof REPLAY_CONTEXT_KEYS)[number];
+
+/** The `replay` field each context key sets. */
+export const REPLAY_FIELD_OF_CONTEXT_KEY = {
+  replayGeneration: 'generation',
+  replayStartingPosition: 'startingPosition',
+  replayStartingPositionTimestamp: 'startingPositionTimestamp',
+} as const satisfies Record<ReplayContextKey, keyof ReplayProps>;
+
+/** The same words as the prop's error (`replay.ts`). */
+const GENERATION_RANGE = `an integer from 1 to ${MAX_REPLAY_GENERATION}`;
+
+const replayContextSchema = z
+  .object({
+    // Numbers and strings only: `z.coerce` alone would take a JSON `true` for generation 1.
+    replayGeneration: z
+      .union([z.number(), z.string()], { error: GENERATION_RANGE })
+      .pipe(
+        z.coerce
+          .number<string | number>({ error: GENERATION_RANGE })
+          .int(GENERATION_RANGE)
+          .min(1, GENERATION_RANGE)
+          .max(MAX_REPLAY_GENERATION, GENERATION_RANGE),
+      )
+      .optional(),
+    replayStartingPosition: z.enum(['TRIM_HORIZON', 'AT_TIMESTAMP']).optional(),
+    replayStartingPositionTimestamp: unixSeconds.optional(),
+  })
+  .strict();
+
+/**
+ * The `replay` prop from its context keys (`-c replayGeneration=2`, …), validated naming the key as `label`
+ * spells it: each key's value, the starting position with its timestamp, then the construct's own checks against
+ * the pipeline's validated settings (`replayConfigOf`: exactly-once only, the consumer group's length, a timestamp
+ * in milliseconds), their errors renamed from the prop's field to its key. Undefined when no key is given; a
+ * starting position without `replayGeneration` is refused rather than ignored.
+ */
+export function parseReplayContext(
+  input: Partial<Record<ReplayContextKey, unknown>>,
+  pipeline: Pick<PipelineConfig, 'deliveryGuarantee' | 'consumerGroupId'>,
+  label: (key: string) => string = (key) => key,
+): ReplayProps | undefined {
+  const result = replayContextSchema.safeParse(input);
+  if (!result.success) throw settingError(result.error, input, label);
+  const {
+    replayGeneration: generation,
+    replayStartingPosition: startingPosition,
+    replayStartingPositionTimestamp: startingPositionTimestamp,
+  } = result.data;
+  const fail = (key: ReplayContextKey, message: string): never => {
+    throw new InvalidSettingError(label(key), message);
+  };
+  if (generation === undefined) {
+    if (startingPosition !== undefined) fail('replayStartingPosition', 'only used with replayGeneration');
+    if (startingPositionTimestamp !== undefined) {
+      fail('replayStartingPositionTimestamp', 'only used with replayGeneration');
+    }
+    return undefined;
+  }
+  if (startingPosition === 'AT_TIMESTAMP' && startingPositionTimestamp === undefined) {
+    fail('replayStartingPositionTimestamp', 'required with replayStartingPosition AT_TIMESTAMP');
+  }
+  if (startingPosition !== 'AT_TIMESTAMP' && startingPositionTimestamp !== undefined) {
+    fail(
+      'replayStartingPositionTimestamp',
+      `only used with replayStartingPosition AT_TIMESTAMP (not ${startingPosition ?? 'TRIM_HORIZON, the default'})`,
+    );
+  }
+  const replay: ReplayProps = {
+    generation,
+    ...(startingPosition === undefined ? {} : { startingPosition }),
+    ...(startingPositionTimestamp === undefined ? {} : { startingPositionTimestamp }),
+  };
+  try {
+    replayConfigOf(replay, pipeline);
+  } catch (error) {
+    if (!(error instanceof InvalidSettingError)) throw error;
+    // `replay.startingPositionTimestamp` is its key's error; `replay` (the prop as a whole) is the generation's.
+    const field = error.setting.replace(/^replay\.?/, '');
+    const key =
+      REPLAY_CONTEXT_KEYS.find((k) => REPLAY_FIELD_OF_CONTEXT_KEY[k] === field) ?? 'replayGeneration';
+    throw new InvalidSettingError(
+      label(key),
+      error.message.slice(`invalid setting ${error.setting}: `.length),
+    );
+  }
+  return replay;
 }

@@ -1,11 +1,12 @@
 /**
  * The deployable stack: one {@link ExactlyOncePipeline} configured from CDK context (`-c key=value` or
- * `cdk.json`). Environment-agnostic: nothing is looked up in an account at synth, so `cdk synth` runs offline.
+ * `cdk.json`): its settings, the construct's boolean props, and its `replay` prop (`-c replayGeneration=N`, …).
+ * Environment-agnostic: nothing is looked up in an account at synth, so `cdk synth` runs offline.
  */
 import { Stack, type StackProps } from 'aws-cdk-lib';
 import type { Construct } from 'constructs';
 import { InvalidSettingError } from '../shared/errors.ts';
-import { CONFIG_KEYS } from './config.ts';
+import { CONFIG_KEYS, parsePipelineConfig, parseReplayContext, REPLAY_CONTEXT_KEYS } from './config.ts';
 import { ExactlyOncePipeline } from './exactly-once-pipeline.ts';
 import { type ExactlyOncePipelineProps, propsFromSettings } from './pipeline-props.ts';
 
@@ -25,7 +26,11 @@ export class ExactlyOncePipelineStack extends Stack {
 
   constructor(scope: Construct, id: string, props: ExactlyOncePipelineStackProps = {}) {
     super(scope, id, props);
-    const settings = props.pipeline ?? { ...pipelinePropsFromContext(this), ...constructContext(this) };
+    const settings = props.pipeline ?? {
+      ...pipelinePropsFromContext(this),
+      ...constructContext(this),
+      ...replayContext(this),
+    };
     // The stack is what `cdk deploy` shows: its outputs are on unless the props say otherwise.
     this.pipeline = new ExactlyOncePipeline(this, 'Pipeline', { outputs: true, ...settings });
   }
@@ -35,7 +40,20 @@ export class ExactlyOncePipelineStack extends Stack {
 const CONSTRUCT_CONTEXT_KEYS = ['eventSourceMapping', 'analyticsTable'] as const;
 
 /** Context keys of the app itself that are not pipeline settings. */
-const APP_CONTEXT_KEYS = new Set<string>(['stackName', ...CONSTRUCT_CONTEXT_KEYS]);
+const APP_CONTEXT_KEYS = new Set<string>(['stackName', ...CONSTRUCT_CONTEXT_KEYS, ...REPLAY_CONTEXT_KEYS]);
+
+/** How an error names a context key: as the user passes it. */
+const contextLabel = (key: string) => `-c ${key}`;
+
+/** The context values given (an empty `-c key=` counts as not given). */
+function givenContext<K extends string>(scope: Construct, keys: readonly K[]): Partial<Record<K, unknown>> {
+  const input: Partial<Record<K, unknown>> = {};
+  for (const key of keys) {
+    const value: unknown = scope.node.tryGetContext(key);
+    if (value !== undefined && value !== '') input[key] = value;
+  }
+  return input;
+}
 
 /** The construct's boolean props given as context (`true`/`false`, as `-c` gives them, or JSON booleans). */
 function constructContext(
@@ -61,19 +79,27 @@ function constructContext(
  */
 export function pipelinePropsFromContext(scope: Construct): ExactlyOncePipelineProps {
   rejectUnknownContext(scope);
-  const input: Record<string, unknown> = {};
-  for (const key of CONFIG_KEYS) {
-    const value = scope.node.tryGetContext(key);
-    if (value !== undefined && value !== '') input[key] = value;
-  }
-  return propsFromSettings(input, (key) => `-c ${key}`);
+  return propsFromSettings(givenContext(scope, CONFIG_KEYS), contextLabel);
+}
+
+/**
+ * The `replay` prop from `-c replayGeneration=N` (and `-c replayStartingPosition=TRIM_HORIZON|AT_TIMESTAMP`,
+ * `-c replayStartingPositionTimestamp=…`): validated naming the key, against the pipeline's settings from context
+ * (exactly-once only, the replay's consumer group derived from `consumerGroupId`). No key, no replay mapping.
+ */
+export function replayContext(scope: Construct): Pick<ExactlyOncePipelineProps, 'replay'> {
+  const input = givenContext(scope, REPLAY_CONTEXT_KEYS);
+  if (Object.keys(input).length === 0) return {};
+  const pipeline = parsePipelineConfig(givenContext(scope, CONFIG_KEYS), contextLabel);
+  const replay = parseReplayContext(input, pipeline, contextLabel);
+  return replay ? { replay } : {};
 }
 
 function rejectUnknownContext(scope: Construct): void {
-  const known = new Set<string>(CONFIG_KEYS);
+  const known = [...CONFIG_KEYS, ...APP_CONTEXT_KEYS];
   for (const key of Object.keys(scope.node.getAllContext() as Record<string, unknown>)) {
-    if (!/^[a-z][A-Za-z0-9]*$/.test(key) || known.has(key) || APP_CONTEXT_KEYS.has(key)) continue;
-    const near = CONFIG_KEYS.find((setting) => setting.toLowerCase() === key.toLowerCase());
+    if (!/^[a-z][A-Za-z0-9]*$/.test(key) || known.includes(key)) continue;
+    const near = known.find((setting) => setting.toLowerCase() === key.toLowerCase());
     throw new InvalidSettingError(`-c ${key}`, `unknown setting${near ? ` (did you mean ${near}?)` : ''}`);
   }
 }

@@ -19,7 +19,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Command, Option } from 'commander';
 import type { z } from 'zod';
-import { CONFIG_KEYS, pipelineConfigSchema } from '../infra/config.ts';
+import {
+  CONFIG_KEYS,
+  pipelineConfigSchema,
+  REPLAY_FIELD_OF_CONTEXT_KEY,
+  type ReplayContextKey,
+} from '../infra/config.ts';
 import { DURATION_UNITS, PROP_OF_SETTING } from '../infra/prop-names.ts';
 import { ENV_NAMES, settingsSchema } from '../shared/config/settings.ts';
 
@@ -47,6 +52,26 @@ const CONSTRUCT_CONTEXT = {
       'Create a Glue table over the committed output (partition projection on its time folders) and an Athena workgroup with its own results bucket. Needs `outputFormat` `parquet` ([output.md](output.md)).',
   },
 } as const;
+
+const REPLAY_SECTION = 'deploy.md#replaying-a-range-into-a-new-generation-the-replay-mapping';
+
+/** The `replay` prop's fields the repository's stack reads from context (`infra/config.ts`, `infra/stack.ts`). */
+const REPLAY_CONTEXT: Readonly<Record<ReplayContextKey, { default: string; meaning: string }>> = {
+  replayGeneration: {
+    default: '— (no replay mapping)',
+    meaning: `Replay into output generation N (1–999,999,999, the generation \`eos replay\` wrote the plan for): adds a second processor with \`EOS_REPLAY_GENERATION=N\` behind a second event source mapping under consumer group \`<consumerGroupId>-replay-gN\`. Needs \`deliveryGuarantee\` \`exactly-once\`. Remove it and deploy again once the switch is committed ([deploy.md](${REPLAY_SECTION})).`,
+  },
+  replayStartingPosition: {
+    default: '`TRIM_HORIZON`',
+    meaning:
+      "Where the replay's consumer group starts: `TRIM_HORIZON` or `AT_TIMESTAMP` (with `replayStartingPositionTimestamp`). Only with `replayGeneration`.",
+  },
+  replayStartingPositionTimestamp: {
+    default: '— (unset)',
+    meaning:
+      'For `replayStartingPosition` `AT_TIMESTAMP`: Unix seconds (or ISO 8601 with a zone) in context, whole Unix seconds in props.',
+  },
+};
 
 /** One line of prose per setting, pipeline and deployment alike. Keep it to what the code does. */
 export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
@@ -223,6 +248,12 @@ function deploymentSection(): string {
   ]);
   for (const [name, prop] of Object.entries(CONSTRUCT_CONTEXT))
     rows.push([`\`-c ${name}\` / \`${name}\``, prop.default, prop.meaning]);
+  for (const [name, replay] of Object.entries(REPLAY_CONTEXT))
+    rows.push([
+      `\`-c ${name}\` / \`replay.${REPLAY_FIELD_OF_CONTEXT_KEY[name as ReplayContextKey]}\``,
+      replay.default,
+      replay.meaning,
+    ]);
   for (const [name, app] of Object.entries(APP_CONTEXT))
     rows.push([`\`-c ${name}\``, app.default, app.meaning]);
   return table(['CDK context / construct prop', 'default', 'meaning'], rows);
