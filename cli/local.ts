@@ -70,17 +70,19 @@ export interface LocalCommandOptions {
   /** Separate existing endpoints (DynamoDB Local and an S3 server started apart); each wins over --endpoint. */
   readonly dynamodbEndpoint?: string;
   readonly s3Endpoint?: string;
-  /** An operations scenario (issue 14): `recreate-topic` or `redrive`. */
+  /** An operations scenario (issue 14): `recreate-topic`, `redrive` or `replay`. */
   readonly scenario?: LocalScenario;
 }
 
 /** The operations scenarios `eos local --scenario` runs (docs/local.md). */
-export const LOCAL_SCENARIOS = ['recreate-topic', 'redrive'] as const;
+export const LOCAL_SCENARIOS = ['recreate-topic', 'redrive', 'replay'] as const;
 export type LocalScenario = (typeof LOCAL_SCENARIOS)[number];
 
 /**
  * `redrive`: the run's processors use the transform with a bug (GBP orders are rejected: "not supported yet");
  * after the run, `eos redrive` sends the dead letters back with the transform itself (the fix), twice.
+ * `replay`: the same bug; after the run the middle half of every partition is replayed with the fix into a new
+ * generation (`local/replay-scenario.ts`).
  */
 export function withGbpBug(fixed: Transform): Transform {
   return {
@@ -391,6 +393,7 @@ export async function runLocalCommand(
       batchSize: options.batchSize ?? LOCAL_DEFAULTS.batchSize,
       ...(recreateTopicWith ? { recreateTopicWith } : {}),
       ...(options.scenario === 'redrive' ? { transform: withGbpBug(transform), redriveWith: transform } : {}),
+      ...(options.scenario === 'replay' ? { transform: withGbpBug(transform), replayWith: transform } : {}),
       onProgress: (p) => progress?.update(p.acknowledged, p.checkpointsCommitted),
     }).finally(() => progress?.stop());
     write(formatReport(report));
@@ -526,7 +529,7 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
     .addOption(
       new Option(
         '--scenario <name>',
-        'an operations scenario: recreate-topic (the topic is recreated mid-run; stopped partitions move to a new epoch; verdict per epoch) | redrive (the transform has a bug; after the run its dead letters are redriven with the fix, twice)',
+        'an operations scenario: recreate-topic (the topic is recreated mid-run; stopped partitions move to a new epoch; verdict per epoch) | redrive (the transform has a bug; after the run its dead letters are redriven with the fix, twice) | replay (the transform has a bug; after the run a range is replayed with the fix into a new generation; readers checked at every checkpoint)',
       ).choices(LOCAL_SCENARIOS),
     )
     .option('--export <dir>', 'write the final objects, manifests and keyed aggregates to this directory')

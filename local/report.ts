@@ -78,6 +78,14 @@ export function formatReport(report: RunReport): string {
             `${report.redrive.sent} sent${report.redrive.crashed ? ' (the first run crashed and was run again)' : ''}: ${report.redrive.output} output rows, ${report.redrive.deadLettered} dead-lettered again, ${report.redrive.unchanged} left (same reason); a second run staged ${report.redrive.secondRunStaged}`,
           ),
         ]),
+    ...(report.replay === undefined
+      ? []
+      : [
+          row(
+            'replay (changed transform)',
+            `generation ${report.replay.generation}: offsets ${report.replay.from}..${report.replay.to} of ${report.replay.partitions} partition(s), ${report.replay.delivered} records delivered${report.replay.crashed ? ' (the replay processor crashed once and its batch came again)' : ''}; ${report.replay.switchedIn === undefined ? 'NEVER switched' : `switched by checkpoint ${report.replay.switchedIn}`}; ${report.replay.viewsChecked} reader views checked (${report.replay.viewsSwitched} after the switch): ${report.replay.violations.length === 0 ? 'old then new, never both, never neither' : `${report.replay.violations.length} wrong`}`,
+          ),
+        ]),
     row('throughput', `${report.recordsPerSecond} records/s (${(report.durationMs / 1000).toFixed(1)} s)`),
     row('lost / duplicated / unexpected', `${o.lost} / ${o.duplicated} / ${o.unexpected}`),
     row(

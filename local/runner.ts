@@ -20,7 +20,7 @@ import { InjectedCrashError, OffsetsWentBackwardsError } from '../shared/errors.
 import { decodeRecord } from '../shared/kafka/event.ts';
 import type { Lineage } from '../shared/kafka/record.ts';
 import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { laneOf, parseLane, sourceLaneOf, topicOfLane } from '../shared/ledger/epochs.ts';
+import { epochLaneOf, laneOf, parseLane, topicOfLane } from '../shared/ledger/epochs.ts';
 import { checkKeySource } from '../shared/processor/evaluate.ts';
 import {
   type BatchReport,
@@ -30,6 +30,7 @@ import {
 } from '../shared/processor/processor.ts';
 import { type PartitionRedrive, type RedriveResult, redrive } from '../shared/redrive/redrive.ts';
 import { parseFinalKey } from '../shared/sink/layout.ts';
+import { readCommitted } from '../shared/sink/reader.ts';
 import { type FinalRow, readFinalRows, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
 import { loadTransform } from '../shared/transforms/load.ts';
 import type { Transform } from '../shared/transforms/types.ts';
@@ -57,6 +58,7 @@ import type { InputRecord } from './input.ts';
 import { PartitionedLog } from './kafka-log.ts';
 import { type Delivery, MskEmulator } from './msk-emulator.ts';
 import { seededRandom } from './prng.ts';
+import { type ReplayReport, replayAfter, replayedTransform } from './replay-scenario.ts';
 import { readAggregates } from './results.ts';
 import { type ClockMode, RunClock } from './run-clock.ts';
 
@@ -104,6 +106,14 @@ export interface RunOptions {
    * nothing. The verdict is judged against the fixed transform, each record by its latest outcome.
    */
   readonly redriveWith?: Transform;
+  /**
+   * Replays a range after the run (issue 14, `replay-scenario.ts`): `transform` is then the one with a bug, this the
+   * changed one. Once the input is committed, the middle half of every partition is replayed with this transform
+   * into generation 1 through a second mapping, and the switch is requested at once; readers are checked after
+   * every checkpoint. The verdict is judged on what readers show: this transform's outcome in the range, the
+   * run's outside it; keyed state stays the run's (a replay does not touch it).
+   */
+  readonly replayWith?: Transform;
 }
 
 /** What the redrive scenario did. */
@@ -184,6 +194,8 @@ export interface RunReport {
   readonly epochsOpened?: number;
   /** With a redrive (`redriveWith`). */
   readonly redrive?: RedriveReport;
+  /** With a replay (`replayWith`). */
+  readonly replay?: ReplayReport;
 }
 
 /** A processor instance with its own clients and fault slot: one attempt at a time, as a Lambda container. */
@@ -305,6 +317,16 @@ class Run {
       ...(batchSize ? { batchSize } : {}),
       ...(maxPartitionsPerEvent ? { maxPartitionsPerEvent } : {}),
     });
+  }
+
+  /** A second event source mapping over the log (the replay's, `replay-scenario.ts`), from its start. */
+  replayEmulator(): MskEmulator {
+    return this.newEmulator();
+  }
+
+  /** Per partition, how many records the log holds. */
+  logLengths(): number[] {
+    return Array.from({ length: this.log.partitions }, (_, p) => this.log.endOffset(p));
   }
 
   /** The topic is deleted and created again: a new log from offset 0, a mapping that starts at its beginning. */
@@ -575,6 +597,22 @@ function violationsOf(outcome: Outcome, verify: VerifyResult): string[] {
   return violations;
 }
 
+/** Both streams as the committed reader shows them (`shared/replay/generations.ts`), as final rows. */
+async function readerRows(s3: AwsClients['s3'], settings: Settings): Promise<FinalRow[]> {
+  const rows: FinalRow[] = [];
+  for (const stream of ['output', 'deadletter'] as const) {
+    for await (const { file, row } of readCommitted({
+      s3,
+      bucket: settings.bucket,
+      pipeline: settings.pipelineId,
+      stream,
+    })) {
+      rows.push({ key: file.key, stream, row });
+    }
+  }
+  return rows;
+}
+
 function redriveViolations(report: RedriveReport | undefined): string[] {
   if (report === undefined || report.secondRunStaged === 0) return [];
   return [`a second redrive staged ${report.secondRunStaged} rows again`];
@@ -585,7 +623,10 @@ async function judge(run: Run, options: RunOptions, expectation: Expectation) {
   const { settings } = options;
   const pipeline = settings.pipelineId;
   const s3 = run.clients.s3;
-  const rows: FinalRow[] = await readFinalRows({ s3, bucket: settings.bucket, pipeline });
+  // A replay scenario is judged on what readers show (one generation per record); others on every final object.
+  const rows: FinalRow[] = options.replayWith
+    ? await readerRows(s3, settings)
+    : await readFinalRows({ s3, bucket: settings.bucket, pipeline });
   const laned = rows.flatMap(({ key, stream, row }) => {
     const source = row.source as { topic: string; partition: number; offset: number } | undefined;
     // Judged per epoch: a row counts under the lane its object names (its own topic in epoch 0); a redriven row
@@ -593,7 +634,7 @@ async function judge(run: Run, options: RunOptions, expectation: Expectation) {
     const name = parseFinalKey(pipeline, key)?.topic ?? source?.topic ?? '';
     const lane = parseLane(name);
     if (!source || !lane) return [];
-    return [{ stream, source: { ...source, topic: sourceLaneOf(name) }, round: lane.round ?? 0 }];
+    return [{ stream, source: { ...source, topic: epochLaneOf(name) }, round: lane.round ?? 0 }];
   });
   const committedRows = options.redriveWith ? latestOutcomes(laned, expectation) : laned;
   const aggregates: Map<string, Aggregate> = await readAggregates(
@@ -715,15 +756,43 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
   const drained = Date.now();
   await run.checkpointer.final();
   const redriven = options.redriveWith ? await redriveAfter(run, options, options.redriveWith) : undefined;
+  const replayed = options.replayWith
+    ? await replayAfter({
+        settings: options.settings,
+        clients: run.clients,
+        clock: run.clock,
+        checkpointer: run.checkpointer,
+        emulator: run.replayEmulator(),
+        topic: options.topic ?? 'orders',
+        lengths: run.logLengths(),
+        transform: options.replayWith,
+        seed: options.seed,
+        faults: options.faults.crash > 0,
+      })
+    : undefined;
   const durationMs = Date.now() - started;
   expectation ??= await expect();
+  if (replayed && options.replayWith) {
+    // Readers show the changed transform's outcome in the range and the run's elsewhere; keyed state is the run's.
+    const records = [...run.records()];
+    const view = replayedTransform(run.transform, options.replayWith, replayed.from, replayed.to);
+    await view.prepare?.(records);
+    const shown = expectOutcome(records, view, options.settings.idempotencyKey, {
+      maxTransactionItems: options.settings.maxTransactionItems,
+    });
+    expectation = { ...shown, aggregates: expectation.aggregates };
+  }
   const { rows, aggregates, outcome, verify } = await judge(run, options, expectation);
   const phasesMs = {
     drain: drained - started,
     finalCheckpoint: started + durationMs - drained,
     judge: Date.now() - started - durationMs,
   };
-  const violations = [...violationsOf(outcome, verify), ...redriveViolations(redriven)];
+  const violations = [
+    ...violationsOf(outcome, verify),
+    ...redriveViolations(redriven),
+    ...(replayed?.violations ?? []),
+  ];
   const report: RunReport = {
     pipeline: options.settings.pipelineId,
     guarantee: options.settings.deliveryGuarantee,
@@ -754,6 +823,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     violations,
     ...(options.recreateTopicWith ? { epochsOpened: run.epochsOpened } : {}),
     ...(redriven ? { redrive: redriven } : {}),
+    ...(replayed ? { replay: replayed } : {}),
   };
   return { report, aggregates };
 }
