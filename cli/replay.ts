@@ -36,6 +36,8 @@ export interface ReplayOptions {
   readonly pipeline: string;
   readonly topic?: string;
   readonly fromOffset?: number;
+  /** Per partition: `--from-offsets 0=120,1=340`. */
+  readonly fromOffsets?: ReadonlyMap<number, number>;
   readonly toOffset?: number;
   readonly partitions?: readonly number[];
   readonly switch?: number;
@@ -144,7 +146,7 @@ export async function runReplay(
       const planned = await replay.planReplay({
         ...target,
         topic: options.topic,
-        fromOffset: options.fromOffset!,
+        fromOffset: options.fromOffsets ?? options.fromOffset!,
         ...(options.toOffset === undefined ? {} : { toOffset: options.toOffset }),
         ...(options.partitions === undefined ? {} : { partitions: options.partitions }),
         clock,
@@ -157,6 +159,23 @@ export async function runReplay(
     owned?.dynamodb.destroy();
     owned?.s3.destroy();
   }
+}
+
+/** `0=120,1=340`: a start offset per partition, each partition once. */
+export function partitionOffsets(value: string): Map<number, number> {
+  const partition = integer(0, 2_147_483_647);
+  const offset = integer(0);
+  const map = new Map<number, number>();
+  for (const part of value.split(',')) {
+    const [p, o, ...rest] = part.trim().split('=');
+    if (p === undefined || o === undefined || rest.length > 0) {
+      throw new InvalidArgumentError('expected <partition>=<offset>, comma-separated (0=120,1=340)');
+    }
+    const key = partition(p);
+    if (map.has(key)) throw new InvalidArgumentError(`partition ${key} is named twice`);
+    map.set(key, offset(o));
+  }
+  return map;
 }
 
 /** `0,1,5`: distinct partition numbers. */
@@ -175,6 +194,11 @@ export function registerReplayCommand(program: Command, deps: ReplayDependencies
     )
     .option('--topic <name>', 'plan a replay of this topic (with --from-offset)')
     .option('--from-offset <n>', 'the first offset replayed, in every partition named', integer(0))
+    .option(
+      '--from-offsets <list>',
+      'the first offset per partition, <partition>=<offset> comma-separated (a point in time: what kafka-get-offsets --time prints)',
+      partitionOffsets,
+    )
     .option(
       '--to-offset <n>',
       "the last offset replayed (default and at most: each partition's last staged offset)",
@@ -211,6 +235,7 @@ that cannot be; 3 AWS cannot be reached or used.`,
         pipeline?: string;
         topic?: string;
         fromOffset?: number;
+        fromOffsets?: Map<number, number>;
         toOffset?: number;
         partitions?: number[];
         switch?: number;
@@ -222,6 +247,7 @@ that cannot be; 3 AWS cannot be reached or used.`,
         const planning =
           raw.topic !== undefined ||
           raw.fromOffset !== undefined ||
+          raw.fromOffsets !== undefined ||
           raw.toOffset !== undefined ||
           raw.partitions !== undefined;
         if (planning && raw.switch !== undefined) {
@@ -229,8 +255,13 @@ that cannot be; 3 AWS cannot be reached or used.`,
             '--switch does not go with --topic, --from-offset, --to-offset or --partitions',
           );
         }
-        if (planning && (raw.topic === undefined || raw.fromOffset === undefined)) {
-          throw new InvalidArgumentError('a replay plan needs --topic and --from-offset');
+        if (
+          planning &&
+          (raw.topic === undefined || (raw.fromOffset === undefined) === (raw.fromOffsets === undefined))
+        ) {
+          throw new InvalidArgumentError(
+            'a replay plan needs --topic and one of --from-offset, --from-offsets',
+          );
         }
         const { isValidTopicName } = await import('../shared/kafka/event.ts');
         if (raw.topic !== undefined && !isValidTopicName(raw.topic)) {

@@ -151,6 +151,20 @@ describe('eos replay', () => {
     expect(planned.out).toMatch(/^generation 1 planned: 1 partitions\n {2}orders-1: offsets 4\.\.7\n/);
     expect(planned.out).toMatch(/replay prop \{ generation: 1 \}/);
 
+    // Per-partition starts (a point in time, as kafka-get-offsets --time prints it) plan generation 2.
+    const perPartition = await eos([
+      ...base,
+      '--topic',
+      'orders',
+      '--from-offsets',
+      '0=9,1=2',
+      '--to-offset',
+      '10',
+    ]);
+    expect(perPartition.out).toMatch(
+      /^generation 2 planned: 2 partitions\n {2}orders-0: offsets 9\.\.10\n {2}orders-1: offsets 2\.\.10\n/,
+    );
+
     const staging = await eos(base);
     expect(staging.out).toMatch(
       /^generation 1 \(planned .*\): staging: readers see the earlier generation$/m,
@@ -185,7 +199,7 @@ describe('eos replay', () => {
     const base = ['replay', '--table', res.table, '--pipeline', 'nothing-here'];
     expect(await eos([...base, '--topic', 'orders'])).toMatchObject({
       code: 2,
-      err: expect.stringMatching(/needs --topic and --from-offset/),
+      err: expect.stringMatching(/needs --topic and one of --from-offset, --from-offsets/),
     });
     expect(await eos([...base, '--switch', '1', '--topic', 'orders', '--from-offset', '0'])).toMatchObject({
       code: 2,
@@ -204,6 +218,17 @@ describe('eos replay', () => {
     ).toMatchObject({
       code: 2,
       err: expect.stringMatching(/named twice/),
+    });
+    expect(
+      await eos([...base, '--topic', 'orders', '--from-offset', '0', '--from-offsets', '0=1']),
+    ).toMatchObject({ code: 2, err: expect.stringMatching(/one of --from-offset, --from-offsets/) });
+    expect(await eos([...base, '--topic', 'orders', '--from-offsets', '0=1,0=2'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/partition 0 is named twice/),
+    });
+    expect(await eos([...base, '--topic', 'orders', '--from-offsets', '0:1'])).toMatchObject({
+      code: 2,
+      err: expect.stringMatching(/expected <partition>=<offset>/),
     });
     expect(await eos(['replay', '--pipeline', 'x'])).toMatchObject({
       code: 2,

@@ -375,7 +375,7 @@ describe('replay into a new generation', () => {
     const plan = (over: Partial<Parameters<typeof planReplay>[0]>) =>
       planReplay({ ...target(settings), topic: 'orders', fromOffset: 0, clock: systemClock, ...over });
     await expect(plan({ topic: 'nope' })).rejects.toThrow(/staged nothing of topic nope/);
-    await expect(plan({ fromOffset: 10, toOffset: 5 })).rejects.toThrow(/before --from-offset/);
+    await expect(plan({ fromOffset: 10, toOffset: 5 })).rejects.toThrow(/--to-offset 5 is before the start offset 10/);
     await expect(plan({ partitions: [7] })).rejects.toThrow(/partition 7/);
     await expect(plan({ fromOffset: 30 })).rejects.toThrow(/nothing of orders to replay from offset 30/);
     const { skipped } = await plan({ fromOffset: 0, partitions: [0] });

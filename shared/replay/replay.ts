@@ -21,8 +21,11 @@ export interface ReplayTarget {
 
 export interface PlanReplayOptions extends ReplayTarget {
   readonly topic: string;
-  /** The first offset replayed, in every partition named. */
-  readonly fromOffset: number;
+  /**
+   * The first offset replayed: one for every partition, or per partition (what `kafka-get-offsets --time T` prints
+   * for a point in time; the partitions named are then the ones replayed).
+   */
+  readonly fromOffset: number | ReadonlyMap<number, number>;
   /** The last offset replayed (inclusive); default, and at most, each partition's last staged offset. */
   readonly toOffset?: number;
   /** Default: every partition of the topic the pipeline has staged. */
@@ -41,19 +44,30 @@ export interface PlannedReplay {
  * (records not yet staged by the live pipeline are not replayed: they will reach the output through it).
  */
 export async function planReplay(options: PlanReplayOptions): Promise<PlannedReplay> {
-  const { clients, table, pipeline, topic, fromOffset } = options;
-  if (!Number.isSafeInteger(fromOffset) || fromOffset < 0) {
-    throw new ReplayPlanError(`--from-offset ${fromOffset} is not an offset`);
+  const { clients, table, pipeline, topic } = options;
+  const perPartition = typeof options.fromOffset === 'number' ? undefined : options.fromOffset;
+  const fromOf = (partition: number): number =>
+    perPartition === undefined ? (options.fromOffset as number) : perPartition.get(partition)!;
+  if (perPartition !== undefined && options.partitions !== undefined) {
+    throw new ReplayPlanError(
+      'per-partition start offsets name the partitions already: not with --partitions',
+    );
   }
-  if (options.toOffset !== undefined && options.toOffset < fromOffset) {
-    throw new ReplayPlanError(`--to-offset ${options.toOffset} is before --from-offset ${fromOffset}`);
+  const starts = perPartition === undefined ? [options.fromOffset as number] : [...perPartition.values()];
+  for (const from of starts) {
+    if (!Number.isSafeInteger(from) || from < 0)
+      throw new ReplayPlanError(`start offset ${from} is not an offset`);
+    if (options.toOffset !== undefined && options.toOffset < from) {
+      throw new ReplayPlanError(`--to-offset ${options.toOffset} is before the start offset ${from}`);
+    }
   }
   const epochs = new EpochLedger(clients.dynamodb, table, pipeline, options.clock);
   const known = (await epochs.partitions()).filter((p) => p.topic === topic);
   if (known.length === 0) {
     throw new ReplayPlanError(`pipeline ${pipeline} has staged nothing of topic ${topic}: nothing to replay`);
   }
-  const wanted = options.partitions ?? known.map((p) => p.partition);
+  const wanted =
+    options.partitions ?? (perPartition ? [...perPartition.keys()] : known.map((p) => p.partition));
   const ranges: ReplayRange[] = [];
   const skipped: Array<{ partition: number; reason: string }> = [];
   for (const partition of [...new Set(wanted)].sort((a, b) => a - b)) {
@@ -63,18 +77,19 @@ export async function planReplay(options: PlanReplayOptions): Promise<PlannedRep
     }
     const lane = laneOf(topic, found.epoch);
     const staged = found.epochs.find((view) => view.epoch === found.epoch)?.stagedOffset ?? -1;
+    const from = fromOf(partition);
     const to = Math.min(options.toOffset ?? staged, staged);
-    if (to < fromOffset) {
+    if (to < from) {
       skipped.push({
         partition,
-        reason: `its epoch ${found.epoch} has staged up to offset ${staged}, before ${fromOffset}`,
+        reason: `its epoch ${found.epoch} has staged up to offset ${staged}, before ${from}`,
       });
       continue;
     }
-    ranges.push({ lane, partition, from: fromOffset, to });
+    ranges.push({ lane, partition, from, to });
   }
   if (ranges.length === 0) {
-    throw new ReplayPlanError(`nothing of ${topic} to replay from offset ${fromOffset} on`);
+    throw new ReplayPlanError(`nothing of ${topic} to replay from offset ${starts.join(', ')} on`);
   }
   const store = new ReplayStore(clients.dynamodb, table, pipeline);
   const generation = ((await store.list()).at(-1)?.generation ?? 0) + 1;
