@@ -52,9 +52,11 @@ export type ReplayResult =
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-export function formatPlanned({ plan, skipped }: PlannedReplay, pipeline: string): string {
+export function formatPlanned({ plan, skipped, existing }: PlannedReplay, pipeline: string): string {
   const lines = [
-    `generation ${plan.generation} planned: ${plan.ranges.length} partitions`,
+    existing
+      ? `generation ${plan.generation} was planned already with these ranges (${iso(plan.createdAt)}): nothing new planned`
+      : `generation ${plan.generation} planned: ${plan.ranges.length} partitions`,
     ...plan.ranges.map((r) => `  ${r.lane}-${r.partition}: offsets ${r.from}..${r.to}`),
     ...skipped.map((s) => `  partition ${s.partition} skipped: ${s.reason}`),
     'next:',

@@ -375,13 +375,18 @@ describe('replay into a new generation', () => {
     const plan = (over: Partial<Parameters<typeof planReplay>[0]>) =>
       planReplay({ ...target(settings), topic: 'orders', fromOffset: 0, clock: systemClock, ...over });
     await expect(plan({ topic: 'nope' })).rejects.toThrow(/staged nothing of topic nope/);
-    await expect(plan({ fromOffset: 10, toOffset: 5 })).rejects.toThrow(/--to-offset 5 is before the start offset 10/);
+    await expect(plan({ fromOffset: 10, toOffset: 5 })).rejects.toThrow(
+      /--to-offset 5 is before the start offset 10/,
+    );
     await expect(plan({ partitions: [7] })).rejects.toThrow(/partition 7/);
     await expect(plan({ fromOffset: 30 })).rejects.toThrow(/nothing of orders to replay from offset 30/);
     const { skipped } = await plan({ fromOffset: 0, partitions: [0] });
     expect(skipped).toEqual([]);
     // A second plan takes the next generation.
     expect((await plan({ fromOffset: 1 })).plan.generation).toBe(2);
+    // The same command again (a re-run after a crash before it printed) finds that plan instead of a third.
+    expect(await plan({ fromOffset: 1 })).toMatchObject({ existing: true, plan: { generation: 2 } });
+    expect((await replayStatus(target(settings))).map((r) => r.plan.generation)).toEqual([1, 2]);
     // The live processor cannot be configured to write plans: it only reads its own key prefixes (checked in the
     // IAM tests); here, the plan item's key is outside every processor prefix.
     expect(keys.replayPlan(settings.pipelineId, 1).pk).toBe(`${settings.pipelineId}#REPLAY`);

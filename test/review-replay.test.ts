@@ -264,7 +264,8 @@ async function replayAll(
   }
 }
 
-describe.concurrent('review: replay into a new generation', () => {
+// Concurrent tests share the local parts: a generous timeout keeps a loaded machine from failing the slow ones.
+describe.concurrent('review: replay into a new generation', { timeout: 150_000 }, () => {
   it('disproved: a commit that dies after the manifest, before the plan notes the switch or before COMMITTED, rolls forward to one switch', async () => {
     for (const crashPoint of ['before-mark-switched', 'before-committed'] as const) {
       const settings = settingsFor({ checkpointLeaseSeconds: 60 });

@@ -501,17 +501,14 @@ export class StagingLedger {
    * `releaseOrphans`). Returns whether it was released (false: it changed meanwhile).
    */
   /**
-   * The live output's (generation 0) claims of `idempotencyKeys` that are held now (not expired, not released), by
-   * key: what a replay generation judges its records' keys against too (`Processor.liveHolders`). GetItem per key
-   * (the processor role has no BatchGetItem), eight at a time.
+   * The live output's (generation 0) claims of `idempotencyKeys` that are not released, by key: what a replay
+   * generation judges its records' keys against too (`Processor.liveHolders`). An expired claim counts: it is what
+   * the live pipeline judged the range's records by when it ran (review of replay, round 2 finding 1); DynamoDB's TTL
+   * deletion removes it some time later, and with it this memory (a documented limit). GetItem per key (the
+   * processor role has no BatchGetItem), eight at a time.
    */
-  async readLiveClaims(
-    pipeline: string,
-    idempotencyKeys: readonly string[],
-    now: number,
-  ): Promise<ClaimHolder[]> {
+  async readLiveClaims(pipeline: string, idempotencyKeys: readonly string[]): Promise<ClaimHolder[]> {
     const held: ClaimHolder[] = [];
-    const nowSeconds = Math.floor(now / 1000);
     for (let i = 0; i < idempotencyKeys.length; i += 8) {
       const items = await Promise.all(
         idempotencyKeys.slice(i, i + 8).map(async (key) => {
@@ -536,7 +533,7 @@ export class StagingLedger {
           typeof item.idempotencyKey !== 'string'
         )
           continue;
-        if (typeof item.expiresAt === 'number' && item.expiresAt < nowSeconds) continue;
+        if (item.expiresAt === RELEASED) continue;
         held.push({
           idempotencyKey: item.idempotencyKey,
           claimant: item.claimant,

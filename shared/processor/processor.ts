@@ -495,8 +495,8 @@ export class Processor {
    * `key-window.ts`), at most {@link WINDOW_CACHE_PARTITIONS} partitions (oldest use evicted: re-read when needed).
    */
   private readonly windows = new Map<string, { readonly fenceOffset: number; readonly window: KeyWindow }>();
-  /** Replay mode: the plan, read once. */
-  private replayPlan: Promise<ReplayPlan> | undefined;
+  /** Replay plans by generation, read once each (the replay mapping's own; a redrive of a generation's). */
+  private readonly replayPlans = new Map<number, Promise<ReplayPlan>>();
   /** Replay mode: per generation lane and partition, the range's last offset (`shared/replay/slice.ts`). */
   private readonly replayEnds = new Map<string, number>();
 
@@ -557,26 +557,26 @@ export class Processor {
   }
 
   /**
-   * Replay mode, global scope: the live output's claims of these keys whose claimant is a record outside the plan's
-   * ranges (one the readers keep showing from the live generation after the switch). The generation judges its
-   * records against them as against its own claims, so a key output before the range is not output again in it
-   * (review of replay, finding 1). A live claimant inside the ranges is replayed itself: its own generation's
-   * claim decides. One GetItem per key of a replay batch; the live path never gets here.
+   * A lane of a replay generation (the replay mapping's, or a redrive round of one), global scope: the live output's
+   * claims of these keys whose claimant is a record outside the generation's ranges (one the readers keep showing
+   * from the live generation after the switch). The generation judges its records against them as against its own
+   * claims, so a key output before the range is not output again in it (reviews of replay, round 1 finding 1 and
+   * round 2 finding 3). A live claimant inside the ranges is replayed itself: its own generation's claim decides.
+   * One GetItem per key of such a batch; the live path never gets here.
    */
-  private async liveHolders(
-    lane: string,
-    partition: number,
-    keys: readonly string[],
-  ): Promise<ClaimHolder[]> {
-    if (this.replayEnds.get(partitionId(lane, partition)) === undefined || this.replayPlan === undefined)
-      return [];
-    const plan = await this.replayPlan;
-    const held = await this.ledger.readLiveClaims(this.deps.settings.pipelineId, keys, this.clock.now());
+  private async liveHolders(lane: string, keys: readonly string[]): Promise<ClaimHolder[]> {
+    const generation = generationOfLane(lane);
+    if (generation === 0) return [];
+    const plan = await this.replayPlanOf(generation);
+    const held = await this.ledger.readLiveClaims(this.deps.settings.pipelineId, keys);
     return held.filter((holder) => !claimantReplayed(plan, holder.claimant));
   }
 
+  /** A generation's plan, read once per container (plans never change). */
   private replayPlanOf(generation: number): Promise<ReplayPlan> {
-    this.replayPlan ??= (async () => {
+    const cached = this.replayPlans.get(generation);
+    if (cached !== undefined) return cached;
+    const reading = (async () => {
       const { clients, settings } = this.deps;
       const plan = await new ReplayStore(clients.dynamodb, settings.ledgerTable, settings.pipelineId).read(
         generation,
@@ -588,10 +588,11 @@ export class Processor {
       }
       return plan;
     })().catch((error: unknown) => {
-      this.replayPlan = undefined; // read again on the next batch
+      this.replayPlans.delete(generation); // read again on the next batch
       throw error;
     });
-    return this.replayPlan;
+    this.replayPlans.set(generation, reading);
+    return reading;
   }
 
   /** Validates the event, then stages every partition; throws to make the mapping retry the batch. */
@@ -1033,7 +1034,7 @@ export class Processor {
     };
     await loadWindow();
     if (!windowScope && firstWithKey.size > 0) {
-      for (const holder of await this.liveHolders(topic, partition, [...firstWithKey.keys()])) {
+      for (const holder of await this.liveHolders(topic, [...firstWithKey.keys()])) {
         external.set(holder.idempotencyKey, holder);
       }
     }

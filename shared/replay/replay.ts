@@ -10,7 +10,14 @@ import { EpochLedger } from '../ledger/epoch-switch.ts';
 import { generationLaneOf, laneOf } from '../ledger/epochs.ts';
 import { partitionId } from '../ledger/layout.ts';
 import { StagedLedger } from '../ledger/staged-entries.ts';
-import { phaseOf, type ReplayPhase, type ReplayPlan, ReplayPlanError, type ReplayRange } from './plan.ts';
+import {
+  checkRanges,
+  phaseOf,
+  type ReplayPhase,
+  type ReplayPlan,
+  ReplayPlanError,
+  type ReplayRange,
+} from './plan.ts';
 import { ReplayStore, type RequestSwitchOutcome } from './store.ts';
 
 export interface ReplayTarget {
@@ -35,6 +42,11 @@ export interface PlanReplayOptions extends ReplayTarget {
 
 export interface PlannedReplay {
   readonly plan: ReplayPlan;
+  /**
+   * The newest plan already asked for exactly these ranges and is still staging (the command ran before, and maybe
+   * crashed before it printed): it is returned as it is, not planned twice.
+   */
+  readonly existing: boolean;
   /** Partitions named (or found) that have nothing to replay from `fromOffset` on, and why. */
   readonly skipped: ReadonlyArray<{ readonly partition: number; readonly reason: string }>;
 }
@@ -92,7 +104,15 @@ export async function planReplay(options: PlanReplayOptions): Promise<PlannedRep
     throw new ReplayPlanError(`nothing of ${topic} to replay from offset ${starts.join(', ')} on`);
   }
   const store = new ReplayStore(clients.dynamodb, table, pipeline);
-  const generation = ((await store.list()).at(-1)?.generation ?? 0) + 1;
+  const latest = (await store.list()).at(-1);
+  if (
+    latest !== undefined &&
+    phaseOf(latest) === 'staging' &&
+    JSON.stringify(latest.ranges) === JSON.stringify(checkRanges(ranges))
+  ) {
+    return { plan: latest, existing: true, skipped };
+  }
+  const generation = (latest?.generation ?? 0) + 1;
   if (!(await store.create(generation, ranges, options.clock.now()))) {
     throw new ReplayPlanError(
       `another replay took generation ${generation} meanwhile: run the command again`,
@@ -101,7 +121,7 @@ export async function planReplay(options: PlanReplayOptions): Promise<PlannedRep
   const plan = await store.read(generation);
   if (plan === undefined)
     throw new ReplayPlanError(`generation ${generation}'s plan vanished after it was written`);
-  return { plan, skipped };
+  return { plan, existing: false, skipped };
 }
 
 export interface RangeProgress extends ReplayRange {

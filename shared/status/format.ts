@@ -113,7 +113,7 @@ function partitionTable(ledger: LedgerStatus): string[] {
   return lanes
     ? [
         ...table,
-        `  (<topic>${EPOCH_SEPARATOR}N is epoch N of the topic, <lane>${EPOCH_SEPARATOR}rR redrive round R of that lane: eos epoch shows the epochs)`,
+        `  (<topic>${EPOCH_SEPARATOR}N is epoch N of the topic, <lane>${EPOCH_SEPARATOR}gG replay generation G of that epoch, <lane>${EPOCH_SEPARATOR}rR redrive round R of that lane: eos epoch shows the epochs, eos replay the generations)`,
       ]
     : table;
 }
