@@ -15,7 +15,7 @@ import { epochLaneOf, generationOfLane } from '../shared/ledger/epochs.ts';
 import type { Stream } from '../shared/ledger/layout.ts';
 import { createProcessor, type ProcessorStep } from '../shared/processor/processor.ts';
 import { planReplay, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
+import { readCommitted, readManifests } from '../shared/sink/reader.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 import type { Checkpointer } from './checkpoints.ts';
 import type { MskEmulator } from './msk-emulator.ts';
@@ -124,7 +124,8 @@ export async function replayAfter(scenario: ReplayScenario): Promise<ReplayRepor
     const twice = ids.filter((id, i) => i > 0 && ids[i - 1] === id);
     if (twice.length > 0)
       violations.push(`view ${viewsChecked}: ${twice.length} records shown twice (${twice[0]})`);
-    const switched = (await replayStatus(target))[0]?.phase === 'switched';
+    // Switched by the manifest log itself (what readers follow), not by the plan's note of it.
+    const switched = await switchedInLog(settings, clients, plan.generation);
     if (switched) viewsSwitched++;
     const outside = (rows: readonly ViewRow[]) =>
       rows.filter((row) => !inRange(row.offset)).map((row) => row.id);
@@ -206,6 +207,18 @@ export async function replayAfter(scenario: ReplayScenario): Promise<ReplayRepor
     ...(status?.plan.switchedIn === undefined ? {} : { switchedIn: status.plan.switchedIn }),
     violations,
   };
+}
+
+/** Whether a committed manifest names the switch to `generation`. */
+async function switchedInLog(settings: Settings, clients: AwsClients, generation: number): Promise<boolean> {
+  for await (const manifest of readManifests({
+    s3: clients.s3,
+    bucket: settings.bucket,
+    pipeline: settings.pipelineId,
+  })) {
+    if (manifest.generations?.some((change) => change.generation === generation)) return true;
+  }
+  return false;
 }
 
 /** The transform readers' final view follows: `changed` for the replayed offsets, `live` elsewhere. */
