@@ -529,17 +529,18 @@ export class Processor {
     const plan = await this.replayPlanOf(generation);
     const slice = replaySlice(plan, batch);
     if (slice === undefined) return unstagedReport(batch);
+    const laneId = partitionId(slice.batch.topic, batch.partition);
+    const { fence } = await this.explicitLaneFence(slice.batch.topic, batch.partition);
+    // Only records after the range: the first one moves the fence past it once; later batches stage nothing (and
+    // read nothing more: the mapping runs on until it is removed).
+    if (slice.batch.records[0]!.offset > slice.to && fence.stagedOffset >= slice.to)
+      return unstagedReport(batch);
     const { lane } = await this.ledger.readCurrentFence(pipelineId, batch.topic, batch.partition);
     if (lane !== slice.range.lane) {
       throw new ReplayPlanError(
         `replay generation ${generation} names ${slice.range.lane} partition ${batch.partition}, but that partition is in ${lane} now (a new epoch opened): plan the replay again for the new epoch`,
       );
     }
-    const laneId = partitionId(slice.batch.topic, batch.partition);
-    const { fence } = await this.explicitLaneFence(slice.batch.topic, batch.partition);
-    // Only records after the range: the first one moves the fence past it once; later batches stage nothing.
-    if (slice.batch.records[0]!.offset > slice.to && fence.stagedOffset >= slice.to)
-      return unstagedReport(batch);
     const first = batch.records[0]!.offset;
     const unstarted = async () =>
       // A cached "nothing staged" may be stale (another container started the lane): judged on a fresh read.
