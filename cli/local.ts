@@ -327,6 +327,13 @@ export async function runLocalCommand(
   const { localSettingsWithColumns } = await import('./local-settings.ts');
   const local = await localSettingsWithColumns(options, env);
   const { settings } = local;
+  if (options.scenario === 'replay' && settings.idempotencyScope === 'partition') {
+    // A documented limit, not a verdict to discover: the generation's key window starts empty.
+    throw new OptionError(
+      '--scenario',
+      'replay is judged with the global idempotency scope: with idempotencyScope partition a replay outputs again a key first seen before its range (docs/operations.md#replay-into-a-new-generation)',
+    );
+  }
   const { loadLocalTransform } = await import('./local-transform.ts');
   const transform = await loadLocalTransform(local);
   const input = await inputFor(options, local);

@@ -60,6 +60,11 @@ export function expectOutcome(
   transform: Transform,
   keySource: IdempotencyKeySource,
   limits?: EffectLimits,
+  /**
+   * The pipeline's `idempotencyScope`: with `partition` a key is deduplicated within its partition (its lane) only,
+   * as the processor does, so the same key on two partitions is two identities.
+   */
+  scope: 'global' | 'partition' = 'global',
 ): Expectation {
   const identities = new Map<string, Stream>();
   const identityOf = new Map<string, string>();
@@ -70,7 +75,12 @@ export function expectOutcome(
     count++;
     const evaluated = evaluateRecord(transform, keySource, record, limits);
     const key = evaluated.idempotencyKey;
-    const identity = key === undefined ? `lineage:${lineageId(record)}` : `key:${key}`;
+    const identity =
+      key === undefined
+        ? `lineage:${lineageId(record)}`
+        : scope === 'partition'
+          ? `key:${record.topic}#${record.partition}:${key}`
+          : `key:${key}`;
     identityOf.set(lineageId(record), identity);
     if (evaluated.deadLetter) {
       poison++;

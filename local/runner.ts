@@ -743,9 +743,13 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     // With a redrive the verdict is the fixed transform's: every record by its latest outcome.
     const oracle = options.redriveWith ?? run.transform;
     await oracle.prepare?.(records);
-    const expectation = expectOutcome(records, oracle, options.settings.idempotencyKey, {
-      maxTransactionItems: options.settings.maxTransactionItems,
-    });
+    const expectation = expectOutcome(
+      records,
+      oracle,
+      options.settings.idempotencyKey,
+      { maxTransactionItems: options.settings.maxTransactionItems },
+      options.settings.idempotencyScope,
+    );
     if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
     return expectation;
   };
@@ -777,9 +781,13 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     const records = [...run.records()];
     const view = replayedTransform(run.transform, options.replayWith, replayed.from, replayed.to);
     await view.prepare?.(records);
-    const shown = expectOutcome(records, view, options.settings.idempotencyKey, {
-      maxTransactionItems: options.settings.maxTransactionItems,
-    });
+    const shown = expectOutcome(
+      records,
+      view,
+      options.settings.idempotencyKey,
+      { maxTransactionItems: options.settings.maxTransactionItems },
+      options.settings.idempotencyScope,
+    );
     expectation = { ...shown, aggregates: expectation.aggregates };
   }
   const { rows, aggregates, outcome, verify } = await judge(run, options, expectation);

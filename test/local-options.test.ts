@@ -275,6 +275,11 @@ describe('eos local: a bad setting or flag exits 2 naming it, before anything st
     ],
     [[], { EOS_TRANSFORM: 'nosuch' }, /^error: EOS_TRANSFORM: unknown transform "nosuch"/],
     [
+      ['--scenario', 'replay'],
+      { EOS_IDEMPOTENCY_SCOPE: 'partition' },
+      /^error: --scenario: replay is judged with the global idempotency scope/,
+    ],
+    [
       ['--transform', './missing/transform.ts'],
       {},
       /^error: --transform: transform module not found: .*missing\/transform\.ts/,

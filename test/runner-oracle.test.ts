@@ -7,6 +7,7 @@ import { decodeRecord, strictUtf8 } from '../shared/kafka/event.ts';
 import type { DecodedRecord } from '../shared/kafka/record.ts';
 import { evaluateRecord } from '../shared/processor/evaluate.ts';
 import { ordersTransform } from '../shared/transforms/orders.ts';
+import { mskRecord, order } from './support/msk.ts';
 
 function decoded(input: ReturnType<typeof generateOrders>, partitions: number): DecodedRecord[] {
   const log = new PartitionedLog('orders', partitions, new ManualClock());
@@ -116,5 +117,21 @@ describe('the end-to-end oracle', () => {
     const outcome = compareOutcome(expectation, rows, off);
     expect(outcome.aggregatesMatch).toBe(false);
     expect(outcome.differences[0]).toMatch(new RegExp(`^aggregate ${key}: expected`));
+  });
+});
+
+describe('the oracle under idempotencyScope partition', () => {
+  it('counts a key on two partitions as two identities, and a key twice on one partition as one', () => {
+    const record = (partition: number, offset: number, key: string, id: string): DecodedRecord =>
+      decodeRecord(
+        mskRecord({ partition, offset, value: order(id), headers: { [IDEMPOTENCY_HEADER]: key } }),
+      );
+    const records = [record(0, 0, 'k1', 'o1'), record(1, 0, 'k1', 'o1'), record(0, 1, 'k1', 'o1')];
+    const global = expectOutcome(records, ordersTransform, header);
+    const partition = expectOutcome(records, ordersTransform, header, undefined, 'partition');
+    expect(global.identities.size).toBe(1);
+    expect(partition.identities.size).toBe(2);
+    expect(partition.identityOf.get('orders#0#0')).toBe(partition.identityOf.get('orders#0#1'));
+    expect(partition.identityOf.get('orders#0#0')).not.toBe(partition.identityOf.get('orders#1#0'));
   });
 });
