@@ -6,6 +6,7 @@
  * its start, as a second event source mapping would.
  */
 import { PutObjectCommand } from '@aws-sdk/client-s3';
+import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { ManualClock, systemClock } from '../shared/clock.ts';
@@ -352,6 +353,59 @@ describe('replay into a new generation', () => {
       expect(await readerView(settings)).toEqual(expected((_, o) => o >= 7 && o <= 21));
     });
   }
+
+  it('a plan an operator broke by hand never stops the checkpoints: a malformed one is left out, one deleted after begin commits without its switch', async () => {
+    const settings = await live();
+    const doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
+    await doc.send(
+      new PutCommand({
+        TableName: settings.ledgerTable,
+        Item: { ...keys.replayPlan(settings.pipelineId, 9), generation: 9, createdAt: 1, ranges: 'garbage' },
+      }),
+    );
+    await createProcessor({ settings, clients: res.clients, transform: orders }).processEvent(
+      mskEvent(orderRecords(0, 30, 2)),
+    );
+    expect(await checkpoint(settings)).toBe('committed');
+    // A well-formed plan, staged and requested, deleted between begin and commit.
+    await new ReplayStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId).create(
+      1,
+      [{ lane: 'orders', partition: 1, from: 0, to: 9 }],
+      Date.now(),
+    );
+    await replayProcessor(settings, 1).processEvent(mskEvent(input()));
+    await checkpoint(settings);
+    await new ReplayStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId).requestSwitch(
+      1,
+      Date.now(),
+    );
+    const outcome = await createLocalCoordinator({
+      settings,
+      clients: res.clients,
+      hooks: {
+        beforeStep: async (step) => {
+          if (step === 'commit')
+            await doc.send(
+              new DeleteCommand({
+                TableName: settings.ledgerTable,
+                Key: keys.replayPlan(settings.pipelineId, 1),
+              }),
+            );
+        },
+      },
+    }).runCheckpoint();
+    expect(outcome.status).toBe('committed');
+    const manifests = [];
+    for await (const m of readManifests({
+      s3: res.clients.s3,
+      bucket: settings.bucket,
+      pipeline: settings.pipelineId,
+    }))
+      manifests.push(m);
+    expect(manifests.at(-1)!.generations).toBeUndefined();
+    const view = await readerView(settings);
+    expect(Object.values(view['orders#1']!).filter((v) => v === 'v2')).toEqual([]);
+  });
 
   it('refuses a plan for an epoch that is no longer current, and a missing plan, without staging', async () => {
     const settings = await live();

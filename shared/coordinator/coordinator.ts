@@ -99,7 +99,7 @@ import type { StagedFileEntry } from '../ledger/records.ts';
 import { type DeleteTarget, StagedLedger } from '../ledger/staged-entries.ts';
 import { commitLatencyMs, oldestCoveredStagedAt } from '../observability/commit-latency.ts';
 import { type GenerationSwitch, phaseOf } from '../replay/plan.ts';
-import { ReplayStore } from '../replay/store.ts';
+import { MalformedReplayPlanError, ReplayStore } from '../replay/store.ts';
 import {
   censusOf,
   type FolderCounts,
@@ -583,7 +583,9 @@ class CheckpointCoordinator implements Coordinator {
    */
   private async coveredSwitches(cut: ReadonlyMap<string, CutEntry>): Promise<number[]> {
     const covered: number[] = [];
-    for (const plan of await this.replays.list()) {
+    const malformed = (error: Error) =>
+      this.log.error('a replay plan is malformed: left out of every switch', { error: error.message });
+    for (const plan of await this.replays.list(malformed)) {
       if (phaseOf(plan) !== 'switch-requested') continue;
       const waiting = plan.ranges.filter(
         (range) =>
@@ -701,22 +703,34 @@ class CheckpointCoordinator implements Coordinator {
     };
   }
 
-  /** The manifest's `generations`: each switched plan's ranges (plans never change once written). */
+  /**
+   * The manifest's `generations`: each switched plan's ranges (plans never change once written). A plan that is
+   * gone or malformed by now (only an operator's hand can do that) is left out, loudly: the decided checkpoint must
+   * commit, and without the switch readers keep the earlier generation, which loses nothing.
+   */
   private async switchesOf(record: CheckpointRecord): Promise<{ generations?: GenerationSwitch[] }> {
-    const ids = record.generationSwitches ?? [];
-    if (ids.length === 0) return {};
-    const generations = await Promise.all(
-      ids.map(async (generation) => {
-        const plan = await this.replays.read(generation);
-        if (plan === undefined) {
-          throw new PipelineError(
-            `checkpoint ${record.checkpointId} switches to replay generation ${generation}, whose plan is gone`,
-          );
+    const found = await Promise.all(
+      (record.generationSwitches ?? []).map(async (generation) => {
+        try {
+          const plan = await this.replays.read(generation);
+          if (plan !== undefined) return [{ generation, ranges: plan.ranges }];
+          this.log.error('a switched replay plan is gone: the checkpoint commits without its switch', {
+            checkpointId: record.checkpointId,
+            generation,
+          });
+        } catch (error) {
+          if (!(error instanceof MalformedReplayPlanError)) throw error;
+          this.log.error('a switched replay plan is malformed: the checkpoint commits without its switch', {
+            checkpointId: record.checkpointId,
+            generation,
+            error: error.message,
+          });
         }
-        return { generation, ranges: plan.ranges };
+        return [];
       }),
     );
-    return { generations };
+    const generations = found.flat();
+    return generations.length === 0 ? {} : { generations };
   }
 
   /**

@@ -65,8 +65,12 @@ export class ReplayStore {
     this.doc = ledgerDocumentClient(dynamodb);
   }
 
-  /** Every plan, by generation (strongly consistent). */
-  async list(): Promise<ReplayPlan[]> {
+  /**
+   * Every plan, by generation (strongly consistent). A malformed item throws {@link MalformedReplayPlanError}, unless
+   * `onMalformed` is given: it is then told, and the item left out (the coordinator must not stop every checkpoint
+   * for one item an operator wrote by hand).
+   */
+  async list(onMalformed?: (error: MalformedReplayPlanError) => void): Promise<ReplayPlan[]> {
     const plans: ReplayPlan[] = [];
     let start: Record<string, unknown> | undefined;
     try {
@@ -80,7 +84,14 @@ export class ReplayStore {
             ...(start ? { ExclusiveStartKey: start } : {}),
           }),
         );
-        for (const item of page.Items ?? []) plans.push(planFromItem(item));
+        for (const item of page.Items ?? []) {
+          try {
+            plans.push(planFromItem(item));
+          } catch (error) {
+            if (!(error instanceof MalformedReplayPlanError) || onMalformed === undefined) throw error;
+            onMalformed(error);
+          }
+        }
         start = page.LastEvaluatedKey;
       } while (start);
     } catch (error) {
