@@ -735,21 +735,25 @@ async function redriveAfter(run: Run, options: RunOptions, fixed: Transform): Pr
   };
 }
 
+/** The expectation for every record of the run's log under `oracle`, prepared as the processor prepares a batch. */
+async function expectationUnder(run: Run, options: RunOptions, oracle: Transform): Promise<Expectation> {
+  const records = [...run.records()];
+  await oracle.prepare?.(records);
+  const { settings } = options;
+  return expectOutcome(
+    records,
+    oracle,
+    settings.idempotencyKey,
+    { maxTransactionItems: settings.maxTransactionItems },
+    settings.idempotencyScope,
+  );
+}
+
 async function runAndJudge(run: Run, options: RunOptions, started: number): Promise<RunResult> {
-  // The oracle evaluates with the processor's own transform, prepared as the processor prepares each batch.
-  // Paced input is in the log only once it has drained.
+  // The oracle evaluates with the processor's own transform. Paced input is in the log only once it has drained.
   const expect = async (): Promise<Expectation> => {
-    const records = [...run.records()];
     // With a redrive the verdict is the fixed transform's: every record by its latest outcome.
-    const oracle = options.redriveWith ?? run.transform;
-    await oracle.prepare?.(records);
-    const expectation = expectOutcome(
-      records,
-      oracle,
-      options.settings.idempotencyKey,
-      { maxTransactionItems: options.settings.maxTransactionItems },
-      options.settings.idempotencyScope,
-    );
+    const expectation = await expectationUnder(run, options, options.redriveWith ?? run.transform);
     if (options.faults.poison > 0) run.faultLog.record('poison', expectation.poison);
     return expectation;
   };
@@ -778,16 +782,8 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
   expectation ??= await expect();
   if (replayed && options.replayWith) {
     // Readers show the changed transform's outcome in the range and the run's elsewhere; keyed state is the run's.
-    const records = [...run.records()];
     const view = replayedTransform(run.transform, options.replayWith, replayed.from, replayed.to);
-    await view.prepare?.(records);
-    const shown = expectOutcome(
-      records,
-      view,
-      options.settings.idempotencyKey,
-      { maxTransactionItems: options.settings.maxTransactionItems },
-      options.settings.idempotencyScope,
-    );
+    const shown = await expectationUnder(run, options, view);
     expectation = { ...shown, aggregates: expectation.aggregates };
   }
   const { rows, aggregates, outcome, verify } = await judge(run, options, expectation);

@@ -72,6 +72,12 @@ export function cancellationReasons(error: unknown): CancellationReason[] | unde
   return e.name === 'TransactionCanceledException' ? (e.CancellationReasons ?? []) : undefined;
 }
 
+/** A conditional write that lost: a ConditionalCheckFailedException, or a transaction a failed condition cancelled. */
+export function isConditionFailure(error: unknown): boolean {
+  if ((error as { name?: unknown } | null)?.name === 'ConditionalCheckFailedException') return true;
+  return (cancellationReasons(error) ?? []).some((reason) => reason.Code === 'ConditionalCheckFailed');
+}
+
 /** Re-throws transient errors as {@link TransientAwsError}; others unchanged. */
 export function rethrowClassified(operation: string, error: unknown): never {
   if (error instanceof TransientAwsError) throw error;

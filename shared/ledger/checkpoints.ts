@@ -22,7 +22,6 @@
  */
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import {
   DeleteCommand,
   type DynamoDBDocumentClient,
@@ -34,7 +33,7 @@ import {
   type TransactWriteCommandInput,
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
+import { isConditionFailure, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { PipelineError } from '../errors.ts';
 import { mapLimit } from '../sink/objects.ts';
@@ -185,11 +184,6 @@ export interface TransitionRequest {
   /** An extra condition on the record, e.g. `size(votes) = :shardCount`, with its values. */
   readonly recordCondition?: { readonly expression: string; readonly values: Record<string, unknown> };
   readonly now: number;
-}
-
-function isConditionFailure(error: unknown): boolean {
-  if (error instanceof ConditionalCheckFailedException) return true;
-  return (cancellationReasons(error) ?? []).some((reason) => reason.Code === 'ConditionalCheckFailed');
 }
 
 function setClause(

@@ -1,6 +1,7 @@
 /**
  * The ledger's item shapes, as stored (attribute names equal field names; keys are in `layout.ts`).
  */
+import { parseLane } from './epochs.ts';
 import type { Stream } from './layout.ts';
 
 /**
@@ -104,6 +105,24 @@ export interface ClaimItem {
    */
   readonly digest: string;
   readonly expiresAt: number;
+}
+
+/** The claimant of a record's claim ({@link ClaimItem.claimant}): `<lane>#<partition>#<offset>`. */
+export function claimantOf(lane: string, partition: number, offset: number): string {
+  return `${lane}#${partition}#${offset}`;
+}
+
+/** The lane, partition and offset a claimant names (`<lane>#<partition>#<offset>`), or undefined. */
+export function parseClaimant(
+  claimant: string,
+): { lane: string; partition: number; offset: number } | undefined {
+  const match = /^([^#]+)#(\d+)#(\d+)$/.exec(claimant);
+  if (!match || parseLane(match[1]!) === undefined) return undefined;
+  const partition = Number(match[2]);
+  const offset = Number(match[3]);
+  return Number.isSafeInteger(partition) && Number.isSafeInteger(offset)
+    ? { lane: match[1]!, partition, offset }
+    : undefined;
 }
 
 /** Keyed state: numeric fields accumulated with ADD, plus the key's descriptive fields. */

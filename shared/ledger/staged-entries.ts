@@ -257,9 +257,8 @@ export class StagedLedger {
   }
 }
 
-/** What a reader of every fence needs: one Query page at a time. */
 /** Every item under one partition key, strongly consistent (the SDK's paginator). */
-async function itemsUnder(
+export async function itemsUnder(
   documents: DynamoDBDocumentClient,
   table: string,
   pk: string,

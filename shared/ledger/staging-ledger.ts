@@ -39,6 +39,7 @@ import {
   MissingResourceError,
   PipelineError,
 } from '../errors.ts';
+import { mapLimit } from '../sink/objects.ts';
 import type { StateDelta } from '../transforms/types.ts';
 import {
   CLOSED_ATTRIBUTE,
@@ -57,18 +58,19 @@ import { type ItemKey, keys } from './layout.ts';
 import {
   type ClaimItem,
   type FenceIdentity,
+  parseClaimant,
   RECENT_STARTS,
   type RecordFingerprint,
   type StagedFileEntry,
 } from './records.ts';
 
-/** The fence is not at the value this invocation started from: someone else staged (P2). */
-
 /** The output generation whose claims a claimant (`<lane>#<partition>#<offset>`) takes: its lane's (`layout.ts`). */
 function claimGeneration(claimant: string): number {
-  return generationOfLane(claimant.slice(0, claimant.indexOf('#')));
+  const of = parseClaimant(claimant);
+  return of === undefined ? 0 : generationOfLane(of.lane);
 }
 
+/** The fence is not at the value this invocation started from: someone else staged (P2). */
 export class FenceMovedError extends PipelineError {
   constructor(
     readonly topic: string,
@@ -505,43 +507,33 @@ export class StagingLedger {
    * generation judges its records' keys against too (`Processor.liveHolders`). An expired claim counts: it is what
    * the live pipeline judged the range's records by when it ran (review of replay, round 2 finding 1); DynamoDB's TTL
    * deletion removes it some time later, and with it this memory (a documented limit). GetItem per key (the
-   * processor role has no BatchGetItem), eight at a time.
+   * processor role has no BatchGetItem), eight in flight.
    */
   async readLiveClaims(pipeline: string, idempotencyKeys: readonly string[]): Promise<ClaimHolder[]> {
-    const held: ClaimHolder[] = [];
-    for (let i = 0; i < idempotencyKeys.length; i += 8) {
-      const items = await Promise.all(
-        idempotencyKeys.slice(i, i + 8).map(async (key) => {
-          try {
-            const { Item } = await this.doc.send(
-              new GetCommand({
-                TableName: this.table,
-                Key: keys.claim(pipeline, key, 0),
-                ConsistentRead: true,
-              }),
-            );
-            return Item;
-          } catch (error) {
-            return this.rethrow('dynamodb:GetItem(claim)', error);
-          }
-        }),
-      );
-      for (const item of items) {
-        if (
-          item === undefined ||
-          typeof item.claimant !== 'string' ||
-          typeof item.idempotencyKey !== 'string'
-        )
-          continue;
-        if (item.expiresAt === RELEASED) continue;
-        held.push({
-          idempotencyKey: item.idempotencyKey,
-          claimant: item.claimant,
-          digest: typeof item.digest === 'string' ? item.digest : undefined,
-        });
+    const items = await mapLimit(idempotencyKeys, 8, async (key) => {
+      try {
+        const { Item } = await this.doc.send(
+          new GetCommand({ TableName: this.table, Key: keys.claim(pipeline, key, 0), ConsistentRead: true }),
+        );
+        return Item;
+      } catch (error) {
+        return this.rethrow('dynamodb:GetItem(claim)', error);
       }
-    }
-    return held;
+    });
+    return items.flatMap((item) =>
+      item === undefined ||
+      typeof item.claimant !== 'string' ||
+      typeof item.idempotencyKey !== 'string' ||
+      item.expiresAt === RELEASED
+        ? []
+        : [
+            {
+              idempotencyKey: item.idempotencyKey,
+              claimant: item.claimant,
+              digest: typeof item.digest === 'string' ? item.digest : undefined,
+            },
+          ],
+    );
   }
 
   async releaseOrphanClaim(

@@ -147,7 +147,9 @@ import { type BucketWrite, digestPrefix, KeyWindow, maxBuckets } from '../ledger
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
   type ClaimItem,
+  claimantOf,
   type FenceIdentity,
+  parseClaimant,
   type RecordFingerprint,
   type StagedFileEntry,
   withStart,
@@ -188,14 +190,15 @@ import {
 
 /** Whether a claimant (`<lane>#<partition>#<offset>`) is a record one of the plan's ranges replays. */
 function claimantReplayed(plan: ReplayPlan, claimant: string): boolean {
-  const match = /^(.+)#(\d+)#(\d+)$/.exec(claimant);
-  if (!match) return false;
-  const lane = epochLaneOf(match[1]!);
-  const partition = Number(match[2]);
-  const offset = Number(match[3]);
+  const of = parseClaimant(claimant);
+  if (of === undefined) return false;
+  const lane = epochLaneOf(of.lane);
   return plan.ranges.some(
     (range) =>
-      range.lane === lane && range.partition === partition && offset >= range.from && offset <= range.to,
+      range.lane === lane &&
+      range.partition === of.partition &&
+      of.offset >= range.from &&
+      of.offset <= range.to,
   );
 }
 
@@ -205,13 +208,7 @@ function unstagedReport(batch: PartitionBatch): PartitionReport {
     topic: batch.topic,
     partition: batch.partition,
     received: batch.records.length,
-    duplicatesByOffset: 0,
-    duplicatesByKey: 0,
-    stagedRows: 0,
-    deadLettered: 0,
-    keyConflicts: 0,
-    fenceJumps: 0,
-    chunks: 0,
+    ...NO_COUNTS,
     stagedOffset: -1,
   };
 }
@@ -365,6 +362,17 @@ type Counts = {
     keyof PartitionReport,
     'topic' | 'partition' | 'received' | 'stagedOffset'
   >]: number;
+};
+
+/** Counts before anything happened: the start of every partition report. */
+const NO_COUNTS: Readonly<Counts> = {
+  duplicatesByOffset: 0,
+  duplicatesByKey: 0,
+  stagedRows: 0,
+  deadLettered: 0,
+  keyConflicts: 0,
+  fenceJumps: 0,
+  chunks: 0,
 };
 
 interface StagedObject {
@@ -947,15 +955,7 @@ export class Processor {
     let known = start;
     /** The batch's records above the fence it started from, as evaluated (before any key decision). */
     const originals = this.evaluate(batch).filter((record) => record.offset > known.stagedOffset);
-    const report: Counts = {
-      duplicatesByOffset: batch.records.length - originals.length,
-      duplicatesByKey: 0,
-      stagedRows: 0,
-      deadLettered: 0,
-      keyConflicts: 0,
-      fenceJumps: 0,
-      chunks: 0,
-    };
+    const report: Counts = { ...NO_COUNTS, duplicatesByOffset: batch.records.length - originals.length };
     /** The first record of the batch per idempotency key: it claims the key unless another record holds it. */
     const firstWithKey = new Map<string, EvaluatedRecord>();
     for (const record of originals) {
@@ -1521,21 +1521,6 @@ function redriveOutcomeRow(
     ? 'the transform made no output row (state only)'
     : 'a duplicate: the same payload holds its key';
   return { source: record.source, error: `redriven: ${why}`, raw: record.raw, resolved: true };
-}
-
-function claimantOf(topic: string, partition: number, offset: number): string {
-  return `${topic}#${partition}#${offset}`;
-}
-
-/** The lane, partition and offset a claimant names (`<lane>#<partition>#<offset>`), or undefined. */
-function parseClaimant(claimant: string): { lane: string; partition: number; offset: number } | undefined {
-  const match = /^([^#]+)#(\d+)#(\d+)$/.exec(claimant);
-  if (!match || parseLane(match[1]!) === undefined) return undefined;
-  const partition = Number(match[2]);
-  const offset = Number(match[3]);
-  return Number.isSafeInteger(partition) && Number.isSafeInteger(offset)
-    ? { lane: match[1]!, partition, offset }
-    : undefined;
 }
 
 /** Items the legacy fence key takes in a transaction that creates a partition's sharded fence (fences.ts). */

@@ -4,25 +4,15 @@
  * once, and the coordinator notes the checkpoint that switched once.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import {
-  type DynamoDBDocumentClient,
-  GetCommand,
-  PutCommand,
-  QueryCommand,
-  UpdateCommand,
-} from '@aws-sdk/lib-dynamodb';
-import { rethrowClassified } from '../aws/classify.ts';
+import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { isConditionFailure, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { keys } from '../ledger/layout.ts';
+import { itemsUnder } from '../ledger/staged-entries.ts';
 import { checkGeneration, checkRanges, type ReplayPlan, ReplayPlanError, type ReplayRange } from './plan.ts';
 
 /** The plan's item holds something a plan cannot be (written by hand, or by a defect): never acted on. */
 export class MalformedReplayPlanError extends ReplayPlanError {}
-
-function isConditionFailure(error: unknown): boolean {
-  const name = (error as { name?: string } | undefined)?.name;
-  return name === 'ConditionalCheckFailedException';
-}
 
 const optionalNumber = (value: unknown): number | undefined =>
   typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
@@ -71,32 +61,20 @@ export class ReplayStore {
    * for one item an operator wrote by hand).
    */
   async list(onMalformed?: (error: MalformedReplayPlanError) => void): Promise<ReplayPlan[]> {
-    const plans: ReplayPlan[] = [];
-    let start: Record<string, unknown> | undefined;
+    let items: Record<string, unknown>[];
     try {
-      do {
-        const page = await this.doc.send(
-          new QueryCommand({
-            TableName: this.table,
-            KeyConditionExpression: 'pk = :pk',
-            ExpressionAttributeValues: { ':pk': keys.replayPk(this.pipeline) },
-            ConsistentRead: true,
-            ...(start ? { ExclusiveStartKey: start } : {}),
-          }),
-        );
-        for (const item of page.Items ?? []) {
-          try {
-            plans.push(planFromItem(item));
-          } catch (error) {
-            if (!(error instanceof MalformedReplayPlanError) || onMalformed === undefined) throw error;
-            onMalformed(error);
-          }
-        }
-        start = page.LastEvaluatedKey;
-      } while (start);
+      items = await itemsUnder(this.doc, this.table, keys.replayPk(this.pipeline));
     } catch (error) {
-      if (error instanceof ReplayPlanError) throw error;
       return rethrowClassified('dynamodb:Query(replay plans)', error);
+    }
+    const plans: ReplayPlan[] = [];
+    for (const item of items) {
+      try {
+        plans.push(planFromItem(item));
+      } catch (error) {
+        if (!(error instanceof MalformedReplayPlanError) || onMalformed === undefined) throw error;
+        onMalformed(error);
+      }
     }
     return plans.sort((a, b) => a.generation - b.generation);
   }
