@@ -66,3 +66,8 @@ export function resolveEndpoint(flag: string | undefined, env: NodeJS.ProcessEnv
     throw new InvalidArgumentError(`AWS_ENDPOINT_URL: ${(error as Error).message}`);
   }
 }
+
+/** An MSK cluster's region, from its ARN. */
+export function regionOf(arn: string): string | undefined {
+  return /^arn:[^:]+:kafka:([^:]+):/.exec(arn)?.[1];
+}

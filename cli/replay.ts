@@ -4,6 +4,8 @@
  *
  * - `eos replay --topic T --from-offset N [--to-offset N] [--partitions 0,1]` writes the next generation's plan;
  *   the replay mapping (the stack's `replay` prop, docs/deploy.md) then stages the range;
+ * - `eos replay --topic T --from-timestamp TIME [--to-timestamp TIME] (--cluster-arn A | --bootstrap-servers S)`
+ *   asks the brokers for the offsets at those times (`shared/kafka/kafkajs-offsets.ts`) and plans those;
  * - `eos replay` shows every plan's progress;
  * - `eos replay --switch G` asks the coordinator to switch readers to generation G at the first checkpoint that
  *   covers every range (ask at any time: it waits for the rest).
@@ -13,13 +15,22 @@
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { type Command, InvalidArgumentError } from 'commander';
 import type { Clock } from '../shared/clock.ts';
+import {
+  KAFKA_AUTHS,
+  type KafkaAuth,
+  type OffsetsByTime,
+  parseTimestamp,
+} from '../shared/kafka/offsets-by-time.ts';
+import type { ReplayTimes } from '../shared/replay/plan.ts';
 import type { PlannedReplay, ReplayStatus } from '../shared/replay/replay.ts';
 import type { RequestSwitchOutcome } from '../shared/replay/store.ts';
 import {
   ENDPOINT_HELP,
   endpointUrl,
   integer,
+  oneOf,
   pipelineIdOf,
+  regionOf,
   requiredTable,
   resolveEndpoint,
 } from './options.ts';
@@ -29,6 +40,8 @@ export interface ReplayDependencies {
   readonly clock?: Clock;
   readonly write?: (text: string) => void;
   readonly env?: NodeJS.ProcessEnv;
+  /** Offsets at a time, instead of the brokers (tests and `eos local` pass the emulated log). */
+  readonly offsetsByTime?: OffsetsByTime;
 }
 
 export interface ReplayOptions {
@@ -39,6 +52,12 @@ export interface ReplayOptions {
   /** Per partition: `--from-offsets 0=120,1=340`. */
   readonly fromOffsets?: ReadonlyMap<number, number>;
   readonly toOffset?: number;
+  /** Epoch ms: plan from the offsets at this time (the brokers', or `offsetsByTime`). */
+  readonly fromTimestamp?: number;
+  readonly toTimestamp?: number;
+  readonly bootstrapServers?: readonly string[];
+  readonly clusterArn?: string;
+  readonly kafkaAuth?: KafkaAuth;
   readonly partitions?: readonly number[];
   readonly switch?: number;
   readonly json: boolean;
@@ -56,7 +75,7 @@ export function formatPlanned({ plan, skipped, existing }: PlannedReplay, pipeli
   const lines = [
     existing
       ? `generation ${plan.generation} was planned already with these ranges (${iso(plan.createdAt)}): nothing new planned`
-      : `generation ${plan.generation} planned: ${plan.ranges.length} partitions`,
+      : `generation ${plan.generation} planned: ${plan.ranges.length} partitions${timesText(plan.times)}`,
     ...plan.ranges.map((r) => `  ${r.lane}-${r.partition}: offsets ${r.from}..${r.to}`),
     ...skipped.map((s) => `  partition ${s.partition} skipped: ${s.reason}`),
     'next:',
@@ -65,6 +84,13 @@ export function formatPlanned({ plan, skipped, existing }: PlannedReplay, pipeli
     `  3. after the switch, remove the replay prop and deploy again`,
   ];
   return `${lines.join('\n')}\n`;
+}
+
+function timesText(times: ReplayTimes | undefined): string {
+  if (times === undefined) return '';
+  return times.to === undefined
+    ? `, records from ${iso(times.from)} on`
+    : `, records from ${iso(times.from)} until ${iso(times.to)}`;
 }
 
 function phaseText(status: ReplayStatus): string {
@@ -84,7 +110,7 @@ export function formatStatus(replays: readonly ReplayStatus[]): string {
   const lines: string[] = [];
   for (const status of replays) {
     lines.push(
-      `generation ${status.plan.generation} (planned ${iso(status.plan.createdAt)}): ${phaseText(status)}`,
+      `generation ${status.plan.generation} (planned ${iso(status.plan.createdAt)}${timesText(status.plan.times)}): ${phaseText(status)}`,
     );
     for (const r of status.ranges) {
       const done =
@@ -144,6 +170,26 @@ export async function runReplay(
         switchText(options.switch, outcome),
       );
     }
+    if (options.topic !== undefined && options.fromTimestamp !== undefined) {
+      const times = {
+        from: options.fromTimestamp,
+        ...(options.toTimestamp === undefined ? {} : { to: options.toTimestamp }),
+      };
+      const brokers = deps.offsetsByTime === undefined ? await connectBrokers(options, env) : undefined;
+      try {
+        const planned = await replay.planReplayAtTimes({
+          ...target,
+          topic: options.topic,
+          offsetsByTime: deps.offsetsByTime ?? brokers!.offsets,
+          times,
+          ...(options.partitions === undefined ? {} : { partitions: options.partitions }),
+          clock,
+        });
+        return print({ kind: 'planned', planned }, formatPlanned(planned, options.pipeline));
+      } finally {
+        await brokers?.close();
+      }
+    }
     if (options.topic !== undefined) {
       const planned = await replay.planReplay({
         ...target,
@@ -160,6 +206,37 @@ export async function runReplay(
   } finally {
     owned?.dynamodb.destroy();
     owned?.s3.destroy();
+  }
+}
+
+/**
+ * The brokers' offsets by time, connected as the options say (`--cluster-arn` reads the bootstrap list for
+ * `--kafka-auth`). Brokers that cannot be reached are "AWS cannot be used" (exit 3), as an unreachable table is.
+ */
+async function connectBrokers(options: ReplayOptions, env: NodeJS.ProcessEnv) {
+  const [kafkajs, { regionFromEnv }, { AwsUnavailableError }] = await Promise.all([
+    import('../shared/kafka/kafkajs-offsets.ts'),
+    import('../shared/aws/clients.ts'),
+    import('./failures.ts'),
+  ]);
+  const auth = options.kafkaAuth ?? 'iam';
+  const region = (options.clusterArn && regionOf(options.clusterArn)) || regionFromEnv(env);
+  let bootstrapServers = options.bootstrapServers;
+  if (bootstrapServers === undefined) {
+    const { KafkaClient } = await import('@aws-sdk/client-kafka');
+    const kafka = new KafkaClient(region === undefined ? {} : { region });
+    try {
+      bootstrapServers = await kafkajs.clusterBootstrapServers(kafka, options.clusterArn!, auth);
+    } finally {
+      kafka.destroy();
+    }
+  }
+  const connection = { bootstrapServers, auth, env, ...(region === undefined ? {} : { region }) };
+  try {
+    return await kafkajs.connectOffsetsByTime(connection);
+  } catch (error) {
+    if (!(error instanceof kafkajs.BrokersUnreachableError)) throw error;
+    throw new AwsUnavailableError(error.message, { cause: error });
   }
 }
 
@@ -188,6 +265,81 @@ export function partitionList(value: string): number[] {
   return list;
 }
 
+/** `--from-timestamp` and its kin: a time as `parseTimestamp` reads it, or a usage error. */
+function timestamp(value: string): number {
+  try {
+    return parseTimestamp(value);
+  } catch (error) {
+    throw new InvalidArgumentError((error as Error).message);
+  }
+}
+
+/** What a plan's options must be, before anything runs. */
+function checkPlanOptions(
+  raw: {
+    topic?: string;
+    fromOffset?: number;
+    fromOffsets?: Map<number, number>;
+    toOffset?: number;
+    fromTimestamp?: number;
+    toTimestamp?: number;
+    clusterArn?: string;
+    bootstrapServers?: string[];
+    kafkaAuth?: KafkaAuth;
+    partitions?: number[];
+    switch?: number;
+  },
+  offsetsGiven: boolean,
+): void {
+  const planFlags = [
+    raw.topic,
+    raw.fromOffset,
+    raw.fromOffsets,
+    raw.toOffset,
+    raw.fromTimestamp,
+    raw.toTimestamp,
+    raw.clusterArn,
+    raw.bootstrapServers,
+    raw.kafkaAuth,
+    raw.partitions,
+  ];
+  const planning = planFlags.some((flag) => flag !== undefined);
+  if (planning && raw.switch !== undefined) {
+    throw new InvalidArgumentError('--switch does not go with the flags that plan a replay');
+  }
+  if (!planning) return;
+  const starts = [raw.fromOffset, raw.fromOffsets, raw.fromTimestamp].filter((s) => s !== undefined);
+  if (raw.topic === undefined || starts.length !== 1) {
+    throw new InvalidArgumentError(
+      'a replay plan needs --topic and one of --from-offset, --from-offsets, --from-timestamp',
+    );
+  }
+  if (raw.fromTimestamp === undefined) {
+    const brokerFlag = [
+      ['--to-timestamp', raw.toTimestamp],
+      ['--cluster-arn', raw.clusterArn],
+      ['--bootstrap-servers', raw.bootstrapServers],
+      ['--kafka-auth', raw.kafkaAuth],
+    ].find(([, value]) => value !== undefined);
+    if (brokerFlag !== undefined) {
+      throw new InvalidArgumentError(`${brokerFlag[0]} goes with --from-timestamp only`);
+    }
+    return;
+  }
+  if (raw.toOffset !== undefined) {
+    throw new InvalidArgumentError('--from-timestamp ends with --to-timestamp, not --to-offset');
+  }
+  if (raw.toTimestamp !== undefined && raw.toTimestamp <= raw.fromTimestamp) {
+    throw new InvalidArgumentError('--to-timestamp must be after --from-timestamp');
+  }
+  if (offsetsGiven) return;
+  if ((raw.clusterArn === undefined) === (raw.bootstrapServers === undefined)) {
+    throw new InvalidArgumentError(
+      '--from-timestamp asks the brokers: give one of --cluster-arn, --bootstrap-servers',
+    );
+  }
+}
+
 export function registerReplayCommand(program: Command, deps: ReplayDependencies = {}): Command {
   return program
     .command('replay')
@@ -200,6 +352,30 @@ export function registerReplayCommand(program: Command, deps: ReplayDependencies
       '--from-offsets <list>',
       'the first offset per partition, <partition>=<offset> comma-separated (a point in time: what kafka-get-offsets --time prints)',
       partitionOffsets,
+    )
+    .option(
+      '--from-timestamp <time>',
+      'replay the records from this time on: per partition, the earliest offset at or after it, as the brokers give it (ISO 8601 with a zone, a date, or epoch ms)',
+      timestamp,
+    )
+    .option(
+      '--to-timestamp <time>',
+      'with --from-timestamp: stop before the records at or after this time',
+      timestamp,
+    )
+    .option(
+      '--cluster-arn <arn>',
+      'with --from-timestamp: the MSK cluster to ask (its bootstrap brokers for --kafka-auth)',
+    )
+    .option(
+      '--bootstrap-servers <list>',
+      'with --from-timestamp: the brokers to ask, host:port comma-separated (instead of --cluster-arn)',
+      (value: string) => value.split(',').map((server) => server.trim()),
+    )
+    .option(
+      '--kafka-auth <method>',
+      "how to connect to the brokers: iam (default; the shell's AWS credentials), scram-sha-512 or scram-sha-256 (EOS_KAFKA_USERNAME, EOS_KAFKA_PASSWORD), tls, plaintext",
+      oneOf(KAFKA_AUTHS),
     )
     .option(
       '--to-offset <n>',
@@ -239,6 +415,11 @@ that cannot be; 3 AWS cannot be reached or used.`,
         fromOffset?: number;
         fromOffsets?: Map<number, number>;
         toOffset?: number;
+        fromTimestamp?: number;
+        toTimestamp?: number;
+        clusterArn?: string;
+        bootstrapServers?: string[];
+        kafkaAuth?: KafkaAuth;
         partitions?: number[];
         switch?: number;
         json: boolean;
@@ -246,25 +427,7 @@ that cannot be; 3 AWS cannot be reached or used.`,
       }) => {
         const env = deps.env ?? process.env;
         const table = requiredTable(raw.table, env);
-        const planning =
-          raw.topic !== undefined ||
-          raw.fromOffset !== undefined ||
-          raw.fromOffsets !== undefined ||
-          raw.toOffset !== undefined ||
-          raw.partitions !== undefined;
-        if (planning && raw.switch !== undefined) {
-          throw new InvalidArgumentError(
-            '--switch does not go with --topic, --from-offset, --to-offset or --partitions',
-          );
-        }
-        if (
-          planning &&
-          (raw.topic === undefined || (raw.fromOffset === undefined) === (raw.fromOffsets === undefined))
-        ) {
-          throw new InvalidArgumentError(
-            'a replay plan needs --topic and one of --from-offset, --from-offsets',
-          );
-        }
+        checkPlanOptions(raw, deps.offsetsByTime !== undefined);
         const { isValidTopicName } = await import('../shared/kafka/event.ts');
         if (raw.topic !== undefined && !isValidTopicName(raw.topic)) {
           throw new InvalidArgumentError(`--topic ${JSON.stringify(raw.topic)} is not a Kafka topic name`);

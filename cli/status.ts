@@ -16,6 +16,7 @@ import {
   endpointUrl,
   integer,
   pipelineIdOf,
+  regionOf,
   requiredTable,
   resolveEndpoint,
 } from './options.ts';
@@ -121,9 +122,4 @@ export function registerStatusCommand(program: Command, deps: StatusDependencies
         await runStatus({ ...raw, table, pipeline }, deps);
       },
     );
-}
-
-/** The cluster's region from its ARN. */
-function regionOf(arn: string): string | undefined {
-  return /^arn:[^:]+:kafka:([^:]+):/.exec(arn)?.[1];
 }

@@ -5,6 +5,11 @@
  */
 import type { Clock } from '../shared/clock.ts';
 import { signedHeaderBytes } from '../shared/kafka/event.ts';
+import {
+  type OffsetsAtTime,
+  type OffsetsByTime,
+  OffsetsByTimeError,
+} from '../shared/kafka/offsets-by-time.ts';
 import { UnknownPartitionError } from './errors.ts';
 
 /**
@@ -89,7 +94,7 @@ export function toEventRecord(
   return record;
 }
 
-export class PartitionedLog {
+export class PartitionedLog implements OffsetsByTime {
   private readonly partitionsData: LogEntry[][];
   private closed = false;
 
@@ -151,6 +156,20 @@ export class PartitionedLog {
     const entries = this.partitionsData[partition];
     if (!Number.isInteger(partition) || !entries) throw new UnknownPartitionError(partition, this.partitions);
     return entries;
+  }
+
+  /**
+   * Per partition, the earliest offset whose record's timestamp is at or after `timestamp` (Kafka's ListOffsets by
+   * time: timestamps need not grow with offsets, so a later record may be older), undefined when none is.
+   */
+  async offsetsForTimes(topic: string, timestamp: number): Promise<OffsetsAtTime> {
+    if (topic !== this.topic) throw new OffsetsByTimeError(`the local log holds ${this.topic}, not ${topic}`);
+    return new Map(
+      this.partitionsData.map((entries, partition) => [
+        partition,
+        entries.find((entry) => entry.record.timestamp >= timestamp)?.record.offset,
+      ]),
+    );
   }
 
   get size(): number {

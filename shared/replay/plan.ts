@@ -40,9 +40,19 @@ export interface GenerationSwitch {
   readonly ranges: readonly ReplayRange[];
 }
 
+/**
+ * The times an operator planned a replay by (`eos replay --from-timestamp`), epoch ms: kept for the record only. The
+ * plan's ranges hold the offsets the brokers gave for them, and nothing else reads the times.
+ */
+export interface ReplayTimes {
+  readonly from: number;
+  readonly to?: number;
+}
+
 export interface ReplayPlan extends GenerationSwitch {
   /** Epoch ms. */
   readonly createdAt: number;
+  readonly times?: ReplayTimes;
   /** Epoch ms: when an operator asked for the switch. */
   readonly switchRequestedAt?: number;
   /** The checkpoint whose manifest switched to this generation. */

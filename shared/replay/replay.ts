@@ -5,6 +5,7 @@
  */
 import type { AwsClients } from '../aws/clients.ts';
 import type { Clock } from '../clock.ts';
+import type { OffsetsByTime } from '../kafka/offsets-by-time.ts';
 import { CheckpointStore } from '../ledger/checkpoints.ts';
 import { EpochLedger } from '../ledger/epoch-switch.ts';
 import { generationLaneOf, laneOf } from '../ledger/epochs.ts';
@@ -17,8 +18,11 @@ import {
   type ReplayPlan,
   ReplayPlanError,
   type ReplayRange,
+  type ReplayTimes,
 } from './plan.ts';
 import { ReplayStore, type RequestSwitchOutcome } from './store.ts';
+
+const iso = (ms: number): string => new Date(ms).toISOString();
 
 export interface ReplayTarget {
   readonly clients: Pick<AwsClients, 'dynamodb'>;
@@ -33,8 +37,15 @@ export interface PlanReplayOptions extends ReplayTarget {
    * for a point in time; the partitions named are then the ones replayed).
    */
   readonly fromOffset: number | ReadonlyMap<number, number>;
-  /** The last offset replayed (inclusive); default, and at most, each partition's last staged offset. */
-  readonly toOffset?: number;
+  /**
+   * The last offset replayed (inclusive), one for every partition or per partition; default, and at most, each
+   * partition's last staged offset.
+   */
+  readonly toOffset?: number | ReadonlyMap<number, number>;
+  /** The times the offsets were found for (`planReplayAtTimes`): kept on the plan for the operator. */
+  readonly times?: ReplayTimes;
+  /** A partition named that the pipeline never staged is skipped, not refused (the brokers named it). */
+  readonly skipUnstaged?: boolean;
   /** Default: every partition of the topic the pipeline has staged. */
   readonly partitions?: readonly number[];
   readonly clock: Clock;
@@ -65,11 +76,13 @@ export async function planReplay(options: PlanReplayOptions): Promise<PlannedRep
       'per-partition start offsets name the partitions already: not with --partitions',
     );
   }
+  const toOf = (partition: number): number | undefined =>
+    typeof options.toOffset === 'number' ? options.toOffset : options.toOffset?.get(partition);
   const starts = perPartition === undefined ? [options.fromOffset as number] : [...perPartition.values()];
   for (const from of starts) {
     if (!Number.isSafeInteger(from) || from < 0)
       throw new ReplayPlanError(`start offset ${from} is not an offset`);
-    if (options.toOffset !== undefined && options.toOffset < from) {
+    if (typeof options.toOffset === 'number' && options.toOffset < from) {
       throw new ReplayPlanError(`--to-offset ${options.toOffset} is before the start offset ${from}`);
     }
   }
@@ -84,24 +97,34 @@ export async function planReplay(options: PlanReplayOptions): Promise<PlannedRep
   const skipped: Array<{ partition: number; reason: string }> = [];
   for (const partition of [...new Set(wanted)].sort((a, b) => a - b)) {
     const found = known.find((p) => p.partition === partition);
+    if (found === undefined && options.skipUnstaged === true) {
+      skipped.push({ partition, reason: 'the pipeline has staged nothing of it' });
+      continue;
+    }
     if (found === undefined) {
       throw new ReplayPlanError(`pipeline ${pipeline} has staged nothing of ${topic} partition ${partition}`);
     }
     const lane = laneOf(topic, found.epoch);
     const staged = found.epochs.find((view) => view.epoch === found.epoch)?.stagedOffset ?? -1;
     const from = fromOf(partition);
-    const to = Math.min(options.toOffset ?? staged, staged);
+    const to = Math.min(toOf(partition) ?? staged, staged);
     if (to < from) {
       skipped.push({
         partition,
-        reason: `its epoch ${found.epoch} has staged up to offset ${staged}, before ${from}`,
+        reason:
+          to < staged
+            ? `the range ends at offset ${to}, before its start ${from}`
+            : `its epoch ${found.epoch} has staged up to offset ${staged}, before ${from}`,
       });
       continue;
     }
     ranges.push({ lane, partition, from, to });
   }
   if (ranges.length === 0) {
-    throw new ReplayPlanError(`nothing of ${topic} to replay from offset ${starts.join(', ')} on`);
+    const why = skipped.map((s) => `partition ${s.partition}: ${s.reason}`).join('; ');
+    throw new ReplayPlanError(
+      `nothing of ${topic} to replay from offset ${starts.join(', ')} on${why === '' ? '' : ` (${why})`}`,
+    );
   }
   const store = new ReplayStore(clients.dynamodb, table, pipeline);
   const latest = (await store.list()).at(-1);
@@ -113,7 +136,7 @@ export async function planReplay(options: PlanReplayOptions): Promise<PlannedRep
     return { plan: latest, existing: true, skipped };
   }
   const generation = (latest?.generation ?? 0) + 1;
-  if (!(await store.create(generation, ranges, options.clock.now()))) {
+  if (!(await store.create(generation, ranges, options.clock.now(), options.times))) {
     throw new ReplayPlanError(
       `another replay took generation ${generation} meanwhile: run the command again`,
     );
@@ -122,6 +145,67 @@ export async function planReplay(options: PlanReplayOptions): Promise<PlannedRep
   if (plan === undefined)
     throw new ReplayPlanError(`generation ${generation}'s plan vanished after it was written`);
   return { plan, existing: false, skipped };
+}
+
+export interface PlanReplayAtTimesOptions
+  extends Omit<PlanReplayOptions, 'fromOffset' | 'toOffset' | 'times' | 'skipUnstaged'> {
+  readonly offsetsByTime: OffsetsByTime;
+  /** From `times.from` (inclusive) to `times.to` (exclusive), epoch ms; no `to`: up to what is staged. */
+  readonly times: ReplayTimes;
+}
+
+/**
+ * Plans the replay of a time span: per partition, from the earliest offset at or after `times.from` to the last one
+ * before the earliest at or after `times.to`, as the brokers give them (ListOffsets by time, the offsets an
+ * `AT_TIMESTAMP` mapping starts at: record timestamps need not grow with offsets, so a range may hold a record
+ * older than `from`, and miss one newer). The plan holds those offsets, and is then an offset plan like any other.
+ */
+export async function planReplayAtTimes(options: PlanReplayAtTimesOptions): Promise<PlannedReplay> {
+  const { offsetsByTime, times, partitions, ...rest } = options;
+  if (times.to !== undefined && times.to <= times.from) {
+    throw new ReplayPlanError(
+      `--to-timestamp ${iso(times.to)} is not after --from-timestamp ${iso(times.from)}`,
+    );
+  }
+  const [starts, ends] = await Promise.all([
+    offsetsByTime.offsetsForTimes(options.topic, times.from),
+    times.to === undefined ? undefined : offsetsByTime.offsetsForTimes(options.topic, times.to),
+  ]);
+  for (const partition of partitions ?? []) {
+    if (!starts.has(partition)) {
+      throw new ReplayPlanError(`topic ${options.topic} has no partition ${partition}`);
+    }
+  }
+  const named = partitions === undefined ? undefined : new Set(partitions);
+  const fromOffsets = new Map<number, number>();
+  const toOffsets = new Map<number, number>();
+  const skipped: Array<{ partition: number; reason: string }> = [];
+  for (const [partition, start] of [...starts].sort(([a], [b]) => a - b)) {
+    if (named !== undefined && !named.has(partition)) continue;
+    if (start === undefined) {
+      skipped.push({ partition, reason: `it holds no record at or after ${iso(times.from)}` });
+      continue;
+    }
+    fromOffsets.set(partition, start);
+    const end = ends?.get(partition);
+    if (end !== undefined) toOffsets.set(partition, end - 1);
+  }
+  if (fromOffsets.size === 0) {
+    throw new ReplayPlanError(
+      `no partition of ${options.topic} holds a record at or after ${iso(times.from)}: nothing to replay`,
+    );
+  }
+  const planned = await planReplay({
+    ...rest,
+    fromOffset: fromOffsets,
+    ...(toOffsets.size === 0 ? {} : { toOffset: toOffsets }),
+    times,
+    skipUnstaged: named === undefined,
+  });
+  return {
+    ...planned,
+    skipped: [...skipped, ...planned.skipped].sort((a, b) => a.partition - b.partition),
+  };
 }
 
 export interface RangeProgress extends ReplayRange {

@@ -9,13 +9,29 @@ import { isConditionFailure, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { keys } from '../ledger/layout.ts';
 import { itemsUnder } from '../ledger/staged-entries.ts';
-import { checkGeneration, checkRanges, type ReplayPlan, ReplayPlanError, type ReplayRange } from './plan.ts';
+import {
+  checkGeneration,
+  checkRanges,
+  type ReplayPlan,
+  ReplayPlanError,
+  type ReplayRange,
+  type ReplayTimes,
+} from './plan.ts';
 
 /** The plan's item holds something a plan cannot be (written by hand, or by a defect): never acted on. */
 export class MalformedReplayPlanError extends ReplayPlanError {}
 
 const optionalNumber = (value: unknown): number | undefined =>
   typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
+
+/** The times a plan was asked for (for the record only: a malformed value is dropped, not the plan). */
+function timesFromItem(value: unknown): ReplayTimes | undefined {
+  const v = value as { from?: unknown; to?: unknown } | undefined;
+  const from = optionalNumber(v?.from);
+  if (from === undefined) return undefined;
+  const to = optionalNumber(v?.to);
+  return to === undefined ? { from } : { from, to };
+}
 
 /** A plan from its item; throws {@link MalformedReplayPlanError} for anything else. */
 export function planFromItem(item: Record<string, unknown>): ReplayPlan {
@@ -28,10 +44,12 @@ export function planFromItem(item: Record<string, unknown>): ReplayPlan {
     const ranges = checkRanges((item.ranges ?? []) as ReplayRange[]);
     const switchRequestedAt = optionalNumber(item.switchRequestedAt);
     const switchedIn = optionalNumber(item.switchedIn);
+    const times = timesFromItem(item.times);
     return {
       generation,
       createdAt: item.createdAt,
       ranges,
+      ...(times === undefined ? {} : { times }),
       ...(switchRequestedAt === undefined ? {} : { switchRequestedAt }),
       ...(switchedIn === undefined ? {} : { switchedIn }),
     };
@@ -96,7 +114,12 @@ export class ReplayStore {
   }
 
   /** Writes generation `generation`'s plan; false when that generation exists already. */
-  async create(generation: number, ranges: readonly ReplayRange[], now: number): Promise<boolean> {
+  async create(
+    generation: number,
+    ranges: readonly ReplayRange[],
+    now: number,
+    times?: ReplayTimes,
+  ): Promise<boolean> {
     checkGeneration(generation);
     const checked = checkRanges(ranges);
     try {
@@ -108,6 +131,7 @@ export class ReplayStore {
             generation,
             createdAt: now,
             ranges: checked,
+            ...(times === undefined ? {} : { times }),
           },
           ConditionExpression: 'attribute_not_exists(pk)',
         }),

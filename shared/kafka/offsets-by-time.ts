@@ -1,0 +1,43 @@
+/**
+ * A point in time as offsets of a topic (Kafka's ListOffsets by timestamp, what `kafka-get-offsets.sh --time` and
+ * an event source mapping's `AT_TIMESTAMP` start use): per partition, the earliest offset whose record's timestamp
+ * is at or after the time. `eos replay --from-timestamp` turns the time into the offsets its plan holds, so the
+ * replay's protocol only ever sees offset ranges (`shared/replay/plan.ts`).
+ *
+ * One port, two adapters: the brokers through kafkajs (`kafkajs-offsets.ts`, the `eos` CLI) and the local runner's
+ * emulated log (`local/kafka-log.ts`, tests and `eos local`).
+ */
+import { PipelineError } from '../errors.ts';
+
+/** Per partition of the topic: the earliest offset at or after the time, undefined when no record is (yet). */
+export type OffsetsAtTime = ReadonlyMap<number, number | undefined>;
+
+export interface OffsetsByTime {
+  /** Throws {@link OffsetsByTimeError} when the topic is unknown or the brokers cannot answer. */
+  offsetsForTimes(topic: string, timestamp: number): Promise<OffsetsAtTime>;
+}
+
+/** How the CLI connects to the brokers (`kafkajs-offsets.ts`): as the event source mapping's authentication. */
+export const KAFKA_AUTHS = ['iam', 'scram-sha-512', 'scram-sha-256', 'tls', 'plaintext'] as const;
+export type KafkaAuth = (typeof KAFKA_AUTHS)[number];
+
+/** The brokers could not turn a time into offsets (unknown topic, unreachable, refused). */
+export class OffsetsByTimeError extends PipelineError {}
+
+/**
+ * `2026-11-24T00:00:00Z`, `2026-11-24T09:00:00+09:00`, `2026-11-24` (midnight UTC) or epoch milliseconds: a time
+ * with no zone (`2026-11-24T00:00`) is refused, since the shell's zone would silently pick the range.
+ */
+export function parseTimestamp(text: string): number {
+  const trimmed = text.trim();
+  if (/^\d{1,16}$/.test(trimmed)) return Number(trimmed);
+  const dateOnly = /^\d{4}-\d{2}-\d{2}$/.test(trimmed);
+  const zoned = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i.test(trimmed);
+  const ms = dateOnly || zoned ? Date.parse(dateOnly ? `${trimmed}T00:00:00Z` : trimmed) : Number.NaN;
+  if (!Number.isFinite(ms) || ms < 0) {
+    throw new OffsetsByTimeError(
+      `${JSON.stringify(text)} is not a time: give ISO 8601 with a zone (2026-11-24T00:00:00Z, …+09:00), a date (UTC midnight) or epoch milliseconds`,
+    );
+  }
+  return ms;
+}
