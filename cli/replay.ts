@@ -344,9 +344,9 @@ export function registerReplayCommand(program: Command, deps: ReplayDependencies
   return program
     .command('replay')
     .description(
-      'reprocess an offset range with the current transform into a new output generation; readers switch to it once it is committed',
+      'reprocess an offset range (or the records of a time span) with the current transform into a new output generation; readers switch to it once it is committed',
     )
-    .option('--topic <name>', 'plan a replay of this topic (with --from-offset)')
+    .option('--topic <name>', 'plan a replay of this topic (from --from-offset, --from-offsets or --from-timestamp)')
     .option('--from-offset <n>', 'the first offset replayed, in every partition named', integer(0))
     .option(
       '--from-offsets <list>',

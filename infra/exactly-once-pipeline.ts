@@ -44,8 +44,13 @@ import { BundledFunction } from './bundled-function.ts';
 import { CheckpointCoordinator } from './checkpoint-coordinator.ts';
 import { type PipelineConfig, pipelineSettingsOf } from './config.ts';
 import { type FunctionDefaults, functionDefaults } from './function-defaults.ts';
-import { SandboxKafkaCluster } from './kafka-cluster.ts';
-import { type AttachedKafkaSource, attachKafkaSource, type KafkaSource } from './kafka-source.ts';
+import { kafkaOffsetsStatements, SandboxKafkaCluster } from './kafka-cluster.ts';
+import {
+  type AttachedKafkaSource,
+  attachKafkaSource,
+  KafkaAuthenticationMethod,
+  type KafkaSource,
+} from './kafka-source.ts';
 import { createLedgerTable, LEDGER_TABLE_NEEDS, ledgerLayoutProblems } from './ledger-table.ts';
 import { PipelineObservability } from './observability.ts';
 import { projectModule } from './package-paths.ts';
@@ -291,8 +296,9 @@ export class ExactlyOncePipeline extends Construct {
    * What `eos epoch --start-new`, `eos redrive` and `eos replay` need (the `operatorRoles` prop): the processor's ledger items
    * (and Query on fences and key windows: redrive reads every fence and the windows of partition scope), staging
    * under the in-progress prefixes (the bucket policy lets `operatorRoles` write there), the committed output, the
-   * data keys, and the replay plans (`eos replay` writes a plan before its replay mapping is deployed, and requests
-   * the switch on it). Nothing of the coordinator's.
+   * data keys, the replay plans (`eos replay` writes a plan before its replay mapping is deployed, and requests
+   * the switch on it), and on an MSK source the topic's offsets at a time (`eos replay --from-timestamp`:
+   * `kafkaOffsetsStatements`). Nothing of the coordinator's.
    */
   private grantOperate(role: iam.IRole): void {
     const pl = this.config.pipelineId;
@@ -324,6 +330,19 @@ export class ExactlyOncePipeline extends Construct {
       replayLeadingKeys(pl),
       `OperateReplayPlans${sid}`,
     );
+    if (this.source.kind === 'msk') {
+      const iamAuth =
+        (this.source.authentication?.method ?? KafkaAuthenticationMethod.IAM) ===
+        KafkaAuthenticationMethod.IAM;
+      for (const statement of kafkaOffsetsStatements(
+        this.source.clusterArn,
+        this.config.topic,
+        iamAuth,
+        sid,
+      )) {
+        role.addToPrincipalPolicy(statement);
+      }
+    }
   }
 
   /**

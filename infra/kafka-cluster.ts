@@ -69,6 +69,38 @@ export function kafkaConsumerStatements(
 }
 
 /**
+ * What `eos replay --from-timestamp` asks of the cluster as an operator (`operatorRoles`): the bootstrap brokers
+ * and, under IAM authentication, the topic's offsets at a time (Metadata and ListOffsets: `Connect` on the cluster,
+ * `DescribeTopic` on the one topic; no read of data, no group). `sid` keeps statements of several pipelines apart.
+ */
+export function kafkaOffsetsStatements(
+  clusterArn: string,
+  topic: string,
+  iamAuth: boolean,
+  sid: string,
+): iam.PolicyStatement[] {
+  const bootstrap = new iam.PolicyStatement({
+    sid: `OperateKafkaBootstrap${sid}`,
+    actions: ['kafka:GetBootstrapBrokers'],
+    resources: [clusterArn],
+  });
+  if (!iamAuth) return [bootstrap];
+  return [
+    bootstrap,
+    new iam.PolicyStatement({
+      sid: `OperateKafkaConnect${sid}`,
+      actions: ['kafka-cluster:Connect'],
+      resources: [clusterArn],
+    }),
+    new iam.PolicyStatement({
+      sid: `OperateKafkaOffsets${sid}`,
+      actions: ['kafka-cluster:DescribeTopic'],
+      resources: [topicArn(clusterArn, topic)],
+    }),
+  ];
+}
+
+/**
  * The network-interface permissions the MSK event source mapping's pollers use through the function's role
  * (what `AWSLambdaMSKExecutionRole` grants on `*`), scoped as far as IAM allows:
  * - `ec2:CreateNetworkInterface` authorizes the new interface, its subnet and its security groups, and

@@ -22,7 +22,7 @@ import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { finalPrefix, manifestsPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
-import { BASE_PROPS, resourcesOf, testApp } from './infra-fixtures.ts';
+import { BASE_PROPS, CLUSTER_ARN, resourcesOf, testApp } from './infra-fixtures.ts';
 import { resolveIntrinsics } from './support/asl.ts';
 import { bucketPolicyStatements, evaluate, type PolicyStatement, roleStatements } from './support/iam.ts';
 
@@ -101,6 +101,7 @@ function synthesized(props: Partial<ExactlyOncePipelineProps> = {}) {
     template,
     json,
     operator: idOf(operator),
+    decide,
     roleIdOf,
     onItem,
     onObject,
@@ -249,6 +250,25 @@ describe('replay: generation 2', () => {
     expect(s.onItem(s.operator, 'dynamodb:UpdateItem', keys.checkpointHead(PL).pk)).toBe('implicit-deny');
     // Another pipeline's plans are not this pipeline's.
     expect(s.onItem(s.operator, 'dynamodb:PutItem', 'orders-eu#REPLAY')).toBe('implicit-deny');
+  });
+
+  it('operatorRoles may ask the MSK cluster for the topic offsets at a time (eos replay --from-timestamp), and read no record', () => {
+    const topicArn = `${CLUSTER_ARN.replace(':cluster/', ':topic/')}/orders`;
+    expect(s.decide(s.operator, 'kafka:GetBootstrapBrokers', CLUSTER_ARN, {})).toBe('allow');
+    expect(s.decide(s.operator, 'kafka-cluster:Connect', CLUSTER_ARN, {})).toBe('allow');
+    expect(s.decide(s.operator, 'kafka-cluster:DescribeTopic', topicArn, {})).toBe('allow');
+    expect(s.decide(s.operator, 'kafka-cluster:ReadData', topicArn, {})).toBe('implicit-deny');
+    expect(s.decide(s.operator, 'kafka-cluster:DescribeTopic', `${topicArn}-other`, {})).toBe(
+      'implicit-deny',
+    );
+    expect(
+      s.decide(
+        s.operator,
+        'kafka-cluster:AlterGroup',
+        CLUSTER_ARN.replace(':cluster/', ':group/') + '/g',
+        {},
+      ),
+    ).toBe('implicit-deny');
   });
 
   it('gives the replay processor its own log group and role, and an Errors alarm on the alarm topic', () => {
