@@ -346,7 +346,10 @@ export function registerReplayCommand(program: Command, deps: ReplayDependencies
     .description(
       'reprocess an offset range (or the records of a time span) with the current transform into a new output generation; readers switch to it once it is committed',
     )
-    .option('--topic <name>', 'plan a replay of this topic (from --from-offset, --from-offsets or --from-timestamp)')
+    .option(
+      '--topic <name>',
+      'plan a replay of this topic (from --from-offset, --from-offsets or --from-timestamp)',
+    )
     .option('--from-offset <n>', 'the first offset replayed, in every partition named', integer(0))
     .option(
       '--from-offsets <list>',

@@ -265,7 +265,7 @@ describe('replay: generation 2', () => {
       s.decide(
         s.operator,
         'kafka-cluster:AlterGroup',
-        CLUSTER_ARN.replace(':cluster/', ':group/') + '/g',
+        `${CLUSTER_ARN.replace(':cluster/', ':group/')}/g`,
         {},
       ),
     ).toBe('implicit-deny');
