@@ -274,23 +274,27 @@ function timestamp(value: string): number {
   }
 }
 
+/** The flags as commander parses them. */
+interface ReplayFlags {
+  table?: string;
+  pipeline?: string;
+  topic?: string;
+  fromOffset?: number;
+  fromOffsets?: Map<number, number>;
+  toOffset?: number;
+  fromTimestamp?: number;
+  toTimestamp?: number;
+  clusterArn?: string;
+  bootstrapServers?: string[];
+  kafkaAuth?: KafkaAuth;
+  partitions?: number[];
+  switch?: number;
+  json: boolean;
+  endpoint?: string;
+}
+
 /** What a plan's options must be, before anything runs. */
-function checkPlanOptions(
-  raw: {
-    topic?: string;
-    fromOffset?: number;
-    fromOffsets?: Map<number, number>;
-    toOffset?: number;
-    fromTimestamp?: number;
-    toTimestamp?: number;
-    clusterArn?: string;
-    bootstrapServers?: string[];
-    kafkaAuth?: KafkaAuth;
-    partitions?: number[];
-    switch?: number;
-  },
-  offsetsGiven: boolean,
-): void {
+function checkPlanOptions(raw: ReplayFlags, offsetsGiven: boolean): void {
   const planFlags = [
     raw.topic,
     raw.fromOffset,
@@ -410,33 +414,15 @@ Without --topic or --switch it shows every replay's progress. A replay stages in
 new one for exactly the replayed ranges. Keyed state is not replayed. Exit codes: 0 done; 2 bad usage or a plan
 that cannot be; 3 AWS cannot be reached or used.`,
     )
-    .action(
-      async (raw: {
-        table?: string;
-        pipeline?: string;
-        topic?: string;
-        fromOffset?: number;
-        fromOffsets?: Map<number, number>;
-        toOffset?: number;
-        fromTimestamp?: number;
-        toTimestamp?: number;
-        clusterArn?: string;
-        bootstrapServers?: string[];
-        kafkaAuth?: KafkaAuth;
-        partitions?: number[];
-        switch?: number;
-        json: boolean;
-        endpoint?: string;
-      }) => {
-        const env = deps.env ?? process.env;
-        const table = requiredTable(raw.table, env);
-        checkPlanOptions(raw, deps.offsetsByTime !== undefined);
-        const { isValidTopicName } = await import('../shared/kafka/event.ts');
-        if (raw.topic !== undefined && !isValidTopicName(raw.topic)) {
-          throw new InvalidArgumentError(`--topic ${JSON.stringify(raw.topic)} is not a Kafka topic name`);
-        }
-        const pipeline = pipelineIdOf(raw.pipeline, env);
-        await runReplay({ ...raw, table, pipeline }, deps);
-      },
-    );
+    .action(async (raw: ReplayFlags) => {
+      const env = deps.env ?? process.env;
+      const table = requiredTable(raw.table, env);
+      checkPlanOptions(raw, deps.offsetsByTime !== undefined);
+      const { isValidTopicName } = await import('../shared/kafka/event.ts');
+      if (raw.topic !== undefined && !isValidTopicName(raw.topic)) {
+        throw new InvalidArgumentError(`--topic ${JSON.stringify(raw.topic)} is not a Kafka topic name`);
+      }
+      const pipeline = pipelineIdOf(raw.pipeline, env);
+      await runReplay({ ...raw, table, pipeline }, deps);
+    });
 }

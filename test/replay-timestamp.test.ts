@@ -12,6 +12,7 @@ import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { PartitionedLog } from '../local/kafka-log.ts';
 import { ManualClock } from '../shared/clock.ts';
 import type { Settings } from '../shared/config/settings.ts';
+import type { MskRecord } from '../shared/kafka/event.ts';
 import {
   bootstrapServersFor,
   clusterBootstrapServers,
@@ -22,7 +23,7 @@ import {
 import { OffsetsByTimeError, parseTimestamp } from '../shared/kafka/offsets-by-time.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { order } from './support/msk.ts';
+import { mskEventOf, order } from './support/msk.ts';
 
 const BASE = Date.parse('2026-11-24T00:00:00Z');
 const at = (seconds: number) => new Date(BASE + seconds * 1000).toISOString();
@@ -54,17 +55,11 @@ function topicLog(): PartitionedLog {
 
 /** The whole log as one MSK event (what a mapping from the start delivers). */
 function eventOf(log: PartitionedLog) {
-  const records: Record<string, unknown[]> = {};
+  const records: Record<string, MskRecord[]> = {};
   for (let partition = 0; partition < log.partitions; partition++) {
-    records[`orders-${partition}`] = log.entries(partition).map((entry) => entry.record);
+    records[`orders-${partition}`] = log.entries(partition).map((entry) => entry.record as MskRecord);
   }
-  return {
-    eventSource: 'aws:kafka',
-    eventSourceArn:
-      'arn:aws:kafka:us-east-1:123456789012:cluster/test/00000000-0000-0000-0000-000000000000-1',
-    bootstrapServers: 'b-1.test:9098',
-    records,
-  };
+  return mskEventOf(records);
 }
 
 async function eos(

@@ -41,6 +41,11 @@ export function mskEvent(specs: readonly RecordSpec[]): MskEvent {
     records[batchKey] ??= [];
     records[batchKey].push(record);
   }
+  return mskEventOf(records);
+}
+
+/** The event around records already in its form, keyed `<topic>-<partition>`. */
+export function mskEventOf(records: Record<string, MskRecord[]>): MskEvent {
   return {
     eventSource: 'aws:kafka',
     eventSourceArn:
