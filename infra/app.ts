@@ -4,7 +4,8 @@
  * `-c transform=./src/my-transform.ts#myTransform`. The stack name is `-c stackName=…` (default
  * `ExactlyOncePipeline-<pipelineId>`). `-c replayGeneration=N` (with `-c replayStartingPosition=AT_TIMESTAMP`
  * and `-c replayStartingPositionTimestamp=…` if not from the beginning) adds the replay mapping of generation N
- * (the construct's `replay` prop, docs/deploy.md). cdk-nag's AwsSolutions checks run on every synth.
+ * (the construct's `replay` prop, docs/deploy.md); `-c operatorRoleArns=arn:…,arn:…` sets `operatorRoles`. cdk-nag's
+ * AwsSolutions checks run on every synth.
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';

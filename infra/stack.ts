@@ -3,7 +3,8 @@
  * `cdk.json`): its settings, the construct's boolean props, and its `replay` prop (`-c replayGeneration=N`, …).
  * Environment-agnostic: nothing is looked up in an account at synth, so `cdk synth` runs offline.
  */
-import { Stack, type StackProps } from 'aws-cdk-lib';
+import { Stack, type StackProps, Token } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import type { Construct } from 'constructs';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { CONFIG_KEYS, parsePipelineConfig, parseReplayContext, REPLAY_CONTEXT_KEYS } from './config.ts';
@@ -30,6 +31,7 @@ export class ExactlyOncePipelineStack extends Stack {
       ...pipelinePropsFromContext(this),
       ...constructContext(this),
       ...replayContext(this),
+      ...operatorContext(this),
     };
     // The stack is what `cdk deploy` shows: its outputs are on unless the props say otherwise.
     this.pipeline = new ExactlyOncePipeline(this, 'Pipeline', { outputs: true, ...settings });
@@ -40,7 +42,45 @@ export class ExactlyOncePipelineStack extends Stack {
 const CONSTRUCT_CONTEXT_KEYS = ['eventSourceMapping', 'analyticsTable'] as const;
 
 /** Context keys of the app itself that are not pipeline settings. */
-const APP_CONTEXT_KEYS = new Set<string>(['stackName', ...CONSTRUCT_CONTEXT_KEYS, ...REPLAY_CONTEXT_KEYS]);
+const APP_CONTEXT_KEYS = new Set<string>([
+  'stackName',
+  'operatorRoleArns',
+  ...CONSTRUCT_CONTEXT_KEYS,
+  ...REPLAY_CONTEXT_KEYS,
+]);
+
+/** An IAM role's ARN (any partition, a path allowed). */
+const ROLE_ARN = /^arn:aws[a-z-]*:iam::\d{12}:role\/[\w+=,.@/-]{1,512}$/;
+
+/**
+ * The `operatorRoles` prop from `-c operatorRoleArns=arn:aws:iam::…:role/ops,…` (comma-separated, or a JSON list in
+ * `cdk.json`): the roles get what `eos epoch --start-new`, `eos redrive` and `eos replay` need. Roles of this
+ * stack's account only: CDK cannot attach a policy to another account's role, and would say nothing.
+ */
+export function operatorContext(scope: Construct): Pick<ExactlyOncePipelineProps, 'operatorRoles'> {
+  const value: unknown = scope.node.tryGetContext('operatorRoleArns');
+  if (value === undefined || value === '') return {};
+  const list = Array.isArray(value) ? value : typeof value === 'string' ? value.split(',') : undefined;
+  if (list === undefined || list.some((arn) => typeof arn !== 'string')) {
+    throw new InvalidSettingError('-c operatorRoleArns', 'expected role ARNs, comma-separated');
+  }
+  const arns = (list as string[]).map((arn) => arn.trim()).filter((arn) => arn !== '');
+  const stack = Stack.of(scope);
+  const roles = arns.map((arn, index) => {
+    if (!ROLE_ARN.test(arn)) {
+      throw new InvalidSettingError('-c operatorRoleArns', `${JSON.stringify(arn)} is not an IAM role ARN`);
+    }
+    const account = arn.split(':')[4];
+    if (!Token.isUnresolved(stack.account) && account !== stack.account) {
+      throw new InvalidSettingError(
+        '-c operatorRoleArns',
+        `${arn} is a role of account ${account}, not of the stack's ${stack.account}: grants cannot reach it`,
+      );
+    }
+    return iam.Role.fromRoleArn(scope, `OperatorRole${index}`, arn);
+  });
+  return roles.length === 0 ? {} : { operatorRoles: roles };
+}
 
 /** How an error names a context key: as the user passes it. */
 const contextLabel = (key: string) => `-c ${key}`;

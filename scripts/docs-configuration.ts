@@ -51,7 +51,13 @@ const CONSTRUCT_CONTEXT = {
     meaning:
       'Create a Glue table over the committed output (partition projection on its time folders) and an Athena workgroup with its own results bucket. Needs `outputFormat` `parquet` ([output.md](output.md)).',
   },
-} as const;
+  operatorRoleArns: {
+    prop: 'operatorRoles',
+    default: '— (none)',
+    meaning:
+      "Roles of the stack's account, by ARN, comma-separated, that may run `eos epoch --start-new`, `eos redrive` and `eos replay` ([deploy.md](deploy.md#grants-and-metrics)).",
+  },
+} as const satisfies Record<string, { prop?: string; default: string; meaning: string }>;
 
 const REPLAY_SECTION = 'deploy.md#replaying-a-range-into-a-new-generation-the-replay-mapping';
 
@@ -246,8 +252,10 @@ function deploymentSection(): string {
     showDefault(defaultOf(shape[name]!), ABSENT[name] ?? '— (unset)'),
     description(name),
   ]);
-  for (const [name, prop] of Object.entries(CONSTRUCT_CONTEXT))
-    rows.push([`\`-c ${name}\` / \`${name}\``, prop.default, prop.meaning]);
+  for (const [name, prop] of Object.entries(CONSTRUCT_CONTEXT)) {
+    const propName = 'prop' in prop ? prop.prop : name;
+    rows.push([`\`-c ${name}\` / \`${propName}\``, prop.default, prop.meaning]);
+  }
   for (const [name, replay] of Object.entries(REPLAY_CONTEXT))
     rows.push([
       `\`-c ${name}\` / \`replay.${REPLAY_FIELD_OF_CONTEXT_KEY[name as ReplayContextKey]}\``,

@@ -136,6 +136,37 @@ describe('the stack takes both from context', () => {
     expect(Object.keys(resourcesOf(template, 'AWS::Glue::Table'))).toHaveLength(1);
   });
 
+  it('-c operatorRoleArns gives the listed roles the operator grants (eos epoch, redrive, replay)', () => {
+    const app = testApp({
+      ...context,
+      operatorRoleArns: 'arn:aws:iam::123456789012:role/ops, arn:aws:iam::123456789012:role/team/oncall',
+    });
+    const template = Template.fromStack(new ExactlyOncePipelineStack(app, 'Operators'));
+    const policies = Object.values(resourcesOf(template, 'AWS::IAM::Policy')).map((p) =>
+      JSON.stringify(p.Properties),
+    );
+    for (const role of ['"ops"', '"oncall"']) {
+      const own = policies.filter((p) => p.includes(`"Roles":[${role}]`));
+      expect(own.join('\n'), role).toMatch(/OperateReplayPlans/);
+      expect(own.join('\n'), role).toMatch(/kafka-cluster:DescribeTopic/);
+    }
+    for (const [bad, message] of [
+      ['arn:aws:iam::123456789012:user/ops', /"arn:aws:iam::123456789012:user\/ops" is not an IAM role ARN/],
+      ['ops', /"ops" is not an IAM role ARN/],
+    ] as const) {
+      expect(
+        () => new ExactlyOncePipelineStack(testApp({ ...context, operatorRoleArns: bad }), 'Bad'),
+      ).toThrow(message);
+    }
+    const inAccount = testApp({ ...context, operatorRoleArns: 'arn:aws:iam::210987654321:role/ops' });
+    expect(
+      () =>
+        new ExactlyOncePipelineStack(inAccount, 'Elsewhere', {
+          env: { account: '123456789012', region: 'eu-west-1' },
+        }),
+    ).toThrow(/is a role of account 210987654321, not of the stack's 123456789012/);
+  });
+
   it('refuses a value that is not true or false, naming the -c key', () => {
     const app = testApp({ ...context, eventSourceMapping: 'no' });
     expect(() => new ExactlyOncePipelineStack(app, 'Bad')).toThrow(
