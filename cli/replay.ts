@@ -175,7 +175,8 @@ export async function runReplay(
         from: options.fromTimestamp,
         ...(options.toTimestamp === undefined ? {} : { to: options.toTimestamp }),
       };
-      const brokers = deps.offsetsByTime === undefined ? await connectBrokers(options, env) : undefined;
+      const brokers =
+        deps.offsetsByTime === undefined ? await connectBrokers(options, env, endpoint) : undefined;
       try {
         const planned = await replay.planReplayAtTimes({
           ...target,
@@ -213,7 +214,7 @@ export async function runReplay(
  * The brokers' offsets by time, connected as the options say (`--cluster-arn` reads the bootstrap list for
  * `--kafka-auth`). Brokers that cannot be reached are "AWS cannot be used" (exit 3), as an unreachable table is.
  */
-async function connectBrokers(options: ReplayOptions, env: NodeJS.ProcessEnv) {
+async function connectBrokers(options: ReplayOptions, env: NodeJS.ProcessEnv, endpoint: string | undefined) {
   const [kafkajs, { regionFromEnv }, { AwsUnavailableError }] = await Promise.all([
     import('../shared/kafka/kafkajs-offsets.ts'),
     import('../shared/aws/clients.ts'),
@@ -224,7 +225,10 @@ async function connectBrokers(options: ReplayOptions, env: NodeJS.ProcessEnv) {
   let bootstrapServers = options.bootstrapServers;
   if (bootstrapServers === undefined) {
     const { KafkaClient } = await import('@aws-sdk/client-kafka');
-    const kafka = new KafkaClient(region === undefined ? {} : { region });
+    const kafka = new KafkaClient({
+      ...(region === undefined ? {} : { region }),
+      ...(endpoint === undefined ? {} : { endpoint }),
+    });
     try {
       bootstrapServers = await kafkajs.clusterBootstrapServers(kafka, options.clusterArn!, auth);
     } finally {

@@ -337,6 +337,18 @@ describe('eos replay --from-timestamp', () => {
       code: 3,
       err: expect.stringMatching(/cannot connect to 127.0.0.1:1 \(--kafka-auth plaintext\)/),
     });
+    // --cluster-arn reads the bootstrap brokers from MSK first (here an endpoint that does not answer).
+    expect(
+      await eos([
+        ...base,
+        '--from-timestamp',
+        at(5),
+        '--cluster-arn',
+        'arn:aws:kafka:eu-west-1:123456789012:cluster/orders/0000',
+        '--endpoint',
+        'http://127.0.0.1:1',
+      ]),
+    ).toMatchObject({ code: 3, err: expect.stringMatching(/^error: cannot reach AWS: /) });
     expect(await eos([...base, '--from-timestamp', at(5), '--kafka-auth', 'kerberos'])).toMatchObject({
       code: 2,
       err: expect.stringMatching(/expected one of iam, scram-sha-512/),
