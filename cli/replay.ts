@@ -16,6 +16,7 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { type Command, InvalidArgumentError } from 'commander';
 import type { Clock } from '../shared/clock.ts';
 import {
+  BrokersUnavailableError,
   KAFKA_AUTHS,
   type KafkaAuth,
   type OffsetsByTime,
@@ -171,25 +172,22 @@ export async function runReplay(
       );
     }
     if (options.topic !== undefined && options.fromTimestamp !== undefined) {
-      const times = {
-        from: options.fromTimestamp,
-        ...(options.toTimestamp === undefined ? {} : { to: options.toTimestamp }),
-      };
-      const brokers =
-        deps.offsetsByTime === undefined ? await connectBrokers(options, env, endpoint) : undefined;
-      try {
-        const planned = await replay.planReplayAtTimes({
-          ...target,
-          topic: options.topic,
-          offsetsByTime: deps.offsetsByTime ?? brokers!.offsets,
-          times,
-          ...(options.partitions === undefined ? {} : { partitions: options.partitions }),
-          clock,
-        });
-        return print({ kind: 'planned', planned }, formatPlanned(planned, options.pipeline));
-      } finally {
-        await brokers?.close();
-      }
+      const planned = await brokersUsable(() =>
+        planAtTimes(options, deps, env, endpoint, (offsetsByTime) =>
+          replay.planReplayAtTimes({
+            ...target,
+            topic: options.topic!,
+            offsetsByTime,
+            times: {
+              from: options.fromTimestamp!,
+              ...(options.toTimestamp === undefined ? {} : { to: options.toTimestamp }),
+            },
+            ...(options.partitions === undefined ? {} : { partitions: options.partitions }),
+            clock,
+          }),
+        ),
+      );
+      return print({ kind: 'planned', planned }, formatPlanned(planned, options.pipeline));
     }
     if (options.topic !== undefined) {
       const planned = await replay.planReplay({
@@ -210,15 +208,42 @@ export async function runReplay(
   }
 }
 
+/** Runs `work` with the offsets by time given (tests, `eos local`), else with the brokers', connected for it. */
+async function planAtTimes<T>(
+  options: ReplayOptions,
+  deps: ReplayDependencies,
+  env: NodeJS.ProcessEnv,
+  endpoint: string | undefined,
+  work: (offsetsByTime: OffsetsByTime) => Promise<T>,
+): Promise<T> {
+  if (deps.offsetsByTime !== undefined) return work(deps.offsetsByTime);
+  const brokers = await connectBrokers(options, env, endpoint);
+  try {
+    return await work(brokers.offsets);
+  } finally {
+    await brokers.close();
+  }
+}
+
 /**
- * The brokers' offsets by time, connected as the options say (`--cluster-arn` reads the bootstrap list for
- * `--kafka-auth`). Brokers that cannot be reached are "AWS cannot be used" (exit 3), as an unreachable table is.
+ * Brokers that cannot be used (unreachable, refusing the credentials or the topic) are "AWS cannot be reached or
+ * used" (exit 3), as an unreachable table is; a wrong topic or time stays bad input (exit 2).
  */
+async function brokersUsable<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (!(error instanceof BrokersUnavailableError)) throw error;
+    const { AwsUnavailableError } = await import('./failures.ts');
+    throw new AwsUnavailableError(error.message, { cause: error });
+  }
+}
+
+/** The brokers' offsets by time, connected as the options say (`--cluster-arn` reads the bootstrap list). */
 async function connectBrokers(options: ReplayOptions, env: NodeJS.ProcessEnv, endpoint: string | undefined) {
-  const [kafkajs, { regionFromEnv }, { AwsUnavailableError }] = await Promise.all([
+  const [kafkajs, { regionFromEnv }] = await Promise.all([
     import('../shared/kafka/kafkajs-offsets.ts'),
     import('../shared/aws/clients.ts'),
-    import('./failures.ts'),
   ]);
   const auth = options.kafkaAuth ?? 'iam';
   const region = (options.clusterArn && regionOf(options.clusterArn)) || regionFromEnv(env);
@@ -235,13 +260,12 @@ async function connectBrokers(options: ReplayOptions, env: NodeJS.ProcessEnv, en
       kafka.destroy();
     }
   }
-  const connection = { bootstrapServers, auth, env, ...(region === undefined ? {} : { region }) };
-  try {
-    return await kafkajs.connectOffsetsByTime(connection);
-  } catch (error) {
-    if (!(error instanceof kafkajs.BrokersUnreachableError)) throw error;
-    throw new AwsUnavailableError(error.message, { cause: error });
-  }
+  return kafkajs.connectOffsetsByTime({
+    bootstrapServers,
+    auth,
+    env,
+    ...(region === undefined ? {} : { region }),
+  });
 }
 
 /** `0=120,1=340`: a start offset per partition, each partition once. */

@@ -159,16 +159,16 @@ export class PartitionedLog implements OffsetsByTime {
   }
 
   /**
-   * Per partition, the earliest offset whose record's timestamp is at or after `timestamp` (Kafka's ListOffsets by
-   * time: timestamps need not grow with offsets, so a later record may be older), undefined when none is.
+   * Per partition, the earliest offset whose record's timestamp is at or after `timestamp`, else the partition's end
+   * (Kafka's ListOffsets by time: timestamps need not grow with offsets, so a later record may be older).
    */
   async offsetsForTimes(topic: string, timestamp: number): Promise<OffsetsAtTime> {
     if (topic !== this.topic) throw new OffsetsByTimeError(`the local log holds ${this.topic}, not ${topic}`);
     return new Map(
-      this.partitionsData.map((entries, partition) => [
-        partition,
-        entries.find((entry) => entry.record.timestamp >= timestamp)?.record.offset,
-      ]),
+      this.partitionsData.map((entries, partition) => {
+        const offset = entries.find((entry) => entry.record.timestamp >= timestamp)?.record.offset;
+        return [partition, { offset: offset ?? entries.length, found: offset !== undefined }];
+      }),
     );
   }
 

@@ -20,7 +20,11 @@ import {
   kafkaConfigOf,
   type OffsetsAdmin,
 } from '../shared/kafka/kafkajs-offsets.ts';
-import { OffsetsByTimeError, parseTimestamp } from '../shared/kafka/offsets-by-time.ts';
+import {
+  BrokersUnavailableError,
+  OffsetsByTimeError,
+  parseTimestamp,
+} from '../shared/kafka/offsets-by-time.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { mskEventOf, order } from './support/msk.ts';
@@ -90,16 +94,17 @@ describe('offsets at a time', () => {
     const log = topicLog();
     expect(await log.offsetsForTimes('orders', BASE + 5000)).toEqual(
       new Map([
-        [0, 5],
-        [1, 6],
+        [0, { offset: 5, found: true }],
+        [1, { offset: 6, found: true }],
       ]),
     );
     // Offset 7 of partition 0 is older than offset 6: the earliest offset at or after 2 s is still 2.
-    expect((await log.offsetsForTimes('orders', BASE + 2000)).get(0)).toBe(2);
+    expect((await log.offsetsForTimes('orders', BASE + 2000)).get(0)).toEqual({ offset: 2, found: true });
+    // After every record: the partition's end, where a range until that time ends.
     expect(await log.offsetsForTimes('orders', BASE + 11_600)).toEqual(
       new Map([
-        [0, undefined],
-        [1, undefined],
+        [0, { offset: 12, found: false }],
+        [1, { offset: 12, found: false }],
       ]),
     );
     await expect(log.offsetsForTimes('payments', BASE)).rejects.toThrow(OffsetsByTimeError);
@@ -111,7 +116,16 @@ describe('offsets at a time', () => {
     expect(parseTimestamp('2026-11-24T00:00:05.250Z')).toBe(BASE + 5250);
     expect(parseTimestamp('2026-11-24')).toBe(BASE);
     expect(parseTimestamp(String(BASE))).toBe(BASE);
-    for (const bad of ['2026-11-24T00:00:05', 'yesterday', '', '2026-13-40T00:00:00Z', '-5']) {
+    expect(parseTimestamp('8640000000000000')).toBe(8_640_000_000_000_000);
+    for (const bad of [
+      '2026-11-24T00:00:05',
+      'yesterday',
+      '',
+      '2026-13-40T00:00:00Z',
+      '-5',
+      '8640000000000001',
+      '9999999999999999',
+    ]) {
       expect(() => parseTimestamp(bad), bad).toThrow(OffsetsByTimeError);
     }
   });
@@ -138,12 +152,13 @@ describe('offsets at a time', () => {
     };
     expect(await new KafkaOffsetsByTime(admin).offsetsForTimes('orders', BASE)).toEqual(
       new Map([
-        [0, 5],
-        [1, undefined],
-        [2, undefined],
+        [0, { offset: 5, found: true }],
+        [1, { offset: 12, found: false }],
+        [2, { offset: 0, found: false }],
       ]),
     );
-    expect(calls).toEqual(['ends orders', `at orders ${BASE}`]);
+    // The ends after the lookup: an end read before it could be older than a record the lookup found.
+    expect(calls).toEqual([`at orders ${BASE}`, 'ends orders']);
 
     const failing: OffsetsAdmin = {
       ...admin,
@@ -151,9 +166,32 @@ describe('offsets at a time', () => {
         throw new Error('This server does not host this topic-partition');
       },
     };
-    await expect(new KafkaOffsetsByTime(failing).offsetsForTimes('nope', BASE)).rejects.toThrow(
+    const unknown = new KafkaOffsetsByTime(failing).offsetsForTimes('nope', BASE);
+    await expect(unknown).rejects.toThrow(
       /the brokers could not give nope's offsets at 2026-11-24T00:00:00.000Z: This server does not host/,
     );
+    await expect(unknown).rejects.not.toBeInstanceOf(BrokersUnavailableError);
+    // Refused (not authorized), or gone after the connection: the brokers cannot be used, not bad input.
+    for (const refusal of [
+      Object.assign(new Error('Not authorized to access topics'), {
+        name: 'KafkaJSProtocolError',
+        type: 'TOPIC_AUTHORIZATION_FAILED',
+      }),
+      Object.assign(new Error('retries exceeded'), {
+        name: 'KafkaJSNumberOfRetriesExceeded',
+        originalError: Object.assign(new Error('Connection timeout'), { name: 'KafkaJSConnectionError' }),
+      }),
+    ]) {
+      const refusing: OffsetsAdmin = {
+        ...admin,
+        fetchTopicOffsetsByTimestamp: async () => {
+          throw refusal;
+        },
+      };
+      await expect(new KafkaOffsetsByTime(refusing).offsetsForTimes('orders', BASE)).rejects.toBeInstanceOf(
+        BrokersUnavailableError,
+      );
+    }
     const garbled: OffsetsAdmin = {
       ...admin,
       fetchTopicOffsetsByTimestamp: async () => [{ partition: 9, offset: '1' }],

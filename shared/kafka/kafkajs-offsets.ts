@@ -15,7 +15,9 @@ import {
 } from '@aws-sdk/client-kafka';
 import type { Admin, KafkaConfig } from 'kafkajs';
 import {
+  BrokersUnavailableError,
   type KafkaAuth,
+  type OffsetAtTime,
   type OffsetsAtTime,
   type OffsetsByTime,
   OffsetsByTimeError,
@@ -30,11 +32,26 @@ export interface KafkaConnection {
   readonly env: NodeJS.ProcessEnv;
 }
 
-/** The brokers did not answer the connection (down, unreachable, refused the credentials). */
-export class BrokersUnreachableError extends OffsetsByTimeError {}
-
 /** The part of kafkajs's admin client the lookup uses (a stub stands in for it where no broker runs). */
 export type OffsetsAdmin = Pick<Admin, 'fetchTopicOffsets' | 'fetchTopicOffsetsByTimestamp'>;
+
+/** kafkajs errors that mean the brokers cannot be used, not that the input is wrong (kafkajs's own names and types). */
+const UNAVAILABLE_NAMES = new Set([
+  'KafkaJSConnectionError',
+  'KafkaJSConnectionClosedError',
+  'KafkaJSRequestTimeoutError',
+  'KafkaJSBrokerNotFound',
+  'KafkaJSSASLAuthenticationError',
+]);
+
+function brokersUnavailable(error: unknown): boolean {
+  for (let e = error as { name?: unknown; type?: unknown; originalError?: unknown } | undefined; e; ) {
+    if (typeof e.name === 'string' && UNAVAILABLE_NAMES.has(e.name)) return true;
+    if (typeof e.type === 'string' && /_(AUTHORIZATION|AUTHENTICATION)_FAILED$/.test(e.type)) return true;
+    e = e.originalError as typeof e; // KafkaJSNumberOfRetriesExceeded wraps the last failure
+  }
+  return false;
+}
 
 /** The lookup over a connected admin client. */
 export class KafkaOffsetsByTime implements OffsetsByTime {
@@ -42,27 +59,30 @@ export class KafkaOffsetsByTime implements OffsetsByTime {
 
   async offsetsForTimes(topic: string, timestamp: number): Promise<OffsetsAtTime> {
     try {
-      // The ends first: kafkajs answers a time after every record with the partition's end (then its high
-      // watermark), so an offset at or past the end read before means "no record at or after the time".
-      const ends = await this.admin.fetchTopicOffsets(topic);
+      // kafkajs answers a time after every record with the partition's high watermark (read just before). The ends
+      // read after it tell the two apart: an answer below them is a record (or one appended since: newer than the
+      // lookup), an answer at them the end. Either way the answer is where a range from, or until, the time begins.
       const found = await this.admin.fetchTopicOffsetsByTimestamp(topic, timestamp);
+      const ends = await this.admin.fetchTopicOffsets(topic);
       const endOf = new Map(ends.map((p) => [p.partition, Number(p.high)]));
-      const offsets = new Map<number, number | undefined>();
+      const offsets = new Map<number, OffsetAtTime>();
       for (const { partition, offset } of found) {
         const at = Number(offset);
         const end = endOf.get(partition);
-        if (!Number.isSafeInteger(at) || end === undefined) {
+        if (!Number.isSafeInteger(at) || end === undefined || !Number.isSafeInteger(end)) {
           throw new OffsetsByTimeError(`the brokers answered ${topic}-${partition} with offset ${offset}`);
         }
-        offsets.set(partition, at >= 0 && at < end ? at : undefined);
+        offsets.set(
+          partition,
+          at >= 0 && at < end ? { offset: at, found: true } : { offset: end, found: false },
+        );
       }
       return offsets;
     } catch (error) {
       if (error instanceof OffsetsByTimeError) throw error;
-      throw new OffsetsByTimeError(
-        `the brokers could not give ${topic}'s offsets at ${new Date(timestamp).toISOString()}: ${(error as Error).message}`,
-        { cause: error },
-      );
+      const message = `the brokers could not give ${topic}'s offsets at ${new Date(timestamp).toISOString()}: ${(error as Error).message}`;
+      if (brokersUnavailable(error)) throw new BrokersUnavailableError(message, { cause: error });
+      throw new OffsetsByTimeError(message, { cause: error });
     }
   }
 }
@@ -162,7 +182,7 @@ export async function connectOffsetsByTime(
   try {
     await admin.connect();
   } catch (error) {
-    throw new BrokersUnreachableError(
+    throw new BrokersUnavailableError(
       `cannot connect to ${connection.bootstrapServers.join(',')} (--kafka-auth ${connection.auth}): ${(error as Error).message}`,
       { cause: error },
     );

@@ -9,8 +9,23 @@
  */
 import { PipelineError } from '../errors.ts';
 
-/** Per partition of the topic: the earliest offset at or after the time, undefined when no record is (yet). */
-export type OffsetsAtTime = ReadonlyMap<number, number | undefined>;
+/** One partition's answer for a time (ListOffsets by timestamp). */
+export interface OffsetAtTime {
+  /**
+   * The earliest offset whose record's timestamp is at or after the time, or, when no record is, the partition's end
+   * at the lookup (the offset its next record gets): either way every record before it is older than the time, so it
+   * is both where a replay from the time starts and where one until the time ends (exclusive).
+   */
+  readonly offset: number;
+  /**
+   * A record is at `offset`. False: the time is after every record the partition held. (Through the brokers a record
+   * appended during the lookup may read as found: harmless, it is newer than the lookup.)
+   */
+  readonly found: boolean;
+}
+
+/** Per partition of the topic. */
+export type OffsetsAtTime = ReadonlyMap<number, OffsetAtTime>;
 
 export interface OffsetsByTime {
   /** Throws {@link OffsetsByTimeError} when the topic is unknown or the brokers cannot answer. */
@@ -25,18 +40,36 @@ export type KafkaAuth = (typeof KAFKA_AUTHS)[number];
 export class OffsetsByTimeError extends PipelineError {}
 
 /**
+ * The brokers cannot be used: unreachable, or refusing the credentials or the topic (not authorized). The CLI's
+ * "AWS cannot be reached or used" (exit 3), as an unreachable table is.
+ */
+export class BrokersUnavailableError extends OffsetsByTimeError {}
+
+/** The latest instant a JavaScript `Date` holds (epoch ms): a later "time" is no time. */
+export const MAX_TIMESTAMP = 8_640_000_000_000_000;
+
+/** Whether a number is an instant a `Date` can print: epoch ms, 0..{@link MAX_TIMESTAMP}. */
+export function isTimestamp(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_TIMESTAMP;
+}
+
+/**
  * `2026-11-24T00:00:00Z`, `2026-11-24T09:00:00+09:00`, `2026-11-24` (midnight UTC) or epoch milliseconds: a time
  * with no zone (`2026-11-24T00:00`) is refused, since the shell's zone would silently pick the range.
  */
 export function parseTimestamp(text: string): number {
   const trimmed = text.trim();
-  if (/^\d{1,16}$/.test(trimmed)) return Number(trimmed);
+  const epoch = /^\d{1,16}$/.test(trimmed);
   const dateOnly = /^\d{4}-\d{2}-\d{2}$/.test(trimmed);
   const zoned = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i.test(trimmed);
-  const ms = dateOnly || zoned ? Date.parse(dateOnly ? `${trimmed}T00:00:00Z` : trimmed) : Number.NaN;
-  if (!Number.isFinite(ms) || ms < 0) {
+  const ms = epoch
+    ? Number(trimmed)
+    : dateOnly || zoned
+      ? Date.parse(dateOnly ? `${trimmed}T00:00:00Z` : trimmed)
+      : Number.NaN;
+  if (!isTimestamp(ms)) {
     throw new OffsetsByTimeError(
-      `${JSON.stringify(text)} is not a time: give ISO 8601 with a zone (2026-11-24T00:00:00Z, …+09:00), a date (UTC midnight) or epoch milliseconds`,
+      `${JSON.stringify(text)} is not a time: give ISO 8601 with a zone (2026-11-24T00:00:00Z, …+09:00), a date (UTC midnight) or epoch milliseconds (at most ${MAX_TIMESTAMP})`,
     );
   }
   return ms;

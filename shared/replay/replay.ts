@@ -5,7 +5,7 @@
  */
 import type { AwsClients } from '../aws/clients.ts';
 import type { Clock } from '../clock.ts';
-import type { OffsetsByTime } from '../kafka/offsets-by-time.ts';
+import { isTimestamp, MAX_TIMESTAMP, type OffsetsByTime } from '../kafka/offsets-by-time.ts';
 import { CheckpointStore } from '../ledger/checkpoints.ts';
 import { EpochLedger } from '../ledger/epoch-switch.ts';
 import { generationLaneOf, laneOf } from '../ledger/epochs.ts';
@@ -162,6 +162,11 @@ export interface PlanReplayAtTimesOptions
  */
 export async function planReplayAtTimes(options: PlanReplayAtTimesOptions): Promise<PlannedReplay> {
   const { offsetsByTime, times, partitions, ...rest } = options;
+  for (const time of [times.from, times.to]) {
+    if (time !== undefined && !isTimestamp(time)) {
+      throw new ReplayPlanError(`${time} is not a time: epoch ms from 0 to ${MAX_TIMESTAMP}`);
+    }
+  }
   if (times.to !== undefined && times.to <= times.from) {
     throw new ReplayPlanError(
       `--to-timestamp ${iso(times.to)} is not after --from-timestamp ${iso(times.from)}`,
@@ -182,13 +187,22 @@ export async function planReplayAtTimes(options: PlanReplayAtTimesOptions): Prom
   const skipped: Array<{ partition: number; reason: string }> = [];
   for (const [partition, start] of [...starts].sort(([a], [b]) => a - b)) {
     if (named !== undefined && !named.has(partition)) continue;
-    if (start === undefined) {
+    if (!start.found) {
       skipped.push({ partition, reason: `it holds no record at or after ${iso(times.from)}` });
       continue;
     }
-    fromOffsets.set(partition, start);
-    const end = ends?.get(partition);
-    if (end !== undefined) toOffsets.set(partition, end - 1);
+    fromOffsets.set(partition, start.offset);
+    // Found or not, the answer for `to` bounds the range: every record before it is older than `to`. (Without a
+    // record at or after `to`, it is the partition's end at the lookup, not the staged offset read later: records
+    // produced meanwhile are not in the range.)
+    if (ends === undefined) continue;
+    const end = ends.get(partition);
+    if (end === undefined) {
+      throw new ReplayPlanError(
+        `the brokers gave no offset of ${options.topic}-${partition} at ${iso(times.to!)}`,
+      );
+    }
+    toOffsets.set(partition, end.offset - 1);
   }
   if (fromOffsets.size === 0) {
     throw new ReplayPlanError(

@@ -7,6 +7,7 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { isConditionFailure, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
+import { isTimestamp } from '../kafka/offsets-by-time.ts';
 import { keys } from '../ledger/layout.ts';
 import { itemsUnder } from '../ledger/staged-entries.ts';
 import {
@@ -27,10 +28,8 @@ const optionalNumber = (value: unknown): number | undefined =>
 /** The times a plan was asked for (for the record only: a malformed value is dropped, not the plan). */
 function timesFromItem(value: unknown): ReplayTimes | undefined {
   const v = value as { from?: unknown; to?: unknown } | undefined;
-  const from = optionalNumber(v?.from);
-  if (from === undefined) return undefined;
-  const to = optionalNumber(v?.to);
-  return to === undefined ? { from } : { from, to };
+  if (typeof v !== 'object' || v === null || !isTimestamp(v.from)) return undefined;
+  return isTimestamp(v.to) ? { from: v.from, to: v.to } : { from: v.from };
 }
 
 /** A plan from its item; throws {@link MalformedReplayPlanError} for anything else. */
