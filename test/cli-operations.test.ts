@@ -3,7 +3,6 @@
  * operator types and reads, the exit codes, and that a second run changes nothing.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../cli/eos.ts';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import type { Settings } from '../shared/config/settings.ts';
 import type { DecodedRecord } from '../shared/kafka/record.ts';
@@ -11,25 +10,13 @@ import { createProcessor } from '../shared/processor/processor.ts';
 import { builtinTransform } from '../shared/transforms/registry.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
+import { eos } from './support/eos.ts';
 import { mskEvent, orderRecords } from './support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
   res = await freshResources('cliops');
 });
-
-async function eos(args: readonly string[]): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const write = (text: string) => out.push(text);
-  const env = { ...process.env, EOS_LEDGER_TABLE: '', EOS_BUCKET: '', EOS_PIPELINE_ID: '' };
-  const code = await main(
-    ['node', 'eos', ...args],
-    { epoch: { write, env }, redrive: { write, env }, replay: { write, env } },
-    { writeError: (text) => err.push(text), writeOut: write },
-  );
-  return { code, out: out.join(''), err: err.join('') };
-}
 
 async function checkpoint(settings: Settings): Promise<void> {
   expect((await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint()).status).toBe(

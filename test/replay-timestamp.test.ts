@@ -7,7 +7,6 @@
 import { GetBootstrapBrokersCommand, KafkaClient } from '@aws-sdk/client-kafka';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../cli/eos.ts';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { PartitionedLog } from '../local/kafka-log.ts';
 import { ManualClock } from '../shared/clock.ts';
@@ -27,6 +26,7 @@ import {
 } from '../shared/kafka/offsets-by-time.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
+import { eos as run } from './support/eos.ts';
 import { mskEventOf, order } from './support/msk.ts';
 
 const BASE = Date.parse('2026-11-24T00:00:00Z');
@@ -66,21 +66,9 @@ function eventOf(log: PartitionedLog) {
   return mskEventOf(records);
 }
 
-async function eos(
-  args: readonly string[],
-  offsetsByTime?: PartitionedLog,
-  extraEnv: NodeJS.ProcessEnv = {},
-): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const write = (text: string) => out.push(text);
-  const env = { ...process.env, EOS_LEDGER_TABLE: '', EOS_PIPELINE_ID: '', ...extraEnv };
-  const code = await main(
-    ['node', 'eos', ...args],
-    { replay: { write, env, ...(offsetsByTime === undefined ? {} : { offsetsByTime }) } },
-    { writeError: (text) => err.push(text), writeOut: write },
-  );
-  return { code, out: out.join(''), err: err.join('') };
+/** `eos` asking the emulated log (when given) for offsets at a time. */
+function eos(args: readonly string[], offsetsByTime?: PartitionedLog) {
+  return run(args, offsetsByTime === undefined ? {} : { offsetsByTime });
 }
 
 async function checkpoint(settings: Settings): Promise<void> {

@@ -10,7 +10,6 @@
  */
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../cli/eos.ts';
 import { kafkaOffsetsStatements } from '../infra/kafka-cluster.ts';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { PartitionedLog } from '../local/kafka-log.ts';
@@ -27,6 +26,7 @@ import { readCommitted } from '../shared/sink/reader.ts';
 import { builtinTransform } from '../shared/transforms/registry.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
+import { eos as run } from './support/eos.ts';
 import { mskEventOf, order } from './support/msk.ts';
 
 const BASE = Date.parse('2026-11-24T00:00:00Z');
@@ -129,20 +129,9 @@ function versions(from: number, to: number, replayed: (offset: number) => boolea
   );
 }
 
-async function eos(
-  args: readonly string[],
-  offsetsByTime?: OffsetsByTime,
-): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const write = (text: string) => out.push(text);
-  const env = { ...process.env, EOS_LEDGER_TABLE: '', EOS_PIPELINE_ID: '' };
-  const code = await main(
-    ['node', 'eos', ...args],
-    { replay: { write, env, ...(offsetsByTime === undefined ? {} : { offsetsByTime }) } },
-    { writeError: (text) => err.push(text), writeOut: write },
-  );
-  return { code, out: out.join(''), err: err.join('') };
+/** `eos` asking `offsetsByTime` (when given) for offsets at a time. */
+function eos(args: readonly string[], offsetsByTime?: OffsetsByTime) {
+  return run(args, offsetsByTime === undefined ? {} : { offsetsByTime });
 }
 
 /**
