@@ -311,9 +311,9 @@ describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150
   //   3. fetchTopicOffsetsByTimestamp(T2) answers offset 10: a real record at T2;
   //   4. the adapter takes 10 >= the end read in 1 as "no record at or after T2" (undefined), so the plan ends at the
   //      staged offset 10 and replays the record at T2.
-  // The adapter's comment argues the opposite order ("the ends first"), but an end read first is stale: an offset at or
-  // past it may be a record appended since. Fixed: read the ends after the lookup (an answer below them is a record),
-  // or keep kafkajs's answer as the end for --to-timestamp (its high-watermark substitution is a valid exclusive end).
+  // Fixed: an answer at or past the ends read before the lookup is "none" and the range stops at those ends (a
+  // snapshot taken before the lookup), so the record appended meanwhile is not in it. (Reading the ends after the
+  // lookup instead let an older record appended meanwhile look found: test/review-replay-time-2.test.ts.)
   it('fixed: kafkajs adapter: a record at T2 appended between the high-watermark read and ListOffsets ends the range before it', async () => {
     const log = logOf([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]);
     const settings = settingsIn(res, 'rvrt');

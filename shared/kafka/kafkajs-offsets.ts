@@ -48,7 +48,8 @@ function brokersUnavailable(error: unknown): boolean {
   for (let e = error as { name?: unknown; type?: unknown; originalError?: unknown } | undefined; e; ) {
     if (typeof e.name === 'string' && UNAVAILABLE_NAMES.has(e.name)) return true;
     if (typeof e.type === 'string' && /_(AUTHORIZATION|AUTHENTICATION)_FAILED$/.test(e.type)) return true;
-    e = e.originalError as typeof e; // KafkaJSNumberOfRetriesExceeded wraps the last failure
+    // kafkajs's retrier wraps the last failure (KafkaJSNumberOfRetriesExceeded: `cause`; older errors: originalError).
+    e = (e.originalError ?? (e as { cause?: unknown }).cause) as typeof e;
   }
   return false;
 }
@@ -59,11 +60,13 @@ export class KafkaOffsetsByTime implements OffsetsByTime {
 
   async offsetsForTimes(topic: string, timestamp: number): Promise<OffsetsAtTime> {
     try {
-      // kafkajs answers a time after every record with the partition's high watermark (read just before). The ends
-      // read after it tell the two apart: an answer below them is a record (or one appended since: newer than the
-      // lookup), an answer at them the end. Either way the answer is where a range from, or until, the time begins.
-      const found = await this.admin.fetchTopicOffsetsByTimestamp(topic, timestamp);
+      // The ends first. kafkajs answers a time after every record with the partition's high watermark, read inside
+      // the lookup, so never below these ends: an answer below them is a record that was there at or after the time
+      // before the lookup began. An answer at or past them is "none", whether kafkajs's stand-in or a record
+      // appended during the command (which may even be stamped before the time): the range then stops at these ends,
+      // a snapshot taken before the lookup (reviews of replay by time, round 1 finding 2 and round 2 finding 1).
       const ends = await this.admin.fetchTopicOffsets(topic);
+      const found = await this.admin.fetchTopicOffsetsByTimestamp(topic, timestamp);
       const endOf = new Map(ends.map((p) => [p.partition, Number(p.high)]));
       const offsets = new Map<number, OffsetAtTime>();
       for (const { partition, offset } of found) {

@@ -18,8 +18,8 @@ export interface OffsetAtTime {
    */
   readonly offset: number;
   /**
-   * A record is at `offset`. False: the time is after every record the partition held. (Through the brokers a record
-   * appended during the lookup may read as found: harmless, it is newer than the lookup.)
+   * A record at or after the time is at `offset`. False: the time is after every record the partition held when the
+   * lookup began (records appended during it are left out: a plan is a snapshot).
    */
   readonly found: boolean;
 }
@@ -53,6 +53,11 @@ export function isTimestamp(value: unknown): value is number {
   return typeof value === 'number' && Number.isSafeInteger(value) && value >= 0 && value <= MAX_TIMESTAMP;
 }
 
+/** The days of a month (1-12) of a year of the Gregorian calendar. */
+function daysIn(year: number, month: number): number {
+  return new Date(Date.UTC(year, month, 0)).getUTCDate();
+}
+
 /**
  * `2026-11-24T00:00:00Z`, `2026-11-24T09:00:00+09:00`, `2026-11-24` (midnight UTC) or epoch milliseconds: a time
  * with no zone (`2026-11-24T00:00`) is refused, since the shell's zone would silently pick the range.
@@ -62,12 +67,16 @@ export function parseTimestamp(text: string): number {
   const epoch = /^\d{1,16}$/.test(trimmed);
   const dateOnly = /^\d{4}-\d{2}-\d{2}$/.test(trimmed);
   const zoned = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i.test(trimmed);
+  // Date.parse rolls a day past the month's end into the next month (2026-02-30 is 2 March): refused instead.
+  const [year, month, day] = trimmed.slice(0, 10).split('-').map(Number) as [number, number, number];
+  const realDay =
+    (!dateOnly && !zoned) || (month >= 1 && month <= 12 && day >= 1 && day <= daysIn(year, month));
   const ms = epoch
     ? Number(trimmed)
     : dateOnly || zoned
       ? Date.parse(dateOnly ? `${trimmed}T00:00:00Z` : trimmed)
       : Number.NaN;
-  if (!isTimestamp(ms)) {
+  if (!realDay || !isTimestamp(ms)) {
     throw new OffsetsByTimeError(
       `${JSON.stringify(text)} is not a time: give ISO 8601 with a zone (2026-11-24T00:00:00Z, …+09:00), a date (UTC midnight) or epoch milliseconds (at most ${MAX_TIMESTAMP})`,
     );
