@@ -9,7 +9,7 @@
  * - `cli/eos.ts` loads no implementation statically: `--help` never loads the emulator, the runner, the local
  *   parts, the AWS SDK or a dev dependency.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -24,6 +24,9 @@ import { MAX_BATCH_SIZE as EMULATOR_MAX_BATCH_SIZE } from '../local/msk-emulator
 import { LOCAL_CREDENTIALS, startDynamoDbLocal, startS3Server } from '../local/parts.ts';
 import type { RunReport } from '../local/runner.ts';
 import { DELIVERY_GUARANTEES } from '../shared/config/settings.ts';
+
+/** The unprivileged user and group (65534 on Debian and most Linux): a root test runs a command as it. */
+const NOBODY = 65534;
 
 const ENDPOINT_VARIABLES = ['AWS_ENDPOINT_URL', 'AWS_ENDPOINT_URL_DYNAMODB', 'AWS_ENDPOINT_URL_S3'];
 
@@ -185,18 +188,38 @@ describe('eos local: --report and --export are checked before anything starts', 
     expect(stderr.join('').trimEnd().split('\n')).toHaveLength(1);
   });
 
-  // Root writes anywhere, so there the check has nothing to refuse: skipped, visibly.
-  it.skipIf(process.getuid?.() === 0)('refuses a read-only --export folder', async () => {
+  // Root writes anywhere: run as root (CI), the command runs as nobody in a child process, the way a user would.
+  it('refuses a read-only --export folder', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'eos-ro-'));
-    chmodSync(dir, 0o500);
-    const stderr: string[] = [];
-    const code = await main(
-      ['node', 'eos', 'local', '--records', '5', '--export', join(dir, 'out')],
-      { local: { startParts: async () => ({ env: {}, stop: async () => {} }), progress: false } },
-      { writeError: (t) => stderr.push(t) },
-    );
-    expect(code).toBe(2);
-    expect(stderr.join('')).toMatch(/--export: the parent folder .* is not writable/);
+    const asRoot = process.getuid?.() === 0;
+    // Readable and traversable (nobody must see the folder), not writable.
+    chmodSync(dir, asRoot ? 0o555 : 0o500);
+    const args = ['local', '--records', '5', '--export', join(dir, 'out')];
+    let code: number;
+    let stderr: string;
+    if (asRoot) {
+      const child = spawnSync(process.execPath, [resolve('bin/eos.mjs'), ...args], {
+        uid: NOBODY,
+        gid: NOBODY,
+        env: { PATH: process.env.PATH ?? '', HOME: dir },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      code = child.status ?? -1;
+      stderr = `${child.stderr}${child.error?.message ?? ''}`;
+    } else {
+      const lines: string[] = [];
+      code = await main(
+        ['node', 'eos', ...args],
+        { local: { startParts: async () => ({ env: {}, stop: async () => {} }), progress: false } },
+        { writeError: (t) => lines.push(t) },
+      );
+      stderr = lines.join('');
+    }
+    expect({ code, stderr }).toEqual({
+      code: 2,
+      stderr: expect.stringMatching(/--export: the parent folder .* is not writable/),
+    });
   });
 });
 
