@@ -13,6 +13,7 @@
  * Exit codes: 0 done; 2 bad usage or a plan that cannot be (the line says why); 3 AWS cannot be used.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { type Command, InvalidArgumentError } from 'commander';
 import type { Clock } from '../shared/clock.ts';
 import {
@@ -22,7 +23,7 @@ import {
   type OffsetsByTime,
   parseTimestamp,
 } from '../shared/kafka/offsets-by-time.ts';
-import type { ReplayTimes } from '../shared/replay/plan.ts';
+import type { GenerationSwitch, ReplayTimes } from '../shared/replay/plan.ts';
 import type { PlannedReplay, ReplayStatus } from '../shared/replay/replay.ts';
 import type { RequestSwitchOutcome } from '../shared/replay/store.ts';
 import {
@@ -38,6 +39,7 @@ import {
 
 export interface ReplayDependencies {
   readonly dynamodb?: DynamoDBClient;
+  readonly s3?: S3Client;
   readonly clock?: Clock;
   readonly write?: (text: string) => void;
   readonly env?: NodeJS.ProcessEnv;
@@ -61,6 +63,12 @@ export interface ReplayOptions {
   readonly kafkaAuth?: KafkaAuth;
   readonly partitions?: readonly number[];
   readonly switch?: number;
+  /** Print the Athena view of the rows readers show (needs the bucket: the switches are in the manifests). */
+  readonly athenaView?: boolean;
+  readonly bucket?: string;
+  readonly database?: string;
+  readonly athenaTable?: string;
+  readonly view?: string;
   readonly json: boolean;
   readonly endpoint?: string;
 }
@@ -68,7 +76,12 @@ export interface ReplayOptions {
 export type ReplayResult =
   | { readonly kind: 'planned'; readonly planned: PlannedReplay }
   | { readonly kind: 'switch'; readonly generation: number; readonly outcome: RequestSwitchOutcome }
-  | { readonly kind: 'status'; readonly replays: readonly ReplayStatus[] };
+  | { readonly kind: 'status'; readonly replays: readonly ReplayStatus[] }
+  | {
+      readonly kind: 'athena-view';
+      readonly statement: string;
+      readonly switches: readonly GenerationSwitch[];
+    };
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
@@ -161,6 +174,10 @@ export async function runReplay(
     return result;
   };
   try {
+    if (options.athenaView === true) {
+      const result = await athenaView(options, deps.s3 ?? owned!.s3);
+      return print(result, `${result.statement};\n`);
+    }
     if (options.switch !== undefined) {
       const outcome = await replay.requestSwitch(target, options.switch, clock);
       if (outcome === 'no-plan') {
@@ -206,6 +223,32 @@ export async function runReplay(
     owned?.dynamodb.destroy();
     owned?.s3.destroy();
   }
+}
+
+/**
+ * The `CREATE OR REPLACE VIEW` of the analytics table's rows readers show (`shared/replay/current-view.ts`), from the
+ * switches of the manifest log (read in full, as readers do). Run the statement in Athena after every switch.
+ */
+async function athenaView(
+  options: ReplayOptions,
+  s3: S3Client,
+): Promise<Extract<ReplayResult, { kind: 'athena-view' }>> {
+  const [{ readManifests }, { parseGenerationSwitch }, view] = await Promise.all([
+    import('../shared/sink/reader.ts'),
+    import('../shared/replay/plan.ts'),
+    import('../shared/replay/current-view.ts'),
+  ]);
+  const switches: GenerationSwitch[] = [];
+  for await (const manifest of readManifests({ s3, bucket: options.bucket!, pipeline: options.pipeline })) {
+    for (const change of manifest.generations ?? []) switches.push(parseGenerationSwitch(change));
+  }
+  const statement = view.athenaViewStatement({
+    database: options.database ?? view.analyticsDatabaseName(options.pipeline),
+    table: options.athenaTable ?? 'output',
+    view: options.view ?? 'output_current',
+    switches,
+  });
+  return { kind: 'athena-view', statement, switches };
 }
 
 /** Runs `work` with the offsets by time given (tests, `eos local`), else with the brokers', connected for it. */
@@ -318,8 +361,37 @@ interface ReplayFlags {
   kafkaAuth?: KafkaAuth;
   partitions?: number[];
   switch?: number;
+  athenaView?: boolean;
+  bucket?: string;
+  database?: string;
+  athenaTable?: string;
+  view?: string;
   json: boolean;
   endpoint?: string;
+}
+
+/** `--athena-view` and its flags: alone, with the bucket. */
+function checkViewOptions(raw: ReplayFlags, env: NodeJS.ProcessEnv): void {
+  const viewFlags = [raw.database, raw.athenaTable, raw.view];
+  if (raw.athenaView !== true) {
+    if (raw.bucket !== undefined || viewFlags.some((flag) => flag !== undefined)) {
+      throw new InvalidArgumentError(
+        '--bucket, --database, --athena-table and --view go with --athena-view only',
+      );
+    }
+    return;
+  }
+  const others = [raw.topic, raw.fromOffset, raw.fromOffsets, raw.fromTimestamp, raw.switch];
+  if (others.some((flag) => flag !== undefined)) {
+    throw new InvalidArgumentError('--athena-view does not go with planning a replay or --switch');
+  }
+  if (!raw.bucket && !env.EOS_BUCKET)
+    throw new InvalidArgumentError('--bucket is required (or set EOS_BUCKET)');
+  for (const name of viewFlags) {
+    if (name !== undefined && !/^[A-Za-z0-9_]{1,255}$/.test(name)) {
+      throw new InvalidArgumentError(`${JSON.stringify(name)} is not a Glue name (letters, digits, _)`);
+    }
+  }
 }
 
 /** What a plan's options must be, before anything runs. */
@@ -429,6 +501,14 @@ export function registerReplayCommand(program: Command, deps: ReplayDependencies
       integer(1, 999_999_999),
     )
     .option(
+      '--athena-view',
+      'print the CREATE VIEW statement of the Athena table rows readers show (after each switch; needs --bucket)',
+    )
+    .option('--bucket <name>', 'with --athena-view: the bucket (default $EOS_BUCKET)')
+    .option('--database <name>', 'with --athena-view: the Glue database (default eos_<pipeline>)')
+    .option('--athena-table <name>', 'with --athena-view: the table (default output)')
+    .option('--view <name>', 'with --athena-view: the view to create (default output_current)')
+    .option(
       '--table <name>',
       'the ledger table (default: $EOS_LEDGER_TABLE; the stack prints it as an output)',
     )
@@ -445,13 +525,17 @@ that cannot be; 3 AWS cannot be reached or used.`,
     )
     .action(async (raw: ReplayFlags) => {
       const env = deps.env ?? process.env;
-      const table = requiredTable(raw.table, env);
+      // The view reads the bucket only.
+      const table =
+        raw.athenaView === true ? (raw.table ?? env.EOS_LEDGER_TABLE ?? '') : requiredTable(raw.table, env);
+      checkViewOptions(raw, env);
       checkPlanOptions(raw, deps.offsetsByTime !== undefined);
       const { isValidTopicName } = await import('../shared/kafka/event.ts');
       if (raw.topic !== undefined && !isValidTopicName(raw.topic)) {
         throw new InvalidArgumentError(`--topic ${JSON.stringify(raw.topic)} is not a Kafka topic name`);
       }
       const pipeline = pipelineIdOf(raw.pipeline, env);
-      await runReplay({ ...raw, table, pipeline }, deps);
+      const bucket = raw.bucket ?? (env.EOS_BUCKET || undefined);
+      await runReplay({ ...raw, table, pipeline, ...(bucket === undefined ? {} : { bucket }) }, deps);
     });
 }

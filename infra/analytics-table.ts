@@ -18,6 +18,7 @@
  * send results elsewhere or unencrypted; its results bucket is private, TLS-only, encrypted, access-logged and
  * expires results.
  */
+
 import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as athena from 'aws-cdk-lib/aws-athena';
 import * as glue from 'aws-cdk-lib/aws-glue';
@@ -26,6 +27,7 @@ import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { PipelineError } from '../shared/errors.ts';
 import type { Stream } from '../shared/ledger/layout.ts';
+import { analyticsDatabaseName } from '../shared/replay/current-view.ts';
 import { finalPrefix } from '../shared/sink/layout.ts';
 import { LINEAGE_COLUMN } from '../shared/sink/parquet.ts';
 import {
@@ -131,10 +133,8 @@ export function analyticsTableLocation(bucketName: string, pipelineId: string): 
   return `s3://${bucketName}/${finalPrefix(pipelineId)}${ANALYTICS_STREAM}/`;
 }
 
-/** A Glue database name from a pipeline id: lower case, letters, digits and `_` only. */
-export function defaultDatabaseName(pipelineId: string): string {
-  return `eos_${pipelineId.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`;
-}
+/** A Glue database name from a pipeline id: lower case, letters, digits and `_` only (`eos replay --athena-view`'s too). */
+export const defaultDatabaseName = analyticsDatabaseName;
 
 const PARQUET = {
   inputFormat: 'org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat',

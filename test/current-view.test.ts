@@ -1,0 +1,250 @@
+/**
+ * The view of the rows readers show, for engines that list the bucket instead of reading the manifests (the Athena
+ * table): `shared/replay/current-view.ts`. Athena cannot run here, so the same statement runs on DuckDB
+ * (`read_parquet(…, filename = true)` in place of Athena's `"$path"`) over every committed object listed from the real
+ * S3 server after replays (Parquet, with and without time folders), and must give exactly what the committed reader
+ * shows; without it, the listing holds a replayed range twice.
+ */
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { createLocalCoordinator } from '../local/coordinator-runner.ts';
+import { systemClock } from '../shared/clock.ts';
+import type { Settings } from '../shared/config/settings.ts';
+import { generationOfLane } from '../shared/ledger/epochs.ts';
+import { createProcessor } from '../shared/processor/processor.ts';
+import {
+  analyticsDatabaseName,
+  athenaViewStatement,
+  currentRowsQuery,
+  MAX_VIEW_STATEMENT_BYTES,
+} from '../shared/replay/current-view.ts';
+import { type GenerationSwitch, parseGenerationSwitch } from '../shared/replay/plan.ts';
+import { planReplay, requestSwitch } from '../shared/replay/replay.ts';
+import { finalPrefix } from '../shared/sink/layout.ts';
+import { readCommitted, readManifests } from '../shared/sink/reader.ts';
+import orderDefinition from '../shared/transforms/orders.ts';
+import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
+import { eos } from './support/eos.ts';
+import { mskEvent, orderRecords } from './support/msk.ts';
+
+let res: TestResources;
+beforeAll(async () => {
+  res = await freshResources('view');
+});
+
+async function checkpoint(settings: Settings): Promise<void> {
+  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
+  expect(['committed', 'empty']).toContain(outcome.status);
+}
+
+/** `p@offset#generation` of every row the committed reader shows (it follows the manifests' switches). */
+async function readerRows(settings: Settings): Promise<string[]> {
+  const rows: string[] = [];
+  for await (const { file, row } of readCommitted({
+    s3: res.clients.s3,
+    bucket: settings.bucket,
+    pipeline: settings.pipelineId,
+  })) {
+    const { offset } = row.source as { offset: number };
+    rows.push(`${file.partition}@${offset}#${generationOfLane(file.topic)}`);
+  }
+  return rows.sort();
+}
+
+/** Every switch of the manifest log, in log order. */
+async function switchesOf(settings: Settings): Promise<GenerationSwitch[]> {
+  const switches: GenerationSwitch[] = [];
+  for await (const manifest of readManifests({
+    s3: res.clients.s3,
+    bucket: settings.bucket,
+    pipeline: settings.pipelineId,
+  })) {
+    for (const change of manifest.generations ?? []) switches.push(parseGenerationSwitch(change));
+  }
+  return switches;
+}
+
+/** Downloads every object under `final/output/` (a listing, as Athena reads it), keys kept as paths. */
+async function listedObjects(settings: Settings): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), 'eos-view-'));
+  const prefix = `${finalPrefix(settings.pipelineId)}output/`;
+  let token: string | undefined;
+  do {
+    const page = await res.clients.s3.send(
+      new ListObjectsV2Command({ Bucket: settings.bucket, Prefix: prefix, ContinuationToken: token }),
+    );
+    for (const { Key } of page.Contents ?? []) {
+      const body = await res.clients.s3.send(new GetObjectCommand({ Bucket: settings.bucket, Key }));
+      const path = join(dir, Key!);
+      mkdirSync(dirname(path), { recursive: true });
+      writeFileSync(path, await body.Body!.transformToByteArray());
+    }
+    token = page.NextContinuationToken;
+  } while (token !== undefined);
+  return dir;
+}
+
+/** `p@offset#generation` of the rows the SQL gives over the listed objects (DuckDB), with or without the view. */
+async function listedRows(settings: Settings, switches?: readonly GenerationSwitch[]): Promise<string[]> {
+  const dir = await listedObjects(settings);
+  const source = `read_parquet('${dir}/**/*.parquet', filename = true, hive_partitioning = false)`;
+  const sql =
+    switches === undefined
+      ? `SELECT source."partition" AS p, source."offset" AS o, ${generationOnly} AS g FROM ${source}`
+      : `SELECT source."partition" AS p, source."offset" AS o, eos_generation AS g FROM (${currentRowsQuery(source, 'filename', switches)})`;
+  const { DuckDBInstance } = await import('@duckdb/node-api');
+  const instance = await DuckDBInstance.create(':memory:');
+  const connection = await instance.connect();
+  try {
+    const reader = await connection.runAndReadAll(sql);
+    return (reader.getRowObjectsJS() as Array<{ p: number; o: bigint; g: bigint }>)
+      .map((row) => `${row.p}@${row.o}#${row.g}`)
+      .sort();
+  } finally {
+    connection.closeSync();
+  }
+}
+
+/** The raw listing's generation per row, for the "without the view" count. */
+const generationOnly = `CASE WHEN contains(filename, '~g') THEN 1 ELSE 0 END`;
+
+async function replay(settings: Settings, input: Parameters<typeof mskEvent>[0], from: number, to: number) {
+  const { plan } = await planReplay({
+    clients: res.clients,
+    table: settings.ledgerTable,
+    pipeline: settings.pipelineId,
+    topic: 'orders',
+    fromOffset: from,
+    toOffset: to,
+    partitions: [0],
+    clock: systemClock,
+  });
+  await createProcessor({
+    settings: { ...settings, replayGeneration: plan.generation },
+    clients: res.clients,
+  }).processEvent(mskEvent(input));
+  await checkpoint(settings);
+  return plan.generation;
+}
+
+describe('the view of the rows readers show, over the listed objects', () => {
+  for (const timePartitioning of ['none', 'day'] as const) {
+    it(`equals the committed reader before, between and after two overlapping switches (Parquet, folders ${timePartitioning})`, async () => {
+      const settings = settingsIn(res, 'view', {
+        outputFormat: 'parquet',
+        timePartitioning,
+        outputColumns: [...orderDefinition.columns],
+      });
+      const input = [...orderRecords(0, 0, 30), ...orderRecords(1, 0, 10)];
+      // Two live batches: a live object straddles each range's edges.
+      await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(input.slice(0, 12)));
+      await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(input.slice(12)));
+      await checkpoint(settings);
+
+      // Generation 1 over 7..22 of partition 0, committed but not switched: the listing holds it twice.
+      const first = await replay(settings, input, 7, 22);
+      expect(await switchesOf(settings)).toEqual([]);
+      const raw = await listedRows(settings);
+      expect(raw.length).toBe((await readerRows(settings)).length + 16);
+      expect(await listedRows(settings, [])).toEqual(await readerRows(settings));
+
+      // Switched: 7..22 from generation 1.
+      await requestSwitch(
+        { clients: res.clients, table: settings.ledgerTable, pipeline: settings.pipelineId },
+        first,
+        systemClock,
+      );
+      await checkpoint(settings);
+      const afterFirst = await readerRows(settings);
+      expect(afterFirst.filter((row) => row.endsWith('#1'))).toHaveLength(16);
+      expect(await listedRows(settings, await switchesOf(settings))).toEqual(afterFirst);
+
+      // Generation 2 over 15..27, switched later: it wins where they overlap.
+      const second = await replay(settings, input, 15, 27);
+      await requestSwitch(
+        { clients: res.clients, table: settings.ledgerTable, pipeline: settings.pipelineId },
+        second,
+        systemClock,
+      );
+      await checkpoint(settings);
+      const afterSecond = await readerRows(settings);
+      expect(afterSecond.filter((row) => row.endsWith('#1')).map((row) => row.split('#')[0])).toEqual(
+        Array.from({ length: 8 }, (_, i) => `0@${7 + i}`).sort(),
+      );
+      expect(afterSecond.filter((row) => row.endsWith('#2'))).toHaveLength(13);
+      expect(await listedRows(settings, await switchesOf(settings))).toEqual(afterSecond);
+
+      // What an operator runs in Athena: the same query over "$path", from the same switches.
+      const printed = await eos([
+        'replay',
+        '--athena-view',
+        '--bucket',
+        settings.bucket,
+        '--pipeline',
+        settings.pipelineId,
+      ]);
+      expect(printed.code).toBe(0);
+      expect(printed.out).toBe(
+        `${athenaViewStatement({
+          database: analyticsDatabaseName(settings.pipelineId),
+          table: 'output',
+          view: 'output_current',
+          switches: await switchesOf(settings),
+        })};\n`,
+      );
+      expect(printed.out).toContain('source."offset" BETWEEN 15 AND 27 THEN 2');
+    });
+  }
+
+  it('eos replay --athena-view refuses what it cannot use, with the reason (exit 2)', async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [['--athena-view'], /--bucket is required \(or set EOS_BUCKET\)/],
+      [['--athena-view', '--bucket', 'b', '--switch', '1'], /--athena-view does not go with/],
+      [['--athena-view', '--bucket', 'b', '--view', 'no-dash'], /"no-dash" is not a Glue name/],
+      [['--view', 'v', '--table', 't'], /go with --athena-view only/],
+    ];
+    for (const [args, message] of cases) {
+      expect(await eos(['replay', ...args]), args.join(' ')).toMatchObject({
+        code: 2,
+        err: expect.stringMatching(message),
+      });
+    }
+  });
+
+  it('writes the Athena statement over "$path", quoting names, and refuses one Athena would not take', () => {
+    const switches: GenerationSwitch[] = [
+      { generation: 1, ranges: [{ lane: 'orders', partition: 0, from: 7, to: 22 }] },
+      { generation: 2, ranges: [{ lane: "it's~1", partition: 3, from: 0, to: 5 }] },
+    ];
+    const statement = athenaViewStatement({
+      database: 'eos_orders',
+      table: 'output',
+      view: 'output_current',
+      switches,
+    });
+    expect(statement).toMatch(/^CREATE OR REPLACE VIEW "eos_orders"."output_current" AS\n/);
+    expect(statement).toContain('FROM "eos_orders"."output")');
+    expect(statement).toContain('regexp_extract("$path", ');
+    // The later switch first, quotes doubled.
+    expect(statement.indexOf("eos_epoch_lane = 'it''s~1'")).toBeLessThan(
+      statement.indexOf("eos_epoch_lane = 'orders'"),
+    );
+    const many: GenerationSwitch[] = [
+      {
+        generation: 1,
+        ranges: Array.from({ length: 4096 }, (_, partition) => ({
+          lane: 'orders',
+          partition,
+          from: 1_000_000_000,
+          to: 2_000_000_000,
+        })),
+      },
+    ];
+    expect(() => athenaViewStatement({ database: 'd', table: 't', view: 'v', switches: many })).toThrow(
+      new RegExp(`more than Athena's ${MAX_VIEW_STATEMENT_BYTES}`),
+    );
+  });
+});
