@@ -26,44 +26,58 @@ function literal(text: string): string {
   return `'${text.replace(/'/g, "''")}'`;
 }
 
-/**
- * The columns the statement adds to each row, from `pathColumn`: `eos_epoch_lane` (the lane without its generation
- * and redrive round, `shared/ledger/epochs.ts`) and `eos_generation` (0 without `~g<N>`).
- */
-export function laneColumns(pathColumn: string): string {
-  const lane = `regexp_extract(${pathColumn}, ${literal(LANE_OF_KEY)}, 1)`;
+/** The object's lane (SQL) from the path column. */
+function laneOf(pathColumn: string): string {
+  return `regexp_extract(${pathColumn}, ${literal(LANE_OF_KEY)}, 1)`;
+}
+
+/** The row's epoch lane (SQL): its lane without generation and redrive round (`shared/ledger/epochs.ts`). */
+export function epochLaneOf(pathColumn: string): string {
   // Each pattern matches at most once and at the end: DuckDB replaces the first match only, Trino all.
-  const epochLane = `regexp_replace(regexp_replace(${lane}, '~r[0-9]+$', ''), '~g[0-9]+$', '')`;
+  return `regexp_replace(regexp_replace(${laneOf(pathColumn)}, '~r[0-9]+$', ''), '~g[0-9]+$', '')`;
+}
+
+/** The row's generation (SQL): its lane's `~g<N>`, else 0. */
+export function generationOf(pathColumn: string): string {
   // Trino's regexp_extract gives NULL without a match, DuckDB's ''; both become 0.
-  const generation = `coalesce(CAST(nullif(regexp_extract(${lane}, '~g([0-9]+)', 1), '') AS BIGINT), 0)`;
-  return `${epochLane} AS eos_epoch_lane, ${generation} AS eos_generation`;
+  return `coalesce(CAST(nullif(regexp_extract(${laneOf(pathColumn)}, '~g([0-9]+)', 1), '') AS BIGINT), 0)`;
 }
 
 /**
- * The generation shown at a row (`eos_epoch_lane`, `source.partition`, `source.offset`): `switches` in manifest log
- * order, the latest first in the CASE (a later switch over the same offsets wins).
+ * The generation shown at a row (SQL), `epochLane` its epoch lane: `switches` in manifest log order, per epoch lane
+ * the latest switch's ranges first (a later switch over the same offsets wins). The epoch lane is computed once (a
+ * simple CASE), so the statement grows by one short WHEN per range.
  */
-export function currentGeneration(switches: readonly GenerationSwitch[]): string {
-  const whens = [...switches]
-    .reverse()
-    .flatMap((change) =>
-      change.ranges.map(
-        (range) =>
-          `WHEN eos_epoch_lane = ${literal(range.lane)} AND source."partition" = ${range.partition} AND source."offset" BETWEEN ${range.from} AND ${range.to} THEN ${change.generation}`,
-      ),
-    );
-  return whens.length === 0 ? '0' : `CASE ${whens.join(' ')} ELSE 0 END`;
+export function currentGeneration(switches: readonly GenerationSwitch[], epochLane: string): string {
+  const byLane = new Map<string, string[]>();
+  for (const change of [...switches].reverse()) {
+    for (const range of change.ranges) {
+      const whens = byLane.get(range.lane) ?? [];
+      whens.push(
+        `WHEN source."partition" = ${range.partition} AND source."offset" BETWEEN ${range.from} AND ${range.to} THEN ${change.generation}`,
+      );
+      byLane.set(range.lane, whens);
+    }
+  }
+  if (byLane.size === 0) return '0';
+  const lanes = [...byLane].map(
+    ([lane, whens]) => `WHEN ${literal(lane)} THEN CASE ${whens.join(' ')} ELSE 0 END`,
+  );
+  return `CASE ${epochLane} ${lanes.join(' ')} ELSE 0 END`;
 }
 
-/** `SELECT` of the rows shown from `source` (a table or a table function), with the two lane columns. */
+/**
+ * The rows shown of `source` (a table or a table function), with its columns only: no column is added, so none can
+ * clash with a transform's (review of the view, finding 1).
+ */
 export function currentRowsQuery(
   source: string,
   pathColumn: string,
   switches: readonly GenerationSwitch[],
 ): string {
   return [
-    `SELECT * FROM (SELECT *, ${laneColumns(pathColumn)} FROM ${source})`,
-    `WHERE eos_generation = ${currentGeneration(switches)}`,
+    `SELECT * FROM ${source}`,
+    `WHERE ${generationOf(pathColumn)} = ${currentGeneration(switches, epochLaneOf(pathColumn))}`,
   ].join('\n');
 }
 
