@@ -381,7 +381,19 @@ function checkViewOptions(raw: ReplayFlags, env: NodeJS.ProcessEnv): void {
     }
     return;
   }
-  const others = [raw.topic, raw.fromOffset, raw.fromOffsets, raw.fromTimestamp, raw.switch];
+  const others = [
+    raw.topic,
+    raw.fromOffset,
+    raw.fromOffsets,
+    raw.toOffset,
+    raw.fromTimestamp,
+    raw.toTimestamp,
+    raw.clusterArn,
+    raw.bootstrapServers,
+    raw.kafkaAuth,
+    raw.partitions,
+    raw.switch,
+  ];
   if (others.some((flag) => flag !== undefined)) {
     throw new InvalidArgumentError('--athena-view does not go with planning a replay or --switch');
   }

@@ -199,6 +199,7 @@ describe('the view of the rows readers show, over the listed objects', () => {
     const cases: Array<[string[], RegExp]> = [
       [['--athena-view'], /--bucket is required \(or set EOS_BUCKET\)/],
       [['--athena-view', '--bucket', 'b', '--switch', '1'], /--athena-view does not go with/],
+      [['--athena-view', '--bucket', 'b', '--to-offset', '5'], /--athena-view does not go with/],
       [['--athena-view', '--bucket', 'b', '--view', 'no-dash'], /"no-dash" is not a Glue name/],
       [['--view', 'v', '--table', 't'], /go with --athena-view only/],
     ];
