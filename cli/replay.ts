@@ -164,7 +164,9 @@ export async function runReplay(
     import('../shared/clock.ts'),
     import('../shared/replay/plan.ts'),
   ]);
-  const owned = deps.dynamodb ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+  const needsS3 = options.athenaView === true && deps.s3 === undefined;
+  const owned =
+    deps.dynamodb && !needsS3 ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
   const dynamodb = deps.dynamodb ?? owned!.dynamodb;
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
   const clock = deps.clock ?? systemClock;
