@@ -383,20 +383,7 @@ function checkViewOptions(raw: ReplayFlags, env: NodeJS.ProcessEnv): void {
     }
     return;
   }
-  const others = [
-    raw.topic,
-    raw.fromOffset,
-    raw.fromOffsets,
-    raw.toOffset,
-    raw.fromTimestamp,
-    raw.toTimestamp,
-    raw.clusterArn,
-    raw.bootstrapServers,
-    raw.kafkaAuth,
-    raw.partitions,
-    raw.switch,
-  ];
-  if (others.some((flag) => flag !== undefined)) {
+  if (planFlagsGiven(raw) || raw.switch !== undefined) {
     throw new InvalidArgumentError('--athena-view does not go with planning a replay or --switch');
   }
   if (!raw.bucket && !env.EOS_BUCKET)
@@ -408,9 +395,9 @@ function checkViewOptions(raw: ReplayFlags, env: NodeJS.ProcessEnv): void {
   }
 }
 
-/** What a plan's options must be, before anything runs. */
-function checkPlanOptions(raw: ReplayFlags, offsetsGiven: boolean): void {
-  const planFlags = [
+/** Whether any flag that plans a replay is given. */
+function planFlagsGiven(raw: ReplayFlags): boolean {
+  return [
     raw.topic,
     raw.fromOffset,
     raw.fromOffsets,
@@ -421,8 +408,12 @@ function checkPlanOptions(raw: ReplayFlags, offsetsGiven: boolean): void {
     raw.bootstrapServers,
     raw.kafkaAuth,
     raw.partitions,
-  ];
-  const planning = planFlags.some((flag) => flag !== undefined);
+  ].some((flag) => flag !== undefined);
+}
+
+/** What a plan's options must be, before anything runs. */
+function checkPlanOptions(raw: ReplayFlags, offsetsGiven: boolean): void {
+  const planning = planFlagsGiven(raw);
   if (planning && raw.switch !== undefined) {
     throw new InvalidArgumentError('--switch does not go with the flags that plan a replay');
   }

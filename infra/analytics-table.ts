@@ -18,7 +18,6 @@
  * send results elsewhere or unencrypted; its results bucket is private, TLS-only, encrypted, access-logged and
  * expires results.
  */
-
 import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
 import * as athena from 'aws-cdk-lib/aws-athena';
 import * as glue from 'aws-cdk-lib/aws-glue';
@@ -133,9 +132,6 @@ export function analyticsTableLocation(bucketName: string, pipelineId: string): 
   return `s3://${bucketName}/${finalPrefix(pipelineId)}${ANALYTICS_STREAM}/`;
 }
 
-/** A Glue database name from a pipeline id: lower case, letters, digits and `_` only (`eos replay --athena-view`'s too). */
-export const defaultDatabaseName = analyticsDatabaseName;
-
 const PARQUET = {
   inputFormat: 'org.apache.hadoop.hive.ql.io.parquet.MapredParquetInputFormat',
   outputFormat: 'org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat',
@@ -154,7 +150,7 @@ export class AnalyticsTable extends Construct {
   constructor(scope: Construct, id: string, props: AnalyticsTableProps) {
     super(scope, id);
     const stack = Stack.of(this);
-    this.databaseName = props.databaseName ?? defaultDatabaseName(props.pipelineId);
+    this.databaseName = props.databaseName ?? analyticsDatabaseName(props.pipelineId);
     this.tableName = props.tableName ?? ANALYTICS_STREAM;
     this.workgroupName = props.workgroupName ?? `eos-${props.pipelineId}`;
     const columns = glueColumns(props.columns, props.timePartitioning);

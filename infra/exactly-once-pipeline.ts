@@ -48,8 +48,8 @@ import { kafkaOffsetsStatements, SandboxKafkaCluster } from './kafka-cluster.ts'
 import {
   type AttachedKafkaSource,
   attachKafkaSource,
-  KafkaAuthenticationMethod,
   type KafkaSource,
+  usesIamAuth,
 } from './kafka-source.ts';
 import { createLedgerTable, LEDGER_TABLE_NEEDS, ledgerLayoutProblems } from './ledger-table.ts';
 import { PipelineObservability } from './observability.ts';
@@ -331,15 +331,9 @@ export class ExactlyOncePipeline extends Construct {
       `OperateReplayPlans${sid}`,
     );
     if (this.source.kind === 'msk') {
-      const iamAuth =
-        (this.source.authentication?.method ?? KafkaAuthenticationMethod.IAM) ===
-        KafkaAuthenticationMethod.IAM;
-      for (const statement of kafkaOffsetsStatements(
-        this.source.clusterArn,
-        this.config.topic,
-        iamAuth,
-        sid,
-      )) {
+      const { clusterArn } = this.source;
+      const iamAuth = usesIamAuth(this.source);
+      for (const statement of kafkaOffsetsStatements(clusterArn, this.config.topic, iamAuth, sid)) {
         role.addToPrincipalPolicy(statement);
       }
     }

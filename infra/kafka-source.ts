@@ -73,6 +73,11 @@ export interface MskSource {
   readonly vpcId?: string;
 }
 
+/** Whether clients of the cluster authenticate through IAM (the default), rather than with a secret. */
+export function usesIamAuth(source: MskSource): boolean {
+  return (source.authentication?.method ?? KafkaAuthenticationMethod.IAM) === KafkaAuthenticationMethod.IAM;
+}
+
 /** Where the pollers of a self-managed cluster run: in these subnets with this security group. */
 export interface KafkaNetwork {
   readonly vpc: ec2.IVpc;
@@ -300,8 +305,7 @@ export function attachKafkaSource(
   }
 
   if (source.kind === 'msk') {
-    const iamAuth =
-      (source.authentication?.method ?? KafkaAuthenticationMethod.IAM) === KafkaAuthenticationMethod.IAM;
+    const iamAuth = usesIamAuth(source);
     const statements = kafkaConsumerStatements(source.clusterArn, options.topic, options.consumerGroupId);
     // Under SASL/SCRAM or mTLS the brokers authorize with Kafka ACLs: only the control-plane describe remains.
     for (const statement of iamAuth ? statements : statements.filter((s) => s.sid === 'KafkaDescribe')) {

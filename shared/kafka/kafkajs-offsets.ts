@@ -125,21 +125,22 @@ export function kafkaConfigOf(connection: KafkaConnection): KafkaConfig {
       };
     }
     case 'scram-sha-256':
-    case 'scram-sha-512': {
-      const username = connection.env.EOS_KAFKA_USERNAME;
-      const password = connection.env.EOS_KAFKA_PASSWORD;
-      if (!username || !password) {
-        throw new OffsetsByTimeError(
-          `--kafka-auth ${connection.auth} reads the credentials from EOS_KAFKA_USERNAME and EOS_KAFKA_PASSWORD: set both`,
-        );
-      }
-      const sasl =
-        connection.auth === 'scram-sha-256'
-          ? { mechanism: connection.auth, username, password }
-          : { mechanism: connection.auth, username, password };
-      return { ...base, ssl: true, sasl };
-    }
+      return { ...base, ssl: true, sasl: { mechanism: 'scram-sha-256', ...scramCredentials(connection) } };
+    case 'scram-sha-512':
+      return { ...base, ssl: true, sasl: { mechanism: 'scram-sha-512', ...scramCredentials(connection) } };
   }
+}
+
+/** SCRAM's user and password, from the environment only (a flag would leave the password in shell history). */
+function scramCredentials(connection: KafkaConnection): { username: string; password: string } {
+  const username = connection.env.EOS_KAFKA_USERNAME;
+  const password = connection.env.EOS_KAFKA_PASSWORD;
+  if (!username || !password) {
+    throw new OffsetsByTimeError(
+      `--kafka-auth ${connection.auth} reads the credentials from EOS_KAFKA_USERNAME and EOS_KAFKA_PASSWORD: set both`,
+    );
+  }
+  return { username, password };
 }
 
 /** The cluster's bootstrap list for an authentication: private first, then public. */
