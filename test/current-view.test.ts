@@ -1,14 +1,3 @@
-/**
- * The view of the rows readers show, for engines that list the bucket instead of reading the manifests (the Athena
- * table): `shared/replay/current-view.ts`. Athena cannot run here, so the same statement runs on DuckDB
- * (`read_parquet(…, filename = true)` in place of Athena's `"$path"`) over every committed object listed from the real
- * S3 server after replays (Parquet, with and without time folders), and must give exactly what the committed reader
- * shows; without it, the listing holds a replayed range twice.
- */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { systemClock } from '../shared/clock.ts';
@@ -21,13 +10,13 @@ import {
   currentRowsQuery,
   MAX_VIEW_STATEMENT_BYTES,
 } from '../shared/replay/current-view.ts';
-import { type GenerationSwitch, parseGenerationSwitch } from '../shared/replay/plan.ts';
+import type { GenerationSwitch } from '../shared/replay/plan.ts';
 import { planReplay, requestSwitch } from '../shared/replay/replay.ts';
-import { finalPrefix } from '../shared/sink/layout.ts';
-import { readCommitted, readManifests } from '../shared/sink/reader.ts';
+import { readCommitted } from '../shared/sink/reader.ts';
 import orderDefinition from '../shared/transforms/orders.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { eos } from './support/eos.ts';
+import { listedObjects, switchesOf } from './support/listing.ts';
 import { mskEvent, orderRecords } from './support/msk.ts';
 
 let res: TestResources;
@@ -54,42 +43,9 @@ async function readerRows(settings: Settings): Promise<string[]> {
   return rows.sort();
 }
 
-/** Every switch of the manifest log, in log order. */
-async function switchesOf(settings: Settings): Promise<GenerationSwitch[]> {
-  const switches: GenerationSwitch[] = [];
-  for await (const manifest of readManifests({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-  })) {
-    for (const change of manifest.generations ?? []) switches.push(parseGenerationSwitch(change));
-  }
-  return switches;
-}
-
-/** Downloads every object under `final/output/` (a listing, as Athena reads it), keys kept as paths. */
-async function listedObjects(settings: Settings): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'eos-view-'));
-  const prefix = `${finalPrefix(settings.pipelineId)}output/`;
-  let token: string | undefined;
-  do {
-    const page = await res.clients.s3.send(
-      new ListObjectsV2Command({ Bucket: settings.bucket, Prefix: prefix, ContinuationToken: token }),
-    );
-    for (const { Key } of page.Contents ?? []) {
-      const body = await res.clients.s3.send(new GetObjectCommand({ Bucket: settings.bucket, Key }));
-      const path = join(dir, Key!);
-      mkdirSync(dirname(path), { recursive: true });
-      writeFileSync(path, await body.Body!.transformToByteArray());
-    }
-    token = page.NextContinuationToken;
-  } while (token !== undefined);
-  return dir;
-}
-
 /** `p@offset#generation` of the rows the SQL gives over the listed objects (DuckDB), with or without the view. */
 async function listedRows(settings: Settings, switches?: readonly GenerationSwitch[]): Promise<string[]> {
-  const dir = await listedObjects(settings);
+  const dir = await listedObjects(res.clients, settings);
   const source = `read_parquet('${dir}/**/*.parquet', filename = true, hive_partitioning = false)`;
   const rows = switches === undefined ? source : `(${currentRowsQuery(source, 'filename', switches)})`;
   const sql = `SELECT source."partition" AS p, source."offset" AS o, filename AS f FROM ${rows}`;
@@ -142,7 +98,7 @@ describe('the view of the rows readers show, over the listed objects', () => {
 
       // Generation 1 over 7..22 of partition 0, committed but not switched: the listing holds it twice.
       const first = await replay(settings, input, 7, 22);
-      expect(await switchesOf(settings)).toEqual([]);
+      expect(await switchesOf(res.clients, settings)).toEqual([]);
       const raw = await listedRows(settings);
       expect(raw.length).toBe((await readerRows(settings)).length + 16);
       expect(await listedRows(settings, [])).toEqual(await readerRows(settings));
@@ -156,7 +112,7 @@ describe('the view of the rows readers show, over the listed objects', () => {
       await checkpoint(settings);
       const afterFirst = await readerRows(settings);
       expect(afterFirst.filter((row) => row.endsWith('#1'))).toHaveLength(16);
-      expect(await listedRows(settings, await switchesOf(settings))).toEqual(afterFirst);
+      expect(await listedRows(settings, await switchesOf(res.clients, settings))).toEqual(afterFirst);
 
       // Generation 2 over 15..27, switched later: it wins where they overlap.
       const second = await replay(settings, input, 15, 27);
@@ -171,7 +127,7 @@ describe('the view of the rows readers show, over the listed objects', () => {
         Array.from({ length: 8 }, (_, i) => `0@${7 + i}`).sort(),
       );
       expect(afterSecond.filter((row) => row.endsWith('#2'))).toHaveLength(13);
-      expect(await listedRows(settings, await switchesOf(settings))).toEqual(afterSecond);
+      expect(await listedRows(settings, await switchesOf(res.clients, settings))).toEqual(afterSecond);
 
       // What an operator runs in Athena: the same query over "$path", from the same switches.
       const printed = await eos([
@@ -188,7 +144,7 @@ describe('the view of the rows readers show, over the listed objects', () => {
           database: analyticsDatabaseName(settings.pipelineId),
           table: 'output',
           view: 'output_current',
-          switches: await switchesOf(settings),
+          switches: await switchesOf(res.clients, settings),
         })};\n`,
       );
       expect(printed.out).toContain('source."offset" BETWEEN 15 AND 27 THEN 2');

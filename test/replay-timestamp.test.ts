@@ -11,7 +11,6 @@ import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { PartitionedLog } from '../local/kafka-log.ts';
 import { ManualClock } from '../shared/clock.ts';
 import type { Settings } from '../shared/config/settings.ts';
-import type { MskRecord } from '../shared/kafka/event.ts';
 import {
   bootstrapServersFor,
   clusterBootstrapServers,
@@ -27,10 +26,8 @@ import {
 import { createProcessor } from '../shared/processor/processor.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { eos as run } from './support/eos.ts';
-import { mskEventOf, order } from './support/msk.ts';
-
-const BASE = Date.parse('2026-11-24T00:00:00Z');
-const at = (seconds: number) => new Date(BASE + seconds * 1000).toISOString();
+import { order } from './support/msk.ts';
+import { isoAt as at, TIME_BASE as BASE, eventOf } from './support/timed-log.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -55,15 +52,6 @@ function topicLog(): PartitionedLog {
     }
   }
   return log;
-}
-
-/** The whole log as one MSK event (what a mapping from the start delivers). */
-function eventOf(log: PartitionedLog) {
-  const records: Record<string, MskRecord[]> = {};
-  for (let partition = 0; partition < log.partitions; partition++) {
-    records[`orders-${partition}`] = log.entries(partition).map((entry) => entry.record as MskRecord);
-  }
-  return mskEventOf(records);
 }
 
 /** `eos` asking the emulated log (when given) for offsets at a time. */

@@ -1,15 +1,3 @@
-/**
- * Adversarial review of `eos replay --athena-view` (commit 4d0bb04, shared/replay/current-view.ts, cli/replay.ts):
- * the SQL over the *listed* objects of `<pl>/final/output/` must keep exactly the rows the committed reader shows.
- * It runs on DuckDB (`read_parquet(…, filename = true)`) over every object listed from the S3 server, and each
- * row's lane is taken from its key by `parseFinalKey` (not by the SQL's own regex), so a wrong lane shows.
- * Each `bug:` test asserts the correct behaviour and is marked `it.fails`; each `disproved:` test is a suspicion
- * that the real parts refute.
- */
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { ManualClock, systemClock } from '../shared/clock.ts';
@@ -19,10 +7,10 @@ import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { redrive } from '../shared/redrive/redrive.ts';
 import { currentRowsQuery, epochLaneOf, generationOf } from '../shared/replay/current-view.ts';
-import { type GenerationSwitch, parseGenerationSwitch } from '../shared/replay/plan.ts';
+import type { GenerationSwitch } from '../shared/replay/plan.ts';
 import { planReplay, requestSwitch } from '../shared/replay/replay.ts';
-import { finalPrefix, parseFinalKey } from '../shared/sink/layout.ts';
-import { readCommitted, readManifests } from '../shared/sink/reader.ts';
+import { parseFinalKey } from '../shared/sink/layout.ts';
+import { readCommitted } from '../shared/sink/reader.ts';
 import { toTransform } from '../shared/transforms/adapter.ts';
 import { defineTransform } from '../shared/transforms/api.ts';
 import orderDefinition from '../shared/transforms/orders.ts';
@@ -30,6 +18,7 @@ import { builtinTransform } from '../shared/transforms/registry.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { eos } from './support/eos.ts';
+import { listedObjects, switchesOf } from './support/listing.ts';
 import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
 
 let res: TestResources;
@@ -74,41 +63,6 @@ async function readerRows(settings: Settings): Promise<string[]> {
   return rows.sort();
 }
 
-async function switchesOf(settings: Settings): Promise<GenerationSwitch[]> {
-  const switches: GenerationSwitch[] = [];
-  for await (const manifest of readManifests({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-  })) {
-    for (const change of manifest.generations ?? []) switches.push(parseGenerationSwitch(change));
-  }
-  return switches;
-}
-
-/** Every object under `final/output/`, downloaded under its key (a listing, as Athena reads it). */
-async function listedObjects(settings: Settings): Promise<string> {
-  const dir = mkdtempSync(join(tmpdir(), 'eos-rvcv-'));
-  let token: string | undefined;
-  do {
-    const page = await res.clients.s3.send(
-      new ListObjectsV2Command({
-        Bucket: settings.bucket,
-        Prefix: `${finalPrefix(settings.pipelineId)}output/`,
-        ContinuationToken: token,
-      }),
-    );
-    for (const { Key } of page.Contents ?? []) {
-      const body = await res.clients.s3.send(new GetObjectCommand({ Bucket: settings.bucket, Key }));
-      const path = join(dir, Key!);
-      mkdirSync(dirname(path), { recursive: true });
-      writeFileSync(path, await body.Body!.transformToByteArray());
-    }
-    token = page.NextContinuationToken;
-  } while (token !== undefined);
-  return dir;
-}
-
 async function duckdb(sql: string): Promise<Record<string, unknown>[]> {
   const { DuckDBInstance } = await import('@duckdb/node-api');
   const instance = await DuckDBInstance.create(':memory:');
@@ -122,7 +76,7 @@ async function duckdb(sql: string): Promise<Record<string, unknown>[]> {
 
 /** `lane:p@offset` of the rows the view's SQL keeps over the listed objects, the lane parsed from the key. */
 async function viewRows(settings: Settings, switches: readonly GenerationSwitch[]): Promise<string[]> {
-  const dir = await listedObjects(settings);
+  const dir = await listedObjects(res.clients, settings);
   const source = `read_parquet('${dir}/**/*.parquet', filename = true, hive_partitioning = false)`;
   const rows = await duckdb(
     `SELECT filename AS f, source."partition" AS p, source."offset" AS o FROM (${currentRowsQuery(source, 'filename', switches)})`,
@@ -139,7 +93,7 @@ async function viewRows(settings: Settings, switches: readonly GenerationSwitch[
 
 async function expectViewEqualsReader(settings: Settings): Promise<string[]> {
   const shown = await readerRows(settings);
-  expect(await viewRows(settings, await switchesOf(settings))).toEqual(shown);
+  expect(await viewRows(settings, await switchesOf(res.clients, settings))).toEqual(shown);
   return shown;
 }
 
@@ -221,7 +175,7 @@ describe('the Athena view against the committed reader', () => {
     await checkpoint(settings);
     const generation = await replay(settings, epoch1, 2, 6, [0]);
     await switchTo(settings, generation);
-    expect((await switchesOf(settings))[0]!.ranges[0]!.lane).toBe('orders~1');
+    expect((await switchesOf(res.clients, settings))[0]!.ranges[0]!.lane).toBe('orders~1');
     const shown = await expectViewEqualsReader(settings);
     expect(lanesOf(shown)).toEqual(new Set(['orders', 'orders~1', 'orders~1~g1']));
     expect(shown.filter((row) => row.startsWith('orders:'))).toHaveLength(10);

@@ -12,18 +12,24 @@
 import net from 'node:net';
 import kafkajs, { Kafka, type KafkaConfig, logLevel } from 'kafkajs';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../cli/eos.ts';
-import { PartitionedLog } from '../local/kafka-log.ts';
-import { ManualClock, systemClock } from '../shared/clock.ts';
+import { systemClock } from '../shared/clock.ts';
 import type { Settings } from '../shared/config/settings.ts';
-import type { MskRecord } from '../shared/kafka/event.ts';
 import { KafkaOffsetsByTime, kafkaConfigOf, type OffsetsAdmin } from '../shared/kafka/kafkajs-offsets.ts';
 import { type OffsetsByTime, parseTimestamp } from '../shared/kafka/offsets-by-time.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { planReplayAtTimes, replayStatus } from '../shared/replay/replay.ts';
 import { builtinTransform } from '../shared/transforms/registry.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { mskEventOf, order } from './support/msk.ts';
+import { eos as run } from './support/eos.ts';
+import {
+  append,
+  isoAt as at,
+  TIME_BASE as BASE,
+  eventOf,
+  kafkajsAdminOver,
+  logOf,
+  secondsIn as s,
+} from './support/timed-log.ts';
 
 /** A fake admin per bootstrap list (`host:port,…`): the CLI's connectOffsetsByTime gets it instead of kafkajs's. */
 interface FakeAdmin extends OffsetsAdmin {
@@ -54,47 +60,12 @@ const {
   KafkaJSSASLAuthenticationError,
 } = kafkajs;
 
-const BASE = Date.parse('2026-11-24T00:00:00Z');
-const s = (seconds: number) => BASE + seconds * 1000;
-const at = (seconds: number) => new Date(s(seconds)).toISOString();
-
 let res: TestResources;
 beforeAll(async () => {
   res = await freshResources('rvrt2');
 });
 
 const orders = builtinTransform('orders');
-
-function logOf(times: ReadonlyArray<readonly number[]>, tag = 'a'): PartitionedLog {
-  const log = new PartitionedLog('orders', times.length, new ManualClock(BASE));
-  times.forEach((partitionTimes, partition) => {
-    for (const t of partitionTimes) append(log, partition, t, tag);
-  });
-  return log;
-}
-
-function append(log: PartitionedLog, partition: number, seconds: number, tag = 'a'): number {
-  const offset = log.endOffset(partition);
-  const id = `${tag}-p${partition}-o${offset}`;
-  return log.append(partition, {
-    key: id,
-    value: order(id, `cust-${offset % 3}`, `${offset}.25`),
-    headers: { 'idempotency-key': id },
-    timestamp: s(seconds),
-  });
-}
-
-function eventOf(log: PartitionedLog, keep: (partition: number, offset: number) => boolean = () => true) {
-  const records: Record<string, MskRecord[]> = {};
-  for (let partition = 0; partition < log.partitions; partition++) {
-    const chosen = log
-      .entries(partition)
-      .map((entry) => entry.record as MskRecord)
-      .filter((r) => keep(partition, r.offset));
-    if (chosen.length > 0) records[`orders-${partition}`] = chosen;
-  }
-  return mskEventOf(records);
-}
 
 const live = (settings: Settings) => createProcessor({ settings, clients: res.clients, transform: orders });
 
@@ -104,48 +75,9 @@ const target = (settings: Settings) => ({
   pipeline: settings.pipelineId,
 });
 
-async function eos(
-  args: readonly string[],
-  offsetsByTime?: OffsetsByTime,
-): Promise<{ code: number; out: string; err: string }> {
-  const out: string[] = [];
-  const err: string[] = [];
-  const write = (text: string) => out.push(text);
-  const env = { ...process.env, EOS_LEDGER_TABLE: '', EOS_PIPELINE_ID: '' };
-  const code = await main(
-    ['node', 'eos', ...args],
-    { replay: { write, env, ...(offsetsByTime === undefined ? {} : { offsetsByTime }) } },
-    { writeError: (text) => err.push(text), writeOut: write },
-  );
-  return { code, out: out.join(''), err: err.join('') };
-}
-
-/**
- * kafkajs 2.2.4's admin over an emulated log (node_modules/kafkajs/src/admin/index.js): `fetchTopicOffsetsByTimestamp`
- * reads the high watermark, then ListOffsets by time, and answers the high watermark where ListOffsets found no
- * record; `fetchTopicOffsets` the ends. `afterLookup` runs when the by-time answer is made, before it is returned
- * (a producer appending between the adapter's two calls).
- */
-function kafkajsLike(log: PartitionedLog, afterLookup?: (timestamp: number) => Promise<void>): OffsetsAdmin {
-  return {
-    fetchTopicOffsets: async () =>
-      Array.from({ length: log.partitions }, (_, partition) => ({
-        partition,
-        offset: String(log.endOffset(partition)),
-        high: String(log.endOffset(partition)),
-        low: '0',
-      })),
-    fetchTopicOffsetsByTimestamp: async (topic, timestamp) => {
-      const high = Array.from({ length: log.partitions }, (_, p) => log.endOffset(p));
-      const found = await log.offsetsForTimes(topic, timestamp!);
-      const answer = [...found].map(([partition, { offset, found: isRecord }]) => ({
-        partition,
-        offset: String(isRecord ? offset : high[partition]),
-      }));
-      await afterLookup?.(timestamp!);
-      return answer;
-    },
-  };
+/** `eos` asking `offsetsByTime` (when given) for offsets at a time. */
+function eos(args: readonly string[], offsetsByTime?: OffsetsByTime) {
+  return run(args, offsetsByTime === undefined ? {} : { offsetsByTime });
 }
 
 /** A port on this host that nothing listens on. */
@@ -205,10 +137,12 @@ describe.concurrent('eos replay --from-timestamp, adversarially (round 2)', { ti
     const settings = settingsIn(res, 'rvrt2');
     await live(settings).processEvent(eventOf(log));
     const adapter = new KafkaOffsetsByTime(
-      kafkajsLike(log, async (timestamp) => {
-        if (timestamp !== s(5) || log.endOffset(1) > 4) return;
-        append(log, 1, 4); // stamped 4 s: before --from-timestamp
-        await live(settings).processEvent(eventOf(log, (p, o) => p === 1 && o === 4));
+      kafkajsAdminOver(log, {
+        afterLookup: async (timestamp) => {
+          if (timestamp !== s(5) || log.endOffset(1) > 4) return;
+          append(log, 1, 4); // stamped 4 s: before --from-timestamp
+          await live(settings).processEvent(eventOf(log, (p, o) => p === 1 && o === 4));
+        },
       }),
     );
     const planned = await planReplayAtTimes({
@@ -314,10 +248,12 @@ describe.concurrent('eos replay --from-timestamp, adversarially (round 2)', { ti
       const settings = settingsIn(res, 'rvrt2');
       await live(settings).processEvent(eventOf(log));
       const adapter = new KafkaOffsetsByTime(
-        kafkajsLike(log, async (timestamp) => {
-          if (timestamp !== s(10) || log.endOffset(0) > 10) return;
-          append(log, 0, stamp);
-          await live(settings).processEvent(eventOf(log, (_, o) => o === 10));
+        kafkajsAdminOver(log, {
+          afterLookup: async (timestamp) => {
+            if (timestamp !== s(10) || log.endOffset(0) > 10) return;
+            append(log, 0, stamp);
+            await live(settings).processEvent(eventOf(log, (_, o) => o === 10));
+          },
         }),
       );
       const { plan } = await planReplayAtTimes({
@@ -458,7 +394,7 @@ describe.concurrent('eos replay --from-timestamp, adversarially (round 2)', { ti
       [0, 1],
     ]);
     await live(settings).processEvent(eventOf(log));
-    const { servers, calls } = fakeBrokers(kafkajsLike(log));
+    const { servers, calls } = fakeBrokers(kafkajsAdminOver(log));
     const result = await eos([
       ...['replay', '--table', res.table, '--pipeline', settings.pipelineId, '--topic', 'orders'],
       ...['--from-timestamp', at(2), '--to-timestamp', at(5)],

@@ -12,10 +12,8 @@ import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { kafkaOffsetsStatements } from '../infra/kafka-cluster.ts';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { PartitionedLog } from '../local/kafka-log.ts';
-import { ManualClock, systemClock } from '../shared/clock.ts';
+import { systemClock } from '../shared/clock.ts';
 import type { Settings } from '../shared/config/settings.ts';
-import type { MskRecord } from '../shared/kafka/event.ts';
 import { KafkaOffsetsByTime, type OffsetsAdmin } from '../shared/kafka/kafkajs-offsets.ts';
 import type { OffsetsByTime } from '../shared/kafka/offsets-by-time.ts';
 import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
@@ -27,11 +25,14 @@ import { builtinTransform } from '../shared/transforms/registry.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { eos as run } from './support/eos.ts';
-import { mskEventOf, order } from './support/msk.ts';
-
-const BASE = Date.parse('2026-11-24T00:00:00Z');
-const s = (seconds: number) => BASE + seconds * 1000;
-const at = (seconds: number) => new Date(s(seconds)).toISOString();
+import {
+  append,
+  isoAt as at,
+  eventOf,
+  kafkajsAdminOver,
+  logOf,
+  secondsIn as s,
+} from './support/timed-log.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -48,39 +49,6 @@ const ordersV2: Transform = {
     return { ...result, rows: result.rows.map((row) => ({ ...row, version: 2 })) };
   },
 };
-
-/** A topic whose partition p holds records at `times[p][i]` seconds (offset i); keys unique per topic incarnation. */
-function logOf(times: ReadonlyArray<readonly number[]>, tag = 'a'): PartitionedLog {
-  const log = new PartitionedLog('orders', times.length, new ManualClock(BASE));
-  times.forEach((partitionTimes, partition) => {
-    for (const t of partitionTimes) append(log, partition, t, tag);
-  });
-  return log;
-}
-
-function append(log: PartitionedLog, partition: number, seconds: number, tag = 'a'): number {
-  const offset = log.endOffset(partition);
-  const id = `${tag}-p${partition}-o${offset}`;
-  return log.append(partition, {
-    key: id,
-    value: order(id, `cust-${offset % 3}`, `${offset}.25`),
-    headers: { 'idempotency-key': id },
-    timestamp: s(seconds),
-  });
-}
-
-/** The records of the log (partitions and offsets chosen by `keep`) as one MSK event. */
-function eventOf(log: PartitionedLog, keep: (partition: number, offset: number) => boolean = () => true) {
-  const records: Record<string, MskRecord[]> = {};
-  for (let partition = 0; partition < log.partitions; partition++) {
-    const chosen = log
-      .entries(partition)
-      .map((entry) => entry.record as MskRecord)
-      .filter((r) => keep(partition, r.offset));
-    if (chosen.length > 0) records[`orders-${partition}`] = chosen;
-  }
-  return mskEventOf(records);
-}
 
 const live = (settings: Settings) => createProcessor({ settings, clients: res.clients, transform: orders });
 const replayer = (settings: Settings, generation: number) =>
@@ -132,29 +100,6 @@ function versions(from: number, to: number, replayed: (offset: number) => boolea
 /** `eos` asking `offsetsByTime` (when given) for offsets at a time. */
 function eos(args: readonly string[], offsetsByTime?: OffsetsByTime) {
   return run(args, offsetsByTime === undefined ? {} : { offsetsByTime });
-}
-
-/**
- * kafkajs's admin over an emulated log, as kafkajs 2.x answers: `fetchTopicOffsets` gives each partition's high
- * watermark; `fetchTopicOffsetsByTimestamp` reads the high watermark, then ListOffsets by time, and answers the high
- * watermark where no record is at or after the time. `beforeLookup` runs inside the lookup, before it reads the log
- * (a producer appending between the adapter's two calls).
- */
-function adminOver(log: PartitionedLog, beforeLookup?: (timestamp: number) => Promise<void>): OffsetsAdmin {
-  return {
-    fetchTopicOffsets: async () =>
-      Array.from({ length: log.partitions }, (_, partition) => ({
-        partition,
-        offset: String(log.endOffset(partition)),
-        high: String(log.endOffset(partition)),
-        low: '0',
-      })),
-    fetchTopicOffsetsByTimestamp: async (topic, timestamp) => {
-      await beforeLookup?.(timestamp!);
-      const found = await log.offsetsForTimes(topic, timestamp!);
-      return [...found].map(([partition, { offset }]) => ({ partition, offset: String(offset) }));
-    },
-  };
 }
 
 describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150_000 }, () => {
@@ -319,10 +264,12 @@ describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150
     const settings = settingsIn(res, 'rvrt');
     await live(settings).processEvent(eventOf(log));
     const adapter = new KafkaOffsetsByTime(
-      adminOver(log, async (timestamp) => {
-        if (timestamp !== s(10) || log.endOffset(0) > 10) return;
-        append(log, 0, 10);
-        await live(settings).processEvent(eventOf(log, (_, o) => o >= 10));
+      kafkajsAdminOver(log, {
+        beforeLookup: async (timestamp) => {
+          if (timestamp !== s(10) || log.endOffset(0) > 10) return;
+          append(log, 0, 10);
+          await live(settings).processEvent(eventOf(log, (_, o) => o >= 10));
+        },
       }),
     );
     const { plan } = await planReplayAtTimes({
@@ -340,7 +287,7 @@ describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150
       [0, 1, 2, 3],
       [0, 1],
     ]);
-    const adapter = new KafkaOffsetsByTime(adminOver(log));
+    const adapter = new KafkaOffsetsByTime(kafkajsAdminOver(log));
     expect(await adapter.offsetsForTimes('orders', s(1))).toEqual(
       new Map([
         [0, { offset: 1, found: true }],
