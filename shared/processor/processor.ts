@@ -70,14 +70,19 @@
  *
  * Which fence is judged. The first judgement uses the fence this container cached (no read in the steady state);
  * if it says "backwards", the fence is read again and the batch judged against the fresh value before anything is
- * thrown (a stale cache never stops a partition). When a re-read during the batch (claims ahead, or a failed fence
- * condition) finds the fence moved:
+ * thrown (a stale cache never stops a partition). Every fence read, the first one of a cold container included,
+ * and every re-read during the batch (claims ahead, or a failed fence condition) is judged by when the fence last
+ * moved:
  * - moved BEFORE this invocation began (`updatedAt` < start): the cache was merely stale, so the batch is judged
- *   again in full, as at the start;
+ *   in full, as delivered;
  * - moved WHILE this invocation ran: a concurrent or zombie invocation of the same partition staged it. A zombie
  *   can legitimately hold a batch wholly below the new B (its batch was retried, acknowledged, and later batches
  *   staged), so rules 4 and 5 are not applied; only fingerprints (1, 2) and rule 3 judge it. Same-generation
- *   records always match their fingerprints, so a zombie never trips.
+ *   records always match their fingerprints, so a zombie never trips — also one that stalled before its first
+ *   read (a cold start, a slow `prepare`) and so never saw the fence its batch was delivered against.
+ * `updatedAt` is the staging container's clock and the start this one's: clocks apart by more than the time
+ * between the last staging and the start can still misjudge one batch either way (a stop that the next batch
+ * confirms, or a batch of a new generation taken for a zombie's when it holds no fingerprinted record).
  * Residual (documented): a batch of another generation that starts inside (B, F], ends before F and holds neither
  * B nor F is taken for a split retry (rule 5); the next batch reaches F and stops the partition. Compaction that
  * removes the record at B or F between a delivery and its retry makes rule 3 or 4 stop a partition falsely (loud,
@@ -444,6 +449,17 @@ export function judgeBatch(
   return { kind: 'redelivery' };
 }
 
+/**
+ * How a batch is judged against a fence: `moved` when the fence's last staging transaction committed while this
+ * invocation ran (at or after `startedAt`), else `start`. It holds for the first read as for a re-read: an
+ * invocation that stalled before reading anything (a cold container, a slow `prepare`) and finds a fence other
+ * invocations moved meanwhile is a zombie whose batch was retried and acknowledged, and may lie wholly below the
+ * new batch start; judging it as delivered would stop a healthy partition.
+ */
+function judgingMode(fence: FenceState, startedAt: number): 'start' | 'moved' {
+  return fence.updatedAt !== undefined && fence.updatedAt >= startedAt ? 'moved' : 'start';
+}
+
 /** A partition batch's records by offset, with their fingerprints computed on demand. */
 class Fingerprints {
   private readonly byOffset = new Map<number, DecodedRecord>();
@@ -805,13 +821,13 @@ export class Processor {
    * recorded on the lane's fence (`eos epoch` shows it) before it is thrown. An `explicit` batch (a redrive lane,
    * `stageInLane`) names its lane itself: no epoch resolution, no stop record.
    */
-  private async startingFence(prints: Fingerprints, laning: Laning): Promise<LaneFence> {
+  private async startingFence(prints: Fingerprints, laning: Laning, startedAt: number): Promise<LaneFence> {
     const { topic, partition } = prints.batch;
     const explicit = laning === 'explicit';
     const { lane, fence, cached } = explicit
       ? await this.explicitLaneFence(topic, partition)
       : await this.fenceOf(topic, partition);
-    const verdict = this.judge(prints, fence, 'start');
+    const verdict = this.judge(prints, fence, judgingMode(fence, startedAt));
     // Only "new" is taken on the cache's word. A batch at or below a cached fence (redelivery or backwards) is
     // judged against a fresh read: the cached lane may have been closed by a new epoch (or a redrive round)
     // meanwhile, and its records must never be dropped as redeliveries of the old one (review of epochs, finding
@@ -825,7 +841,7 @@ export class Processor {
       : explicit
         ? { lane, fence: await this.refreshFence(lane, partition) }
         : await this.freshLaneFence(topic, partition, lane);
-    const again = cached ? this.judge(prints, fresh.fence, 'start') : verdict;
+    const again = cached ? this.judge(prints, fresh.fence, judgingMode(fresh.fence, startedAt)) : verdict;
     if (again.kind !== 'backwards') return fresh;
     const stopped = this.backwards(prints.inLane(fresh.lane), fresh.fence, again.reason);
     if (!explicit) await this.recordStop(fresh, stopped);
@@ -876,8 +892,7 @@ export class Processor {
         `went down from ${known.stagedOffset} to ${fresh.stagedOffset}`,
       );
     }
-    const movedWhileRunning = fresh.updatedAt !== undefined && fresh.updatedAt >= startedAt;
-    const verdict = this.judge(prints, fresh, movedWhileRunning ? 'moved' : 'start');
+    const verdict = this.judge(prints, fresh, judgingMode(fresh, startedAt));
     if (verdict.kind === 'backwards') throw this.backwards(prints, fresh, verdict.reason);
     return fresh;
   }
@@ -894,7 +909,7 @@ export class Processor {
     const held = new Map<number, ClaimItem>();
     let known: FenceState = { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
     try {
-      const start = await this.startingFence(prints, laning);
+      const start = await this.startingFence(prints, laning, startedAt);
       // From here on the batch is filed under its lane: every ledger item and staged key names it.
       prints = prints.inLane(start.lane);
       known = start.fence;
