@@ -2,72 +2,223 @@
 // paged ListObjectsV2 answers 500), which can only be enabled when Node starts, hence a child process.
 // Usage: node --openssl-legacy-provider local/s3-server.cjs <directory> <accessKeyId> <secretAccessKey>
 // Prints {"port": N} on its first stdout line once listening; exits when stdin closes (its parent is gone).
+//
+// s3rver 3.7.1 is patched here rather than forked: two of its filesystem store's methods (put, copy, delete) and
+// three of its object controllers are replaced in this process only, so the package stays the published one and
+// an upgrade shows at once whether the patch still fits. What the patch adds:
+//
+// - Conditional writes as S3 answers them. `If-None-Match: *` on PutObject, CopyObject (the destination) and
+//   CompleteMultipartUpload answers 412 PreconditionFailed when the key exists; `If-Match: <etag>` answers 412
+//   when the key's ETag differs and 404 NoSuchKey when there is no object. s3rver ignores both headers, so every
+//   write-once guard of the pipeline passed locally whatever it did. The `x-amz-copy-source-if-*` headers are
+//   conditions on a copy's SOURCE and stay as s3rver has them (ignored).
+// - Atomic writes per key. The body is received into a temporary file beside the object; then, under a lock of
+//   its key, the condition is checked, the metadata written and the file renamed into place. So of concurrent
+//   conditional writes of one key the first to finish wins and the others get 412, as on S3 (which may instead
+//   answer 409 ConditionalRequestConflict to a write racing another: a retry signal, not emulated), and an upload
+//   cut off mid-body leaves no object behind (s3rver wrote straight into the object's file, so a half body was
+//   an object, and a write-once retry found it "already there" with other bytes). Deletes take the same lock.
+// - No crash when a put races a delete that sweeps the folder it is writing into: the folder is made again and the
+//   file opened again before any byte of the body is read (s3rver's write stream failed with ENOENT on a stream
+//   nobody listened to, and the whole server process died). Real S3 has no folders.
 'use strict';
+const { AsyncLocalStorage } = require('node:async_hooks');
 const crypto = require('node:crypto');
 const path = require('node:path');
-const { Transform } = require('node:stream');
+const { Readable, Transform } = require('node:stream');
+const { pipeline } = require('node:stream/promises');
 const S3rver = require('s3rver');
+const objectController = require('s3rver/lib/controllers/object');
 const { DUMMY_ACCOUNT } = require('s3rver/lib/models/account');
+const S3Error = require('s3rver/lib/models/error');
 const FilesystemStore = require('s3rver/lib/stores/filesystem');
 // s3rver's own fs-extra (not a dependency of ours).
 const fs = require(require.resolve('fs-extra', { paths: [require.resolve('s3rver')] }));
 
-// s3rver's filesystem store races with itself: a delete removes a key's directory once it is empty, while a put
-// to another key of that directory has made it and not yet opened its file. The put's write stream then fails with
-// ENOENT on a stream nobody listens to, and the whole server process dies (seen when a coordinator cleanup deletes
-// a checkpoint's work objects while a zombie step writes one). Real S3 has no directories. So: the put listens for
-// its stream's errors and retries a buffered body once the directory is made again; the delete's empty-directory
-// sweep ignores a directory that is gone or no longer empty.
-async function putOnce(store, object) {
-  const objectPath = store.getResourcePath(object.bucket, object.key, 'object');
-  await fs.mkdirp(path.dirname(objectPath));
-  const [size, md5] = await new Promise((resolve, reject) => {
-    const writeStream = fs.createWriteStream(objectPath);
-    writeStream.on('error', reject);
-    const md5Context = crypto.createHash('md5');
-    if (Buffer.isBuffer(object.content)) {
-      md5Context.update(object.content);
-      writeStream.end(object.content, () => resolve([object.content.length, md5Context.digest('hex')]));
-      return;
-    }
-    let totalLength = 0;
-    object.content
-      .on('error', reject)
-      .pipe(
-        new Transform({
-          transform(chunk, encoding, callback) {
-            md5Context.update(chunk, encoding);
-            totalLength += chunk.length;
-            callback(null, chunk);
-          },
-        }),
-      )
-      .on('error', reject)
-      .pipe(writeStream)
-      .on('finish', () => resolve([totalLength, md5Context.digest('hex')]));
+/** One queue per key: a task starts when the previous one of the same key has settled. */
+const keyTails = new Map();
+async function underKeyLock(bucket, key, task) {
+  const id = `${bucket}/${key}`;
+  const previous = keyTails.get(id) ?? Promise.resolve();
+  let release;
+  const mine = new Promise((resolve) => {
+    release = resolve;
   });
-  await store.putMetadata(object.bucket, object.key, object.metadata, md5);
-  return { size, md5 };
+  const tail = previous.then(() => mine);
+  keyTails.set(id, tail);
+  await previous;
+  try {
+    return await task();
+  } finally {
+    release();
+    if (keyTails.get(id) === tail) keyTails.delete(id);
+  }
+}
+
+/** The request's write conditions, from the controller that received it down to the store that writes. */
+const writeConditions = new AsyncLocalStorage();
+
+const unquoted = (etag) => String(etag).replaceAll('"', '');
+
+/** Throws S3's answer when the request's conditions do not hold for `bucket/key` now. Call under its lock. */
+async function checkWriteConditions(store, bucket, key) {
+  const { ifNoneMatch, ifMatch } = writeConditions.getStore() ?? {};
+  if (ifNoneMatch === undefined && ifMatch === undefined) return;
+  if (ifNoneMatch !== undefined && ifNoneMatch !== '*') {
+    // S3 takes only `*` on a write: an ETag here would be a read's condition.
+    throw new S3Error(
+      'NotImplemented',
+      'A header you provided implies functionality that is not implemented',
+      {
+        Header: 'If-None-Match',
+      },
+    );
+  }
+  const current = await store.getMetadata(bucket, key).catch((error) => {
+    if (error.code === 'ENOENT') return undefined;
+    throw error;
+  });
+  if (ifNoneMatch === '*' && current) {
+    throw new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold', {
+      Condition: 'If-None-Match',
+    });
+  }
+  if (ifMatch !== undefined) {
+    if (!current) throw new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: key });
+    if (unquoted(ifMatch) !== unquoted(current.etag)) {
+      throw new S3Error(
+        'PreconditionFailed',
+        'At least one of the pre-conditions you specified did not hold',
+        {
+          Condition: 'If-Match',
+        },
+      );
+    }
+  }
+}
+
+/** Runs a controller with its request's `If-None-Match` / `If-Match` visible to the store's writes. */
+function withWriteConditions(controller) {
+  return (ctx) => {
+    const conditions = { ifNoneMatch: ctx.headers['if-none-match'], ifMatch: ctx.headers['if-match'] };
+    return writeConditions.run(conditions, () => controller(ctx));
+  };
+}
+for (const name of ['putObject', 'putObjectCopy', 'completeMultipartUpload']) {
+  objectController[name] = withWriteConditions(objectController[name]);
+}
+
+/** Opens a new file at `filePath`, making its folder (again, if a delete swept it meanwhile) as needed. */
+async function openCreatingFolder(filePath) {
+  for (let attempt = 1; ; attempt++) {
+    await fs.mkdirp(path.dirname(filePath));
+    try {
+      return await fs.promises.open(filePath, 'wx');
+    } catch (error) {
+      if (error.code !== 'ENOENT' || attempt >= 5) throw error;
+    }
+  }
+}
+
+const temporaryBeside = (objectPath) => `${objectPath}.${crypto.randomBytes(6).toString('hex')}.upload`;
+
+/** Receives `content` (a Buffer or a stream) into `filePath`; returns its size and MD5. */
+async function receive(content, filePath) {
+  const handle = await openCreatingFolder(filePath);
+  const md5 = crypto.createHash('md5');
+  let size = 0;
+  const counter = new Transform({
+    transform(chunk, _encoding, callback) {
+      md5.update(chunk);
+      size += chunk.length;
+      callback(null, chunk);
+    },
+  });
+  const source = Buffer.isBuffer(content) ? Readable.from([content]) : content;
+  // The write stream closes the handle, also when the body fails (a client gone mid-upload).
+  await pipeline(source, counter, handle.createWriteStream());
+  return { size, md5: md5.digest('hex') };
+}
+
+/** Puts `object` into place from `temporary` under its key's lock, if the request's conditions hold. */
+async function commit(store, bucket, key, temporary, writeMetadata) {
+  try {
+    await underKeyLock(bucket, key, async () => {
+      await checkWriteConditions(store, bucket, key);
+      // Metadata first: an object that appears has its ETag and headers already.
+      await writeMetadata();
+      await fs.promises.rename(temporary, store.getResourcePath(bucket, key, 'object'));
+    });
+  } finally {
+    await fs.promises.rm(temporary, { force: true });
+  }
 }
 
 FilesystemStore.prototype.putObject = async function putObject(object) {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await putOnce(this, object);
-    } catch (error) {
-      // A streamed body cannot be replayed: the request fails (500) and the client retries it.
-      if (error.code !== 'ENOENT' || attempt >= 5 || !Buffer.isBuffer(object.content)) throw error;
-    }
+  const temporary = temporaryBeside(this.getResourcePath(object.bucket, object.key, 'object'));
+  let received;
+  try {
+    received = await receive(object.content, temporary);
+  } catch (error) {
+    await fs.promises.rm(temporary, { force: true });
+    throw error;
   }
+  await commit(this, object.bucket, object.key, temporary, () =>
+    this.putMetadata(object.bucket, object.key, object.metadata, received.md5),
+  );
+  return received;
 };
 
-const deleteObject = FilesystemStore.prototype.deleteObject;
-FilesystemStore.prototype.deleteObject = async function deleteObjectTolerantly(bucket, key) {
-  try {
-    await deleteObject.call(this, bucket, key);
-  } catch (error) {
-    if (error.code !== 'ENOENT' && error.code !== 'ENOTEMPTY') throw error;
+const copyObject = FilesystemStore.prototype.copyObject;
+FilesystemStore.prototype.copyObject = async function copyObjectAtomically(
+  srcBucket,
+  srcKey,
+  destBucket,
+  destKey,
+  replacementMetadata,
+) {
+  const sourcePath = this.getResourcePath(srcBucket, srcKey, 'object');
+  const destinationPath = this.getResourcePath(destBucket, destKey, 'object');
+  if (sourcePath === destinationPath) {
+    // A copy onto itself replaces the metadata only (s3rver refuses one without REPLACE).
+    return underKeyLock(destBucket, destKey, async () => {
+      await checkWriteConditions(this, destBucket, destKey);
+      return copyObject.call(this, srcBucket, srcKey, destBucket, destKey, replacementMetadata);
+    });
   }
+  const temporary = temporaryBeside(destinationPath);
+  let received;
+  try {
+    received = await receive(fs.createReadStream(sourcePath), temporary);
+  } catch (error) {
+    await fs.promises.rm(temporary, { force: true });
+    if (error.code === 'ENOENT' && !(await this.existsObject(srcBucket, srcKey))) {
+      throw new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: srcKey });
+    }
+    throw error;
+  }
+  await commit(this, destBucket, destKey, temporary, async () => {
+    // The MD5 of the bytes copied, not the source's recorded one: the source may be rewritten meanwhile.
+    if (replacementMetadata) return this.putMetadata(destBucket, destKey, replacementMetadata, received.md5);
+    await fs.promises.copyFile(
+      this.getResourcePath(srcBucket, srcKey, 'metadata.json'),
+      this.getResourcePath(destBucket, destKey, 'metadata.json'),
+    );
+    await fs.promises.writeFile(this.getResourcePath(destBucket, destKey, 'object.md5'), received.md5);
+  });
+  return this.getMetadata(destBucket, destKey);
+};
+
+// A delete's empty-folder sweep ignores a folder that is gone or no longer empty (a put into it).
+const deleteObject = FilesystemStore.prototype.deleteObject;
+FilesystemStore.prototype.deleteObject = function deleteObjectTolerantly(bucket, key) {
+  return underKeyLock(bucket, key, async () => {
+    try {
+      await deleteObject.call(this, bucket, key);
+    } catch (error) {
+      if (error.code !== 'ENOENT' && error.code !== 'ENOTEMPTY') throw error;
+    }
+  });
 };
 
 const [directory, accessKeyId, secretAccessKey] = process.argv.slice(2);
