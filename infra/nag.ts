@@ -32,6 +32,8 @@ const REASONS = {
     "glue:GetSchemaVersion only (read a schema version's definition), on the registries the transform names: a Glue-framed record names its schema version by id, so every schema of the registry is reachable by design.",
   invokeVersions:
     "lambda:InvokeFunction on the coordinator's own step function and its versions/aliases (ARN:*), as grantInvoke generates; no other function is reachable.",
+  operatorPrefix:
+    "An operator role (operatorRoles) stages objects under this pipeline's in-progress prefixes and reads its committed output (_manifests/, final/), as eos redrive, epoch and replay do; object keys are unique per attempt and checkpoint, so a key prefix is the narrowest scope IAM can express, and the bucket policy denies operators every write outside the in-progress prefixes.",
 } as const;
 
 export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
@@ -62,9 +64,17 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
   const role = (fn: lambda.IFunction): IConstruct => fn.role!;
   for (const fn of functions) {
     acknowledge(role(fn), 'AwsSolutions-IAM5[Resource::*]', REASONS.xray);
-    const granted = grantedResources(fn);
+    const granted = grantedResources(fn.role);
     for (const prefix of allPrefixes) {
       if (granted.includes(`/${prefix}*"`)) acknowledge(role(fn), prefixFinding(prefix), REASONS.prefix);
+    }
+  }
+  // Operator roles (imported by ARN or of the app) carry the grants of grantOperate, on the same prefixes.
+  for (const operator of pipeline.operatorRoles) {
+    const granted = grantedResources(operator);
+    for (const prefix of allPrefixes) {
+      if (granted.includes(`/${prefix}*"`))
+        acknowledge(operator, prefixFinding(prefix), REASONS.operatorPrefix);
     }
   }
   const glue = (resource: string) =>
@@ -116,10 +126,15 @@ export function unacknowledgedNagFindings(scope: IConstruct): string[] {
   );
 }
 
-/** The function role's default policy, resolved to JSON text (to see which prefixes it names). */
-function grantedResources(fn: lambda.IFunction): string {
-  const policy = fn.role?.node.tryFindChild('DefaultPolicy') as iam.Policy | undefined;
-  return policy ? JSON.stringify(Stack.of(fn).resolve(policy.document.toJSON())) : '';
+/**
+ * A role's policy as CDK adds grants to it, resolved to JSON text (to see which prefixes it names): `DefaultPolicy`
+ * of a role the app creates, `Policy` of one imported by ARN.
+ */
+function grantedResources(role: iam.IRole | undefined): string {
+  const policy = (role?.node.tryFindChild('DefaultPolicy') ?? role?.node.tryFindChild('Policy')) as
+    | iam.Policy
+    | undefined;
+  return policy && role ? JSON.stringify(Stack.of(role).resolve(policy.document.toJSON())) : '';
 }
 
 function acknowledge(scope: IConstruct, id: string, reason: string): void {

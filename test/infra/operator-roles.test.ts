@@ -1,0 +1,58 @@
+/**
+ * The documented operator path (`-c operatorRoleArns=…`, the `operatorRoles` prop) synthesizes with cdk-nag clean,
+ * and an operator role can only ever be a role of the deploying account: a role ARN of another account is refused
+ * at synth wherever that account is known, and where it is not (an environment-agnostic stack with a sandbox
+ * cluster) every operator grant is pinned to the ARN's account, so a same-named role of the deploying account
+ * gets nothing.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../../infra/nag.ts';
+import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
+import { CLUSTER_ARN, testApp } from '../infra-fixtures.ts';
+
+const VPC = 'vpc-0123456789abcdef0';
+const ACCOUNT = CLUSTER_ARN.split(':')[4]!;
+const OPS = `arn:aws:iam::${ACCOUNT}:role/ops`;
+const ONCALL = `arn:aws:iam::${ACCOUNT}:role/team/oncall`;
+const CONTEXT = { mskClusterArn: CLUSTER_ARN, mskVpcId: VPC, topic: 'orders' };
+
+const outdir = mkdtempSync(join(tmpdir(), 'eos-synth-operators-'));
+afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+
+/** `infra/app.ts` as `cdk synth` runs it (context as the CLI passes it; bundling skipped). */
+function synthApp(context: Record<string, unknown>): { status: number | null; stderr: string } {
+  const result = spawnSync('npx', ['tsx', 'infra/app.ts'], {
+    cwd: new URL('../..', import.meta.url).pathname,
+    encoding: 'utf8',
+    env: {
+      ...process.env,
+      CDK_OUTDIR: outdir,
+      CDK_CONTEXT_JSON: JSON.stringify({ 'aws:cdk:bundling-stacks': [], ...context }),
+      AWS_EC2_METADATA_DISABLED: 'true',
+      CDK_VALIDATION: 'false',
+    },
+  });
+  return { status: result.status, stderr: result.stderr };
+}
+
+describe('operator roles', () => {
+  it('synthesize through the app with cdk-nag clean (-c operatorRoleArns)', () => {
+    const result = synthApp({ ...CONTEXT, operatorRoleArns: `${OPS},${ONCALL}` });
+    expect(result.stderr).not.toMatch(/AwsSolutions-/);
+    expect(result.status).toBe(0);
+  });
+
+  it.each([
+    ['exactly-once', {}],
+    ['at-least-once, with a customer-managed key', { deliveryGuarantee: 'at-least-once', encryption: 'kms' }],
+  ])('leave no cdk-nag finding unacknowledged (%s)', (_name, extra) => {
+    const app = testApp({ ...CONTEXT, ...extra, operatorRoleArns: `${OPS},${ONCALL}` });
+    const stack = new ExactlyOncePipelineStack(app, 'Operators');
+    acknowledgeNagFindings(stack.pipeline);
+    expect(unacknowledgedNagFindings(stack)).toEqual([]);
+  });
+});
