@@ -6,7 +6,7 @@
  * Against DynamoDB Local and s3rver; the rewrites are injected at exact points with middleware on the
  * coordinator's own S3 client (the rewrite itself goes through another client, as the processor's would).
  */
-import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
@@ -287,37 +287,35 @@ describe('what the copies cost', () => {
   });
 });
 
-describe('the copy is write-once on S3 (If-None-Match on CopyObject; s3rver ignores it, so S3 is emulated here)', () => {
-  /**
-   * S3's answer to a conditional copy onto an existing key (412 PreconditionFailed), which s3rver does not give:
-   * emulated on the coordinator's client, the only mock in this file, and the rest runs against s3rver.
-   */
-  function emulateS3ConditionalCopy(s3: S3Client, seen: Array<Record<string, unknown>>): S3Hook {
+describe('the copy is write-once (If-None-Match on CopyObject, refused with 412 by the S3 server)', () => {
+  /** Records the coordinator's copies: the condition each carried and whether the server made it. */
+  function recordCopies(seen: Array<{ ifNoneMatch: unknown; copied: boolean }>): S3Hook {
     return async (command, input, phase) => {
-      if (command !== 'CopyObjectCommand' || phase !== 'before') return;
-      seen.push(input);
-      if (input.IfNoneMatch === '*' && (await getBytes(s3, res.bucket, String(input.Key))) !== undefined) {
-        throw Object.assign(new Error('At least one of the pre-conditions you specified did not hold'), {
-          name: 'PreconditionFailed',
-          $metadata: { httpStatusCode: 412 },
-        });
-      }
+      if (command !== 'CopyObjectCommand') return;
+      if (phase === 'before') seen.push({ ifNoneMatch: input.IfNoneMatch, copied: false });
+      else seen[seen.length - 1]!.copied = true;
     };
   }
 
   it('R2b-1: a zombie prepare of the same attempt that copies after the processor rewrote its object does not replace the verified copy', async () => {
-    const seen: Array<Record<string, unknown>> = [];
+    const seen: Array<{ ifNoneMatch: unknown; copied: boolean }> = [];
     const s = setup();
-    const core = s.coordinatorFor(emulateS3ConditionalCopy(res.clients.s3, seen));
+    const core = s.coordinatorFor(recordCopies(seen));
     const [entry] = await stageFiles(res.clients, s.settings, [
       { partition: 0, firstOffset: 0, lastOffset: 4 },
     ]);
     const { ref, shards } = await prepareAll(core, 'e1');
+    const copy = stagedCopyKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, entry!.key);
+    const verified = await getBytes(res.clients.s3, res.bucket, copy);
     await rewrite(s.settings, entry!);
     // The zombie: the same shard's prepare again, before the decision. S3 refuses its copy; it verifies the
     // existing copy, which is still the staged object as it was when first verified, and votes for the same plan.
     await core.prepare({ ...ref, shard: 0 });
-    expect(seen.map((input) => input.IfNoneMatch)).toEqual(['*', '*']);
+    expect(seen).toEqual([
+      { ifNoneMatch: '*', copied: true },
+      { ifNoneMatch: '*', copied: false },
+    ]);
+    expect(await getBytes(res.clients.s3, res.bucket, copy)).toEqual(verified);
     await finish(core, ref, shards);
     await expectHonestRows(s.settings, range(0, 5));
   });

@@ -4,14 +4,13 @@
  * digest names and fall back to deriving it from the ledger; prepare verifies an existing copy after
  * 'source-missing'). Against DynamoDB Local and s3rver. Attacks write only what a processor may write (staged
  * objects under its prefix, ledger items of its pipeline); S3 answers are injected with middleware on the
- * coordinator's own clients. s3rver ignores `If-None-Match` (R4-4), so where the real-S3 write-once semantics
- * matter they are emulated by middleware (`writeOnce`). Tests that fail until fixed are named in the report.
+ * coordinator's own clients. The write-once guards (`If-None-Match: *` on plans and copies) run on the local S3
+ * server's own answer (412), as on S3 (R4-4).
  */
 import {
   CopyObjectCommand,
   DeleteObjectCommand,
   GetObjectCommand,
-  HeadObjectCommand,
   PutObjectCommand,
 } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
@@ -29,7 +28,7 @@ import { encodeNdjson } from '../shared/sink/ndjson.ts';
 import { getBytes, listObjects, putIfAbsent } from '../shared/sink/objects.ts';
 import { WorkObjectMissingError } from '../shared/sink/plan-store.ts';
 import { StagedObjectInvalidError } from '../shared/sink/staged-check.ts';
-import { checkpointAttemptPrefix, stagedCopyKey } from '../shared/sink/work-objects.ts';
+import { checkpointAttemptPrefix } from '../shared/sink/work-objects.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from './support/staging.ts';
 
@@ -50,21 +49,10 @@ type Hook = (
 interface ClientOptions {
   /** Called before and after each call is sent; a throw in 'before' replaces the call's answer. */
   readonly hook?: Hook;
-  /** Emulate real S3's `If-None-Match: *` on PutObject and CopyObject (s3rver ignores it: R4-4). */
-  readonly writeOnce?: boolean;
 }
 
 function s3Error(status: number, name: string): Error {
   return Object.assign(new Error(name), { name, $metadata: { httpStatusCode: status } });
-}
-
-async function exists(key: string): Promise<boolean> {
-  try {
-    await res.clients.s3.send(new HeadObjectCommand({ Bucket: res.bucket, Key: key }));
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /** Clients with the hooks of `options` on their S3 and DynamoDB middleware stacks. */
@@ -78,15 +66,6 @@ function hookedClients(options: ClientOptions): AwsClients {
         const input = args.input as Record<string, unknown>;
         const command = String(context.commandName);
         await options.hook?.(service, command, input, 'before');
-        if (
-          options.writeOnce &&
-          service === 's3' &&
-          (command === 'PutObjectCommand' || command === 'CopyObjectCommand') &&
-          input.IfNoneMatch === '*' &&
-          (await exists(String(input.Key)))
-        ) {
-          throw s3Error(412, 'PreconditionFailed');
-        }
         const result = await next(args);
         await options.hook?.(service, command, input, 'after');
         return result;
@@ -109,7 +88,7 @@ function setup() {
   const coordinatorFor = (options: ClientOptions = {}): Coordinator =>
     createCoordinator({
       settings,
-      clients: options.hook || options.writeOnce ? hookedClients(options) : res.clients,
+      clients: options.hook ? hookedClients(options) : res.clients,
       clock,
     });
   return {
@@ -287,18 +266,17 @@ describe('R4: the fallback after a lost plan (operator or coordinator defect) tr
 });
 
 describe('R4: write-once plans and copies', () => {
-  it('R4-4 (harness) s3rver ignores If-None-Match on PutObject and CopyObject: it overwrites, where S3 answers 412', async () => {
+  it('R4-4 the local S3 server refuses a second write of a key with If-None-Match, put or copy (412): the object keeps its first bytes', async () => {
     const base = `r4-harness-${Date.now()}`;
     const put = await putIfAbsent(res.clients.s3, res.bucket, `${base}/a`, Buffer.from('first'));
     expect(put).toBe('created');
     const again = await putIfAbsent(res.clients.s3, res.bucket, `${base}/a`, Buffer.from('second'));
-    // On S3 this is 'exists' and the object keeps 'first'.
-    expect(again).toBe('created');
-    expect((await getBytes(res.clients.s3, res.bucket, `${base}/a`))?.toString()).toBe('second');
+    expect(again).toBe('exists');
+    expect((await getBytes(res.clients.s3, res.bucket, `${base}/a`))?.toString()).toBe('first');
     await res.clients.s3.send(
       new PutObjectCommand({ Bucket: res.bucket, Key: `${base}/src`, Body: Buffer.from('source') }),
     );
-    await res.clients.s3.send(
+    const copy = res.clients.s3.send(
       new CopyObjectCommand({
         Bucket: res.bucket,
         Key: `${base}/a`,
@@ -306,7 +284,11 @@ describe('R4: write-once plans and copies', () => {
         IfNoneMatch: '*',
       }),
     );
-    expect((await getBytes(res.clients.s3, res.bucket, `${base}/a`))?.toString()).toBe('source');
+    await expect(copy).rejects.toMatchObject({
+      name: 'PreconditionFailed',
+      $metadata: { httpStatusCode: 412 },
+    });
+    expect((await getBytes(res.clients.s3, res.bucket, `${base}/a`))?.toString()).toBe('first');
     const got = await res.clients.s3.send(new GetObjectCommand({ Bucket: res.bucket, Key: `${base}/src` }));
     expect(got.ContentLength).toBe(6);
   });
@@ -319,9 +301,9 @@ describe('R4: write-once plans and copies', () => {
     ]);
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
-    const runs = [s.coordinatorFor({ writeOnce: true }), s.coordinatorFor({ writeOnce: true })];
+    const runs = [s.coordinatorFor(), s.coordinatorFor()];
     // Concurrent runs on one item: a vote may lose a DynamoDB transaction conflict (transient, retried by Step
-    // Functions), and s3rver may fail one of two simultaneous writes of one key; the retry below is that retry.
+    // Functions); the retry below is that retry.
     const settled = await Promise.allSettled(runs.map((run) => run.prepare({ ...ref, shard: 0 })));
     for (const outcome of settled)
       if (outcome.status === 'rejected')
@@ -335,7 +317,7 @@ describe('R4: write-once plans and copies', () => {
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 10) });
   });
 
-  it('R4-6 (sound, S3 write-once emulated) overlapping runs; the processor rewrites the SAME staged key and its entry between them: the later run refuses the first copy, no decision on mixed bytes; the next attempt commits', async () => {
+  it('R4-6 (sound, on the server’s write-once guard) overlapping runs; the processor rewrites the SAME staged key and its entry between them: the later run refuses the first copy, no decision on mixed bytes; the next attempt commits', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
@@ -343,7 +325,6 @@ describe('R4: write-once plans and copies', () => {
     let runBError: unknown;
     let fired = false;
     const runA = s.coordinatorFor({
-      writeOnce: true,
       hook: async (service, command, input, phase) => {
         if (
           !fired &&
@@ -355,7 +336,7 @@ describe('R4: write-once plans and copies', () => {
           fired = true;
           await swapEntry(s.settings, e1!, e1!.attemptId); // same key, other bytes, entry to match
           try {
-            await s.coordinatorFor({ writeOnce: true }).prepare({ ...ref, shard: 0 });
+            await s.coordinatorFor().prepare({ ...ref, shard: 0 });
           } catch (error) {
             runBError = error;
           }
@@ -372,43 +353,13 @@ describe('R4: write-once plans and copies', () => {
     const b2 = await s.core.begin({ execution: 'e2' });
     const ref2 = { execution: 'e2', checkpointId: b2.checkpointId, attempt: b2.attempt };
     expect(ref2).toMatchObject({ checkpointId: 1, attempt: 2 });
-    const next = s.coordinatorFor({ writeOnce: true });
+    const next = s.coordinatorFor();
     for (const shard of b2.shards) await next.prepare({ ...ref2, shard });
     await finish(next, ref2, b2.shards);
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
 
-  it('R4-6b (s3rver, documents the harness gap) the same interleaving without write-once: run B overwrites the copy, run A votes last for the first bytes, and the decided checkpoint cannot roll forward', async () => {
-    // Not a product defect (S3 answers 412 to run B's copy, R4-6); shown so that nobody reads a green s3rver run
-    // of copy races as evidence: every overwrite case here must emulate S3 (see the `writeOnce` option).
-    const s = setup();
-    const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
-    const begun = await s.core.begin({ execution: 'e1' });
-    const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
-    let fired = false;
-    const runA = s.coordinatorFor({
-      hook: async (service, command, input, phase) => {
-        if (
-          !fired &&
-          service === 's3' &&
-          command === 'PutObjectCommand' &&
-          phase === 'after' &&
-          String(input.Key).includes('/plan-')
-        ) {
-          fired = true;
-          await swapEntry(s.settings, e1!, e1!.attemptId);
-          await s.core.prepare({ ...ref, shard: 0 }); // s3rver: the copy is overwritten, run B votes
-        }
-      },
-    });
-    await runA.prepare({ ...ref, shard: 0 });
-    await s.core.decide(ref);
-    await expect(s.core.promote({ ...ref, shard: 0 })).rejects.toThrow(/differs from the voted SHA-256/);
-    const copy = stagedCopyKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, e1!.key);
-    expect(await getBytes(res.clients.s3, res.bucket, copy)).toBeDefined();
-  });
-
-  it('R4-7 (sound, S3 write-once emulated; R3-2 re-check) a retried prepare finds the source gone and an earlier copy of OTHER bytes than the entry now names: it refuses the copy (no vote for it)', async () => {
+  it('R4-7 (sound, on the server’s write-once guard; R3-2 re-check) a retried prepare finds the source gone and an earlier copy of OTHER bytes than the entry now names: it refuses the copy (no vote for it)', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
@@ -416,7 +367,6 @@ describe('R4: write-once plans and copies', () => {
     // Run A copies and verifies the first bytes, then dies before its vote.
     let died = false;
     const runA = s.coordinatorFor({
-      writeOnce: true,
       hook: async (service, command, input, phase) => {
         if (
           service === 's3' &&
@@ -434,7 +384,7 @@ describe('R4: write-once plans and copies', () => {
     // The processor rewrites the entry and its object (same key), then the object is gone (sweep, lifecycle).
     await swapEntry(s.settings, e1!, e1!.attemptId);
     await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: e1!.key }));
-    await expect(s.coordinatorFor({ writeOnce: true }).prepare({ ...ref, shard: 0 })).rejects.toBeInstanceOf(
+    await expect(s.coordinatorFor().prepare({ ...ref, shard: 0 })).rejects.toBeInstanceOf(
       StagedObjectInvalidError,
     );
     const record = await s.store.readRecord(ref.checkpointId);
