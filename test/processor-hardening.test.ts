@@ -10,6 +10,7 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createAwsClients } from '../shared/aws/clients.ts';
+import { systemClock } from '../shared/clock.ts';
 import type { Settings, SettingsInput } from '../shared/config/settings.ts';
 import {
   EventSourceRejectedError,
@@ -20,8 +21,14 @@ import {
   OffsetsWentBackwardsError,
   TransientAwsError,
 } from '../shared/errors.ts';
+import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
 import { keys } from '../shared/ledger/layout.ts';
-import { RELEASED } from '../shared/ledger/staging-ledger.ts';
+import {
+  EpochChangedError,
+  RELEASED,
+  StagingLedger,
+  StateItemTooLargeError,
+} from '../shared/ledger/staging-ledger.ts';
 import {
   createProcessor,
   type FenceJump,
@@ -31,7 +38,7 @@ import {
   type ProcessorDeps,
 } from '../shared/processor/processor.ts';
 import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
+import type { StateDelta, Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
 import { crashAt } from './support/hooks.ts';
 import { ledgerView, scanPipeline, stagedRows } from './support/ledger.ts';
@@ -444,15 +451,15 @@ describe('issue 17.2: claims that cannot be abused', () => {
 const growing: Transform = {
   name: 'growing',
   apply(record) {
-    const fields: Record<string, string> = {};
-    for (let i = 0; i < 99; i++) fields[`r${record.offset}f${i}`] = 'v'.repeat(1000);
-    return {
-      kind: 'ok',
-      rows: [{ offset: record.offset }],
-      state: [{ key: 'customer', fields, add: { n: 1 } }],
-    };
+    return { kind: 'ok', rows: [{ offset: record.offset }], state: [growth(record.offset)] };
   },
 };
+
+function growth(offset: number): StateDelta {
+  const fields: Record<string, string> = {};
+  for (let i = 0; i < 99; i++) fields[`r${offset}f${i}`] = 'v'.repeat(1000);
+  return { key: 'customer', fields, add: { n: 1 } };
+}
 
 /** The pipeline's claim items as stored, by idempotency key. */
 async function claimItems(pipeline: string): Promise<Map<string, Record<string, unknown>>> {
@@ -465,23 +472,40 @@ async function claimItems(pipeline: string): Promise<Map<string, Record<string, 
 }
 
 describe('structural limits and claims ahead of a batch that fails for good (issue 9.3)', () => {
-  it('a state item grown past 400 KB over many records is a named structural error naming the partition and item, not a transient retry', async () => {
+  it("DynamoDB's refusal of a state item over 400 KB is a named structural error naming the partition and the state key, not a transient retry", async () => {
     const settings = settingsFor({ idempotencyKey: 'none' });
-    const { seen, observer } = recorder();
-    const processor = processorFor(settings, { transform: growing, observer });
     // Four records fill the item to just under 400 KB (each its own chunk: at most 100 fields per item per chunk).
-    await processor.processEvent(
+    await processorFor(settings, { transform: growing }).processEvent(
       mskEvent([0, 1, 2, 3].map((offset) => ({ partition: 0, offset, value: '-' }))),
     );
-    const third = mskEvent([{ partition: 0, offset: 4, value: '-' }]);
-    const failure = await processor.processEvent(third).catch((error: unknown) => error);
+    // The ledger alone (the processor dead-letters such a record: test/processor/state-item-limit.test.ts).
+    const prints = { offset: 4, digest: 'd', timestamp: 4 };
+    const failure = await new StagingLedger(res.clients.dynamodb, res.table)
+      .stage({
+        pipeline: settings.pipelineId,
+        topic: 'orders',
+        partition: 0,
+        expectedOffset: 3,
+        newOffset: 4,
+        entries: [],
+        claims: [],
+        state: [growth(4)],
+        identity: { fenceRecord: prints, batchStart: prints, recentStarts: [prints] },
+        now: Date.now(),
+        attemptId: 'a',
+      })
+      .catch((error: unknown) => error);
+    expect(failure).toBeInstanceOf(StateItemTooLargeError);
     expect(failure).toBeInstanceOf(ItemLimitExceededError);
     expect(failure).not.toBeInstanceOf(TransientAwsError);
-    expect(failure).toMatchObject({ topic: 'orders', partition: 0, items: ['state customer'] });
-    expect(seen.stopped).toHaveLength(1);
-    // Stopped, not skipped: the fence did not move past the records that could not be applied.
+    expect(failure).toMatchObject({
+      topic: 'orders',
+      partition: 0,
+      items: ['state customer'],
+      stateKeys: ['customer'],
+    });
+    // Nothing applied: the fence did not move.
     expect((await ledgerView(res.clients, res.table, settings.pipelineId)).fences).toEqual({ 'orders#0': 3 });
-    await expect(processor.processEvent(third)).rejects.toThrow(ItemLimitExceededError);
   });
 
   it('claims written ahead by a batch that then fails deterministically are released, so a duplicate elsewhere is staged', async () => {
@@ -493,17 +517,24 @@ describe('structural limits and claims ahead of a batch that fails for good (iss
       value: order(key),
       headers: { 'idempotency-key': key },
     });
-    const transform: Transform = {
-      name: 'growing-orders',
-      apply: (record) =>
-        record.partition === 0 ? growing.apply(record) : builtinTransform('orders').apply(record),
-    };
+    const transform = builtinTransform('orders');
     const processor = processorFor(settings, { transform });
     await processor.processEvent(
       mskEvent([keyed(0, 0, 'a'), keyed(0, 1, 'b'), keyed(0, 2, 'c'), keyed(0, 3, 'd')]),
     );
-    await expect(processor.processEvent(mskEvent([keyed(0, 4, 'K'), keyed(0, 5, 'L')]))).rejects.toThrow(
-      ItemLimitExceededError,
+    // Once its claims are written, an operator opens a new epoch for the partition (--force): the batch can never
+    // stage in the lane it claimed for, and fails for good.
+    const epochs = new EpochLedger(res.clients.dynamodb, res.table, settings.pipelineId, systemClock);
+    const switching = processorFor(settings, {
+      transform,
+      hooks: {
+        async onStep(step) {
+          if (step === 'after-claims') await epochs.startNew('orders', 0, { force: true });
+        },
+      },
+    });
+    await expect(switching.processEvent(mskEvent([keyed(0, 4, 'K'), keyed(0, 5, 'L')]))).rejects.toThrow(
+      EpochChangedError,
     );
     // The staged records keep their claims; the failed batch's claims (written ahead) are released: marked
     // expired (the processor role has no DeleteItem), so the next record with their key takes them over.

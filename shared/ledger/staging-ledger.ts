@@ -14,7 +14,8 @@
  *
  * The identity rides in the fence update the transaction makes anyway: no extra call in the steady state.
  * A transaction DynamoDB refuses for a limit (an item over 400 KB: `ValidationError`/`ValidationException`) is
- * structural, not transient: {@link ItemLimitExceededError} names the partition and the refused item.
+ * structural, not transient: {@link ItemLimitExceededError} names the partition and the refused item; for keyed-state
+ * items it is a {@link StateItemTooLargeError}, naming their state keys, which the processor resolves record by record.
  *
  * Claims written ahead list the attempts that created or confirmed them (`holders`); a claim a staging transaction
  * puts lists the committing attempt, which never leaves. Claims of a batch that then
@@ -123,6 +124,25 @@ export class StateTypeConflictError extends PipelineError {
     options?: { cause?: unknown },
   ) {
     super(`state ADD to a field that is not a number (${stateKeys.join(', ')}): ${detail}`, options);
+  }
+}
+
+/**
+ * DynamoDB refused keyed-state items as larger than its item limit (400 KB): an item grown over many records that
+ * set new field names. `stateKeys` are the refused items when DynamoDB names them, else every state key of the
+ * transaction. The processor dead-letters the records that would take an item past the limit and stages the rest
+ * (`processor/state-size.ts`); when none would, it stops the partition with this error, as any item limit.
+ */
+export class StateItemTooLargeError extends ItemLimitExceededError {
+  constructor(
+    topic: string,
+    partition: number,
+    readonly stateKeys: readonly string[],
+    items: readonly string[],
+    detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super(topic, partition, items, detail, options);
   }
 }
 
@@ -483,6 +503,16 @@ export class StagingLedger {
       if (isLimitExceeded(error)) {
         // DynamoDB names no item here (a Put over the size limit): name the candidates, the state items first.
         const candidates = labels.filter((label) => label.startsWith('state ')).concat(labels.slice(0, 1));
+        if (txn.state.length > 0) {
+          throw new StateItemTooLargeError(
+            txn.topic,
+            txn.partition,
+            txn.state.map((delta) => delta.key),
+            candidates,
+            String((error as Error).message),
+            { cause: error },
+          );
+        }
         throw new ItemLimitExceededError(
           txn.topic,
           txn.partition,
@@ -716,12 +746,23 @@ export class StagingLedger {
     }
     // A limit (an item over 400 KB): the same on every retry, so structural, never transient.
     const refused = reasons.flatMap((reason, i) => (reason.Code === 'ValidationError' ? [i] : []));
+    const detail = refused.map((i) => reasons[i]?.Message ?? 'ValidationError').join('; ');
+    if (refused.length > 0 && refused.every((i) => i >= stateStart)) {
+      throw new StateItemTooLargeError(
+        txn.topic,
+        txn.partition,
+        refused.map((i) => txn.state[i - stateStart]!.key),
+        refused.map((i) => labels[i]!),
+        detail,
+        { cause: error },
+      );
+    }
     if (refused.length > 0) {
       throw new ItemLimitExceededError(
         txn.topic,
         txn.partition,
         refused.map((i) => labels[i] ?? `item ${i}`),
-        refused.map((i) => reasons[i]?.Message ?? 'ValidationError').join('; '),
+        detail,
         { cause: error },
       );
     }

@@ -129,6 +129,12 @@
  * refuses the ADD ("incorrect data type"), the same on every retry. The ledger names it
  * (`StateTypeConflictError`); the processor reads the refused state items and dead-letters exactly the records
  * whose adds meet a stored field that is not a number, then stages the chunk again without their state (P6).
+ *
+ * ## A state item grown past 400 KB (L1, L3)
+ * An item collects every field name its records set, so it can outgrow DynamoDB's item limit over many records
+ * although each record's deltas are bounded. DynamoDB refuses the chunk, the same on every retry; the ledger names
+ * the items (`StateItemTooLargeError`), and the processor reads them and dead-letters exactly the records that would
+ * take one past the limit (`state-size.ts`), then stages the chunk again without them, as for a type conflict.
  */
 import { randomUUID } from 'node:crypto';
 import { isTransient } from '../aws/classify.ts';
@@ -169,6 +175,7 @@ import {
   type LaneFence,
   NO_FENCE,
   StagingLedger,
+  StateItemTooLargeError,
   StateTypeConflictError,
 } from '../ledger/staging-ledger.ts';
 import type { ReplayPlan } from '../replay/plan.ts';
@@ -192,6 +199,7 @@ import {
   inertRecord,
   recordDigest,
 } from './evaluate.ts';
+import { oversizedStateRecords } from './state-size.ts';
 
 /** Whether a claimant (`<lane>#<partition>#<offset>`) is a record one of the plan's ranges replays. */
 function claimantReplayed(plan: ReplayPlan, claimant: string): boolean {
@@ -984,8 +992,11 @@ export class Processor {
     const dropped = new Set<number>();
     /** Offsets dead-lettered as key conflicts (issue 17.2), reported once their transaction commits. */
     const conflicts = new Map<number, KeyConflict>();
-    /** Offsets dead-lettered because they add to a state field stored as text (issue 9.3), with the reason. */
-    const wrongType = new Map<number, string>();
+    /**
+     * Offsets dead-lettered because DynamoDB refused their state: an add to a field stored as text (issue 9.3), or
+     * growth of an item past its 400 KB limit; with the reason.
+     */
+    const stateRefused = new Map<number, string>();
     let pending: EvaluatedRecord[] = [];
     /**
      * Decides every pending record's key from what is known: a record whose key another record holds (outside the
@@ -1000,7 +1011,7 @@ export class Processor {
         .filter((record) => record.offset > known.stagedOffset)
         .map((record) => {
           const key = record.idempotencyKey;
-          const refused = wrongType.get(record.offset);
+          const refused = stateRefused.get(record.offset);
           if (refused !== undefined) return deadLetterOf(record, refused);
           if (key === undefined) return record;
           const first = firstWithKey.get(key)!;
@@ -1180,12 +1191,16 @@ export class Processor {
           resolveTaken(error.holders.filter((holder) => !orphaned.has(holder.idempotencyKey)));
           continue;
         }
-        if (error instanceof StateTypeConflictError) {
-          const found = await this.wrongTypeAdds(chunk, error.stateKeys);
-          // Nothing found: the stored items changed since (another partition set them); nothing to dead-letter
-          // with certainty, so the batch fails and its retry judges again.
-          if (found.size === 0) throw error;
-          for (const [offset, reason] of found) wrongType.set(offset, reason);
+        if (error instanceof StateTypeConflictError || error instanceof StateItemTooLargeError) {
+          const found =
+            error instanceof StateTypeConflictError
+              ? await this.wrongTypeAdds(chunk, error.stateKeys)
+              : await this.oversizedState(chunk, error.stateKeys);
+          // Nothing found: the stored items changed since (another partition set them), or what DynamoDB refused is
+          // not what a record of this chunk grows; nothing to dead-letter with certainty, so the batch fails (a
+          // state item over its limit stops the partition) and its retry judges again.
+          if (found.size === 0 || [...found.keys()].every((offset) => stateRefused.has(offset))) throw error;
+          for (const [offset, reason] of found) stateRefused.set(offset, reason);
           decide();
           continue;
         }
@@ -1205,7 +1220,7 @@ export class Processor {
           this.rememberWindow(id, chunk.lastOffset, cached.window);
         }
       }
-      await this.releaseWrongType(chunk, wrongType, held, attemptId);
+      await this.releaseStateRefused(chunk, stateRefused, held, attemptId);
       decide();
       await this.step('after-transaction', context);
     }
@@ -1246,22 +1261,35 @@ export class Processor {
   }
 
   /**
-   * Issue 9.3 x P4: a record dead-lettered because its add meets a text field never claims its key (a dead letter
-   * never does), yet in `ahead` mode its claim was written before the refusal. Once the chunk that dead-letters it
+   * The records of a refused chunk that would grow a state item past DynamoDB's item limit, with a reason naming the
+   * key (`state-size.ts`), judged against the refused items as stored now (read after the refusal).
+   */
+  private async oversizedState(chunk: Chunk, stateKeys: readonly string[]): Promise<Map<number, string>> {
+    const stored = new Map<string, Record<string, unknown> | undefined>();
+    for (const key of new Set(stateKeys)) {
+      stored.set(key, await this.ledger.readState(this.deps.settings.pipelineId, key));
+    }
+    return oversizedStateRecords(chunk.kept, stored);
+  }
+
+  /**
+   * Issue 9.3 x P4: a record dead-lettered because DynamoDB refused its state (an add meeting a text field, an item
+   * grown past its limit) never claims its key (a dead letter never does), yet in `ahead` mode its claim was
+   * written before the refusal. Once the chunk that dead-letters it
    * has committed, this attempt releases that claim (attempt-scoped, as after a failed batch) and stops holding it,
    * so a corrected record with the same key elsewhere is output, as in `in-transaction` mode. A release that fails
    * leaves the claim to its TTL (the dead letter is committed either way).
    */
-  private async releaseWrongType(
+  private async releaseStateRefused(
     chunk: Chunk,
-    wrongType: ReadonlyMap<number, string>,
+    stateRefused: ReadonlyMap<number, string>,
     held: Map<number, ClaimItem>,
     attemptId: string,
   ): Promise<void> {
     const claims: ClaimItem[] = [];
     for (const record of chunk.kept) {
       const claim = held.get(record.offset);
-      if (claim === undefined || !wrongType.has(record.offset)) continue;
+      if (claim === undefined || !stateRefused.has(record.offset)) continue;
       claims.push(claim);
       held.delete(record.offset);
     }
