@@ -1,8 +1,8 @@
 /**
  * Manifests (format in `manifest.ts`, keys in `layout.ts`): written once per committed checkpoint, read in id
  * order. A manifest's bytes are a pure function of the checkpoint (its `committedAt` is the decision time
- * recorded in the ledger), so a retried or recovering commit writes the same bytes; with `If-None-Match: *` on
- * real S3 a 412 is accepted only if the existing manifest is byte-identical.
+ * recorded in the ledger), so a retried or recovering commit writes the same bytes; with `If-None-Match: *` a
+ * 412 is accepted only if the existing manifest is byte-identical.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';

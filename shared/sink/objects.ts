@@ -75,8 +75,8 @@ export interface PutOptions {
 
 /**
  * Writes `body` under `key` unless an object is already there (`If-None-Match: *`). Returns `created` when this
- * call wrote it, `exists` when S3 answered 412 (the caller compares checksums). Servers that ignore the header
- * (s3rver) overwrite, so callers must only ever write the same bytes under the same key (C5).
+ * call wrote it, `exists` when S3 answered 412 (the caller compares checksums). Callers still only ever write
+ * the same bytes under the same key (C5): a server that ignored the header would overwrite.
  */
 export async function putIfAbsent(
   s3: S3Client,

@@ -12,7 +12,7 @@
  * (`stagedCopyKey`, under the coordinator's prefix: issue 17, review R2b-1 — never from the staged keys, which the
  * processor may still rewrite), checked against their recorded SHA-256, and concatenated in offset order (concatenated gzip members are one valid gzip stream; NDJSON concatenates). The
  * result is written with `If-None-Match: *`; on a 412 the existing object's SHA-256 must equal ours, else
- * {@link FinalObjectConflictError}. Servers that ignore the header (s3rver) simply get the same bytes again.
+ * {@link FinalObjectConflictError}. A server that ignored the header would simply get the same bytes again.
  *
  * Trust (issue 17): the promoter writes under `final/`, so it is the one place a forged plan could do harm. Before
  * reading or writing anything it checks the planned object in code ({@link assertPlannedObject}): the final key

@@ -17,8 +17,8 @@
  *
  * Write-once: the copy is made with `If-None-Match: *`, so on S3 a verified copy can never be replaced by a later
  * copy of the same attempt (a retried or zombie prepare that copies after the processor rewrote the source gets
- * 412 and verifies the existing copy instead). s3rver ignores the header and overwrites; the test suite's
- * overwrite cases are therefore all made before or after a copy, which both S3 and s3rver treat alike.
+ * 412 and verifies the existing copy instead). The local S3 server answers the same 412 (local/s3-server.cjs), so
+ * the tests race copies against rewrites on the real guard.
  *
  * Cost: one CopyObject per covered staged object and attempt (a PUT-class request; the bytes stay inside S3, none
  * pass through Lambda) and the copy's storage until cleanup; prepare then reads the copy instead of the staged
