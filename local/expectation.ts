@@ -1,35 +1,97 @@
 /**
- * The oracle of the end-to-end property (DESIGN.md): what the committed output and the keyed aggregates must be,
- * computed directly from the input, and the comparison of a run's actual result with it.
+ * The oracle of the end-to-end property (docs/architecture.md): what the committed output and the keyed aggregates
+ * may be, computed from the input by the processor's documented rules, and the comparison of a run's actual result
+ * with it.
  *
- * Each input record belongs to an identity: its business idempotency key when it has one, else its own lineage.
- * Exactly-once means every identity appears exactly once in the committed output (as an output row, or as a
- * dead-letter row for poison), nothing else appears, and the aggregates equal the sum over one record per identity.
+ * Each record's own fate (output rows or a dead letter, its key, its state) is the processor's pure evaluation
+ * (`evaluateRecord`: the record-level rules, tested on their own). What this oracle adds are the rules between
+ * records that share an idempotency key (P4 and the key conflicts of "Record-level and structural problems"):
  *
- * Each record's fate (output or dead letter, its key, its state) is the processor's pure evaluation
- * (`evaluateRecord`: the record-level rules, tested on their own); what this oracle judges is the protocol around
- * it: staging, dedupe, checkpoints, commit. A dead letter never claims its key (issue 17), so it is always an
- * identity of its own (its lineage), whatever key its header names.
+ * - a key's records form a group: per key in `global` scope, per key and partition (lane) in `partition` scope;
+ * - one record of the group claims the key and is output: the first keyed record of its lane, since a lane is
+ *   processed in offset order. In `partition` scope that is one record. In `global` scope the lanes race, so the
+ *   first of any lane may win: the oracle takes the one the run output (exactly one must be);
+ * - every other record of the group with the winner's exact key and value bytes is a duplicate: no row;
+ * - every other record with other bytes is a conflict: one dead-letter row, its own.
+ *
+ * So the expectation is not one outcome but the few the rules allow: {@link resolveExpectation} picks the winner of
+ * each group from the rows (the first candidate when none was output, which then counts as lost), and every other
+ * row and aggregate is judged against that choice. A dead letter never claims its key, so it is always its own
+ * identity, whatever key its header names. A record for which the key source finds no key is output with offset
+ * dedupe only, or dead-lettered, as the `missingIdempotencyKey` setting says.
  */
 import type { IdempotencyKeySource } from '../shared/config/settings.ts';
 import type { DecodedRecord, Lineage } from '../shared/kafka/record.ts';
 import type { Stream } from '../shared/ledger/layout.ts';
-import { type EffectLimits, evaluateRecord } from '../shared/processor/evaluate.ts';
-import type { Transform } from '../shared/transforms/types.ts';
+import { type EffectLimits, type EvaluatedRecord, evaluateRecord } from '../shared/processor/evaluate.ts';
+import type { StateDelta, Transform } from '../shared/transforms/types.ts';
 
 /** A keyed aggregate as exported: the state entry's descriptive fields and its totals. */
 export type Aggregate = Record<string, string | number>;
 
+/** What the processor does with a record whose configured key source finds no key. */
+export type MissingKeyChoice = 'dead-letter' | 'offset-only';
+
+/** The dead-letter reason of a record without a key, as the processor words it. */
+export const NO_KEY_REASON = 'no idempotency key';
+
+export interface ExpectOptions {
+  readonly keySource: IdempotencyKeySource;
+  readonly limits?: EffectLimits;
+  /** The pipeline's `idempotencyScope`; default `global`. */
+  readonly scope?: 'global' | 'partition';
+  /** The pipeline's `missingIdempotencyKey`; default `dead-letter`, the setting's default. */
+  readonly missingKey?: MissingKeyChoice;
+}
+
+/** One input record as the oracle sees it. */
+interface Fate {
+  readonly lineage: string;
+  /** Dead-lettered whatever happens (rejected, or without a key under `dead-letter`). */
+  readonly deadLetter: boolean;
+  /** The key group of a keyed record that is not a dead letter. */
+  readonly group?: string;
+  /** Its exact key and value bytes (duplicates share them, conflicts do not). */
+  readonly digest: string;
+  readonly state: readonly StateDelta[];
+}
+
+/** The records of one key group: its members, and the candidates to win it (the first of each lane). */
+interface Group {
+  readonly members: string[];
+  readonly candidates: string[];
+}
+
+/** Every outcome the rules allow for an input, before the run's rows choose among them. */
 export interface Expectation {
+  readonly records: number;
+  /** Input records the transform (or the record-level rules) rejects: dead-lettered whatever happens. */
+  readonly poison: number;
+  /** Records for which the configured key source found no key (counted under either choice). */
+  readonly missingKeys: number;
+  readonly missingKeyChoice: MissingKeyChoice;
+  /** Every state key some allowed outcome touches (what to read back from the ledger). */
+  readonly stateKeys: ReadonlySet<string>;
+  /** Lineage (`<topic>#<partition>#<offset>`) → fate, in input order. */
+  readonly fates: ReadonlyMap<string, Fate>;
+  readonly groups: ReadonlyMap<string, Group>;
+}
+
+/** The one outcome the rules allow once each group's winner is chosen. */
+export interface ResolvedExpectation {
   /** Identity → the stream its single row must land in. */
   readonly identities: ReadonlyMap<string, Stream>;
-  /** `<topic>#<partition>#<offset>` → identity. */
+  /**
+   * Lineage → identity: a record and the duplicates of its bytes in a key group share one; a conflict, a dead
+   * letter or a record without a key is its own.
+   */
   readonly identityOf: ReadonlyMap<string, string>;
+  /** Lineage → the stream of the one row it must have; a record not listed must have none (a duplicate). */
+  readonly rowOf: ReadonlyMap<string, Stream>;
   /** State key → aggregate. */
   readonly aggregates: ReadonlyMap<string, Aggregate>;
-  readonly records: number;
-  /** Input records the transform rejects. */
-  readonly poison: number;
+  /** Records expected as key-conflict dead letters. */
+  readonly conflicts: number;
 }
 
 export interface CommittedRow {
@@ -52,51 +114,143 @@ export interface Outcome {
 export const lineageId = (l: Lineage): string => `${l.topic}#${l.partition}#${l.offset}`;
 
 /**
- * The expectation for `records`. A transform with a `prepare` step (registry schemas) must have been prepared with
- * these records first, as the processor prepares each batch.
+ * Whether the configured key source found no key in the record: the evaluation flags it (`missingKey`); an
+ * evaluation that does not know the rule leaves an ok record without a key.
+ */
+function missingKey(keySource: IdempotencyKeySource, evaluated: EvaluatedRecord): boolean {
+  if ((evaluated as { readonly missingKey?: boolean }).missingKey === true) return true;
+  if (evaluated.deadLetter !== undefined) return evaluated.deadLetter.error.startsWith(NO_KEY_REASON);
+  return keySource.kind !== 'none' && evaluated.idempotencyKey === undefined;
+}
+
+/**
+ * The outcomes allowed for `records`. A transform with a `prepare` step (registry schemas) must have been prepared
+ * with these records first, as the processor prepares each batch.
  */
 export function expectOutcome(
   records: Iterable<DecodedRecord>,
   transform: Transform,
-  keySource: IdempotencyKeySource,
-  limits?: EffectLimits,
-  /**
-   * The pipeline's `idempotencyScope`: with `partition` a key is deduplicated within its partition (its lane) only,
-   * as the processor does, so the same key on two partitions is two identities.
-   */
-  scope: 'global' | 'partition' = 'global',
+  options: ExpectOptions,
 ): Expectation {
-  const identities = new Map<string, Stream>();
-  const identityOf = new Map<string, string>();
-  const aggregates = new Map<string, Aggregate>();
+  const { keySource, scope = 'global', missingKey: choice = 'dead-letter' } = options;
+  // The choice is part of the record-level evaluation, as the processor evaluates.
+  const limits = {
+    maxTransactionItems: 100,
+    ...options.limits,
+    missingIdempotencyKey: choice,
+  } as EffectLimits;
+  const fates = new Map<string, Fate>();
+  const groups = new Map<string, Group>();
+  /** `<group>|<lane>` → the lowest offset of the group in that lane, and its lineage. */
+  const firstInLane = new Map<string, { offset: number; lineage: string }>();
+  const stateKeys = new Set<string>();
   let count = 0;
   let poison = 0;
+  let missing = 0;
   for (const record of records) {
     count++;
+    const lineage = lineageId(record);
     const evaluated = evaluateRecord(transform, keySource, record, limits);
     const key = evaluated.idempotencyKey;
-    const identity =
-      key === undefined
-        ? `lineage:${lineageId(record)}`
-        : scope === 'partition'
-          ? `key:${record.topic}#${record.partition}:${key}`
-          : `key:${key}`;
-    identityOf.set(lineageId(record), identity);
-    if (evaluated.deadLetter) {
-      poison++;
-      identities.set(identity, 'deadletter');
+    const noKey = missingKey(keySource, evaluated);
+    if (noKey) missing++;
+    const deadLetter = evaluated.deadLetter !== undefined || (noKey && choice === 'dead-letter');
+    if (deadLetter) {
+      if (!noKey) poison++;
+      fates.set(lineage, { lineage, deadLetter, digest: evaluated.digest, state: [] });
       continue;
     }
-    if (identities.has(identity)) continue;
-    identities.set(identity, 'output');
-    for (const delta of evaluated.state) {
-      const aggregate = aggregates.get(delta.key) ?? { ...delta.fields };
-      for (const [name, add] of Object.entries(delta.add))
-        aggregate[name] = Number(aggregate[name] ?? 0) + add;
-      aggregates.set(delta.key, aggregate);
-    }
+    for (const delta of evaluated.state) stateKeys.add(delta.key);
+    const lane = `${record.topic}#${record.partition}`;
+    const group = key === undefined ? undefined : scope === 'partition' ? `${lane}:${key}` : key;
+    fates.set(lineage, {
+      lineage,
+      deadLetter,
+      digest: evaluated.digest,
+      state: evaluated.state,
+      ...(group === undefined ? {} : { group }),
+    });
+    if (group === undefined) continue;
+    const members = groups.get(group)?.members ?? [];
+    members.push(lineage);
+    groups.set(group, { members, candidates: [] });
+    const first = firstInLane.get(`${group}|${lane}`);
+    if (first === undefined || record.offset < first.offset)
+      firstInLane.set(`${group}|${lane}`, { offset: record.offset, lineage });
   }
-  return { identities, identityOf, aggregates, records: count, poison };
+  for (const [at, { lineage }] of firstInLane) {
+    groups.get(at.slice(0, at.lastIndexOf('|')))!.candidates.push(lineage);
+  }
+  return {
+    records: count,
+    poison,
+    missingKeys: missing,
+    missingKeyChoice: choice,
+    stateKeys,
+    fates,
+    groups,
+  };
+}
+
+/** Each group's winner: the candidate the rows output (the first of them), else the first candidate. */
+function winners(expectation: Expectation, rows: Iterable<CommittedRow>): Map<string, string> {
+  const output = new Set<string>();
+  for (const row of rows) if (row.stream === 'output') output.add(lineageId(row.source));
+  const chosen = new Map<string, string>();
+  for (const [group, { candidates }] of expectation.groups) {
+    chosen.set(group, candidates.find((lineage) => output.has(lineage)) ?? candidates[0]!);
+  }
+  return chosen;
+}
+
+function addState(aggregates: Map<string, Aggregate>, state: readonly StateDelta[]): void {
+  for (const delta of state) {
+    const aggregate = aggregates.get(delta.key) ?? { ...delta.fields };
+    for (const [name, add] of Object.entries(delta.add)) aggregate[name] = Number(aggregate[name] ?? 0) + add;
+    aggregates.set(delta.key, aggregate);
+  }
+}
+
+/**
+ * The one outcome allowed once the rows have chosen each key group's winner (see the module comment): the winner
+ * output, its byte-for-byte duplicates nothing, every other member of its group a conflict dead letter.
+ */
+export function resolveExpectation(
+  expectation: Expectation,
+  rows: Iterable<CommittedRow>,
+): ResolvedExpectation {
+  const chosen = winners(expectation, rows);
+  const identities = new Map<string, Stream>();
+  const identityOf = new Map<string, string>();
+  const rowOf = new Map<string, Stream>();
+  const aggregates = new Map<string, Aggregate>();
+  let conflicts = 0;
+  for (const fate of expectation.fates.values()) {
+    const own = `lineage:${fate.lineage}`;
+    if (fate.group === undefined) {
+      const stream: Stream = fate.deadLetter ? 'deadletter' : 'output';
+      identities.set(own, stream);
+      identityOf.set(fate.lineage, own);
+      rowOf.set(fate.lineage, stream);
+      addState(aggregates, fate.state);
+      continue;
+    }
+    const winner = expectation.fates.get(chosen.get(fate.group)!)!;
+    if (fate.digest !== winner.digest) {
+      conflicts++;
+      identities.set(own, 'deadletter');
+      identityOf.set(fate.lineage, own);
+      rowOf.set(fate.lineage, 'deadletter');
+      continue;
+    }
+    const identity = `key:${fate.group}`;
+    identityOf.set(fate.lineage, identity);
+    if (fate !== winner) continue;
+    identities.set(identity, 'output');
+    rowOf.set(fate.lineage, 'output');
+    addState(aggregates, fate.state);
+  }
+  return { identities, identityOf, rowOf, aggregates, conflicts };
 }
 
 function sameAggregate(a: Aggregate | undefined, b: Aggregate | undefined): boolean {
@@ -107,41 +261,62 @@ function sameAggregate(a: Aggregate | undefined, b: Aggregate | undefined): bool
 
 const MAX_DIFFERENCES = 20;
 
+/**
+ * Judges `rows` and the ledger's aggregates against what the rules allow. A row for a record the rules drop as a
+ * duplicate counts as duplicated when it is an output row of a key that is output (at-least-once's producer
+ * duplicates), else as unexpected; a second row of one record counts as duplicated.
+ */
 export function compareOutcome(
-  expectation: Expectation,
+  resolved: ResolvedExpectation,
   rows: Iterable<CommittedRow>,
   actualAggregates: ReadonlyMap<string, Aggregate>,
 ): Outcome {
   const differences: string[] = [];
   const note = (text: string) => differences.length < MAX_DIFFERENCES && differences.push(text);
-  const seen = new Map<string, number>();
+  const seenLineages = new Set<string>();
+  const seenIdentities = new Set<string>();
   let unexpected = 0;
   let duplicated = 0;
   for (const row of rows) {
-    const identity = expectation.identityOf.get(lineageId(row.source));
-    const stream = identity === undefined ? undefined : expectation.identities.get(identity);
-    if (!identity || stream !== row.stream) {
+    const lineage = lineageId(row.source);
+    const identity = resolved.identityOf.get(lineage);
+    if (identity === undefined) {
       unexpected++;
-      note(`unexpected ${row.stream} row for ${lineageId(row.source)}`);
+      note(`unexpected ${row.stream} row for ${lineage}: not an input record`);
       continue;
     }
-    const times = (seen.get(identity) ?? 0) + 1;
-    seen.set(identity, times);
-    if (times > 1) {
-      duplicated++;
-      note(`duplicate ${row.stream} row for ${identity} (at ${lineageId(row.source)})`);
+    const expected = resolved.rowOf.get(lineage);
+    const again = seenLineages.has(lineage);
+    seenLineages.add(lineage);
+    if (expected === row.stream && !again) {
+      seenIdentities.add(identity);
+      continue;
     }
+    if (again || (expected === undefined && row.stream === resolved.identities.get(identity))) {
+      seenIdentities.add(identity);
+      duplicated++;
+      note(`duplicate ${row.stream} row for ${identity} (at ${lineage})`);
+      continue;
+    }
+    // A record with a row in the wrong stream is not lost: the row is wrong instead.
+    seenIdentities.add(identity);
+    unexpected++;
+    note(
+      expected === undefined
+        ? `unexpected ${row.stream} row for ${lineage}: a duplicate of another record's key, expected no row`
+        : `unexpected ${row.stream} row for ${lineage}: expected a ${expected} row`,
+    );
   }
   let lost = 0;
-  for (const [identity, stream] of expectation.identities) {
-    if (seen.has(identity)) continue;
+  for (const [identity, stream] of resolved.identities) {
+    if (seenIdentities.has(identity)) continue;
     lost++;
     note(`lost: no ${stream} row for ${identity}`);
   }
   let aggregatesMatch = true;
-  const stateKeys = new Set([...expectation.aggregates.keys(), ...actualAggregates.keys()]);
+  const stateKeys = new Set([...resolved.aggregates.keys(), ...actualAggregates.keys()]);
   for (const key of [...stateKeys].sort()) {
-    const want = expectation.aggregates.get(key);
+    const want = resolved.aggregates.get(key);
     const got = actualAggregates.get(key);
     if (sameAggregate(want, got)) continue;
     aggregatesMatch = false;

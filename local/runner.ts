@@ -14,7 +14,7 @@
  */
 import type { AwsClients } from '../shared/aws/clients.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
-import type { Settings } from '../shared/config/settings.ts';
+import { formatIdempotencyKeySource, type Settings } from '../shared/config/settings.ts';
 import type { CoordinatorStep } from '../shared/coordinator/definition.ts';
 import { InjectedCrashError, OffsetsWentBackwardsError } from '../shared/errors.ts';
 import { decodeRecord } from '../shared/kafka/event.ts';
@@ -42,7 +42,10 @@ import {
   type Expectation,
   expectOutcome,
   lineageId,
+  type MissingKeyChoice,
   type Outcome,
+  type ResolvedExpectation,
+  resolveExpectation,
 } from './expectation.ts';
 import {
   AttemptSlot,
@@ -176,6 +179,17 @@ export interface RunReport {
     readonly expected: number;
     readonly duplicatesDroppedByOffset: number;
     readonly duplicatesDroppedByKey: number;
+    /** Records expected as key-conflict dead letters: their key was held by a record with other contents. */
+    readonly keyConflicts: number;
+    /**
+     * Records for which the configured idempotency-key source found no key, and what the processor does with
+     * them (`missingIdempotencyKey`): dead-letter them, or dedupe them by offset only.
+     */
+    readonly missingKeys: {
+      readonly count: number;
+      readonly source: string;
+      readonly handling: MissingKeyChoice;
+    };
   };
   readonly faults: Record<FaultKind, number>;
   readonly invocations: { readonly total: number; readonly failed: number; readonly lostCommits: number };
@@ -618,8 +632,11 @@ function redriveViolations(report: RedriveReport | undefined): string[] {
   return [`a second redrive staged ${report.secondRunStaged} rows again`];
 }
 
-/** Reads what the run left behind and judges it against the input. */
-async function judge(run: Run, options: RunOptions, expectation: Expectation) {
+/**
+ * Reads what the run left behind and judges it against the input. `stateOf`, when given, is the expectation whose
+ * keyed state the ledger must hold (a replay's: the run's, not the view's).
+ */
+async function judge(run: Run, options: RunOptions, expectation: Expectation, stateOf = expectation) {
   const { settings } = options;
   const pipeline = settings.pipelineId;
   const s3 = run.clients.s3;
@@ -636,16 +653,20 @@ async function judge(run: Run, options: RunOptions, expectation: Expectation) {
     if (!source || !lane) return [];
     return [{ stream, source: { ...source, topic: epochLaneOf(name) }, round: lane.round ?? 0 }];
   });
-  const committedRows = options.redriveWith ? latestOutcomes(laned, expectation) : laned;
+  // Which record of a key group won is the rows' to say (within what the rules allow): resolved from them.
+  const shown = resolveExpectation(expectation, laned);
+  const resolved: ResolvedExpectation =
+    stateOf === expectation ? shown : { ...shown, aggregates: resolveExpectation(stateOf, laned).aggregates };
+  const committedRows = options.redriveWith ? latestOutcomes(laned, resolved) : laned;
   const aggregates: Map<string, Aggregate> = await readAggregates(
     run.clients,
     settings.ledgerTable,
     settings.pipelineId,
-    expectation.aggregates.keys(),
+    new Set([...stateOf.stateKeys, ...resolved.aggregates.keys()]),
   );
-  const outcome = compareOutcome(expectation, committedRows, aggregates);
+  const outcome = compareOutcome(resolved, committedRows, aggregates);
   const verify = await verifySink({ s3, bucket: settings.bucket, pipeline });
-  return { rows, aggregates, outcome, verify };
+  return { rows, aggregates, outcome, verify, resolved };
 }
 
 /**
@@ -656,7 +677,7 @@ async function judge(run: Run, options: RunOptions, expectation: Expectation) {
  */
 function latestOutcomes<T extends { stream: string; source: Lineage; round: number }>(
   rows: readonly T[],
-  expectation: Expectation,
+  expectation: ResolvedExpectation,
 ): T[] {
   const lineage = (row: T) => lineageId(row.source);
   const identity = (row: T) => expectation.identityOf.get(lineage(row)) ?? `lineage:${lineage(row)}`;
@@ -740,13 +761,21 @@ async function expectationUnder(run: Run, options: RunOptions, oracle: Transform
   const records = [...run.records()];
   await oracle.prepare?.(records);
   const { settings } = options;
-  return expectOutcome(
-    records,
-    oracle,
-    settings.idempotencyKey,
-    { maxTransactionItems: settings.maxTransactionItems },
-    settings.idempotencyScope,
-  );
+  return expectOutcome(records, oracle, {
+    keySource: settings.idempotencyKey,
+    limits: { maxTransactionItems: settings.maxTransactionItems },
+    scope: settings.idempotencyScope,
+    missingKey: missingKeyChoice(settings),
+  });
+}
+
+/**
+ * The processor's `missingIdempotencyKey` setting; a processor without it dedupes such records by offset only.
+ * Read by name so that the oracle follows the setting whether or not this version's schema has it.
+ */
+export function missingKeyChoice(settings: Settings): MissingKeyChoice {
+  const value: unknown = (settings as Record<string, unknown>).missingIdempotencyKey;
+  return value === 'dead-letter' ? 'dead-letter' : 'offset-only';
 }
 
 async function runAndJudge(run: Run, options: RunOptions, started: number): Promise<RunResult> {
@@ -760,6 +789,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
   // Paced input, and a recreated topic's second generation, are in the log only once it has drained.
   const late = options.paceRecordsPerSecond !== undefined || options.recreateTopicWith !== undefined;
   let expectation = late ? undefined : await expect();
+  let stateOf: Expectation | undefined;
   await run.drain();
   const drained = Date.now();
   await run.checkpointer.final();
@@ -783,10 +813,10 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
   if (replayed && options.replayWith) {
     // Readers show the changed transform's outcome in the range and the run's elsewhere; keyed state is the run's.
     const view = replayedTransform(run.transform, options.replayWith, replayed.from, replayed.to);
-    const shown = await expectationUnder(run, options, view);
-    expectation = { ...shown, aggregates: expectation.aggregates };
+    stateOf = expectation;
+    expectation = await expectationUnder(run, options, view);
   }
-  const { rows, aggregates, outcome, verify } = await judge(run, options, expectation);
+  const { rows, aggregates, outcome, verify, resolved } = await judge(run, options, expectation, stateOf);
   const phasesMs = {
     drain: drained - started,
     finalCheckpoint: started + durationMs - drained,
@@ -807,9 +837,15 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
       in: options.input.length + (options.recreateTopicWith?.length ?? 0),
       committed: rows.filter((row) => row.stream === 'output').length,
       deadLettered: rows.filter((row) => row.stream === 'deadletter').length,
-      expected: expectation.identities.size,
+      expected: resolved.identities.size,
       duplicatesDroppedByOffset: run.totals.duplicatesByOffset,
       duplicatesDroppedByKey: run.totals.duplicatesByKey,
+      keyConflicts: resolved.conflicts,
+      missingKeys: {
+        count: expectation.missingKeys,
+        source: formatIdempotencyKeySource(options.settings.idempotencyKey),
+        handling: expectation.missingKeyChoice,
+      },
     },
     faults: run.faultLog.snapshot(),
     invocations: {

@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { compareOutcome, expectOutcome, lineageId } from '../local/expectation.ts';
+import {
+  type CommittedRow,
+  compareOutcome,
+  expectOutcome,
+  resolveExpectation,
+} from '../local/expectation.ts';
 import { generateOrders, IDEMPOTENCY_HEADER, partitionForKey } from '../local/generator.ts';
 import { PartitionedLog } from '../local/kafka-log.ts';
 import { ManualClock } from '../shared/clock.ts';
@@ -63,22 +68,24 @@ describe('the end-to-end oracle', () => {
     generateOrders({ seed: 5, records: 300, partitions: 3, duplicateRate: 0.2, poisonRate: 0.05 }),
     3,
   );
-  const expectation = expectOutcome(records, ordersTransform, header);
-  /** The rows exactly-once must commit: the first record of each identity. */
-  const perfect = () => {
+  const model = expectOutcome(records, ordersTransform, { keySource: header });
+  /**
+   * The rows exactly-once must commit: every poison record's dead letter, and the first record of each key (the
+   * generator's resends carry the same bytes, so no conflicts), in partition order.
+   */
+  const perfect = (): CommittedRow[] => {
     const seen = new Set<string>();
-    return records.flatMap((record) => {
-      const identity = expectation.identityOf.get(lineageId(record))!;
-      if (seen.has(identity)) return [];
-      seen.add(identity);
-      const stream = evaluateRecord(ordersTransform, header, record).deadLetter
-        ? ('deadletter' as const)
-        : ('output' as const);
-      return [
-        { stream, source: { topic: record.topic, partition: record.partition, offset: record.offset } },
-      ];
+    return records.flatMap((record): CommittedRow[] => {
+      const source = { topic: record.topic, partition: record.partition, offset: record.offset };
+      if (evaluateRecord(ordersTransform, header, record).deadLetter)
+        return [{ stream: 'deadletter' as const, source }];
+      const key = keyBytes(record)!;
+      if (seen.has(key)) return [];
+      seen.add(key);
+      return [{ stream: 'output' as const, source }];
     });
   };
+  const expectation = resolveExpectation(model, perfect());
 
   it('accepts exactly one row per identity with the expected aggregates', () => {
     const outcome = compareOutcome(expectation, perfect(), expectation.aggregates);
@@ -124,11 +131,20 @@ describe('the oracle under idempotencyScope partition', () => {
   it('counts a key on two partitions as two identities, and a key twice on one partition as one', () => {
     const record = (partition: number, offset: number, key: string, id: string): DecodedRecord =>
       decodeRecord(
-        mskRecord({ partition, offset, value: order(id), headers: { [IDEMPOTENCY_HEADER]: key } }),
+        mskRecord({
+          partition,
+          offset,
+          key: 'cust-1',
+          value: order(id),
+          headers: { [IDEMPOTENCY_HEADER]: key },
+        }),
       );
     const records = [record(0, 0, 'k1', 'o1'), record(1, 0, 'k1', 'o1'), record(0, 1, 'k1', 'o1')];
-    const global = expectOutcome(records, ordersTransform, header);
-    const partition = expectOutcome(records, ordersTransform, header, undefined, 'partition');
+    const global = resolveExpectation(expectOutcome(records, ordersTransform, { keySource: header }), []);
+    const partition = resolveExpectation(
+      expectOutcome(records, ordersTransform, { keySource: header, scope: 'partition' }),
+      [],
+    );
     expect(global.identities.size).toBe(1);
     expect(partition.identities.size).toBe(2);
     expect(partition.identityOf.get('orders#0#0')).toBe(partition.identityOf.get('orders#0#1'));
