@@ -16,6 +16,23 @@ declare module 'avro-js/lib/schemas.js' {
     fromBuffer(buf: Buffer, resolver?: AvroResolver, noCheck?: boolean): unknown;
     toBuffer(value: unknown): Buffer;
   }
-  const schemas: { createType(schema: unknown, opts?: Record<string, unknown>): AvroType };
+  interface AvroField {
+    getName(): string;
+    getType(): AvroType;
+  }
+  /** The type classes, for telling a parsed type's kind (`instanceof`) and walking it with their getters. */
+  interface AvroTypeClasses {
+    readonly ArrayType: abstract new (...args: never[]) => AvroType & { getItemsType(): AvroType };
+    readonly MapType: abstract new (...args: never[]) => AvroType & { getValuesType(): AvroType };
+    readonly RecordType: abstract new (
+      ...args: never[]
+    ) => AvroType & { getName(): string; getFields(): AvroField[] };
+    readonly UnionType: abstract new (...args: never[]) => AvroType & { getTypes(): AvroType[] };
+    readonly NullType: abstract new (...args: never[]) => AvroType;
+  }
+  const schemas: {
+    createType(schema: unknown, opts?: Record<string, unknown>): AvroType;
+    readonly types: AvroTypeClasses;
+  };
   export = schemas;
 }

@@ -14,6 +14,7 @@
  * So framing, registry and the cached types are ours, the Avro binary decoding is avro-js's.
  */
 import avro from 'avro-js/lib/schemas.js';
+import { AvroBlockTooLongError, boundAvroType } from './avro-bounds.ts';
 import { DecodeFailureReason as Reason } from './formats.ts';
 import { type Failure, failure, messageOf } from './framing.ts';
 
@@ -26,10 +27,15 @@ export interface AvroReader {
   readonly resolver?: Resolver;
 }
 
-/** Parses an Avro schema's JSON text; throws with avro-js's reason when it is not a schema. */
+/**
+ * Parses an Avro schema's JSON text; throws with avro-js's reason when it is not a schema, and
+ * `UnboundedAvroSchemaError` when its values' decoding could not be bounded by their size (`avro-bounds.ts`).
+ */
 export function compileAvro(text: string): AvroType {
   // Not avro-js's `parse`, which treats a string that is not JSON as a file path and reads that file.
-  return avro.createType(JSON.parse(text));
+  const type = avro.createType(JSON.parse(text));
+  boundAvroType(type);
+  return type;
 }
 
 /** The reader for bytes written with `writer`, read as `reader` (Avro schema resolution) when it is given. */
@@ -43,6 +49,9 @@ export function decodeAvro(reader: AvroReader, payload: Buffer): { ok: true; val
   try {
     decoded = reader.type.decode(payload, 0, reader.resolver);
   } catch (error) {
+    if (error instanceof AvroBlockTooLongError) {
+      return failure(Reason.Truncated, `truncated Avro value: ${error.message}`);
+    }
     return failure(Reason.AvroDecodeFailed, `Avro decode failed: ${messageOf(error)}`);
   }
   if (decoded.offset < 0) {

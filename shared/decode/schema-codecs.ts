@@ -4,6 +4,7 @@
  * payload after the framing header decodes.
  */
 import { type AvroReader, avroReader, compileAvro, decodeAvro } from './avro.ts';
+import { UnboundedAvroSchemaError } from './avro-bounds.ts';
 import { InvalidFieldFormatError } from './errors.ts';
 import {
   type DecodeResult,
@@ -57,7 +58,8 @@ export function avroCodec(
     try {
       reader = compileAvro(format.schema);
     } catch (error) {
-      throw new InvalidFieldFormatError(`${setting}.schema`, `not an Avro schema: ${messageOf(error)}`);
+      const what = error instanceof UnboundedAvroSchemaError ? 'refused' : 'not an Avro schema';
+      throw new InvalidFieldFormatError(`${setting}.schema`, `${what}: ${messageOf(error)}`);
     }
   }
   return {
@@ -70,6 +72,9 @@ export function avroCodec(
       try {
         return avroReader(compileAvro(schema.schema), reader);
       } catch (error) {
+        if (error instanceof UnboundedAvroSchemaError) {
+          return failure(Reason.SchemaMismatch, `Avro schema of ${idText} is refused: ${messageOf(error)}`);
+        }
         const what = reader === undefined ? 'does not compile' : 'cannot be read as the given schema';
         return failure(Reason.SchemaMismatch, `Avro schema of ${idText} ${what}: ${messageOf(error)}`);
       }
