@@ -10,12 +10,13 @@
  *   parts, the AWS SDK or a dev dependency.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
+import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { main } from '../cli/eos.ts';
 import { partsPlan } from '../cli/local.ts';
@@ -35,6 +36,36 @@ function plainEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env };
   for (const name of ENDPOINT_VARIABLES) delete env[name];
   return env;
+}
+
+/**
+ * The `eos` program as one file in a fresh temporary folder every user can read (esbuild, the dependencies
+ * inside), with the package.json it reads its version from beside it: what a child running as another user
+ * runs when the checkout may sit in a folder only its owner can enter.
+ */
+async function eosProgramAnyoneCanRun(): Promise<string> {
+  const folder = mkdtempSync(join(tmpdir(), 'eos-program-'));
+  chmodSync(folder, 0o755);
+  const program = join(folder, 'cli', 'eos.mjs');
+  await build({
+    entryPoints: [resolve('cli/eos.ts')],
+    outfile: program,
+    bundle: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    // Loaded only by the commands that query output, never on the way to the --export check.
+    external: ['@duckdb/*'],
+    // ESM bundles of CommonJS dependencies still call require(): give them one.
+    banner: {
+      js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
+    },
+    logLevel: 'error',
+  });
+  copyFileSync(resolve('package.json'), join(folder, 'package.json'));
+  for (const path of [folder, dirname(program)]) chmodSync(path, 0o755);
+  chmodSync(program, 0o644);
+  return program;
 }
 
 function stop(child: ChildProcess): Promise<void> {
@@ -189,6 +220,8 @@ describe('eos local: --report and --export are checked before anything starts', 
   });
 
   // Root writes anywhere: run as root (CI), the command runs as nobody in a child process, the way a user would.
+  // Nobody may not be able to reach the clone (a folder only its owner enters), so the child runs the `eos`
+  // program bundled into a temporary folder anyone can read, not the checkout's files.
   it('refuses a read-only --export folder', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'eos-ro-'));
     const asRoot = process.getuid?.() === 0;
@@ -198,13 +231,16 @@ describe('eos local: --report and --export are checked before anything starts', 
     let code: number;
     let stderr: string;
     if (asRoot) {
-      const child = spawnSync(process.execPath, [resolve('bin/eos.mjs'), ...args], {
+      const program = await eosProgramAnyoneCanRun();
+      const child = spawnSync(process.execPath, [program, ...args], {
         uid: NOBODY,
         gid: NOBODY,
+        cwd: dirname(program),
         env: { PATH: process.env.PATH ?? '', HOME: dir },
         encoding: 'utf8',
         timeout: 60_000,
       });
+      rmSync(dirname(dirname(program)), { recursive: true, force: true });
       code = child.status ?? -1;
       stderr = `${child.stderr}${child.error?.message ?? ''}`;
     } else {
@@ -220,7 +256,7 @@ describe('eos local: --report and --export are checked before anything starts', 
       code: 2,
       stderr: expect.stringMatching(/--export: the parent folder .* is not writable/),
     });
-  });
+  }, 180_000);
 });
 
 describe('eos local: a failed start', () => {
