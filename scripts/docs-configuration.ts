@@ -91,6 +91,8 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
     '`exactly-once`; `at-least-once` (output written straight to final objects, no fence, no dedupe: duplicates under faults; the performance baseline); `none` (errors swallowed, the batch acknowledged anyway: losses under faults).',
   idempotencyKey:
     "Where a record's business idempotency key comes from: `header:<name>`, `json:<field>` (a field of the JSON value), `transform` (the `idempotencyKey` the transform returns) or `none`.",
+  missingIdempotencyKey:
+    'A record in which the idempotency key source finds nothing (a missing header or field, a transform returning no key): `dead-letter` writes it to the dead-letter stream with the reason `no idempotency key: <source> …`; `offset-only` processes it with offset dedupe only. Counted either way (`missingKeys`, metric `IdempotencyKeysMissing`).',
   claimWrite:
     'How idempotency claims are written: `ahead` (parallel conditional puts that name their claimant, before the staging transaction) or `in-transaction` (inside the staging transactions).',
   idempotencyScope:

@@ -63,7 +63,13 @@ const mskEvent = {
 describe('metrics', () => {
   it("are EMF under the namespace and exactly the dimensions the stack's alarms name", () => {
     const { metrics } = createTelemetry({ pipeline: 'orders', component: 'processor' });
-    recordBatch(metrics, { staged: 90, duplicatesByOffset: 7, duplicatesByKey: 2, deadLettered: 1 });
+    recordBatch(metrics, {
+      staged: 90,
+      duplicatesByOffset: 7,
+      duplicatesByKey: 2,
+      deadLettered: 1,
+      missingKeys: 3,
+    });
     recordCheckpoint(metrics, { outcome: 'committed', durationMs: 1234 });
     metrics.publishStoredMetrics();
 
@@ -80,6 +86,7 @@ describe('metrics', () => {
       [METRIC.duplicatesByOffset]: 7,
       [METRIC.duplicatesByKey]: 2,
       [METRIC.deadLettered]: 1,
+      [METRIC.missingKeys]: 3,
       [METRIC.checkpointsCommitted]: 1,
       [METRIC.checkpointDuration]: 1234,
     });
@@ -118,6 +125,7 @@ describe('the observability middlewares', () => {
         duplicatesByOffset: 0,
         duplicatesByKey: 0,
         deadLettered: 0,
+        missingKeys: 0,
       });
       return body();
     }).use(observability(telemetry, { correlationId: mskBatchCorrelationId }));

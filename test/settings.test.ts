@@ -12,7 +12,17 @@ describe('settings', () => {
       idempotencyTtlSeconds: 604800,
       gzip: true,
       maxTransactionItems: 100,
+      missingIdempotencyKey: 'dead-letter',
     });
+  });
+
+  it('missingIdempotencyKey: dead-letter or offset-only, from EOS_MISSING_IDEMPOTENCY_KEY in Lambda', () => {
+    const env = settingsToEnv({ ledgerTable: 'ledger', bucket: 'b-1', missingIdempotencyKey: 'offset-only' });
+    expect(env.EOS_MISSING_IDEMPOTENCY_KEY).toBe('offset-only');
+    expect(settingsFromEnv(env).missingIdempotencyKey).toBe('offset-only');
+    expect(() =>
+      settingsFromEnv({ EOS_BUCKET: 'b-1', EOS_LEDGER_TABLE: 'ledger', EOS_MISSING_IDEMPOTENCY_KEY: 'skip' }),
+    ).toThrow(/invalid setting EOS_MISSING_IDEMPOTENCY_KEY/);
   });
 
   it('reads EOS_* variables and round-trips through settingsToEnv', () => {

@@ -49,6 +49,15 @@ export function formatIdempotencyKeySource(source: IdempotencyKeySource): string
   }
 }
 
+/**
+ * What a record becomes when the idempotency key source finds nothing in it (a missing header or JSON field, a
+ * transform that returns no key): `dead-letter` (default) writes it to the dead-letter stream with the reason, so a
+ * key source that names the wrong field cannot pass silently; `offset-only` processes it with offset dedupe only.
+ * Either way it is counted (`missingKeys` in the batch report, metric `IdempotencyKeysMissing`).
+ */
+export const MISSING_IDEMPOTENCY_KEY = ['dead-letter', 'offset-only'] as const;
+export type MissingIdempotencyKey = (typeof MISSING_IDEMPOTENCY_KEY)[number];
+
 export const OUTPUT_FORMATS = ['ndjson', 'parquet'] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
@@ -119,6 +128,11 @@ export const settingsSchema = z
           return z.NEVER;
         }
       }),
+    /**
+     * A record in which the idempotency key source finds nothing: `dead-letter` (default) or `offset-only` (offset
+     * dedupe only); counted either way. No effect with `idempotencyKey: none`.
+     */
+    missingIdempotencyKey: z.enum(MISSING_IDEMPOTENCY_KEY).default('dead-letter'),
     /**
      * How idempotency claims are written: `ahead` (default) as parallel conditional puts naming their claimant,
      * before the staging transaction (DESIGN.md's refinement of P1: one small transaction per batch instead of
@@ -232,6 +246,7 @@ export const ENV_NAMES = {
   bucket: 'EOS_BUCKET',
   deliveryGuarantee: 'EOS_DELIVERY_GUARANTEE',
   idempotencyKey: 'EOS_IDEMPOTENCY_KEY',
+  missingIdempotencyKey: 'EOS_MISSING_IDEMPOTENCY_KEY',
   claimWrite: 'EOS_CLAIM_WRITE',
   idempotencyScope: 'EOS_IDEMPOTENCY_SCOPE',
   idempotencyWindowKeys: 'EOS_IDEMPOTENCY_WINDOW_KEYS',

@@ -45,6 +45,12 @@ export const METRIC = {
   partitionsStopped: 'PartitionsStopped',
   /** A record whose idempotency key was claimed by a record with a different payload: dead-lettered as a conflict. */
   keyConflicts: 'IdempotencyKeyConflicts',
+  /**
+   * Records in which the idempotency key source found nothing (a missing header or field, a transform returning no
+   * key): dead-lettered or processed by offset only, per `missingIdempotencyKey`. Above zero, the key source
+   * probably names the wrong header or field.
+   */
+  missingKeys: 'IdempotencyKeysMissing',
   /** An event rejected before any effect: wrong event source, unknown topic, malformed shape. */
   eventsRejected: 'EventsRejected',
 } as const;

@@ -18,13 +18,15 @@ export function batchCounts(report: BatchReport): BatchCounts {
   let duplicatesByOffset = 0;
   let duplicatesByKey = 0;
   let deadLettered = 0;
+  let missingKeys = 0;
   for (const partition of report.partitions) {
     staged += partition.received - partition.duplicatesByOffset - partition.duplicatesByKey;
     duplicatesByOffset += partition.duplicatesByOffset;
     duplicatesByKey += partition.duplicatesByKey;
     deadLettered += partition.deadLettered;
+    missingKeys += partition.missingKeys;
   }
-  return { staged, duplicatesByOffset, duplicatesByKey, deadLettered };
+  return { staged, duplicatesByOffset, duplicatesByKey, deadLettered, missingKeys };
 }
 
 /**

@@ -40,6 +40,8 @@ export interface BatchCounts {
   readonly duplicatesByOffset: number;
   readonly duplicatesByKey: number;
   readonly deadLettered: number;
+  /** Records in which the idempotency key source found nothing (dead-lettered or processed by offset only). */
+  readonly missingKeys: number;
 }
 
 /**
@@ -51,6 +53,7 @@ export function recordBatch(metrics: Metrics, counts: BatchCounts): void {
   metrics.addMetric(METRIC.duplicatesByOffset, MetricUnit.Count, counts.duplicatesByOffset);
   metrics.addMetric(METRIC.duplicatesByKey, MetricUnit.Count, counts.duplicatesByKey);
   metrics.addMetric(METRIC.deadLettered, MetricUnit.Count, counts.deadLettered);
+  metrics.addMetric(METRIC.missingKeys, MetricUnit.Count, counts.missingKeys);
 }
 
 export interface CheckpointOutcome {

@@ -12,10 +12,17 @@
  * The key comes from the `idempotencyKey` setting: a header's exact bytes (`header:<name>`), a field of the JSON
  * value (`json:<field>`, read from the transform's `body`), the key the transform returns (`transform`), or none.
  * Whatever its source, a key is checked by the same rules, and claims compare the record's digest (its exact key
- * and value bytes), so a same-key record with another payload is a conflict, never a silent duplicate.
+ * and value bytes), so a same-key record with another payload is a conflict, never a silent duplicate. A record in
+ * which the source finds nothing (no such header, an absent or null field, a transform that returns no key) never
+ * passes silently: by the `missingIdempotencyKey` setting it is dead-lettered (`no idempotency key: <source> …`,
+ * the default) or processed with offset dedupe only, and flagged `missingKey` either way so that it is counted.
  */
 import { createHash } from 'node:crypto';
-import type { IdempotencyKeySource } from '../config/settings.ts';
+import {
+  formatIdempotencyKeySource,
+  type IdempotencyKeySource,
+  type MissingIdempotencyKey,
+} from '../config/settings.ts';
 import { InvalidSettingError } from '../errors.ts';
 import { strictUtf8 } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage } from '../kafka/record.ts';
@@ -45,6 +52,11 @@ export interface EvaluatedRecord {
   readonly output: readonly OutputRow[];
   readonly deadLetter: DeadLetterRow | undefined;
   readonly state: readonly StateDelta[];
+  /**
+   * The key source found nothing in the record: it is dead-lettered (`missingIdempotencyKey: dead-letter`) or
+   * processed by offset only (`offset-only`), and counted either way (`missingKeys`).
+   */
+  readonly missingKey?: true;
 }
 
 /** Bounds a record's effects must respect; checked at evaluation so that no record can stall its partition. */
@@ -53,6 +65,12 @@ export interface EffectLimits {
   readonly maxTransactionItems: number;
   /** Items a keyed record's key takes in its chunk: 1 claim, or 2 key-window buckets (partition scope). */
   readonly keyItems?: number;
+  /**
+   * Not a bound but a rule of the same evaluation, so every evaluator (the processor, the redrive, the local
+   * oracle) gets it from `effectLimits(settings)`: what a record whose key source finds nothing becomes. Default
+   * `dead-letter`, the setting's default.
+   */
+  readonly missingIdempotencyKey?: MissingIdempotencyKey;
 }
 
 const DEFAULT_LIMITS: EffectLimits = { maxTransactionItems: 100 };
@@ -133,6 +151,8 @@ export function deadLetterOf(record: EvaluatedRecord, reason: string): Evaluated
     output: [],
     deadLetter: { source: record.source, error, raw: record.raw },
     state: [],
+    // Still counted as missing its key when it becomes a dead letter for another reason later (offset-only).
+    ...(record.missingKey ? { missingKey: true as const } : {}),
   };
 }
 
@@ -158,22 +178,28 @@ export function keyFromBytes(bytes: Uint8Array): string {
   return text.startsWith('~') ? `~${text}` : text;
 }
 
-type KeyOutcome = { readonly key: string | undefined } | { readonly problem: string };
+/** A key, a key that cannot be read exactly (`problem`), or nothing found where the source looks (`missing`). */
+type KeyOutcome =
+  | { readonly key: string | undefined }
+  | { readonly problem: string }
+  | { readonly missing: string };
 
 function idempotencyKeyOf(
   source: IdempotencyKeySource,
   record: DecodedRecord,
   result: TransformResult & { kind: 'ok' },
+  transformName: string,
 ): KeyOutcome {
+  const nothing = `${formatIdempotencyKeySource(source)} found nothing`;
   switch (source.kind) {
     case 'none':
       return { key: undefined };
     case 'header': {
-      // The last header of that name wins, as in `headers`; its exact bytes make the key.
+      // The last header of that name wins, as in `headers`; its exact bytes make the key. An empty value is none.
       const header = record.rawHeaders.findLast((h) => h.name === source.name);
-      if (header === undefined) return { key: undefined };
+      if (header === undefined) return { missing: nothing };
       const key = keyFromBytes(Buffer.from(header.value, 'base64'));
-      return key === '' ? { key: undefined } : { key };
+      return key === '' ? { missing: nothing } : { key };
     }
     case 'json': {
       const value =
@@ -182,7 +208,11 @@ function idempotencyKeyOf(
           : Object.hasOwn(result.body, source.field)
             ? result.body[source.field]
             : undefined;
-      if (typeof value !== 'string' && typeof value !== 'number') return { key: undefined };
+      if (value === undefined || value === null) return { missing: nothing };
+      if (typeof value !== 'string' && typeof value !== 'number') {
+        const kind = Array.isArray(value) ? 'an array' : `a ${typeof value}`;
+        return { missing: `${formatIdempotencyKeySource(source)} holds ${kind}, not a string or number` };
+      }
       if (typeof value === 'number' && !Number.isSafeInteger(value)) {
         // JSON.parse rounded it (beyond 2^53) or it is a fraction: two distinct ids could read as one key.
         return {
@@ -195,7 +225,11 @@ function idempotencyKeyOf(
       return { key: String(value) };
     }
     case 'transform': {
-      // Checked like every key below (empty, oversized, lone surrogates are dead letters); absent means no key.
+      // Checked like every key below (empty, oversized, lone surrogates are dead letters). Absent is the configured
+      // source finding nothing, as a missing header or field is: the same rule applies.
+      if (result.idempotencyKey === undefined) {
+        return { missing: `${nothing} (${transformName} returned no idempotencyKey)` };
+      }
       return { key: result.idempotencyKey };
     }
   }
@@ -416,9 +450,14 @@ export function evaluateRecord(
   if (shape) return deadLetterOf(base, shape);
   const transformed = result as TransformResult;
   if (transformed.kind === 'poison') return deadLetterOf(base, transformed.error);
-  const keyed = idempotencyKeyOf(keySource, record, transformed);
+  const keyed = idempotencyKeyOf(keySource, record, transformed, transform.name);
   if ('problem' in keyed) return deadLetterOf(base, keyed.problem);
-  const keyIssue = keyed.key === undefined ? undefined : keyProblem('idempotency key', keyed.key);
+  if ('missing' in keyed && (limits.missingIdempotencyKey ?? 'dead-letter') === 'dead-letter') {
+    return deadLetterOf({ ...base, missingKey: true }, `no idempotency key: ${keyed.missing}`);
+  }
+  const missing = 'missing' in keyed ? ({ missingKey: true } as const) : {};
+  const key = 'key' in keyed ? keyed.key : undefined;
+  const keyIssue = key === undefined ? undefined : keyProblem('idempotency key', key);
   if (keyIssue) return deadLetterOf(base, keyIssue);
   let output: OutputRow[];
   try {
@@ -426,9 +465,9 @@ export function evaluateRecord(
   } catch (error) {
     return deadLetterOf(base, `output rows cannot be copied: ${messageOf(error)}`);
   }
-  const effects = effectsProblem(transformed, output, keyed.key !== undefined, limits);
-  if (effects) return deadLetterOf(base, effects);
-  return { ...base, idempotencyKey: keyed.key, output, state: transformed.state.map(ownDelta) };
+  const effects = effectsProblem(transformed, output, key !== undefined, limits);
+  if (effects) return deadLetterOf({ ...base, ...missing }, effects);
+  return { ...base, ...missing, idempotencyKey: key, output, state: transformed.state.map(ownDelta) };
 }
 
 /** Sums deltas per state key: a transaction may touch each item once. Null-prototype objects throughout. */

@@ -357,6 +357,11 @@ export interface PartitionReport {
   readonly deadLettered: number;
   /** Records dead-lettered because another payload holds their idempotency key. */
   readonly keyConflicts: number;
+  /**
+   * Records in which the idempotency key source found nothing (`missingIdempotencyKey`): dead-lettered (counted in
+   * `deadLettered` too) or processed by offset only.
+   */
+  readonly missingKeys: number;
   /** Transactions that moved the fence by more than `maxFenceJump`. */
   readonly fenceJumps: number;
   /** Transactions committed. */
@@ -384,6 +389,7 @@ const NO_COUNTS: Readonly<Counts> = {
   stagedRows: 0,
   deadLettered: 0,
   keyConflicts: 0,
+  missingKeys: 0,
   fenceJumps: 0,
   chunks: 0,
 };
@@ -1314,6 +1320,7 @@ export class Processor {
     report.duplicatesByKey += chunk.records.length - chunk.kept.length;
     report.stagedRows += chunk.kept.reduce((n, record) => n + record.output.length, 0);
     report.deadLettered += chunk.kept.filter((record) => record.deadLetter).length;
+    report.missingKeys += chunk.kept.filter((record) => record.missingKey).length;
     const committed = chunk.kept.flatMap((record) => {
       const found = conflicts.get(record.offset);
       return found ? [found] : [];
@@ -1541,6 +1548,7 @@ export class Processor {
       stagedRows: records.reduce((n, record) => n + record.output.length, 0),
       deadLettered: records.filter((record) => record.deadLetter).length,
       keyConflicts: 0,
+      missingKeys: records.filter((record) => record.missingKey).length,
       fenceJumps: 0,
       chunks,
       stagedOffset: NO_FENCE,
@@ -1576,11 +1584,12 @@ const LEGACY_FENCE_ITEMS = 1;
  * too; two items per key in partition scope (the window's bucket). The redrive judges with the same bounds.
  */
 export function effectLimits(
-  settings: Pick<Settings, 'maxTransactionItems' | 'idempotencyScope'>,
+  settings: Pick<Settings, 'maxTransactionItems' | 'idempotencyScope' | 'missingIdempotencyKey'>,
 ): EffectLimits {
   return {
     maxTransactionItems: settings.maxTransactionItems - LEGACY_FENCE_ITEMS,
     keyItems: settings.idempotencyScope === 'partition' ? 2 : 1,
+    missingIdempotencyKey: settings.missingIdempotencyKey,
   };
 }
 
