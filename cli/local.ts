@@ -72,6 +72,8 @@ export interface LocalCommandOptions {
   readonly s3Endpoint?: string;
   /** An operations scenario (issue 14): `recreate-topic`, `redrive` or `replay`. */
   readonly scenario?: LocalScenario;
+  /** Run even when the table or bucket already holds the pipeline (else exit 2, see `local/in-use.ts`). */
+  readonly reuse?: boolean;
 }
 
 /** The operations scenarios `eos local --scenario` runs (docs/local.md). */
@@ -356,6 +358,7 @@ export async function runLocalCommand(
   const loading = Promise.all([
     import('../shared/aws/clients.ts'),
     import('../local/provision.ts'),
+    import('../local/in-use.ts'),
     import('../local/runner.ts'),
     import('../local/report.ts'),
   ]);
@@ -369,7 +372,7 @@ export async function runLocalCommand(
     await starting.then((started) => started.stop()).catch(() => {});
     throw error;
   }
-  const [{ createAwsClients }, provision, { runLocal }, { formatReport }] = modules;
+  const [{ createAwsClients }, provision, { refuseUsedPipeline }, { runLocal }, { formatReport }] = modules;
   // The SDK reads endpoints and credentials from the environment itself (AWS_ENDPOINT_URL_*, AWS_ACCESS_KEY_ID);
   // the previous values come back afterwards, so that an in-process caller's environment is left as it was.
   const previous = Object.fromEntries(Object.keys(parts.env).map((name) => [name, process.env[name]]));
@@ -386,6 +389,9 @@ export async function runLocalCommand(
       provision.createLedgerTable(clients.dynamodb, settings.ledgerTable),
       provision.createBucket(clients.s3, settings.bucket),
     ]);
+    if (!options.reuse) {
+      await refuseUsedPipeline(clients, settings.ledgerTable, settings.bucket, settings.pipelineId);
+    }
     const total = input.length + (recreateTopicWith?.length ?? 0);
     const progress = await progressReporter(deps.progress ?? true, total, writeError);
     const { report, aggregates } = await runLocal({
@@ -538,6 +544,10 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
         '--scenario <name>',
         'an operations scenario: recreate-topic (the topic is recreated mid-run; stopped partitions move to a new epoch; verdict per epoch) | redrive (the transform has a bug; after the run its dead letters are redriven with the fix, twice) | replay (the transform has a bug; after the run a range is replayed with the fix into a new generation; readers checked at every checkpoint)',
       ).choices(LOCAL_SCENARIOS),
+    )
+    .option(
+      '--reuse',
+      'run even when the table or bucket already holds this pipeline (an earlier run against the same endpoints); the verdict then judges those rows too',
     )
     .option('--export <dir>', 'write the final objects, manifests and keyed aggregates to this directory')
     .option('--report <file.json>', 'also write the report as JSON')

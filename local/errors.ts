@@ -58,3 +58,19 @@ export class BatchRetriesExhaustedError extends PipelineError {
     super(`batch of partitions ${partitions.join(', ')} failed ${attempts} times${detail}`, options);
   }
 }
+
+/**
+ * The table or bucket of an `eos local` run already holds its pipeline (an earlier run's): the run would judge
+ * rows and items it did not produce. `found` says what, one clause per resource.
+ */
+export class PipelineInUseError extends PipelineError {
+  constructor(
+    readonly pipeline: string,
+    readonly found: readonly string[],
+  ) {
+    super(
+      `pipeline ${pipeline} is already there: ${found.join('; ')}. A run would judge what it did not produce: ` +
+        'use another EOS_PIPELINE_ID, EOS_LEDGER_TABLE or EOS_BUCKET, or --reuse to run on them anyway',
+    );
+  }
+}
