@@ -69,7 +69,9 @@ byte hId; byte hAtt; byte hStatus = COMMITTED; byte hOwner = 255; byte hCommitte
 bool hLive;                 /* leaseUntil > now */
 byte hLease;                /* the leaseUntil value, as a generation: takeOver is conditioned on it */
 
-typedef Record { byte att; byte status; short cut[NP]; short prev[NP]; bool voted };
+/* vote: the shard's vote (votes) with the digest it recorded (planDigests): the attempt whose prepare wrote the
+   plan that digest names, 0 for none. A plan holds its (id, attempt), so a digest names one attempt's plan. */
+typedef Record { byte att; byte status; short cut[NP]; short prev[NP]; byte vote };
 Record rec[MAXCID + 1];     /* rec[0]: the empty cut before the first checkpoint */
 
 /* ── S3: working objects, final objects, manifests ────────────────────────────────────────────────────── */
@@ -391,7 +393,7 @@ b_cut:
     if
     :: ok ->
        hId = cid; hAtt = att; hStatus = BEGUN; hOwner = e; hLive = true; hLease++; hCommitted = sCommitted;
-       rec[cid].att = att; rec[cid].status = BEGUN; rec[cid].voted = false;
+       rec[cid].att = att; rec[cid].status = BEGUN; rec[cid].vote = 0;   /* REMOVE votes, planDigests: {} */
        rec[cid].cut[0] = cut[0]; rec[cid].cut[1] = cut[1];
        rec[cid].prev[0] = rec[sCommitted].cut[0]; rec[cid].prev[1] = rec[sCommitted].cut[1];
        outcome[e] = R_WORK
@@ -436,8 +438,12 @@ s_prepare:
   atomic {                                    /* code: PlanStore.writePlan, then CheckpointStore.vote (TransactWriteItems) */
     FAULT;
     plan[WORK(cid, att)].written = true;
+#ifdef MUT_VOTE_NO_ATTEMPT
+    ok = rec[cid].status == BEGUN && hId == cid && hStatus == BEGUN;
+#else
     ok = rec[cid].att == att && rec[cid].status == BEGUN && hId == cid && hAtt == att && hStatus == BEGUN;
-    if :: ok -> rec[cid].voted = true; hLive = true; hLease++ :: else -> CONFLICT fi
+#endif
+    if :: ok -> rec[cid].vote = att; hLive = true; hLease++ :: else -> CONFLICT fi   /* the last vote wins */
   }
 
 s_decide:
@@ -454,7 +460,7 @@ s_decide:
     :: else -> s = 0
     fi;
 #ifndef MUT_DECIDE_WITHOUT_VOTES
-    if :: !rec[cid].voted -> STUCK :: else -> skip fi      /* VotesIncompleteError */
+    if :: rec[cid].vote == 0 -> STUCK :: else -> skip fi   /* VotesIncompleteError */
 #else
     skip
 #endif
@@ -466,7 +472,7 @@ s_decide:
 #ifdef MUT_DECIDE_WITHOUT_VOTES
     ok = TRANSITION_OK(BEGUN, BEGUN);
 #else
-    ok = TRANSITION_OK(BEGUN, BEGUN) && rec[cid].voted;     /* size(votes) = :shardCount */
+    ok = TRANSITION_OK(BEGUN, BEGUN) && rec[cid].vote != 0;   /* size(votes) = :shardCount */
 #endif
     if :: ok -> hStatus = PREPARED; rec[cid].status = PREPARED :: else -> CONFLICT fi
   }
@@ -496,7 +502,10 @@ s_promote:
     if :: !ok -> CONFLICT :: ok && rec[cid].status == COMMITTED -> goto s_commit :: else -> skip fi;
     /* code: CheckpointStore.renewLease */
     if :: hId == cid && hAtt == att && hStatus == COMMITTING -> hLive = true; hLease++ :: else -> skip fi;
-    if :: !plan[WORK(cid, att)].written -> STUCK :: else -> skip fi   /* code: PlanStore.readPlan */
+    /* code: PlanStore.readPlan, CheckpointCoordinator.readVotedPlan: the plan under this attempt's prefix whose key
+       the recorded digest names. A digest recorded by another attempt's prepare names none there, and the plan
+       derived again names this attempt, so its digest is never that one: PlanDigestMismatchError, every time. */
+    if :: !plan[WORK(cid, att)].written || rec[cid].vote != att -> STUCK :: else -> skip fi
     files = 0; p = 0
   }
   do
