@@ -15,7 +15,7 @@
  * (`security.ts`). `grantReadCommitted` and the `metric…` methods give other constructs what they need of a pipeline.
  */
 
-import { Annotations, ArnFormat, CfnOutput, Duration, type RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Annotations, ArnFormat, CfnOutput, Duration, type RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -59,6 +59,8 @@ import { REPLAY_GENERATION_ENV, type ReplayConfig, replayConfigOf, replayLeading
 import {
   allowLogsToUseKey,
   autoDeleteHandlerRoleArn,
+  bucketAdminStatement,
+  deployingRoleArn,
   grantKeyVia,
   type KeyAccess,
   type KeyService,
@@ -133,6 +135,11 @@ export interface PipelineReplay extends ReplayConfig {
 
 /** Which pipelines use each table and bucket: two pipelines of one id would write the same keys. */
 const PIPELINES_OF = new WeakMap<object, Set<string>>();
+/** Buckets whose policy already has the bucket-level deny (one per bucket, whichever pipeline added it). */
+const BUCKETS_GUARDED = new WeakSet<s3.IBucket>();
+
+/** An IAM principal ARN a bucket policy can name in `aws:PrincipalArn`: a role, a user, or an account's root. */
+const PRINCIPAL_ARN = /^arn:aws[a-z-]*:iam::\d{12}:(?:root|(?:role|user)\/[\w+=,.@/-]{1,512})$/;
 
 export class ExactlyOncePipeline extends Construct {
   readonly config: PipelineConfig;
@@ -156,6 +163,12 @@ export class ExactlyOncePipeline extends Construct {
   readonly bucketPolicyStatements: readonly iam.PolicyStatement[];
   /** The roles that may run `eos epoch --start-new` and `eos redrive` (the `operatorRoles` prop). */
   readonly operatorRoles: readonly iam.IRole[];
+  /**
+   * The bucket-level deny (`security.ts`): changes to the bucket's policy, lifecycle, versioning, … by anyone but
+   * `bucketAdminPrincipals`. On the bucket when `bucketPolicyAdded`; otherwise add it to the bucket's policy
+   * yourself (once per bucket).
+   */
+  readonly bucketAdminPolicyStatement: iam.PolicyStatement;
   /** Whether `bucketPolicyStatements` and this pipeline's lifecycle rules are on the bucket. */
   readonly bucketPolicyAdded: boolean;
   readonly processor: BundledFunction;
@@ -183,6 +196,7 @@ export class ExactlyOncePipeline extends Construct {
     this.config = config;
     const replay = replayConfigOf(props.replay, config);
     const removalPolicy = removalPolicyOf(config);
+    const bucketAdmins = bucketAdminsOf(this, props.bucketAdminPrincipals);
     // Before any resource: a bad transform setting fails synth here, never a cold start.
     const transformModule = resolveTransform(config.transform);
     if (transformModule && processorEntry) {
@@ -267,6 +281,11 @@ export class ExactlyOncePipeline extends Construct {
     });
     this.operatorRoles = [...(props.operatorRoles ?? [])];
     this.bucketPolicyStatements = this.boundaryStatements();
+    this.bucketAdminPolicyStatement = bucketAdminStatement(
+      this.bucket,
+      bucketAdmins,
+      this.exemptPrincipals(),
+    );
     this.bucketPolicyAdded = this.protectBucket(props.bucket === undefined);
     this.monitor = this.createMonitor(removalPolicy);
     this.alarmTopic = this.createAlarmTopic();
@@ -627,7 +646,6 @@ export class ExactlyOncePipeline extends Construct {
     const steps = this.coordinator.functions;
     const role = (fn: lambda.IFunction): iam.IRole => fn.role!;
     const processorWritesFinal = this.config.deliveryGuarantee !== 'exactly-once';
-    const exempt = autoDeleteHandlerRoleArn(this);
     return sinkBoundaryStatements(this.bucket, {
       pipelineId: this.config.pipelineId,
       manifests: { put: [role(steps.commit)], delete: [] },
@@ -647,8 +665,15 @@ export class ExactlyOncePipeline extends Construct {
         ],
         delete: [steps.cleanup, steps.abort].map(role),
       },
-      exempt: exempt ? [exempt] : [],
+      exempt: this.exemptPrincipals(),
+      finalWithoutWriteOnce: processorWritesFinal ? [role(this.processor).roleArn] : [],
     });
+  }
+
+  /** CDK's auto-delete handler, when the stack destroys the bucket: it empties it and denies writes first. */
+  private exemptPrincipals(): string[] {
+    const handler = autoDeleteHandlerRoleArn(this);
+    return handler ? [handler] : [];
   }
 
   /**
@@ -663,6 +688,10 @@ export class ExactlyOncePipeline extends Construct {
     const pl = this.config.pipelineId;
     if (owned) {
       for (const statement of this.bucketPolicyStatements) bucket.addToResourcePolicy(statement);
+      if (!BUCKETS_GUARDED.has(bucket)) {
+        bucket.addToResourcePolicy(this.bucketAdminPolicyStatement);
+        BUCKETS_GUARDED.add(bucket);
+      }
       if (!created && bucket instanceof s3.Bucket) {
         for (const rule of pipelineLifecycleRules(pl, this.config.inProgressExpirationDays)) {
           bucket.addLifecycleRule(rule);
@@ -672,7 +701,7 @@ export class ExactlyOncePipeline extends Construct {
     }
     this.warn(
       'BucketNotOwned',
-      `bucket ${bucket.node.path} is not this stack's, so pipeline ${pl}'s write boundaries and lifecycle rules are not on it: add the statements of ExactlyOncePipeline.bucketPolicyStatements to its policy, and lifecycle rules expiring ${pl}/_inprogress/ and ${pl}/_coordinator/ objects after ${this.config.inProgressExpirationDays} days (docs/deploy.md)`,
+      `bucket ${bucket.node.path} is not this stack's, so pipeline ${pl}'s write boundaries and lifecycle rules are not on it: add the statements of ExactlyOncePipeline.bucketPolicyStatements to its policy (and once per bucket bucketAdminPolicyStatement), and lifecycle rules expiring ${pl}/_inprogress/ and ${pl}/_coordinator/ objects after ${this.config.inProgressExpirationDays} days (docs/deploy.md)`,
     );
     return false;
   }
@@ -826,4 +855,36 @@ export class ExactlyOncePipeline extends Construct {
       value: `npx eos status --pipeline ${pl} --table ${this.table.tableName}${clusterOption}`,
     });
   }
+}
+
+/**
+ * The principals that may change the bucket itself (the `bucketAdminPrincipals` prop): the ARNs given, else the
+ * role CloudFormation deploys the stack with. Refused empty or malformed, or left to a default that does not exist:
+ * a bucket nobody may administer would fail the stack's own next update.
+ */
+function bucketAdminsOf(scope: Construct, given: readonly string[] | undefined): string[] {
+  if (given === undefined) {
+    const deployer = deployingRoleArn(scope);
+    if (deployer === undefined) {
+      throw new InvalidSettingError(
+        'bucketAdminPrincipals',
+        "required: the stack's synthesizer has no CloudFormation execution role; name the principal that deploys the stack",
+      );
+    }
+    return [deployer];
+  }
+  if (given.length === 0) {
+    throw new InvalidSettingError(
+      'bucketAdminPrincipals',
+      'must name at least the principal that deploys the stack (none could change the bucket, CloudFormation included)',
+    );
+  }
+  const bad = given.find((arn) => !Token.isUnresolved(arn) && !PRINCIPAL_ARN.test(arn));
+  if (bad !== undefined) {
+    throw new InvalidSettingError(
+      'bucketAdminPrincipals',
+      `${JSON.stringify(bad)} is not an IAM role, user or root ARN`,
+    );
+  }
+  return [...given];
 }

@@ -157,6 +157,17 @@ export interface ExactlyOncePipelineProps {
    */
   readonly bucket?: s3.IBucket;
   /**
+   * Who may change the sink bucket itself: its policy, lifecycle rules, versioning, replication, object lock,
+   * default encryption, ownership, ACL and public access block (`BUCKET_ADMIN_ACTIONS`, `security.ts`); the bucket
+   * policy denies those to every other principal of the account, so that no over-broad role can lift the write
+   * boundaries or expire committed data. IAM principal ARNs (roles, users, or the account's `:root`). Must include
+   * the principal CloudFormation deploys the stack with, or the stack's next update of the bucket fails.
+   *
+   * @default the CloudFormation execution role of the stack's `DefaultStackSynthesizer`
+   * (`cdk-<qualifier>-cfn-exec-role-<account>-<region>`); required with any other synthesizer
+   */
+  readonly bucketAdminPrincipals?: readonly string[];
+  /**
    * What happens to what the pipeline creates (table, bucket, key, log groups) when the stack is deleted:
    * `RemovalPolicy.RETAIN` (default) or `RemovalPolicy.DESTROY` (sandboxes). The context spellings `'retain'` and
    * `'destroy'` are accepted too.
@@ -209,6 +220,7 @@ export const CONSTRUCT_ONLY_PROPS = [
   'analyticsTable',
   'table',
   'bucket',
+  'bucketAdminPrincipals',
   'encryptionKey',
   'operatorRoles',
   'replay',

@@ -5,9 +5,9 @@
  *
  * | prefix (shared/sink)  | who may put objects                      | who may delete objects             |
  * |-----------------------|------------------------------------------|------------------------------------|
- * | `<pl>/_manifests/`    | commit                                   | nobody                             |
- * | `<pl>/final/`         | promote (and the processor under         | nobody                             |
- * |                       | at-least-once / none)                    |                                    |
+ * | `<pl>/_manifests/`    | commit, write-once                       | nobody                             |
+ * | `<pl>/final/`         | promote, write-once (and the processor   | nobody                             |
+ * |                       | under at-least-once / none)              |                                    |
  * | `<pl>/_coordinator/`  | prepare, promote (plans, promotion       | cleanup, abort                     |
  * |                       | records, prepare's verified copies of    |                                    |
  * |                       | staged objects, which promote reads)     |                                    |
@@ -16,16 +16,25 @@
  * Every other principal of the account is denied (puts, ACLs, tags, deletes of objects and versions). Pipelines
  * sharing a bucket each add their own statements, for their own prefixes, with Sids that name the pipeline.
  *
+ * Write-once: a put under `_manifests/` or `final/` without `If-None-Match: *` is denied to everyone, its writer
+ * included, so not even the commit or promote role can replace a committed object; a CopyObject there is refused
+ * too (S3 refuses copies into a prefix whose policy requires the header), and so is a multipart upload (its
+ * CreateMultipartUpload and UploadPart carry no such header). The pipeline writes both with single PutObjects.
+ *
+ * The bucket itself: the changes that would undo all of this (its policy, lifecycle rules that could expire
+ * committed objects, versioning, replication, object lock, default encryption, ownership, ACL, public access
+ * block) are denied to every principal but the bucket's administrators: the role CloudFormation deploys the stack
+ * with, or the `bucketAdminPrincipals` named instead. Added once per bucket, by the pipeline that owns it.
+ *
  * Trade-offs, deliberately:
  * - Lifecycle rules are not subject to bucket policies: the in-progress backstop and noncurrent-version expiry
  *   keep working.
  * - With `removalPolicy=destroy`, CDK's auto-delete-objects handler must empty the bucket (every version): its
  *   role is exempt everywhere. With `retain` (the default) nobody is exempt; deleting the retained bucket's
- *   committed data takes removing this policy first — on purpose.
- * - A bucket policy cannot protect itself from a principal allowed `s3:PutBucketPolicy`: it stops over-broad
- *   data-plane rights, not an account administrator.
+ *   committed data takes removing this policy first, which only the bucket's administrators can.
+ * - S3 lets the account's root user change or delete a bucket policy whatever it says: the last way back in.
  */
-import { Stack } from 'aws-cdk-lib';
+import { DefaultStackSynthesizer, Fn, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
@@ -53,6 +62,25 @@ export const OBJECT_DELETE_ACTIONS = [
   's3:ReplicateDelete',
 ] as const;
 
+/**
+ * Bucket-level changes that could undo the boundaries or lose committed data: the policy itself, lifecycle rules
+ * (which could expire `_manifests/` and `final/`), versioning (suspended, an overwrite loses the old bytes),
+ * replication, object lock, default encryption (a foreign key makes new objects unreadable), object ownership and
+ * ACLs, and the public access block.
+ */
+export const BUCKET_ADMIN_ACTIONS = [
+  's3:PutBucketPolicy',
+  's3:DeleteBucketPolicy',
+  's3:PutLifecycleConfiguration',
+  's3:PutBucketVersioning',
+  's3:PutReplicationConfiguration',
+  's3:PutBucketObjectLockConfiguration',
+  's3:PutEncryptionConfiguration',
+  's3:PutBucketOwnershipControls',
+  's3:PutBucketAcl',
+  's3:PutBucketPublicAccessBlock',
+] as const;
+
 /** Who may put and who may delete objects under one prefix; every other principal is denied. */
 export interface PrefixWriters {
   readonly put: readonly iam.IRole[];
@@ -74,6 +102,19 @@ export interface SinkWriters {
   readonly staged: PrefixWriters;
   /** Exempt from every boundary (CDK's auto-delete handler when the bucket is destroyed with the stack). */
   readonly exempt: readonly string[];
+  /**
+   * Writers of `final/` that do not send `If-None-Match: *` (the processor under at-least-once and none, whose
+   * direct keys are unique per attempt and whose guarantee promises no write-once): exempt from write-once only.
+   */
+  readonly finalWithoutWriteOnce?: readonly string[];
+}
+
+/**
+ * Denied to every principal but `arns`: a condition on `aws:PrincipalArn`, or none at all when nobody is exempt (a
+ * negated condition over an empty list is not a documented way to say "nobody").
+ */
+function exceptPrincipals(arns: readonly string[]): Record<string, unknown> | undefined {
+  return arns.length === 0 ? undefined : { ArnNotEquals: { 'aws:PrincipalArn': [...arns] } };
 }
 
 /**
@@ -99,9 +140,7 @@ export function sinkBoundaryStatements(bucket: s3.IBucket, writers: SinkWriters)
       resources: [bucket.arnForObjects(`${prefix}*`)],
       // For an assumed-role session aws:PrincipalArn is the role's ARN. A principal without one (a service
       // acting on its own) has no such key, and a negated operator then matches: it is denied too.
-      conditions: {
-        ArnNotEquals: { 'aws:PrincipalArn': [...roles.map((r) => r.roleArn), ...writers.exempt] },
-      },
+      conditions: exceptPrincipals([...roles.map((r) => r.roleArn), ...writers.exempt]),
     });
   const boundary = (name: string, prefix: string, roles: PrefixWriters) => [
     deny(`OnlyWritersPut${name}`, OBJECT_PUT_ACTIONS, prefix, roles.put),
@@ -112,7 +151,70 @@ export function sinkBoundaryStatements(bucket: s3.IBucket, writers: SinkWriters)
     ...boundary('FinalData', finalPrefix(pl), writers.finalData),
     ...boundary('CoordinatorWork', checkpointWorkPrefix(pl), writers.coordinatorWork),
     ...boundary('Staged', inProgressPrefix(pl), writers.staged),
+    writeOnce(bucket, manifestsPrefix(pl), `WriteOnceManifestsOf${sidOfPipeline(pl)}`, []),
+    writeOnce(
+      bucket,
+      finalPrefix(pl),
+      `WriteOnceFinalDataOf${sidOfPipeline(pl)}`,
+      writers.finalWithoutWriteOnce ?? [],
+    ),
   ];
+}
+
+/**
+ * A put under `prefix` without `If-None-Match: *` is denied (C7 at the IAM layer). `s3:if-none-match` is present
+ * only on a PutObject or CompleteMultipartUpload that sends the header; when it is absent the negated operator
+ * matches, so an overwrite, a copy and a multipart part are all denied.
+ */
+function writeOnce(
+  bucket: s3.IBucket,
+  prefix: string,
+  sid: string,
+  exempt: readonly string[],
+): iam.PolicyStatement {
+  return new iam.PolicyStatement({
+    sid,
+    effect: iam.Effect.DENY,
+    principals: [new iam.AnyPrincipal()],
+    actions: ['s3:PutObject'],
+    resources: [bucket.arnForObjects(`${prefix}*`)],
+    conditions: {
+      StringNotEquals: { 's3:if-none-match': '*' },
+      ...exceptPrincipals(exempt),
+    },
+  });
+}
+
+/**
+ * The bucket-level deny: {@link BUCKET_ADMIN_ACTIONS} to every principal but `admins` (and `exempt`). `admins` must
+ * name the principal that deploys the stack, or its next update of the bucket fails.
+ */
+export function bucketAdminStatement(
+  bucket: s3.IBucket,
+  admins: readonly string[],
+  exempt: readonly string[] = [],
+): iam.PolicyStatement {
+  return new iam.PolicyStatement({
+    sid: 'OnlyAdminsChangeTheBucket',
+    effect: iam.Effect.DENY,
+    principals: [new iam.AnyPrincipal()],
+    actions: [...BUCKET_ADMIN_ACTIONS],
+    resources: [bucket.bucketArn],
+    conditions: exceptPrincipals([...admins, ...exempt]),
+  });
+}
+
+/**
+ * The role CloudFormation deploys `scope`'s stack with: the execution role of CDK's default synthesizer
+ * (`cdk-<qualifier>-cfn-exec-role-<account>-<region>`, as bootstrapped). Undefined for a synthesizer without one
+ * (CloudFormation then acts with the deploying user's own credentials, which the stack cannot know).
+ */
+export function deployingRoleArn(scope: IConstruct): string | undefined {
+  const synthesizer = Stack.of(scope).synthesizer;
+  if (!(synthesizer instanceof DefaultStackSynthesizer)) return undefined;
+  // An environment-agnostic stack's ARN keeps the CLI's placeholders (`${AWS::AccountId}`, …): Fn::Sub fills them
+  // in at deploy time.
+  return Fn.sub(synthesizer.cloudFormationExecutionRoleArn);
 }
 
 /** The role ARN of CDK's auto-delete-objects handler in `scope`'s stack, if the stack has one. */

@@ -276,8 +276,9 @@ describe('two pipelines sharing one table and one bucket', () => {
       resource.startsWith(bucketArn) ? bucketPolicy : [],
       { principal: roleArnOf(json, roleId), action, resource, context },
     );
+  // The pipeline's puts of manifests and final objects are write-once (`If-None-Match: *`).
   const onObject = (roleId: string, action: string, key: string) =>
-    decide(roleId, action, `${bucketArn}/${key}`, { 'aws:SecureTransport': 'true' });
+    decide(roleId, action, `${bucketArn}/${key}`, { 'aws:SecureTransport': 'true', 's3:if-none-match': '*' });
   const onItem = (roleId: string, action: string, pk: string) =>
     decide(roleId, action, tableArn, { 'dynamodb:LeadingKeys': [pk] });
 
@@ -462,12 +463,15 @@ describe('bringing your own table and bucket', () => {
     template.resourceCountIs('AWS::S3::BucketPolicy', 0);
     template.resourceCountIs('AWS::DynamoDB::Table', 0);
     expect(pipeline.bucketPolicyAdded).toBe(false);
-    expect(pipeline.bucketPolicyStatements.map((s) => s.sid)).toEqual(
-      ['Manifests', 'FinalData', 'CoordinatorWork', 'Staged'].flatMap((boundary) => [
+    expect(pipeline.bucketPolicyStatements.map((s) => s.sid)).toEqual([
+      ...['Manifests', 'FinalData', 'CoordinatorWork', 'Staged'].flatMap((boundary) => [
         `OnlyWritersPut${boundary}Oforders`,
         `OnlyWritersDelete${boundary}Oforders`,
       ]),
-    );
+      'WriteOnceManifestsOforders',
+      'WriteOnceFinalDataOforders',
+    ]);
+    expect(pipeline.bucketAdminPolicyStatement.sid).toBe('OnlyAdminsChangeTheBucket');
     Annotations.fromStack(stack).hasWarning(
       '/Api/Pipeline',
       Match.stringLikeRegexp('bucket Api/Existing is not this stack.s.*bucketPolicyStatements'),

@@ -116,11 +116,12 @@ function synthesized(props: Partial<ExactlyOncePipelineProps> = {}) {
     principal: roleArnOf(template, logicalId(role)),
     identity: roleStatements(template, logicalId(role)) as PolicyStatement[],
   });
+  // Every put the pipeline makes under _manifests/ and final/ is write-once (`If-None-Match: *`).
   const objectRequest = (principal: string, action: string, key: string): AccessRequest => ({
     principal,
     action,
     resource: `${bucketArn}/${key}`,
-    context: { 'aws:SecureTransport': 'true' },
+    context: { 'aws:SecureTransport': 'true', 's3:if-none-match': '*' },
   });
   const itemRequest = (principal: string, action: string, pk: string): AccessRequest => ({
     principal,
@@ -259,12 +260,19 @@ describe('write boundaries, identity and bucket policy together (exactly-once)',
 
   it('exempts no one from the boundaries when the bucket is retained', () => {
     expect(autoDeleteHandlerRoleArn(s.stack)).toBeUndefined();
-    const exemptions = s.bucketPolicy
-      .filter((st) => st.Effect === 'Deny' && st.Condition?.ArnNotEquals)
-      .map((st) => asArray(st.Condition!.ArnNotEquals!['aws:PrincipalArn']).length);
+    const boundaries = s.bucketPolicy.filter((st) => st.Sid?.startsWith('OnlyWriters'));
+    const exemptions = boundaries.map((st) =>
+      st.Condition === undefined ? 0 : asArray(st.Condition.ArnNotEquals!['aws:PrincipalArn']).length,
+    );
     // Puts, then deletes, of: manifests (commit | nobody), final data (promote | nobody), coordinator work
-    // (prepare, promote | cleanup, abort), staged (processor | cleanup, abort).
+    // (prepare, promote | cleanup, abort), staged (processor | cleanup, abort). Nobody: no condition at all.
     expect(exemptions).toEqual([1, 0, 1, 0, 2, 2, 1, 2]);
+    // Write-once exempts nobody under exactly-once.
+    const writeOnce = s.bucketPolicy.filter((st) => st.Sid?.startsWith('WriteOnce'));
+    expect(writeOnce.map((st) => st.Condition)).toEqual([
+      { StringNotEquals: { 's3:if-none-match': '*' } },
+      { StringNotEquals: { 's3:if-none-match': '*' } },
+    ]);
   });
 });
 

@@ -12,6 +12,8 @@ export interface Call {
   readonly target: string;
   /** DynamoDB partition keys touched. */
   readonly leadingKeys: readonly string[];
+  /** Request condition keys the call carries (`s3:if-none-match` on a write-once put). */
+  readonly context?: Readonly<Record<string, string>>;
 }
 
 export type Statement = {
@@ -52,9 +54,21 @@ function s3Calls(command: string, input: Record<string, unknown>): Call[] {
     case 'GetObjectCommand':
       return [{ action: 's3:GetObject', target: String(input.Key), leadingKeys: [] }];
     case 'PutObjectCommand':
-      return [{ action: 's3:PutObject', target: String(input.Key), leadingKeys: [] }];
+    case 'CompleteMultipartUploadCommand':
+      // S3 sets s3:if-none-match only on a PutObject or CompleteMultipartUpload that sends the header.
+      return [
+        {
+          action: 's3:PutObject',
+          target: String(input.Key),
+          leadingKeys: [],
+          ...(input.IfNoneMatch === undefined
+            ? {}
+            : { context: { 's3:if-none-match': String(input.IfNoneMatch) } }),
+        },
+      ];
     case 'CopyObjectCommand': {
-      // IAM authorises a copy as s3:GetObject on the source and s3:PutObject on the destination.
+      // IAM authorises a copy as s3:GetObject on the source and s3:PutObject on the destination, never with
+      // s3:if-none-match (S3 refuses a copy into a prefix whose policy requires the header, with it or without).
       const source = decodeURI(String(input.CopySource)).replace(/^\//, '');
       const sourceKey = source.slice(source.indexOf('/') + 1);
       return [
@@ -157,6 +171,7 @@ export function isAllowed(template: Template, statements: readonly Statement[], 
 export type Decision = 'allow' | 'explicit-deny' | 'implicit-deny';
 
 export interface PolicyStatement {
+  Sid?: string;
   Effect?: 'Allow' | 'Deny';
   Action?: string | string[];
   NotAction?: string | string[];
