@@ -452,10 +452,8 @@ export function evaluateRecord(
   if (transformed.kind === 'poison') return deadLetterOf(base, transformed.error);
   const keyed = idempotencyKeyOf(keySource, record, transformed, transform.name);
   if ('problem' in keyed) return deadLetterOf(base, keyed.problem);
-  if ('missing' in keyed && (limits.missingIdempotencyKey ?? 'dead-letter') === 'dead-letter') {
-    return deadLetterOf({ ...base, missingKey: true }, `no idempotency key: ${keyed.missing}`);
-  }
-  const missing = 'missing' in keyed ? ({ missingKey: true } as const) : {};
+  // A record without its key is counted whatever becomes of it; a problem of its own is its reason first.
+  const counted: EvaluatedRecord = 'missing' in keyed ? { ...base, missingKey: true } : base;
   const key = 'key' in keyed ? keyed.key : undefined;
   const keyIssue = key === undefined ? undefined : keyProblem('idempotency key', key);
   if (keyIssue) return deadLetterOf(base, keyIssue);
@@ -463,11 +461,14 @@ export function evaluateRecord(
   try {
     output = transformed.rows.map((row) => ({ ...row, source }));
   } catch (error) {
-    return deadLetterOf(base, `output rows cannot be copied: ${messageOf(error)}`);
+    return deadLetterOf(counted, `output rows cannot be copied: ${messageOf(error)}`);
   }
   const effects = effectsProblem(transformed, output, key !== undefined, limits);
-  if (effects) return deadLetterOf({ ...base, ...missing }, effects);
-  return { ...base, ...missing, idempotencyKey: key, output, state: transformed.state.map(ownDelta) };
+  if (effects) return deadLetterOf(counted, effects);
+  if ('missing' in keyed && (limits.missingIdempotencyKey ?? 'dead-letter') === 'dead-letter') {
+    return deadLetterOf(counted, `no idempotency key: ${keyed.missing}`);
+  }
+  return { ...counted, idempotencyKey: key, output, state: transformed.state.map(ownDelta) };
 }
 
 /** Sums deltas per state key: a transaction may touch each item once. Null-prototype objects throughout. */
