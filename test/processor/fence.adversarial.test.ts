@@ -1,0 +1,260 @@
+/**
+ * Adversarial interleavings of the processor's starting fence (L2, P2, P4): a cold container whose first fence
+ * read is judged by whether the fence moved while it ran (`updatedAt >= startedAt`). Same-generation zombies must
+ * be acknowledged without effect; batches of another generation must never be; a false stop must never let
+ * `eos epoch --start-new` stage an in-flight batch twice. Real DynamoDB Local and S3 server, the real processor
+ * and `eos epoch`. Suspicions a test confirms are `it.fails`, with the interleaving and what goes wrong.
+ */
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { runEpoch } from '../../cli/epoch.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import { InjectedCrashError, OffsetsWentBackwardsError } from '../../shared/errors.ts';
+import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
+import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { crashAt, gate } from '../support/hooks.ts';
+import { stagedOutputCounts } from '../support/ledger.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
+
+let res: TestResources;
+beforeAll(async () => {
+  res = await freshResources('fadv');
+});
+
+afterEach(() => {
+  // `eos epoch` sets the exit code of a refused switch; the test runner must not inherit it.
+  process.exitCode = undefined;
+});
+
+/** The `orders` transform with a `prepare` that waits for the test: the invocation stalls before any read. */
+function heldTransform() {
+  const reached = gate();
+  const release = gate();
+  const orders = builtinTransform('orders');
+  const transform: Transform = {
+    name: orders.name,
+    apply: (record) => orders.apply(record),
+    async prepare() {
+      reached.open();
+      await release.opened;
+    },
+  };
+  return { transform, reached: reached.opened, release: release.open };
+}
+
+/** A fresh container (no cached fence) on `clock`. */
+function container(settings: Settings, clock: ManualClock, extra: Partial<ProcessorDeps> = {}) {
+  return createProcessor({ settings, clients: res.clients, clock, ...extra });
+}
+
+/** Batches of ten of generation `prefix` from `from` up to and including `to`, each by a fresh container. */
+async function stageBatches(settings: Settings, clock: ManualClock, from: number, to: number, prefix = 'p0') {
+  for (let first = from; first <= to; first += 10) {
+    clock.advance(1_000);
+    await container(settings, clock).processEvent(mskEvent(orderRecords(0, first, 10, prefix)));
+  }
+}
+
+/** Output rows per order id of generation `prefix` at offsets [from, from + count). */
+function expectedRows(prefix: string, from: number, count: number): Record<string, number> {
+  return Object.fromEntries(Array.from({ length: count }, (_, i) => [`${prefix}-o${from + i}`, 1]));
+}
+
+async function outputCounts(settings: Settings): Promise<Record<string, number>> {
+  return stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId);
+}
+
+async function fenceOf(settings: Settings) {
+  return new StagingLedger(res.clients.dynamodb, res.table).readFence(settings.pipelineId, 'orders', 0);
+}
+
+async function startNewEpoch(settings: Settings) {
+  return runEpoch(
+    {
+      table: res.table,
+      pipeline: settings.pipelineId,
+      topic: 'orders',
+      partition: 0,
+      startNew: true,
+      force: false,
+      json: true,
+    },
+    { dynamodb: res.clients.dynamodb, write: () => undefined },
+  );
+}
+
+describe('the starting fence of a cold container against a fence that moved while it ran', () => {
+  it('a consumer group reset (the same records again) delivered while a zombie stages the partition loses nothing and stages nothing twice', async () => {
+    const settings = settingsIn(res, 'fadv');
+    const clock = new ManualClock();
+    await stageBatches(settings, clock, 0, 80);
+    // Z: a cold container given 0..9 again (the group was reset), stalled before its first read.
+    const held = heldTransform();
+    clock.advance(1_000);
+    const zRun = container(settings, clock, { transform: held.transform }).processEvent(
+      mskEvent(orderRecords(0, 0, 10)),
+    );
+    await held.reached;
+    // Meanwhile a zombie of the same generation stages 90..99: the fence moves while Z runs.
+    await stageBatches(settings, clock, 90, 90);
+    clock.advance(1_000);
+    held.release();
+    const report = await zRun;
+    expect(report.partitions[0]).toMatchObject({ duplicatesByOffset: 10, chunks: 0, stagedOffset: 99 });
+    expect(await outputCounts(settings)).toEqual(expectedRows('p0', 0, 100));
+  });
+
+  it('a zombie whose batch reaches past the fence stages exactly the records above it, once', async () => {
+    const settings = settingsIn(res, 'fadv');
+    const clock = new ManualClock();
+    await stageBatches(settings, clock, 0, 80);
+    // Z holds 90..109, stalled; the mapping's retry (a split half) stages 90..99 meanwhile.
+    const held = heldTransform();
+    clock.advance(1_000);
+    const zRun = container(settings, clock, { transform: held.transform }).processEvent(
+      mskEvent(orderRecords(0, 90, 20)),
+    );
+    await held.reached;
+    await stageBatches(settings, clock, 90, 90);
+    clock.advance(1_000);
+    held.release();
+    const report = await zRun;
+    expect(report.partitions[0]).toMatchObject({ duplicatesByOffset: 10, stagedRows: 10, stagedOffset: 109 });
+    // The mapping then delivers the other half: a redelivery.
+    clock.advance(1_000);
+    const next = await container(settings, clock).processEvent(mskEvent(orderRecords(0, 100, 10)));
+    expect(next.partitions[0]).toMatchObject({ duplicatesByOffset: 10, chunks: 0 });
+    expect(await outputCounts(settings)).toEqual(expectedRows('p0', 0, 110));
+  });
+
+  // CONFIRMED. Interleaving: old-generation batches 0..89 are staged; the topic is deleted and recreated, and the
+  // mapping delivers the NEW generation's 0..9 to a cold container Z, which stalls (a slow prepare); meanwhile a
+  // zombie of the old generation, which held 90..99 across the recreation, stages them (fence 99, updatedAt after
+  // Z began). Z's first read finds the fence moved while it ran, so it is judged as a zombie ('moved': rules 4 and
+  // 5 skipped); its batch holds no fingerprinted offset (90, 99 and the remembered starts 20..90 are all above 9),
+  // so it is acknowledged as a redelivery: the new generation's 0..9 are dropped without a stop, and the mapping
+  // moves on (the next batch 10..19 stops the partition, and the epoch an operator opens then starts at 10). A first
+  // read judged as delivered (rule 4) stops Z instead: this test passes with that rule (checked at 3b70d3f).
+  it.fails('records of a recreated topic delivered while a zombie of the old generation stages are never dropped as a redelivery', async () => {
+    const settings = settingsIn(res, 'fadv');
+    const clock = new ManualClock();
+    await stageBatches(settings, clock, 0, 80);
+    const held = heldTransform();
+    clock.advance(1_000);
+    const zRun = container(settings, clock, { transform: held.transform }).processEvent(
+      mskEvent(orderRecords(0, 0, 10, 'gen2')),
+    );
+    await held.reached;
+    await stageBatches(settings, clock, 90, 90);
+    clock.advance(1_000);
+    held.release();
+    // Either outcome keeps the new records: a stop (retried, then staged in a new epoch) or staging them.
+    const outcome = await zRun.then(
+      () => 'acknowledged',
+      (error: unknown) => (error instanceof OffsetsWentBackwardsError ? 'stopped' : String(error)),
+    );
+    const counts = await outputCounts(settings);
+    const kept =
+      outcome === 'stopped' || Object.keys(expectedRows('gen2', 0, 10)).every((id) => counts[id] === 1);
+    expect({ outcome, kept }).toMatchObject({ kept: true });
+  });
+
+  // CONFIRMED (the processor's doc names it as a residual of clock skew; it is a silent loss). Interleaving: the
+  // containers that staged 0..99 run a clock 5 s ahead of the cold container Z that receives the recreated topic's
+  // 0..9 two seconds (real time) after the last staging. Nothing runs concurrently, yet the fence's updatedAt (the
+  // stagers' clock) is at or after Z's startedAt (Z's clock): Z judges its batch as a zombie's, finds no
+  // fingerprinted offset in it and acknowledges it as a redelivery. The new generation's 0..9 are lost; with the
+  // clocks agreeing the same batch stops the partition (the next test), and so does a first read judged as
+  // delivered whatever the clocks say (this test passes at 3b70d3f).
+  it.fails('a batch of a recreated topic is never acknowledged as a redelivery when the staging container ran a clock ahead', async () => {
+    const settings = settingsIn(res, 'fadv');
+    const stagers = new ManualClock(Date.UTC(2026, 10, 29) + 5_000);
+    await stageBatches(settings, stagers, 0, 90);
+    // Z's clock: 2 s after the last staging in real time, 5 s behind the stagers' clock.
+    const z = new ManualClock(Date.UTC(2026, 10, 29) + 10 * 1_000 + 2_000);
+    const outcome = await container(settings, z)
+      .processEvent(mskEvent(orderRecords(0, 0, 10, 'gen2')))
+      .then(
+        () => 'acknowledged',
+        (error: unknown) => (error instanceof OffsetsWentBackwardsError ? 'stopped' : String(error)),
+      );
+    expect(outcome).toBe('stopped');
+  });
+
+  it('with agreeing clocks, a batch of a recreated topic delivered two seconds after the last staging stops the partition', async () => {
+    const settings = settingsIn(res, 'fadv');
+    const clock = new ManualClock();
+    await stageBatches(settings, clock, 0, 90);
+    clock.advance(2_000);
+    await expect(
+      container(settings, clock).processEvent(mskEvent(orderRecords(0, 0, 10, 'gen2'))),
+    ).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+    expect((await fenceOf(settings)).stop).toMatchObject({ fence: 99, firstOffset: 0, lastOffset: 9 });
+  });
+
+  // CONFIRMED (the other side of the same clock-skew residual, and here it costs exactly-once). Interleaving,
+  // offset-only dedupe (idempotencyKey none): a cold zombie Z holding 0..9 runs a clock 60 s ahead of the others and
+  // stalls in prepare. The mapping's retry and later batches stage 0..99; the invocation that staged 90..99 has not
+  // returned yet. Z wakes: the fence's updatedAt (the stagers' clock) is before Z's startedAt, so Z judges its batch
+  // as delivered, rule 4 says backwards, and Z writes a stop record for fence 99. `eos epoch --start-new` sees a
+  // stop for the current fence and opens epoch 1. The invocation of 90..99 then fails before returning (its
+  // acknowledgement is lost), the mapping retries 90..99, and the retry stages them again as new records of epoch 1.
+  it.fails('a zombie on a container whose clock runs ahead never lets eos epoch --start-new stage an in-flight batch twice', async () => {
+    const settings = settingsIn(res, 'fadv', { idempotencyKey: 'none' });
+    const clock = new ManualClock();
+    const held = heldTransform();
+    const zClock = new ManualClock(Date.UTC(2026, 10, 29) + 60_000);
+    const zRun = container(settings, zClock, { transform: held.transform }).processEvent(
+      mskEvent(orderRecords(0, 0, 10)),
+    );
+    await held.reached;
+    await stageBatches(settings, clock, 0, 80);
+    clock.advance(1_000);
+    // 90..99 staged; its invocation crashes before returning, so the mapping will deliver it again.
+    await expect(
+      container(settings, clock, { hooks: crashAt('before-return') }).processEvent(
+        mskEvent(orderRecords(0, 90, 10)),
+      ),
+    ).rejects.toBeInstanceOf(InjectedCrashError);
+    zClock.advance(1_000);
+    held.release();
+    await zRun.catch(() => undefined);
+    const epoch = await startNewEpoch(settings);
+    if (epoch.switched?.[0]?.outcome.kind === 'opened') {
+      clock.advance(1_000);
+      await container(settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
+    }
+    expect(await outputCounts(settings)).toEqual(expectedRows('p0', 0, 100));
+  });
+
+  it('a zombie on a container whose clock runs ahead, with idempotency keys (global scope), leaves each record staged once', async () => {
+    const settings = settingsIn(res, 'fadv');
+    const clock = new ManualClock();
+    const held = heldTransform();
+    const zClock = new ManualClock(Date.UTC(2026, 10, 29) + 60_000);
+    const zRun = container(settings, zClock, { transform: held.transform }).processEvent(
+      mskEvent(orderRecords(0, 0, 10)),
+    );
+    await held.reached;
+    await stageBatches(settings, clock, 0, 80);
+    clock.advance(1_000);
+    await expect(
+      container(settings, clock, { hooks: crashAt('before-return') }).processEvent(
+        mskEvent(orderRecords(0, 90, 10)),
+      ),
+    ).rejects.toBeInstanceOf(InjectedCrashError);
+    zClock.advance(1_000);
+    held.release();
+    await expect(zRun).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+    const epoch = await startNewEpoch(settings);
+    expect(epoch.switched?.[0]?.outcome).toMatchObject({ kind: 'opened' });
+    clock.advance(1_000);
+    const retry = await container(settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
+    // The keys the old epoch claimed drop the retry's records as duplicates.
+    expect(retry.partitions[0]).toMatchObject({ duplicatesByKey: 10, stagedRows: 0 });
+    expect(await outputCounts(settings)).toEqual(expectedRows('p0', 0, 100));
+  });
+});
