@@ -21,7 +21,7 @@
  */
 import middy from '@middy/core';
 import { createAwsClients } from '../shared/aws/clients.ts';
-import { type Settings, settingsFromEnv } from '../shared/config/settings.ts';
+import { formatIdempotencyKeySource, type Settings, settingsFromEnv } from '../shared/config/settings.ts';
 import { InvalidBundledTransformError } from '../shared/errors.ts';
 import { mskBatchCorrelationId } from '../shared/observability/correlation.ts';
 import { observability } from '../shared/observability/middleware.ts';
@@ -75,6 +75,14 @@ export function createProcessorHandler(options: ProcessorHandlerOptions): Proces
       const counts = batchCounts(report);
       recordBatch(telemetry.metrics, counts);
       telemetry.logger.info('batch staged', { ...counts, partitions: report.partitions.length });
+      if (counts.missingKeys > 0) {
+        // Usually a key source naming the wrong header or field (json:deviceid for deviceId): say which.
+        telemetry.logger.warn('records without an idempotency key', {
+          missingKeys: counts.missingKeys,
+          idempotencyKey: formatIdempotencyKeySource(settings.idempotencyKey),
+          missingIdempotencyKey: settings.missingIdempotencyKey,
+        });
+      }
       logRedeliveryDrops(telemetry.logger, report);
       return report;
     });

@@ -160,7 +160,11 @@ describe('a record in which the configured key source finds nothing', () => {
 
 describe('the metric', () => {
   let stdout: MockInstance<typeof process.stdout.write>;
-  afterEach(() => stdout?.mockRestore());
+  let stderr: MockInstance<typeof process.stderr.write>;
+  afterEach(() => {
+    stdout?.mockRestore();
+    stderr?.mockRestore();
+  });
 
   it('IdempotencyKeysMissing counts them per batch, as the other counts (zero included)', async () => {
     const settings = settingsFor({ idempotencyKey: 'json:deviceid' });
@@ -169,6 +173,7 @@ describe('the metric', () => {
       context: Context,
     ) => Promise<unknown>;
     stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
+    stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     await handler(mskEvent([reading(0, 'd-1'), reading(1, 'd-2')]), lambdaContext('processor', 'r1'));
     await handler(mskEvent([reading(0, 'd-1'), reading(1, 'd-2')]), lambdaContext('processor', 'r2'));
     const blobs = stdout.mock.calls
@@ -176,5 +181,17 @@ describe('the metric', () => {
       .filter((line) => line.startsWith('{') && line.includes('"_aws"'))
       .map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(blobs.map((blob) => blob[METRIC.missingKeys])).toEqual([2, 0]);
+    // And a warning naming the key source, once (the redelivery staged nothing).
+    const warnings = [...stdout.mock.calls, ...stderr.mock.calls]
+      .flatMap(([chunk]) => String(chunk).split('\n'))
+      .filter((line) => line.includes('records without an idempotency key'))
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(warnings).toEqual([
+      expect.objectContaining({
+        missingKeys: 2,
+        idempotencyKey: 'json:deviceid',
+        missingIdempotencyKey: 'dead-letter',
+      }),
+    ]);
   });
 });
