@@ -3,7 +3,13 @@
  * handler gives the decoders. Glue cannot run on this machine, so its API is mocked (aws-sdk-client-mock on the
  * real GlueClient); what is real: the Avro bytes (avro-js), their Glue framing, and the decoder that reads them.
  */
-import { EntityNotFoundException, GetSchemaVersionCommand, GlueClient } from '@aws-sdk/client-glue';
+import {
+  AccessDeniedException,
+  EntityNotFoundException,
+  GetSchemaVersionCommand,
+  GlueClient,
+  InvalidInputException,
+} from '@aws-sdk/client-glue';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
 import { glueSchemaVersionLookup } from '../shared/aws/glue-schemas.ts';
@@ -16,14 +22,17 @@ const glueApi = mockClient(GlueClient);
 
 afterEach(() => glueApi.reset());
 
-function decoderWithGlue() {
+function decoderWithGlue(onSchemaLookupMiss?: (miss: { outcome: string; detail: string }) => void) {
   const client = new GlueClient({
     region: 'eu-west-1',
     credentials: { accessKeyId: 'x', secretAccessKey: 'y' },
   });
   return createFieldDecoder(
     { format: 'avro', registry: { kind: 'glue', registryName: 'payments' } },
-    { glueGetSchemaVersion: glueSchemaVersionLookup(async () => client) },
+    {
+      glueGetSchemaVersion: glueSchemaVersionLookup(async () => client),
+      ...(onSchemaLookupMiss && { onSchemaLookupMiss }),
+    },
   );
 }
 
@@ -65,4 +74,33 @@ describe('Glue schema versions looked up through the SDK', () => {
     const field = b64(glue(versionId, avroBytes(schema, payment)));
     await expect(decoder.prepare([field])).rejects.toMatchObject({ name: 'SchemaRegistryUnavailableError' });
   });
+
+  const refusals = [
+    [
+      'AccessDeniedException',
+      new AccessDeniedException({
+        message: 'not authorized to perform glue:GetSchemaVersion on registry other',
+        $metadata: {},
+      }),
+    ],
+    [
+      'InvalidInputException',
+      new InvalidInputException({ message: 'Schema version id is invalid', $metadata: {} }),
+    ],
+  ] as const;
+  for (const [name, error] of refusals) {
+    it(`dead-letters records whose schema version Glue refuses (${name}), naming the answer, and counts it`, async () => {
+      glueApi.on(GetSchemaVersionCommand).rejects(error);
+      const misses: { outcome: string; detail: string }[] = [];
+      const decoder = decoderWithGlue((miss) => misses.push(miss));
+      const field = b64(glue(versionId, avroBytes(schema, payment)));
+      await decoder.prepare([field]);
+      const result = decoder.decode(field);
+      expect(result).toMatchObject({ ok: false, reason: 'unknown-schema-id' });
+      expect(result.ok ? '' : result.error).toContain(
+        `schema version id ${versionId}: Glue answered ${name}`,
+      );
+      expect(misses.map((m) => m.outcome)).toEqual(['refused']);
+    });
+  }
 });

@@ -30,8 +30,8 @@ import {
   type GlueGetSchemaVersion,
   glueLoader,
   type RegisteredSchema,
-  SchemaCache,
 } from './registry.ts';
+import { type CacheOptions, type Lookup, SchemaCache, type SchemaLookupMiss } from './schema-cache.ts';
 import type { Codec } from './schema-codecs.ts';
 
 export {
@@ -42,6 +42,13 @@ export {
 export type { DecodeResult, FieldDecoder, FieldFormat, Framing, RegistrySpec } from './formats.ts';
 export { DecodeFailureReason } from './formats.ts';
 export type { Fetch, GlueGetSchemaVersion, SchemaType } from './registry.ts';
+export {
+  DEFAULT_MAX_LOOKUPS_IN_FLIGHT,
+  DEFAULT_MAX_LOOKUPS_PER_FETCH,
+  DEFAULT_NEGATIVE_CACHE_SIZE,
+  DEFAULT_NEGATIVE_TTL_MS,
+  type SchemaLookupMiss,
+} from './schema-cache.ts';
 
 /** What decoding reaches outside itself through; every member optional (defaults: global `fetch`, `Date.now`). */
 export interface DecodeDependencies {
@@ -51,6 +58,17 @@ export interface DecodeDependencies {
   readonly now?: () => number;
   /** How long a schema id the registry did not have stays "not found" before it is asked again (default 30 s). */
   readonly negativeTtlMs?: number;
+  /** How many ids not found or refused are remembered at most, the oldest forgotten first (default 1000). */
+  readonly negativeCacheSize?: number;
+  /** Registry lookups in flight at once, per decoder (default 8). */
+  readonly maxLookupsInFlight?: number;
+  /** Uncached ids looked up per `prepare` (a batch); records naming the others dead-letter as unknown (default 50). */
+  readonly maxLookupsPerBatch?: number;
+  /**
+   * Told of every lookup that found no schema: not found, refused by the registry, or over the batch's limit; once
+   * per id and lookup, not per record. The processor counts them as a metric.
+   */
+  readonly onSchemaLookupMiss?: (miss: SchemaLookupMiss) => void;
   /** Glue `GetSchemaVersion`, for schema version ids not given locally in the registry spec's `schemas`. */
   readonly glueGetSchemaVersion?: GlueGetSchemaVersion;
 }
@@ -178,20 +196,25 @@ function schemaDecoder<C>(
       let reader = compiled.get(framed.id);
       if (reader === undefined) {
         const found = lookups.get(framed.id);
-        if (found.state !== 'found') {
-          return failure(
-            Reason.UnknownSchemaId,
-            found.state === 'not-found'
-              ? `unknown ${idText}: the registry does not have it`
-              : `unknown ${idText}: not looked up (prepare was not called with this field)`,
-          );
-        }
+        if (found.state !== 'found')
+          return failure(Reason.UnknownSchemaId, `unknown ${idText}: ${whyNot(found)}`);
         reader = codec.compile(found.schema, idText);
         compiled.set(framed.id, reader);
       }
       return isFailure(reader) ? reader : codec.decode(reader, framed.payload, framing, true);
     },
   };
+}
+
+function whyNot(lookup: Exclude<Lookup, { state: 'found' }>): string {
+  switch (lookup.state) {
+    case 'not-found':
+      return lookup.detail;
+    case 'over-limit':
+      return 'not looked up, the batch names more schema ids not yet cached than one batch looks up';
+    default:
+      return 'not looked up (prepare was not called with this field)';
+  }
 }
 
 function isFailure<C>(compiled: C | Failure): compiled is Failure {
@@ -201,7 +224,18 @@ function isFailure<C>(compiled: C | Failure): compiled is Failure {
 /** One lookup surface over both registries, keyed by the framing's id. */
 interface Lookups {
   fetch(ids: readonly (string | number)[]): Promise<void>;
-  get(id: string | number): ReturnType<SchemaCache<number>['get']>;
+  get(id: string | number): Lookup;
+}
+
+function cacheOptions(deps: DecodeDependencies): CacheOptions {
+  return {
+    ...(deps.now && { now: deps.now }),
+    ...(deps.negativeTtlMs !== undefined && { negativeTtlMs: deps.negativeTtlMs }),
+    ...(deps.negativeCacheSize !== undefined && { negativeCacheSize: deps.negativeCacheSize }),
+    ...(deps.maxLookupsInFlight !== undefined && { maxInFlight: deps.maxLookupsInFlight }),
+    ...(deps.maxLookupsPerBatch !== undefined && { maxLookupsPerFetch: deps.maxLookupsPerBatch }),
+    ...(deps.onSchemaLookupMiss && { onMiss: deps.onSchemaLookupMiss }),
+  };
 }
 
 function registryLookups<C>(
@@ -211,10 +245,10 @@ function registryLookups<C>(
   deps: DecodeDependencies,
 ): Lookups {
   if (registry.kind === 'confluent') {
-    const cache = new SchemaCache(confluentLoader(registry, deps.fetch), deps.now, deps.negativeTtlMs);
+    const cache = new SchemaCache(confluentLoader(registry, deps.fetch), cacheOptions(deps));
     return {
       fetch: (ids) => cache.fetch(ids.filter((id): id is number => typeof id === 'number')),
-      get: (id) => (typeof id === 'number' ? cache.get(id) : { state: 'not-found' }),
+      get: (id) => (typeof id === 'number' ? cache.get(id) : { state: 'not-fetched' }),
     };
   }
   const local = new Map<string, RegisteredSchema>();
@@ -231,14 +265,10 @@ function registryLookups<C>(
     if (isFailure(compiled)) throw new InvalidFieldFormatError(`${setting}.registry.schemas`, compiled.error);
     local.set(key, registered);
   }
-  const cache = new SchemaCache(
-    glueLoader(registry, local, deps.glueGetSchemaVersion),
-    deps.now,
-    deps.negativeTtlMs,
-  );
+  const cache = new SchemaCache(glueLoader(registry, local, deps.glueGetSchemaVersion), cacheOptions(deps));
   return {
     fetch: (ids) => cache.fetch(ids.filter((id): id is string => typeof id === 'string')),
-    get: (id) => (typeof id === 'string' ? cache.get(id) : { state: 'not-found' }),
+    get: (id) => (typeof id === 'string' ? cache.get(id) : { state: 'not-fetched' }),
   };
 }
 

@@ -1,17 +1,18 @@
 /**
- * Schema lookups by the id in a record's framing, cached. Hand-written: Powertools Kafka has no registry client
- * (it decodes with a schema the caller supplies), and neither has avro-js nor protobufjs.
+ * Schema lookups by the id in a record's framing, one id at a time (the cache and its limits: `schema-cache.ts`).
+ * Hand-written: Powertools Kafka has no registry client (it decodes with a schema the caller supplies), and
+ * neither has avro-js nor protobufjs.
  *
- * Ids are immutable in both registries (a Confluent schema id, a Glue schema version id), so a found schema is
- * cached for the life of the process. A schema not found (Confluent 404, a Glue id not known) is cached only for
- * `negativeTtlMs`: a producer may have registered it a moment before the registry replica we ask has it, and the
- * records are dead-lettered meanwhile, but later batches recover. Anything else (network error, timeout, 5xx, 429,
- * refused credentials) throws {@link SchemaRegistryUnavailableError}, so the batch is retried rather than its
- * records dead-lettered for a fault that is not theirs.
+ * An answer about the id is the id's: not found (Confluent 404, Glue EntityNotFound) or refused (any other 4xx
+ * but 408 and 429; Glue AccessDenied or InvalidInput, as for a schema version in a registry the processor may not
+ * read) makes a {@link SchemaMiss}, and the records naming the id are dead-lettered with it. Anything else (network
+ * error, timeout, 408, 429, 5xx, a body that is not a schema) throws {@link SchemaRegistryUnavailableError}, so the
+ * batch is retried rather than its records dead-lettered for a fault that is not theirs.
  */
 import { SchemaRegistryUnavailableError } from './errors.ts';
 import type { RegistrySpec } from './formats.ts';
 import { messageOf } from './framing.ts';
+import type { SchemaLoader } from './schema-cache.ts';
 
 /** The schema formats a registry can hold. */
 export type SchemaType = 'AVRO' | 'PROTOBUF' | 'JSON';
@@ -22,54 +23,15 @@ export interface RegisteredSchema {
   readonly schema: string;
 }
 
-/** A found schema, or "not found" as of `at` (milliseconds, from the injected clock). */
-type Entry =
-  | { readonly found: true; readonly schema: RegisteredSchema }
-  | { readonly found: false; readonly at: number };
-
-/** The outcome of {@link SchemaCache.get}. */
-export type Lookup =
-  | { readonly state: 'found'; readonly schema: RegisteredSchema }
-  | { readonly state: 'not-found' }
-  | { readonly state: 'not-fetched' };
-
-/** Loads one schema: `undefined` when the registry does not have it; throws when the registry cannot say. */
-export type SchemaLoader<K> = (id: K) => Promise<RegisteredSchema | undefined>;
-
-export const DEFAULT_NEGATIVE_TTL_MS = 30_000;
-export const DEFAULT_REGISTRY_TIMEOUT_MS = 5_000;
-
-/** Cache in front of a {@link SchemaLoader}: positive forever, negative for `negativeTtlMs`. */
-export class SchemaCache<K extends string | number> {
-  private readonly entries = new Map<K, Entry>();
-
-  constructor(
-    private readonly load: SchemaLoader<K>,
-    private readonly now: () => number = Date.now,
-    private readonly negativeTtlMs: number = DEFAULT_NEGATIVE_TTL_MS,
-  ) {}
-
-  /** Fetches the ids not cached (or whose "not found" expired), concurrently; throws if any lookup fails. */
-  async fetch(ids: Iterable<K>): Promise<void> {
-    const missing = [...new Set(ids)].filter((id) => this.stale(id));
-    const loaded = await Promise.all(missing.map(async (id) => [id, await this.load(id)] as const));
-    const at = this.now();
-    for (const [id, schema] of loaded) {
-      this.entries.set(id, schema === undefined ? { found: false, at } : { found: true, schema });
-    }
-  }
-
-  get(id: K): Lookup {
-    const entry = this.entries.get(id);
-    if (entry === undefined) return { state: 'not-fetched' };
-    return entry.found ? { state: 'found', schema: entry.schema } : { state: 'not-found' };
-  }
-
-  private stale(id: K): boolean {
-    const entry = this.entries.get(id);
-    return entry === undefined || (!entry.found && this.now() - entry.at >= this.negativeTtlMs);
-  }
+/** Why a registry gave no schema for an id: it does not have it, or refused to say (`detail` names the answer). */
+export interface SchemaMiss {
+  readonly miss: 'not-found' | 'refused';
+  readonly detail: string;
 }
+
+const NOT_FOUND: SchemaMiss = { miss: 'not-found', detail: 'the registry does not have it' };
+
+export const DEFAULT_REGISTRY_TIMEOUT_MS = 5_000;
 
 /** Injected so tests (and a custom transport) can stand in for the global `fetch`. */
 export type Fetch = (
@@ -79,8 +41,8 @@ export type Fetch = (
 
 /**
  * `GET <url>/schemas/ids/<id>` of a Confluent-compatible registry → `{ schema, schemaType? }` (absent means AVRO).
- * 404 is "not found"; any other non-2xx, a timeout, a network error or a body of another shape throws
- * {@link SchemaRegistryUnavailableError}.
+ * 404 is "not found", another 4xx but 408 and 429 "refused"; any other non-2xx, a timeout, a network error or a
+ * body of another shape throws {@link SchemaRegistryUnavailableError}.
  */
 export function confluentLoader(
   spec: Extract<RegistrySpec, { kind: 'confluent' }>,
@@ -101,9 +63,10 @@ export function confluentLoader(
     let body: unknown;
     try {
       response = await fetchImpl(url, { headers, signal: AbortSignal.timeout(timeoutMs) });
-      if (response.status === 404) {
+      const miss = missOf(response.status);
+      if (miss !== undefined) {
         await response.body?.cancel();
-        return undefined;
+        return miss;
       }
       if (!response.ok) {
         await response.body?.cancel();
@@ -115,6 +78,15 @@ export function confluentLoader(
     }
     return registeredSchema(body, where);
   };
+}
+
+/** What a status says about the id itself: 404 not found, a 4xx other than 408 and 429 refused. */
+function missOf(status: number): SchemaMiss | undefined {
+  if (status === 404) return NOT_FOUND;
+  if (status >= 400 && status < 500 && status !== 408 && status !== 429) {
+    return { miss: 'refused', detail: `registry answered ${status}` };
+  }
+  return undefined;
 }
 
 function registeredSchema(body: unknown, where: string): RegisteredSchema {
@@ -150,6 +122,9 @@ export type GlueGetSchemaVersion = (
   schemaVersionId: string,
 ) => Promise<{ readonly schemaDefinition: string; readonly dataFormat: SchemaType } | undefined>;
 
+/** Glue's answers about the id itself (a version in a registry the processor may not read, a malformed id). */
+const GLUE_REFUSALS = new Set(['AccessDeniedException', 'InvalidInputException']);
+
 /** Glue schema versions: the locally given ones first, then the injected `GetSchemaVersion`, if any. */
 export function glueLoader(
   spec: Extract<RegistrySpec, { kind: 'glue' }>,
@@ -158,11 +133,16 @@ export function glueLoader(
 ): SchemaLoader<string> {
   return async (id) => {
     const known = local.get(id);
-    if (known !== undefined || getSchemaVersion === undefined) return known;
+    if (known !== undefined) return known;
+    if (getSchemaVersion === undefined) return NOT_FOUND;
     try {
       const version = await getSchemaVersion(id);
-      return version && { schemaType: version.dataFormat, schema: version.schemaDefinition };
+      return version ? { schemaType: version.dataFormat, schema: version.schemaDefinition } : NOT_FOUND;
     } catch (error) {
+      const name = error instanceof Error ? error.name : '';
+      if (GLUE_REFUSALS.has(name)) {
+        return { miss: 'refused', detail: `Glue answered ${name}: ${messageOf(error).slice(0, 200)}` };
+      }
       const where = `GetSchemaVersion ${id}${spec.registryName ? ` (registry ${spec.registryName})` : ''}`;
       throw new SchemaRegistryUnavailableError(`${where}: ${messageOf(error)}`, { cause: error });
     }
