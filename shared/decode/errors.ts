@@ -10,9 +10,8 @@ export class InvalidFieldFormatError extends InvalidSettingError {}
 
 /**
  * The schema registry did not answer about the id (network error, timeout, 5xx, 408, 429, a body that is not a
- * schema). A
- * {@link TransientAwsError}, so the processor lets it escape and the whole batch is retried: the records are not
- * at fault and must not be dead-lettered. `registry` names the lookup (URL without credentials, or Glue id).
+ * schema). A {@link TransientAwsError}, so the processor lets it escape and the whole batch is retried: the
+ * records are not at fault and must not be dead-lettered. `registry` names the lookup (URL without credentials, or Glue id).
  */
 export class SchemaRegistryUnavailableError extends TransientAwsError {
   constructor(
