@@ -4,13 +4,18 @@
  * runs or crashes; one that fails again stays dead-lettered (with the new reason, if it changed).
  *
  * It runs the processor's code here, with the processor's settings: the same `EOS_*` variables the processor
- * Lambda has (docs/configuration.md), the flags winning over them. Exit codes: 0 done (also when nothing was to
- * do); 1 some partition waits for its previous round to be committed (run again after the next checkpoint);
- * 2 bad usage or settings; 3 AWS cannot be used.
+ * Lambda has (docs/configuration.md), the flags winning over them, and the transform's decoders reaching what the
+ * Lambda's reach (a Glue registry's schema versions through GetSchemaVersion), so a record decodes here as it did
+ * there. Exit codes: 0 done (also when nothing was to do); 1 some partition waits for its previous round to be
+ * committed (run again after the next checkpoint); 2 bad usage or settings; 3 AWS, or the transform's schema
+ * registry, cannot be used.
  */
 import { type Command, InvalidArgumentError } from 'commander';
 import type { AwsClients } from '../shared/aws/clients.ts';
+import type { FieldFormat } from '../shared/decode/formats.ts';
 import type { PartitionRedrive, RedriveResult } from '../shared/redrive/redrive.ts';
+import type { AnyTransformDefinition } from '../shared/transforms/api.ts';
+import { AwsUnavailableError } from './failures.ts';
 import { ENDPOINT_HELP, endpointUrl, integer, resolveEndpoint } from './options.ts';
 
 export interface RedriveDependencies {
@@ -56,16 +61,31 @@ export function formatRedrive(result: RedriveResult): string {
   return `${result.partitions.map(redriveLine).join('\n')}\n`;
 }
 
+/** True when the definition decodes a field through a Glue registry (as the construct decides for the Lambda). */
+function usesGlue(definition: AnyTransformDefinition): boolean {
+  const glue = (format: FieldFormat) => 'registry' in format && format.registry?.kind === 'glue';
+  return glue(definition.key) || glue(definition.value);
+}
+
 export async function runRedrive(
   options: RedriveCommandOptions,
   deps: RedriveDependencies = {},
 ): Promise<RedriveResult> {
   const env = deps.env ?? process.env;
   const endpoint = resolveEndpoint(options.endpoint, env);
-  const [{ createAwsClients }, { settingsFromEnv }, { loadTransform }, { redrive }] = await Promise.all([
+  const [
+    { createAwsClients },
+    { settingsFromEnv },
+    { loadTransform },
+    { toTransform },
+    { glueSchemaVersionLookup },
+    { redrive, RedriveRegistryUnavailableError },
+  ] = await Promise.all([
     import('../shared/aws/clients.ts'),
     import('../shared/config/settings.ts'),
     import('../shared/transforms/load.ts'),
+    import('../shared/transforms/adapter.ts'),
+    import('../shared/aws/glue-schemas.ts'),
     import('../shared/redrive/redrive.ts'),
   ]);
   const settings = settingsFromEnv({
@@ -75,7 +95,11 @@ export async function runRedrive(
     ...(options.pipeline ? { EOS_PIPELINE_ID: options.pipeline } : {}),
     ...(options.transform ? { EOS_TRANSFORM: options.transform } : {}),
   });
-  const { transform } = await loadTransform(settings.transform);
+  const loaded = await loadTransform(settings.transform);
+  // As the processor Lambda decodes (infra/transform-entry.ts): Glue's schema versions from GetSchemaVersion.
+  const transform = usesGlue(loaded.definition)
+    ? toTransform(loaded.definition, { glueGetSchemaVersion: glueSchemaVersionLookup() })
+    : loaded.transform;
   const owned = deps.clients ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
   const clients = deps.clients ?? owned!;
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
@@ -89,6 +113,12 @@ export async function runRedrive(
     write(options.json ? `${JSON.stringify(result, null, 2)}\n` : formatRedrive(result));
     if (result.partitions.some((p) => p.outcome === 'waiting')) process.exitCode = 1;
     return result;
+  } catch (error) {
+    // A registry that does not answer is a service that cannot be used (exit 3), never a reason to re-send.
+    if (error instanceof RedriveRegistryUnavailableError) {
+      throw new AwsUnavailableError(error.message, { cause: error });
+    }
+    throw error;
   } finally {
     owned?.dynamodb.destroy();
     owned?.s3.destroy();
@@ -117,7 +147,7 @@ export function registerRedriveCommand(program: Command, deps: RedriveDependenci
       `
 Every other processor setting comes from its EOS_* variable, as the processor Lambda reads it: run it with the
 Lambda's settings. Exit codes: 0 done (or nothing to do); 1 a partition waits for its previous round's checkpoint;
-2 bad usage or settings; 3 AWS cannot be reached or used.`,
+2 bad usage or settings; 3 AWS, or the transform's schema registry, cannot be reached or used.`,
     )
     .action(async (raw: RedriveCommandOptions) => {
       if (raw.all && raw.checkpoint !== undefined) {

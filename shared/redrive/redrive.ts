@@ -33,6 +33,7 @@ import { ledgerDocumentClient } from '../aws/clients.ts';
 import type { Clock } from '../clock.ts';
 import { systemClock } from '../clock.ts';
 import type { Settings } from '../config/settings.ts';
+import { SchemaRegistryUnavailableError } from '../decode/errors.ts';
 import { PipelineError } from '../errors.ts';
 import { decodeRecord, type MskRecord, signedHeaderBytes } from '../kafka/event.ts';
 import type { DecodedRecord } from '../kafka/record.ts';
@@ -42,7 +43,7 @@ import { KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId } from '../ledger/layout.ts';
 import { readFenceItems } from '../ledger/staged-entries.ts';
 import { StagingLedger } from '../ledger/staging-ledger.ts';
-import { evaluateRecord } from '../processor/evaluate.ts';
+import { type EvaluatedRecord, evaluateRecord } from '../processor/evaluate.ts';
 import { createProcessor, effectLimits, type ProcessorHooks } from '../processor/processor.ts';
 import { GenerationView } from '../replay/generations.ts';
 import type { Manifest, ManifestFile } from '../sink/manifest.ts';
@@ -135,18 +136,64 @@ interface PartitionState {
   rounds: RoundFence[];
 }
 
+/** A dead letter to judge, with the record it was made from. */
+interface Candidate {
+  readonly letter: DeadLetter;
+  readonly record: DecodedRecord;
+}
+
+/** A (lane, partition) whose round runs: the round, where it resumes (-1: from the start), what it may send. */
+interface RoundPlan {
+  readonly state: PartitionState;
+  readonly base: Omit<PartitionRedrive, 'outcome'>;
+  readonly round: number;
+  readonly resumedAt: number;
+  readonly candidates: readonly Candidate[];
+}
+
+type PartitionPlan = RoundPlan | { readonly done: PartitionRedrive };
+
 export class RedriveError extends PipelineError {}
+
+/**
+ * What the records need before they can be judged (the transform's `prepare`: registry schemas) could not be had:
+ * the registry did not answer. Never taken as a new reason to send a dead letter; the run stops, saying what it
+ * did and did not send.
+ */
+export class RedriveRegistryUnavailableError extends RedriveError {}
 
 /**
  * Reasons the processor gives from the ledger, not from the transform: a key another payload holds, an add to a
  * state field stored as text. Redriving such a record meets the same ledger, so it is left as it is while the
- * transform accepts it (review of redrive, finding 2); a transform that now rejects it sends it (a new reason).
+ * current transform's result meets the same fact again (the same key, an add to the same field of the same state
+ * key); a result that does not (another key, no such add, a rejection) changes its fate, and it is sent.
  */
 const LEDGER_REASONS = [
-  // Prefixes only: a reason over 1,000 characters is cut (review of the operations fixes, finding 4).
+  // Prefixes only: a reason over 1,000 characters is cut.
   /^idempotency key "/,
   /^state field "/,
 ];
+
+/** The beginnings of the ledger reasons `evaluated` would meet again, as the processor words them. */
+function ledgerReasonsOf(evaluated: EvaluatedRecord): string[] {
+  const reasons: string[] = [];
+  const key = evaluated.idempotencyKey;
+  if (key !== undefined) reasons.push(`idempotency key ${JSON.stringify(key)} is already claimed by `);
+  for (const delta of evaluated.state) {
+    for (const field of Object.keys(delta.add)) {
+      reasons.push(`state field ${JSON.stringify(field)} of ${JSON.stringify(delta.key)} is not a number`);
+    }
+  }
+  return reasons;
+}
+
+/** Whether `reason` (maybe cut, ending in `…`) is one `evaluated` would meet again. */
+function meetsLedgerAgain(reason: string, evaluated: EvaluatedRecord): boolean {
+  const cut = reason.endsWith('…') ? reason.slice(0, -1) : undefined;
+  return ledgerReasonsOf(evaluated).some(
+    (again) => reason.startsWith(again) || (cut !== undefined && again.startsWith(cut)),
+  );
+}
 
 function isDeadLetterRow(row: Record<string, unknown>): row is Record<string, unknown> & {
   source: { topic: string; partition: number; offset: number };
@@ -213,9 +260,36 @@ export class Redriver {
   async run(): Promise<RedriveResult> {
     const { manifests, states } = await this.read();
     const lastCut = manifests[manifests.length - 1]?.cut ?? {};
+    const plans = states.map((state) => this.plan(state, lastCut));
+    const records = plans.flatMap((plan) => ('done' in plan ? [] : plan.candidates.map((c) => c.record)));
+    await this.prepare(records, 'nothing was redriven');
     const results: PartitionRedrive[] = [];
-    for (const state of states) results.push(await this.redrivePartition(state, lastCut));
+    for (const plan of plans) results.push('done' in plan ? plan.done : await this.redrivePartition(plan));
     return { partitions: results };
+  }
+
+  /**
+   * What the records to judge need (the transform's `prepare`: registry schemas), as the processor prepares a
+   * batch before it evaluates any record: without it a registry-decoded record is judged undecodable ("not looked
+   * up"), a reason no dead letter has, and every dead letter would be sent again. One record at a time, so that a
+   * decoder's per-batch lookup limit never leaves a record unlooked-up (a reason of the batch, not of the record).
+   * The transform only throws when the registry cannot answer: the run stops then, rather than judge by a lookup
+   * that failed. Done for every partition's candidates before any is sent, and again just before each is judged
+   * (cached by then; a forgotten "not found" is asked again).
+   */
+  private async prepare(records: readonly DecodedRecord[], consequence: string): Promise<void> {
+    const { transform } = this.options;
+    if (transform.prepare === undefined) return;
+    for (const record of records) {
+      try {
+        await transform.prepare([record]);
+      } catch (error) {
+        throw new RedriveRegistryUnavailableError(
+          `${lookupFailure(error)}: ${consequence}; run eos redrive again once it answers`,
+          { cause: error },
+        );
+      }
+    }
   }
 
   /** Every committed dead letter and redriven offset, and the round fences, per (lane, partition). */
@@ -310,10 +384,8 @@ export class Redriver {
     }
   }
 
-  private async redrivePartition(
-    state: PartitionState,
-    lastCut: Readonly<Record<string, number>>,
-  ): Promise<PartitionRedrive> {
+  /** Which round a (lane, partition) runs and the dead letters it may send; or its outcome, when it runs none. */
+  private plan(state: PartitionState, lastCut: Readonly<Record<string, number>>): PartitionPlan {
     const { lane, partition } = state;
     const base = {
       lane,
@@ -323,7 +395,7 @@ export class Redriver {
       unchanged: 0,
       unreadable: state.unreadable,
     };
-    const candidates = [...state.latest.values()]
+    const letters = [...state.latest.values()]
       .filter((letter) => !state.redriven.has(letter.offset))
       .filter(
         (letter) => this.options.checkpoint === undefined || letter.checkpointId === this.options.checkpoint,
@@ -334,25 +406,32 @@ export class Redriver {
     if (last !== undefined && !last.closed) {
       round = last.round; // an interrupted run: go on with its round
     } else {
-      if (candidates.length === 0) return { ...base, outcome: 'nothing' };
+      if (letters.length === 0) return { done: { ...base, outcome: 'nothing' } };
       if (
         last !== undefined &&
         (lastCut[partitionId(redriveLaneOf(lane, last.round), partition)] ?? -1) < last.stagedOffset
       ) {
-        return { ...base, round: last.round, outcome: 'waiting' };
+        return { done: { ...base, round: last.round, outcome: 'waiting' } };
       }
       round = (last?.round ?? 0) + 1;
     }
-    await this.options.hooks?.onStep?.('after-read', { lane, partition });
     // An interrupted round goes on above its fence: what lies at or below it, this round has handled already (a
-    // batch re-sent from below would be judged against fingerprints of its last batches only: review of redrive,
-    // findings 4 and 5). A record below it that this round did not take is a candidate of the next round.
+    // batch re-sent from below would be judged against fingerprints of its last batches only). A record below it
+    // that this round did not take is a candidate of the next round.
     const resumedAt = last?.round === round ? last.stagedOffset : -1;
-    const { send, unchanged } = await this.judge(
-      candidates.filter((letter) => letter.offset > resumedAt),
-      state,
-    );
-    if (send.length === 0 && round !== last?.round) return { ...base, unchanged, outcome: 'nothing' };
+    const candidates = letters
+      .filter((letter) => letter.offset > resumedAt)
+      .map((letter) => ({ letter, record: recordOf(letter, partition) }));
+    return { state, base, round, resumedAt, candidates };
+  }
+
+  private async redrivePartition(plan: RoundPlan): Promise<PartitionRedrive> {
+    const { state, base, round, resumedAt } = plan;
+    const { lane, partition } = state;
+    await this.options.hooks?.onStep?.('after-read', { lane, partition });
+    const { send, unchanged } = await this.judge(plan.candidates, state);
+    const resumed = state.rounds.some((r) => r.round === round);
+    if (send.length === 0 && !resumed) return { ...base, unchanged, outcome: 'nothing' };
     const roundLane = redriveLaneOf(lane, round);
     const staged = { output: 0, deadLettered: 0 };
     const processor = createProcessor({
@@ -363,10 +442,19 @@ export class Redriver {
       ...(this.options.hooks?.processor ? { hooks: this.options.hooks.processor } : {}),
     });
     const size = this.options.batchSize ?? 500;
-    let stagedOffset = last?.round === round ? last.stagedOffset : -1;
+    let stagedOffset = resumedAt;
     for (let from = 0; from < send.length; from += size) {
       const records = send.slice(from, from + size);
-      const report = await processor.stageInLane({ topic: roundLane, partition, records });
+      const report = await processor
+        .stageInLane({ topic: roundLane, partition, records })
+        .catch((error: unknown) => {
+          if (!(error instanceof SchemaRegistryUnavailableError)) throw error;
+          throw new RedriveRegistryUnavailableError(
+            `${lookupFailure(error)}: round ${round} of ${lane}-${partition} stays open; run eos redrive again ` +
+              'once it answers, and it goes on with the round',
+            { cause: error },
+          );
+        });
       staged.output += report.stagedRows;
       staged.deadLettered += report.deadLettered;
       stagedOffset = Math.max(stagedOffset, report.stagedOffset);
@@ -378,34 +466,35 @@ export class Redriver {
   }
 
   /**
-   * Which candidates to send, as the records to stage: those the current transform does not reject for the reason
-   * their latest dead letter gives (a pure evaluation, no effect; the processor judges again when it stages).
+   * Which candidates to send, as the records to stage: those whose fate under the current transform differs from
+   * their latest dead letter's (a pure evaluation of prepared records, no effect; the processor judges again when
+   * it stages). The same rejection is left as it is; so is a dead letter the ledger made while the transform's
+   * result meets the same ledger fact again, and, with partition scope, an accepted record whose key a window of
+   * the lane or of an earlier round holds.
    */
   private async judge(
-    candidates: readonly DeadLetter[],
+    candidates: readonly Candidate[],
     state: PartitionState,
   ): Promise<{ send: DecodedRecord[]; unchanged: number }> {
     const { settings, transform } = this.options;
-    const { partition } = state;
     const windows = settings.idempotencyScope === 'partition' ? await this.windowsOf(state) : [];
     const limits = effectLimits(settings);
     const send: DecodedRecord[] = [];
     let unchanged = 0;
-    for (const letter of candidates) {
-      const record = recordOf(letter, partition);
+    for (const { letter, record } of candidates) {
+      await this.prepare([record], 'what this run staged before is kept, nothing is sent twice');
       const evaluated = evaluateRecord(transform, settings.idempotencyKey, record, limits);
-      const rejected = evaluated.deadLetter !== undefined;
-      const fromLedger = LEDGER_REASONS.some((reason) => reason.test(letter.error));
-      // Partition scope: each lane has a key window of its own, so a redriven record is checked here against the
-      // windows of its lane and of the earlier rounds (review of redrive, finding 3): a key they hold is left as is.
+      const rejection = evaluated.deadLetter?.error;
       const key = evaluated.idempotencyKey;
-      const held =
-        key !== undefined && windows.some((window) => window.lookup(key, this.clock.now()) !== undefined);
-      if ((rejected && evaluated.deadLetter!.error === letter.error) || (!rejected && (fromLedger || held))) {
-        unchanged++;
-      } else {
-        send.push(record);
-      }
+      const same =
+        rejection !== undefined
+          ? rejection === letter.error
+          : (LEDGER_REASONS.some((reason) => reason.test(letter.error)) &&
+              meetsLedgerAgain(letter.error, evaluated)) ||
+            (key !== undefined &&
+              windows.some((window) => window.lookup(key, this.clock.now()) !== undefined));
+      if (same) unchanged++;
+      else send.push(record);
     }
     return { send, unchanged };
   }
@@ -446,6 +535,15 @@ export class Redriver {
       if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') throw error;
     }
   }
+}
+
+/** The failed lookup in one line: the registry's own words (a URL without credentials, or a Glue id). */
+function lookupFailure(error: unknown): string {
+  if (error instanceof SchemaRegistryUnavailableError) {
+    const cause = error.cause instanceof Error ? ` (${error.cause.message})` : '';
+    return `schema registry lookup ${error.registry} failed${cause}`;
+  }
+  return `the transform could not prepare the records to judge (${(error as Error)?.message ?? String(error)})`;
 }
 
 function byLaneAndPartition(a: PartitionState, b: PartitionState): number {
