@@ -1,6 +1,6 @@
 /**
  * `eos redrive`: sends committed dead letters back through the exactly-once path with the current transform
- * (issue 14, shared/redrive/redrive.ts). Each redriven record lands in the output at most once however often this
+ * (shared/redrive/redrive.ts). Each redriven record lands in the output at most once however often this
  * runs or crashes; one that fails again stays dead-lettered (with the new reason, if it changed).
  *
  * It runs the processor's code here, with the processor's settings: the same `EOS_*` variables the processor

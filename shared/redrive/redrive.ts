@@ -1,5 +1,5 @@
 /**
- * Exactly-once dead-letter redrive (issue 14): `eos redrive` sends committed dead letters back through the
+ * Exactly-once dead-letter redrive: `eos redrive` sends committed dead letters back through the
  * exactly-once path with the current transform, keyed by their original (topic, partition, offset).
  *
  * Where redriven records go. A dead letter of lane L (a topic's epoch lane, `ledger/epochs.ts`) is staged again
@@ -308,7 +308,7 @@ export class Redriver {
     };
     const manifests: Manifest[] = [];
     // Only the dead letters readers show are redriven: a replay generation's before its switch, or the range a
-    // switch took from the earlier generation, are nobody's to redrive (review of replay, finding 3).
+    // switch took from the earlier generation, are nobody's to redrive.
     const view = new GenerationView();
     for await (const manifest of readManifests(source)) {
       manifests.push(manifest);
@@ -358,8 +358,8 @@ export class Redriver {
         state.redriven.add(offset as number);
         continue;
       }
-      // A schema misfit's dead letter (issue 12, written by promote) holds a row, not a record: nothing to redrive.
-      // In a round lane it is that round's outcome for the record: handled (review of the operations fixes, 2).
+      // A schema misfit's dead letter (written by promote) holds a row, not a record: nothing to redrive.
+      // In a round lane it is that round's outcome for the record: handled.
       if ('row' in row) {
         if (round > 0) state.redriven.add(offset as number);
         continue;
@@ -367,7 +367,7 @@ export class Redriver {
       if (!view.shows(file.topic, file.partition, offset as number)) continue;
       withHeadersListed(row);
       if (!isDeadLetterRow(row)) {
-        // Not silently: the run reports how many it could not read (review of redrive, finding 7).
+        // Not silently: the run reports how many it could not read.
         state.unreadable++;
         continue;
       }
