@@ -114,6 +114,19 @@ export function processorLeadingKeys(pipeline: string): string[] {
   ];
 }
 
+/**
+ * The partition keys the monitor reads (`readLedgerStatus`): the checkpoint head and records, the last commit's cut
+ * pages (committed offsets), every fence, and the staged-file entries.
+ */
+export function monitorLeadingKeys(pipeline: string): string[] {
+  return [
+    keys.checkpointPk(pipeline),
+    keys.cutPagesPk(pipeline, '*'),
+    ...fenceLeadingKeys(pipeline),
+    `${pipeline}#STAGED#*`,
+  ];
+}
+
 /** The replay plans the replay processor reads (never writes: a processor must not be able to forge a switch). */
 export const REPLAY_PROCESSOR_PLAN_ACTIONS = ['dynamodb:GetItem'];
 /** What `operatorRoles` do to replay plans (`eos replay` writes a plan and requests the switch on it). */
@@ -725,8 +738,9 @@ export class ExactlyOncePipeline extends Construct {
       description: `Emits ledger ages of pipeline ${this.config.pipelineId} for the NoCommit alarm`,
       environment: { ...defaults.environment, ...this.environment },
     });
-    // Read-only: the monitor reports ages from every item kind of the pipeline and writes nothing.
-    this.grantLedger(fn, ['dynamodb:GetItem', 'dynamodb:Query'], [`${this.config.pipelineId}#*`]);
+    // Read-only, and only what it reports from: checkpoints and their cuts, fences and staged-file entries. Never
+    // claims (business keys), keyed state, key windows or replay plans.
+    this.grantLedger(fn, ['dynamodb:GetItem', 'dynamodb:Query'], monitorLeadingKeys(this.config.pipelineId));
     this.grantDataKeys(fn, ['dynamodb'], 'decrypt');
     new events.Rule(this, 'MonitorSchedule', {
       description: `Reads the ledger ages of pipeline ${this.config.pipelineId}`,
