@@ -155,7 +155,7 @@ describe('poison records on the local parts', () => {
   });
 
   it('a transform that throws mid-batch makes one dead-letter row and the rest is staged', async () => {
-    const settings = settingsFor();
+    const settings = settingsFor({ idempotencyKey: 'none' });
     const throwing: Transform = {
       name: 'orders',
       apply: (record) => {

@@ -207,7 +207,12 @@ describe('ill-formed keys are poison (issue 9.5)', () => {
   });
 
   it('a state key with # is kept: the ledger key prefix is fixed, so it cannot collide', () => {
-    const record = evaluate({ partition: 0, offset: 0, value: order('o', 'a#b') });
+    const record = evaluate({
+      partition: 0,
+      offset: 0,
+      value: order('o', 'a#b'),
+      headers: { 'idempotency-key': 'o' },
+    });
     expect(record.deadLetter).toBeUndefined();
     expect(record.state.map((d) => d.key)).toEqual(['a#b#USD']);
   });

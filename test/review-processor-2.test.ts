@@ -244,7 +244,9 @@ describe('R1b: the claim of a record dead-lettered for an add to a text field (i
     for (const claimWrite of ['in-transaction', 'ahead'] as const) {
       const settings = settingsFor({ claimWrite });
       const processor = createProcessor({ settings, clients: res.clients, transform });
-      await processor.processEvent(mskEvent([{ partition: 0, offset: 0, value: 'set' }]));
+      await processor.processEvent(
+        mskEvent([{ partition: 0, offset: 0, value: 'set', headers: { 'idempotency-key': 'S' } }]),
+      );
       const refused = await processor.processEvent(
         mskEvent([{ partition: 0, offset: 1, value: 'add-v1', headers: { 'idempotency-key': 'K' } }]),
       );

@@ -3,13 +3,15 @@
  * DESIGN.md / issues 9 and 17 require; a failing test is a finding (see the review report).
  */
 
-import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PROCESSOR_DYNAMODB_ACTIONS } from '../infra/exactly-once-pipeline.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
+import { systemClock } from '../shared/clock.ts';
 import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { InjectedCrashError, ItemLimitExceededError } from '../shared/errors.ts';
+import { InjectedCrashError } from '../shared/errors.ts';
+import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
 import { keys } from '../shared/ledger/layout.ts';
+import { EpochChangedError } from '../shared/ledger/staging-ledger.ts';
 import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
@@ -295,9 +297,8 @@ describe('R1: exact keys (issue 17.2 "keys are compared as the exact bytes recei
 describe('R1: the claim release (issue 9.3) against the processor role the stack grants', () => {
   it('every DynamoDB action of a batch that fails deterministically after claims ahead (and releases them) is one the processor role has', async () => {
     const settings = settingsFor(); // claims ahead, header keys
-    // Changed after review (fixer F1): the original failure (a field set as text, then added to) is now a dead
-    // letter, not a failure, so it no longer reaches the release. A state item grown to just under DynamoDB's
-    // 400 KB limit outside this batch makes the next SET refused for good (ItemLimitExceededError) instead.
+    // A batch that fails for good after its claims were written ahead: an epoch switch lands between the claims
+    // and the staging transaction, so the batch's claims must be released with the processor role's actions.
     const transform: Transform = {
       name: 'note-per-partition',
       apply(record) {
@@ -310,19 +311,20 @@ describe('R1: the claim release (issue 9.3) against the processor role the stack
     recordCalls(clients, (found) => calls.push(...found));
     const processor = createProcessor({ settings, clients, transform });
     await processor.processEvent(mskEvent([{ ...keyed(0, 0, 'A'), value: 'x' }]));
-    await DynamoDBDocumentClient.from(res.clients.dynamodb).send(
-      new PutCommand({
-        TableName: res.table,
-        Item: {
-          ...keys.state(settings.pipelineId, 'customer-0'),
-          stateKey: 'customer-0',
-          blob: 'b'.repeat(409_000),
+    const epochs = new EpochLedger(res.clients.dynamodb, res.table, settings.pipelineId, systemClock);
+    const switching = createProcessor({
+      settings,
+      clients,
+      transform,
+      hooks: {
+        async onStep(step) {
+          if (step === 'after-claims') await epochs.startNew('orders', 0, { force: true });
         },
-      }),
-    );
-    // The next record's transaction is refused for good: its claim written ahead is released.
-    await expect(processor.processEvent(mskEvent([{ ...keyed(0, 1, 'B'), value: 'x' }]))).rejects.toThrow(
-      ItemLimitExceededError,
+      },
+    });
+    // The next record's batch fails for good: its claim written ahead is released.
+    await expect(switching.processEvent(mskEvent([{ ...keyed(0, 1, 'B'), value: 'x' }]))).rejects.toThrow(
+      EpochChangedError,
     );
     const actions = [...new Set(calls.filter((c) => c.action.startsWith('dynamodb:')).map((c) => c.action))];
     expect(actions).toContain('dynamodb:UpdateItem'); // the claims ahead and the release
