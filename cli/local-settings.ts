@@ -30,6 +30,8 @@ export interface SettingFlags {
   readonly guarantee?: DeliveryGuarantee;
   readonly transform?: string;
   readonly idempotencyKey?: string;
+  /** `--missing-idempotency-key dead-letter|offset-only`. */
+  readonly missingIdempotencyKey?: string;
   readonly topic?: string;
   /** `--format ndjson|parquet` (issue 12). */
   readonly format?: string;
@@ -42,6 +44,7 @@ const SETTING_FLAGS = [
   ['deliveryGuarantee', '--guarantee', 'guarantee'],
   ['transform', '--transform', 'transform'],
   ['idempotencyKey', '--idempotency-key', 'idempotencyKey'],
+  ['missingIdempotencyKey', '--missing-idempotency-key', 'missingIdempotencyKey'],
   ['outputFormat', '--format', 'format'],
   ['timePartitioning', '--partition-by', 'partitionBy'],
 ] as const satisfies readonly (readonly [keyof Settings, string, keyof SettingFlags])[];

@@ -18,7 +18,13 @@ import type { RunReport } from '../local/runner.ts';
 import type { DeliveryGuarantee } from '../shared/config/settings.ts';
 import type { Transform } from '../shared/transforms/types.ts';
 import { reportFailure } from './failures.ts';
-import { GUARANTEES, LOCAL_DEFAULT_TOPIC, LOCAL_SETTING_DEFAULTS, MAX_BATCH_SIZE } from './local-defaults.ts';
+import {
+  GUARANTEES,
+  LOCAL_DEFAULT_TOPIC,
+  LOCAL_SETTING_DEFAULTS,
+  MAX_BATCH_SIZE,
+  MISSING_KEY_CHOICES,
+} from './local-defaults.ts';
 import type { LocalSettings } from './local-settings.ts';
 import { ENDPOINT_HELP, endpointUrl, integer, oneOf, resolveEndpoint } from './options.ts';
 
@@ -52,6 +58,8 @@ export interface LocalCommandOptions {
   readonly guarantee?: DeliveryGuarantee;
   readonly transform?: string;
   readonly idempotencyKey?: string;
+  /** `--missing-idempotency-key`: what a record without a key becomes (EOS_MISSING_IDEMPOTENCY_KEY). */
+  readonly missingIdempotencyKey?: string;
   readonly topic?: string;
   /** Records per partition per event (the mapping's batch size). */
   readonly batchSize?: number;
@@ -489,6 +497,12 @@ export function registerLocalCommand(program: Command, deps: LocalDependencies =
     .option(
       '--idempotency-key <source>',
       'header:<name> | json:<field> | transform | none (default $EOS_IDEMPOTENCY_KEY, else header:idempotency-key)',
+    )
+    .addOption(
+      new Option(
+        '--missing-idempotency-key <choice>',
+        'a record in which the key source finds nothing: dead-letter it, or process it with offset dedupe only; counted either way (default $EOS_MISSING_IDEMPOTENCY_KEY, else dead-letter)',
+      ).choices(MISSING_KEY_CHOICES),
     )
     .option(
       '--topic <name>',

@@ -17,31 +17,27 @@
  * So the expectation is not one outcome but the few the rules allow: {@link resolveExpectation} picks the winner of
  * each group from the rows (the first candidate when none was output, which then counts as lost), and every other
  * row and aggregate is judged against that choice. A dead letter never claims its key, so it is always its own
- * identity, whatever key its header names. A record for which the key source finds no key is output with offset
- * dedupe only, or dead-lettered, as the `missingIdempotencyKey` setting says.
+ * identity, whatever key its header names. A record for which the key source finds no key is dead-lettered, or
+ * output with offset dedupe only, as the `missingIdempotencyKey` setting says (the evaluation applies it).
  */
-import type { IdempotencyKeySource } from '../shared/config/settings.ts';
+import type { IdempotencyKeySource, MissingIdempotencyKey } from '../shared/config/settings.ts';
 import type { DecodedRecord, Lineage } from '../shared/kafka/record.ts';
 import type { Stream } from '../shared/ledger/layout.ts';
-import { type EffectLimits, type EvaluatedRecord, evaluateRecord } from '../shared/processor/evaluate.ts';
+import { type EffectLimits, evaluateRecord } from '../shared/processor/evaluate.ts';
 import type { StateDelta, Transform } from '../shared/transforms/types.ts';
 
 /** A keyed aggregate as exported: the state entry's descriptive fields and its totals. */
 export type Aggregate = Record<string, string | number>;
 
-/** What the processor does with a record whose configured key source finds no key. */
-export type MissingKeyChoice = 'dead-letter' | 'offset-only';
-
-/** The dead-letter reason of a record without a key, as the processor words it. */
-export const NO_KEY_REASON = 'no idempotency key';
-
 export interface ExpectOptions {
   readonly keySource: IdempotencyKeySource;
+  /**
+   * The processor's evaluation bounds and rules (`effectLimits(settings)`), `missingIdempotencyKey` among them
+   * (default `dead-letter`, the setting's default).
+   */
   readonly limits?: EffectLimits;
   /** The pipeline's `idempotencyScope`; default `global`. */
   readonly scope?: 'global' | 'partition';
-  /** The pipeline's `missingIdempotencyKey`; default `dead-letter`, the setting's default. */
-  readonly missingKey?: MissingKeyChoice;
 }
 
 /** One input record as the oracle sees it. */
@@ -69,7 +65,7 @@ export interface Expectation {
   readonly poison: number;
   /** Records for which the configured key source found no key (counted under either choice). */
   readonly missingKeys: number;
-  readonly missingKeyChoice: MissingKeyChoice;
+  readonly missingKeyChoice: MissingIdempotencyKey;
   /** Every state key some allowed outcome touches (what to read back from the ledger). */
   readonly stateKeys: ReadonlySet<string>;
   /** Lineage (`<topic>#<partition>#<offset>`) → fate, in input order. */
@@ -114,16 +110,6 @@ export interface Outcome {
 export const lineageId = (l: Lineage): string => `${l.topic}#${l.partition}#${l.offset}`;
 
 /**
- * Whether the configured key source found no key in the record: the evaluation flags it (`missingKey`); an
- * evaluation that does not know the rule leaves an ok record without a key.
- */
-function missingKey(keySource: IdempotencyKeySource, evaluated: EvaluatedRecord): boolean {
-  if ((evaluated as { readonly missingKey?: boolean }).missingKey === true) return true;
-  if (evaluated.deadLetter !== undefined) return evaluated.deadLetter.error.startsWith(NO_KEY_REASON);
-  return keySource.kind !== 'none' && evaluated.idempotencyKey === undefined;
-}
-
-/**
  * The outcomes allowed for `records`. A transform with a `prepare` step (registry schemas) must have been prepared
  * with these records first, as the processor prepares each batch.
  */
@@ -132,13 +118,8 @@ export function expectOutcome(
   transform: Transform,
   options: ExpectOptions,
 ): Expectation {
-  const { keySource, scope = 'global', missingKey: choice = 'dead-letter' } = options;
-  // The choice is part of the record-level evaluation, as the processor evaluates.
-  const limits = {
-    maxTransactionItems: 100,
-    ...options.limits,
-    missingIdempotencyKey: choice,
-  } as EffectLimits;
+  const { keySource, scope = 'global', limits } = options;
+  const choice = limits?.missingIdempotencyKey ?? 'dead-letter';
   const fates = new Map<string, Fate>();
   const groups = new Map<string, Group>();
   /** `<group>|<lane>` → the lowest offset of the group in that lane, and its lineage. */
@@ -152,9 +133,10 @@ export function expectOutcome(
     const lineage = lineageId(record);
     const evaluated = evaluateRecord(transform, keySource, record, limits);
     const key = evaluated.idempotencyKey;
-    const noKey = missingKey(keySource, evaluated);
+    // Dead-lettered or not (by `missingIdempotencyKey`), a record without its key is counted: the user must see it.
+    const noKey = evaluated.missingKey === true;
     if (noKey) missing++;
-    const deadLetter = evaluated.deadLetter !== undefined || (noKey && choice === 'dead-letter');
+    const deadLetter = evaluated.deadLetter !== undefined;
     if (deadLetter) {
       if (!noKey) poison++;
       fates.set(lineage, { lineage, deadLetter, digest: evaluated.digest, state: [] });

@@ -37,12 +37,30 @@ export function deadLetterMajority(report: RunReport): number | undefined {
   return Math.min(100, Math.round((deadLettered * 100) / records));
 }
 
+/**
+ * How many records the idempotency-key source found nothing in, and what became of them; undefined when none. A
+ * source that names the wrong field (`json:deviceid` for `deviceId`) finds nothing in any record: the run must say
+ * so, not pass quietly.
+ */
+export function missingKeysLine(report: RunReport): string | undefined {
+  const missing = report.records.missingKeys;
+  if (missing === undefined || missing.count === 0) return undefined;
+  const fate = missing.handling === 'dead-letter' ? 'dead-lettered' : 'processed with offset dedupe only';
+  const records = missing.count === 1 ? 'record' : 'records';
+  return `${missing.count.toLocaleString('en-US')} ${records} had no idempotency key (${missing.source}): ${fate}`;
+}
+
 function verdictLine(report: RunReport): string {
   const verdict =
     report.verdict === 'exactly-once' ? 'EXACTLY-ONCE' : `NOT exactly-once: ${report.violations.join('; ')}`;
   const share = deadLetterMajority(report);
-  if (share === undefined) return verdict;
-  return `${verdict} — but ${share}% of records were dead-lettered: is --transform right for this input?`;
+  const buts = [
+    ...(share === undefined
+      ? []
+      : [`${share}% of records were dead-lettered: is --transform right for this input?`]),
+    ...(report.records.missingKeys?.count ? [`${missingKeysLine(report)}: is --idempotency-key right?`] : []),
+  ];
+  return buts.length === 0 ? verdict : `${verdict} — but ${buts.join('; ')}`;
 }
 
 export function formatReport(report: RunReport): string {
@@ -56,6 +74,8 @@ export function formatReport(report: RunReport): string {
     row('expected (distinct records)', r.expected),
     row('duplicates dropped by offset', r.duplicatesDroppedByOffset),
     row('duplicates dropped by key', r.duplicatesDroppedByKey),
+    ...(r.keyConflicts ? [row('key conflicts (dead-lettered)', r.keyConflicts)] : []),
+    ...(missingKeysLine(report) === undefined ? [] : [row('no idempotency key', missingKeysLine(report)!)]),
     row('faults injected', faultsLine(report)),
     row(
       'processor invocations',

@@ -14,7 +14,11 @@
  */
 import type { AwsClients } from '../shared/aws/clients.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
-import { formatIdempotencyKeySource, type Settings } from '../shared/config/settings.ts';
+import {
+  formatIdempotencyKeySource,
+  type MissingIdempotencyKey,
+  type Settings,
+} from '../shared/config/settings.ts';
 import type { CoordinatorStep } from '../shared/coordinator/definition.ts';
 import { InjectedCrashError, OffsetsWentBackwardsError } from '../shared/errors.ts';
 import { decodeRecord } from '../shared/kafka/event.ts';
@@ -25,6 +29,7 @@ import { checkKeySource } from '../shared/processor/evaluate.ts';
 import {
   type BatchReport,
   createProcessor,
+  effectLimits,
   type Processor,
   type ProcessorStep,
 } from '../shared/processor/processor.ts';
@@ -42,7 +47,6 @@ import {
   type Expectation,
   expectOutcome,
   lineageId,
-  type MissingKeyChoice,
   type Outcome,
   type ResolvedExpectation,
   resolveExpectation,
@@ -188,7 +192,7 @@ export interface RunReport {
     readonly missingKeys: {
       readonly count: number;
       readonly source: string;
-      readonly handling: MissingKeyChoice;
+      readonly handling: MissingIdempotencyKey;
     };
   };
   readonly faults: Record<FaultKind, number>;
@@ -761,21 +765,12 @@ async function expectationUnder(run: Run, options: RunOptions, oracle: Transform
   const records = [...run.records()];
   await oracle.prepare?.(records);
   const { settings } = options;
+  // The processor's own bounds and rules (missingIdempotencyKey among them), as it evaluates each record.
   return expectOutcome(records, oracle, {
     keySource: settings.idempotencyKey,
-    limits: { maxTransactionItems: settings.maxTransactionItems },
+    limits: effectLimits(settings),
     scope: settings.idempotencyScope,
-    missingKey: missingKeyChoice(settings),
   });
-}
-
-/**
- * The processor's `missingIdempotencyKey` setting; a processor without it dedupes such records by offset only.
- * Read by name so that the oracle follows the setting whether or not this version's schema has it.
- */
-export function missingKeyChoice(settings: Settings): MissingKeyChoice {
-  const value: unknown = (settings as Record<string, unknown>).missingIdempotencyKey;
-  return value === 'dead-letter' ? 'dead-letter' : 'offset-only';
 }
 
 async function runAndJudge(run: Run, options: RunOptions, started: number): Promise<RunResult> {

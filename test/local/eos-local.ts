@@ -5,8 +5,9 @@
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Command } from 'commander';
+import { type Command, CommanderError } from 'commander';
 import { buildProgram } from '../../cli/eos.ts';
+import { classifyFailure } from '../../cli/failures.ts';
 import type { RunReport } from '../../local/runner.ts';
 import { createAwsClients } from '../../shared/aws/clients.ts';
 import { type FinalRow, readFinalRows } from '../../shared/sink/verify.ts';
@@ -67,12 +68,15 @@ export async function eosLocal(args: readonly string[], options: LocalRunOptions
   quiet(root);
   root.commands.forEach(quiet);
   process.exitCode = undefined;
+  let thrownCode: number | undefined;
   try {
     await root.parseAsync(['node', 'eos', 'local', ...args, '--report', reportFile]);
   } catch (error) {
-    errors.push(`thrown: ${String(error)}`);
+    // A bad flag: commander has written its one line and, its exit overridden, throws; `eos` exits as classified.
+    if (error instanceof CommanderError) thrownCode = classifyFailure(error).code;
+    else errors.push(`thrown: ${String(error)}`);
   }
-  const code = typeof process.exitCode === 'number' ? process.exitCode : undefined;
+  const code = thrownCode ?? (typeof process.exitCode === 'number' ? process.exitCode : undefined);
   process.exitCode = 0;
   const report = existsSync(reportFile)
     ? (JSON.parse(readFileSync(reportFile, 'utf8')) as RunReport)

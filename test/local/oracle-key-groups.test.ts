@@ -130,7 +130,10 @@ describe('the oracle on records without an idempotency key', () => {
   const input = [keyless(0), keyless(1), rec(0, 2, 'k', '1.00')];
 
   it('offset-only: output each, counted as missing', () => {
-    const model = expectOutcome(input, ordersTransform, { keySource: header, missingKey: 'offset-only' });
+    const model = expectOutcome(input, ordersTransform, {
+      keySource: header,
+      limits: { maxTransactionItems: 100, missingIdempotencyKey: 'offset-only' },
+    });
     expect(model.missingKeys).toBe(2);
     const committed = rows('0@0:output', '0@1:output', '0@2:output');
     expect(compareOutcome(resolveExpectation(model, committed), committed, state(3, 300))).toMatchObject({
@@ -141,7 +144,10 @@ describe('the oracle on records without an idempotency key', () => {
   });
 
   it('dead-letter: one dead letter each, no state; output rows for them are unexpected', () => {
-    const model = expectOutcome(input, ordersTransform, { keySource: header, missingKey: 'dead-letter' });
+    const model = expectOutcome(input, ordersTransform, {
+      keySource: header,
+      limits: { maxTransactionItems: 100, missingIdempotencyKey: 'dead-letter' },
+    });
     expect(model.missingKeys).toBe(2);
     expect(model.poison).toBe(0);
     const committed = rows('0@0:deadletter', '0@1:deadletter', '0@2:output');
@@ -157,7 +163,7 @@ describe('the oracle on records without an idempotency key', () => {
   it('with the key source none no record misses a key', () => {
     const model = expectOutcome(input, ordersTransform, {
       keySource: { kind: 'none' },
-      missingKey: 'dead-letter',
+      limits: { maxTransactionItems: 100, missingIdempotencyKey: 'dead-letter' },
     });
     expect(model.missingKeys).toBe(0);
   });
