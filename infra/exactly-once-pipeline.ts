@@ -49,7 +49,9 @@ import {
   type AttachedKafkaSource,
   attachKafkaSource,
   type KafkaSource,
+  MSK_VPC_REQUIRED,
   usesIamAuth,
+  validateKafkaSource,
 } from './kafka-source.ts';
 import { createLedgerTable, LEDGER_TABLE_NEEDS, ledgerLayoutProblems } from './ledger-table.ts';
 import { PipelineObservability } from './observability.ts';
@@ -225,6 +227,11 @@ export class ExactlyOncePipeline extends Construct {
       this.source = { kind: 'msk', clusterArn: config.mskClusterArn!, vpcId: config.mskVpcId };
     }
     this.clusterArn = this.source.kind === 'msk' ? this.source.clusterArn : undefined;
+    // The source's own checks first: a cross-account cluster without its VPC connection is the clearer error.
+    validateKafkaSource(this.source, Stack.of(this).account);
+    if (props.eventSourceMapping !== false && this.source.kind === 'msk' && !this.source.vpcId) {
+      throw new InvalidSettingError(source ? 'source.vpcId' : 'mskVpcId', MSK_VPC_REQUIRED);
+    }
 
     this.encryptionKey = this.pipelineKey(props.encryptionKey, removalPolicy);
     this.table = this.ledgerTable(props.table, removalPolicy);

@@ -14,7 +14,7 @@
  *
  * A secret encrypted with a customer-managed key also gets `kms:Decrypt` on that key, only through Secrets Manager.
  */
-import { Annotations, Aws, type Duration, Stack, Token } from 'aws-cdk-lib';
+import { Aws, type Duration, Stack, Token } from 'aws-cdk-lib';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
@@ -68,10 +68,17 @@ export interface MskSource {
   readonly vpcConnectionArn?: string;
   /**
    * The VPC the pollers' network interfaces are in (the cluster's, or the managed VPC connection's): conditions
-   * the network-interface permissions on it. Without it they are scoped to the account and region, and synth warns.
+   * the network-interface permissions on it. Required with an event source mapping (synth stops without it).
    */
   readonly vpcId?: string;
 }
+
+/**
+ * Why an MSK source's VPC is required (`mskVpcId`, `source.vpcId`): the pollers' network-interface permissions are
+ * conditioned on it, and without it they would reach every subnet of the account.
+ */
+export const MSK_VPC_REQUIRED =
+  "required for an MSK source: the mapping's pollers create and delete network interfaces with the processor's role, and only the cluster's VPC (vpc-…, the ec2:Vpc condition) keeps them out of every other subnet of the account (or deploy without the mapping: eventSourceMapping false)";
 
 /** Whether clients of the cluster authenticate through IAM (the default), rather than with a secret. */
 export function usesIamAuth(source: MskSource): boolean {
@@ -320,12 +327,7 @@ export function attachKafkaSource(
         }),
       );
     }
-    if (!source.vpcId) {
-      Annotations.of(scope).addWarningV2(
-        'eos:mskVpcId',
-        "Set mskVpcId (the MSK cluster's VPC; source.vpcId in props) to condition the processor's network-interface permissions on it; without it they are scoped to this account and region only.",
-      );
-    }
+    if (!source.vpcId) throw new InvalidSettingError('source.vpcId', MSK_VPC_REQUIRED);
     for (const statement of networkInterfaceStatements(source.vpcId)) fn.addToRolePolicy(statement);
     const sameAccount = source.vpcConnectionArn === undefined;
     return {

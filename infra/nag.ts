@@ -23,7 +23,7 @@ const REASONS = {
     "S3 object actions scoped to one of this pipeline's prefixes (shared/sink/layout.ts): object keys are unique per attempt and checkpoint, so a key prefix is the narrowest scope IAM can express; the bucket policy denies every other writer of the same prefix.",
   xray: 'X-Ray tracing: xray:PutTraceSegments and xray:PutTelemetryRecords support no resource-level permissions (CDK adds them for active tracing).',
   eniScoped:
-    "The MSK event source mapping's pollers create and delete network interfaces with the function's role; those actions are limited to this account and region, and to the cluster's VPC through the ec2:Vpc condition when the VPC is known (sandbox cluster or mskVpcId).",
+    "The event source mapping's pollers create and delete network interfaces with the function's role; those actions are limited to this account and region and, through the ec2:Vpc condition, to the cluster's VPC (required for MSK: mskVpcId, source.vpcId or the sandbox's; a self-managed cluster's network.vpc).",
   eniDescribe:
     'ec2:DescribeNetworkInterfaces, DescribeSecurityGroups, DescribeSubnets and DescribeVpcs support no resource-level permissions; the pollers need them, and they change nothing.',
   stateMachineStar:

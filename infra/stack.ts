@@ -9,6 +9,7 @@ import type { Construct } from 'constructs';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { CONFIG_KEYS, parsePipelineConfig, parseReplayContext, REPLAY_CONTEXT_KEYS } from './config.ts';
 import { ExactlyOncePipeline } from './exactly-once-pipeline.ts';
+import { MSK_VPC_REQUIRED } from './kafka-source.ts';
 import { type ExactlyOncePipelineProps, propsFromSettings } from './pipeline-props.ts';
 
 /**
@@ -33,8 +34,16 @@ export class ExactlyOncePipelineStack extends Stack {
       ...replayContext(this),
       ...operatorContext(this),
     };
+    if (!props.pipeline) requireMskVpcFromContext(settings);
     // The stack is what `cdk deploy` shows: its outputs are on unless the props say otherwise.
     this.pipeline = new ExactlyOncePipeline(this, 'Pipeline', { outputs: true, ...settings });
+  }
+}
+
+/** An MSK cluster's VPC, named as the user passes it (`-c mskVpcId`) rather than as the construct's prop. */
+function requireMskVpcFromContext(settings: ExactlyOncePipelineProps): void {
+  if (settings.mskClusterArn && !settings.mskVpcId && settings.eventSourceMapping !== false) {
+    throw new InvalidSettingError('-c mskVpcId', MSK_VPC_REQUIRED);
   }
 }
 

@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CLUSTER_ARN } from './infra-fixtures.ts';
+import { CLUSTER_ARN, VPC_ID } from './infra-fixtures.ts';
 
 const outdir = mkdtempSync(join(tmpdir(), 'eos-synth-'));
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
@@ -42,6 +42,7 @@ describe('infra/app.ts', () => {
   it('stops on a transform module without the named export, in one line naming the module and its exports', () => {
     const result = synth({
       mskClusterArn: CLUSTER_ARN,
+      mskVpcId: VPC_ID,
       topic: 'orders',
       transform: './test/fixtures/infra/page-views.ts#pageView',
     });
@@ -52,7 +53,12 @@ describe('infra/app.ts', () => {
   });
 
   it('synthesizes an environment-agnostic stack that passes cdk-nag during synth', () => {
-    const ok = synth({ mskClusterArn: CLUSTER_ARN, topic: 'orders', pipelineId: 'payments' });
+    const ok = synth({
+      mskClusterArn: CLUSTER_ARN,
+      mskVpcId: VPC_ID,
+      topic: 'orders',
+      pipelineId: 'payments',
+    });
     expect(ok.stderr).not.toMatch(/AwsSolutions-/);
     expect(ok.status).toBe(0);
     const templateFile = join(outdir, 'ExactlyOncePipeline-payments.template.json');

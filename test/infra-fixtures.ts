@@ -11,7 +11,14 @@ import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from '../infra/stack
 export const CLUSTER_ARN =
   'arn:aws:kafka:eu-west-1:123456789012:cluster/demo/1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d-2';
 
-export const BASE_PROPS: ExactlyOncePipelineProps = { mskClusterArn: CLUSTER_ARN, topic: 'orders' };
+/** The cluster's VPC: an MSK source needs it (the pollers' network interfaces are conditioned on it). */
+export const VPC_ID = 'vpc-0123456789abcdef0';
+
+export const BASE_PROPS: ExactlyOncePipelineProps = {
+  mskClusterArn: CLUSTER_ARN,
+  mskVpcId: VPC_ID,
+  topic: 'orders',
+};
 
 export function testApp(context: Record<string, unknown> = {}): App {
   return new App({

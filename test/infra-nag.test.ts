@@ -28,7 +28,7 @@ describe('cdk-nag AwsSolutions', () => {
     ['an imported cluster (the default settings)', {}],
     [
       'an MSK Serverless sandbox with a customer-managed key',
-      { mskClusterArn: undefined, sandboxCluster: true, encryption: 'kms' as const },
+      { mskClusterArn: undefined, mskVpcId: undefined, sandboxCluster: true, encryption: 'kms' as const },
     ],
     [
       'at-least-once delivery, destroyable, with alarm email',
@@ -60,7 +60,7 @@ describe('cdk-nag AwsSolutions', () => {
     ['the default settings', {}],
     [
       'a sandbox with a customer-managed key',
-      { mskClusterArn: undefined, sandboxCluster: true, encryption: 'kms' as const },
+      { mskClusterArn: undefined, mskVpcId: undefined, sandboxCluster: true, encryption: 'kms' as const },
     ],
     ['at-least-once', { deliveryGuarantee: 'at-least-once' as const }],
   ])('acknowledges only findings that exist, on the construct that has them (%s)', (_name, props) => {
