@@ -31,6 +31,7 @@ import {
   glueLoader,
   type RegisteredSchema,
 } from './registry.ts';
+import type { RegistrySecretReader } from './registry-credentials.ts';
 import { type CacheOptions, type Lookup, SchemaCache, type SchemaLookupMiss } from './schema-cache.ts';
 import type { Codec } from './schema-codecs.ts';
 
@@ -42,6 +43,7 @@ export {
 export type { DecodeResult, FieldDecoder, FieldFormat, Framing, RegistrySpec } from './formats.ts';
 export { DecodeFailureReason } from './formats.ts';
 export type { Fetch, GlueGetSchemaVersion, SchemaType } from './registry.ts';
+export type { RegistrySecretReader } from './registry-credentials.ts';
 export {
   DEFAULT_MAX_LOOKUPS_IN_FLIGHT,
   DEFAULT_MAX_LOOKUPS_PER_FETCH,
@@ -71,6 +73,11 @@ export interface DecodeDependencies {
   readonly onSchemaLookupMiss?: (miss: SchemaLookupMiss) => void;
   /** Glue `GetSchemaVersion`, for schema version ids not given locally in the registry spec's `schemas`. */
   readonly glueGetSchemaVersion?: GlueGetSchemaVersion;
+  /**
+   * Reads the secret a Confluent registry's `basicAuthSecret` names (`registrySecretLookup()` of
+   * `registry-secret.ts`, which the construct's generated entry passes); a spec naming a secret needs it.
+   */
+  readonly registrySecret?: RegistrySecretReader;
 }
 
 /** The Avro and Protobuf codecs (`schema-codecs.ts`), once installed or loaded. */
@@ -245,7 +252,14 @@ function registryLookups<C>(
   deps: DecodeDependencies,
 ): Lookups {
   if (registry.kind === 'confluent') {
-    const cache = new SchemaCache(confluentLoader(registry, deps.fetch), cacheOptions(deps));
+    if (registry.basicAuthSecret !== undefined && deps.registrySecret === undefined) {
+      throw new InvalidFieldFormatError(
+        `${setting}.registry.basicAuthSecret`,
+        'needs a secret reader: give registrySecret (registrySecretLookup()) to the decoder; the construct does',
+      );
+    }
+    const loader = confluentLoader(registry, deps.fetch, deps.registrySecret);
+    const cache = new SchemaCache(loader, cacheOptions(deps));
     return {
       fetch: (ids) => cache.fetch(ids.filter((id): id is number => typeof id === 'number')),
       get: (id) => (typeof id === 'number' ? cache.get(id) : { state: 'not-fetched' }),
@@ -312,6 +326,7 @@ function checkConfluent(setting: string, registry: Extract<RegistrySpec, { kind:
   if (registry.basicAuth !== undefined && !registry.basicAuth.includes(':')) {
     throw new InvalidFieldFormatError(`${setting}.registry.basicAuth`, 'expected "user:password"');
   }
+  checkCredentials(setting, registry, url);
   const timeout = registry.timeoutMs;
   if (timeout !== undefined && !(Number.isInteger(timeout) && timeout > 0)) {
     throw new InvalidFieldFormatError(
@@ -319,4 +334,45 @@ function checkConfluent(setting: string, registry: Extract<RegistrySpec, { kind:
       `${timeout} is not a positive integer`,
     );
   }
+}
+
+/** A Secrets Manager secret's ARN (the construct grants the processor read access to it by this ARN). */
+const SECRET_ARN = /^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$/;
+
+function checkCredentials(
+  setting: string,
+  registry: Extract<RegistrySpec, { kind: 'confluent' }>,
+  url: URL,
+): void {
+  const { basicAuth, basicAuthSecret } = registry;
+  if (basicAuthSecret !== undefined && basicAuth !== undefined) {
+    throw new InvalidFieldFormatError(
+      `${setting}.registry.basicAuth`,
+      'give basicAuth or basicAuthSecret, not both',
+    );
+  }
+  if (
+    basicAuthSecret !== undefined &&
+    !(typeof basicAuthSecret === 'string' && SECRET_ARN.test(basicAuthSecret))
+  ) {
+    throw new InvalidFieldFormatError(
+      `${setting}.registry.basicAuthSecret`,
+      `${JSON.stringify(basicAuthSecret)} is not a Secrets Manager secret ARN (arn:aws:secretsmanager:<region>:<account>:secret:<name>)`,
+    );
+  }
+  if (
+    (basicAuth !== undefined || basicAuthSecret !== undefined) &&
+    url.protocol === 'http:' &&
+    !isLoopback(url)
+  ) {
+    throw new InvalidFieldFormatError(
+      `${setting}.registry.url`,
+      `credentials over http: would cross the network in clear text; use https: (http: only on loopback)`,
+    );
+  }
+}
+
+function isLoopback(url: URL): boolean {
+  const host = url.hostname;
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }

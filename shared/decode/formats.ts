@@ -12,12 +12,16 @@
 export type RegistrySpec =
   /**
    * A Confluent-compatible registry (REST: `GET <url>/schemas/ids/<id>`); bytes framed as 0x00 + 4-byte id.
-   * `basicAuth` is `user:password` (sent base64-encoded); `timeoutMs` bounds each lookup (default 5000).
+   * Credentials, sent as HTTP Basic auth, only over `https:` (or `http:` on loopback): `basicAuthSecret`, the ARN
+   * of a Secrets Manager secret whose string is `user:password` or JSON `{ "username", "password" }` (the
+   * construct grants the processor `secretsmanager:GetSecretValue` on it), or `basicAuth`, `user:password` written
+   * in the transform (and so in its bundle: for local use). `timeoutMs` bounds each lookup (default 5000).
    */
   | {
       readonly kind: 'confluent';
       readonly url: string;
       readonly basicAuth?: string;
+      readonly basicAuthSecret?: string;
       readonly timeoutMs?: number;
     }
   /**

@@ -12,6 +12,7 @@
 import { SchemaRegistryUnavailableError } from './errors.ts';
 import type { RegistrySpec } from './formats.ts';
 import { messageOf } from './framing.ts';
+import { type RegistrySecretReader, registryAuthorization } from './registry-credentials.ts';
 import type { SchemaLoader } from './schema-cache.ts';
 
 /** The schema formats a registry can hold. */
@@ -47,22 +48,31 @@ export type Fetch = (
 export function confluentLoader(
   spec: Extract<RegistrySpec, { kind: 'confluent' }>,
   fetchImpl: Fetch = fetch,
+  readSecret?: RegistrySecretReader,
 ): SchemaLoader<number> {
   const base = spec.url.replace(/\/+$/, '');
-  const headers: Record<string, string> = {
-    accept: 'application/vnd.schemaregistry.v1+json, application/json',
-  };
-  if (spec.basicAuth !== undefined) {
-    headers.authorization = `Basic ${Buffer.from(spec.basicAuth, 'utf8').toString('base64')}`;
-  }
+  const authorization = registryAuthorization(spec, readSecret);
   const timeoutMs = spec.timeoutMs ?? DEFAULT_REGISTRY_TIMEOUT_MS;
+  const get = async (url: string, refresh: boolean): Promise<Response> => {
+    const headers: Record<string, string> = {
+      accept: 'application/vnd.schemaregistry.v1+json, application/json',
+    };
+    const header = await authorization(refresh);
+    if (header !== undefined) headers.authorization = header;
+    return fetchImpl(url, { headers, signal: AbortSignal.timeout(timeoutMs) });
+  };
   return async (id) => {
     const url = `${base}/schemas/ids/${id}`;
     const where = `GET ${redact(url)}`;
     let response: Response;
     let body: unknown;
     try {
-      response = await fetchImpl(url, { headers, signal: AbortSignal.timeout(timeoutMs) });
+      response = await get(url, false);
+      if ((response.status === 401 || response.status === 403) && spec.basicAuthSecret !== undefined) {
+        // The secret may have been rotated since it was read: read it again once before believing the refusal.
+        await response.body?.cancel();
+        response = await get(url, true);
+      }
       const miss = missOf(response.status);
       if (miss !== undefined) {
         await response.body?.cancel();
@@ -74,6 +84,7 @@ export function confluentLoader(
       }
       body = await response.json();
     } catch (error) {
+      if (error instanceof SchemaRegistryUnavailableError) throw error;
       throw new SchemaRegistryUnavailableError(where, { cause: error });
     }
     return registeredSchema(body, where);

@@ -14,6 +14,8 @@ export interface CountingRegistry {
   readonly authorizations: (string | undefined)[];
   readonly maxInFlight: number;
   delayMs: number;
+  /** When set, a request without exactly this Authorization header is answered 401. */
+  requiredAuthorization: string | undefined;
   reset(): void;
   close(): Promise<void>;
 }
@@ -29,7 +31,10 @@ export async function startCountingRegistry(schema: string): Promise<CountingReg
     maxInFlight = Math.max(maxInFlight, inFlight);
     setTimeout(() => {
       inFlight--;
-      const status = registry.answers.get(id) ?? 200;
+      const unauthorized =
+        registry.requiredAuthorization !== undefined &&
+        request.headers.authorization !== registry.requiredAuthorization;
+      const status = unauthorized ? 401 : (registry.answers.get(id) ?? 200);
       const body = status === 200 ? { schema } : { error_code: status * 100, message: 'refused' };
       response.writeHead(status, { 'content-type': 'application/vnd.schemaregistry.v1+json' });
       response.end(JSON.stringify(body));
@@ -43,6 +48,7 @@ export async function startCountingRegistry(schema: string): Promise<CountingReg
     requested: [],
     authorizations: [],
     delayMs: 20,
+    requiredAuthorization: undefined,
     get maxInFlight() {
       return maxInFlight;
     },
@@ -51,6 +57,7 @@ export async function startCountingRegistry(schema: string): Promise<CountingReg
       registry.requested.length = 0;
       registry.authorizations.length = 0;
       registry.delayMs = 20;
+      registry.requiredAuthorization = undefined;
       maxInFlight = 0;
     },
     close: async () => {
