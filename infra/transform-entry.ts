@@ -46,6 +46,8 @@ const FACTORY_NAME = 'createProcessorHandler';
 const TRANSFORM_API = projectModule('../shared/transforms/api.ts');
 /** Glue's `GetSchemaVersion` for the decoders, in the entries of transforms that declare a Glue registry. */
 const GLUE_LOOKUP = projectModule('../shared/aws/glue-schemas.ts');
+/** The Secrets Manager reader, in the entries of transforms whose Confluent registry names `basicAuthSecret`. */
+const SECRET_LOOKUP = projectModule('../shared/decode/registry-secret.ts');
 
 /** A transform module resolved and checked: its absolute path and the export to run. */
 export interface ResolvedTransformModule {
@@ -58,6 +60,11 @@ export interface ResolvedTransformModule {
   readonly usesGlueRegistry: boolean;
   /** The Glue registries the transform names (`registryName`); empty when one is used without a name. */
   readonly glueRegistryNames: readonly string[];
+  /**
+   * The Secrets Manager secrets holding a Confluent registry's credentials (`basicAuthSecret`), sorted: the
+   * processor needs `secretsmanager:GetSecretValue` on each, and its entry the secret reader; empty for none.
+   */
+  readonly registrySecretArns: readonly string[];
   /** The transform's output columns in normal form: the stack sets `outputColumns` (Parquet) from them. */
   readonly columns: readonly ColumnDefinition[];
 }
@@ -124,14 +131,19 @@ function pickExport(file: string, wanted: string | undefined, exported: readonly
  */
 function checkIsTransform(
   module: Pick<ResolvedTransformModule, 'file' | 'exportName'>,
-): Pick<ResolvedTransformModule, 'usesGlueRegistry' | 'glueRegistryNames' | 'columns'> {
+): Pick<
+  ResolvedTransformModule,
+  'usesGlueRegistry' | 'glueRegistryNames' | 'registrySecretArns' | 'columns'
+> {
   const probe = [
     `import * as mod from ${JSON.stringify(module.file)};`,
     `import { isTransformDefinition } from ${JSON.stringify(TRANSFORM_API)};`,
     `const value = mod[${JSON.stringify(module.exportName)}];`,
     "const found = value === null ? 'null' : typeof value === 'function' ? 'a function' : Array.isArray(value) ? 'an array' : typeof value === 'object' ? 'an object' : 'a ' + typeof value;",
-    "const glue = isTransformDefinition(value) ? [value.key, value.value].map((f) => f?.registry).filter((r) => r?.kind === 'glue') : [];",
-    'process.stdout.write(JSON.stringify({ ok: isTransformDefinition(value), found, glue: glue.map((r) => r.registryName ?? null), columns: isTransformDefinition(value) ? value.columns : [] }));',
+    'const registries = isTransformDefinition(value) ? [value.key, value.value].map((f) => f?.registry) : [];',
+    "const glue = registries.filter((r) => r?.kind === 'glue');",
+    "const secrets = registries.filter((r) => r?.kind === 'confluent' && r.basicAuthSecret !== undefined).map((r) => r.basicAuthSecret);",
+    'process.stdout.write(JSON.stringify({ ok: isTransformDefinition(value), found, glue: glue.map((r) => r.registryName ?? null), secrets, columns: isTransformDefinition(value) ? value.columns : [] }));',
   ].join('\n');
   const dir = mkdtempSync(join(tmpdir(), 'eos-transform-check-'));
   try {
@@ -163,6 +175,7 @@ function checkIsTransform(
       ok: boolean;
       found: string;
       glue: (string | null)[];
+      secrets: unknown[];
       columns: ColumnDefinition[];
     };
     if (!result.ok) throw new NotATransformError(module.file, module.exportName, result.found);
@@ -170,6 +183,7 @@ function checkIsTransform(
     return {
       usesGlueRegistry: result.glue.length > 0,
       glueRegistryNames: named ? [...new Set(result.glue as string[])].sort() : [],
+      registrySecretArns: [...new Set(result.secrets.map(String))].sort(),
       columns: result.columns,
     };
   } catch (error) {
@@ -199,17 +213,22 @@ export function processorEntrySource(module: ResolvedTransformModule): string {
     module.exportName === 'default'
       ? `import transform from ${JSON.stringify(module.file)};`
       : `import { ${module.exportName} as transform } from ${JSON.stringify(module.file)};`;
-  const glue = module.usesGlueRegistry
-    ? [`import { glueSchemaVersionLookup } from ${JSON.stringify(GLUE_LOOKUP)};`]
-    : [];
-  const options = module.usesGlueRegistry
-    ? '{ transform, decode: { glueGetSchemaVersion: glueSchemaVersionLookup() } }'
-    : '{ transform }';
+  const imports: string[] = [];
+  const decode: string[] = [];
+  if (module.usesGlueRegistry) {
+    imports.push(`import { glueSchemaVersionLookup } from ${JSON.stringify(GLUE_LOOKUP)};`);
+    decode.push('glueGetSchemaVersion: glueSchemaVersionLookup()');
+  }
+  if (module.registrySecretArns.length > 0) {
+    imports.push(`import { registrySecretLookup } from ${JSON.stringify(SECRET_LOOKUP)};`);
+    decode.push('registrySecret: registrySecretLookup()');
+  }
+  const options = decode.length > 0 ? `{ transform, decode: { ${decode.join(', ')} } }` : '{ transform }';
   return [
     '// Generated at synth by ExactlyOncePipeline: the processor running a transform of your own.',
     imported,
     `import { ${FACTORY_NAME} } from ${JSON.stringify(PROCESSOR_HANDLER_FACTORY)};`,
-    ...glue,
+    ...imports,
     `export const handler = ${FACTORY_NAME}(${options});`,
     '',
   ].join('\n');

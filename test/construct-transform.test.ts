@@ -90,6 +90,7 @@ describe('a transform module of the user', () => {
       exportName: 'pageViews',
       usesGlueRegistry: false,
       glueRegistryNames: [],
+      registrySecretArns: [],
       columns: [],
     };
     expect(writeProcessorEntry(module)).toBe(writeProcessorEntry({ ...module }));
@@ -188,6 +189,7 @@ describe("docs/deploy.md's own transform", () => {
       exportName: 'pageViews',
       usesGlueRegistry: false,
       glueRegistryNames: [],
+      registrySecretArns: [],
       // Read at synth: the stack's EOS_OUTPUT_COLUMNS for Parquet output.
       columns: [
         { name: 'userId', type: 'string', nullable: false },
@@ -249,5 +251,54 @@ describe('a transform decoding with an AWS Glue Schema Registry', () => {
     expect(glueStatements(plain)).toEqual([]);
     const module = resolveTransform({ kind: 'module', entry: FIXTURE, exportName: 'pageViews' });
     expect(processorEntrySource(module!)).not.toContain('glue');
+  });
+});
+
+describe('a transform whose Confluent registry credentials are in a Secrets Manager secret', () => {
+  const SECRET = 'arn:aws:secretsmanager:eu-west-1:111111111111:secret:registry/reader-AbCdEf';
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'eos-secret-transform-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  function moduleWith(registry: string): string {
+    const file = join(dir, `payments-${Math.random().toString(36).slice(2)}.ts`);
+    writeFileSync(
+      file,
+      [
+        `import { defineTransform } from ${JSON.stringify(resolve('shared/transforms/api.ts'))};`,
+        'export default defineTransform({',
+        "  name: 'confluent-payments',",
+        `  value: { format: 'avro', registry: ${registry} },`,
+        "  schema: { id: 'string' },",
+        '  transform: () => ({ rows: [] }),',
+        '});',
+      ].join('\n'),
+    );
+    return file;
+  }
+
+  it('is found by the synth-time probe, and only its entry gets the secret reader', () => {
+    const withSecret = resolveTransform({
+      kind: 'module',
+      entry: moduleWith(
+        `{ kind: 'confluent', url: 'https://registry.internal', basicAuthSecret: '${SECRET}' }`,
+      ),
+      exportName: undefined,
+    });
+    expect(withSecret).toMatchObject({ usesGlueRegistry: false, registrySecretArns: [SECRET] });
+    const source = processorEntrySource(withSecret!);
+    expect(source).toContain('registrySecret: registrySecretLookup()');
+    expect(source).toContain('shared/decode/registry-secret.ts');
+
+    const plain = resolveTransform({
+      kind: 'module',
+      entry: moduleWith(`{ kind: 'confluent', url: 'https://registry.internal', basicAuth: 'reader:pw' }`),
+      exportName: undefined,
+    });
+    expect(plain).toMatchObject({ registrySecretArns: [] });
+    expect(processorEntrySource(plain!)).not.toContain('registry-secret');
+    expect(processorEntrySource(plain!)).not.toContain('registrySecret');
   });
 });
