@@ -87,6 +87,33 @@ export class OffsetsWentBackwardsError extends PipelineError {
   }
 }
 
+/**
+ * A batch at or below its partition's fence that nothing proves a redelivery, judged while the fence moved during
+ * this invocation (L2, P4): a zombie's stale batch (already retried and acknowledged) and a live batch of another
+ * generation look alike then, and the clock comparison that said "moved" is no evidence either way. Nothing is
+ * acknowledged and nothing is recorded: the invocation fails so that the mapping retries the batch in a fresh
+ * invocation, which judges it as delivered (a zombie's failure is discarded, its batch was acknowledged already).
+ * Retryable: `$retryable` is the AWS SDK's mark `isTransient` honours, so every classifier (claim release, stop
+ * reporting, the handler's log) treats it as a transient failure, never as a stop.
+ */
+export class UnprovenRedeliveryError extends PipelineError {
+  readonly $retryable = { throttling: false };
+
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly fence: number,
+    readonly firstOffset: number,
+    readonly lastOffset: number,
+  ) {
+    super(
+      `batch ${firstOffset}..${lastOffset} of ${topic}-${partition} lies below the start of the last batch staged ` +
+        `at fence ${fence}, which moved while this invocation ran, and no fingerprint proves it a redelivery; ` +
+        'nothing acknowledged, the batch will be retried',
+    );
+  }
+}
+
 /** An event from a source or topic this processor is not configured for; rejected before any effect. */
 export class EventSourceRejectedError extends PipelineError {
   constructor(

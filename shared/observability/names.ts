@@ -39,6 +39,13 @@ export const METRIC = {
   consecutiveAborts: 'ConsecutiveCheckpointAborts',
   /** A batch whose offsets went backwards past the fence (recreated topic, reset consumer group): the partition stops (L2). */
   offsetsWentBackwards: 'OffsetsWentBackwards',
+  /**
+   * A batch below its partition's fence that nothing proved a redelivery while the fence moved during the invocation
+   * (a zombie's stale batch, or a batch of another generation): nothing acknowledged, the invocation failed
+   * retryably and the mapping's retry judges it as delivered. Occasional ones are zombies; a steady count on one
+   * partition means the retries keep meeting a moving fence or a clock far ahead.
+   */
+  unprovenRedeliveries: 'UnprovenRedeliveries',
   /** A batch whose first offset lies further above the fence than the configured bound (gap or forged fence). */
   fenceJumps: 'FenceJumps',
   /** A partition stopped for a structural reason other than offsets going backwards (an item over a DynamoDB limit, a malformed fence). */

@@ -58,6 +58,8 @@ export function logRedeliveryDrops(logger: Pick<Logger, 'info'>, report: BatchRe
  *   other structural stops (an item over a DynamoDB limit, a malformed fence) → `PartitionsStopped` + an error log
  *   naming the partition and the item (the failed invocation is logged and alarmed on as non-transient by the
  *   middleware as well);
+ * - a batch below the fence that nothing proved a redelivery while the fence moved → `UnprovenRedeliveries` + a
+ *   warning naming the partition and offsets (retryable: no stop, the middleware logs the failure as transient);
  * - fence jump → `FenceJumps` + a warning naming the partition and both offsets;
  * - key conflicts → `IdempotencyKeyConflicts` (their number) + a warning per conflict naming key and claimant.
  */
@@ -83,6 +85,19 @@ export function processorObserver(telemetry: Telemetry): ProcessorObserver {
       }
       metrics.addMetric(METRIC.partitionsStopped, MetricUnit.Count, 1);
       logger.error('partition stopped: structural error', { error });
+    },
+    redeliveryUnproven(error) {
+      metrics.addMetric(METRIC.unprovenRedeliveries, MetricUnit.Count, 1);
+      logger.warn(
+        'batch below the fence not proven a redelivery: nothing acknowledged, the mapping retries it',
+        {
+          topic: error.topic,
+          partition: error.partition,
+          fence: error.fence,
+          firstOffset: error.firstOffset,
+          lastOffset: error.lastOffset,
+        },
+      );
     },
     fenceJumped(jump) {
       metrics.addMetric(METRIC.fenceJumps, MetricUnit.Count, 1);

@@ -77,12 +77,22 @@
  *   in full, as delivered;
  * - moved WHILE this invocation ran: a concurrent or zombie invocation of the same partition staged it. A zombie
  *   can legitimately hold a batch wholly below the new B (its batch was retried, acknowledged, and later batches
- *   staged), so rules 4 and 5 are not applied; only fingerprints (1, 2) and rule 3 judge it. Same-generation
- *   records always match their fingerprints, so a zombie never trips — also one that stalled before its first
- *   read (a cold start, a slow `prepare`) and so never saw the fence its batch was delivered against.
- * `updatedAt` is the staging container's clock and the start this one's: clocks apart by more than the time
- * between the last staging and the start can still misjudge one batch either way (a stop that the next batch
- * confirms, or a batch of a new generation taken for a zombie's when it holds no fingerprinted record).
+ *   staged) — also one that stalled before its first read (a cold start, a slow `prepare`) and so never saw the
+ *   fence its batch was delivered against. Fingerprints (1, 2) and rule 3 judge it as usual, and rule 5 (a split
+ *   retry) stands. Where rule 4 would say "backwards", the batch is UNPROVEN: no stop, no acknowledgement; the
+ *   invocation fails with the retryable {@link UnprovenRedeliveryError} (metric `UnprovenRedeliveries`).
+ * Why fail rather than acknowledge or stop: acknowledging drops records, so it needs proof — a fingerprint (rule 2)
+ * or the as-delivered rules. Here there is none: a zombie's stale batch and a live batch of another generation (a
+ * recreated topic delivered while a zombie of the old one stages) look alike, and "moved while running" compares
+ * the staging container's clock (`updatedAt`) with this one's (the start), so a clock skew alone can produce it.
+ * Acknowledging would lose the new generation's records; stopping would let a zombie write a false stop. Failing
+ * costs nothing either way: a zombie's answer is discarded by the mapping (its batch was retried and acknowledged
+ * already), and a live batch is retried in a fresh invocation, which judges it as delivered once the fence no
+ * longer moves under it — stopping the partition loudly if it truly went backwards. With a clock skew the retries
+ * repeat until real time passes the skew: bounded, and nothing is lost meanwhile.
+ * The opposite skew (this container's clock ahead) judges a zombie's batch as delivered and may stop it falsely;
+ * such a stop is seen by one attempt only, and a stop counts as confirmed once a second attempt saw it (`eos epoch
+ * --start-new` refuses an unconfirmed one).
  * Residual (documented): a batch of another generation that starts inside (B, F], ends before F and holds neither
  * B nor F is taken for a split retry (rule 5); the next batch reaches F and stops the partition. Compaction that
  * removes the record at B or F between a delivery and its retry makes rule 3 or 4 stop a partition falsely (loud,
@@ -150,6 +160,7 @@ import {
   MalformedLedgerItemError,
   OffsetsWentBackwardsError,
   PipelineError,
+  UnprovenRedeliveryError,
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage, PartitionBatch } from '../kafka/record.ts';
@@ -326,6 +337,8 @@ export interface ProcessorObserver {
   partitionStopped?(error: PartitionStoppedError): void;
   fenceJumped?(jump: FenceJump): void;
   keyConflicts?(conflicts: readonly KeyConflict[]): void;
+  /** A batch failed retryably: below the fence, nothing proves it a redelivery (see "Which fence is judged"). */
+  redeliveryUnproven?(error: UnprovenRedeliveryError): void;
 }
 
 export interface ProcessorDeps {
@@ -404,12 +417,15 @@ interface StagedObject {
 export type Verdict =
   | { readonly kind: 'new' }
   | { readonly kind: 'redelivery' }
-  | { readonly kind: 'backwards'; readonly reason: string };
+  | { readonly kind: 'backwards'; readonly reason: string }
+  | { readonly kind: 'unproven' };
 
 /**
  * The rule of the module doc ("Offsets that go backwards"). `records` are the batch's fingerprints in offset order
  * (non-empty); `mode` is `start` for a batch as delivered and `moved` for a batch whose fence another invocation
- * moved while it ran (rules 4 and 5 skipped: a zombie may legitimately hold a batch wholly below the new B). Pure.
+ * moved while it ran. In `moved`, where rule 4 would say "backwards" (the batch starts below B, holds no
+ * fingerprinted record) the verdict is `unproven`: a zombie may legitimately hold such a batch, and so may a live
+ * batch of another generation, and nothing tells them apart (see "Which fence is judged"). Pure.
  */
 export function judgeBatch(
   records: readonly RecordFingerprint[],
@@ -452,9 +468,9 @@ export function judgeBatch(
       reason: `the batch reaches past the fence without the record staged at ${F}`,
     };
   }
-  if (mode === 'moved') return { kind: 'redelivery' };
   const B = identity.batchStart.offset;
   if (first < B) {
+    if (mode === 'moved') return { kind: 'unproven' };
     return {
       kind: 'backwards',
       reason: `the batch starts below ${B}, where the last staged batch started (a redelivery starts there)`,
@@ -829,6 +845,20 @@ export class Processor {
     );
   }
 
+  /** An unproven redelivery, reported (a warning and `UnprovenRedeliveries`) before it is thrown: no stop record. */
+  private unproven(prints: Fingerprints, fence: FenceState): UnprovenRedeliveryError {
+    const { topic, partition } = prints.batch;
+    const error = new UnprovenRedeliveryError(
+      topic,
+      partition,
+      fence.stagedOffset,
+      prints.firstOffset,
+      prints.lastOffset,
+    );
+    this.deps.observer?.redeliveryUnproven?.(error);
+    return error;
+  }
+
   /**
    * The lane and fence to start from, judged: a "backwards" against a cached fence is confirmed against a fresh
    * read of the partition's current lane (an operator may have opened a new epoch since), and a confirmed one is
@@ -847,7 +877,7 @@ export class Processor {
     // meanwhile, and its records must never be dropped as redeliveries of the old one (review of epochs, finding
     // 1). A read per redelivery only: the steady state (batches above the fence) reads nothing.
     if (verdict.kind === 'new') return { lane, fence };
-    if (!cached && verdict.kind !== 'backwards') return { lane, fence };
+    if (!cached && verdict.kind === 'redelivery') return { lane, fence };
     // The cached lane's own fence first (one read); only a closed one sends an epoch lane to the root (review of
     // the operations fixes, finding 6). A closed explicit lane fails (EpochChangedError).
     const fresh = !cached
@@ -856,6 +886,7 @@ export class Processor {
         ? { lane, fence: await this.refreshFence(lane, partition) }
         : await this.freshLaneFence(topic, partition, lane);
     const again = cached ? this.judge(prints, fresh.fence, judgingMode(fresh.fence, startedAt)) : verdict;
+    if (again.kind === 'unproven') throw this.unproven(prints.inLane(fresh.lane), fresh.fence);
     if (again.kind !== 'backwards') return fresh;
     const stopped = this.backwards(prints.inLane(fresh.lane), fresh.fence, again.reason);
     if (!explicit) await this.recordStop(fresh, stopped);
@@ -908,6 +939,7 @@ export class Processor {
     }
     const verdict = this.judge(prints, fresh, judgingMode(fresh, startedAt));
     if (verdict.kind === 'backwards') throw this.backwards(prints, fresh, verdict.reason);
+    if (verdict.kind === 'unproven') throw this.unproven(prints, fresh);
     return fresh;
   }
 

@@ -1,14 +1,16 @@
 /**
- * A slow invocation whose first read of the fence comes after other invocations moved it (L2, P2): a zombie that
- * stalled before reading anything must be judged as a zombie, not as a batch whose offsets went backwards. A real
- * backwards batch (the fence ahead at the first read, unchanged since before the invocation began) still stops
- * the partition. Real DynamoDB Local and S3 server; the `eos epoch` command runs against the same ledger.
+ * A slow invocation whose first read of the fence comes after other invocations moved it (L2, P2, P4): a zombie that
+ * stalled before reading anything must never stop the partition, and a batch below the last staged batch start is
+ * never acknowledged without a fingerprint proving it a redelivery: it fails with a retryable error and writes
+ * nothing. A real backwards batch (the fence ahead at the first read, unchanged since before the invocation began)
+ * still stops the partition. Real DynamoDB Local and S3 server; the `eos epoch` command runs against the same ledger.
  */
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { runEpoch } from '../../cli/epoch.ts';
+import { isTransient } from '../../shared/aws/classify.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
-import { OffsetsWentBackwardsError } from '../../shared/errors.ts';
+import { OffsetsWentBackwardsError, UnprovenRedeliveryError } from '../../shared/errors.ts';
 import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
 import { METRIC } from '../../shared/observability/names.ts';
 import { processorObserver } from '../../shared/observability/processor-metrics.ts';
@@ -105,7 +107,7 @@ async function startNewEpoch(settings: Settings) {
 }
 
 describe('a zombie whose first fence read comes after the partition moved on', () => {
-  it('is acknowledged as a redelivery: no stop record, no OffsetsWentBackwards, and eos epoch --start-new cannot open an epoch while a staged batch is being acknowledged', async () => {
+  it('fails with a retryable error and acknowledges nothing: no stop record, no OffsetsWentBackwards, and eos epoch --start-new cannot open an epoch while a staged batch is being acknowledged', async () => {
     const settings = settingsIn(res, 'zfr');
     const clock = new ManualClock();
     const held = heldTransform();
@@ -137,10 +139,17 @@ describe('a zombie whose first fence read comes after the partition moved on', (
 
     clock.advance(1_000);
     held.release();
-    const report = await zRun;
-    expect(report.partitions[0]).toMatchObject({ chunks: 0, duplicatesByOffset: 10, stagedOffset: 99 });
+    // Z's batch lies below every remembered batch start and nothing proves it a redelivery: Z fails, retryably,
+    // and the mapping discards a zombie's answer anyway (its batch was retried and acknowledged).
+    const failure = await zRun.then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(failure).toBeInstanceOf(UnprovenRedeliveryError);
+    expect(isTransient(failure)).toBe(true);
     expect(z.stopped).toEqual([]);
     expect(z.emitted()).not.toContain(METRIC.offsetsWentBackwards);
+    expect(z.emitted()).toContain(METRIC.unprovenRedeliveries);
     expect((await fenceOf(settings)).stop).toBeUndefined();
     expect(await ledgerView(res.clients, res.table, settings.pipelineId)).toEqual(before);
 
