@@ -328,7 +328,7 @@ export class ExactlyOncePipeline extends Construct {
     if (props.analyticsTable)
       this.analytics = this.createAnalyticsTable(config, transformModule, removalPolicy);
     if (props.outputs) this.outputs();
-    for (const operator of this.operatorRoles) this.grantOperate(operator);
+    for (const operator of this.operatorRoles) this.grantOperate(this.operatorPrincipal(operator));
   }
 
   /**
@@ -339,7 +339,7 @@ export class ExactlyOncePipeline extends Construct {
    * the switch on it), and on an MSK source the topic's offsets at a time (`eos replay --from-timestamp`:
    * `kafkaOffsetsStatements`). Nothing of the coordinator's.
    */
-  private grantOperate(role: iam.IRole): void {
+  private grantOperate(role: iam.IPrincipal): void {
     const pl = this.config.pipelineId;
     const sid = sidOfPipeline(pl);
     this.grantLedger(
@@ -376,6 +376,44 @@ export class ExactlyOncePipeline extends Construct {
         role.addToPrincipalPolicy(statement);
       }
     }
+  }
+
+  /**
+   * An operator role as its grants should reach it. CloudFormation attaches a policy to a role by name, in the
+   * account it deploys into: a role ARN of another account would silently lend its grants to a same-named role
+   * here. Refused when the deploying account is known (the stack's, or for an environment-agnostic stack the MSK
+   * cluster's or its VPC connection's, which Lambda requires to be this account); when nothing tells it (a sandbox
+   * cluster, self-managed Kafka), every grant is pinned to the ARN's account (`aws:PrincipalAccount`), so a
+   * same-named role of another account gets nothing.
+   */
+  private operatorPrincipal(role: iam.IRole): iam.IPrincipal {
+    const roleAccount = role.env.account;
+    if (Token.isUnresolved(roleAccount)) return role;
+    const stackAccount = Stack.of(this).account;
+    const [account, whose] = Token.isUnresolved(stackAccount)
+      ? this.sourceAccount()
+      : [stackAccount, "the stack's"];
+    if (account === undefined) return pinnedToAccount(role, roleAccount);
+    if (account !== roleAccount) {
+      throw new InvalidSettingError(
+        'operatorRoles',
+        `${role.roleArn} is a role of account ${roleAccount}, but the stack deploys into ${account} (${whose}): its grants would go to a same-named role of ${account}`,
+      );
+    }
+    return role;
+  }
+
+  /** The deploying account as the MSK source tells it: its VPC connection's account, else the cluster's. */
+  private sourceAccount(): [string | undefined, string] {
+    if (this.source.kind !== 'msk') return [undefined, ''];
+    const { vpcConnectionArn, clusterArn } = this.source;
+    if (vpcConnectionArn !== undefined && !Token.isUnresolved(vpcConnectionArn)) {
+      return [vpcConnectionArn.split(':')[4], "the MSK VPC connection's"];
+    }
+    if (vpcConnectionArn === undefined && !Token.isUnresolved(clusterArn)) {
+      return [clusterArn.split(':')[4], "the MSK cluster's"];
+    }
+    return [undefined, ''];
   }
 
   /**
@@ -908,4 +946,27 @@ function bucketAdminsOf(scope: Construct, given: readonly string[] | undefined):
     );
   }
   return [...given];
+}
+
+/**
+ * `role` with every statement granted through it conditioned on `aws:PrincipalAccount`: the grants apply only to
+ * callers of that account, whichever role CloudFormation attaches the policy to.
+ */
+function pinnedToAccount(role: iam.IRole, account: string): iam.IPrincipal {
+  const addToPrincipalPolicy = (statement: iam.PolicyStatement): iam.AddToPrincipalPolicyResult => {
+    statement.addCondition('StringEquals', { 'aws:PrincipalAccount': account });
+    return role.addToPrincipalPolicy(statement);
+  };
+  const principal: iam.IPrincipal = {
+    get grantPrincipal() {
+      return principal;
+    },
+    assumeRoleAction: role.assumeRoleAction,
+    get policyFragment() {
+      return role.policyFragment;
+    },
+    principalAccount: account,
+    addToPrincipalPolicy,
+  };
+  return principal;
 }

@@ -121,7 +121,7 @@ describe('eventSourceMapping: false', () => {
 });
 
 describe('the stack takes both from context', () => {
-  const context = { mskClusterArn: BASE_PROPS.mskClusterArn, topic: 'orders' };
+  const context = { mskClusterArn: BASE_PROPS.mskClusterArn, mskVpcId: BASE_PROPS.mskVpcId, topic: 'orders' };
 
   it('-c eventSourceMapping=false -c analyticsTable=true -c outputFormat=parquet', () => {
     const app = testApp({
