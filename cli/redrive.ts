@@ -76,7 +76,7 @@ export async function runRedrive(
   const [
     { createAwsClients },
     { settingsFromEnv },
-    { loadTransform },
+    { loadTransform, secretsFor },
     { toTransform },
     { glueSchemaVersionLookup },
     { redrive, RedriveRegistryUnavailableError },
@@ -98,7 +98,10 @@ export async function runRedrive(
   const loaded = await loadTransform(settings.transform);
   // As the processor Lambda decodes (infra/transform-entry.ts): Glue's schema versions from GetSchemaVersion.
   const transform = usesGlue(loaded.definition)
-    ? toTransform(loaded.definition, { glueGetSchemaVersion: glueSchemaVersionLookup() })
+    ? toTransform(loaded.definition, {
+        ...secretsFor(loaded.definition),
+        glueGetSchemaVersion: glueSchemaVersionLookup(),
+      })
     : loaded.transform;
   const owned = deps.clients ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
   const clients = deps.clients ?? owned!;

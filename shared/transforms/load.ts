@@ -11,13 +11,15 @@
 import { existsSync } from 'node:fs';
 import { extname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { FieldFormat } from '../decode/formats.ts';
+import { registrySecretLookup } from '../decode/registry-secret.ts';
 import {
   NotATransformError,
   TransformExportMissingError,
   TransformModuleNotFoundError,
   UnknownTransformError,
 } from '../errors.ts';
-import { loadDecoders, toTransform } from './adapter.ts';
+import { type AdapterDependencies, loadDecoders, toTransform } from './adapter.ts';
 import { type AnyTransformDefinition, isTransformDefinition } from './api.ts';
 import { BUILTIN_TRANSFORMS } from './registry.ts';
 import type { Transform } from './types.ts';
@@ -93,12 +95,31 @@ export async function loadTransform(ref: string, cwd: string = process.cwd()): P
     }
     const definition = BUILTIN_TRANSFORMS[parsed.name]!;
     await loadDecoders(definition);
-    return { definition, transform: toTransform(definition), file: undefined, exportName: undefined };
+    return {
+      definition,
+      transform: toTransform(definition, secretsFor(definition)),
+      file: undefined,
+      exportName: undefined,
+    };
   }
   const file = resolve(cwd, parsed.path);
   if (!existsSync(file)) throw new TransformModuleNotFoundError(file);
   const module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
   const [exportName, definition] = pick(file, module, parsed.exportName);
   await loadDecoders(definition);
-  return { definition, transform: toTransform(definition), file, exportName };
+  return { definition, transform: toTransform(definition, secretsFor(definition)), file, exportName };
+}
+
+/** True when a field's Confluent registry reads its credentials from Secrets Manager (`basicAuthSecret`). */
+export function usesRegistrySecret(definition: AnyTransformDefinition): boolean {
+  const secret = (format: FieldFormat) =>
+    'registry' in format &&
+    format.registry?.kind === 'confluent' &&
+    format.registry.basicAuthSecret !== undefined;
+  return secret(definition.key) || secret(definition.value);
+}
+
+/** The secret reader a transform outside Lambda needs, as the construct's generated entry gives it to the processor. */
+export function secretsFor(definition: AnyTransformDefinition): AdapterDependencies {
+  return usesRegistrySecret(definition) ? { registrySecret: registrySecretLookup() } : {};
 }
