@@ -52,8 +52,8 @@ const deploymentShape = {
     .optional(),
   /**
    * The VPC of the imported cluster (`vpc-…`): the processor's network-interface permissions (the event source
-   * mapping's pollers create ENIs with the function's role) are conditioned on it. Without it they are scoped to
-   * the account and region only, and synth warns. The sandbox cluster's VPC is known and used.
+   * mapping's pollers create ENIs with the function's role) are conditioned on it. Required with `mskClusterArn`
+   * when there is a mapping (the construct stops synth without it). The sandbox cluster's VPC is known and used.
    */
   mskVpcId: z
     .string()

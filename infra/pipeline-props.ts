@@ -48,7 +48,10 @@ export interface ExactlyOncePipelineProps {
   readonly source?: KafkaSource;
   /** The MSK cluster (IAM authentication) to consume from. Required unless `source` or `sandboxCluster` is given. */
   readonly mskClusterArn?: string;
-  /** The VPC of `mskClusterArn` (`vpc-…`): the pollers' network-interface permissions are conditioned on it. */
+  /**
+   * The VPC of `mskClusterArn` (`vpc-…`): the pollers' network-interface permissions are conditioned on it.
+   * Required with `mskClusterArn` unless `eventSourceMapping` is false.
+   */
   readonly mskVpcId?: string;
   /** Create an MSK Serverless cluster (IAM auth) and its VPC instead of importing one: for a sandbox. Default false. */
   readonly sandboxCluster?: boolean;
