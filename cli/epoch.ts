@@ -4,12 +4,14 @@
  *
  * `cli/eos.ts` registers it. The DynamoDB client is injectable for tests; the default one follows the AWS chain
  * and is loaded only when the command runs. Exit codes: 0 done; 1 some partition was not switched (not stopped,
- * or it changed meanwhile: the lines say what to do); 2 bad usage; 3 AWS cannot be used.
+ * its stop not confirmed yet, or it changed meanwhile: the lines say what to do); 2 bad usage; 3 AWS cannot be
+ * used.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { type Command, InvalidArgumentError } from 'commander';
 import type { Clock } from '../shared/clock.ts';
 import type { PartitionEpochs, PartitionSwitch } from '../shared/ledger/epoch-switch.ts';
+import { stopSightings } from '../shared/ledger/epochs.ts';
 import {
   ENDPOINT_HELP,
   endpointUrl,
@@ -56,8 +58,12 @@ export function formatEpochs(partitions: readonly PartitionEpochs[]): string {
     );
     if (stopped) {
       const stop = current.stop!;
+      const seen = stopSightings(stop);
       lines.push(
         `  stopped ${iso(stop.at)}: batch ${stop.firstOffset}..${stop.lastOffset} against fence ${stop.fence}: ${stop.reason}`,
+        seen >= 2
+          ? `  confirmed: seen by ${seen} invocations`
+          : '  seen by one invocation only: not confirmed until the mapping retries the batch (eos epoch --start-new waits for it)',
         `  a recreated topic or a migrated cluster: eos epoch --start-new --topic ${p.topic} --partition ${p.partition}`,
         '  a consumer group reset to records already staged: reset the mapping to the fence instead (docs/operations.md)',
       );
@@ -83,6 +89,8 @@ function switchLine({ topic, partition, outcome }: PartitionSwitch): string {
       return `${name}: epoch ${outcome.epoch} has staged nothing yet: left as it is`;
     case 'not-stopped':
       return `${name}: NOT switched: epoch ${outcome.epoch} is not stopped (fence ${outcome.stagedOffset}); --force switches it anyway (a redelivery in flight would then be staged again in the new epoch)`;
+    case 'unconfirmed':
+      return `${name}: NOT switched: its stop (batch ${outcome.stop.firstOffset}..${outcome.stop.lastOffset} against fence ${outcome.stagedOffset}) was seen by one invocation only; the mapping retries a batch whose offsets truly went backwards, which confirms the stop: run the command again after that retry (eos epoch shows it confirmed), or --force if you know the offsets went backwards (a false stop from a stale invocation is never retried)`;
     case 'changed':
       return `${name}: NOT switched: its fence changed while this ran; run the command again`;
   }
@@ -125,7 +133,8 @@ export async function runEpoch(options: EpochOptions, deps: EpochDependencies = 
         const outcome = await ledger.startNew(options.topic!, partition, { force: options.force });
         switched.push({ topic: options.topic!, partition, outcome });
       }
-      if (switched.some((s) => s.outcome.kind === 'not-stopped' || s.outcome.kind === 'changed')) {
+      const refused = new Set(['not-stopped', 'unconfirmed', 'changed']);
+      if (switched.some((s) => refused.has(s.outcome.kind))) {
         process.exitCode = 1;
       }
     }

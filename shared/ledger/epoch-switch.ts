@@ -16,7 +16,11 @@
  * still has (the processor writes it when offsets go backwards). A partition that is not stopped may still be
  * receiving records of the current epoch: opening a new epoch then would take a redelivery of records already
  * staged as new records of the new epoch (duplicates across epochs). `force` is for a planned migration, after
- * the mapping was moved to the new source and before it delivered anything.
+ * the mapping was moved to the new source and before it delivered anything. The stop must also be confirmed
+ * (`isConfirmedStop`: two invocations saw it), else the switch is refused as `unconfirmed`: a zombie invocation
+ * judging a stale batch on a clock ahead of the stagers' can write a false stop while the partition's live batch
+ * is in flight, and a switch then would stage that batch again in the new epoch; a real stop is confirmed by the
+ * mapping's first retry of the refused batch.
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
@@ -27,6 +31,7 @@ import type { Clock } from '../clock.ts';
 import {
   CLOSED_ATTRIBUTE,
   EPOCH_ATTRIBUTE,
+  isConfirmedStop,
   isStopRecord,
   laneOf,
   parseLane,
@@ -66,6 +71,13 @@ export type SwitchOutcome =
   | { readonly kind: 'fresh'; readonly epoch: number }
   /** Not stopped (no stop record for its fence): refused without `force`. */
   | { readonly kind: 'not-stopped'; readonly epoch: number; readonly stagedOffset: number }
+  /** Stopped, but seen by one invocation only (the mapping's retry has not confirmed it): refused without `force`. */
+  | {
+      readonly kind: 'unconfirmed';
+      readonly epoch: number;
+      readonly stagedOffset: number;
+      readonly stop: StopRecord;
+    }
   /** The fence changed between the read and the write (a batch staged, or another switch): run again. */
   | { readonly kind: 'changed'; readonly epoch: number };
 
@@ -154,6 +166,10 @@ export class EpochLedger {
     if (current.stagedOffset === NO_FENCE) return { kind: 'fresh', epoch };
     if (!options.force && current.stop?.fence !== current.stagedOffset) {
       return { kind: 'not-stopped', epoch, stagedOffset: current.stagedOffset };
+    }
+    const stop = current.stop;
+    if (!options.force && stop !== undefined && !isConfirmedStop(stop)) {
+      return { kind: 'unconfirmed', epoch, stagedOffset: current.stagedOffset, stop };
     }
     const now = this.clock.now();
     try {

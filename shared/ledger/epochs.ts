@@ -132,15 +132,36 @@ export function topicOfLane(lane: string): string {
 
 /**
  * Why the processor stopped a partition (L2), written on the stopped lane's fence so that `eos epoch` can show it:
- * the batch it refused, the fence it judged against and the rule's reason.
+ * the batch it refused, the fence it judged against and the rule's reason, and the invocations that saw it.
  */
 export interface StopRecord {
   readonly reason: string;
   readonly fence: number;
   readonly firstOffset: number;
   readonly lastOffset: number;
-  /** Epoch ms. */
+  /** Epoch ms of the first sighting. */
   readonly at: number;
+  /** The invocations (attempts) that judged this batch start backwards against this fence; absent before them. */
+  readonly seenBy?: StopSightings;
+}
+
+/** Which attempts saw a stop: the first, the last and how many (a fixed size, however often it is retried). */
+export interface StopSightings {
+  readonly first: string;
+  readonly last: string;
+  readonly count: number;
+}
+
+function isSightings(value: unknown): value is StopSightings {
+  const v = value as Partial<StopSightings> | undefined;
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof v.first === 'string' &&
+    typeof v.last === 'string' &&
+    Number.isSafeInteger(v.count) &&
+    v.count! >= 1
+  );
 }
 
 export function isStopRecord(value: unknown): value is StopRecord {
@@ -152,8 +173,54 @@ export function isStopRecord(value: unknown): value is StopRecord {
     Number.isSafeInteger(v.fence) &&
     Number.isSafeInteger(v.firstOffset) &&
     Number.isSafeInteger(v.lastOffset) &&
-    typeof v.at === 'number'
+    typeof v.at === 'number' &&
+    (v.seenBy === undefined || isSightings(v.seenBy))
   );
+}
+
+/**
+ * How many invocations saw a stop. One written before sightings were counted counts as seen once (by an attempt
+ * whose id it did not keep): the mapping's next retry of the batch confirms it, and until then `eos epoch
+ * --start-new` refuses it as any stop seen once — a zombie's false stop of an earlier release is never taken.
+ */
+export function stopSightings(stop: StopRecord): number {
+  return stop.seenBy?.count ?? 1;
+}
+
+/**
+ * A stop is confirmed once two invocations judged the same batch start backwards against the same fence. The
+ * mapping retries a batch whose offsets truly went backwards until it passes, so a real stop is confirmed by its
+ * first retry; a zombie (a stale invocation whose batch was already retried and acknowledged) is never retried,
+ * so a stop it wrote falsely — on a clock ahead of the stagers', say — stays seen once.
+ */
+export function isConfirmedStop(stop: StopRecord): boolean {
+  return stopSightings(stop) >= 2;
+}
+
+/**
+ * The stop record to write when attempt `attemptId` judges a batch backwards, given the one stored (`previous`):
+ * the same fence and batch start adds a sighting (its first `at` kept), anything else starts anew; undefined when
+ * this attempt is already counted (nothing to write).
+ */
+export function sightedStop(
+  previous: StopRecord | undefined,
+  stop: Omit<StopRecord, 'seenBy'>,
+  attemptId: string,
+): StopRecord | undefined {
+  if (previous === undefined || previous.fence !== stop.fence || previous.firstOffset !== stop.firstOffset) {
+    return { ...stop, seenBy: { first: attemptId, last: attemptId, count: 1 } };
+  }
+  const seen = previous.seenBy;
+  if (seen?.first === attemptId || seen?.last === attemptId) return undefined;
+  return {
+    ...stop,
+    at: previous.at,
+    seenBy: {
+      first: seen?.first ?? '(an earlier release)',
+      last: attemptId,
+      count: stopSightings(previous) + 1,
+    },
+  };
 }
 
 /** A fence attribute: the current epoch, on the root (epoch-0) fence item only. */

@@ -404,7 +404,9 @@ export class StagingLedger {
 
   /**
    * Writes why the processor stopped a lane onto its fence (`eos epoch` shows it), on condition the fence is still
-   * the one judged and not closed. Best effort: the stop itself is the batch's error, whatever happens here.
+   * the one judged, not closed, and its stop record still the one read (`fence.stop`, or none): two attempts that
+   * saw the same stop never overwrite each other's sighting — the loser's next retry counts it. Best effort: the
+   * stop itself is the batch's error, whatever happens here.
    */
   async recordStop(
     pipeline: string,
@@ -414,15 +416,28 @@ export class StagingLedger {
     stop: StopRecord,
   ): Promise<boolean> {
     const key = fenceKeys.readFrom(pipeline, lane, partition, fence.legacy);
+    const previous = fence.stop;
     try {
       await this.doc.send(
         new UpdateCommand({
           TableName: this.table,
           Key: key,
           UpdateExpression: 'SET #stop = :stop',
-          ConditionExpression: 'stagedOffset = :fence AND attribute_not_exists(#closed)',
-          ExpressionAttributeNames: { '#stop': STOP_ATTRIBUTE, '#closed': CLOSED_ATTRIBUTE },
-          ExpressionAttributeValues: { ':stop': stop, ':fence': fence.stagedOffset },
+          ConditionExpression:
+            'stagedOffset = :fence AND attribute_not_exists(#closed) AND ' +
+            (previous === undefined
+              ? 'attribute_not_exists(#stop)'
+              : '#stop.#at = :at AND #stop.firstOffset = :first'),
+          ExpressionAttributeNames: {
+            '#stop': STOP_ATTRIBUTE,
+            '#closed': CLOSED_ATTRIBUTE,
+            ...(previous === undefined ? {} : { '#at': 'at' }),
+          },
+          ExpressionAttributeValues: {
+            ':stop': stop,
+            ':fence': fence.stagedOffset,
+            ...(previous === undefined ? {} : { ':at': previous.at, ':first': previous.firstOffset }),
+          },
         }),
       );
       return true;

@@ -164,7 +164,7 @@ import {
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage, PartitionBatch } from '../kafka/record.ts';
-import { epochLaneOf, generationOfLane, isRootLane, parseLane } from '../ledger/epochs.ts';
+import { epochLaneOf, generationOfLane, isRootLane, parseLane, sightedStop } from '../ledger/epochs.ts';
 import { type BucketWrite, digestPrefix, KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
@@ -865,7 +865,12 @@ export class Processor {
    * recorded on the lane's fence (`eos epoch` shows it) before it is thrown. An `explicit` batch (a redrive lane,
    * `stageInLane`) names its lane itself: no epoch resolution, no stop record.
    */
-  private async startingFence(prints: Fingerprints, laning: Laning, startedAt: number): Promise<LaneFence> {
+  private async startingFence(
+    prints: Fingerprints,
+    laning: Laning,
+    startedAt: number,
+    attemptId: string,
+  ): Promise<LaneFence> {
     const { topic, partition } = prints.batch;
     const explicit = laning === 'explicit';
     const { lane, fence, cached } = explicit
@@ -889,7 +894,7 @@ export class Processor {
     if (again.kind === 'unproven') throw this.unproven(prints.inLane(fresh.lane), fresh.fence);
     if (again.kind !== 'backwards') return fresh;
     const stopped = this.backwards(prints.inLane(fresh.lane), fresh.fence, again.reason);
-    if (!explicit) await this.recordStop(fresh, stopped);
+    if (!explicit) await this.recordStop(fresh, stopped, attemptId);
     throw stopped;
   }
 
@@ -900,23 +905,28 @@ export class Processor {
     return { lane, fence: await this.refreshFence(lane, partition), cached: false };
   }
 
-  /** Writes the stop onto the lane's fence, once per refused batch (retries of the same batch write nothing). */
-  private async recordStop({ lane, fence }: LaneFence, stopped: OffsetsWentBackwardsError): Promise<void> {
-    const known = fence.stop;
-    if (
-      known?.fence === stopped.fence &&
-      known.firstOffset === stopped.firstOffset &&
-      known.lastOffset === stopped.lastOffset
-    ) {
-      return;
-    }
-    const stop = {
-      reason: stopped.reason,
-      fence: stopped.fence,
-      firstOffset: stopped.firstOffset,
-      lastOffset: stopped.lastOffset,
-      at: this.clock.now(),
-    };
+  /**
+   * Writes the stop onto the lane's fence, or adds this attempt's sighting to the stop already there for the same
+   * fence and batch start (`sightedStop`): a stop two attempts saw is confirmed, and only a confirmed one lets `eos
+   * epoch --start-new` open an epoch without `--force` (a zombie's false stop is never retried, so never confirmed).
+   */
+  private async recordStop(
+    { lane, fence }: LaneFence,
+    stopped: OffsetsWentBackwardsError,
+    attemptId: string,
+  ): Promise<void> {
+    const stop = sightedStop(
+      fence.stop,
+      {
+        reason: stopped.reason,
+        fence: stopped.fence,
+        firstOffset: stopped.firstOffset,
+        lastOffset: stopped.lastOffset,
+        at: this.clock.now(),
+      },
+      attemptId,
+    );
+    if (stop === undefined) return;
     if (await this.ledger.recordStop(this.deps.settings.pipelineId, lane, stopped.partition, fence, stop)) {
       this.fences.set(partitionId(lane, stopped.partition), { ...fence, stop });
     }
@@ -955,7 +965,7 @@ export class Processor {
     const held = new Map<number, ClaimItem>();
     let known: FenceState = { stagedOffset: NO_FENCE, identity: undefined, updatedAt: undefined };
     try {
-      const start = await this.startingFence(prints, laning, startedAt);
+      const start = await this.startingFence(prints, laning, startedAt, attemptId);
       // From here on the batch is filed under its lane: every ledger item and staged key names it.
       prints = prints.inLane(start.lane);
       known = start.fence;
@@ -1039,12 +1049,21 @@ export class Processor {
     /**
      * Decides every pending record's key from what is known: a record whose key another record holds (outside the
      * batch, or the batch's first record with that key) is a duplicate when the digests are equal — or when the
-     * holder's claim predates digests — and a conflict (dead-lettered, naming key and claimant) otherwise. Pure
-     * in what it is given, so a retry of the batch decides the same; re-run whenever something new is known.
+     * holder's claim predates digests — and a conflict (dead-lettered, naming key and claimant) otherwise. A record
+     * dead-lettered for its state holds no key (a dead letter never does), so the batch's holder of a key is its
+     * first record with the key that DynamoDB did not refuse: the same outcome as when the refused record came in
+     * an earlier batch. Pure in what it is given, so a retry of the batch decides the same; re-run whenever
+     * something new is known.
      */
     const decide = () => {
       dropped.clear();
       conflicts.clear();
+      const holders = new Map<string, EvaluatedRecord>();
+      for (const record of originals) {
+        const key = record.idempotencyKey;
+        if (key !== undefined && !holders.has(key) && !stateRefused.has(record.offset))
+          holders.set(key, record);
+      }
       pending = originals
         .filter((record) => record.offset > known.stagedOffset)
         .map((record) => {
@@ -1052,7 +1071,7 @@ export class Processor {
           const refused = stateRefused.get(record.offset);
           if (refused !== undefined) return deadLetterOf(record, refused);
           if (key === undefined) return record;
-          const first = firstWithKey.get(key)!;
+          const first = holders.get(key)!;
           const holder: ClaimHolder | undefined =
             external.get(key) ??
             (first === record
@@ -1240,6 +1259,7 @@ export class Processor {
           if (found.size === 0 || [...found.keys()].every((offset) => stateRefused.has(offset))) throw error;
           for (const [offset, reason] of found) stateRefused.set(offset, reason);
           decide();
+          if (claimsAhead) await this.handOverRefusedClaims(pending, held, takeovers, attemptId);
           continue;
         }
         throw error;
@@ -1336,6 +1356,40 @@ export class Processor {
       await this.ledger.releaseClaims(this.deps.settings.pipelineId, attemptId, claims);
     } catch {
       // The committed dead letter stands either way; the claim stays until its TTL.
+    }
+  }
+
+  /**
+   * Claims ahead x a state refusal in the same batch: a refused record's key passes to the batch's next record with
+   * that key (see `decide`), which wrote no claim ahead. The refused record's claim is released now (attempt-scoped,
+   * as after a failed batch) and the new holder takes the key over inside its fenced transaction, so the key is
+   * held durably by the record that is output. If another attempt holds the old claim, the takeover meets it and
+   * the record is judged against it (a duplicate or a conflict), never output with its key unclaimed.
+   */
+  private async handOverRefusedClaims(
+    pending: readonly EvaluatedRecord[],
+    held: Map<number, ClaimItem>,
+    takeovers: Set<number>,
+    attemptId: string,
+  ): Promise<void> {
+    const holders = new Map<string, number>();
+    for (const record of pending) {
+      const key = record.idempotencyKey;
+      if (key !== undefined && !holders.has(key)) holders.set(key, record.offset);
+    }
+    const released: ClaimItem[] = [];
+    for (const [offset, claim] of held) {
+      const heir = holders.get(claim.idempotencyKey);
+      if (heir === undefined || heir === offset || held.has(heir)) continue;
+      released.push(claim);
+      held.delete(offset);
+      takeovers.add(heir);
+    }
+    if (released.length === 0) return;
+    try {
+      await this.ledger.releaseClaims(this.deps.settings.pipelineId, attemptId, released);
+    } catch {
+      // Left held: the takeover meets it and the heir is judged against it (see above).
     }
   }
 

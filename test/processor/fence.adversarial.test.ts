@@ -243,7 +243,7 @@ describe('the starting fence of a cold container against a fence that moved whil
   // as delivered, rule 4 says backwards, and Z writes a stop record for fence 99. `eos epoch --start-new` sees a
   // stop for the current fence and opens epoch 1. The invocation of 90..99 then fails before returning (its
   // acknowledgement is lost), the mapping retries 90..99, and the retry stages them again as new records of epoch 1.
-  it.fails('a zombie on a container whose clock runs ahead never lets eos epoch --start-new stage an in-flight batch twice', async () => {
+  it('a zombie on a container whose clock runs ahead never lets eos epoch --start-new stage an in-flight batch twice', async () => {
     const settings = settingsIn(res, 'fadv', { idempotencyKey: 'none' });
     const clock = new ManualClock();
     const held = heldTransform();
@@ -262,8 +262,10 @@ describe('the starting fence of a cold container against a fence that moved whil
     ).rejects.toBeInstanceOf(InjectedCrashError);
     zClock.advance(1_000);
     held.release();
-    await zRun.catch(() => undefined);
+    expect(await outcomeOf(zRun)).toBe('stopped');
+    // Z's stop was seen by Z alone: the switch is refused until a retry of the same batch confirms it.
     const epoch = await startNewEpoch(settings);
+    expect(epoch.switched?.[0]?.outcome).toMatchObject({ kind: 'unconfirmed' });
     if (epoch.switched?.[0]?.outcome.kind === 'opened') {
       clock.advance(1_000);
       await container(settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
@@ -290,12 +292,13 @@ describe('the starting fence of a cold container against a fence that moved whil
     zClock.advance(1_000);
     held.release();
     await expect(zRun).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+    // The zombie's stop is seen once: an operator's switch without --force is refused (and with it, the keys the
+    // old epoch claimed would drop the retry's records as duplicates).
     const epoch = await startNewEpoch(settings);
-    expect(epoch.switched?.[0]?.outcome).toMatchObject({ kind: 'opened' });
+    expect(epoch.switched?.[0]?.outcome).toMatchObject({ kind: 'unconfirmed' });
     clock.advance(1_000);
     const retry = await container(settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
-    // The keys the old epoch claimed drop the retry's records as duplicates.
-    expect(retry.partitions[0]).toMatchObject({ duplicatesByKey: 10, stagedRows: 0 });
+    expect(retry.partitions[0]).toMatchObject({ duplicatesByOffset: 10, stagedRows: 0 });
     expect(await outputCounts(settings)).toEqual(expectedRows('p0', 0, 100));
   });
 });

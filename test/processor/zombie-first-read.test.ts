@@ -183,6 +183,13 @@ describe('a zombie whose first fence read comes after the partition moved on', (
     expect(z.stopped).toHaveLength(1);
     expect(z.emitted()).toContain(METRIC.offsetsWentBackwards);
     expect((await fenceOf(settings)).stop).toMatchObject({ fence: 99, firstOffset: 0, lastOffset: 9 });
+    // The mapping retries the batch: a second invocation confirms the stop, and the operator's switch opens.
+    clock.advance(1_000);
+    await expect(
+      createProcessor({ settings, clients: res.clients, clock }).processEvent(
+        mskEvent(orderRecords(0, 0, 10, 'gen2')),
+      ),
+    ).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
     const epoch = await startNewEpoch(settings);
     expect(epoch.switched?.[0]?.outcome).toEqual({ kind: 'opened', epoch: 1, closedFence: 99 });
   });
