@@ -19,10 +19,11 @@
  *   then the committed output is the whole truth about it (otherwise the run reports `waiting`: run again after
  *   the next checkpoint).
  * What a round redrives: every record of the partition whose latest outcome is a dead letter (the dead letter of
- * the highest round that has one, or the original), and that no round turned into output. A record the current
- * transform rejects again with the same reason as its latest dead letter is left as it is (nothing is written):
- * so a redrive run twice, or run again without a fix, changes nothing. With `checkpoint`, only the records whose
- * latest dead letter that checkpoint committed.
+ * the highest round that has one, or the original), and that no round turned into output. A record whose fate
+ * under the current transform is its latest dead letter's (rejected for the same reason, or meeting the same
+ * ledger fact again: `judge.ts`) is left as it is (nothing is written): so a redrive run twice, or run again
+ * without a fix, changes nothing. Every partition is judged before any record is sent. With `checkpoint`, only the
+ * records whose latest dead letter that checkpoint committed.
  *
  * Runs from the operator's machine (`eos redrive`) or a test, with the processor's code and settings: it needs
  * what the processor may do (stage under `_inprogress/`, write processor ledger keys) and to read manifests.
@@ -43,12 +44,12 @@ import { KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId } from '../ledger/layout.ts';
 import { readFenceItems } from '../ledger/staged-entries.ts';
 import { StagingLedger } from '../ledger/staging-ledger.ts';
-import { type EvaluatedRecord, evaluateRecord } from '../processor/evaluate.ts';
-import { createProcessor, effectLimits, type ProcessorHooks } from '../processor/processor.ts';
+import { createProcessor, type ProcessorHooks } from '../processor/processor.ts';
 import { GenerationView } from '../replay/generations.ts';
 import type { Manifest, ManifestFile } from '../sink/manifest.ts';
 import { readCommittedFile, readManifests } from '../sink/reader.ts';
 import type { Transform } from '../transforms/types.ts';
+import { Judge } from './judge.ts';
 
 /** The steps of a redrive where a fault schedule can crash it (besides the processor's own steps). */
 export const REDRIVE_STEPS = ['after-read', 'after-batch', 'before-close'] as const;
@@ -89,7 +90,7 @@ export interface PartitionRedrive {
   readonly sent: number;
   /** Of those, output rows and dead letters the processor staged in this run. */
   readonly staged: { readonly output: number; readonly deadLettered: number };
-  /** Records left as they are: the current transform rejects them for the same reason. */
+  /** Records left as they are: their fate under the current transform is their latest dead letter's. */
   readonly unchanged: number;
   /** Dead-letter rows of the lane redrive could not read (not a record's dead letter): never sent, reported. */
   readonly unreadable: number;
@@ -153,47 +154,23 @@ interface RoundPlan {
 
 type PartitionPlan = RoundPlan | { readonly done: PartitionRedrive };
 
+/** A round plan judged: the records to send, those to dead-letter with a conflict's reason, the unchanged count. */
+interface JudgedPlan {
+  readonly plan: RoundPlan;
+  readonly send: readonly DecodedRecord[];
+  /** By original offset: the reason the round dead-letters the record with (see `judge.ts`). */
+  readonly conflicts: ReadonlyMap<number, string>;
+  readonly unchanged: number;
+}
+
 export class RedriveError extends PipelineError {}
 
 /**
  * What the records need before they can be judged (the transform's `prepare`: registry schemas) could not be had:
- * the registry did not answer. Never taken as a new reason to send a dead letter; the run stops, saying what it
- * did and did not send.
+ * the registry did not answer, or refused the redriver's credentials. Never taken as a new reason to send a dead
+ * letter; the run stops, saying what it did and did not send.
  */
 export class RedriveRegistryUnavailableError extends RedriveError {}
-
-/**
- * Reasons the processor gives from the ledger, not from the transform: a key another payload holds, an add to a
- * state field stored as text. Redriving such a record meets the same ledger, so it is left as it is while the
- * current transform's result meets the same fact again (the same key, an add to the same field of the same state
- * key); a result that does not (another key, no such add, a rejection) changes its fate, and it is sent.
- */
-const LEDGER_REASONS = [
-  // Prefixes only: a reason over 1,000 characters is cut.
-  /^idempotency key "/,
-  /^state field "/,
-];
-
-/** The beginnings of the ledger reasons `evaluated` would meet again, as the processor words them. */
-function ledgerReasonsOf(evaluated: EvaluatedRecord): string[] {
-  const reasons: string[] = [];
-  const key = evaluated.idempotencyKey;
-  if (key !== undefined) reasons.push(`idempotency key ${JSON.stringify(key)} is already claimed by `);
-  for (const delta of evaluated.state) {
-    for (const field of Object.keys(delta.add)) {
-      reasons.push(`state field ${JSON.stringify(field)} of ${JSON.stringify(delta.key)} is not a number`);
-    }
-  }
-  return reasons;
-}
-
-/** Whether `reason` (maybe cut, ending in `…`) is one `evaluated` would meet again. */
-function meetsLedgerAgain(reason: string, evaluated: EvaluatedRecord): boolean {
-  const cut = reason.endsWith('…') ? reason.slice(0, -1) : undefined;
-  return ledgerReasonsOf(evaluated).some(
-    (again) => reason.startsWith(again) || (cut !== undefined && again.startsWith(cut)),
-  );
-}
 
 function isDeadLetterRow(row: Record<string, unknown>): row is Record<string, unknown> & {
   source: { topic: string; partition: number; offset: number };
@@ -263,8 +240,12 @@ export class Redriver {
     const plans = states.map((state) => this.plan(state, lastCut));
     const records = plans.flatMap((plan) => ('done' in plan ? [] : plan.candidates.map((c) => c.record)));
     await this.prepare(records, 'nothing was redriven');
+    // Every partition is judged before any is sent: a judgement that stops the run (a registry refusing the
+    // redriver) then leaves everything as it was.
+    const judged: (JudgedPlan | PartitionRedrive)[] = [];
+    for (const plan of plans) judged.push('done' in plan ? plan.done : await this.judge(plan));
     const results: PartitionRedrive[] = [];
-    for (const plan of plans) results.push('done' in plan ? plan.done : await this.redrivePartition(plan));
+    for (const item of judged) results.push('plan' in item ? await this.redrivePartition(item) : item);
     return { partitions: results };
   }
 
@@ -425,11 +406,11 @@ export class Redriver {
     return { state, base, round, resumedAt, candidates };
   }
 
-  private async redrivePartition(plan: RoundPlan): Promise<PartitionRedrive> {
+  private async redrivePartition(judged: JudgedPlan): Promise<PartitionRedrive> {
+    const { plan, send, conflicts, unchanged } = judged;
     const { state, base, round, resumedAt } = plan;
     const { lane, partition } = state;
     await this.options.hooks?.onStep?.('after-read', { lane, partition });
-    const { send, unchanged } = await this.judge(plan.candidates, state);
     const resumed = state.rounds.some((r) => r.round === round);
     if (send.length === 0 && !resumed) return { ...base, unchanged, outcome: 'nothing' };
     const roundLane = redriveLaneOf(lane, round);
@@ -437,7 +418,7 @@ export class Redriver {
     const processor = createProcessor({
       settings: this.options.settings,
       clients: this.options.clients,
-      transform: this.options.transform,
+      transform: withConflicts(this.options.transform, conflicts),
       clock: this.clock,
       ...(this.options.hooks?.processor ? { hooks: this.options.hooks.processor } : {}),
     });
@@ -467,36 +448,42 @@ export class Redriver {
 
   /**
    * Which candidates to send, as the records to stage: those whose fate under the current transform differs from
-   * their latest dead letter's (a pure evaluation of prepared records, no effect; the processor judges again when
-   * it stages). The same rejection is left as it is; so is a dead letter the ledger made while the transform's
-   * result meets the same ledger fact again, and, with partition scope, an accepted record whose key a window of
-   * the lane or of an earlier round holds.
+   * their latest dead letter's (`judge.ts`; the processor judges again when it stages). A registry that refuses the
+   * redriver's lookups stops the run: its refusal is not the record's fate.
    */
-  private async judge(
-    candidates: readonly Candidate[],
-    state: PartitionState,
-  ): Promise<{ send: DecodedRecord[]; unchanged: number }> {
-    const { settings, transform } = this.options;
-    const windows = settings.idempotencyScope === 'partition' ? await this.windowsOf(state) : [];
-    const limits = effectLimits(settings);
+  private async judge(plan: RoundPlan): Promise<JudgedPlan> {
+    const { settings, clients, transform } = this.options;
+    const { state } = plan;
+    const judge = new Judge({
+      settings,
+      clients,
+      transform,
+      clock: this.clock,
+      lane: state.lane,
+      partition: state.partition,
+      windows: settings.idempotencyScope === 'partition' ? await this.windowsOf(state) : [],
+    });
     const send: DecodedRecord[] = [];
+    const conflicts = new Map<number, string>();
     let unchanged = 0;
-    for (const { letter, record } of candidates) {
-      await this.prepare([record], 'what this run staged before is kept, nothing is sent twice');
-      const evaluated = evaluateRecord(transform, settings.idempotencyKey, record, limits);
-      const rejection = evaluated.deadLetter?.error;
-      const key = evaluated.idempotencyKey;
-      const same =
-        rejection !== undefined
-          ? rejection === letter.error
-          : (LEDGER_REASONS.some((reason) => reason.test(letter.error)) &&
-              meetsLedgerAgain(letter.error, evaluated)) ||
-            (key !== undefined &&
-              windows.some((window) => window.lookup(key, this.clock.now()) !== undefined));
-      if (same) unchanged++;
-      else send.push(record);
+    for (const { letter, record } of plan.candidates) {
+      await this.prepare([record], 'nothing was redriven');
+      const verdict = await judge.verdict(letter.error, record);
+      if (verdict.kind === 'refused') {
+        throw new RedriveRegistryUnavailableError(
+          `the transform's schema registry refused the lookup for ${state.lane}-${state.partition}@` +
+            `${letter.offset} (${verdict.reason}): nothing was redriven; run eos redrive again with credentials ` +
+            'the registry accepts (those of the processor)',
+        );
+      }
+      if (verdict.kind === 'unchanged') {
+        unchanged++;
+        continue;
+      }
+      if (verdict.kind === 'conflict') conflicts.set(record.offset, verdict.reason);
+      send.push(record);
     }
-    return { send, unchanged };
+    return { plan, send, conflicts, unchanged };
   }
 
   /** Partition scope: the key windows of the dead letters' lane and of its earlier redrive rounds. */
@@ -535,6 +522,24 @@ export class Redriver {
       if ((error as { name?: string }).name !== 'ConditionalCheckFailedException') throw error;
     }
   }
+}
+
+/**
+ * The transform the round stages with: the current one, but a record the judgement found in conflict with a key a
+ * window of its lane holds (`judge.ts`) is rejected with that conflict's reason, so the processor dead-letters it
+ * in the round lane through the exactly-once path, as it would have had it seen that window.
+ */
+function withConflicts(transform: Transform, conflicts: ReadonlyMap<number, string>): Transform {
+  if (conflicts.size === 0) return transform;
+  return {
+    name: transform.name,
+    ...(transform.valueFormat === undefined ? {} : { valueFormat: transform.valueFormat }),
+    ...(transform.prepare === undefined ? {} : { prepare: (records) => transform.prepare!(records) }),
+    apply(record) {
+      const reason = conflicts.get(record.offset);
+      return reason === undefined ? transform.apply(record) : { kind: 'poison', error: reason };
+    },
+  };
 }
 
 /** The failed lookup in one line: the registry's own words (a URL without credentials, or a Glue id). */

@@ -10,14 +10,12 @@ import type { AddressInfo } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
-import { RELEASED } from '../../shared/ledger/staging-ledger.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { type RedriveResult, redrive } from '../../shared/redrive/redrive.ts';
 import { readCommitted } from '../../shared/sink/reader.ts';
 import { toTransform } from '../../shared/transforms/adapter.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
-import { scanPipeline } from '../support/ledger.ts';
 import { mskEvent, type RecordSpec } from '../support/msk.ts';
 import {
   AVRO_SCHEMA,
@@ -126,7 +124,7 @@ describe('a state-size dead letter', () => {
   // not among them. Run without a fix, the transform accepts the record, so it is sent; the processor meets the
   // same full item in the redrive lane and dead-letters it again (round 1), and every later run (after a
   // checkpoint) sends it again into a new round: each run without a fix commits one more dead letter.
-  it.fails('a redrive run twice without a fix writes nothing', async () => {
+  it('a redrive run twice without a fix writes nothing', async () => {
     const settings = await withStateSizeDeadLetter();
     const runs: RedriveResult[] = [];
     for (let run = 0; run < 2; run++) {
@@ -158,37 +156,30 @@ describe('a state-size dead letter', () => {
 });
 
 describe('a key-conflict dead letter', () => {
-  // CONFIRMED. One batch: offset 1 (key K) adds to the text field `label` (set by offset 0), offset 2 (key K,
-  // another payload) follows. The processor judges offset 2 a conflict of offset 1 (the batch's first record with
-  // K), then DynamoDB refuses offset 1's add and it is dead-lettered, its claim released: K is output by no record.
-  // The redriver leaves offset 2 alone because the transform's result "meets the same key again", without asking
-  // whether anything holds K: no redrive ever outputs the record, though the processor would stage it now (the
-  // claim is free). The conflict's own origin (a same-batch claimant that becomes a dead letter) is the processor's.
-  it.fails('whose claimant was dead-lettered itself (its key held by no record) is output by a redrive', async () => {
+  // CONFIRMED. Offset 1 (key K) is output; offset 2 (key K, another payload) is its conflict. Once K's claim has
+  // expired (the idempotency TTL), nothing holds K: the processor would stage offset 2 now. The redriver left it
+  // alone because the transform's result "meets the same key again", judged from the reason's text without asking
+  // whether anything still holds K, so no redrive ever output the record.
+  it('whose key no live claim holds any more (expired) is output by a redrive', async () => {
     const settings = settingsFor();
     await stage(settings, strict(), [
-      [payment(0, { id: 'p0', amountCents: 100, note: 'set' }, 'k-set')],
       [
-        payment(1, { id: 'p1', amountCents: 200, note: 'add' }, 'K'),
+        payment(1, { id: 'p1', amountCents: 200, note: null }, 'K'),
         payment(2, { id: 'p2', amountCents: 300, note: null }, 'K'),
       ],
     ]);
     await checkpoint(settings);
     expect(await committed(settings, 'deadletter')).toEqual([
-      'payments#0@1: state field "label" of "labels" is not a',
       'payments#0@2: idempotency key "K" is already claimed b',
     ]);
-    // K's claim (written ahead for offset 1) was released once offset 1's dead letter committed: K is free.
-    const claims = (await scanPipeline(res.clients, res.table, settings.pipelineId)).filter(
-      (item) => item.idempotencyKey === 'K',
-    );
-    expect(claims.map((claim) => claim.expiresAt)).toEqual([RELEASED]);
-    const result = await redrive({ settings, clients: res.clients, transform: strict() });
+    const sameTime = await redrive({ settings, clients: res.clients, transform: strict() });
+    expect(summary(sameTime)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 1 }]);
+    // A day past the TTL: K's claim has expired.
+    const later = { now: () => Date.now() + (settings.idempotencyTtlSeconds + 86_400) * 1000 };
+    const result = await redrive({ settings, clients: res.clients, transform: strict(), clock: later });
     await checkpoint(settings);
-    // Offset 2 is the only record with K that could be output; on main nothing is sent (2 unchanged).
-    expect(await committed(settings, 'output')).toEqual(['payments#0@0', 'payments~r1#0@2']);
-    // Offset 1 meets the text field again: left alone.
-    expect(summary(result)).toEqual([{ outcome: 'redriven', sent: 1, unchanged: 1 }]);
+    expect(summary(result)).toEqual([{ outcome: 'redriven', sent: 1, unchanged: 0 }]);
+    expect(await committed(settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@2']);
   });
 
   it('whose claimant was output stays as it is under the same transform, twice', async () => {
@@ -222,7 +213,7 @@ describe('a key-conflict dead letter with a long key', () => {
   // prefix that "meets the same key again": a fixed transform whose key differs from the old one only past the
   // kept part is judged to meet the same claim. Offset 7 (whose buggy key reused offset 1's) now has its own key,
   // held by no record, yet it is left dead-lettered as "fails again for the same reason", and never output.
-  it.fails('whose key the fix changed past the kept part of the reason is sent and output once', async () => {
+  it('whose key the fix changed past the kept part of the reason is sent and output once', async () => {
     const settings = settingsFor({ idempotencyKey: 'transform' });
     const keyed = (keyOf: (p: Payment) => string) => paymentsTransform(json, { rejectNegative: true, keyOf });
     await stage(settings, keyed(buggyKey), [
@@ -280,7 +271,7 @@ describe('a fixed record whose key an earlier record holds with another payload'
   // reason" and gets no row, where global scope gives it its new reason (a key-conflict dead letter in the round).
   // Its latest outcome stays "amountCents -5 is negative", which the current transform no longer says. (Sending it
   // as it is would be worse: the round lane's own window is empty, so it would be output next to offset 0.)
-  it.fails('partition scope: it becomes one key-conflict dead letter in the round, as under global scope', async () => {
+  it('partition scope: it becomes one key-conflict dead letter in the round, as under global scope', async () => {
     const settings = await withRejectedSameKey({ idempotencyScope: 'partition' });
     const first = await redrive({ settings, clients: res.clients, transform: fixed() });
     await checkpoint(settings);
@@ -318,7 +309,7 @@ describe('a registry that refuses the redriver', () => {
   // processor (the same transform) dead-letters each again in round 1 with that reason. A run with the right
   // credentials then sends them all again (their latest reason is the refusal): two rounds of new dead letters for
   // a run that fixed nothing, and the rows of round 1 name the operator's permissions, not the records.
-  it.fails('Glue refusing the redriver (AccessDenied) sends nothing and commits no dead letter', async () => {
+  it('Glue refusing the redriver (AccessDenied) sends nothing and commits no dead letter', async () => {
     const glue = decoderKinds('http://registry.invalid').find((kind) => kind.name === 'Avro with Glue')!;
     const settings = settingsFor();
     await stageEvents(res.clients, settings, glue);
@@ -337,7 +328,7 @@ describe('a registry that refuses the redriver', () => {
   // CONFIRMED. The same with a Confluent registry that answers 401 to the redriver (its credentials are not the
   // Lambda's): any 4xx but 408/429 is a refusal about the id, so every dead letter is sent and dead-lettered again in
   // round 1 with "registry answered 401".
-  it.fails('a Confluent registry answering 401 to the redriver sends nothing and commits no dead letter', async () => {
+  it('a Confluent registry answering 401 to the redriver sends nothing and commits no dead letter', async () => {
     let refusing = false;
     const server = createServer((request, response) => {
       const body = refusing
