@@ -50,6 +50,7 @@ function countStackResources(): { alarms: number; dashboards: number; intervalMi
     pipeline: {
       mskClusterArn:
         'arn:aws:kafka:us-east-1:111111111111:cluster/idle/00000000-0000-0000-0000-000000000000-1',
+      mskVpcId: 'vpc-0123456789abcdef0',
       topic: 'orders',
     },
   });

@@ -226,6 +226,7 @@ export function pipelineSettingsOf(config: PipelineConfig): PipelineSettings {
     pipelineId: config.pipelineId,
     deliveryGuarantee: config.deliveryGuarantee,
     idempotencyKey: idempotencyKeyText(config.idempotencyKey),
+    missingIdempotencyKey: config.missingIdempotencyKey,
     claimWrite: config.claimWrite,
     idempotencyScope: config.idempotencyScope,
     idempotencyWindowKeys: config.idempotencyWindowKeys,

@@ -80,6 +80,12 @@ export interface ExactlyOncePipelineProps {
   readonly deliveryGuarantee?: DeliveryGuarantee;
   /** `header:<name>`, `json:<field>`, `transform` or `none`. Default `header:idempotency-key`. */
   readonly idempotencyKey?: IdempotencyKeySetting;
+  /**
+   * What becomes of a record in which the idempotency key source finds nothing: `dead-letter` (with the reason) or
+   * `offset-only` (deduplicated by offset only). Counted either way (metric `IdempotencyKeysMissing`). Default
+   * `dead-letter`: a key source naming the wrong header or field must not pass silently.
+   */
+  readonly missingIdempotencyKey?: 'dead-letter' | 'offset-only';
   /** How idempotency claims are written. Default `ahead`. */
   readonly claimWrite?: 'ahead' | 'in-transaction';
   /**

@@ -15,6 +15,7 @@ export const PROP_OF_SETTING: Readonly<Record<string, PropName | undefined>> = {
   pipelineId: 'pipelineId',
   deliveryGuarantee: 'deliveryGuarantee',
   idempotencyKey: 'idempotencyKey',
+  missingIdempotencyKey: 'missingIdempotencyKey',
   claimWrite: 'claimWrite',
   idempotencyScope: 'idempotencyScope',
   idempotencyWindowKeys: 'idempotencyWindowKeys',

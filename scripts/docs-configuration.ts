@@ -130,7 +130,7 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   // Deployment settings (infra/config.ts)
   mskClusterArn: 'The MSK cluster to consume from. Required unless `sandboxCluster` is true.',
   mskVpcId:
-    "The imported cluster's VPC (`vpc-…`): the pollers' network-interface permissions are conditioned on it. Without it they are scoped to the account and region, and synth warns. Not with `sandboxCluster`.",
+    "The imported cluster's VPC (`vpc-…`): the pollers' network-interface permissions are conditioned on it. Required with `mskClusterArn` when there is an event source mapping (synth stops without it). Not with `sandboxCluster`.",
   sandboxCluster:
     'Create an MSK Serverless cluster (IAM auth) in a VPC of its own instead of importing one. Not with `mskClusterArn`.',
   topic: 'The topic to consume.',

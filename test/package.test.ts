@@ -84,6 +84,7 @@ import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from 'msk-exactly-
 
 const props: ExactlyOncePipelineProps = {
   mskClusterArn: ${JSON.stringify(CLUSTER_ARN)},
+  mskVpcId: 'vpc-0123456789abcdef0',
   topic: ${JSON.stringify(TOPIC)},
   transform: { entry: 'page-views.ts', exportName: 'pageViews' },
 };

@@ -18,7 +18,7 @@ import { ExactlyOncePipelineStack, replayContext } from '../infra/stack.ts';
 import { renderConfigurationPage } from '../scripts/docs-configuration.ts';
 import { CLUSTER_ARN, resourcesOf, testApp } from './infra-fixtures.ts';
 
-const BASE = { mskClusterArn: CLUSTER_ARN, topic: 'orders' };
+const BASE = { mskClusterArn: CLUSTER_ARN, mskVpcId: 'vpc-0123456789abcdef0', topic: 'orders' };
 
 interface TemplateJson {
   Resources: Record<string, { Type: string; Properties?: Record<string, unknown> }>;
