@@ -203,6 +203,8 @@ export class ExactlyOncePipeline extends Construct {
   readonly environment: Record<string, string>;
   /** Set when the transform decodes with a Glue registry: the registries its processor may read (empty: any). */
   readonly glueSchemaReads?: { readonly registryNames: readonly string[] };
+  /** The Secrets Manager secrets holding the transform's registry credentials (`basicAuthSecret`); empty: none. */
+  readonly registrySecretArns: readonly string[];
 
   constructor(scope: Construct, id: string, props: ExactlyOncePipelineProps) {
     super(scope, id);
@@ -267,6 +269,8 @@ export class ExactlyOncePipeline extends Construct {
       this.glueSchemaReads = { registryNames: transformModule.glueRegistryNames };
       this.grantGlueSchemaReads(this.processor, transformModule.glueRegistryNames);
     }
+    this.registrySecretArns = transformModule?.registrySecretArns ?? [];
+    this.grantRegistrySecretReads(this.processor);
     if (props.eventSourceMapping !== false) {
       this.kafka = this.attachMapping(this.processor, config);
       this.eventSource = this.kafka.mapping;
@@ -281,6 +285,7 @@ export class ExactlyOncePipeline extends Construct {
         replay,
       );
       if (this.glueSchemaReads) this.grantGlueSchemaReads(processor, this.glueSchemaReads.registryNames);
+      this.grantRegistrySecretReads(processor);
       const kafka =
         props.eventSourceMapping === false ? undefined : this.attachMapping(processor, config, replay);
       this.replay = { ...replay, processor, kafka, eventSource: kafka?.mapping };
@@ -363,6 +368,10 @@ export class ExactlyOncePipeline extends Construct {
     );
     this.grantReadCommitted(role);
     this.grantDataKeys(role, ['s3', 'dynamodb'], 'encrypt-decrypt');
+    // `eos redrive` decodes dead letters again as the processor does: the same schema reads and credentials.
+    const grantee: iam.IGrantable = { grantPrincipal: role };
+    if (this.glueSchemaReads) this.grantGlueSchemaReads(grantee, this.glueSchemaReads.registryNames);
+    this.grantRegistrySecretReads(grantee);
     this.grantLedger(
       role,
       [...OPERATOR_REPLAY_PLAN_ACTIONS],
@@ -575,18 +584,33 @@ export class ExactlyOncePipeline extends Construct {
    * A transform that decodes with an AWS Glue Schema Registry: the processor reads schema versions
    * (`glue:GetSchemaVersion`, nothing else), in the registries the transform names, else in this account and region.
    */
-  private grantGlueSchemaReads(fn: lambda.Function, registryNames: readonly string[]): void {
+  private grantGlueSchemaReads(grantee: iam.IGrantable, registryNames: readonly string[]): void {
     const glueArn = (resource: string) =>
       Stack.of(this).formatArn({ service: 'glue', resource, arnFormat: ArnFormat.NO_RESOURCE_NAME });
     const resources =
       registryNames.length > 0
         ? registryNames.flatMap((name) => [glueArn(`registry/${name}`), glueArn(`schema/${name}/*`)])
         : [glueArn('registry/*'), glueArn('schema/*')];
-    fn.addToRolePolicy(
+    grantee.grantPrincipal.addToPrincipalPolicy(
       new iam.PolicyStatement({
         sid: 'ReadGlueSchemaVersions',
         actions: ['glue:GetSchemaVersion'],
         resources,
+      }),
+    );
+  }
+
+  /**
+   * A transform whose Confluent registry names `basicAuthSecret`: `secretsmanager:GetSecretValue` on those secrets
+   * only. A secret ARN given without its random suffix matches the secret only as `<arn>-??????`.
+   */
+  private grantRegistrySecretReads(grantee: iam.IGrantable): void {
+    if (this.registrySecretArns.length === 0) return;
+    grantee.grantPrincipal.addToPrincipalPolicy(
+      new iam.PolicyStatement({
+        sid: 'ReadRegistrySecrets',
+        actions: ['secretsmanager:GetSecretValue'],
+        resources: this.registrySecretArns.flatMap((arn) => [arn, `${arn}-??????`]),
       }),
     );
   }
@@ -724,7 +748,6 @@ export class ExactlyOncePipeline extends Construct {
         delete: [steps.cleanup, steps.abort].map(role),
       },
       exempt: this.exemptPrincipals(),
-      finalWithoutWriteOnce: processorWritesFinal ? [role(this.processor).roleArn] : [],
     });
   }
 

@@ -101,6 +101,8 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
     const resources = names.length > 0 ? names.map((name) => `schema/${name}/*`) : ['registry/*', 'schema/*'];
     for (const resource of resources) {
       for (const fn of processors) acknowledge(role(fn), glue(resource), REASONS.glueSchemas);
+      for (const operator of pipeline.operatorRoles)
+        acknowledge(operator, glue(resource), REASONS.glueSchemas);
     }
   }
   // A Kafka secret named without its suffix is granted as `<arn>-??????`: cdk-nag's IAM5 flags `*` only, so

@@ -102,11 +102,6 @@ export interface SinkWriters {
   readonly staged: PrefixWriters;
   /** Exempt from every boundary (CDK's auto-delete handler when the bucket is destroyed with the stack). */
   readonly exempt: readonly string[];
-  /**
-   * Writers of `final/` that do not send `If-None-Match: *` (the processor under at-least-once and none, whose
-   * direct keys are unique per attempt and whose guarantee promises no write-once): exempt from write-once only.
-   */
-  readonly finalWithoutWriteOnce?: readonly string[];
 }
 
 /**
@@ -152,12 +147,7 @@ export function sinkBoundaryStatements(bucket: s3.IBucket, writers: SinkWriters)
     ...boundary('CoordinatorWork', checkpointWorkPrefix(pl), writers.coordinatorWork),
     ...boundary('Staged', inProgressPrefix(pl), writers.staged),
     writeOnce(bucket, manifestsPrefix(pl), `WriteOnceManifestsOf${sidOfPipeline(pl)}`, []),
-    writeOnce(
-      bucket,
-      finalPrefix(pl),
-      `WriteOnceFinalDataOf${sidOfPipeline(pl)}`,
-      writers.finalWithoutWriteOnce ?? [],
-    ),
+    writeOnce(bucket, finalPrefix(pl), `WriteOnceFinalDataOf${sidOfPipeline(pl)}`, []),
   ];
 }
 

@@ -180,13 +180,15 @@ describe('committed objects are write-once at the IAM layer', () => {
 });
 
 describe('under the weaker guarantees and a destroyable bucket', () => {
-  it("exempts only the at-least-once processor's direct final writes (unique per attempt) from write-once", () => {
+  it("holds the at-least-once processor's direct final writes to write-once too: it sends If-None-Match: *", () => {
     const s = synthesized({ deliveryGuarantee: 'at-least-once' });
     const processor = s.role(s.pipeline.processor);
     const promote = s.role(s.pipeline.coordinator.functions.promote);
-    expect(s.decide(processor, 's3:PutObject', FINAL)).toBe('allow');
+    const writeOnce = { 's3:if-none-match': '*' };
+    expect(s.decide(processor, 's3:PutObject', FINAL, writeOnce)).toBe('allow');
+    expect(s.decide(processor, 's3:PutObject', FINAL)).toBe('explicit-deny');
     expect(s.decide(promote, 's3:PutObject', FINAL)).toBe('explicit-deny');
-    expect(s.decide(processor, 's3:PutObject', MANIFEST)).toBe('explicit-deny');
+    expect(s.decide(processor, 's3:PutObject', MANIFEST, writeOnce)).toBe('explicit-deny');
   });
 
   it("lets CDK's auto-delete handler deny writes before emptying a destroyable bucket", () => {
