@@ -144,4 +144,29 @@ describe('eos redrive looks schemas up as the processor does', () => {
     await checkpoint(settings);
     expect(await deadLetters(settings)).toEqual(ORIGINAL);
   });
+
+  it('Glue refusing the operator (AccessDenied): exit 3 with one line, nothing sent; with access, nothing to send', async () => {
+    const settings = await withDeadLetters(glue);
+    glueApi.reset();
+    glueApi.on(GetSchemaVersionCommand).rejects(
+      Object.assign(new Error('User is not authorized to perform: glue:GetSchemaVersion'), {
+        name: 'AccessDeniedException',
+      }),
+    );
+    const refused = await eos(redriveArgs(settings, 'glue'));
+    expect(refused.code).toBe(3);
+    expect(refused.out).toBe('');
+    expect(refused.err).toMatch(/^error: [^\n]*schema registry refused[^\n]*AccessDeniedException[^\n]*\n$/);
+    await checkpoint(settings);
+    expect(await deadLetters(settings)).toEqual(ORIGINAL);
+    glueApi.reset();
+    glueApi
+      .on(GetSchemaVersionCommand, { SchemaVersionId: GLUE_VERSION_ID })
+      .resolves({ SchemaDefinition: AVRO_SCHEMA, DataFormat: 'AVRO', SchemaVersionId: GLUE_VERSION_ID });
+    const allowed = await eos(redriveArgs(settings, 'glue'));
+    expect(allowed).toMatchObject({ code: 0, err: '' });
+    expect(allowed.out).toBe(
+      'payments-0: nothing to redrive (4 fail again for the same reason: left dead-lettered)\n',
+    );
+  });
 });
