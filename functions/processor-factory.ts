@@ -29,6 +29,7 @@ import {
   batchCounts,
   logRedeliveryDrops,
   processorObserver,
+  schemaLookupMisses,
 } from '../shared/observability/processor-metrics.ts';
 import { createTelemetry, recordBatch } from '../shared/observability/telemetry.ts';
 import { type BatchReport, createProcessor } from '../shared/processor/processor.ts';
@@ -64,7 +65,10 @@ export function createProcessorHandler(options: ProcessorHandlerOptions): Proces
   const processor = createProcessor({
     settings,
     clients: createAwsClients(),
-    transform: toTransform(options.transform, options.decode),
+    transform: toTransform(options.transform, {
+      onSchemaLookupMiss: schemaLookupMisses(telemetry),
+      ...options.decode,
+    }),
     observer: processorObserver(telemetry),
   });
   /** Throws on any transient failure so that the event source mapping retries the whole batch. */

@@ -53,6 +53,13 @@ export const METRIC = {
   /** A record whose idempotency key was claimed by a record with a different payload: dead-lettered as a conflict. */
   keyConflicts: 'IdempotencyKeyConflicts',
   /**
+   * A schema id (the producer's choice) that found no schema: the registry has none, refused the lookup (a 4xx
+   * other than 408/429, Glue AccessDenied or InvalidInput), or the batch named more new ids than are looked up at
+   * once. The records naming it are dead-lettered with the answer; a steady count means a producer writes with a
+   * schema the pipeline cannot read, or the processor lacks the registry's permission.
+   */
+  schemaLookupMisses: 'SchemaLookupMisses',
+  /**
    * Records in which the idempotency key source found nothing (a missing header or field, a transform returning no
    * key): dead-lettered or processed by offset only, per `missingIdempotencyKey`. Above zero, the key source
    * probably names the wrong header or field.

@@ -4,6 +4,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { SchemaLookupMiss } from '../decode/decoders.ts';
 import { OffsetsWentBackwardsError } from '../errors.ts';
 import type { BatchReport, ProcessorObserver } from '../processor/processor.ts';
 import { METRIC, REDELIVERY_DROPS_LOG } from './names.ts';
@@ -108,5 +109,17 @@ export function processorObserver(telemetry: Telemetry): ProcessorObserver {
       for (const conflict of conflicts)
         logger.warn('idempotency key conflict: record dead-lettered', { ...conflict });
     },
+  };
+}
+
+/**
+ * The decoders' report of a schema id that found no schema (`onSchemaLookupMiss`): `SchemaLookupMisses` and a
+ * warning naming the id, the outcome and the answer. Its records are dead-lettered with the same detail; the count
+ * is what tells a producer's unknown schema ids from a registry that refuses the processor.
+ */
+export function schemaLookupMisses(telemetry: Telemetry): (miss: SchemaLookupMiss) => void {
+  return (miss) => {
+    telemetry.metrics.addMetric(METRIC.schemaLookupMisses, MetricUnit.Count, 1);
+    telemetry.logger.warn('schema id found no schema: its records are dead-lettered', { ...miss });
   };
 }
