@@ -7,8 +7,8 @@
  * Lambda has (docs/configuration.md), the flags winning over them, and the transform's decoders reaching what the
  * Lambda's reach (a Glue registry's schema versions through GetSchemaVersion), so a record decodes here as it did
  * there. Exit codes: 0 done (also when nothing was to do); 1 some partition waits for its previous round to be
- * committed (run again after the next checkpoint); 2 bad usage or settings; 3 AWS, or the transform's schema
- * registry, cannot be used.
+ * committed (run again after the next checkpoint); 2 bad usage or settings; 3 AWS cannot be used, or the
+ * transform's schema registry does not answer or refuses the credentials (nothing sent).
  */
 import { type Command, InvalidArgumentError } from 'commander';
 import type { AwsClients } from '../shared/aws/clients.ts';
@@ -117,7 +117,8 @@ export async function runRedrive(
     if (result.partitions.some((p) => p.outcome === 'waiting')) process.exitCode = 1;
     return result;
   } catch (error) {
-    // A registry that does not answer is a service that cannot be used (exit 3), never a reason to re-send.
+    // A registry that does not answer, or refuses these credentials, is a service that cannot be used (exit 3),
+    // never a reason to re-send.
     if (error instanceof RedriveRegistryUnavailableError) {
       throw new AwsUnavailableError(error.message, { cause: error });
     }
@@ -150,7 +151,8 @@ export function registerRedriveCommand(program: Command, deps: RedriveDependenci
       `
 Every other processor setting comes from its EOS_* variable, as the processor Lambda reads it: run it with the
 Lambda's settings. Exit codes: 0 done (or nothing to do); 1 a partition waits for its previous round's checkpoint;
-2 bad usage or settings; 3 AWS, or the transform's schema registry, cannot be reached or used.`,
+2 bad usage or settings; 3 AWS cannot be reached or used, or the transform's schema registry does not answer or
+refuses the credentials.`,
     )
     .action(async (raw: RedriveCommandOptions) => {
       if (raw.all && raw.checkpoint !== undefined) {
