@@ -25,7 +25,7 @@ async function checkpoint(settings: Settings): Promise<void> {
 }
 
 describe('eos epoch', () => {
-  it('shows why a partition stopped, opens a new epoch for it, and a second run changes nothing', async () => {
+  it('shows why a partition stopped and whether the stop is confirmed, opens a new epoch once it is, and a second run changes nothing', async () => {
     const settings = settingsIn(res, 'cliops', { idempotencyKey: 'none' });
     const processor = createProcessor({ settings, clients: res.clients });
     await processor.processEvent(mskEvent([...orderRecords(0, 0, 10), ...orderRecords(1, 0, 3)]));
@@ -37,10 +37,28 @@ describe('eos epoch', () => {
     const shown = await eos(base);
     expect(shown.code).toBe(0);
     expect(shown.out).toMatch(
-      /^orders-0: epoch 0 \(orders\), fence 9, STOPPED\n {2}stopped .*: batch 0\.\.3 against fence 9: /m,
+      /^orders-0: epoch 0 \(orders\), fence 9, STOPPED\n {2}stopped .*: batch 0\.\.3 against fence 9: .*\n {2}seen by one invocation only: /m,
     );
     expect(shown.out).toMatch(/eos epoch --start-new --topic orders --partition 0/);
     expect(shown.out).toMatch(/^orders-1: epoch 0 \(orders\), fence 2, running$/m);
+
+    const unconfirmed = await eos([...base, '--start-new', '--topic', 'orders', '--partition', '0']);
+    expect(unconfirmed.code).toBe(1);
+    expect(unconfirmed.out).toMatch(
+      /^orders-0: NOT switched: its stop \(batch 0\.\.3 against fence 9\) was seen by one invocation only; .*--force/,
+    );
+
+    // The mapping retries the refused batch in another invocation, which confirms the stop.
+    await expect(
+      createProcessor({ settings, clients: res.clients }).processEvent(
+        mskEvent(orderRecords(0, 0, 4, 'gen2')),
+      ),
+    ).rejects.toThrow(/went backwards/);
+    const confirmed = await eos(base);
+    expect(confirmed.code).toBe(0);
+    expect(confirmed.out).toMatch(
+      /^orders-0: epoch 0 \(orders\), fence 9, STOPPED\n {2}stopped .*: batch 0\.\.3 against fence 9: .*\n {2}confirmed: seen by 2 invocations$/m,
+    );
 
     const switched = await eos([...base, '--start-new', '--topic', 'orders']);
     expect(switched.code).toBe(1); // partition 1 is not stopped: refused without --force

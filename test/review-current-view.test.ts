@@ -2,6 +2,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { ManualClock, systemClock } from '../shared/clock.ts';
 import type { Settings, SettingsInput } from '../shared/config/settings.ts';
+import { OffsetsWentBackwardsError } from '../shared/errors.ts';
 import type { DecodedRecord } from '../shared/kafka/record.ts';
 import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
@@ -164,6 +165,10 @@ describe('the Athena view against the committed reader', () => {
     await checkpoint(settings);
     const epoch1 = orderRecords(0, 0, 10, 'e1');
     await expect(processor.processEvent(mskEvent(epoch1))).rejects.toThrow();
+    // The mapping retries the refused batch in another invocation, which confirms the stop.
+    await expect(
+      createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(epoch1)),
+    ).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
     const epochs = new EpochLedger(
       res.clients.dynamodb,
       res.table,

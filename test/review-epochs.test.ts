@@ -94,6 +94,14 @@ async function delivered(processor: { processEvent(event: unknown): Promise<unkn
   }
 }
 
+/**
+ * The mapping's retry of a batch refused as backwards, in another invocation: it sees the same stop and so confirms
+ * it (a switch without `force` opens a new epoch only over a confirmed stop).
+ */
+async function retriedBackwards(settings: Settings, event: unknown): Promise<void> {
+  await expect(processorFor(settings).processEvent(event)).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+}
+
 async function verified(settings: Settings) {
   return verifySink({ s3: res.clients.s3, bucket: settings.bucket, pipeline: settings.pipelineId });
 }
@@ -122,6 +130,7 @@ describe('a container that cached the old epoch', () => {
     await expect(fresh.processEvent(mskEvent(secondGeneration(0, 0, 5)))).rejects.toBeInstanceOf(
       OffsetsWentBackwardsError,
     );
+    await retriedBackwards(settings, mskEvent(secondGeneration(0, 0, 5)));
     expect(await epochsOf(settings).startNew('orders', 0)).toMatchObject({ kind: 'opened', epoch: 1 });
     await fresh.processEvent(mskEvent(secondGeneration(0, 0, 5)));
     await fresh.processEvent(mskEvent(secondGeneration(0, 5, 7)));
@@ -144,6 +153,7 @@ describe('a container that cached the old epoch', () => {
     await expect(fresh.processEvent(mskEvent(secondGeneration(1, 0, 3)))).rejects.toBeInstanceOf(
       OffsetsWentBackwardsError,
     );
+    await retriedBackwards(settings, mskEvent(secondGeneration(1, 0, 3)));
     expect((await epochsOf(settings).startNew('orders', 1)).kind).toBe('opened');
     await fresh.processEvent(mskEvent(secondGeneration(1, 0, 3)));
     await fresh.processEvent(mskEvent(secondGeneration(1, 3, 3)));
@@ -183,6 +193,7 @@ describe('claims written ahead across a switch (global idempotency scope)', () =
     );
     const recreated = mskEvent(resent(2, 5, 5, 0));
     await expect(processor.processEvent(recreated)).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+    await retriedBackwards(settings, recreated);
     expect(await epochsOf(settings).startNew('orders', 2)).toMatchObject({ kind: 'opened', epoch: 1 });
     // What happens: the retry reports {topic: 'orders~1', duplicatesByKey: 5, stagedRows: 0}.
     await delivered(processor, recreated);
@@ -231,6 +242,7 @@ describe('claims written ahead across a switch (global idempotency scope)', () =
     );
     const recreated = mskEvent(resent(3, 5, 5, 0));
     await expect(processor.processEvent(recreated)).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+    await retriedBackwards(settings, recreated);
     expect((await epochsOf(settings).startNew('orders', 3)).kind).toBe('opened');
     await processor.processEvent(recreated);
     await checkpoint(settings);
@@ -248,6 +260,7 @@ describe('claims written ahead across a switch (global idempotency scope)', () =
     // The recreated topic gets 3..4 again (already staged in epoch 0) and then new ones.
     const recreated = mskEvent([...resent(4, 3, 2, 0), ...orderRecords(4, 2, 3, 'gen2-p4')]);
     await expect(processor.processEvent(recreated)).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+    await retriedBackwards(settings, recreated);
     expect((await epochsOf(settings).startNew('orders', 4)).kind).toBe('opened');
     const report = await processor.processEvent(recreated);
     expect(report.partitions[0]).toMatchObject({ topic: 'orders~1', duplicatesByKey: 2, stagedRows: 3 });
@@ -280,6 +293,7 @@ describe('the partition-scoped key window across a switch', () => {
     await processor.processEvent(mskEvent(orderRecords(5, 0, 5)));
     const recreated = mskEvent([...resent(5, 3, 2, 0), ...orderRecords(5, 2, 3, 'gen2-p5')]);
     await expect(processor.processEvent(recreated)).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+    await retriedBackwards(settings, recreated);
     expect((await epochsOf(settings).startNew('orders', 5)).kind).toBe('opened');
     const report = await processor.processEvent(recreated);
     await checkpoint(settings);
@@ -301,6 +315,7 @@ describe('the partition-scoped key window across a switch', () => {
     await expect(processor.processEvent(mskEvent(secondGeneration(6, 0, 2)))).rejects.toBeInstanceOf(
       OffsetsWentBackwardsError,
     );
+    await retriedBackwards(settings, mskEvent(secondGeneration(6, 0, 2)));
     expect((await epochsOf(settings).startNew('orders', 6)).kind).toBe('opened');
     await processor.processEvent(mskEvent(secondGeneration(6, 0, 2)));
     // Offsets 2..3 of epoch 1 repeat the keys of 0..1 of epoch 1 (producer retries): dropped.
@@ -387,6 +402,7 @@ describe('the switch racing the processor and the coordinator', () => {
     await processor.processEvent(mskEvent(orderRecords(9, 5, 5)));
     const recreated = mskEvent(secondGeneration(9, 0, 4));
     await expect(processor.processEvent(recreated)).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+    await retriedBackwards(settings, recreated);
     expect((await epochsOf(settings).startNew('orders', 9)).kind).toBe('opened');
     // The cut: lane `orders` at 9 (closed, 5..9 uncommitted), no lane `orders~1` yet.
     await checkpoint(settings);
@@ -455,6 +471,7 @@ describe('a legacy (pre-shard) root fence', () => {
     await stale.processEvent(mskEvent(orderRecords(11, 3, 2)));
     const recreated = mskEvent(secondGeneration(11, 0, 3));
     await expect(warm.processEvent(recreated)).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+    await retriedBackwards(settings, recreated);
     const legacyKey = fenceKeys.legacyFence(settings.pipelineId, 'orders', 11);
     expect((await item(legacyKey))?.stoppedBy).toMatchObject({ fence: 4 });
     expect(await epochsOf(settings).startNew('orders', 11)).toEqual({
@@ -476,6 +493,7 @@ describe('a legacy (pre-shard) root fence', () => {
     await expect(warm.processEvent(mskEvent(orderRecords(11, 0, 2, 'gen3-p11')))).rejects.toBeInstanceOf(
       OffsetsWentBackwardsError,
     );
+    await retriedBackwards(settings, mskEvent(orderRecords(11, 0, 2, 'gen3-p11')));
     expect(await epochsOf(settings).startNew('orders', 11)).toEqual({
       kind: 'opened',
       epoch: 2,
@@ -525,6 +543,7 @@ describe('output layouts with lanes', () => {
     await expect(processor.processEvent(mskEvent(secondGeneration(13, 0, 3)))).rejects.toBeInstanceOf(
       OffsetsWentBackwardsError,
     );
+    await retriedBackwards(settings, mskEvent(secondGeneration(13, 0, 3)));
     expect((await epochsOf(settings).startNew('orders', 13)).kind).toBe('opened');
     await processor.processEvent(mskEvent(secondGeneration(13, 0, 3)));
     await checkpoint(settings);
@@ -638,6 +657,7 @@ describe('eos epoch --start-new run again', () => {
       await expect(
         processor.processEvent(mskEvent(secondGeneration(partition, 0, 2))),
       ).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
+      await retriedBackwards(settings, mskEvent(secondGeneration(partition, 0, 2)));
     }
     // The first run switched partition 0 and crashed.
     expect((await epochsOf(settings).startNew('orders', 0)).kind).toBe('opened');
