@@ -9,7 +9,7 @@
  * |                        | monitor stopped reporting (missing data breaches)                                |
  * | RecordDeadLettered     | any record went to the dead-letter stream                                        |
  * | ProcessorErrors        | any processor invocation failed (the mapping retries it; repeated errors stall  |
- * |                        | the partition)                                                                   |
+ * |                        | the partition), less those that failed an unproven redelivery on purpose        |
  * | OffsetsWentBackwards   | a batch started below its partition's fence (recreated topic, reset consumer     |
  * |                        | group): that partition is stopped until an operator resumes it (L2)             |
  * | FenceJump              | a batch started further above its fence than `maxFenceJump` (a gap, or an       |
@@ -183,7 +183,17 @@ export class PipelineObservability extends Construct {
       ),
       processorErrors: this.alarm(
         'ProcessorErrors',
-        props.processor.metricErrors({ statistic: 'Sum', period: Duration.minutes(5) }),
+        // A batch below a moving fence that nothing proved a redelivery fails on purpose (a zombie's stale batch:
+        // its answer is discarded; else the mapping's retry judges it): not an error to page anyone for.
+        new cloudwatch.MathExpression({
+          label: 'failed invocations, less unproven redeliveries',
+          expression: 'MAX([FILL(errors, 0) - FILL(unproven, 0), 0 * FILL(errors, 0)])',
+          usingMetrics: {
+            errors: props.processor.metricErrors({ statistic: 'Sum', period: Duration.minutes(5) }),
+            unproven: this.pipelineMetric(METRIC.unprovenRedeliveries, 'Sum', Duration.minutes(5)),
+          },
+          period: Duration.minutes(5),
+        }),
         {
           alarmDescription: `Pipeline ${pl}: processor invocations failed; the mapping retries the batch, and persistent errors stall the partition.`,
           threshold: 1,

@@ -404,13 +404,22 @@ describe('schedules and alarms', () => {
     ]);
   });
 
-  it("alarm on the processor function's errors", () => {
+  it("alarm on the processor function's errors, less the unproven redeliveries it fails on purpose", () => {
     const processorId = base.stack.getLogicalId(base.stack.pipeline.processor.node.defaultChild as never);
-    expect(alarm('ProcessorErrors')).toMatchObject({
+    const metrics = alarm('ProcessorErrors').Metrics as Array<{
+      Id: string;
+      Expression?: string;
+      MetricStat?: { Metric: { MetricName: string; Namespace: string; Dimensions: unknown[] } };
+    }>;
+    const byId = new Map(metrics.map((m) => [m.Id, m]));
+    expect(byId.get('errors')?.MetricStat?.Metric).toMatchObject({
       Namespace: 'AWS/Lambda',
       MetricName: 'Errors',
       Dimensions: [{ Name: 'FunctionName', Value: { Ref: processorId } }],
     });
+    expect(byId.get('unproven')?.MetricStat?.Metric.MetricName).toBe('UnprovenRedeliveries');
+    const expression = metrics.find((m) => m.Expression)?.Expression;
+    expect(expression).toBe('MAX([FILL(errors, 0) - FILL(unproven, 0), 0 * FILL(errors, 0)])');
   });
 
   it('have a dashboard and an email subscription when asked', () => {
