@@ -115,7 +115,9 @@ export interface TransformOutput<Row> {
   readonly state?: readonly StateDelta[];
   /**
    * The record's business idempotency key, used when the `idempotencyKey` setting is `transform` (ignored
-   * otherwise). Absent: the record has no key and is deduplicated by offset only.
+   * otherwise). Absent: the key source found nothing, which dead-letters the record by default (reason
+   * `no idempotency key: …`); with `missingIdempotencyKey: offset-only` it is deduplicated by offset only.
+   * Counted either way (metric `IdempotencyKeysMissing`).
    */
   readonly idempotencyKey?: string;
 }
