@@ -216,6 +216,18 @@ export interface StagingTransaction {
   readonly attemptId: string;
 }
 
+/** What names a refusal of keyed-state items: the partition and the transaction's folded deltas. */
+interface StateRefusalContext {
+  readonly topic: string;
+  readonly partition: number;
+  readonly state: readonly StateDelta[];
+}
+
+/** AT_LEAST_ONCE / NONE: one chunk's keyed-state deltas of a partition, applied without fence (see applyState). */
+export interface DirectStateTransaction extends StateRefusalContext {
+  readonly pipeline: string;
+}
+
 export const NO_FENCE = -1;
 
 /** DynamoDB's limit on the items of one TransactWriteItems. */
@@ -506,38 +518,7 @@ export class StagingLedger {
     } catch (error) {
       const reasons = cancellationReasons(error);
       if (reasons) this.explainCancellation(txn, reasons, claimsStart, labels, error);
-      const { name, message } = error as { name?: string; message?: string };
-      if (name === 'ValidationException' && WRONG_TYPE.test(message ?? '')) {
-        // DynamoDB Local answers a whole transaction this way, naming no item: every state key is a candidate.
-        throw new StateTypeConflictError(
-          txn.state.map((delta) => delta.key),
-          String(message),
-          { cause: error },
-        );
-      }
-      if (isLimitExceeded(error)) {
-        // DynamoDB names no item here (a Put over the size limit): name the candidates, the state items first.
-        const candidates = labels.filter((label) => label.startsWith('state ')).concat(labels.slice(0, 1));
-        if (txn.state.length > 0) {
-          throw new StateItemTooLargeError(
-            txn.topic,
-            txn.partition,
-            txn.state.map((delta) => delta.key),
-            candidates,
-            String((error as Error).message),
-            { cause: error },
-          );
-        }
-        throw new ItemLimitExceededError(
-          txn.topic,
-          txn.partition,
-          candidates,
-          String((error as Error).message),
-          {
-            cause: error,
-          },
-        );
-      }
+      this.explainStateRefusal(txn, labels, error);
       this.rethrow('dynamodb:TransactWriteItems', error);
     }
   }
@@ -706,22 +687,31 @@ export class StagingLedger {
   }
 
   /**
-   * AT_LEAST_ONCE / NONE baseline: keyed-state deltas without fence or condition, in transactions of at most 100
-   * items. A retried batch adds its deltas again — the duplication those guarantees accept. Returns the number
-   * of transactions.
+   * AT_LEAST_ONCE / NONE: one chunk's keyed-state deltas (folded per key, planned within DynamoDB's limits as a
+   * staging chunk is) in one transaction, without fence or condition. A retried batch adds its deltas again: the
+   * duplication those guarantees accept. A refused item throws as in {@link stage}: {@link StateTypeConflictError}
+   * or {@link StateItemTooLargeError}, which the processor resolves record by record.
    */
-  async applyState(pipeline: string, deltas: readonly StateDelta[]): Promise<number> {
-    let transactions = 0;
-    for (let start = 0; start < deltas.length; start += 100) {
-      const items = deltas.slice(start, start + 100).map((delta) => this.stateItem(pipeline, delta));
-      try {
-        await this.doc.send(new TransactWriteCommand({ TransactItems: items }));
-      } catch (error) {
-        this.rethrow('dynamodb:TransactWriteItems', error);
-      }
-      transactions += 1;
+  async applyState(txn: DirectStateTransaction): Promise<void> {
+    if (txn.state.length === 0) return;
+    if (txn.state.length > MAX_TRANSACTION_ITEMS) {
+      throw new ItemLimitExceededError(
+        txn.topic,
+        txn.partition,
+        [`${txn.state.length} transaction items`],
+        `more than DynamoDB's ${MAX_TRANSACTION_ITEMS} items in one transaction`,
+      );
     }
-    return transactions;
+    const items = txn.state.map((delta) => this.stateItem(txn.pipeline, delta));
+    const labels = txn.state.map((delta) => `state ${delta.key}`);
+    try {
+      await this.doc.send(new TransactWriteCommand({ TransactItems: items }));
+    } catch (error) {
+      const reasons = cancellationReasons(error);
+      if (reasons) this.explainStateCancellation(txn, reasons, labels, error);
+      this.explainStateRefusal(txn, labels, error);
+      this.rethrow('dynamodb:TransactWriteItems', error);
+    }
   }
 
   private explainCancellation(
@@ -747,6 +737,19 @@ export class StagingLedger {
     if ((txn.keyWindow ?? []).some((_, i) => failed(windowStart + i))) {
       throw new KeyWindowChangedError(txn.topic, txn.partition);
     }
+    this.explainStateCancellation(txn, reasons, labels, error);
+  }
+
+  /**
+   * A cancelled transaction whose keyed-state items (its last `txn.state.length` items) DynamoDB refused: an ADD
+   * meeting a field that is not a number, or an item over a limit. Anything else is left to the caller.
+   */
+  private explainStateCancellation(
+    txn: StateRefusalContext,
+    reasons: ReadonlyArray<{ Code?: string; Message?: string }>,
+    labels: readonly string[],
+    error: unknown,
+  ): void {
     const stateStart = labels.length - txn.state.length;
     const wrongType = txn.state.filter((_, i) => {
       const reason = reasons[stateStart + i];
@@ -781,6 +784,37 @@ export class StagingLedger {
         { cause: error },
       );
     }
+  }
+
+  /**
+   * A refusal DynamoDB (Local) answers for the whole request, naming no item: an ADD of the wrong type, or a limit
+   * (a Put over the size limit). Every state key of the transaction is then a candidate.
+   */
+  private explainStateRefusal(txn: StateRefusalContext, labels: readonly string[], error: unknown): void {
+    const { name, message } = error as { name?: string; message?: string };
+    if (name === 'ValidationException' && WRONG_TYPE.test(message ?? '')) {
+      throw new StateTypeConflictError(
+        txn.state.map((delta) => delta.key),
+        String(message),
+        { cause: error },
+      );
+    }
+    if (!isLimitExceeded(error)) return;
+    // The state items first, then the first item (the fence of a staging transaction).
+    const candidates = labels.filter((label) => label.startsWith('state ')).concat(labels.slice(0, 1));
+    if (txn.state.length > 0) {
+      throw new StateItemTooLargeError(
+        txn.topic,
+        txn.partition,
+        txn.state.map((delta) => delta.key),
+        candidates,
+        String(message),
+        { cause: error },
+      );
+    }
+    throw new ItemLimitExceededError(txn.topic, txn.partition, candidates, String(message), {
+      cause: error,
+    });
   }
 
   private rethrow(operation: string, error: unknown): never {

@@ -25,9 +25,10 @@
  * (DESIGN.md's refinement of P1; setting `claimWrite`), so the transaction stays small; `in-transaction` puts
  * them in the staging transactions instead (one 100-item transaction per ~95 keyed records).
  *
- * Delivery guarantees (as Flink's DeliveryGuarantee): `exactly-once` as above; `at-least-once` writes rows
- * straight to final objects and applies keyed state without fence or dedupe (duplicates after retries);
- * `none` does the same and swallows every error so the batch is acknowledged anyway (losses under faults).
+ * Delivery guarantees (as Flink's DeliveryGuarantee): `exactly-once` as above; `at-least-once` applies keyed state
+ * without fence or dedupe, in chunks planned as above, then writes rows straight to final objects (duplicates after
+ * retries); `none` does the same and swallows every error so the batch is acknowledged anyway (losses under faults).
+ * A record DynamoDB refuses for its state is dead-lettered under every guarantee (see below, `direct-state.ts`).
  *
  * ## Source checks (issue 17)
  * Before any effect, in every delivery guarantee: an event whose `eventSourceArn` is not `settings.eventSourceArn`
@@ -145,6 +146,7 @@
  * although each record's deltas are bounded. DynamoDB refuses the chunk, the same on every retry; the ledger names
  * the items (`StateItemTooLargeError`), and the processor reads them and dead-letters exactly the records that would
  * take one past the limit (`state-size.ts`), then stages the chunk again without them, as for a type conflict.
+ * Both judgements live in `state-refusal.ts`, which the direct path of the weaker guarantees uses too.
  */
 import { randomUUID } from 'node:crypto';
 import { isTransient } from '../aws/classify.ts';
@@ -186,7 +188,6 @@ import {
   type LaneFence,
   NO_FENCE,
   StagingLedger,
-  StateItemTooLargeError,
   StateTypeConflictError,
 } from '../ledger/staging-ledger.ts';
 import type { ReplayPlan } from '../replay/plan.ts';
@@ -200,6 +201,7 @@ import { StagedWriter } from '../sink/staged-writer.ts';
 import { builtinTransform } from '../transforms/registry.ts';
 import type { Transform } from '../transforms/types.ts';
 import { type Chunk, planChunk } from './chunks.ts';
+import { applyDirectState } from './direct-state.ts';
 import {
   checkKeySource,
   deadLetterOf,
@@ -210,7 +212,7 @@ import {
   inertRecord,
   recordDigest,
 } from './evaluate.ts';
-import { oversizedStateRecords } from './state-size.ts';
+import { isStateRefusal, refusedStateRecords, type StateReader } from './state-refusal.ts';
 
 /** Whether a claimant (`<lane>#<partition>#<offset>`) is a record one of the plan's ranges replays. */
 function claimantReplayed(plan: ReplayPlan, claimant: string): boolean {
@@ -1248,15 +1250,9 @@ export class Processor {
           resolveTaken(error.holders.filter((holder) => !orphaned.has(holder.idempotencyKey)));
           continue;
         }
-        if (error instanceof StateTypeConflictError || error instanceof StateItemTooLargeError) {
-          const found =
-            error instanceof StateTypeConflictError
-              ? await this.wrongTypeAdds(chunk, error.stateKeys)
-              : await this.oversizedState(chunk, error.stateKeys);
-          // Nothing found: the stored items changed since (another partition set them), or what DynamoDB refused is
-          // not what a record of this chunk grows; nothing to dead-letter with certainty, so the batch fails (a
-          // state item over its limit stops the partition) and its retry judges again.
-          if (found.size === 0 || [...found.keys()].every((offset) => stateRefused.has(offset))) throw error;
+        if (isStateRefusal(error)) {
+          // Throws the refusal when it finds nothing new to dead-letter (see refusedStateRecords).
+          const found = await refusedStateRecords(error, chunk.kept, this.readState, stateRefused);
           for (const [offset, reason] of found) stateRefused.set(offset, reason);
           decide();
           if (claimsAhead) await this.handOverRefusedClaims(pending, held, takeovers, attemptId);
@@ -1285,50 +1281,9 @@ export class Processor {
     return { topic, partition, received: batch.records.length, stagedOffset: known.stagedOffset, ...report };
   }
 
-  /**
-   * Issue 9.3 ("conflicting field names"): the records of a refused chunk whose adds meet a stored field that is not
-   * a number, with a reason naming key and field. The planner keeps a field set and added within one chunk apart,
-   * so the stored items (read after the refusal) are what such an add meets. Dead-lettering the record, rather than
-   * keeping `fields` and `add` in disjoint attribute namespaces, keeps the state item's shape (one attribute per
-   * field) that the readers of state (status, local results, expectations) rely on.
-   */
-  private async wrongTypeAdds(chunk: Chunk, stateKeys: readonly string[]): Promise<Map<number, string>> {
-    const candidates = new Set(stateKeys);
-    const stored = new Map<string, Record<string, unknown>>();
-    for (const key of candidates) {
-      const item = await this.ledger.readState(this.deps.settings.pipelineId, key);
-      if (item !== undefined) stored.set(key, item);
-    }
-    const found = new Map<number, string>();
-    for (const record of chunk.kept) {
-      for (const delta of record.state) {
-        const item = stored.get(delta.key);
-        if (item === undefined) continue;
-        const field = Object.keys(delta.add).find(
-          (name) => item[name] !== undefined && typeof item[name] !== 'number',
-        );
-        if (field === undefined || found.has(record.offset)) continue;
-        found.set(
-          record.offset,
-          `state field ${JSON.stringify(field)} of ${JSON.stringify(delta.key)} is not a number (it was set), and ` +
-            'this record adds to it: a state field is either set or added to, never both',
-        );
-      }
-    }
-    return found;
-  }
-
-  /**
-   * The records of a refused chunk that would grow a state item past DynamoDB's item limit, with a reason naming the
-   * key (`state-size.ts`), judged against the refused items as stored now (read after the refusal).
-   */
-  private async oversizedState(chunk: Chunk, stateKeys: readonly string[]): Promise<Map<number, string>> {
-    const stored = new Map<string, Record<string, unknown> | undefined>();
-    for (const key of new Set(stateKeys)) {
-      stored.set(key, await this.ledger.readState(this.deps.settings.pipelineId, key));
-    }
-    return oversizedStateRecords(chunk.kept, stored);
-  }
+  /** A keyed-state item as stored now: what a state refusal is judged against (`state-refusal.ts`). */
+  private readonly readState: StateReader = (stateKey) =>
+    this.ledger.readState(this.deps.settings.pipelineId, stateKey);
 
   /**
    * Issue 9.3 x P4: a record dead-lettered because DynamoDB refused its state (an add meeting a text field, an item
@@ -1603,27 +1558,31 @@ export class Processor {
     );
   }
 
-  /** AT_LEAST_ONCE and NONE: rows straight to final objects, keyed state applied without fence or dedupe. */
+  /**
+   * AT_LEAST_ONCE and NONE: keyed state applied without fence or dedupe, then rows straight to final objects. The
+   * state goes first, in planned chunks (`direct-state.ts`), so a record DynamoDB refuses for its state is written
+   * as a dead-letter row rather than an output row, and a refused batch writes no rows before it fails.
+   */
   private async writeDirect(batch: PartitionBatch, attemptId: string): Promise<PartitionReport> {
     const { topic, partition } = batch;
-    const records = this.evaluate(batch);
+    const context = { topic, partition, chunk: 0 };
+    const { pipelineId, gzip, maxTransactionItems } = this.deps.settings;
+    const evaluated = this.evaluate(batch);
+    await this.step('before-stage-write', context);
+    const { records, transactions } = await applyDirectState(
+      { ledger: this.ledger, pipeline: pipelineId, topic, partition, maxItems: maxTransactionItems },
+      evaluated,
+    );
     const chunk: Chunk = {
       records,
       kept: records,
       firstOffset: records[0]!.offset,
       lastOffset: records[records.length - 1]!.offset,
     };
-    const context = { topic, partition, chunk: 0 };
-    const { pipelineId, gzip } = this.deps.settings;
-    await this.step('before-stage-write', context);
     await this.writeObjects(chunk, topic, partition, (range) =>
       directFinalObjectKey(pipelineId, range, attemptId, gzip),
     );
     await this.step('after-stage-write', context);
-    const chunks = await this.ledger.applyState(
-      pipelineId,
-      foldState(records.flatMap((record) => record.state)),
-    );
     await this.step('after-transaction', context);
     return {
       topic,
@@ -1636,7 +1595,7 @@ export class Processor {
       keyConflicts: 0,
       missingKeys: records.filter((record) => record.missingKey).length,
       fenceJumps: 0,
-      chunks,
+      chunks: transactions,
       stagedOffset: NO_FENCE,
     };
   }

@@ -7,6 +7,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { createProcessor, type Processor } from '../../shared/processor/processor.ts';
+import { readFinalRows } from '../../shared/sink/verify.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
 import { ledgerView, stagedRows } from '../support/ledger.ts';
@@ -69,6 +70,22 @@ async function rowsByStream(settings: Settings): Promise<Record<string, string[]
     by[stream] ??= [];
     by[stream].push(`${source.partition}@${source.offset}`);
   }
+  return by;
+}
+
+async function finalRows(settings: Settings) {
+  return readFinalRows({ s3: res.clients.s3, bucket: res.bucket, pipeline: settings.pipelineId });
+}
+
+/** At-least-once: rows per stream by `<partition>@<offset>`, from the final objects it writes directly. */
+async function finalRowsByStream(settings: Settings): Promise<Record<string, string[]>> {
+  const by: Record<string, string[]> = {};
+  for (const { stream, row } of await finalRows(settings)) {
+    const source = (row as { source: { partition: number; offset: number } }).source;
+    by[stream] ??= [];
+    by[stream].push(`${source.partition}@${source.offset}`);
+  }
+  for (const ids of Object.values(by)) ids.sort();
   return by;
 }
 
@@ -169,14 +186,13 @@ describe('a keyed-state item a record would grow past 400 KB', () => {
     expect((await stateOf(settings, 'customer'))?.n).toBe(5);
   });
 
-  // CONFIRMED (outside exactly-once; L1 is stated for every guarantee). In `at-least-once` the processor applies
-  // keyed state with plain transactions (`applyState`), which do not resolve a refused item: DynamoDB refuses the
-  // growth on every retry, the invocation fails each time, and the mapping retries the batch forever — the
-  // partition stalls, and each retry writes the batch's output rows to final objects again before failing.
-  it.fails('in at-least-once, a record that would grow a state item past the limit does not stall its partition', async () => {
+  // L1 holds for every guarantee. In `at-least-once` a record that would grow a state item past the limit is
+  // dead-lettered (to final objects, as its other rows) and the rest of the batch applied, so the mapping's retry is
+  // acknowledged too; the retry adds its state again and writes its rows again, the duplication this guarantee
+  // accepts. Rows are written only once the state is applied, so a refused batch writes no rows first.
+  it('in at-least-once, a record that would grow a state item past the limit does not stall its partition', async () => {
     const settings = settingsFor({ deliveryGuarantee: 'at-least-once' });
     const processor = processorFor(settings);
-    // One record per batch: this guarantee folds a whole batch into one update per key (see the next test).
     for (const offset of [0, 1, 2, 3])
       await processor.processEvent(mskEvent([spec(offset, 'grow:customer')]));
     const batch = mskEvent([spec(4, 'grow:customer'), spec(5, 'add:customer')]);
@@ -184,25 +200,37 @@ describe('a keyed-state item a record would grow past 400 KB', () => {
     for (let retry = 0; retry < 2; retry++) {
       outcomes.push(
         await processor.processEvent(batch).then(
-          () => 'acknowledged',
+          (report) => JSON.stringify(report.partitions[0]?.deadLettered),
           (error: unknown) => `${(error as Error).name}: ${(error as Error).message.slice(0, 120)}`,
         ),
       );
     }
-    expect(outcomes).toEqual(['acknowledged', 'acknowledged']);
+    expect(outcomes).toEqual(['1', '1']);
+    const rows = await finalRowsByStream(settings);
+    expect(rows.deadletter).toEqual(['0@4', '0@4']);
+    expect(rows.output).toEqual(['0@0', '0@1', '0@2', '0@3', '0@5', '0@5']);
+    const state = await stateOf(settings, 'customer');
+    // 4 growths, and the add of offset 5 twice (the retry); none of offset 4's fields.
+    expect(state?.n).toBe(6);
+    expect(state).not.toHaveProperty('r4f0');
+    const reasons = (await finalRows(settings)).flatMap(({ stream, row }) =>
+      stream === 'deadletter' ? [String(row.error)] : [],
+    );
+    expect(reasons[0]).toContain('400 KB item limit');
   });
 
-  // CONFIRMED (at-least-once only; found while building the case above). `applyState` folds the whole batch's deltas
-  // into one update per state key, with no bound on its fields (the exactly-once planner ends a chunk at 100 fields
-  // per key). Three records that each set 99 text fields on one key make a 297-field update, whose expression DynamoDB
-  // refuses ("Expression size has exceeded the maximum allowed size") on every retry: the partition stalls although
-  // the item stays far below 400 KB and each record is within its bounds.
-  it.fails('in at-least-once, a batch whose records together set more than 100 fields on one state key is applied', async () => {
+  // In `at-least-once` a batch's state is applied in chunks bounded as the exactly-once planner bounds them (at most
+  // 100 fields per key in one update): three records that each set 99 text fields on one key are applied, where
+  // one 297-field update would be refused ("Expression size has exceeded the maximum allowed size") on every retry.
+  it('in at-least-once, a batch whose records together set more than 100 fields on one state key is applied', async () => {
     const settings = settingsFor({ deliveryGuarantee: 'at-least-once' });
     const report = await processorFor(settings).processEvent(
       mskEvent([0, 1, 2].map((offset) => spec(offset, 'grow:customer'))),
     );
-    expect(report.partitions[0]).toMatchObject({ stagedRows: 3 });
-    expect((await stateOf(settings, 'customer'))?.n).toBe(3);
+    expect(report.partitions[0]).toMatchObject({ stagedRows: 3, deadLettered: 0 });
+    const state = await stateOf(settings, 'customer');
+    expect(state?.n).toBe(3);
+    expect(state).toHaveProperty('r2f98');
+    expect((await finalRowsByStream(settings)).output).toEqual(['0@0', '0@1', '0@2']);
   });
 });
