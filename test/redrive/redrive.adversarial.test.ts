@@ -3,7 +3,7 @@
  * nothing, a dead letter the ledger made is left alone only while the ledger would make it again, a registry that
  * refuses the redriver is never a reason to send, and records without an idempotency key follow the key setting.
  * Real DynamoDB Local and S3 server, the real processor, redriver and coordinator; a Confluent registry is a loopback
- * HTTP server. Suspicions a test confirms are `it.fails`, with the interleaving and what goes wrong.
+ * HTTP server. Each test says the interleaving it guards against and what would go wrong.
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -11,7 +11,11 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
-import { type RedriveResult, redrive } from '../../shared/redrive/redrive.ts';
+import {
+  RedriveRegistryUnavailableError,
+  type RedriveResult,
+  redrive,
+} from '../../shared/redrive/redrive.ts';
 import { readCommitted } from '../../shared/sink/reader.ts';
 import { toTransform } from '../../shared/transforms/adapter.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
@@ -119,11 +123,9 @@ describe('a state-size dead letter', () => {
     return settings;
   }
 
-  // CONFIRMED. The redriver leaves a ledger-made dead letter alone only for the reasons it lists (a key conflict, an
-  // add to a text field); the state-size reason ("state item … would grow past DynamoDB's 400 KB item limit") is
-  // not among them. Run without a fix, the transform accepts the record, so it is sent; the processor meets the
-  // same full item in the redrive lane and dead-letters it again (round 1), and every later run (after a
-  // checkpoint) sends it again into a new round: each run without a fix commits one more dead letter.
+  // Run without a fix, the transform accepts the record; were it sent, the processor would meet the same full item
+  // in the redrive lane and dead-letter it again, in a new round on every run: each run without a fix would commit
+  // one more dead letter. The redriver judges it against the item as stored, which never shrinks.
   it('a redrive run twice without a fix writes nothing', async () => {
     const settings = await withStateSizeDeadLetter();
     const runs: RedriveResult[] = [];
@@ -131,7 +133,6 @@ describe('a state-size dead letter', () => {
       runs.push(await redrive({ settings, clients: res.clients, transform: growing(false) }));
       await checkpoint(settings);
     }
-    // On main: orders~r1#0@4 and orders~r2#0@4 join it, with the same reason.
     expect(await committed(settings, 'deadletter')).toEqual([
       'orders#0@4: state item "customer" would grow past Dy',
     ]);
@@ -156,10 +157,9 @@ describe('a state-size dead letter', () => {
 });
 
 describe('a key-conflict dead letter', () => {
-  // CONFIRMED. Offset 1 (key K) is output; offset 2 (key K, another payload) is its conflict. Once K's claim has
-  // expired (the idempotency TTL), nothing holds K: the processor would stage offset 2 now. The redriver left it
-  // alone because the transform's result "meets the same key again", judged from the reason's text without asking
-  // whether anything still holds K, so no redrive ever output the record.
+  // Offset 1 (key K) is output; offset 2 (key K, another payload) is its conflict. Once K's claim has expired (the
+  // idempotency TTL), nothing holds K and the processor would stage offset 2: judged from the reason's text ("the
+  // same key again") rather than from K's claim, no redrive would ever output the record.
   it('whose key no live claim holds any more (expired) is output by a redrive', async () => {
     const settings = settingsFor();
     await stage(settings, strict(), [
@@ -209,10 +209,9 @@ describe('a key-conflict dead letter with a long key', () => {
   const buggyKey = (p: Payment) => `${long}-${Number(p.id.slice(1)) % 6}`;
   const fixedKey = (p: Payment) => `${long}-${p.id.slice(1)}`;
 
-  // CONFIRMED. A reason over 1,000 characters is kept cut (ending in "…"), and the redriver takes the cut text as a
-  // prefix that "meets the same key again": a fixed transform whose key differs from the old one only past the
-  // kept part is judged to meet the same claim. Offset 7 (whose buggy key reused offset 1's) now has its own key,
-  // held by no record, yet it is left dead-lettered as "fails again for the same reason", and never output.
+  // A reason over 1,000 characters is kept cut (ending in "…"): taken as a prefix, the cut text would match a fixed
+  // key that differs from the old one only past the kept part. Offset 7 (whose buggy key reused offset 1's) now has
+  // its own key, held by no record: it must be sent and output, not left as "fails again for the same reason".
   it('whose key the fix changed past the kept part of the reason is sent and output once', async () => {
     const settings = settingsFor({ idempotencyKey: 'transform' });
     const keyed = (keyOf: (p: Payment) => string) => paymentsTransform(json, { rejectNegative: true, keyOf });
@@ -228,7 +227,6 @@ describe('a key-conflict dead letter with a long key', () => {
     ]);
     const result = await redrive({ settings, clients: res.clients, transform: keyed(fixedKey) });
     await checkpoint(settings);
-    // On main: nothing is sent (1 unchanged), so offset 7 is never output.
     expect(await committed(settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@7']);
     expect(summary(result)).toEqual([{ outcome: 'redriven', sent: 1, unchanged: 0 }]);
   });
@@ -265,18 +263,15 @@ describe('a fixed record whose key an earlier record holds with another payload'
     ]);
   });
 
-  // CONFIRMED (a wrong outcome, nothing duplicated). With partition scope the redriver treats any hit in the original
-  // lane's key window as "unchanged", without comparing the digest the window keeps: a record the fixed transform
-  // accepts, whose key an earlier record holds with ANOTHER payload, is reported as "fails again for the same
-  // reason" and gets no row, where global scope gives it its new reason (a key-conflict dead letter in the round).
-  // Its latest outcome stays "amountCents -5 is negative", which the current transform no longer says. (Sending it
-  // as it is would be worse: the round lane's own window is empty, so it would be output next to offset 0.)
+  // With partition scope a record the fixed transform accepts, whose key an earlier record holds with ANOTHER payload
+  // (the digest the window keeps tells), gets its new reason as under global scope: a key-conflict dead letter in
+  // the round, not "fails again for the same reason" with a reason the current transform no longer gives. Sending
+  // it as it is would be worse: the round lane's own window is empty, so it would be output next to offset 0.
   it('partition scope: it becomes one key-conflict dead letter in the round, as under global scope', async () => {
     const settings = await withRejectedSameKey({ idempotencyScope: 'partition' });
     const first = await redrive({ settings, clients: res.clients, transform: fixed() });
     await checkpoint(settings);
     expect(await committed(settings, 'output')).toEqual(['payments#0@0']);
-    // On main: sent 0, unchanged 1, and no row in payments~r1.
     expect(first.partitions.map((p) => [p.sent, p.unchanged])).toEqual([[1, 0]]);
     expect(await committed(settings, 'deadletter')).toEqual([
       'payments#0@1: amountCents -5 is negative',
@@ -293,22 +288,20 @@ describe('a registry that refuses the redriver', () => {
     'payments#0@7: idempotency key "pay-1" is already claim',
   ];
 
-  /** Runs a redrive with `transform` and reports what it committed, whether it ran or stopped. */
+  /** Runs a redrive with `transform`, which must stop (as `eos redrive` exits 3), and reports what is committed. */
   async function redriveWith(settings: Settings, transform: Transform): Promise<string[]> {
-    await redrive({ settings, clients: res.clients, transform }).catch((error: unknown) => {
-      // Stopping (exit 3) is an acceptable answer to a refusal; sending is not.
-      expect(String(error)).toMatch(/registry|Glue|GetSchemaVersion/);
-    });
+    await expect(redrive({ settings, clients: res.clients, transform })).rejects.toThrow(
+      RedriveRegistryUnavailableError,
+    );
     await checkpoint(settings);
     return committed(settings, 'deadletter');
   }
 
-  // CONFIRMED. The operator's credentials lack glue:GetSchemaVersion (the Lambda's role has it). Glue answers
-  // AccessDeniedException, which the decoder takes as a refusal about the schema id: each registry-decoded record is
-  // judged "Glue answered AccessDeniedException", a reason none of the dead letters has, so every one is sent, and the
-  // processor (the same transform) dead-letters each again in round 1 with that reason. A run with the right
-  // credentials then sends them all again (their latest reason is the refusal): two rounds of new dead letters for
-  // a run that fixed nothing, and the rows of round 1 name the operator's permissions, not the records.
+  // The operator's credentials lack glue:GetSchemaVersion (the Lambda's role has it). Glue answers
+  // AccessDeniedException, which the decoder takes as a refusal about the schema id: each registry-decoded record
+  // would be judged "Glue answered AccessDeniedException", a reason none of the dead letters has. Sent, every one
+  // would be dead-lettered again in round 1 with rows naming the operator's permissions, and a run with the right
+  // credentials would send them all again: two rounds of new dead letters for a run that fixed nothing.
   it('Glue refusing the redriver (AccessDenied) sends nothing and commits no dead letter', async () => {
     const glue = decoderKinds('http://registry.invalid').find((kind) => kind.name === 'Avro with Glue')!;
     const settings = settingsFor();
@@ -325,9 +318,8 @@ describe('a registry that refuses the redriver', () => {
     expect(await redriveWith(settings, denied)).toEqual(ORIGINAL);
   });
 
-  // CONFIRMED. The same with a Confluent registry that answers 401 to the redriver (its credentials are not the
-  // Lambda's): any 4xx but 408/429 is a refusal about the id, so every dead letter is sent and dead-lettered again in
-  // round 1 with "registry answered 401".
+  // The same with a Confluent registry that answers 401 to the redriver (its credentials are not the Lambda's): any
+  // 4xx but 404, 408 and 429 is a refusal, never a reason to send.
   it('a Confluent registry answering 401 to the redriver sends nothing and commits no dead letter', async () => {
     let refusing = false;
     const server = createServer((request, response) => {
