@@ -163,7 +163,8 @@ describe('prepare', () => {
 
 describe('the passthrough transform', () => {
   it('writes key, value, headers and timestamp as a row: text when UTF-8, else base64, and says which', async () => {
-    const settings = settingsFor({ transform: 'passthrough' });
+    // Records without an idempotency key among them: deduplicated by offset (the test is about the rows).
+    const settings = settingsFor({ transform: 'passthrough', idempotencyKey: 'none' });
     const event = mskEvent([
       { partition: 0, offset: 0, key: 'k', value: 'héllo', headers: { h: 'v', 'idempotency-key': 'id-0' } },
       { partition: 0, offset: 1, key: null, value: 'binary' },
