@@ -1255,7 +1255,10 @@ export class Processor {
           const found = await refusedStateRecords(error, chunk.kept, this.readState, stateRefused);
           for (const [offset, reason] of found) stateRefused.set(offset, reason);
           decide();
-          if (claimsAhead) await this.handOverRefusedClaims(pending, held, takeovers, attemptId);
+          if (claimsAhead) {
+            const refused = chunk.kept.filter((record) => stateRefused.has(record.offset));
+            await this.handOverRefusedClaims(pending, refused, held, takeovers, attemptId);
+          }
           continue;
         }
         throw error;
@@ -1319,10 +1322,14 @@ export class Processor {
    * that key (see `decide`), which wrote no claim ahead. The refused record's claim is released now (attempt-scoped,
    * as after a failed batch) and the new holder takes the key over inside its fenced transaction, so the key is
    * held durably by the record that is output. If another attempt holds the old claim, the takeover meets it and
-   * the record is judged against it (a duplicate or a conflict), never output with its key unclaimed.
+   * the record is judged against it (a duplicate or a conflict), never output with its key unclaimed. A refused
+   * record that was itself a takeover (the key's claim had expired, so none was held ahead) passes the takeover on:
+   * its heir takes the expired claim over in its own transaction, as the refused record would have. `refused` are
+   * the refused records as they were before being dead-lettered (a dead letter carries no key).
    */
   private async handOverRefusedClaims(
     pending: readonly EvaluatedRecord[],
+    refused: readonly EvaluatedRecord[],
     held: Map<number, ClaimItem>,
     takeovers: Set<number>,
     attemptId: string,
@@ -1331,6 +1338,12 @@ export class Processor {
     for (const record of pending) {
       const key = record.idempotencyKey;
       if (key !== undefined && !holders.has(key)) holders.set(key, record.offset);
+    }
+    for (const record of refused) {
+      if (record.idempotencyKey === undefined || !takeovers.has(record.offset)) continue;
+      takeovers.delete(record.offset);
+      const heir = holders.get(record.idempotencyKey);
+      if (heir !== undefined && heir !== record.offset && !held.has(heir)) takeovers.add(heir);
     }
     const released: ClaimItem[] = [];
     for (const [offset, claim] of held) {
