@@ -7,8 +7,11 @@
  * - the transform rejects it because the schema registry refused the redriver (its credentials are not the
  *   processor's): not the record's fate, so the run stops, unless that refusal is the dead letter's own reason;
  * - a key conflict (global scope): left as it is only while a live claim of another payload holds the key the
- *   transform gives now (one read of that claim); a key held by nothing, or by this very payload, is sent;
- * - an add to a state field stored as text: left as it is while the result adds to the same field again;
+ *   transform gives now (one read of that claim); a key held by nothing, or by this very payload, is sent. In a
+ *   replay generation's lane the live output's claim counts too when its claimant lies outside the plan's ranges
+ *   (expired or not, as the processor judges it);
+ * - an add to a state field stored as text: left as it is while the result adds to a field its state item stores
+ *   as text now (one read per state key it adds to);
  * - a state item grown past DynamoDB's item limit: left as it is while the result would still take the item as
  *   stored now past the limit (items never shrink); sent when the fix no longer grows it that far;
  * - partition scope: a key a window of the lane (or of an earlier round) holds with another payload is a conflict
@@ -22,13 +25,16 @@ import { ledgerDocumentClient } from '../aws/clients.ts';
 import type { Clock } from '../clock.ts';
 import type { Settings } from '../config/settings.ts';
 import type { DecodedRecord } from '../kafka/record.ts';
-import { generationOfLane } from '../ledger/epochs.ts';
+import { epochLaneOf, generationOfLane } from '../ledger/epochs.ts';
 import { digestPrefix, type KeyWindow } from '../ledger/key-window.ts';
 import { keys } from '../ledger/layout.ts';
+import { parseClaimant } from '../ledger/records.ts';
 import { RELEASED, StagingLedger } from '../ledger/staging-ledger.ts';
 import { type EvaluatedRecord, evaluateRecord } from '../processor/evaluate.ts';
 import { effectLimits } from '../processor/processor.ts';
 import { oversizedStateRecords } from '../processor/state-size.ts';
+import type { ReplayPlan } from '../replay/plan.ts';
+import { ReplayStore } from '../replay/store.ts';
 import type { Transform } from '../transforms/types.ts';
 
 /** What to do with one dead letter. */
@@ -70,6 +76,23 @@ export interface JudgeOptions {
   readonly windows: readonly KeyWindow[];
 }
 
+/**
+ * Whether a claimant (`<lane>#<partition>#<offset>`) is a record one of the plan's ranges replays: its own
+ * generation's claim decides then. The processor's rule for its live holders (`claimantReplayed`, not exported).
+ */
+function claimantReplayed(plan: ReplayPlan | undefined, claimant: string): boolean {
+  const of = parseClaimant(claimant);
+  if (plan === undefined || of === undefined) return false;
+  const lane = epochLaneOf(of.lane);
+  return plan.ranges.some(
+    (range) =>
+      range.lane === lane &&
+      range.partition === of.partition &&
+      of.offset >= range.from &&
+      of.offset <= range.to,
+  );
+}
+
 /** A stored claim of a key, as the judgement needs it. */
 interface StoredClaim {
   readonly digest: string | undefined;
@@ -102,9 +125,10 @@ export class Judge {
       if (key === undefined || settings.idempotencyScope === 'partition') return { kind: 'send' };
       const claim = await this.claimOf(key);
       const another = claim?.live === true && claim.digest !== undefined && claim.digest !== evaluated.digest;
-      return another ? { kind: 'unchanged' } : { kind: 'send' };
+      if (another || (await this.liveHolderDiffers(key, evaluated.digest))) return { kind: 'unchanged' };
+      return { kind: 'send' };
     }
-    if (STATE_FIELD.test(reason) && this.addsToTextFieldAgain(reason, evaluated))
+    if (STATE_FIELD.test(reason) && (await this.addsToTextFieldAgain(evaluated)))
       return { kind: 'unchanged' };
     if (STATE_SIZE.test(reason) && (await this.growsPastLimitAgain(evaluated))) return { kind: 'unchanged' };
     return { kind: 'send' };
@@ -148,16 +172,46 @@ export class Judge {
     };
   }
 
-  /** Whether the result adds to the field the reason names, of the state key it names, again. */
-  private addsToTextFieldAgain(reason: string, evaluated: EvaluatedRecord): boolean {
-    // A reason over 1,000 characters is kept cut, ending in "…": then its kept part is what must match.
-    const cut = reason.endsWith('…') ? reason.slice(0, -1) : undefined;
-    return this.stateOf(evaluated).some((delta) =>
-      Object.keys(delta.add).some((field) => {
-        const again = `state field ${JSON.stringify(field)} of ${JSON.stringify(delta.key)} is not a number`;
-        return reason.startsWith(again) || (cut !== undefined && again.startsWith(cut));
-      }),
+  /**
+   * A replay generation's lane: whether the live output's claim of `key` holds it with another payload, its claimant
+   * outside the generation's ranges. The round's processor judges the record against that claim as against its own
+   * generation's (`Processor.liveHolders`, which counts an expired claim too), so the conflict would be made again.
+   */
+  private async liveHolderDiffers(key: string, digest: string): Promise<boolean> {
+    const { settings, clients, lane } = this.options;
+    const generation = generationOfLane(lane);
+    if (generation === 0) return false;
+    const holders = await this.ledger.readLiveClaims(settings.pipelineId, [key]);
+    if (holders.length === 0) return false;
+    const plan = await new ReplayStore(clients.dynamodb, settings.ledgerTable, settings.pipelineId).read(
+      generation,
     );
+    return holders.some(
+      (holder) =>
+        holder.digest !== undefined && holder.digest !== digest && !claimantReplayed(plan, holder.claimant),
+    );
+  }
+
+  /**
+   * Whether the result adds to a field its state item stores as something other than a number now: the processor's
+   * test for that refusal (`state-refusal.ts`), on the items as stored. Judged by the ledger, not by the reason's
+   * words: a reason over 1,000 characters is kept cut, and may end inside the state key.
+   */
+  private async addsToTextFieldAgain(evaluated: EvaluatedRecord): Promise<boolean> {
+    const adding = this.stateOf(evaluated).filter((delta) => Object.keys(delta.add).length > 0);
+    for (const stateKey of new Set(adding.map((delta) => delta.key))) {
+      const item = await this.ledger.readState(this.options.settings.pipelineId, stateKey);
+      if (item === undefined) continue;
+      const refused = adding.some(
+        (delta) =>
+          delta.key === stateKey &&
+          Object.keys(delta.add).some(
+            (field) => item[field] !== undefined && typeof item[field] !== 'number',
+          ),
+      );
+      if (refused) return true;
+    }
+    return false;
   }
 
   /** Whether the result would take one of the state items it sets, as stored now, past the item limit. */

@@ -330,31 +330,33 @@ export class Redriver {
     // Output of the original lanes is never needed; output of a round lane says which records it redrove.
     if (file.stream === 'output' && round === 0) return;
     if (file.stream === 'deadletter' && view.visibility(file) === 'none') return;
-    const state = stateOf(sourceLaneOf(file.topic), file.partition);
+    // Taken on the first row the run keeps: a partition whose dead letters a switch hides is nobody's to report.
+    const state = () => stateOf(sourceLaneOf(file.topic), file.partition);
     for await (const row of readCommittedFile(source, file)) {
       const offset = (row.source as { offset?: unknown } | undefined)?.offset;
       if (!Number.isSafeInteger(offset)) continue;
       // Output of a round, or a round's note that it resolved the record without a row (a duplicate, state only).
       if (file.stream === 'output' || (round > 0 && row.resolved === true)) {
-        state.redriven.add(offset as number);
+        state().redriven.add(offset as number);
         continue;
       }
       // A schema misfit's dead letter (written by promote) holds a row, not a record: nothing to redrive.
       // In a round lane it is that round's outcome for the record: handled.
       if ('row' in row) {
-        if (round > 0) state.redriven.add(offset as number);
+        const held = state();
+        if (round > 0) held.redriven.add(offset as number);
         continue;
       }
       if (!view.shows(file.topic, file.partition, offset as number)) continue;
       withHeadersListed(row);
       if (!isDeadLetterRow(row)) {
         // Not silently: the run reports how many it could not read.
-        state.unreadable++;
+        state().unreadable++;
         continue;
       }
-      const known = state.latest.get(row.source.offset);
+      const known = state().latest.get(row.source.offset);
       if (known !== undefined && known.round > round) continue;
-      state.latest.set(row.source.offset, {
+      state().latest.set(row.source.offset, {
         offset: row.source.offset,
         topic: row.source.topic,
         error: row.error,

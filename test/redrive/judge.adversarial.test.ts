@@ -167,12 +167,12 @@ describe('a state-field dead letter whose reason was cut at 1,000 characters', (
   /** State keys of 992 characters: the reason "state field "f" of "<key>" is not a number …" is cut inside the key. */
   const long = 'x'.repeat(990);
 
-  // CONFIRMED. Offset 0 sets `f` as text on `<long>-a`; offset 1 adds to `f` of the same key: dead-lettered, its
+  // Offset 0 sets `f` as text on `<long>-a`; offset 1 adds to `f` of the same key: dead-lettered, its
   // reason cut at 1,000 characters inside the state key. The fix gives offset 1 its own state key `<long>-1`, where
-  // `f` is stored nowhere: the processor would stage it. The judgement takes the cut reason as a prefix: "state
-  // field "f" of "<long>-1" is not a number" starts with it, so the dead letter is judged unchanged and no run ever
-  // sends it (a long idempotency key in a conflict's reason is judged by the claim, but a long state key is not).
-  it.fails('whose state key the fix changed past the kept part of the reason is sent and output once', async () => {
+  // `f` is stored nowhere: the processor would stage it. A judgement taking the cut reason as a prefix ("state
+  // field "f" of "<long>-1" is not a number" starts with it) would leave it unchanged and no run would ever
+  // send it: the judgement reads the state item instead.
+  it('whose state key the fix changed past the kept part of the reason is sent and output once', async () => {
     const settings = settingsFor({ idempotencyKey: 'none' });
     await stage(
       settings,
@@ -318,14 +318,14 @@ describe('a key-conflict dead letter of a replay generation, made by a live clai
     pipeline: settings.pipelineId,
   });
 
-  // CONFIRMED. The live pipeline outputs 0..19; offset 15 carries offset 3's idempotency key with its own payload
+  // The live pipeline outputs 0..19; offset 15 carries offset 3's idempotency key with its own payload
   // (a key conflict). Generation 1 replays 10..19 with the same transform: its processor judges 15's key against the
   // live claim of offset 3 (outside the range) and dead-letters 15 as a conflict; the switch shows generation 1's
-  // dead letter. A redrive without a fix judges the conflict by the claim of its lane's generation only (CLAIM#g1,
-  // which holds nothing for that key), so it sends 15; the round lane orders~g1~r1 is of generation 1 too, whose
+  // dead letter. A judgement by the claim of the lane's generation only (CLAIM#g1,
+  // which holds nothing for that key) would send 15; the round lane orders~g1~r1 is of generation 1 too, whose
   // processor meets the live claim again and dead-letters 15 once more. Every later run (after a checkpoint) does
-  // the same in a new round: each run without a fix commits one more dead letter.
-  it.fails('a redrive run twice without a fix writes nothing', async () => {
+  // the same in a new round. The judgement counts the live claim outside the plan's ranges as the processor does.
+  it('a redrive run twice without a fix writes nothing', async () => {
     const settings = settingsFor();
     const input = [
       ...orderRecords(0, 0, 15),
