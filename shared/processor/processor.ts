@@ -166,7 +166,7 @@ import {
 } from '../errors.ts';
 import { type MskEvent, parseMskEvent, partitionBatches } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage, PartitionBatch } from '../kafka/record.ts';
-import { epochLaneOf, generationOfLane, isRootLane, parseLane, sightedStop } from '../ledger/epochs.ts';
+import { generationOfLane, isRootLane, parseLane, sightedStop } from '../ledger/epochs.ts';
 import { type BucketWrite, digestPrefix, KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import {
@@ -191,7 +191,7 @@ import {
   StateTypeConflictError,
 } from '../ledger/staging-ledger.ts';
 import type { ReplayPlan } from '../replay/plan.ts';
-import { ReplayPlanError } from '../replay/plan.ts';
+import { ReplayPlanError, replaysClaimant } from '../replay/plan.ts';
 import { replaySlice } from '../replay/slice.ts';
 import { ReplayStore } from '../replay/store.ts';
 import { directFinalObjectKey, type ObjectRange, stagedObjectKey } from '../sink/layout.ts';
@@ -213,20 +213,6 @@ import {
   recordDigest,
 } from './evaluate.ts';
 import { isStateRefusal, refusedStateRecords, type StateReader } from './state-refusal.ts';
-
-/** Whether a claimant (`<lane>#<partition>#<offset>`) is a record one of the plan's ranges replays. */
-function claimantReplayed(plan: ReplayPlan, claimant: string): boolean {
-  const of = parseClaimant(claimant);
-  if (of === undefined) return false;
-  const lane = epochLaneOf(of.lane);
-  return plan.ranges.some(
-    (range) =>
-      range.lane === lane &&
-      range.partition === of.partition &&
-      of.offset >= range.from &&
-      of.offset <= range.to,
-  );
-}
 
 /** A delivered partition batch acknowledged with nothing staged (a replay outside its plan). */
 function unstagedReport(batch: PartitionBatch): PartitionReport {
@@ -626,7 +612,7 @@ export class Processor {
     if (generation === 0) return [];
     const plan = await this.replayPlanOf(generation);
     const held = await this.ledger.readLiveClaims(this.deps.settings.pipelineId, keys);
-    return held.filter((holder) => !claimantReplayed(plan, holder.claimant));
+    return held.filter((holder) => !replaysClaimant(plan, holder.claimant));
   }
 
   /** A generation's plan, read once per container (plans never change). */

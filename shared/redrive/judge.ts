@@ -25,15 +25,14 @@ import { ledgerDocumentClient } from '../aws/clients.ts';
 import type { Clock } from '../clock.ts';
 import type { Settings } from '../config/settings.ts';
 import type { DecodedRecord } from '../kafka/record.ts';
-import { epochLaneOf, generationOfLane } from '../ledger/epochs.ts';
+import { generationOfLane } from '../ledger/epochs.ts';
 import { digestPrefix, type KeyWindow } from '../ledger/key-window.ts';
 import { keys } from '../ledger/layout.ts';
-import { parseClaimant } from '../ledger/records.ts';
 import { RELEASED, StagingLedger } from '../ledger/staging-ledger.ts';
 import { type EvaluatedRecord, evaluateRecord } from '../processor/evaluate.ts';
 import { effectLimits } from '../processor/processor.ts';
 import { oversizedStateRecords } from '../processor/state-size.ts';
-import type { ReplayPlan } from '../replay/plan.ts';
+import { replaysClaimant } from '../replay/plan.ts';
 import { ReplayStore } from '../replay/store.ts';
 import type { Transform } from '../transforms/types.ts';
 
@@ -74,23 +73,6 @@ export interface JudgeOptions {
   readonly partition: number;
   /** Partition scope: the key windows of the lane and its earlier rounds (empty in global scope). */
   readonly windows: readonly KeyWindow[];
-}
-
-/**
- * Whether a claimant (`<lane>#<partition>#<offset>`) is a record one of the plan's ranges replays: its own
- * generation's claim decides then. The processor's rule for its live holders (`claimantReplayed`, not exported).
- */
-function claimantReplayed(plan: ReplayPlan | undefined, claimant: string): boolean {
-  const of = parseClaimant(claimant);
-  if (plan === undefined || of === undefined) return false;
-  const lane = epochLaneOf(of.lane);
-  return plan.ranges.some(
-    (range) =>
-      range.lane === lane &&
-      range.partition === of.partition &&
-      of.offset >= range.from &&
-      of.offset <= range.to,
-  );
 }
 
 /** A stored claim of a key, as the judgement needs it. */
@@ -188,7 +170,9 @@ export class Judge {
     );
     return holders.some(
       (holder) =>
-        holder.digest !== undefined && holder.digest !== digest && !claimantReplayed(plan, holder.claimant),
+        holder.digest !== undefined &&
+        holder.digest !== digest &&
+        !(plan !== undefined && replaysClaimant(plan, holder.claimant)),
     );
   }
 

@@ -23,7 +23,8 @@
  * Free of SDK imports (the manifest types and readers use it).
  */
 import { PipelineError } from '../errors.ts';
-import { LANE_PATTERN, MAX_EPOCH, parseLane } from '../ledger/epochs.ts';
+import { epochLaneOf, LANE_PATTERN, MAX_EPOCH, parseLane } from '../ledger/epochs.ts';
+import { parseClaimant } from '../ledger/records.ts';
 
 /** One source partition's range of a replay: offsets `from`..`to` (inclusive) of epoch lane `lane`. */
 export interface ReplayRange {
@@ -148,4 +149,22 @@ export function parseGenerationSwitch(value: unknown): GenerationSwitch {
 export function isEpochLane(lane: string): boolean {
   const parsed = parseLane(lane);
   return parsed !== undefined && parsed.generation === undefined && parsed.round === undefined;
+}
+
+/**
+ * Whether a claimant (`<lane>#<partition>#<offset>`) is a record one of the plan's ranges replays: the generation's
+ * own claim of the key decides then, not the live one. The processor (a generation's live holders) and `eos
+ * redrive` (a generation's key-conflict dead letters) judge by it alike.
+ */
+export function replaysClaimant(plan: ReplayPlan, claimant: string): boolean {
+  const of = parseClaimant(claimant);
+  if (of === undefined) return false;
+  const lane = epochLaneOf(of.lane);
+  return plan.ranges.some(
+    (range) =>
+      range.lane === lane &&
+      range.partition === of.partition &&
+      of.offset >= range.from &&
+      of.offset <= range.to,
+  );
 }
