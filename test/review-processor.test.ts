@@ -10,7 +10,6 @@ import { systemClock } from '../shared/clock.ts';
 import type { Settings, SettingsInput } from '../shared/config/settings.ts';
 import { InjectedCrashError } from '../shared/errors.ts';
 import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { keys } from '../shared/ledger/layout.ts';
 import { EpochChangedError } from '../shared/ledger/staging-ledger.ts';
 import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
 import type { Transform } from '../shared/transforms/types.ts';
