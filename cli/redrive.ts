@@ -15,7 +15,7 @@ import type { AwsClients } from '../shared/aws/clients.ts';
 import type { FieldFormat } from '../shared/decode/formats.ts';
 import type { PartitionRedrive, RedriveResult } from '../shared/redrive/redrive.ts';
 import type { AnyTransformDefinition } from '../shared/transforms/api.ts';
-import { AwsUnavailableError } from './failures.ts';
+import { AwsUnavailableError, ViolationFoundError } from './failures.ts';
 import { ENDPOINT_HELP, endpointUrl, integer, resolveEndpoint } from './options.ts';
 
 export interface RedriveDependencies {
@@ -79,7 +79,7 @@ export async function runRedrive(
     { loadTransform, secretsFor },
     { toTransform },
     { glueSchemaVersionLookup },
-    { redrive, RedriveRegistryUnavailableError },
+    { redrive, RedriveRegistryUnavailableError, RedriveRoundClosedError },
   ] = await Promise.all([
     import('../shared/aws/clients.ts'),
     import('../shared/config/settings.ts'),
@@ -122,6 +122,9 @@ export async function runRedrive(
     if (error instanceof RedriveRegistryUnavailableError) {
       throw new AwsUnavailableError(error.message, { cause: error });
     }
+    // Like a round that waits for its checkpoint: nothing wrong with the input, the run did not finish (exit 1).
+    if (error instanceof RedriveRoundClosedError)
+      throw new ViolationFoundError(error.message, { cause: error });
     throw error;
   } finally {
     owned?.dynamodb.destroy();

@@ -43,7 +43,7 @@ import { fenceKeys } from '../ledger/fences.ts';
 import { KeyWindow, maxBuckets } from '../ledger/key-window.ts';
 import { partitionId } from '../ledger/layout.ts';
 import { readFenceItems } from '../ledger/staged-entries.ts';
-import { StagingLedger } from '../ledger/staging-ledger.ts';
+import { EpochChangedError, StagingLedger } from '../ledger/staging-ledger.ts';
 import { createProcessor, type ProcessorHooks } from '../processor/processor.ts';
 import { GenerationView } from '../replay/generations.ts';
 import type { Manifest, ManifestFile } from '../sink/manifest.ts';
@@ -171,6 +171,12 @@ export class RedriveError extends PipelineError {}
  * letter; the run stops, saying what it did and did not send.
  */
 export class RedriveRegistryUnavailableError extends RedriveError {}
+
+/**
+ * Another `eos redrive` run closed this run's round while it staged (two runs at once): what either staged is
+ * staged once, and the rest waits for the next run after the next checkpoint.
+ */
+export class RedriveRoundClosedError extends RedriveError {}
 
 function isDeadLetterRow(row: Record<string, unknown>): row is Record<string, unknown> & {
   source: { topic: string; partition: number; offset: number };
@@ -431,6 +437,13 @@ export class Redriver {
       const report = await processor
         .stageInLane({ topic: roundLane, partition, records })
         .catch((error: unknown) => {
+          if (error instanceof EpochChangedError) {
+            throw new RedriveRoundClosedError(
+              `round ${round} of ${lane}-${partition} was closed by another eos redrive run meanwhile; nothing is ` +
+                'duplicated: run eos redrive again after the next checkpoint',
+              { cause: error },
+            );
+          }
           if (!(error instanceof SchemaRegistryUnavailableError)) throw error;
           throw new RedriveRegistryUnavailableError(
             `${lookupFailure(error)}: round ${round} of ${lane}-${partition} stays open; run eos redrive again ` +

@@ -14,7 +14,7 @@ import { type Clock, systemClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { keys } from '../../shared/ledger/layout.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
-import { type RedriveResult, redrive } from '../../shared/redrive/redrive.ts';
+import { type RedriveResult, RedriveRoundClosedError, redrive } from '../../shared/redrive/redrive.ts';
 import { planReplay, requestSwitch } from '../../shared/replay/replay.ts';
 import { readCommitted } from '../../shared/sink/reader.ts';
 import { builtinTransform } from '../../shared/transforms/registry.ts';
@@ -276,6 +276,13 @@ describe('runs that overlap or stop half-way', () => {
       [0, 1].map(() => redrive({ settings, clients: res.clients, transform: fixed() })),
     );
     expect(runs.some((run) => run.status === 'fulfilled')).toBe(true);
+    // The slower run, if it met the round the other closed, says so in words of redrive, not of epochs.
+    for (const run of runs) {
+      if (run.status === 'rejected') {
+        expect(run.reason).toBeInstanceOf(RedriveRoundClosedError);
+        expect(String(run.reason.message)).toMatch(/closed by another eos redrive run meanwhile/);
+      }
+    }
     await checkpoint(settings);
     const after = await redrive({ settings, clients: res.clients, transform: fixed() });
     await checkpoint(settings);
