@@ -188,30 +188,35 @@ export function stopSightings(stop: StopRecord): number {
 }
 
 /**
- * A stop is confirmed once two invocations judged the same batch start backwards against the same fence. The
- * mapping retries a batch whose offsets truly went backwards until it passes, so a real stop is confirmed by its
- * first retry; a zombie (a stale invocation whose batch was already retried and acknowledged) is never retried,
- * so a stop it wrote falsely — on a clock ahead of the stagers', say — stays seen once.
+ * A stop is confirmed once two invocations judged the same batch start backwards against the same fence, the later
+ * one begun after the first sighting. The mapping retries a batch whose offsets truly went backwards until it
+ * passes, and a retry begins after the refusal, so a real stop is confirmed by its first retry; a zombie (a stale
+ * invocation whose batch was already retried and acknowledged) is never retried, and a second zombie of the same
+ * batch (its own timed-out retry) began before the first one's sighting, so a stop zombies wrote falsely — on
+ * clocks ahead of the stagers', say — stays seen once.
  */
 export function isConfirmedStop(stop: StopRecord): boolean {
   return stopSightings(stop) >= 2;
 }
 
 /**
- * The stop record to write when attempt `attemptId` judges a batch backwards, given the one stored (`previous`):
- * the same fence and batch start adds a sighting (its first `at` kept), anything else starts anew; undefined when
- * this attempt is already counted (nothing to write).
+ * The stop record to write when attempt `attemptId` (begun at `startedAt`) judges a batch backwards, given the one
+ * stored (`previous`): the same fence and batch start adds a sighting (its first `at` kept), anything else starts
+ * anew; undefined when this attempt is already counted or began before the first sighting (nothing to write).
  */
 export function sightedStop(
   previous: StopRecord | undefined,
   stop: Omit<StopRecord, 'seenBy'>,
   attemptId: string,
+  startedAt: number,
 ): StopRecord | undefined {
   if (previous === undefined || previous.fence !== stop.fence || previous.firstOffset !== stop.firstOffset) {
     return { ...stop, seenBy: { first: attemptId, last: attemptId, count: 1 } };
   }
   const seen = previous.seenBy;
   if (seen?.first === attemptId || seen?.last === attemptId) return undefined;
+  // An attempt begun before the stop was first seen is no retry of the refused batch: a stale twin of it.
+  if (startedAt < previous.at) return undefined;
   return {
     ...stop,
     at: previous.at,

@@ -882,7 +882,7 @@ export class Processor {
     if (again.kind === 'unproven') throw this.unproven(prints.inLane(fresh.lane), fresh.fence);
     if (again.kind !== 'backwards') return fresh;
     const stopped = this.backwards(prints.inLane(fresh.lane), fresh.fence, again.reason);
-    if (!explicit) await this.recordStop(fresh, stopped, attemptId);
+    if (!explicit) await this.recordStop(fresh, stopped, attemptId, startedAt);
     throw stopped;
   }
 
@@ -902,6 +902,7 @@ export class Processor {
     { lane, fence }: LaneFence,
     stopped: OffsetsWentBackwardsError,
     attemptId: string,
+    startedAt: number,
   ): Promise<void> {
     const stop = sightedStop(
       fence.stop,
@@ -913,6 +914,7 @@ export class Processor {
         at: this.clock.now(),
       },
       attemptId,
+      startedAt,
     );
     if (stop === undefined) return;
     if (await this.ledger.recordStop(this.deps.settings.pipelineId, lane, stopped.partition, fence, stop)) {

@@ -10,7 +10,7 @@ import { runEpoch } from '../../cli/epoch.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { OffsetsWentBackwardsError } from '../../shared/errors.ts';
-import { STOP_ATTRIBUTE } from '../../shared/ledger/epochs.ts';
+import { STOP_ATTRIBUTE, sightedStop } from '../../shared/ledger/epochs.ts';
 import { fenceKeys } from '../../shared/ledger/fences.ts';
 import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
@@ -156,5 +156,21 @@ describe('a stop seen by one invocation', () => {
       { dynamodb: res.clients.dynamodb, write: () => undefined },
     );
     expect(result.switched?.[0]?.outcome).toEqual({ kind: 'opened', epoch: 1, closedFence: 19 });
+  });
+});
+
+describe('a sighting of a stop (sightedStop)', () => {
+  const stop = { reason: 'backwards', fence: 99, firstOffset: 0, lastOffset: 9, at: 1_000 };
+  const first = sightedStop(undefined, stop, 'attempt-1', 900)!;
+
+  it('counts a later attempt begun after the first sighting: the mapping retry of the refused batch', () => {
+    const retried = sightedStop(first, { ...stop, at: 2_000 }, 'attempt-2', 1_500);
+    expect(retried?.seenBy).toEqual({ first: 'attempt-1', last: 'attempt-2', count: 2 });
+    expect(retried?.at).toBe(1_000);
+  });
+
+  it('does not count an attempt begun before the first sighting (a stale twin of the batch), nor the same attempt', () => {
+    expect(sightedStop(first, { ...stop, at: 2_000 }, 'attempt-0', 950)).toBeUndefined();
+    expect(sightedStop(first, { ...stop, at: 2_000 }, 'attempt-1', 1_500)).toBeUndefined();
   });
 });

@@ -102,16 +102,14 @@ function expectedRows(prefix: string, from: number, count: number): Record<strin
 }
 
 describe('a stop only stale invocations saw', () => {
-  // CONFIRMED. Offset-only dedupe. The first delivery Z1 of 0..9 stalls in prepare (a cold start) and times out; the
-  // mapping's retry Z2 of the same batch stalls and times out too; both run on containers whose clocks are 60 s
-  // ahead of the stagers'. The third attempt and later batches stage 0..89, and the invocation that staged 90..99
-  // crashes before returning (the mapping will deliver 90..99 again). Z1 and Z2 wake: the fence's updatedAt (the
-  // stagers' clock) is before each one's startedAt, so each judges its batch as delivered, rule 4 says backwards, and
-  // each adds a sighting of the same stop (fence 99, batch start 0): seen by two invocations, "confirmed". `eos epoch
-  // --start-new` without --force opens epoch 1, and the mapping's retry of 90..99 is staged again there: ten
-  // records output twice. The confirmation counts distinct attempts, and the timed-out first delivery and its timed
-  // out retry are two distinct stale attempts of one batch that nobody will ever retry again.
-  it.fails('two zombies of one batch (its first delivery and its retry) never confirm a stop between them', async () => {
+  // Offset-only dedupe. The first delivery Z1 of 0..9 stalls in prepare (a cold start) and times out; the mapping's
+  // retry Z2 of the same batch stalls and times out too; both run on containers whose clocks are 60 s ahead of the
+  // stagers'. The third attempt and later batches stage 0..89, and the invocation that staged 90..99 crashes before
+  // returning (the mapping will deliver 90..99 again). Z1 and Z2 wake: the fence's updatedAt (the stagers' clock) is
+  // before each one's startedAt, so each judges its batch as delivered and backwards. Z1 writes the stop; Z2 began
+  // before that first sighting, so it is no retry of the refused batch and does not confirm it: `eos epoch
+  // --start-new` without --force refuses, and the retry of 90..99 is staged once.
+  it('two zombies of one batch (its first delivery and its retry) never confirm a stop between them', async () => {
     const settings = settingsFor({ idempotencyKey: 'none' });
     const clock = new ManualClock();
     const zombies = [0, 1].map(() => {
