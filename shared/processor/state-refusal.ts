@@ -38,6 +38,14 @@ export async function refusedStateRecords(
   return found;
 }
 
+/** The first field `add` adds to that the stored state item holds as something other than a number. */
+export function nonNumberAddedTo(
+  item: Record<string, unknown>,
+  add: Readonly<Record<string, unknown>>,
+): string | undefined {
+  return Object.keys(add).find((name) => item[name] !== undefined && typeof item[name] !== 'number');
+}
+
 /**
  * The records whose adds meet a stored field that is not a number, with a reason naming key and field. The planner
  * keeps a field set and added within one chunk apart, so the stored items (read after the refusal) are what such an
@@ -60,9 +68,7 @@ async function wrongTypeAdds(
     for (const delta of record.state) {
       const item = stored.get(delta.key);
       if (item === undefined) continue;
-      const field = Object.keys(delta.add).find(
-        (name) => item[name] !== undefined && typeof item[name] !== 'number',
-      );
+      const field = nonNumberAddedTo(item, delta.add);
       if (field === undefined || found.has(record.offset)) continue;
       found.set(
         record.offset,

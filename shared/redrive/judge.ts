@@ -31,6 +31,7 @@ import { keys } from '../ledger/layout.ts';
 import { RELEASED, StagingLedger } from '../ledger/staging-ledger.ts';
 import { type EvaluatedRecord, evaluateRecord } from '../processor/evaluate.ts';
 import { effectLimits } from '../processor/processor.ts';
+import { nonNumberAddedTo } from '../processor/state-refusal.ts';
 import { oversizedStateRecords } from '../processor/state-size.ts';
 import { replaysClaimant } from '../replay/plan.ts';
 import { ReplayStore } from '../replay/store.ts';
@@ -187,11 +188,7 @@ export class Judge {
       const item = await this.ledger.readState(this.options.settings.pipelineId, stateKey);
       if (item === undefined) continue;
       const refused = adding.some(
-        (delta) =>
-          delta.key === stateKey &&
-          Object.keys(delta.add).some(
-            (field) => item[field] !== undefined && typeof item[field] !== 'number',
-          ),
+        (delta) => delta.key === stateKey && nonNumberAddedTo(item, delta.add) !== undefined,
       );
       if (refused) return true;
     }
