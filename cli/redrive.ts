@@ -12,9 +12,7 @@
  */
 import { type Command, InvalidArgumentError } from 'commander';
 import type { AwsClients } from '../shared/aws/clients.ts';
-import type { FieldFormat } from '../shared/decode/formats.ts';
 import type { PartitionRedrive, RedriveResult } from '../shared/redrive/redrive.ts';
-import type { AnyTransformDefinition } from '../shared/transforms/api.ts';
 import { AwsUnavailableError, ViolationFoundError } from './failures.ts';
 import { ENDPOINT_HELP, endpointUrl, integer, resolveEndpoint } from './options.ts';
 
@@ -61,12 +59,6 @@ export function formatRedrive(result: RedriveResult): string {
   return `${result.partitions.map(redriveLine).join('\n')}\n`;
 }
 
-/** True when the definition decodes a field through a Glue registry (as the construct decides for the Lambda). */
-function usesGlue(definition: AnyTransformDefinition): boolean {
-  const glue = (format: FieldFormat) => 'registry' in format && format.registry?.kind === 'glue';
-  return glue(definition.key) || glue(definition.value);
-}
-
 export async function runRedrive(
   options: RedriveCommandOptions,
   deps: RedriveDependencies = {},
@@ -76,7 +68,7 @@ export async function runRedrive(
   const [
     { createAwsClients },
     { settingsFromEnv },
-    { loadTransform, secretsFor },
+    { loadTransform, secretsFor, usesGlue },
     { toTransform },
     { glueSchemaVersionLookup },
     { redrive, RedriveRegistryUnavailableError, RedriveRoundClosedError },

@@ -119,6 +119,12 @@ export function usesRegistrySecret(definition: AnyTransformDefinition): boolean 
   return secret(definition.key) || secret(definition.value);
 }
 
+/** True when a field decodes through a Glue registry (as the construct decides for the Lambda). */
+export function usesGlue(definition: AnyTransformDefinition): boolean {
+  const glue = (format: FieldFormat) => 'registry' in format && format.registry?.kind === 'glue';
+  return glue(definition.key) || glue(definition.value);
+}
+
 /** The secret reader a transform outside Lambda needs, as the construct's generated entry gives it to the processor. */
 export function secretsFor(definition: AnyTransformDefinition): AdapterDependencies {
   return usesRegistrySecret(definition) ? { registrySecret: registrySecretLookup() } : {};
