@@ -44,7 +44,7 @@ const sizing: Transform = {
     const fields: Record<string, string> = {};
     if (kind === 'grow') for (let i = 0; i < 99; i++) fields[`r${record.offset}f${i}`] = 'v'.repeat(1000);
     if (kind === 'set') fields.n = 'text';
-    const add = kind === 'set' ? {} : { n: 1 };
+    const add: Record<string, number> = kind === 'set' ? {} : { n: 1 };
     return { kind: 'ok', rows: [{ offset: record.offset }], state: [{ key, fields, add }] };
   },
 };
