@@ -32,6 +32,7 @@ import { ByteCounter, type ByteCounts, type CountedCall } from '../shared/aws/ca
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { type DeliveryGuarantee, parseSettings, type Settings } from '../shared/config/settings.ts';
 import { COORDINATOR_STEPS, type CoordinatorStep } from '../shared/coordinator/definition.ts';
+import { checkpointWorkPrefix, STAGED_COPY_DIR } from '../shared/coordinator/work-objects.ts';
 import {
   finalPrefix,
   inProgressPrefix,
@@ -41,7 +42,6 @@ import {
 } from '../shared/sink/layout.ts';
 import type { Manifest } from '../shared/sink/manifest.ts';
 import { readManifests } from '../shared/sink/reader.ts';
-import { checkpointWorkPrefix, STAGED_COPY_DIR } from '../shared/sink/work-objects.ts';
 import { median, percentile, type Spread, spreadOf } from './stats.ts';
 
 export interface E2eConfig {

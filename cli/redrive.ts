@@ -77,7 +77,7 @@ export async function runRedrive(
     import('../shared/config/settings.ts'),
     import('../shared/transforms/load.ts'),
     import('../shared/transforms/adapter.ts'),
-    import('../shared/aws/glue-schemas.ts'),
+    import('../shared/decode/glue-schemas.ts'),
     import('../shared/redrive/redrive.ts'),
   ]);
   const settings = settingsFromEnv({

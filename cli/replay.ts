@@ -23,9 +23,10 @@ import {
   type OffsetsByTime,
   parseTimestamp,
 } from '../shared/kafka/offsets-by-time.ts';
-import type { GenerationSwitch, ReplayTimes } from '../shared/replay/plan.ts';
+import type { ReplayTimes } from '../shared/replay/plan.ts';
 import type { PlannedReplay, ReplayStatus } from '../shared/replay/replay.ts';
 import type { RequestSwitchOutcome } from '../shared/replay/store.ts';
+import type { GenerationSwitch } from '../shared/sink/generation-switch.ts';
 import {
   ENDPOINT_HELP,
   endpointUrl,
@@ -162,7 +163,7 @@ export async function runReplay(
     import('../shared/aws/clients.ts'),
     import('../shared/replay/replay.ts'),
     import('../shared/clock.ts'),
-    import('../shared/replay/plan.ts'),
+    import('../shared/sink/generation-switch.ts'),
   ]);
   const needsS3 = options.athenaView === true && deps.s3 === undefined;
   const owned =
@@ -237,7 +238,7 @@ async function athenaView(
 ): Promise<Extract<ReplayResult, { kind: 'athena-view' }>> {
   const [{ readManifests }, { parseGenerationSwitch }, view] = await Promise.all([
     import('../shared/sink/reader.ts'),
-    import('../shared/replay/plan.ts'),
+    import('../shared/sink/generation-switch.ts'),
     import('../shared/replay/current-view.ts'),
   ]);
   const switches: GenerationSwitch[] = [];

@@ -44,7 +44,7 @@ export interface ProcessorHandlerOptions {
   /**
    * What the transform's decoders reach outside through: the registry fetch (default: the global `fetch`) and
    * Glue's `GetSchemaVersion` (none by default: the construct's generated entry passes
-   * `glueSchemaVersionLookup()` from `shared/aws/glue-schemas.ts` only for a transform that declares a Glue
+   * `glueSchemaVersionLookup()` from `shared/decode/glue-schemas.ts` only for a transform that declares a Glue
    * registry, so no other processor bundles the Glue client).
    */
   readonly decode?: AdapterDependencies;

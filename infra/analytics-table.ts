@@ -24,16 +24,13 @@ import * as glue from 'aws-cdk-lib/aws-glue';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
+import type { TimePartitioning } from '../shared/config/settings.ts';
 import { PipelineError } from '../shared/errors.ts';
 import type { Stream } from '../shared/ledger/layout.ts';
 import { analyticsDatabaseName } from '../shared/replay/current-view.ts';
 import { finalPrefix } from '../shared/sink/layout.ts';
 import { LINEAGE_COLUMN } from '../shared/sink/parquet.ts';
-import {
-  partitionProjection,
-  type TimePartitioning,
-  timePartitionKeys,
-} from '../shared/sink/time-partitions.ts';
+import { partitionProjection, timePartitionKeys } from '../shared/sink/time-partitions.ts';
 import type { ColumnDefinition, ColumnType } from '../shared/transforms/api.ts';
 
 /** The stream the table describes: dead letters stay NDJSON (issue 12), so only the output is Parquet. */

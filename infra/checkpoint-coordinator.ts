@@ -34,10 +34,10 @@ import {
   type CoordinatorStep,
   functionArnSubstitution,
 } from '../shared/coordinator/definition.ts';
+import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { fenceLeadingKeys } from '../shared/ledger/fences.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
-import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 import { BundledFunction, type BundledFunctionProps } from './bundled-function.ts';
 import { projectModule } from './package-paths.ts';
 import { replayLeadingKeys } from './replay.ts';

@@ -87,7 +87,7 @@ export type {
 } from './pipeline-props.ts';
 export { replayLeadingKeys } from './replay.ts';
 
-const MONITOR_ENTRY = projectModule('../shared/observability/monitor-handler.ts', import.meta.url);
+const MONITOR_ENTRY = projectModule('../functions/monitor.ts', import.meta.url);
 
 /**
  * DynamoDB actions the processor makes (checked against its calls in `test/infra-iam.test.ts`): the fence read,

@@ -13,9 +13,9 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { flattenCfnReference } from 'cdk-nag/lib/utils/flatten-cfn-reference.js';
 import type { IConstruct } from 'constructs';
 import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
+import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { STREAMS } from '../shared/ledger/layout.ts';
 import { finalPrefix, inProgressPrefix, manifestsPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
-import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 import type { ExactlyOncePipeline } from './exactly-once-pipeline.ts';
 
 const REASONS = {

@@ -2,16 +2,13 @@
  * How the construct's props spell the settings of `config.ts` (`processorTimeout` for `processorTimeoutSeconds`), in
  * a module free of CDK imports: the docs generator and error labels read it without loading aws-cdk-lib.
  */
-import type { ExactlyOncePipelineProps } from './pipeline-props.ts';
-
-type PropName = keyof ExactlyOncePipelineProps;
 export type DurationUnit = 'seconds' | 'minutes' | 'days';
 
 /**
  * Each setting of `config.ts` and the prop that carries it (`test/construct-api.test.ts` fails naming a setting
- * added to the schema without a prop here).
+ * added to the schema without a prop here; `pipeline-props.ts`, which indexes its props by these names, fails to compile on a name that is not a prop).
  */
-export const PROP_OF_SETTING: Readonly<Record<string, PropName | undefined>> = {
+const PROPS = {
   pipelineId: 'pipelineId',
   deliveryGuarantee: 'deliveryGuarantee',
   idempotencyKey: 'idempotencyKey',
@@ -54,7 +51,12 @@ export const PROP_OF_SETTING: Readonly<Record<string, PropName | undefined>> = {
   outputFormat: 'outputFormat',
   timePartitioning: 'timePartitioning',
   timeField: 'timeField',
-};
+} as const;
+
+/** A prop that carries a setting. */
+export type SettingProp = (typeof PROPS)[keyof typeof PROPS];
+
+export const PROP_OF_SETTING: Readonly<Record<string, SettingProp | undefined>> = PROPS;
 
 /** The settings a `Duration` prop becomes, in the setting's unit. */
 export const DURATION_UNITS: Readonly<Record<string, DurationUnit | undefined>> = {

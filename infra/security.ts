@@ -39,8 +39,8 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import type { IConstruct } from 'constructs';
+import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
-import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 
 /** Object-level writes that create or change an object: data, ACLs, tags, replicas, restores. */
 export const OBJECT_PUT_ACTIONS = [

@@ -9,8 +9,8 @@ import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import type { Construct } from 'constructs';
+import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { inProgressPrefix } from '../shared/sink/layout.ts';
-import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 
 /**
  * The lifecycle rules of one pipeline's prefixes, named after it: pipelines sharing a bucket each add their own

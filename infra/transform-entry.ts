@@ -45,7 +45,7 @@ export const PROCESSOR_HANDLER_FACTORY = projectModule('../functions/processor-h
 const FACTORY_NAME = 'createProcessorHandler';
 const TRANSFORM_API = projectModule('../shared/transforms/api.ts');
 /** Glue's `GetSchemaVersion` for the decoders, in the entries of transforms that declare a Glue registry. */
-const GLUE_LOOKUP = projectModule('../shared/aws/glue-schemas.ts');
+const GLUE_LOOKUP = projectModule('../shared/decode/glue-schemas.ts');
 /** The Secrets Manager reader, in the entries of transforms whose Confluent registry names `basicAuthSecret`. */
 const SECRET_LOOKUP = projectModule('../shared/decode/registry-secret.ts');
 

@@ -40,7 +40,7 @@ import {
   type CoordinatorStep,
   functionArnSubstitution,
 } from '../shared/coordinator/definition.ts';
-import type { PromotionLimits } from '../shared/sink/promoter.ts';
+import type { PromotionLimits } from '../shared/coordinator/promote/promoter.ts';
 
 export interface CoordinatorHooks {
   beforeStep?(step: CoordinatorStep, payload: unknown): void | Promise<void>;

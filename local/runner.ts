@@ -615,7 +615,7 @@ function violationsOf(outcome: Outcome, verify: VerifyResult): string[] {
   return violations;
 }
 
-/** Both streams as the committed reader shows them (`shared/replay/generations.ts`), as final rows. */
+/** Both streams as the committed reader shows them (`shared/sink/generations.ts`), as final rows. */
 async function readerRows(s3: AwsClients['s3'], settings: Settings): Promise<FinalRow[]> {
   const rows: FinalRow[] = [];
   for (const stream of ['output', 'deadletter'] as const) {

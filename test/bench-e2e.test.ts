@@ -17,10 +17,10 @@ import {
 import { percentile, spreadOf } from '../bench/stats.ts';
 import { ByteCounter } from '../shared/aws/call-counter.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
+import { checkpointWorkPrefix, STAGED_COPY_DIR } from '../shared/coordinator/work-objects.ts';
 import { finalPrefix } from '../shared/sink/layout.ts';
 import type { Manifest } from '../shared/sink/manifest.ts';
 import { type ListedObject, listObjects } from '../shared/sink/objects.ts';
-import { checkpointWorkPrefix, STAGED_COPY_DIR } from '../shared/sink/work-objects.ts';
 import { freshResources } from './support/aws.ts';
 
 const TINY: E2eConfig = {

@@ -18,8 +18,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { FAULT_KINDS, type FaultKind, type FaultRates } from '../local/faults.ts';
 import { generateOrders } from '../local/generator.ts';
 import { type RunReport, runLocal } from '../local/runner.ts';
+import { mapLimit } from '../shared/concurrency.ts';
 import { type DeliveryGuarantee, parseSettings } from '../shared/config/settings.ts';
-import { mapLimit } from '../shared/sink/objects.ts';
 import { freshResources, uniqueName } from './support/aws.ts';
 
 const RUNS = Number(process.env.EOS_CHAOS_RUNS ?? 200);

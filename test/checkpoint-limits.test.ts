@@ -9,6 +9,7 @@ import { BatchWriteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
+import { mapLimit } from '../shared/concurrency.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
 import { createCoordinator } from '../shared/coordinator/coordinator.ts';
 import {
@@ -20,7 +21,6 @@ import {
 } from '../shared/ledger/checkpoints.ts';
 import { CUT_PAGE_BUDGET_BYTES, keys } from '../shared/ledger/layout.ts';
 import { ManifestStore } from '../shared/sink/manifest-store.ts';
-import { mapLimit } from '../shared/sink/objects.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { scanPipeline } from './support/ledger.ts';
 import { range, stageFiles } from './support/staging.ts';

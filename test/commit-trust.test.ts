@@ -9,8 +9,13 @@ import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
+import { sweepOrphans } from '../shared/coordinator/cleanup/orphans.ts';
 import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
 import type { BeginOutput } from '../shared/coordinator/messages.ts';
+import { copyStagedObject } from '../shared/coordinator/prepare/staged-copy.ts';
+import { PlanDigestMismatchError, PlanStore } from '../shared/coordinator/promote/plan-store.ts';
+import { type PlannedObject, PlanRejectedError, Promoter } from '../shared/coordinator/promote/promoter.ts';
+import { planKey, stagedCopyKey } from '../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
@@ -19,13 +24,8 @@ import { finalObjectKey, manifestKey, stagedObjectKey } from '../shared/sink/lay
 import type { Manifest } from '../shared/sink/manifest.ts';
 import { encodeManifest, ManifestStore } from '../shared/sink/manifest-store.ts';
 import { getBytes, headObject, listObjects } from '../shared/sink/objects.ts';
-import { sweepOrphans } from '../shared/sink/orphans.ts';
-import { PlanDigestMismatchError, PlanStore } from '../shared/sink/plan-store.ts';
-import { type PlannedObject, PlanRejectedError, Promoter } from '../shared/sink/promoter.ts';
 import { CommittedFileError, readCommitted } from '../shared/sink/reader.ts';
-import { copyStagedObject } from '../shared/sink/staged-copy.ts';
 import { verifySink } from '../shared/sink/verify.ts';
-import { planKey, stagedCopyKey } from '../shared/sink/work-objects.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { expectExactlyOnce, range, stageFiles } from './support/staging.ts';
 

@@ -19,10 +19,10 @@ import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../infra/nag.
 import { PROP_OF_SETTING } from '../infra/prop-names.ts';
 import { pipelinePropsFromContext } from '../infra/stack.ts';
 import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
+import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { finalPrefix, manifestsPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
-import { checkpointWorkPrefix } from '../shared/sink/work-objects.ts';
 import { BASE_PROPS, CLUSTER_ARN, resourcesOf, testApp } from './infra-fixtures.ts';
 import { resolveIntrinsics } from './support/asl.ts';
 import {

@@ -13,6 +13,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
+import { StagedObjectInvalidError } from '../shared/coordinator/prepare/staged-check.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import { keys, padCheckpointId } from '../shared/ledger/layout.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
@@ -20,7 +21,6 @@ import { stagedObjectKey } from '../shared/sink/layout.ts';
 import { ManifestStore } from '../shared/sink/manifest-store.ts';
 import { digestsOf } from '../shared/sink/ndjson.ts';
 import { listObjects } from '../shared/sink/objects.ts';
-import { StagedObjectInvalidError } from '../shared/sink/staged-check.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { committedOffsets, stageFiles } from './support/staging.ts';
 

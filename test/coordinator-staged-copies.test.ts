@@ -12,19 +12,19 @@ import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
+import { StagedObjectInvalidError } from '../shared/coordinator/prepare/staged-check.ts';
+import {
+  checkpointAttemptPrefix,
+  checkpointWorkPrefix,
+  planKey,
+  stagedCopyKey,
+} from '../shared/coordinator/work-objects.ts';
 import { InjectedCrashError } from '../shared/errors.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
 import { inProgressPrefix } from '../shared/sink/layout.ts';
 import { encodeNdjson } from '../shared/sink/ndjson.ts';
 import { getBytes, listObjects } from '../shared/sink/objects.ts';
-import { StagedObjectInvalidError } from '../shared/sink/staged-check.ts';
-import {
-  checkpointAttemptPrefix,
-  checkpointWorkPrefix,
-  planKey,
-  stagedCopyKey,
-} from '../shared/sink/work-objects.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from './support/staging.ts';
 

@@ -10,12 +10,19 @@ import type { AwsClients } from '../shared/aws/clients.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
+import { sweepOrphans } from '../shared/coordinator/cleanup/orphans.ts';
 import {
   CheckpointStateError,
   type Coordinator,
   createCoordinator,
 } from '../shared/coordinator/coordinator.ts';
 import type { BeginOutput } from '../shared/coordinator/messages.ts';
+import {
+  StagedObjectInvalidError,
+  verifyStagedContents,
+} from '../shared/coordinator/prepare/staged-check.ts';
+import { FinalObjectConflictError, planFinalObjects } from '../shared/coordinator/promote/promoter.ts';
+import { stagedCopyKey } from '../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
 import { StagedLedger } from '../shared/ledger/staged-entries.ts';
@@ -23,11 +30,7 @@ import { createProcessor } from '../shared/processor/processor.ts';
 import { finalObjectKey, finalPrefix, manifestKey } from '../shared/sink/layout.ts';
 import { ManifestLogError } from '../shared/sink/manifest-store.ts';
 import { getBytes, headObject, listObjects } from '../shared/sink/objects.ts';
-import { sweepOrphans } from '../shared/sink/orphans.ts';
-import { FinalObjectConflictError, planFinalObjects } from '../shared/sink/promoter.ts';
 import { CommittedFileError, readCommitted, readManifests } from '../shared/sink/reader.ts';
-import { StagedObjectInvalidError, verifyStagedContents } from '../shared/sink/staged-check.ts';
-import { stagedCopyKey } from '../shared/sink/work-objects.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { mskEvent, orderRecords } from './support/msk.ts';
 import { expectExactlyOnce, type FileSpec, range, stageFiles } from './support/staging.ts';

@@ -10,8 +10,8 @@ import {
   currentRowsQuery,
   MAX_VIEW_STATEMENT_BYTES,
 } from '../shared/replay/current-view.ts';
-import type { GenerationSwitch } from '../shared/replay/plan.ts';
 import { planReplay, requestSwitch } from '../shared/replay/replay.ts';
+import type { GenerationSwitch } from '../shared/sink/generation-switch.ts';
 import { readCommitted } from '../shared/sink/reader.ts';
 import orderDefinition from '../shared/transforms/orders.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';

@@ -1,5 +1,5 @@
 /**
- * Glue Schema Registry lookups through the AWS SDK (`shared/aws/glue-schemas.ts`), the default the processor
+ * Glue Schema Registry lookups through the AWS SDK (`shared/decode/glue-schemas.ts`), the default the processor
  * handler gives the decoders. Glue cannot run on this machine, so its API is mocked (aws-sdk-client-mock on the
  * real GlueClient); what is real: the Avro bytes (avro-js), their Glue framing, and the decoder that reads them.
  */
@@ -12,7 +12,7 @@ import {
 } from '@aws-sdk/client-glue';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
-import { glueSchemaVersionLookup } from '../shared/aws/glue-schemas.ts';
+import { glueSchemaVersionLookup } from '../shared/decode/glue-schemas.ts';
 import { createFieldDecoder } from '../shared/decode/index.ts';
 import { avroBytes, b64, fixture, glue } from './fixtures/decode/wire.ts';
 

@@ -17,8 +17,8 @@ import {
   type CoordinatorStep,
   functionArnSubstitution,
 } from '../shared/coordinator/definition.ts';
+import { planKey } from '../shared/coordinator/work-objects.ts';
 import { finalObjectKey, manifestKey, type ObjectRange, stagedObjectKey } from '../shared/sink/layout.ts';
-import { planKey } from '../shared/sink/work-objects.ts';
 import { actionsOf, allStatements, resourcesOf, resourcesOfStatement, synthesize } from './infra-fixtures.ts';
 import { resolveIntrinsics, synthesizeCoordinator } from './support/asl.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';

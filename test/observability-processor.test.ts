@@ -83,8 +83,7 @@ describe('the processor handler', () => {
   });
 
   it('is followed by the monitor handler, which reports the staged files no checkpoint covers yet', async () => {
-    const monitor = (await import('../shared/observability/monitor-handler.ts'))
-      .handler as unknown as Handler;
+    const monitor = (await import('../functions/monitor.ts')).handler as unknown as Handler;
     const report = (await monitor({}, context)) as { uncommittedFiles: number; consecutiveAborts: number };
     // The first batch staged one output and one dead-letter file; the redelivery staged nothing.
     expect(report).toMatchObject({ uncommittedFiles: 2, consecutiveAborts: 0 });

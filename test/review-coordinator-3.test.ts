@@ -12,13 +12,13 @@ import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
+import { checkpointAttemptPrefix, stagedCopyKey } from '../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
 import { stagedObjectKey } from '../shared/sink/layout.ts';
 import { encodeNdjson } from '../shared/sink/ndjson.ts';
 import { getBytes, listObjects } from '../shared/sink/objects.ts';
-import { checkpointAttemptPrefix, stagedCopyKey } from '../shared/sink/work-objects.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from './support/staging.ts';
 

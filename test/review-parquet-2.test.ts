@@ -11,16 +11,16 @@ import { createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
+import { PlanStore, type ShardPlan, shardPlanSchema } from '../shared/coordinator/promote/plan-store.ts';
+import type { PlannedObject } from '../shared/coordinator/promote/promoter.ts';
+import { checkpointAttemptPrefix } from '../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import { finalObjectKey } from '../shared/sink/layout.ts';
 import { ManifestStore } from '../shared/sink/manifest-store.ts';
 import { getBytes, listObjects } from '../shared/sink/objects.ts';
-import { PlanStore, type ShardPlan, shardPlanSchema } from '../shared/sink/plan-store.ts';
-import type { PlannedObject } from '../shared/sink/promoter.ts';
 import { readCommitted } from '../shared/sink/reader.ts';
 import { timeFolder } from '../shared/sink/time-partitions.ts';
 import { verifySink } from '../shared/sink/verify.ts';
-import { checkpointAttemptPrefix } from '../shared/sink/work-objects.ts';
 import type { ColumnDefinition } from '../shared/transforms/api.ts';
 import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
 import { committedOffsets, range, stageFiles } from './support/staging.ts';
@@ -30,8 +30,8 @@ import { committedOffsets, range, stageFiles } from './support/staging.ts';
  * (classifyStaged) and streamed reads of one member's rows (streamMemberRows).
  */
 const decodes = vi.hoisted(() => ({ recording: false, sizes: [] as number[], streamed: 0 }));
-vi.mock('../shared/sink/folder-plan.ts', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../shared/sink/folder-plan.ts')>();
+vi.mock('../shared/coordinator/promote/folder-plan.ts', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../shared/coordinator/promote/folder-plan.ts')>();
   return {
     ...original,
     classifyStaged: (...args: Parameters<typeof original.classifyStaged>) => {

@@ -17,13 +17,13 @@ import { createAwsClients } from '../shared/aws/clients.ts';
 import { ManualClock } from '../shared/clock.ts';
 import { parseSettings, type Settings } from '../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
+import { outputShapeOf, StagedCensus } from '../shared/coordinator/promote/folder-plan.ts';
+import { planFinalObjects } from '../shared/coordinator/promote/promoter.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { outputShapeOf, StagedCensus } from '../shared/sink/folder-plan.ts';
 import { parseFinalKey } from '../shared/sink/layout.ts';
 import { ManifestStore } from '../shared/sink/manifest-store.ts';
 import { getBytes, listObjects } from '../shared/sink/objects.ts';
 import { decodeParquetRows } from '../shared/sink/parquet-read.ts';
-import { planFinalObjects } from '../shared/sink/promoter.ts';
 import { readCommitted } from '../shared/sink/reader.ts';
 import {
   MAX_EARLINESS_MS,

@@ -28,9 +28,9 @@ import { createProcessor, type ProcessorHooks } from '../shared/processor/proces
 import { queryCommitted } from '../shared/query/query.ts';
 import { bucketSource } from '../shared/query/sources.ts';
 import { redrive } from '../shared/redrive/redrive.ts';
-import { ReplayPlanError } from '../shared/replay/plan.ts';
 import { planReplay, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
 import { ReplayStore } from '../shared/replay/store.ts';
+import { ReplayPlanError } from '../shared/sink/generation-switch.ts';
 import type { Manifest } from '../shared/sink/manifest.ts';
 import { readCommitted, readManifests } from '../shared/sink/reader.ts';
 import { verifySink } from '../shared/sink/verify.ts';

@@ -24,14 +24,14 @@ import { createProcessor, type ProcessorHooks } from '../shared/processor/proces
 import { queryCommitted } from '../shared/query/query.ts';
 import { bucketSource } from '../shared/query/sources.ts';
 import { redrive } from '../shared/redrive/redrive.ts';
+import { planReplay, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
+import { ReplayStore } from '../shared/replay/store.ts';
 import {
   MAX_REPLAY_PLAN_BYTES,
   MAX_REPLAY_RANGES,
   ReplayPlanError,
   type ReplayRange,
-} from '../shared/replay/plan.ts';
-import { planReplay, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
-import { ReplayStore } from '../shared/replay/store.ts';
+} from '../shared/sink/generation-switch.ts';
 import type { Manifest } from '../shared/sink/manifest.ts';
 import { readCommitted, readManifests } from '../shared/sink/reader.ts';
 import { verifySink } from '../shared/sink/verify.ts';

@@ -12,9 +12,9 @@ import type { ExactlyOncePipelineProps } from '../infra/exactly-once-pipeline.ts
 import { autoDeleteHandlerRoleArn } from '../infra/security.ts';
 import { ExactlyOncePipelineStack } from '../infra/stack.ts';
 import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
+import { planKey, promotedKey, stagedCopyKey } from '../shared/coordinator/work-objects.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { finalObjectKey, manifestKey, type ObjectRange, stagedObjectKey } from '../shared/sink/layout.ts';
-import { planKey, promotedKey, stagedCopyKey } from '../shared/sink/work-objects.ts';
 import { BASE_PROPS, testApp } from './infra-fixtures.ts';
 import { resolveIntrinsics } from './support/asl.ts';
 import {

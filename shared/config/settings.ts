@@ -7,8 +7,11 @@
 import { z } from 'zod';
 import { InvalidSettingError } from '../errors.ts';
 import { isValidTopicName } from '../kafka/event.ts';
-import { TIME_PARTITIONINGS } from '../sink/time-partitions.ts';
 import { COLUMN_TYPES, type ColumnDefinition } from '../transforms/api.ts';
+
+/** How committed objects are foldered by record time (`sink/time-partitions.ts` names the folders). */
+export const TIME_PARTITIONINGS = ['none', 'day', 'hour'] as const;
+export type TimePartitioning = (typeof TIME_PARTITIONINGS)[number];
 
 export const DELIVERY_GUARANTEES = ['exactly-once', 'at-least-once', 'none'] as const;
 /** As Flink's DeliveryGuarantee: EXACTLY_ONCE, AT_LEAST_ONCE, NONE. */

@@ -79,6 +79,7 @@ import { gunzipSync } from 'node:zlib';
 import { isTransient } from '../aws/classify.ts';
 import type { AwsClients } from '../aws/clients.ts';
 import { type Clock, systemClock } from '../clock.ts';
+import { mapLimit } from '../concurrency.ts';
 import type { Settings } from '../config/settings.ts';
 import { PipelineError } from '../errors.ts';
 import {
@@ -98,42 +99,14 @@ import { padCheckpointId, parsePartitionId, partitionId } from '../ledger/layout
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { type DeleteTarget, StagedLedger } from '../ledger/staged-entries.ts';
 import { commitLatencyMs, oldestCoveredStagedAt } from '../observability/commit-latency.ts';
-import { type GenerationSwitch, phaseOf } from '../replay/plan.ts';
+import { phaseOf } from '../replay/plan.ts';
 import { MalformedReplayPlanError, ReplayStore } from '../replay/store.ts';
-import {
-  censusOf,
-  type FolderCounts,
-  type OutputShape,
-  outputShapeOf,
-  planEncoding,
-  reencodes,
-} from '../sink/folder-plan.ts';
+import type { GenerationSwitch } from '../sink/generation-switch.ts';
 import type { Manifest } from '../sink/manifest.ts';
 import { ManifestStore, sortManifestFiles } from '../sink/manifest-store.ts';
-import { deleteKeys, getBytes, mapLimit } from '../sink/objects.ts';
-import { sweepOrphans } from '../sink/orphans.ts';
-import {
-  PlanDigestMismatchError,
-  PlanStore,
-  PromotionRecordError,
-  planDigest,
-  type ShardPlan,
-  type ShardPromotion,
-  WorkObjectMissingError,
-} from '../sink/plan-store.ts';
-import {
-  assertPlannedObject,
-  assertStagedEntry,
-  DEFAULT_PROMOTION_LIMITS,
-  Promoter,
-  type PromotionLimits,
-  planFinalObjects,
-  StagedEntryRejectedError,
-  StagedObjectLostError,
-} from '../sink/promoter.ts';
+import { deleteKeys, getBytes } from '../sink/objects.ts';
 import { mayHoldStagedTime } from '../sink/record-time.ts';
-import { verifyStagedContents } from '../sink/staged-check.ts';
-import { stagedCopyKey } from '../sink/work-objects.ts';
+import { sweepOrphans } from './cleanup/orphans.ts';
 import {
   type AbortInput,
   type AbortOutput,
@@ -147,7 +120,36 @@ import {
   type ShardInput,
   type ShardOutput,
 } from './messages.ts';
+import { verifyStagedContents } from './prepare/staged-check.ts';
+import {
+  censusOf,
+  type FolderCounts,
+  type OutputShape,
+  outputShapeOf,
+  planEncoding,
+  reencodes,
+} from './promote/folder-plan.ts';
+import {
+  PlanDigestMismatchError,
+  PlanStore,
+  PromotionRecordError,
+  planDigest,
+  type ShardPlan,
+  type ShardPromotion,
+  WorkObjectMissingError,
+} from './promote/plan-store.ts';
+import {
+  assertPlannedObject,
+  assertStagedEntry,
+  DEFAULT_PROMOTION_LIMITS,
+  Promoter,
+  type PromotionLimits,
+  planFinalObjects,
+  StagedEntryRejectedError,
+  StagedObjectLostError,
+} from './promote/promoter.ts';
 import { dealToShards, shardCountFor, shardList, splitCut } from './shards.ts';
+import { stagedCopyKey } from './work-objects.ts';
 
 /** A step was asked to act on a checkpoint that is not in the status the step needs (superseded, or out of order). */
 export class CheckpointStateError extends PipelineError {

@@ -13,7 +13,6 @@ import { SchemaRegistryUnavailableError } from './errors.ts';
 import type { RegistrySpec } from './formats.ts';
 import { messageOf } from './framing.ts';
 import { type RegistrySecretReader, registryAuthorization } from './registry-credentials.ts';
-import type { SchemaLoader } from './schema-cache.ts';
 
 /** The schema formats a registry can hold. */
 export type SchemaType = 'AVRO' | 'PROTOBUF' | 'JSON';
@@ -29,6 +28,9 @@ export interface SchemaMiss {
   readonly miss: 'not-found' | 'refused';
   readonly detail: string;
 }
+
+/** Loads one schema: the schema, or why there is none; throws when the registry cannot say (transient). */
+export type SchemaLoader<K> = (id: K) => Promise<RegisteredSchema | SchemaMiss>;
 
 const NOT_FOUND: SchemaMiss = { miss: 'not-found', detail: 'the registry does not have it' };
 

@@ -13,10 +13,7 @@
  *   only for what is still unknown. After a transient failure no further lookup starts (a throttling registry is
  *   not hammered); the ones in flight finish, then `fetch` throws the failure.
  */
-import type { RegisteredSchema, SchemaMiss } from './registry.ts';
-
-/** Loads one schema: the schema, or why there is none; throws when the registry cannot say (transient). */
-export type SchemaLoader<K> = (id: K) => Promise<RegisteredSchema | SchemaMiss>;
+import type { RegisteredSchema, SchemaLoader, SchemaMiss } from './registry.ts';
 
 /** A lookup that found no schema, as reported to {@link CacheOptions.onMiss} (once per lookup, not per record). */
 export interface SchemaLookupMiss {

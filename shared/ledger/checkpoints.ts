@@ -35,8 +35,8 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import { isConditionFailure, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
+import { mapLimit } from '../concurrency.ts';
 import { PipelineError } from '../errors.ts';
-import { mapLimit } from '../sink/objects.ts';
 import { CUT_PAGE_BUDGET_BYTES, keys, PENDING_CUT_PREFIX } from './layout.ts';
 
 export const CHECKPOINT_STATUS = {

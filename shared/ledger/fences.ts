@@ -18,7 +18,8 @@
  * Free of SDK imports (the CLI's help and the stack load the layout); the reader of every fence is
  * `readFenceItems` in `staged-entries.ts`.
  */
-import type { ItemKey } from './layout.ts';
+/** A fence item's key (the shape of `layout.ts`'s `ItemKey`, which builds on this module). */
+type ItemKey = { readonly pk: string; readonly sk: string };
 
 /** Partition keys the fences are spread over. Fixed: a fence's key must never change while it is in use. */
 export const FENCE_SHARDS = 16;

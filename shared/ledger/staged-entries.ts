@@ -16,7 +16,7 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
-import { mapLimit } from '../sink/objects.ts';
+import { mapLimit } from '../concurrency.ts';
 import { fenceKeys } from './fences.ts';
 import { type ItemKey, keys, padOffset, partitionId, STREAMS, type Stream } from './layout.ts';
 import type { FenceItem, StagedFileEntry } from './records.ts';

@@ -34,13 +34,13 @@ import {
 } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, isLimitExceeded, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
+import { mapLimit } from '../concurrency.ts';
 import {
   ItemLimitExceededError,
   MalformedLedgerItemError,
   MissingResourceError,
   PipelineError,
 } from '../errors.ts';
-import { mapLimit } from '../sink/objects.ts';
 import type { StateDelta } from '../transforms/types.ts';
 import {
   CLOSED_ATTRIBUTE,

@@ -9,10 +9,11 @@
  * read happens after the COMMITTED write and before cleanup deletes the entries; a commit step retried after
  * cleanup finds none and reports no latency rather than a wrong one.
  */
+
+import { mapLimit } from '../concurrency.ts';
 import type { CutEntry } from '../ledger/checkpoints.ts';
 import { parsePartitionId } from '../ledger/layout.ts';
 import type { StagedLedger } from '../ledger/staged-entries.ts';
-import { mapLimit } from '../sink/objects.ts';
 
 /** The oldest `stagedAt` (epoch ms) of the entries a cut covers (previous, cut]; undefined when it covers none. */
 export async function oldestCoveredStagedAt(

@@ -191,9 +191,10 @@ import {
   StateTypeConflictError,
 } from '../ledger/staging-ledger.ts';
 import type { ReplayPlan } from '../replay/plan.ts';
-import { ReplayPlanError, replaysClaimant } from '../replay/plan.ts';
+import { replaysClaimant } from '../replay/plan.ts';
 import { replaySlice } from '../replay/slice.ts';
 import { ReplayStore } from '../replay/store.ts';
+import { ReplayPlanError } from '../sink/generation-switch.ts';
 import { directFinalObjectKey, type ObjectRange, stagedObjectKey } from '../sink/layout.ts';
 import { type EncodedObject, encodeNdjson } from '../sink/ndjson.ts';
 import { withStagedTime } from '../sink/record-time.ts';

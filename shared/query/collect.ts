@@ -10,11 +10,11 @@ import { createWriteStream, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline as pipe } from 'node:stream/promises';
+import { mapLimit } from '../concurrency.ts';
 import type { Stream } from '../ledger/layout.ts';
-import { GenerationView } from '../replay/generations.ts';
+import { GenerationView } from '../sink/generations.ts';
 import { type FinalEncoding, parseFinalKey } from '../sink/layout.ts';
 import type { ManifestFile } from '../sink/manifest.ts';
-import { mapLimit } from '../sink/objects.ts';
 import { assertFinalDataKey, CommittedFileError } from '../sink/reader.ts';
 import type { CommittedSource } from './sources.ts';
 
@@ -29,7 +29,7 @@ export interface LocalCommittedFile {
   readonly entry: ManifestFile;
   /**
    * Set when only some of the file's rows are shown (a replayed range begins or ends inside it,
-   * `shared/replay/generations.ts`): the offset intervals, inclusive, whose rows are.
+   * `shared/sink/generations.ts`): the offset intervals, inclusive, whose rows are.
    */
   readonly shownOffsets?: ReadonlyArray<readonly [number, number]>;
 }
@@ -125,7 +125,7 @@ async function fetchChecked(source: CommittedSource, entry: ManifestFile, path: 
 export async function collectCommittedFiles(options: CollectOptions): Promise<CollectedFiles> {
   const listed = await listedEntries(options);
   const { manifests, view } = listed;
-  // Only the output generation each record's position shows (`shared/replay/generations.ts`).
+  // Only the output generation each record's position shows (`shared/sink/generations.ts`).
   const entries = listed.entries.filter((entry) => view.visibility(entry) !== 'none');
   const files = await mapLimit(entries, options.concurrency ?? 8, async (entry, index) => {
     const { format, encoding, folder } = localPlace(options.pipeline, entry);

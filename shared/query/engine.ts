@@ -71,7 +71,7 @@ function selectOver(files: readonly LocalCommittedFile[]): string | undefined {
   const groups = new Map<string, LocalCommittedFile[]>();
   for (const [index, file] of files.filter((f) => f.entry.recordCount > 0).entries()) {
     const depth = file.folder === undefined ? 0 : file.folder.split('/').length;
-    // A file only partly shown (a replayed range's edge, `shared/replay/generations.ts`) is read on its own,
+    // A file only partly shown (a replayed range's edge, `shared/sink/generations.ts`) is read on its own,
     // filtered by its rows' lineage offsets; there are at most two such files per replayed partition.
     const group = `${file.format} ${depth}${file.shownOffsets === undefined ? '' : ` #${index}`}`;
     groups.set(group, [...(groups.get(group) ?? []), file]);

@@ -45,7 +45,7 @@ import { partitionId } from '../ledger/layout.ts';
 import { readFenceItems } from '../ledger/staged-entries.ts';
 import { EpochChangedError, StagingLedger } from '../ledger/staging-ledger.ts';
 import { createProcessor, type ProcessorHooks } from '../processor/processor.ts';
-import { GenerationView } from '../replay/generations.ts';
+import { GenerationView } from '../sink/generations.ts';
 import type { Manifest, ManifestFile } from '../sink/manifest.ts';
 import { readCommittedFile, readManifests } from '../sink/reader.ts';
 import type { Transform } from '../transforms/types.ts';

@@ -13,8 +13,8 @@
  * Free of SDK imports.
  */
 
-import type { GenerationSwitch } from './plan.ts';
-import { ReplayPlanError } from './plan.ts';
+import type { GenerationSwitch } from '../sink/generation-switch.ts';
+import { ReplayPlanError } from '../sink/generation-switch.ts';
 
 /** Athena refuses a statement over 262,144 bytes. */
 export const MAX_VIEW_STATEMENT_BYTES = 262_144;

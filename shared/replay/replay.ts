@@ -11,15 +11,8 @@ import { EpochLedger } from '../ledger/epoch-switch.ts';
 import { generationLaneOf, laneOf } from '../ledger/epochs.ts';
 import { partitionId } from '../ledger/layout.ts';
 import { StagedLedger } from '../ledger/staged-entries.ts';
-import {
-  checkRanges,
-  phaseOf,
-  type ReplayPhase,
-  type ReplayPlan,
-  ReplayPlanError,
-  type ReplayRange,
-  type ReplayTimes,
-} from './plan.ts';
+import { checkRanges, ReplayPlanError, type ReplayRange } from '../sink/generation-switch.ts';
+import { phaseOf, type ReplayPhase, type ReplayPlan, type ReplayTimes } from './plan.ts';
 import { ReplayStore, type RequestSwitchOutcome } from './store.ts';
 
 const iso = (ms: number): string => new Date(ms).toISOString();

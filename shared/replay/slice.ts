@@ -11,7 +11,8 @@
 
 import type { PartitionBatch } from '../kafka/record.ts';
 import { generationLaneOf, topicOfLane } from '../ledger/epochs.ts';
-import type { ReplayPlan, ReplayRange } from './plan.ts';
+import type { ReplayRange } from '../sink/generation-switch.ts';
+import type { ReplayPlan } from './plan.ts';
 
 export interface ReplaySlice {
   /** The batch to stage: `topic` names the generation lane, records keep their own topic and offsets. */

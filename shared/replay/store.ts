@@ -13,11 +13,10 @@ import { itemsUnder } from '../ledger/staged-entries.ts';
 import {
   checkGeneration,
   checkRanges,
-  type ReplayPlan,
   ReplayPlanError,
   type ReplayRange,
-  type ReplayTimes,
-} from './plan.ts';
+} from '../sink/generation-switch.ts';
+import type { ReplayPlan, ReplayTimes } from './plan.ts';
 
 /** The plan's item holds something a plan cannot be (written by hand, or by a defect): never acted on. */
 export class MalformedReplayPlanError extends ReplayPlanError {}

@@ -6,7 +6,7 @@
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
-import { checkRanges } from '../replay/plan.ts';
+import { checkRanges } from './generation-switch.ts';
 import { manifestKey, manifestsPrefix } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { getBytes, listObjects, putIfAbsent } from './objects.ts';

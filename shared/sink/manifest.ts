@@ -4,7 +4,7 @@
  * committed record exactly once.
  */
 import type { Stream } from '../ledger/layout.ts';
-import type { GenerationSwitch } from '../replay/plan.ts';
+import type { GenerationSwitch } from './generation-switch.ts';
 
 export interface ManifestFile {
   /** The final object's key (deterministic in pipeline, stream, topic, partition and offset range). */

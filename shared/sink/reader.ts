@@ -12,7 +12,7 @@ import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import type { Stream } from '../ledger/layout.ts';
-import { GenerationView, rowOffset } from '../replay/generations.ts';
+import { GenerationView, rowOffset } from './generations.ts';
 import { parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { ManifestStore } from './manifest-store.ts';
@@ -127,7 +127,7 @@ export function readManifests(options: Omit<ReadCommittedOptions, 'stream'>): As
 
 /**
  * Yields the records of all committed checkpoints of one stream, in manifest order, each record from the output
- * generation the manifest log makes current for it (`shared/replay/generations.ts`): the whole log is read first,
+ * generation the manifest log makes current for it (`shared/sink/generations.ts`): the whole log is read first,
  * so a replayed range shows either its old rows or its new ones, never both and never neither.
  */
 export async function* readCommitted(options: ReadCommittedOptions): AsyncGenerator<CommittedRecord> {

@@ -17,10 +17,9 @@
  * `dt` as a `date` projection with format `yyyy-MM-dd`, `hour` as an `integer` projection 0-23 with two digits.
  * See {@link partitionProjection}.
  */
+import type { TimePartitioning } from '../config/settings.ts';
 import { PipelineError } from '../errors.ts';
 
-export const TIME_PARTITIONINGS = ['none', 'day', 'hour'] as const;
-export type TimePartitioning = (typeof TIME_PARTITIONINGS)[number];
 /** A partitioning that makes folders. */
 export type TimeGranularity = Exclude<TimePartitioning, 'none'>;
 

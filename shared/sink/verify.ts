@@ -24,6 +24,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
+import { mapLimit } from '../concurrency.ts';
 import {
   epochLaneOf,
   generationLaneOf,
@@ -32,11 +33,11 @@ import {
   topicOfLane,
 } from '../ledger/epochs.ts';
 import { STREAMS, type Stream } from '../ledger/layout.ts';
-import { type GenerationSwitch, parseGenerationSwitch, type ReplayRange } from '../replay/plan.ts';
+import { type GenerationSwitch, parseGenerationSwitch, type ReplayRange } from './generation-switch.ts';
 import { FINAL_DIR, finalPrefix, manifestsPrefix, parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { ndjsonLines } from './ndjson.ts';
-import { getBytes, listObjects, mapLimit } from './objects.ts';
+import { getBytes, listObjects } from './objects.ts';
 import { decodeParquetRows } from './parquet-read.ts';
 
 export const PROBLEM_KINDS = [

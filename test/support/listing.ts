@@ -8,7 +8,7 @@ import { dirname, join } from 'node:path';
 import { GetObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
 import type { AwsClients } from '../../shared/aws/clients.ts';
 import type { Settings } from '../../shared/config/settings.ts';
-import { type GenerationSwitch, parseGenerationSwitch } from '../../shared/replay/plan.ts';
+import { type GenerationSwitch, parseGenerationSwitch } from '../../shared/sink/generation-switch.ts';
 import { finalPrefix } from '../../shared/sink/layout.ts';
 import { readManifests } from '../../shared/sink/reader.ts';
 

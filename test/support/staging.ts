@@ -7,12 +7,13 @@ import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { BatchWriteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { expect } from 'vitest';
 import type { AwsClients } from '../../shared/aws/clients.ts';
+import { mapLimit } from '../../shared/concurrency.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { keys, type Stream } from '../../shared/ledger/layout.ts';
 import type { FenceItem, StagedFileEntry } from '../../shared/ledger/records.ts';
 import { finalPrefix, manifestsPrefix, stagedObjectKey } from '../../shared/sink/layout.ts';
 import { encodeNdjson } from '../../shared/sink/ndjson.ts';
-import { listObjects, mapLimit } from '../../shared/sink/objects.ts';
+import { listObjects } from '../../shared/sink/objects.ts';
 import { readCommitted, readManifests } from '../../shared/sink/reader.ts';
 
 export interface FileSpec {

@@ -3,12 +3,12 @@
  * {@link runMonitor}. Reads the same `EOS_*` settings as the other functions.
  */
 import middy from '@middy/core';
-import { createAwsClients } from '../aws/clients.ts';
-import { systemClock } from '../clock.ts';
-import { settingsFromEnv } from '../config/settings.ts';
-import { observability } from './middleware.ts';
-import { type MonitorReport, runMonitor } from './monitor.ts';
-import { createTelemetry } from './telemetry.ts';
+import { createAwsClients } from '../shared/aws/clients.ts';
+import { systemClock } from '../shared/clock.ts';
+import { settingsFromEnv } from '../shared/config/settings.ts';
+import { observability } from '../shared/observability/middleware.ts';
+import { type MonitorReport, runMonitor } from '../shared/observability/monitor.ts';
+import { createTelemetry } from '../shared/observability/telemetry.ts';
 
 const settings = settingsFromEnv();
 const { dynamodb } = createAwsClients();

@@ -15,20 +15,20 @@ import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { z } from 'zod';
-import { rethrowClassified } from '../aws/classify.ts';
-import { PipelineError } from '../errors.ts';
-import { padCheckpointId, STREAMS } from '../ledger/layout.ts';
-import { COLUMN_TYPES } from '../transforms/api.ts';
-import type { ManifestFile } from './manifest.ts';
-import { deleteKeys, getBytes, listObjects, putIfAbsent } from './objects.ts';
-import type { PlanEncoding, PlannedObject } from './promoter.ts';
+import { rethrowClassified } from '../../aws/classify.ts';
+import { PipelineError } from '../../errors.ts';
+import { padCheckpointId, STREAMS } from '../../ledger/layout.ts';
+import type { ManifestFile } from '../../sink/manifest.ts';
+import { deleteKeys, getBytes, listObjects, putIfAbsent } from '../../sink/objects.ts';
+import { COLUMN_TYPES } from '../../transforms/api.ts';
 import {
   checkpointAttemptPrefix,
   checkpointWorkPrefix,
   planKey,
   promotedKey,
   workObjectCheckpointId,
-} from './work-objects.ts';
+} from '../work-objects.ts';
+import type { PlanEncoding, PlannedObject } from './promoter.ts';
 
 export interface ShardPlan {
   readonly checkpointId: number;

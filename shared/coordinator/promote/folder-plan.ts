@@ -35,22 +35,22 @@
  * Everything here is a pure function of the entries, the verified bytes and the settings recorded in the plan, so
  * a retried or recovering promote writes the same bytes under the same keys (C5).
  */
-import type { Settings } from '../config/settings.ts';
-import { PipelineError } from '../errors.ts';
-import type { Stream } from '../ledger/layout.ts';
-import type { StagedFileEntry } from '../ledger/records.ts';
-import type { ColumnDefinition } from '../transforms/api.ts';
-import { compileRowCheck } from '../transforms/rows.ts';
-import { type FinalEncoding, finalObjectKey, type ObjectRange } from './layout.ts';
-import { decodeNdjson, ndjsonLines } from './ndjson.ts';
+import type { Settings } from '../../config/settings.ts';
+import { PipelineError } from '../../errors.ts';
+import type { Stream } from '../../ledger/layout.ts';
+import type { StagedFileEntry } from '../../ledger/records.ts';
+import { type FinalEncoding, finalObjectKey, type ObjectRange } from '../../sink/layout.ts';
+import { decodeNdjson, ndjsonLines } from '../../sink/ndjson.ts';
 import {
   FOLDER_BOUNDS,
   FolderAssigner,
   type FolderBounds,
   type FolderRule,
   withoutStagedTime,
-} from './record-time.ts';
-import type { TimeGranularity } from './time-partitions.ts';
+} from '../../sink/record-time.ts';
+import type { TimeGranularity } from '../../sink/time-partitions.ts';
+import type { ColumnDefinition } from '../../transforms/api.ts';
+import { compileRowCheck } from '../../transforms/rows.ts';
 
 /** What the settings say about final objects, as the plan records it. */
 export interface OutputShape {

@@ -26,8 +26,8 @@
  * processor batch): a larger one fails the copy and the attempt aborts with the reason.
  */
 import { CopyObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { rethrowClassified } from '../aws/classify.ts';
-import { isNotFound, writeOnceRefused } from './objects.ts';
+import { rethrowClassified } from '../../aws/classify.ts';
+import { isNotFound, writeOnceRefused } from '../../sink/objects.ts';
 
 /** What a copy did: made it, found a copy there already (412), or found no source object. */
 export type CopyOutcome = 'copied' | 'exists' | 'source-missing';

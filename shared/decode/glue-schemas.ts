@@ -5,8 +5,8 @@
  * container, in the batch that first needs it (the decoder caches each version for the container's life).
  */
 import type { GlueClient } from '@aws-sdk/client-glue';
-import type { GlueGetSchemaVersion, SchemaType } from '../decode/registry.ts';
-import { regionFromEnv } from './clients.ts';
+import { regionFromEnv } from '../aws/clients.ts';
+import type { GlueGetSchemaVersion, SchemaType } from './registry.ts';
 
 const DATA_FORMATS: Readonly<Record<string, SchemaType>> = {
   AVRO: 'AVRO',

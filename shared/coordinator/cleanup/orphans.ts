@@ -9,10 +9,10 @@
  * every cleanup deletes those of checkpoints below the one it cleans (`PlanStore.deleteCheckpointsBelow`).
  */
 import type { S3Client } from '@aws-sdk/client-s3';
-import type { Stream } from '../ledger/layout.ts';
-import type { StagedLedger } from '../ledger/staged-entries.ts';
-import { inProgressPrefix } from './layout.ts';
-import { deleteKeys, listObjects } from './objects.ts';
+import type { Stream } from '../../ledger/layout.ts';
+import type { StagedLedger } from '../../ledger/staged-entries.ts';
+import { inProgressPrefix } from '../../sink/layout.ts';
+import { deleteKeys, listObjects } from '../../sink/objects.ts';
 
 export interface StagedKeyParts {
   readonly stream: Stream;

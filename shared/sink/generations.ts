@@ -12,8 +12,8 @@
  * Free of SDK imports: the committed reader, `eos query` and `eos verify` share it.
  */
 import { epochLaneOf, generationOfLane } from '../ledger/epochs.ts';
-import type { Manifest, ManifestFile } from '../sink/manifest.ts';
-import { parseGenerationSwitch } from './plan.ts';
+import { parseGenerationSwitch } from './generation-switch.ts';
+import type { Manifest, ManifestFile } from './manifest.ts';
 
 interface Span {
   readonly from: number;

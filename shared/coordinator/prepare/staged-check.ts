@@ -8,9 +8,10 @@
 import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { PipelineError } from '../errors.ts';
-import type { StagedFileEntry } from '../ledger/records.ts';
-import { getBytes, mapLimit } from './objects.ts';
+import { mapLimit } from '../../concurrency.ts';
+import { PipelineError } from '../../errors.ts';
+import type { StagedFileEntry } from '../../ledger/records.ts';
+import { getBytes } from '../../sink/objects.ts';
 import { copyStagedObject } from './staged-copy.ts';
 
 export const STAGED_DEFECTS = ['missing', 'size', 'checksum', 'encoding', 'count'] as const;

@@ -25,7 +25,7 @@
  * same run verified.
  */
 import { padCheckpointId } from '../ledger/layout.ts';
-import { inProgressPrefix } from './layout.ts';
+import { inProgressPrefix } from '../sink/layout.ts';
 
 export const CHECKPOINT_WORK_DIR = '_coordinator';
 /** The folder of an attempt that holds its verified copies of staged objects. */

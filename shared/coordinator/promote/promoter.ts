@@ -23,10 +23,19 @@
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { PipelineError } from '../errors.ts';
-import { STREAMS, type Stream } from '../ledger/layout.ts';
-import type { StagedFileEntry } from '../ledger/records.ts';
-import type { ColumnDefinition } from '../transforms/api.ts';
+import { mapLimit } from '../../concurrency.ts';
+import { PipelineError } from '../../errors.ts';
+import { STREAMS, type Stream } from '../../ledger/layout.ts';
+import type { StagedFileEntry } from '../../ledger/records.ts';
+import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from '../../sink/layout.ts';
+import type { ManifestFile } from '../../sink/manifest.ts';
+import { encodeNdjson } from '../../sink/ndjson.ts';
+import { getBytes, putIfAbsent } from '../../sink/objects.ts';
+import { encodeParquet, type PARQUET_ROW_GROUP_ROWS } from '../../sink/parquet.ts';
+import { asOutputRow, type FolderBounds } from '../../sink/record-time.ts';
+import { parseTimeFolder } from '../../sink/time-partitions.ts';
+import type { ColumnDefinition } from '../../transforms/api.ts';
+import { stagedCopyKey } from '../work-objects.ts';
 import {
   type ClassifiedRow,
   type ClassifyParams,
@@ -45,14 +54,6 @@ import {
   stagedFileMember,
   streamMemberRows,
 } from './folder-plan.ts';
-import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from './layout.ts';
-import type { ManifestFile } from './manifest.ts';
-import { encodeNdjson } from './ndjson.ts';
-import { getBytes, mapLimit, putIfAbsent } from './objects.ts';
-import { encodeParquet, type PARQUET_ROW_GROUP_ROWS } from './parquet.ts';
-import { asOutputRow, type FolderBounds } from './record-time.ts';
-import { parseTimeFolder } from './time-partitions.ts';
-import { stagedCopyKey } from './work-objects.ts';
 
 export interface StagedMember extends StagedFileMember {
   /** Re-encoded objects only (`folder-plan.ts`): rows of this member the object holds. */
