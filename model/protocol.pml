@@ -368,7 +368,7 @@ b_abort_expired:
     READ_HEAD                                                /* code: CheckpointStore.readHead */
   }
 b_cut:
-  atomic {                    /* code: CheckpointStore.committedCut, then StagedLedger.readFences (one Query) */
+  atomic {                    /* code: CheckpointStore.committedCut, then StagedEntries.readFences (one Query) */
     FAULT;
     assert(sCommitted == 0 || rec[sCommitted].status == COMMITTED);
     cut[0] = (fence[0] > rec[sCommitted].cut[0] -> fence[0] : rec[sCommitted].cut[0]);
@@ -409,7 +409,7 @@ s_prepare:
     ok = rec[cid].att == att && (rec[cid].status == BEGUN || rec[cid].status == PREPARED ||
                                  rec[cid].status == COMMITTING);
     if :: !ok -> CONFLICT :: ok && rec[cid].status != BEGUN -> goto s_decide :: else -> skip fi;
-    /* code: StagedLedger.entries: previousCut < lastOffset <= cut; code: planFinalObjects() */
+    /* code: StagedEntries.entries: previousCut < lastOffset <= cut; code: planFinalObjects() */
     p = 0;
     do
     :: p < NP ->
@@ -578,7 +578,7 @@ s_commit:
   }
 
 s_cleanup:
-  atomic {         /* code: CheckpointCoordinator.cleanup: deleteKeys(), StagedLedger.deleteEntries (<= the committed cut) */
+  atomic {         /* code: CheckpointCoordinator.cleanup: deleteKeys(), StagedEntries.deleteEntries (<= the committed cut) */
     st = S_CLEANUP;
     FAULT;
     if :: rec[cid].att != att || rec[cid].status != COMMITTED -> CONFLICT :: else -> skip fi;

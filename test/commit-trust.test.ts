@@ -19,7 +19,7 @@ import { planKey, stagedCopyKey } from '../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { StagedLedger } from '../shared/ledger/staged-entries.ts';
+import { StagedEntries } from '../shared/ledger/staged-entries.ts';
 import { finalObjectKey, manifestKey, stagedObjectKey } from '../shared/sink/layout.ts';
 import type { Manifest } from '../shared/sink/manifest.ts';
 import { encodeManifest, ManifestStore } from '../shared/sink/manifest-store.ts';
@@ -48,7 +48,7 @@ function setup() {
     clock,
     core: createCoordinator({ settings, clients: res.clients, clock }),
     store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
-    ledger: new StagedLedger(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
+    ledger: new StagedEntries(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
     plans: new PlanStore(res.clients.s3, settings.bucket, settings.pipelineId),
   };
 }

@@ -25,7 +25,7 @@ import { FinalObjectConflictError, planFinalObjects } from '../shared/coordinato
 import { stagedCopyKey } from '../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { StagedLedger } from '../shared/ledger/staged-entries.ts';
+import { StagedEntries } from '../shared/ledger/staged-entries.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { finalObjectKey, finalPrefix, manifestKey } from '../shared/sink/layout.ts';
 import { ManifestLogError } from '../shared/sink/manifest-store.ts';
@@ -58,7 +58,7 @@ interface Setup {
   readonly clock: ManualClock;
   readonly core: Coordinator;
   readonly store: CheckpointStore;
-  readonly ledger: StagedLedger;
+  readonly ledger: StagedEntries;
   stage(specs: readonly FileSpec[]): Promise<StagedFileEntry[]>;
 }
 
@@ -70,7 +70,7 @@ function setup(overrides: Partial<SettingsInput> = {}, clients: AwsClients = res
     clock,
     core: createCoordinator({ settings, clients, clock }),
     store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
-    ledger: new StagedLedger(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
+    ledger: new StagedEntries(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
     stage: (specs) => stageFiles(res.clients, settings, specs),
   };
 }

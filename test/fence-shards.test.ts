@@ -16,7 +16,7 @@ import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { ManualClock } from '../shared/clock.ts';
 import type { Settings } from '../shared/config/settings.ts';
 import { FENCE_SHARDS, fenceKeys, fenceShard } from '../shared/ledger/fences.ts';
-import { StagedLedger } from '../shared/ledger/staged-entries.ts';
+import { StagedEntries } from '../shared/ledger/staged-entries.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { readLedgerStatus } from '../shared/status/ledger-status.ts';
 import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
@@ -90,7 +90,7 @@ describe('fence shards', () => {
         }),
       ),
     ).rejects.toBeInstanceOf(ConditionalCheckFailedException);
-    const ledger = new StagedLedger(res.clients.dynamodb, res.table, settings.pipelineId);
+    const ledger = new StagedEntries(res.clients.dynamodb, res.table, settings.pipelineId);
     expect(await ledger.readFences()).toEqual({ 'orders#3': 3 });
   });
 
@@ -98,7 +98,7 @@ describe('fence shards', () => {
     const settings = settingsFor();
     await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(orderRecords(0, 0, 10)));
     await asLegacyRelease(settings, 0);
-    const ledger = new StagedLedger(res.clients.dynamodb, res.table, settings.pipelineId);
+    const ledger = new StagedEntries(res.clients.dynamodb, res.table, settings.pipelineId);
     expect(await ledger.readFences()).toEqual({ 'orders#0': 9 });
     // Container B reads the legacy fence (a redelivery: nothing staged, the legacy view cached).
     const b = createProcessor({ settings, clients: res.clients });

@@ -17,7 +17,7 @@ import type { BeginOutput } from '../shared/coordinator/messages.ts';
 import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { StagedLedger } from '../shared/ledger/staged-entries.ts';
+import { StagedEntries } from '../shared/ledger/staged-entries.ts';
 import { stagedObjectKey } from '../shared/sink/layout.ts';
 import { ManifestStore } from '../shared/sink/manifest-store.ts';
 import { digestsOf } from '../shared/sink/ndjson.ts';
@@ -48,7 +48,7 @@ function setup() {
     clock,
     core: createCoordinator({ settings, clients: res.clients, clock }),
     store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
-    ledger: new StagedLedger(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
+    ledger: new StagedEntries(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
     manifests: new ManifestStore(res.clients.s3, settings.bucket, settings.pipelineId),
   };
 }

@@ -19,7 +19,7 @@ import { ManualClock } from '../shared/clock.ts';
 import type { Settings, SettingsInput } from '../shared/config/settings.ts';
 import { fenceKeys } from '../shared/ledger/fences.ts';
 import { keys } from '../shared/ledger/layout.ts';
-import { StagedLedger } from '../shared/ledger/staged-entries.ts';
+import { StagedEntries } from '../shared/ledger/staged-entries.ts';
 import { createProcessor, type ProcessorDeps } from '../shared/processor/processor.ts';
 import { stagedObjectKey } from '../shared/sink/layout.ts';
 import { encodeNdjson } from '../shared/sink/ndjson.ts';
@@ -334,7 +334,7 @@ describe('review: disproved suspicions (coverage)', () => {
       }
       return out;
     });
-    const ledger = new StagedLedger(clients.dynamodb, res.table, settings.pipelineId);
+    const ledger = new StagedEntries(clients.dynamodb, res.table, settings.pipelineId);
     expect(await ledger.readFences()).toEqual({ 'orders#9': 14 });
     expect(fired).toBe(true);
     const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();

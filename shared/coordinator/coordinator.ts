@@ -97,7 +97,7 @@ import {
 import { generationLaneOf } from '../ledger/epochs.ts';
 import { padCheckpointId, parsePartitionId, partitionId } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
-import { type DeleteTarget, StagedLedger } from '../ledger/staged-entries.ts';
+import { type DeleteTarget, StagedEntries } from '../ledger/staged-entries.ts';
 import { commitLatencyMs, oldestCoveredStagedAt } from '../observability/commit-latency.ts';
 import { phaseOf } from '../replay/plan.ts';
 import { MalformedReplayPlanError, ReplayStore } from '../replay/store.ts';
@@ -218,7 +218,7 @@ class CheckpointCoordinator implements Coordinator {
   private readonly clock: Clock;
   private readonly log: CoordinatorLog;
   private readonly store: CheckpointStore;
-  private readonly ledger: StagedLedger;
+  private readonly ledger: StagedEntries;
   private readonly plans: PlanStore;
   private readonly manifests: ManifestStore;
   private readonly replays: ReplayStore;
@@ -238,7 +238,7 @@ class CheckpointCoordinator implements Coordinator {
     this.clock = options.clock ?? systemClock;
     this.log = options.log ?? silentLog;
     this.store = new CheckpointStore(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
-    this.ledger = new StagedLedger(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
+    this.ledger = new StagedEntries(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
     this.plans = new PlanStore(clients.s3, settings.bucket, settings.pipelineId);
     this.manifests = new ManifestStore(clients.s3, settings.bucket, settings.pipelineId);
     this.replays = new ReplayStore(clients.dynamodb, settings.ledgerTable, settings.pipelineId);

@@ -96,7 +96,7 @@ function classifyItem(
   return { kind: 'entry', at, entry };
 }
 
-export class StagedLedger {
+export class StagedEntries {
   private readonly doc: DynamoDBDocumentClient;
 
   constructor(

@@ -13,11 +13,11 @@
 import { mapLimit } from '../concurrency.ts';
 import type { CutEntry } from '../ledger/checkpoints.ts';
 import { parsePartitionId } from '../ledger/layout.ts';
-import type { StagedLedger } from '../ledger/staged-entries.ts';
+import type { StagedEntries } from '../ledger/staged-entries.ts';
 
 /** The oldest `stagedAt` (epoch ms) of the entries a cut covers (previous, cut]; undefined when it covers none. */
 export async function oldestCoveredStagedAt(
-  ledger: Pick<StagedLedger, 'items'>,
+  ledger: Pick<StagedEntries, 'items'>,
   cut: readonly CutEntry[],
   concurrency: number,
 ): Promise<number | undefined> {

@@ -10,7 +10,7 @@ import { CheckpointStore } from '../ledger/checkpoints.ts';
 import { EpochLedger } from '../ledger/epoch-switch.ts';
 import { generationLaneOf, laneOf } from '../ledger/epochs.ts';
 import { partitionId } from '../ledger/layout.ts';
-import { StagedLedger } from '../ledger/staged-entries.ts';
+import { StagedEntries } from '../ledger/staged-entries.ts';
 import { checkRanges, ReplayPlanError, type ReplayRange } from '../sink/generation-switch.ts';
 import { phaseOf, type ReplayPhase, type ReplayPlan, type ReplayTimes } from './plan.ts';
 import { ReplayStore, type RequestSwitchOutcome } from './store.ts';
@@ -237,7 +237,7 @@ export async function replayStatus(target: ReplayTarget): Promise<ReplayStatus[]
   const { clients, table, pipeline } = target;
   const plans = await new ReplayStore(clients.dynamodb, table, pipeline).list();
   if (plans.length === 0) return [];
-  const fences = await new StagedLedger(clients.dynamodb, table, pipeline).readFences();
+  const fences = await new StagedEntries(clients.dynamodb, table, pipeline).readFences();
   const checkpoints = new CheckpointStore(clients.dynamodb, table, pipeline);
   const head = await checkpoints.readHead();
   const { cut } = await checkpoints.committedCut(head?.committedId ?? 0);

@@ -6,7 +6,7 @@
  * server, the real processor, redriver, replay and coordinator. Suspicions a test confirms are `it.fails`, with the
  * interleaving and what goes wrong.
  */
-import { DeleteCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { ledgerDocumentClient } from '../../shared/aws/clients.ts';
@@ -372,6 +372,128 @@ describe('a key-conflict dead letter of a replay generation, made by a live clai
     expect(runs.flatMap(summary)).toEqual([
       { outcome: 'nothing', sent: 0, unchanged: 1 },
       { outcome: 'nothing', sent: 0, unchanged: 1 },
+    ]);
+  });
+});
+
+describe('a state-field dead letter whose stored field changed since', () => {
+  const key = 'label';
+  const same = () => labelled(() => key);
+
+  /** Offset 0 sets `f` of `label` as text; offset 1 adds to it and is dead-lettered; committed. */
+  async function textField(): Promise<Settings> {
+    const settings = settingsFor({ idempotencyKey: 'none' });
+    await stage(settings, same(), [
+      [{ partition: 0, offset: 0, value: 'set' }],
+      [{ partition: 0, offset: 1, value: 'add' }],
+    ]);
+    await checkpoint(settings);
+    expect(await committed(settings, 'deadletter')).toEqual([
+      'orders#0@1: state field "f" of "label" is not a n',
+    ]);
+    return settings;
+  }
+
+  async function redriveTwice(settings: Settings): Promise<RedriveResult[]> {
+    const runs: RedriveResult[] = [];
+    for (let run = 0; run < 2; run++) {
+      runs.push(await redrive({ settings, clients: res.clients, transform: same() }));
+      await checkpoint(settings);
+    }
+    return runs;
+  }
+
+  // Disproved. The operator set `f` to a number by hand: the same transform's add now applies, so the first run
+  // sends the dead letter and outputs it once; the second finds nothing to do.
+  it('set to a number by hand: sent with the same transform and output once', async () => {
+    const settings = await textField();
+    await ledgerDocumentClient(res.clients.dynamodb).send(
+      new UpdateCommand({
+        TableName: res.table,
+        Key: keys.state(settings.pipelineId, key),
+        UpdateExpression: 'SET f = :zero',
+        ExpressionAttributeValues: { ':zero': 0 },
+      }),
+    );
+    const runs = await redriveTwice(settings);
+    expect(runs.flatMap(summary)).toEqual([
+      { outcome: 'redriven', sent: 1, unchanged: 0 },
+      { outcome: 'nothing', sent: 0, unchanged: 0 },
+    ]);
+    expect(await committed(settings, 'output')).toEqual(['orders#0@0', 'orders~r1#0@1']);
+  });
+
+  // Disproved. The operator deleted the state item: the add creates `f` as a number; sent and output once.
+  it('whose item was deleted: sent with the same transform and output once', async () => {
+    const settings = await textField();
+    await ledgerDocumentClient(res.clients.dynamodb).send(
+      new DeleteCommand({ TableName: res.table, Key: keys.state(settings.pipelineId, key) }),
+    );
+    const runs = await redriveTwice(settings);
+    expect(runs.flatMap(summary)).toEqual([
+      { outcome: 'redriven', sent: 1, unchanged: 0 },
+      { outcome: 'nothing', sent: 0, unchanged: 0 },
+    ]);
+    expect(await committed(settings, 'output')).toEqual(['orders#0@0', 'orders~r1#0@1']);
+  });
+});
+
+describe("a replay generation's key-conflict dead letters at the edge of its range", () => {
+  const orders = builtinTransform('orders');
+  const target = (settings: Settings) => ({
+    clients: res.clients,
+    table: settings.ledgerTable,
+    pipeline: settings.pipelineId,
+  });
+
+  // Disproved. The live pipeline outputs 0..19; 14 carries 9's key and 15 carries 10's, each with its own payload
+  // (both key conflicts). Generation 1 replays 10..19 (from = 10): 14 is dead-lettered again by the live claim of 9,
+  // just before the range, 15 by generation 1's own claim of 10, the range's first offset. Past the TTL, 9's live
+  // claim still counts (the processor counts a live claim outside the ranges expired or not): 14 stays; 10's live
+  // claim is replayed and generation 1's has expired: 15 is sent and output once in the round.
+  it('a claimant just before the range keeps its conflict, one at its first offset lets it go once expired', async () => {
+    const settings = settingsFor();
+    const other = (offset: number, of: number) => ({
+      partition: 0,
+      offset,
+      value: order(`p0-o${offset}-other`),
+      headers: { 'idempotency-key': `p0-o${of}` },
+    });
+    const input = [...orderRecords(0, 0, 14), other(14, 9), other(15, 10), ...orderRecords(0, 16, 4)];
+    await stage(settings, orders, [input]);
+    await checkpoint(settings);
+    await planReplay({
+      ...target(settings),
+      topic: 'orders',
+      fromOffset: 10,
+      toOffset: 19,
+      clock: systemClock,
+    });
+    const replayer = createProcessor({
+      settings: { ...settings, replayGeneration: 1 },
+      clients: res.clients,
+      transform: orders,
+    });
+    for (let from = 0; from < 20; from += 8) {
+      await replayer.processEvent(mskEvent(input.filter((r) => r.offset >= from && r.offset < from + 8)));
+    }
+    expect(await requestSwitch(target(settings), 1, systemClock)).toBe('requested');
+    await checkpoint(settings);
+    expect(await committed(settings, 'deadletter')).toEqual([
+      'orders~g1#0@14: idempotency key "p0-o9" is already claim',
+      'orders~g1#0@15: idempotency key "p0-o10" is already clai',
+    ]);
+    const later = pastTtl(settings);
+    const first = await redrive({ settings, clients: res.clients, transform: orders, clock: later });
+    await checkpoint(settings);
+    const again = await redrive({ settings, clients: res.clients, transform: orders, clock: later });
+    expect([...summary(first), ...summary(again)]).toEqual([
+      { outcome: 'redriven', sent: 1, unchanged: 1 },
+      { outcome: 'nothing', sent: 0, unchanged: 1 },
+    ]);
+    await checkpoint(settings);
+    expect((await committed(settings, 'output')).filter((at) => at.includes('~r'))).toEqual([
+      'orders~g1~r1#0@15',
     ]);
   });
 });

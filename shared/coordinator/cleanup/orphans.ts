@@ -10,7 +10,7 @@
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { Stream } from '../../ledger/layout.ts';
-import type { StagedLedger } from '../../ledger/staged-entries.ts';
+import type { StagedEntries } from '../../ledger/staged-entries.ts';
 import { inProgressPrefix } from '../../sink/layout.ts';
 import { deleteKeys, listObjects } from '../../sink/objects.ts';
 
@@ -54,7 +54,7 @@ export interface SweepOptions {
   readonly s3: S3Client;
   readonly bucket: string;
   readonly pipeline: string;
-  readonly ledger: StagedLedger;
+  readonly ledger: StagedEntries;
   readonly now: number;
   readonly graceMs: number;
   /** Where the previous sweep stopped. Without it every sweep starts at the lowest key. */
