@@ -389,7 +389,7 @@ describe('a state-field dead letter whose stored field changed since', () => {
     ]);
     await checkpoint(settings);
     expect(await committed(settings, 'deadletter')).toEqual([
-      'orders#0@1: state field "f" of "label" is not a n',
+      'orders#0@1: state field "f" of "label" is not a numb',
     ]);
     return settings;
   }
