@@ -138,8 +138,8 @@ export const settingsSchema = z
     missingIdempotencyKey: z.enum(MISSING_IDEMPOTENCY_KEY).default('dead-letter'),
     /**
      * How idempotency claims are written: `ahead` (default) as parallel conditional puts naming their claimant,
-     * before the staging transaction (DESIGN.md's refinement of P1: one small transaction per batch instead of
-     * one 100-item transaction per ~95 records); `in-transaction` inside the staging transactions.
+     * before the staging transaction (P1's sanctioned shortcut, docs/architecture.md: one small transaction per
+     * batch instead of one 100-item transaction per ~95 records); `in-transaction` inside the staging transactions.
      */
     claimWrite: z.enum(['ahead', 'in-transaction']).default('ahead'),
     /**
@@ -159,7 +159,7 @@ export const settingsSchema = z
     idempotencyTtlSeconds: z.coerce
       .number()
       .int()
-      // Far above any invocation: a claim written ahead must not expire before its transaction (DESIGN P1).
+      // Far above any invocation: a claim written ahead must not expire before its transaction (P1).
       .min(86_400, "at least one day (86400 s), far above any invocation's duration")
       .default(SEVEN_DAYS_S),
     /** Gzip staged and final NDJSON objects. */

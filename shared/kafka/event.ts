@@ -11,8 +11,8 @@
  * (0xC3 as -61); unsigned 0..255 is accepted too. Decoding keeps every byte: `rawHeaders` holds each header's
  * exact bytes (base64), in order, repeats included.
  *
- * Powertools' `KafkaMskEventSchema` is not used: it requires a value and a non-null key (a tombstone failed the
- * whole event, issue 9.1) and decodes header bytes as code points, throwing a RangeError on a negative byte.
+ * Powertools' `KafkaMskEventSchema` is not used: it requires a value and a non-null key (a tombstone would fail
+ * the whole event) and decodes header bytes as code points, throwing a RangeError on a negative byte.
  */
 import { z } from 'zod';
 import { InvalidTopicNameError, MalformedEventError } from '../errors.ts';

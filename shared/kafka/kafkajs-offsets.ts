@@ -64,7 +64,7 @@ export class KafkaOffsetsByTime implements OffsetsByTime {
       // the lookup, so never below these ends: an answer below them is a record that was there at or after the time
       // before the lookup began. An answer at or past them is "none", whether kafkajs's stand-in or a record
       // appended during the command (which may even be stamped before the time): the range then stops at these ends,
-      // a snapshot taken before the lookup (reviews of replay by time, round 1 finding 2 and round 2 finding 1).
+      // a snapshot taken before the lookup.
       const ends = await this.admin.fetchTopicOffsets(topic);
       const found = await this.admin.fetchTopicOffsetsByTimestamp(topic, timestamp);
       const endOf = new Map(ends.map((p) => [p.partition, Number(p.high)]));

@@ -68,7 +68,7 @@ export function currentGeneration(switches: readonly GenerationSwitch[], epochLa
 
 /**
  * The rows shown of `source` (a table or a table function), with its columns only: no column is added, so none can
- * clash with a transform's (review of the view, finding 1).
+ * clash with a transform's.
  */
 export function currentRowsQuery(
   source: string,

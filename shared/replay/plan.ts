@@ -1,12 +1,12 @@
 /**
- * Replay plans (issue 14): an operator's request to reprocess offset ranges of an epoch with the current transform
+ * Replay plans: an operator's request to reprocess offset ranges of an epoch with the current transform
  * into a new output *generation*, and later to switch readers to it.
  *
  * The lifecycle, each step one conditional write to the plan's ledger item (`<pl>#REPLAY`, `G#<generation>`):
  * 1. planned — `eos replay --from-offset …` writes the plan: generation G and, per source partition, the epoch
  *    lane and the inclusive offset range [from, to]. The plan never changes after that.
  * 2. staging — the replay mapping (a second event source mapping of its own consumer group, read from the start)
- *    feeds a processor in replay mode (`replayer.ts`): it stages the range's records, and nothing else, into the
+ *    feeds a processor in replay mode (`shared/processor/`): it stages the range's records, and nothing else, into the
  *    generation lane `<epoch lane>~g<G>`, by the same protocol as live batches. The coordinator commits those lanes
  *    like any other; readers ignore every generation that no manifest switched to.
  * 3. switch requested — `eos replay --switch G` marks the plan (`switchRequestedAt`).

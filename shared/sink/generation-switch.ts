@@ -31,7 +31,7 @@ export const MAX_REPLAY_RANGES = 4096;
 
 /**
  * At most this many bytes of ranges (their JSON): the plan's item must stay under DynamoDB's 400 KB whatever the
- * topic names' lengths (review of replay, finding 6), and the manifest that switches carries them too.
+ * topic names' lengths, and the manifest that switches carries them too.
  */
 export const MAX_REPLAY_PLAN_BYTES = 200 * 1024;
 

@@ -1,5 +1,5 @@
 /**
- * Which output generation readers show, record by record (issue 14): generation 0 (the live output) everywhere,
+ * Which output generation readers show, record by record: generation 0 (the live output) everywhere,
  * except in the ranges a committed manifest switched to a replay generation (`plan.ts`), where that generation's
  * rows are shown instead; a later switch over the same offsets wins. Rows of a generation no manifest switched to
  * (a replay still staging, or one never switched) are shown nowhere.

@@ -8,13 +8,13 @@
  * <pl>/_coordinator/<N>/<attempt>/plan-<shard>-<sha256>.json, promoted-<shard>.json         working objects
  * <pl>/_coordinator/<N>/<attempt>/staged/<the staged key below _inprogress/>                verified copies
  *        written by: the coordinator only (checkpointWorkPrefix, stagedCopyKey in work-objects.ts); promote
- *        reads staged data only from these copies, never from `_inprogress/` (issue 17, review R2b-1)
+ *        reads staged data only from these copies, never from `_inprogress/` (C3)
  * <pl>/_manifests/<N, 12 digits>.json                                                       manifests (C7)
  *        written by: commit only (manifestsPrefix)
  * <pl>/final/<stream>/topic=<t>/partition=<p>/<first>-<last>.<ext>                         final data (C5)
  * <pl>/final/<stream>/dt=<YYYY-MM-DD>[/hour=<HH>]/<t>+<p>+<first>-<last>.<ext>             time-partitioned
  *        written by: promote only (finalPrefix), at the key finalObjectKey derives; <ext> is .ndjson, .ndjson.gz
- *        or .parquet (output stream only); the folders are defined in time-partitions.ts (issue 12)
+ *        or .parquet (output stream only); the folders are defined in time-partitions.ts
  * ```
  * With time partitioning a Hive-style reader of `final/<stream>/` sees only `dt=`/`hour=` folders and data files;
  * the topic and Kafka partition move into the file name, joined by `+` as Kafka Connect's S3 sink joins them (`+`
@@ -166,7 +166,7 @@ function parseFinalPath(rest: string): ParsedObjectKey | undefined {
       encoding: 'parquet',
     };
   }
-  // Dead letters are always NDJSON (issue 12); a folder must be exactly what time-partitions.ts spells.
+  // Dead letters are always NDJSON; a folder must be exactly what time-partitions.ts spells.
   if (!folder || parseTimeFolder(folder[2]!) === undefined) return undefined;
   const encoding = folder[7] as FinalEncoding;
   if (encoding === 'parquet' && folder[1] !== 'output') return undefined;
@@ -203,7 +203,7 @@ export function parseFinalKey(pipeline: string, key: string): ParsedObjectKey | 
  */
 export function parseStagedObjectKey(pipeline: string, key: unknown): ParsedObjectKey | undefined {
   const prefix = inProgressPrefix(pipeline);
-  // Keys come from processor-written items: anything but a string is no staged key (review R2b-3).
+  // Keys come from processor-written items: anything but a string is no staged key.
   if (typeof key !== 'string' || !key.startsWith(prefix)) return undefined;
   const parts = parseRangePath(key.slice(prefix.length));
   if (!parts || parts.attemptId === undefined) return undefined;

@@ -32,7 +32,7 @@ export function canonicalCut(cut: Readonly<Record<string, number>>): Record<stri
 
 /**
  * The manifest's bytes: canonical, so that every roll-forward of a checkpoint writes identical bytes whatever order
- * its inputs came in (issue 9) — fields in one fixed order, cut and previousCut keys sorted by code units, files in
+ * its inputs came in — fields in one fixed order, cut and previousCut keys sorted by code units, files in
  * {@link sortManifestFiles} order, each file's fields in one fixed order.
  */
 export function encodeManifest(manifest: Manifest): Buffer {
@@ -69,7 +69,7 @@ export function encodeManifest(manifest: Manifest): Buffer {
 
 /**
  * The manifest's file order: stream, topic, partition, firstOffset, then key (code-unit order: no locale
- * involved). The key orders the files of one range in several time folders (issue 12), folder by folder.
+ * involved). The key orders the files of one range in several time folders, folder by folder.
  */
 export function sortManifestFiles(files: readonly ManifestFile[]): ManifestFile[] {
   return [...files].sort(

@@ -19,7 +19,7 @@ export interface ManifestFile {
   /** Hex SHA-256 of the final object's bytes. */
   readonly sha256: string;
   /**
-   * How the object is encoded (issue 12); the key's extension says the same (`.ndjson[.gz]`, `.parquet`).
+   * How the object is encoded; the key's extension says the same (`.ndjson[.gz]`, `.parquet`).
    * Absent in manifests written before Parquet existed: NDJSON.
    */
   readonly format?: 'ndjson' | 'parquet';

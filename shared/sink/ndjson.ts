@@ -38,7 +38,7 @@ export function decodeNdjson(body: Uint8Array, gzip: boolean): unknown[] {
 
 /**
  * The non-empty lines of an NDJSON object, decoded chunk by chunk: a final object concatenates staged members, so
- * its text can exceed the longest string V8 makes (review R2b-2) while each row stays small.
+ * its text can exceed the longest string V8 makes while each row stays small.
  */
 export async function* ndjsonLines(body: Uint8Array, gzip: boolean): AsyncGenerator<string> {
   const source = Readable.from([Buffer.from(body)]);

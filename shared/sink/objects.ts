@@ -27,7 +27,7 @@ function statusOf(error: unknown): number | undefined {
  * How S3 refused a write-once put or copy (`If-None-Match: *`): `true` when the key already exists (412), so the
  * caller compares or accepts what is there. A 409 `ConditionalRequestConflict` means a concurrent conditional write
  * to the key is in progress and S3 says retry: it is thrown as transient, never taken for "exists" (nothing may be
- * there yet: reviews R4-1, R4-8). `false` for any other error.
+ * there yet). `false` for any other error.
  */
 export function writeOnceRefused(operation: string, error: unknown): boolean {
   if (statusOf(error) === 412 || errorName(error) === 'PreconditionFailed') return true;

@@ -1,5 +1,5 @@
 /**
- * Reading Parquet final objects back (issue 12) with hyparquet, the reader from the same project as the writer
+ * Reading Parquet final objects back with hyparquet, the reader from the same project as the writer
  * `parquet.ts` uses (pure JavaScript, no native code: it runs in the CLI and in Lambda alike). Rows come back as
  * the NDJSON reader gives them, so `eos read`, `eos verify` and the local runner treat both formats alike:
  * INT64 (`long`, lineage `offset`) as numbers (exact: the processor keeps longs within ±(2^53 − 1)), timestamps as

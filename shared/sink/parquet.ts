@@ -1,19 +1,10 @@
 /**
- * Parquet encoding of output rows (issue 12): the transform's declared columns, in declaration order, then the
+ * Parquet encoding of output rows: the transform's declared columns, in declaration order, then the
  * lineage struct `source {topic, partition, offset}` last — the same order as an NDJSON row (`{ ...row, source }`).
  *
- * Column types map as `api.ts` documents them:
- *
- * | column      | Parquet                                              | DuckDB / Athena reads it as |
- * |-------------|------------------------------------------------------|-----------------------------|
- * | `string`    | BYTE_ARRAY, STRING (UTF8)                            | VARCHAR / string            |
- * | `int`       | INT32                                                | INTEGER / int               |
- * | `long`      | INT64                                                | BIGINT / bigint             |
- * | `double`    | DOUBLE                                               | DOUBLE / double             |
- * | `boolean`   | BOOLEAN                                              | BOOLEAN / boolean           |
- * | `timestamp` | INT64, TIMESTAMP(MILLIS, UTC) (and TIMESTAMP_MILLIS) | TIMESTAMP WITH TIME ZONE    |
- * | `json`      | BYTE_ARRAY, JSON (the value's `JSON.stringify` text) | JSON / string               |
- * | `source`    | required group: topic STRING, partition INT32, offset INT64 | STRUCT / struct      |
+ * Column types map as docs/transforms.md's "Output rows and column types" table states (a `timestamp` is INT64
+ * TIMESTAMP(MILLIS, UTC) with the legacy TIMESTAMP_MILLIS too; a `json` value is its `JSON.stringify` text;
+ * `source` is a required group: topic STRING, partition INT32, offset INT64).
  *
  * A nullable column is OPTIONAL, and null or absent is a Parquet null; every other column is REQUIRED. A json
  * column's null is therefore always SQL NULL, never the JSON text `null` (a required json column cannot be null:

@@ -2,11 +2,11 @@
  * The committed reader: the records of every committed checkpoint, in manifest order (C7) — manifest 1, 2, 3, …
  * and within a manifest its files in order (stream, topic, partition, first offset), each file's rows in order.
  * Per partition that is offset order (with time folders, per partition and folder: a late record's file sorts by
- * its range like any other; NDJSON and Parquet objects read alike, `parquet-read.ts`). Only files a manifest lists are read, and each is checked against the
- * manifest's size and SHA-256, so what this yields is exactly the committed output, each record once. A listed
- * key must be a final data key of this pipeline that names exactly the entry's stream, partition and range
- * (`parseFinalKey`): a manifest entry pointing anywhere else (another manifest, a staged object, another pipeline)
- * is refused before it is read (issue 17).
+ * its range like any other; NDJSON and Parquet objects read alike, `parquet-read.ts`). Only files a manifest lists
+ * are read, and each is checked against the manifest's size and SHA-256, so what this yields is exactly the
+ * committed output, each record once. A listed key must be a final data key of this pipeline that names exactly
+ * the entry's stream, partition and range (`parseFinalKey`): a manifest entry pointing anywhere else (another
+ * manifest, a staged object, another pipeline) is refused before it is read.
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -77,8 +77,7 @@ async function readBody(s3: S3Client, bucket: string, file: ManifestFile): Promi
 }
 
 /**
- * A listed file's rows, decoded line by line (its whole text may be longer than one string can be, review
- * R2b-2). The lines are counted in a first pass, so a file whose count differs yields nothing.
+ * A listed file's rows, decoded line by line (its whole text may be longer than one string can be). The lines are counted in a first pass, so a file whose count differs yields nothing.
  */
 async function* readFile(
   s3: S3Client,

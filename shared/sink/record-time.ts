@@ -1,5 +1,5 @@
 /**
- * A row's record time, which decides its time folder (issue 12), and how it travels from the processor to the
+ * A row's record time, which decides its time folder, and how it travels from the processor to the
  * coordinator.
  *
  * The coordinator never sees Kafka records, only staged rows, so with time partitioning on the processor stages
@@ -14,7 +14,7 @@
  *
  * The folder is then bounded around the staged file's `stagedAt` ({@link assignFolders}): Kafka's CreateTime is
  * whatever the producer says, and without a bound one staged file of N rows with N distinct hours would become N
- * final objects (promote work multiplied by record content, review of issue 12). A row whose record time lies more
+ * final objects (promote work multiplied by record content). A row whose record time lies more
  * than {@link MAX_LATENESS_MS} before its file's `stagedAt` or more than {@link MAX_EARLINESS_MS} after it is filed
  * under the folder of `stagedAt` instead, and so are the rows of a file beyond its first
  * {@link MAX_FOLDERS_PER_STAGED_FILE} folders (in staged row order). Only the folder is clamped: the row keeps its
@@ -90,8 +90,7 @@ export const MAX_FOLDERS_PER_STAGED_FILE = 48;
 /**
  * The bound of a staged file's folders around its `stagedAt`. A plan records the bound its census used
  * (`PlanEncoding.folderBounds`), and promote files rows by the plan's bound, never by this release's: a checkpoint
- * decided by a release with another bound (or none: plans made before the bound existed) still rolls forward
- * (review 2 of issue 12).
+ * decided by a release with another bound (or with none recorded) still rolls forward (C4).
  */
 export interface FolderBounds {
   readonly latenessMs: number;

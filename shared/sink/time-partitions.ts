@@ -1,5 +1,5 @@
 /**
- * Time folders of final objects (issue 12): Hive-style partitioning by record time, in UTC, the one definition of
+ * Time folders of final objects: Hive-style partitioning by record time, in UTC, the one definition of
  * how a folder is spelled, parsed back, and described to AWS Glue / Athena as partition projection.
  *
  * ```

@@ -6,14 +6,14 @@
  * What must hold for a pipeline (`<pl>/_manifests/` and `<pl>/final/`):
  * 1. manifests `<pl>/_manifests/<N, 12 digits>.json` form a gap-free ordered log: ids 1..N, each naming its
  *    predecessor, each cut starting where the previous one ended and never moving back;
- * 2. every final object a manifest lists (NDJSON or Parquet, by its key) is a final data key of this pipeline naming exactly the entry's stream,
- *    partition and range (else `foreign-key`: never read), is listed exactly once, exists, and has the listed
+ * 2. every final object a manifest lists (NDJSON or Parquet, by its key) is a final data key of this pipeline
+ *    naming exactly the entry's stream, partition and range (else `foreign-key`: never read), is listed exactly once, exists, and has the listed
  *    size, SHA-256 and row count, with every row inside the listed offset range and the manifest's cut;
  * 3. no lineage (topic, partition, offset) appears twice, across files and streams, within an epoch (one row per
  *    record: the shipped `orders` transform emits exactly one; epoch N >= 1 of a topic is the lane `<topic>~<N>`,
  *    whose offsets start again, see `ledger/epochs.ts`); and no record is output in two lanes of one source
  *    partition (a redriven record in its lane and a redrive round `<lane>~r<R>`, or in two rounds);
- * 4. per stream and partition (and time folder, issue 12), offsets increase in commit order (manifest order, then
+ * 4. per stream and partition (and time folder), offsets increase in commit order (manifest order, then
  *    file order, then row order);
  * 5. nothing lies under the final prefix that no manifest lists;
  * 6. replay generations (`shared/replay/`): each switch is well-formed, names a generation once, and is covered
@@ -138,7 +138,7 @@ export async function listKeys(s3: S3Client, bucket: string, prefix: string): Pr
 /** Rows of a final object: Parquet by the `.parquet` extension, else NDJSON (gzip by `.gz`); throws when malformed. */
 export async function parseRows(key: string, body: Buffer): Promise<Record<string, unknown>[]> {
   if (key.endsWith('.parquet')) return decodeParquetRows(body);
-  // Line by line: a final object's whole text can be longer than one string can be (review R2b-2).
+  // Line by line: a final object's whole text can be longer than one string can be.
   const rows: Record<string, unknown>[] = [];
   for await (const line of ndjsonLines(body, key.endsWith('.gz')))
     rows.push(JSON.parse(line) as Record<string, unknown>);
