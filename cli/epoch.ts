@@ -12,14 +12,8 @@ import { type Command, InvalidArgumentError } from 'commander';
 import type { Clock } from '../shared/clock.ts';
 import type { PartitionEpochs, PartitionSwitch } from '../shared/ledger/epoch-switch.ts';
 import { stopSightings } from '../shared/ledger/epochs.ts';
-import {
-  ENDPOINT_HELP,
-  endpointUrl,
-  integer,
-  pipelineIdOf,
-  requiredTable,
-  resolveEndpoint,
-} from './options.ts';
+import { operatorEnvironment } from './environment.ts';
+import { ENDPOINT_HELP, endpointUrl, integer } from './options.ts';
 
 export interface EpochDependencies {
   readonly dynamodb?: DynamoDBClient;
@@ -102,14 +96,16 @@ export function formatSwitches(switched: readonly PartitionSwitch[]): string {
 }
 
 export async function runEpoch(options: EpochOptions, deps: EpochDependencies = {}): Promise<EpochResult> {
-  const env = deps.env ?? process.env;
-  const endpoint = resolveEndpoint(options.endpoint, env);
+  const environment = operatorEnvironment(deps.env);
+  const endpoint = environment.endpoint(options.endpoint);
   const [{ createAwsClients }, { EpochLedger }, { systemClock }] = await Promise.all([
     import('../shared/aws/clients.ts'),
     import('../shared/ledger/epoch-switch.ts'),
     import('../shared/clock.ts'),
   ]);
-  const owned = deps.dynamodb ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+  const owned = deps.dynamodb
+    ? undefined
+    : createAwsClients(environment.variables, endpoint === undefined ? {} : { endpoint });
   const dynamodb = deps.dynamodb ?? owned!.dynamodb;
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
   try {
@@ -183,8 +179,8 @@ export function registerEpochCommand(program: Command, deps: EpochDependencies =
         json: boolean;
         endpoint?: string;
       }) => {
-        const env = deps.env ?? process.env;
-        const table = requiredTable(raw.table, env);
+        const environment = operatorEnvironment(deps.env);
+        const table = environment.requiredTable(raw.table);
         if (raw.startNew && raw.topic === undefined) {
           throw new InvalidArgumentError('--start-new needs --topic (and optionally --partition)');
         }
@@ -194,7 +190,7 @@ export function registerEpochCommand(program: Command, deps: EpochDependencies =
         if (raw.topic !== undefined && !isValidTopicName(raw.topic)) {
           throw new InvalidArgumentError(`--topic ${JSON.stringify(raw.topic)} is not a Kafka topic name`);
         }
-        const pipeline = pipelineIdOf(raw.pipeline, env);
+        const pipeline = environment.pipelineId(raw.pipeline);
         await runEpoch({ ...raw, table, pipeline }, deps);
       },
     );

@@ -25,10 +25,11 @@ import {
   MAX_BATCH_SIZE,
   MISSING_KEY_CHOICES,
 } from './local-defaults.ts';
+import { existingPartsEnv, partsPlan } from './local-parts-plan.ts';
 import type { LocalSettings } from './local-settings.ts';
-import { ENDPOINT_HELP, endpointUrl, integer, oneOf, resolveEndpoint } from './options.ts';
+import { ENDPOINT_HELP, endpointUrl, integer, oneOf } from './options.ts';
 
-export { MAX_BATCH_SIZE };
+export { MAX_BATCH_SIZE, partsPlan };
 
 /**
  * A default run is a first impression: under 30 s on two cores, and still every fault kind firing and more than
@@ -191,68 +192,6 @@ export function checkOutputPaths(options: Pick<LocalCommandOptions, 'report' | '
     if (existsSync(dir)) writable('--export', dir, 'the folder');
     else writable('--export', dirname(dir), 'the parent folder');
   }
-}
-
-/** Where the run's DynamoDB and S3 are: existing endpoints named by flags or variables, else parts it starts. */
-export type PartsPlan =
-  | { readonly kind: 'start' }
-  | { readonly kind: 'existing'; readonly dynamodb: string; readonly s3: string };
-
-/**
- * Per service: its own flag, then `--endpoint`, then `AWS_ENDPOINT_URL_DYNAMODB`/`AWS_ENDPOINT_URL_S3`, then
- * `AWS_ENDPOINT_URL` (the SDK's own variables, so a shell set up for LocalStack runs against it). One of the two named alone is a usage error:
- * half a run against an existing server and half against a fresh one would prove nothing.
- */
-export function partsPlan(options: LocalCommandOptions, env: NodeJS.ProcessEnv): PartsPlan {
-  const fromEnv = (name: string) => env[name] || undefined;
-  const common = options.endpoint;
-  const dynamodb =
-    options.dynamodbEndpoint ??
-    common ??
-    fromEnv('AWS_ENDPOINT_URL_DYNAMODB') ??
-    resolveEndpoint(undefined, env);
-  const s3 =
-    options.s3Endpoint ?? common ?? fromEnv('AWS_ENDPOINT_URL_S3') ?? resolveEndpoint(undefined, env);
-  if (dynamodb === undefined && s3 === undefined) return { kind: 'start' };
-  if (dynamodb === undefined || s3 === undefined) {
-    const missing = dynamodb === undefined ? '--dynamodb-endpoint' : '--s3-endpoint';
-    throw new OptionError(missing, 'is needed too (or --endpoint for both): both services or neither');
-  }
-  for (const [flag, url] of [
-    ['--dynamodb-endpoint', dynamodb],
-    ['--s3-endpoint', s3],
-  ] as const) {
-    try {
-      endpointUrl(url);
-    } catch (error) {
-      throw new OptionError(flag, (error as Error).message);
-    }
-  }
-  return { kind: 'existing', dynamodb, s3 };
-}
-
-/**
- * The environment for existing endpoints. Credentials: the chain's when the shell names any (a LocalStack that
- * enforces IAM), else the local ones, which LocalStack, DynamoDB Local and the S3 server here accept. Region: the
- * shell's, else us-east-1 (a local endpoint serves any region; a local run must not need one set).
- */
-export function existingPartsEnv(
-  plan: Extract<PartsPlan, { kind: 'existing' }>,
-  env: NodeJS.ProcessEnv,
-  localCredentials: { readonly accessKeyId: string; readonly secretAccessKey: string },
-): Record<string, string> {
-  const named = Boolean(env.AWS_ACCESS_KEY_ID || env.AWS_PROFILE);
-  return {
-    AWS_ENDPOINT_URL_DYNAMODB: plan.dynamodb,
-    AWS_ENDPOINT_URL_S3: plan.s3,
-    AWS_REGION: env.AWS_REGION || env.AWS_DEFAULT_REGION || 'us-east-1',
-    ...(named
-      ? {}
-      : {
-          AWS_ACCESS_KEY_ID: localCredentials.accessKeyId,
-          AWS_SECRET_ACCESS_KEY: localCredentials.secretAccessKey,
-        }),
-  };
 }
 
 /**

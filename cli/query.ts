@@ -16,8 +16,9 @@ import { type Command, InvalidArgumentError, Option } from 'commander';
 import { STREAMS, type Stream } from '../shared/ledger/layout.ts';
 import type { DuckDbLoader } from '../shared/query/engine.ts';
 import type { QuerySummary } from '../shared/query/query.ts';
+import { type OperatorEnvironment, operatorEnvironment } from './environment.ts';
 import { ViolationFoundError } from './failures.ts';
-import { ENDPOINT_HELP, endpointUrl, pipelineIdOf, resolveEndpoint } from './options.ts';
+import { ENDPOINT_HELP, endpointUrl } from './options.ts';
 
 // Restated, not imported from shared/query/format.ts: registering the command must load no implementation.
 const FORMATS = ['table', 'csv', 'json'] as const;
@@ -46,7 +47,7 @@ export async function runQueryCommand(
   options: QueryCommandOptions,
   deps: QueryDependencies = {},
 ): Promise<QuerySummary> {
-  const env = deps.env ?? process.env;
+  const environment = operatorEnvironment(deps.env);
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
   const [{ queryCommitted }, sources, { CommittedFileError }, { ManifestLogError }] = await Promise.all([
     import('../shared/query/query.ts'),
@@ -60,9 +61,9 @@ export async function runQueryCommand(
     if (options.exportDir !== undefined) {
       source = sources.exportDirectorySource(options.exportDir, options.pipeline);
     } else {
-      const endpoint = resolveEndpoint(options.endpoint, env);
+      const endpoint = environment.endpoint(options.endpoint);
       const { createAwsClients } = await import('../shared/aws/clients.ts');
-      const clients = createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+      const clients = createAwsClients(environment.variables, endpoint === undefined ? {} : { endpoint });
       release = () => {
         clients.s3.destroy();
         clients.dynamodb.destroy();
@@ -99,7 +100,10 @@ interface RawOptions {
 }
 
 /** Where to read from: `--export-dir`, else `--bucket` (or `$EOS_BUCKET`); both at once is a usage error. */
-function location(raw: RawOptions, env: NodeJS.ProcessEnv): { bucket: string } | { exportDir: string } {
+function location(
+  raw: RawOptions,
+  environment: OperatorEnvironment,
+): { bucket: string } | { exportDir: string } {
   if (raw.exportDir !== undefined) {
     if (raw.bucket !== undefined)
       throw new InvalidArgumentError('--bucket and --export-dir cannot be combined');
@@ -108,11 +112,7 @@ function location(raw: RawOptions, env: NodeJS.ProcessEnv): { bucket: string } |
     }
     return { exportDir: raw.exportDir };
   }
-  const bucket = raw.bucket ?? (env.EOS_BUCKET || undefined);
-  if (bucket === undefined) {
-    throw new InvalidArgumentError('--bucket or --export-dir is required (or set EOS_BUCKET)');
-  }
-  return { bucket };
+  return { bucket: environment.requiredBucket(raw.bucket, '--export-dir') };
 }
 
 export function registerQueryCommand(program: Command, deps: QueryDependencies = {}): Command {
@@ -135,15 +135,15 @@ export function registerQueryCommand(program: Command, deps: QueryDependencies =
     )
     .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
     .action(async (sql: string, raw: RawOptions) => {
-      const env = deps.env ?? process.env;
+      const environment = operatorEnvironment(deps.env);
       if (sql.trim() === '') throw new InvalidArgumentError('the SQL is empty');
       await runQueryCommand(
         {
           sql,
           format: raw.format,
           stream: raw.stream,
-          pipeline: pipelineIdOf(raw.pipeline, env),
-          ...location(raw, env),
+          pipeline: environment.pipelineId(raw.pipeline),
+          ...location(raw, environment),
           ...(raw.endpoint ? { endpoint: raw.endpoint } : {}),
         },
         deps,

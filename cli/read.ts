@@ -9,10 +9,11 @@
  * ```
  */
 import type { Writable } from 'node:stream';
-import { type Command, InvalidArgumentError, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import { STREAMS, type Stream } from '../shared/ledger/layout.ts';
+import { operatorEnvironment } from './environment.ts';
 import { ViolationFoundError } from './failures.ts';
-import { ENDPOINT_HELP, endpointUrl, pipelineIdOf, resolveEndpoint } from './options.ts';
+import { ENDPOINT_HELP, endpointUrl } from './options.ts';
 
 export interface ReadOptions {
   readonly bucket: string;
@@ -30,13 +31,13 @@ export interface ReadDependencies {
 /** Writes every committed record as one JSON line; resolves to the number of records written. */
 export async function runRead(options: ReadOptions, deps: ReadDependencies = {}): Promise<number> {
   const out = deps.out ?? process.stdout;
-  const env = deps.env ?? process.env;
-  const endpoint = resolveEndpoint(options.endpoint, env);
+  const environment = operatorEnvironment(deps.env);
+  const endpoint = environment.endpoint(options.endpoint);
   const [{ createAwsClients }, { CommittedFileError, readCommitted }] = await Promise.all([
     import('../shared/aws/clients.ts'),
     import('../shared/sink/reader.ts'),
   ]);
-  const clients = createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+  const clients = createAwsClients(environment.variables, endpoint === undefined ? {} : { endpoint });
   let count = 0;
   try {
     const { bucket, pipeline, stream } = options;
@@ -65,10 +66,9 @@ export function registerReadCommand(program: Command, deps: ReadDependencies = {
     .addOption(new Option('--stream <stream>', 'which stream').choices([...STREAMS]).default('output'))
     .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
     .action(async (raw: { bucket?: string; pipeline?: string; stream: Stream; endpoint?: string }) => {
-      const env = deps.env ?? process.env;
-      const bucket = raw.bucket ?? (env.EOS_BUCKET || undefined);
-      if (!bucket) throw new InvalidArgumentError('--bucket is required (or set EOS_BUCKET)');
-      const pipeline = pipelineIdOf(raw.pipeline, env);
+      const environment = operatorEnvironment(deps.env);
+      const bucket = environment.requiredBucket(raw.bucket);
+      const pipeline = environment.pipelineId(raw.pipeline);
       await runRead(
         { bucket, pipeline, stream: raw.stream, ...(raw.endpoint ? { endpoint: raw.endpoint } : {}) },
         deps,

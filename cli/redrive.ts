@@ -13,8 +13,9 @@
 import { type Command, InvalidArgumentError } from 'commander';
 import type { AwsClients } from '../shared/aws/clients.ts';
 import type { PartitionRedrive, RedriveResult } from '../shared/redrive/redrive.ts';
+import { operatorEnvironment } from './environment.ts';
 import { AwsUnavailableError, ViolationFoundError } from './failures.ts';
-import { ENDPOINT_HELP, endpointUrl, integer, resolveEndpoint } from './options.ts';
+import { ENDPOINT_HELP, endpointUrl, integer } from './options.ts';
 
 export interface RedriveDependencies {
   readonly clients?: AwsClients;
@@ -63,8 +64,8 @@ export async function runRedrive(
   options: RedriveCommandOptions,
   deps: RedriveDependencies = {},
 ): Promise<RedriveResult> {
-  const env = deps.env ?? process.env;
-  const endpoint = resolveEndpoint(options.endpoint, env);
+  const environment = operatorEnvironment(deps.env);
+  const endpoint = environment.endpoint(options.endpoint);
   const [
     { createAwsClients },
     { settingsFromEnv },
@@ -80,13 +81,7 @@ export async function runRedrive(
     import('../shared/decode/glue-schemas.ts'),
     import('../shared/redrive/redrive.ts'),
   ]);
-  const settings = settingsFromEnv({
-    ...env,
-    ...(options.table ? { EOS_LEDGER_TABLE: options.table } : {}),
-    ...(options.bucket ? { EOS_BUCKET: options.bucket } : {}),
-    ...(options.pipeline ? { EOS_PIPELINE_ID: options.pipeline } : {}),
-    ...(options.transform ? { EOS_TRANSFORM: options.transform } : {}),
-  });
+  const settings = settingsFromEnv(environment.withSettingFlags(options));
   const loaded = await loadTransform(settings.transform);
   // As the processor Lambda decodes (infra/transform-entry.ts): Glue's schema versions from GetSchemaVersion.
   const transform = usesGlue(loaded.definition)
@@ -95,7 +90,9 @@ export async function runRedrive(
         glueGetSchemaVersion: glueSchemaVersionLookup(),
       })
     : loaded.transform;
-  const owned = deps.clients ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+  const owned = deps.clients
+    ? undefined
+    : createAwsClients(environment.variables, endpoint === undefined ? {} : { endpoint });
   const clients = deps.clients ?? owned!;
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
   try {
@@ -153,12 +150,9 @@ refuses the credentials.`,
       if (raw.all && raw.checkpoint !== undefined) {
         throw new InvalidArgumentError('--all and --checkpoint exclude each other');
       }
-      const env = deps.env ?? process.env;
-      if (!raw.table && !env.EOS_LEDGER_TABLE) {
-        throw new InvalidArgumentError('--table is required (or set EOS_LEDGER_TABLE)');
-      }
-      if (!raw.bucket && !env.EOS_BUCKET)
-        throw new InvalidArgumentError('--bucket is required (or set EOS_BUCKET)');
+      const environment = operatorEnvironment(deps.env);
+      environment.requiredTable(raw.table || undefined);
+      environment.requiredBucket(raw.bucket || undefined);
       await runRedrive(raw, deps);
     });
 }

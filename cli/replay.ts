@@ -27,16 +27,8 @@ import type { ReplayTimes } from '../shared/replay/plan.ts';
 import type { PlannedReplay, ReplayStatus } from '../shared/replay/replay.ts';
 import type { RequestSwitchOutcome } from '../shared/replay/store.ts';
 import type { GenerationSwitch } from '../shared/sink/generation-switch.ts';
-import {
-  ENDPOINT_HELP,
-  endpointUrl,
-  integer,
-  oneOf,
-  pipelineIdOf,
-  regionOf,
-  requiredTable,
-  resolveEndpoint,
-} from './options.ts';
+import { type OperatorEnvironment, operatorEnvironment } from './environment.ts';
+import { ENDPOINT_HELP, endpointUrl, integer, oneOf } from './options.ts';
 
 export interface ReplayDependencies {
   readonly dynamodb?: DynamoDBClient;
@@ -157,8 +149,8 @@ export async function runReplay(
   options: ReplayOptions,
   deps: ReplayDependencies = {},
 ): Promise<ReplayResult> {
-  const env = deps.env ?? process.env;
-  const endpoint = resolveEndpoint(options.endpoint, env);
+  const environment = operatorEnvironment(deps.env);
+  const endpoint = environment.endpoint(options.endpoint);
   const [{ createAwsClients }, replay, { systemClock }, { ReplayPlanError }] = await Promise.all([
     import('../shared/aws/clients.ts'),
     import('../shared/replay/replay.ts'),
@@ -167,7 +159,9 @@ export async function runReplay(
   ]);
   const needsS3 = options.athenaView === true && deps.s3 === undefined;
   const owned =
-    deps.dynamodb && !needsS3 ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+    deps.dynamodb && !needsS3
+      ? undefined
+      : createAwsClients(environment.variables, endpoint === undefined ? {} : { endpoint });
   const dynamodb = deps.dynamodb ?? owned!.dynamodb;
   const write = deps.write ?? ((text: string) => process.stdout.write(text));
   const clock = deps.clock ?? systemClock;
@@ -193,7 +187,7 @@ export async function runReplay(
     }
     if (options.topic !== undefined && options.fromTimestamp !== undefined) {
       const planned = await brokersUsable(() =>
-        planAtTimes(options, deps, env, endpoint, (offsetsByTime) =>
+        planAtTimes(options, deps, environment, endpoint, (offsetsByTime) =>
           replay.planReplayAtTimes({
             ...target,
             topic: options.topic!,
@@ -258,12 +252,12 @@ async function athenaView(
 async function planAtTimes<T>(
   options: ReplayOptions,
   deps: ReplayDependencies,
-  env: NodeJS.ProcessEnv,
+  environment: OperatorEnvironment,
   endpoint: string | undefined,
   work: (offsetsByTime: OffsetsByTime) => Promise<T>,
 ): Promise<T> {
   if (deps.offsetsByTime !== undefined) return work(deps.offsetsByTime);
-  const brokers = await connectBrokers(options, env, endpoint);
+  const brokers = await connectBrokers(options, environment, endpoint);
   try {
     return await work(brokers.offsets);
   } finally {
@@ -287,13 +281,14 @@ async function brokersUsable<T>(work: () => Promise<T>): Promise<T> {
 }
 
 /** The brokers' offsets by time, connected as the options say (`--cluster-arn` reads the bootstrap list). */
-async function connectBrokers(options: ReplayOptions, env: NodeJS.ProcessEnv, endpoint: string | undefined) {
-  const [kafkajs, { regionFromEnv }] = await Promise.all([
-    import('../shared/kafka/kafkajs-offsets.ts'),
-    import('../shared/aws/clients.ts'),
-  ]);
+async function connectBrokers(
+  options: ReplayOptions,
+  environment: OperatorEnvironment,
+  endpoint: string | undefined,
+) {
+  const kafkajs = await import('../shared/kafka/kafkajs-offsets.ts');
   const auth = options.kafkaAuth ?? 'iam';
-  const region = (options.clusterArn && regionOf(options.clusterArn)) || regionFromEnv(env);
+  const region = environment.region(options.clusterArn || undefined);
   let bootstrapServers = options.bootstrapServers;
   if (bootstrapServers === undefined) {
     const { KafkaClient } = await import('@aws-sdk/client-kafka');
@@ -310,7 +305,7 @@ async function connectBrokers(options: ReplayOptions, env: NodeJS.ProcessEnv, en
   return kafkajs.connectOffsetsByTime({
     bootstrapServers,
     auth,
-    env,
+    env: environment.variables,
     ...(region === undefined ? {} : { region }),
   });
 }
@@ -374,7 +369,7 @@ interface ReplayFlags {
 }
 
 /** `--athena-view` and its flags: alone, with the bucket. */
-function checkViewOptions(raw: ReplayFlags, env: NodeJS.ProcessEnv): void {
+function checkViewOptions(raw: ReplayFlags, environment: OperatorEnvironment): void {
   const viewFlags = [raw.database, raw.athenaTable, raw.view];
   if (raw.athenaView !== true) {
     if (raw.bucket !== undefined || viewFlags.some((flag) => flag !== undefined)) {
@@ -387,8 +382,7 @@ function checkViewOptions(raw: ReplayFlags, env: NodeJS.ProcessEnv): void {
   if (planFlagsGiven(raw) || raw.switch !== undefined) {
     throw new InvalidArgumentError('--athena-view does not go with planning a replay or --switch');
   }
-  if (!raw.bucket && !env.EOS_BUCKET)
-    throw new InvalidArgumentError('--bucket is required (or set EOS_BUCKET)');
+  environment.requiredBucket(raw.bucket || undefined);
   for (const name of viewFlags) {
     if (name !== undefined && !/^[A-Za-z0-9_]{1,255}$/.test(name)) {
       throw new InvalidArgumentError(`${JSON.stringify(name)} is not a Glue name (letters, digits, _)`);
@@ -530,18 +524,18 @@ new one for exactly the replayed ranges. Keyed state is not replayed. Exit codes
 that cannot be; 3 AWS cannot be reached or used.`,
     )
     .action(async (raw: ReplayFlags) => {
-      const env = deps.env ?? process.env;
+      const environment = operatorEnvironment(deps.env);
       // The view reads the bucket only.
       const table =
-        raw.athenaView === true ? (raw.table ?? env.EOS_LEDGER_TABLE ?? '') : requiredTable(raw.table, env);
-      checkViewOptions(raw, env);
+        raw.athenaView === true ? (environment.table(raw.table) ?? '') : environment.requiredTable(raw.table);
+      checkViewOptions(raw, environment);
       checkPlanOptions(raw, deps.offsetsByTime !== undefined);
       const { isValidTopicName } = await import('../shared/kafka/event.ts');
       if (raw.topic !== undefined && !isValidTopicName(raw.topic)) {
         throw new InvalidArgumentError(`--topic ${JSON.stringify(raw.topic)} is not a Kafka topic name`);
       }
-      const pipeline = pipelineIdOf(raw.pipeline, env);
-      const bucket = raw.bucket ?? (env.EOS_BUCKET || undefined);
+      const pipeline = environment.pipelineId(raw.pipeline);
+      const bucket = environment.bucket(raw.bucket);
       await runReplay({ ...raw, table, pipeline, ...(bucket === undefined ? {} : { bucket }) }, deps);
     });
 }

@@ -11,15 +11,8 @@ import type { KafkaClient } from '@aws-sdk/client-kafka';
 import type { Command } from 'commander';
 import type { Clock } from '../shared/clock.ts';
 import type { PipelineStatus } from '../shared/status/format.ts';
-import {
-  ENDPOINT_HELP,
-  endpointUrl,
-  integer,
-  pipelineIdOf,
-  regionOf,
-  requiredTable,
-  resolveEndpoint,
-} from './options.ts';
+import { operatorEnvironment } from './environment.ts';
+import { ENDPOINT_HELP, endpointUrl, integer } from './options.ts';
 
 export interface StatusDependencies {
   readonly dynamodb?: DynamoDBClient;
@@ -44,9 +37,9 @@ export async function runStatus(
   options: StatusOptions,
   deps: StatusDependencies = {},
 ): Promise<PipelineStatus> {
-  const env = deps.env ?? process.env;
-  const endpoint = resolveEndpoint(options.endpoint, env);
-  const [{ createAwsClients, regionFromEnv }, { readClusterStatus }, format, { readLedgerStatus }, clock] =
+  const environment = operatorEnvironment(deps.env);
+  const endpoint = environment.endpoint(options.endpoint);
+  const [{ createAwsClients }, { readClusterStatus }, format, { readLedgerStatus }, clock] =
     await Promise.all([
       import('../shared/aws/clients.ts'),
       import('../shared/status/cluster-status.ts'),
@@ -54,13 +47,15 @@ export async function runStatus(
       import('../shared/status/ledger-status.ts'),
       import('../shared/clock.ts'),
     ]);
-  const owned = deps.dynamodb ? undefined : createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+  const owned = deps.dynamodb
+    ? undefined
+    : createAwsClients(environment.variables, endpoint === undefined ? {} : { endpoint });
   const dynamodb = deps.dynamodb ?? owned!.dynamodb;
   let kafka = deps.kafka;
   if (options.clusterArn && !kafka) {
     const { KafkaClient } = await import('@aws-sdk/client-kafka');
     // The cluster's own region, so that `eos status` works whatever the shell's default region is.
-    const region = regionOf(options.clusterArn) ?? regionFromEnv(env);
+    const region = environment.region(options.clusterArn);
     kafka = new KafkaClient({
       ...(region === undefined ? {} : { region }),
       ...(endpoint === undefined ? {} : { endpoint }),
@@ -116,9 +111,9 @@ export function registerStatusCommand(program: Command, deps: StatusDependencies
         json: boolean;
         endpoint?: string;
       }) => {
-        const env = deps.env ?? process.env;
-        const table = requiredTable(raw.table, env);
-        const pipeline = pipelineIdOf(raw.pipeline, env);
+        const environment = operatorEnvironment(deps.env);
+        const table = environment.requiredTable(raw.table);
+        const pipeline = environment.pipelineId(raw.pipeline);
         await runStatus({ ...raw, table, pipeline }, deps);
       },
     );

@@ -5,7 +5,8 @@
  */
 import { type Command, InvalidArgumentError } from 'commander';
 import type { VerifyProgress, VerifyResult } from '../shared/sink/verify.ts';
-import { ENDPOINT_HELP, endpointUrl, resolveEndpoint } from './options.ts';
+import { operatorEnvironment } from './environment.ts';
+import { ENDPOINT_HELP, endpointUrl } from './options.ts';
 
 export interface VerifyDependencies {
   readonly env?: NodeJS.ProcessEnv;
@@ -36,18 +37,18 @@ export async function runVerifyCommand(
   options: VerifyCommandOptions,
   deps: VerifyDependencies = {},
 ): Promise<{ result: VerifyResult; exitCode: number }> {
-  const env = deps.env ?? process.env;
+  const environment = operatorEnvironment(deps.env);
   const which =
     options.prefix !== undefined && options.pipeline === undefined
       ? { prefix: options.prefix }
-      : { pipeline: options.pipeline ?? env.EOS_PIPELINE_ID ?? 'orders' };
+      : { pipeline: environment.pipelineId(options.pipeline) };
   if (which.prefix !== undefined) checkPrefix(which.prefix);
-  const endpoint = resolveEndpoint(options.endpoint, env);
+  const endpoint = environment.endpoint(options.endpoint);
   const [{ createAwsClients }, { formatVerifyResult, verifySink }] = await Promise.all([
     import('../shared/aws/clients.ts'),
     import('../shared/sink/verify.ts'),
   ]);
-  const clients = createAwsClients(env, endpoint === undefined ? {} : { endpoint });
+  const clients = createAwsClients(environment.variables, endpoint === undefined ? {} : { endpoint });
   try {
     const result = await verifySink({
       s3: clients.s3,
@@ -96,9 +97,7 @@ export function registerVerifyCommand(program: Command, deps: VerifyDependencies
     .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
     .option('--json', 'print the result as JSON', false)
     .action(async (options: Omit<VerifyCommandOptions, 'bucket'> & { bucket?: string }) => {
-      const env = deps.env ?? process.env;
-      const bucket = options.bucket ?? (env.EOS_BUCKET || undefined);
-      if (bucket === undefined) throw new InvalidArgumentError('--bucket is required (or set EOS_BUCKET)');
+      const bucket = operatorEnvironment(deps.env).requiredBucket(options.bucket);
       process.exitCode = (await runVerifyCommand({ ...options, bucket }, deps)).exitCode;
     });
 }
