@@ -1,6 +1,6 @@
 /**
  * `eos epoch`: each partition's epochs and why a partition stopped; `--start-new` opens a new epoch for a stopped
- * partition (issue 14, shared/ledger/epochs.ts and epoch-switch.ts).
+ * partition (shared/ledger/epochs.ts and epoch-switch.ts).
  *
  * `cli/eos.ts` registers it. The DynamoDB client is injectable for tests; the default one follows the AWS chain
  * and is loaded only when the command runs. Exit codes: 0 done; 1 some partition was not switched (not stopped,

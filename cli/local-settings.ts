@@ -33,9 +33,9 @@ export interface SettingFlags {
   /** `--missing-idempotency-key dead-letter|offset-only`. */
   readonly missingIdempotencyKey?: string;
   readonly topic?: string;
-  /** `--format ndjson|parquet` (issue 12). */
+  /** `--format ndjson|parquet`. */
   readonly format?: string;
-  /** `--partition-by none|day|hour` (issue 12). */
+  /** `--partition-by none|day|hour`. */
   readonly partitionBy?: string;
 }
 

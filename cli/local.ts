@@ -79,7 +79,7 @@ export interface LocalCommandOptions {
   /** Separate existing endpoints (DynamoDB Local and an S3 server started apart); each wins over --endpoint. */
   readonly dynamodbEndpoint?: string;
   readonly s3Endpoint?: string;
-  /** An operations scenario (issue 14): `recreate-topic`, `redrive` or `replay`. */
+  /** An operations scenario: `recreate-topic`, `redrive` or `replay`. */
   readonly scenario?: LocalScenario;
   /** Run even when the table or bucket already holds the pipeline (else exit 2, see `local/in-use.ts`). */
   readonly reuse?: boolean;
@@ -301,7 +301,7 @@ export async function runLocalCommand(
   const starting = startParts();
   const unhook = stopOnSignal(starting, writeError);
   // The runner's modules (the processor, the SDK's S3 client, the state machine interpreter) load while DynamoDB
-  // Local's JVM starts: two seconds of a first run that used to come after it.
+  // Local's JVM starts, rather than after it: two seconds of a first run.
   const loading = Promise.all([
     import('../shared/aws/clients.ts'),
     import('../local/provision.ts'),

@@ -1,6 +1,6 @@
 /**
  * `eos replay`: reprocess an offset range with the current transform into a new output generation, and switch
- * readers to it once it is committed (issue 14, shared/replay/).
+ * readers to it once it is committed (shared/replay/).
  *
  * - `eos replay --topic T --from-offset N [--to-offset N] [--partitions 0,1]` writes the next generation's plan;
  *   the replay mapping (the stack's `replay` prop, docs/deploy.md) then stages the range;

@@ -1,6 +1,6 @@
 /**
  * `eos verify --bucket B [--pipeline P]`: checks a pipeline's committed layout (see `shared/sink/verify.ts`):
- * its manifests under `<P>/_manifests/` and its data under `<P>/final/`. The older `--prefix <P>/final/` still
+ * its manifests under `<P>/_manifests/` and its data under `<P>/final/`. The form `--prefix <P>/final/` also
  * works and names the same pipeline. Exit 0 when every invariant holds, 1 when one does not (cli/failures.ts).
  */
 import { type Command, InvalidArgumentError } from 'commander';

@@ -33,7 +33,7 @@ import { LINEAGE_COLUMN } from '../shared/sink/parquet.ts';
 import { partitionProjection, timePartitionKeys } from '../shared/sink/time-partitions.ts';
 import type { ColumnDefinition, ColumnType } from '../shared/transforms/api.ts';
 
-/** The stream the table describes: dead letters stay NDJSON (issue 12), so only the output is Parquet. */
+/** The stream the table describes: dead letters stay NDJSON, so only the output is Parquet. */
 export const ANALYTICS_STREAM: Stream = 'output';
 
 /**

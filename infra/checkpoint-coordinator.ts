@@ -1,5 +1,5 @@
 /**
- * `CheckpointCoordinator`: the Step Functions checkpoint coordinator of one pipeline (issue 3, C1–C7).
+ * `CheckpointCoordinator`: the Step Functions checkpoint coordinator of one pipeline (C1–C7).
  *
  * - A Standard state machine whose definition is {@link buildCoordinatorDefinition} (the same pure function the
  *   local runner executes), deployed with `DefinitionBody.fromString` and `definitionSubstitutions` for the
@@ -166,7 +166,7 @@ export class CheckpointCoordinator extends Construct {
         };
       case 'prepare':
         // CopyObject of each covered staged object into the attempt's folder is s3:GetObject on the source and
-        // s3:PutObject on the copy; the copy is then read back and verified (issue 17, review R2b-1).
+        // s3:PutObject on the copy; the copy is then read back and verified.
         return {
           dynamodb: [
             [[...read, ...write], checkpoint],

@@ -301,7 +301,7 @@ function settingError(
   return new InvalidSettingError(label(key), `${issue.message}${shown}`);
 }
 
-/** The timing rules of the protocol (DESIGN P3, C1) and the cluster choice. */
+/** The timing rules of the protocol (P3, C1: docs/architecture.md) and the cluster choice. */
 function checkCrossSettings(
   config: PipelineConfig,
   label: (key: string) => string,

@@ -641,7 +641,7 @@ export class ExactlyOncePipeline extends Construct {
       environment: {
         ...defaults.environment,
         ...this.environment,
-        // The processor rejects events of any other source or topic before any effect (issue 17).
+        // The processor rejects events of any other source or topic before any effect.
         ...settingsToEnv({
           ledgerTable: this.table.tableName,
           bucket: this.bucket.bucketName,
@@ -788,7 +788,7 @@ export class ExactlyOncePipeline extends Construct {
   }
 
   /**
-   * The ARN the processor requires in every event (issue 17): the MSK cluster's, for a cluster in this account.
+   * The ARN the processor requires in every event: the MSK cluster's, for a cluster in this account.
    * Self-managed Kafka events carry no ARN, and for a cross-account cluster the events' ARN is not documented (the
    * mapping's is the managed VPC connection's): there the processor checks the topic only.
    */

@@ -122,7 +122,7 @@ export interface KafkaMappingOptions {
 export interface AttachedKafkaSource {
   readonly mapping: lambda.EventSourceMapping;
   /**
-   * The ARN the processor accepts in an event's `eventSourceArn` (issue 17), when this source's events are known
+   * The ARN the processor accepts in an event's `eventSourceArn`, when this source's events are known
    * to carry it: the MSK cluster's in the same account. Undefined for a self-managed cluster (its events carry
    * `bootstrapServers`, no ARN) and for a cross-account cluster (see `docs/deploy.md`).
    */

@@ -263,7 +263,7 @@ export class PipelineObservability extends Construct {
     });
   }
 
-  /** The alarms of issues 9 and 17: any occurrence is an operator's business, except duplicates (a burst). */
+  /** The security alarms: any occurrence is an operator's business, except duplicates (a burst). */
   private securityAlarms(pl: string) {
     const fiveMinutes = Duration.minutes(5);
     const anyOf = (name: MetricName) => this.pipelineMetric(name, 'Sum', fiveMinutes);

@@ -1,5 +1,5 @@
 /**
- * The `replay` prop (issue 14, replay into a new generation): a second event source mapping on the same cluster and
+ * The `replay` prop (replay into a new generation): a second event source mapping on the same cluster and
  * topic, under a consumer group of its own that starts from the beginning of the topic (or a timestamp), feeding a
  * second processor built exactly like the live one plus `EOS_REPLAY_GENERATION`, so the processor stages the range
  * into output generation N (`shared/replay/`) next to the live output, until an operator switches to it.

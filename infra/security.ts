@@ -26,13 +26,10 @@
  * block) are denied to every principal but the bucket's administrators: the role CloudFormation deploys the stack
  * with, or the `bucketAdminPrincipals` named instead. Added once per bucket, by the pipeline that owns it.
  *
- * Trade-offs, deliberately:
- * - Lifecycle rules are not subject to bucket policies: the in-progress backstop and noncurrent-version expiry
- *   keep working.
- * - With `removalPolicy=destroy`, CDK's auto-delete-objects handler must empty the bucket (every version): its
- *   role is exempt everywhere. With `retain` (the default) nobody is exempt; deleting the retained bucket's
- *   committed data takes removing this policy first, which only the bucket's administrators can.
- * - S3 lets the account's root user change or delete a bucket policy whatever it says: the last way back in.
+ * Trade-offs, deliberately: lifecycle rules are not subject to bucket policies (the in-progress backstop and
+ * noncurrent-version expiry keep working); with `removalPolicy=destroy` CDK's auto-delete-objects role is exempt
+ * everywhere, with `retain` (the default) nobody is, so deleting committed data takes removing this policy first;
+ * the account's root user can change a bucket policy whatever it says: the last way back in.
  */
 import { DefaultStackSynthesizer, Fn, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';

@@ -7,12 +7,12 @@
  * - Producer duplicates: a resend of an earlier order (same value, same `idempotency-key`), usually to the same
  *   partition (a producer retry), sometimes to another one (an application-level resend).
  * - Poison records: invalid JSON, a currency that is not an ISO code, too many decimals, a missing field, a
- *   tombstone (value null), a customer id that is a lone surrogate (a state key DynamoDB would merge with others,
- *   issue 9.5). Each has its own idempotency key and is never duplicated, so its expected fate (one dead-letter
+ *   tombstone (value null), a customer id that is a lone surrogate (a state key DynamoDB would merge with others).
+ *   Each has its own idempotency key and is never duplicated, so its expected fate (one dead-letter
  *   row) is unambiguous.
  * - Binary idempotency keys: some orders carry an `idempotency-key` header that is not UTF-8 (the order's id, then
  *   one byte 0xfc-0xff); neighbouring orders share the id prefix, so a lossy decoding would merge them and drop
- *   one as a duplicate (issue 17). Their resends carry the same bytes and must still be deduplicated.
+ *   one as a duplicate. Their resends carry the same bytes and must still be deduplicated.
  */
 import type { InputRecord } from './input.ts';
 import { type Random, seededRandom } from './prng.ts';

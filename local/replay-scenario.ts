@@ -1,5 +1,5 @@
 /**
- * `eos local --scenario replay` (issue 14, shared/replay/): once the run's input is committed, an operator replays
+ * `eos local --scenario replay` (shared/replay/): once the run's input is committed, an operator replays
  * the middle half of every partition with a changed transform into generation 1 and asks for the switch at once;
  * a second event source mapping (a second emulator over the same log, from its start) feeds the processor in
  * replay mode, crashing once at a seeded step and redelivering batches when faults are injected, while checkpoints

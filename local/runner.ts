@@ -100,21 +100,21 @@ export interface RunOptions {
   /** Optional probes for measurements (the benchmark): none is called, and nothing is recorded, when absent. */
   readonly observer?: RunObserver;
   /**
-   * Recreates the topic once every record of `input` is acknowledged (issue 14): the log starts again at offset 0
+   * Recreates the topic once every record of `input` is acknowledged: the log starts again at offset 0
    * with these records, a new generation. The processor stops each partition whose offsets went backwards; the
    * run opens a new epoch for it, as an operator does with `eos epoch --start-new`, and goes on. The verdict is
    * per epoch: each generation's records exactly once in their own lane (`shared/ledger/epochs.ts`).
    */
   readonly recreateTopicWith?: readonly InputRecord[];
   /**
-   * Redrives the dead letters after the run (issue 14): `transform` is then the one with a bug, this the fixed one.
+   * Redrives the dead letters after the run: `transform` is then the one with a bug, this the fixed one.
    * Once the input is committed, `eos redrive` runs with the fixed transform (crashing once at a seeded step when
    * crashes are injected, then run again), a checkpoint commits the round, and a second redrive must change
    * nothing. The verdict is judged against the fixed transform, each record by its latest outcome.
    */
   readonly redriveWith?: Transform;
   /**
-   * Replays a range after the run (issue 14, `replay-scenario.ts`): `transform` is then the one with a bug, this the
+   * Replays a range after the run (`replay-scenario.ts`): `transform` is then the one with a bug, this the
    * changed one. Once the input is committed, the middle half of every partition is replayed with this transform
    * into generation 1 through a second mapping, and the switch is requested at once; readers are checked after
    * every checkpoint. The verdict is judged on what readers show: this transform's outcome in the range, the
