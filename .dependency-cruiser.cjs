@@ -1,14 +1,16 @@
 /**
  * The layers of the code, enforced by test/architecture/layers.test.ts (`npx depcruise --config
- * .dependency-cruiser.cjs shared functions cli infra local` prints the same verdict). Each layer imports only the
- * layers below it (docs/architecture.md, "Layers"):
+ * .dependency-cruiser.cjs shared functions cli infra local` prints the same verdict). Each layer imports only
+ * itself and the layers below it (docs/architecture.md, "Layers"):
  *   base          shared/errors.ts, shared/clock.ts, shared/concurrency.ts, shared/aws/
  *   record model  shared/kafka/, shared/decode/, shared/transforms/
  *   settings      shared/config/ (validates topics and columns by the record model's rules)
  *   storage       shared/ledger/ (DynamoDB), shared/sink/ (S3 and output formats)
  *   use cases     shared/{processor,coordinator,replay,redrive,query,status,observability}/
  *   entry points  functions/, cli/, infra/, local/
- * Type-only imports count: a layer that needs a higher layer's type has its seam in the wrong place.
+ * Type-only imports count: a layer that needs a higher layer's type has its seam in the wrong place. The ledger
+ * never imports the sink, and no import cycle is allowed anywhere. (That Lambda handlers live only in functions/ is
+ * checked by the test itself, not by a rule here.)
  */
 const BASE = '^shared/(errors|clock|concurrency)\\.ts$|^shared/aws/';
 const RECORD_MODEL = '^shared/(kafka|decode|transforms)/';
