@@ -13,6 +13,7 @@ import type { Stream } from '../../ledger/layout.ts';
 import type { StagedEntries } from '../../ledger/staged-entries.ts';
 import { inProgressPrefix } from '../../sink/layout.ts';
 import { deleteKeys, listObjects } from '../../sink/objects.ts';
+import type { CoordinatorParts } from '../parts.ts';
 
 export interface StagedKeyParts {
   readonly stream: Stream;
@@ -64,7 +65,7 @@ export interface SweepOptions {
 }
 
 /**
- * Deletes orphan staged objects older than the grace period; returns their keys. Incremental (issue 9): each
+ * Deletes orphan staged objects older than the grace period; returns their keys. Incremental: each
  * sweep examines at most `limit` staged objects after the persisted mark, in key order across both streams, and
  * moves the mark to the last one examined; a sweep that reaches the end resets it, so the next starts over. Every
  * orphan is therefore examined within ⌈staged objects / limit⌉ sweeps, wherever its key sorts. Safety does not
@@ -96,4 +97,29 @@ export async function sweepOrphans(options: SweepOptions): Promise<string[]> {
   // Fewer than `limit` objects: the listing reached the end; the next sweep starts from the lowest key again.
   await options.mark?.write(after, examined < limit ? '' : last);
   return orphans;
+}
+
+/** The coordinator's sweep (cleanup and abort): the mark lives in the ledger, so each continues where the last one stopped. */
+export async function sweepCoordinatorOrphans(
+  parts: Pick<
+    CoordinatorParts,
+    'settings' | 'clients' | 'clock' | 'log' | 'store' | 'ledger' | 'orphanSweepLimit'
+  >,
+): Promise<number> {
+  const { settings, store, clock } = parts;
+  const orphans = await sweepOrphans({
+    s3: parts.clients.s3,
+    bucket: settings.bucket,
+    pipeline: settings.pipelineId,
+    ledger: parts.ledger,
+    now: clock.now(),
+    graceMs: settings.orphanGraceSeconds * 1000,
+    limit: parts.orphanSweepLimit,
+    mark: {
+      read: () => store.readSweepMark(),
+      write: (expected, after) => store.writeSweepMark(expected, after, clock.now()),
+    },
+  });
+  if (orphans.length > 0) parts.log.info('deleted orphan staged objects', { count: orphans.length });
+  return orphans.length;
 }
