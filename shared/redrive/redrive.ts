@@ -1,29 +1,19 @@
 /**
- * Exactly-once dead-letter redrive: `eos redrive` sends committed dead letters back through the
- * exactly-once path with the current transform, keyed by their original (topic, partition, offset).
+ * Exactly-once dead-letter redrive: `eos redrive` sends committed dead letters back through the exactly-once path
+ * with the current transform, keyed by their original (topic, partition, offset).
  *
- * Where redriven records go. A dead letter of lane L (a topic's epoch lane, `ledger/epochs.ts`) is staged again
- * in a *redrive lane* `L~r<R>` of its partition, R being the redrive round, at its original offset. The lane has
- * a fence like any partition, so the processor's protocol applies unchanged: a crash, a re-run or two operators at
- * once stage each record of a round at most once (P2, P5), and the coordinator commits the lane as one more
- * partition. A redriven record that now passes becomes output rows whose lineage is its original offset, in
- * objects (and manifest entries) that name the redrive lane: that is how committed output shows which rows came
- * from a redrive. One that fails again is dead-lettered again, in the redrive lane, with the new reason.
- *
- * Rounds, per (lane, partition):
- * - a round is open while its lane's fence is not closed; a run finds it open (a crash, an interrupted run) and
- *   goes on with it: the fence drops what the round staged already;
- * - at the end of a run the round's fence is closed (as an epoch is: `closedAt`), so nothing stages on it any
- *   more, not even a slower concurrent run;
- * - a new round starts only when the previous round's fence is covered by the last committed checkpoint's cut:
- *   then the committed output is the whole truth about it (otherwise the run reports `waiting`: run again after
- *   the next checkpoint).
- * What a round redrives: every record of the partition whose latest outcome is a dead letter (the dead letter of
- * the highest round that has one, or the original), and that no round turned into output. A record whose fate
- * under the current transform is its latest dead letter's (rejected for the same reason, or meeting the same
- * ledger fact again: `judge.ts`) is left as it is (nothing is written): so a redrive run twice, or run again
- * without a fix, changes nothing. Every partition is judged before any record is sent. With `checkpoint`, only the
- * records whose latest dead letter that checkpoint committed.
+ * A dead letter of lane L (a topic's epoch lane, `ledger/epochs.ts`) is staged again in the redrive lane `L~r<R>`
+ * of its partition (R the round), at its original offset, by the processor's protocol unchanged (P2, P5); the
+ * coordinator commits the lane as one more partition. What rounds guarantee is stated in docs/architecture.md
+ * ("Lanes: epochs, generations and redrives" and the end-to-end property, item 5). Here, per (lane, partition):
+ * - a run finds its round open (after a crash, an interrupted run) and goes on with it: the fence drops what the
+ *   round staged already; at the end of a run the round's fence is closed (`closedAt`, as an epoch's);
+ * - a new round starts only when the last committed cut covers the previous round's fence (else the run reports
+ *   `waiting`: run again after the next checkpoint);
+ * - a round redrives every record whose latest outcome is a dead letter and that no round turned into output,
+ *   except one whose fate under the current transform is its latest dead letter's (`judge.ts`): nothing is
+ *   written for it, so a run without a fix changes nothing. Every partition is judged before any record is sent.
+ *   With `checkpoint`, only the records whose latest dead letter that checkpoint committed.
  *
  * Runs from the operator's machine (`eos redrive`) or a test, with the processor's code and settings: it needs
  * what the processor may do (stage under `_inprogress/`, write processor ledger keys) and to read manifests.
