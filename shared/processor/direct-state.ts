@@ -6,9 +6,10 @@
  * (`state-refusal.ts`) and the rest of its chunk applied (L1 holds for every guarantee): the partition never stalls
  * on a refusal that would repeat on every retry.
  */
-import type { StagingLedger } from '../ledger/staging-ledger.ts';
+
 import { planChunk } from './chunks.ts';
 import { deadLetterOf, type EvaluatedRecord, foldState } from './evaluate.ts';
+import type { ProcessorLedger } from './ledger-port.ts';
 import { isStateRefusal, refusedStateRecords } from './state-refusal.ts';
 
 export interface DirectState {
@@ -19,7 +20,7 @@ export interface DirectState {
 }
 
 export interface DirectStateTarget {
-  readonly ledger: StagingLedger;
+  readonly ledger: Pick<ProcessorLedger, 'readState' | 'applyState'>;
   readonly pipeline: string;
   readonly topic: string;
   readonly partition: number;

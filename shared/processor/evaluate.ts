@@ -7,7 +7,7 @@
  * ledger cannot store exactly (empty, oversized, not well-formed UTF-16, not derivable from the exact bytes),
  * effects that cannot fit one transaction or one item, and state field names the ledger item or plain-object
  * folding would misread. A dead letter never claims its idempotency key: a garbage record must not suppress the
- * real record with that key (issue 17).
+ * real record with that key.
  *
  * The key comes from the `idempotencyKey` setting: a header's exact bytes (`header:<name>`), a field of the JSON
  * value (`json:<field>`, read from the transform's `body`), the key the transform returns (`transform`), or none.
@@ -36,7 +36,7 @@ import type {
 
 export interface EvaluatedRecord {
   readonly offset: number;
-  /** The record's Kafka timestamp (ms): staged with its rows when final objects are time-partitioned (issue 12). */
+  /** The record's Kafka timestamp (ms): staged with its rows when final objects are time-partitioned. */
   readonly timestamp: number;
   /** Where the record came from; every row it makes carries it. */
   readonly source: Lineage;
@@ -161,7 +161,7 @@ const LONE_SURROGATE = /\p{Cs}/u;
 /** Why `key` cannot be a ledger key, or undefined when it can. */
 export function keyProblem(what: string, key: string): string | undefined {
   if (key === '') return `${what} is empty`;
-  // DynamoDB stores UTF-8: two strings with different lone surrogates would become one item (issue 9.5).
+  // DynamoDB stores UTF-8: two strings with different lone surrogates would become one item.
   if (LONE_SURROGATE.test(key)) return `${what} is not well-formed UTF-16 (a lone surrogate)`;
   if (Buffer.byteLength(key) > MAX_KEY_BYTES) return `${what} longer than ${MAX_KEY_BYTES} bytes`;
   return undefined;

@@ -1,0 +1,240 @@
+/**
+ * Idempotency claims (P4), written ahead of the staging transaction (`claimWrite: ahead`, the default) or inside it
+ * (`in-transaction`, and every takeover of an expired claim). A claim records its record's digest, so a record
+ * whose key is held with the same digest is a duplicate and with another a conflict (`key-decision.ts`); a claim
+ * is a record's own when claimant and digest both match, so a retry recognises its own claim in both modes.
+ *
+ * A claim written ahead lists the attempts that created or confirmed it (`holders`). An attempt whose batch then
+ * fails deterministically (not transient, not a crash) leaves the holders of its records still above the fence,
+ * read again consistently; a claim left with no holder is marked released and taken over by the next record with
+ * its key inside its fenced transaction (UpdateItem only: the processor role needs no DeleteItem). A claim the
+ * mapping's concurrent retry confirmed keeps that attempt as holder; a claim put by a staging transaction lists the
+ * committing attempt for good. Transient errors keep the claims for the retry. A crash after the claims leaves the
+ * crashed attempt a holder: the retry reuses the claim, or, if it fails deterministically first, the claim lasts
+ * to its TTL. A record dead-lettered for its state never holds its key, so its claim ahead is released or handed to
+ * the batch's next record with that key. docs/architecture.md, "Record-level and structural problems".
+ */
+import { isTransient } from '../aws/classify.ts';
+import { InjectedCrashError } from '../errors.ts';
+import { parseLane } from '../ledger/epochs.ts';
+import { type ClaimItem, claimantOf, parseClaimant } from '../ledger/records.ts';
+import type { ClaimHolder } from '../ledger/staging-ledger.ts';
+import type { Chunk } from './chunks.ts';
+import type { ProcessorContext } from './context.ts';
+import type { EvaluatedRecord } from './evaluate.ts';
+
+/** What an attempt holds of a batch's keys, and which records take an expired claim over in their transaction. */
+export interface HeldClaims {
+  /** Claims this attempt wrote ahead (or confirmed as its records' own), by record offset. */
+  readonly held: Map<number, ClaimItem>;
+  /** Records whose claim goes into the transaction in `ahead` mode: expired claims taken over. */
+  readonly takeovers: Set<number>;
+}
+
+export class Claims {
+  constructor(private readonly ctx: ProcessorContext) {}
+
+  /** The claims of `records` (those with a key), expiring after the idempotency TTL. */
+  claimsFor(records: readonly EvaluatedRecord[], topic: string, partition: number): ClaimItem[] {
+    const expiresAt = Math.floor(this.ctx.clock.now() / 1000) + this.ctx.settings.idempotencyTtlSeconds;
+    return records.flatMap((record) =>
+      record.idempotencyKey === undefined
+        ? []
+        : [
+            {
+              idempotencyKey: record.idempotencyKey,
+              claimant: claimantOf(topic, partition, record.offset),
+              digest: record.digest,
+              expiresAt,
+            },
+          ],
+    );
+  }
+
+  /**
+   * Claims the keys of the records still pending, before any staging transaction. Returns the holders of keys
+   * another record holds (the caller tells duplicates from conflicts); expired ones join `takeovers` (taken over
+   * inside the fenced transaction); claims created or confirmed join `held`. Safe to repeat: a retry finds its own.
+   */
+  async claimAhead(
+    pending: readonly EvaluatedRecord[],
+    dropped: ReadonlySet<number>,
+    { held, takeovers }: HeldClaims,
+    topic: string,
+    partition: number,
+    attemptId: string,
+  ): Promise<ClaimHolder[]> {
+    const claims = this.claimsFor(
+      pending.filter((record) => !dropped.has(record.offset)),
+      topic,
+      partition,
+    );
+    if (claims.length === 0) return [];
+    const { ledger, settings, clock } = this.ctx;
+    const found = await ledger.claimAhead(settings.pipelineId, claims, clock.now(), attemptId);
+    const orphaned = await this.releaseOrphans(found.taken, topic, partition);
+    const expired = new Set([...found.expired, ...orphaned]);
+    const heldKeys = new Map(found.held.map((claim) => [claim.idempotencyKey, claim]));
+    for (const record of pending) {
+      if (record.idempotencyKey === undefined || dropped.has(record.offset)) continue;
+      if (expired.has(record.idempotencyKey)) takeovers.add(record.offset);
+      const claim = heldKeys.get(record.idempotencyKey);
+      if (claim) held.set(record.offset, claim);
+    }
+    await this.ctx.step('after-claims', { topic, partition, chunk: 0 });
+    return found.taken.filter((holder) => !orphaned.has(holder.idempotencyKey));
+  }
+
+  /**
+   * Claims written ahead by an attempt whose lane was then closed by a new epoch (`epochs.ts`), for a record above
+   * that lane's final fence: the record can never be staged there, so the claim holds its key for nothing (a crash
+   * after the claims, then the switch). Such a claim is released (on condition it still names that record), so
+   * that the key is taken over inside this batch's fenced transaction instead of its records being dropped as
+   * duplicates of a record that never became durable. Only claims of an earlier epoch of this batch's own
+   * partition are looked at (a claim of another partition's closed epoch keeps blocking its key until its own
+   * retry takes it over, or its TTL), so a duplicate of an open lane costs no read: the fences of those lanes are
+   * read in parallel, only when such claims are found taken. Returns the keys released.
+   */
+  async releaseOrphans(taken: readonly ClaimHolder[], lane: string, partition: number): Promise<Set<string>> {
+    const { ledger, settings } = this.ctx;
+    const own = parseLane(lane);
+    const candidates = taken.flatMap((holder) => {
+      const claimant = parseClaimant(holder.claimant);
+      const of = claimant === undefined ? undefined : parseLane(claimant.lane);
+      const earlierEpoch =
+        of !== undefined &&
+        own !== undefined &&
+        claimant!.partition === partition &&
+        claimant!.lane !== lane &&
+        of.topic === own.topic &&
+        of.round === own.round &&
+        of.generation === own.generation &&
+        of.epoch < own.epoch;
+      return earlierEpoch && holder.digest !== undefined
+        ? [{ holder, claimant: claimant!, digest: holder.digest }]
+        : [];
+    });
+    if (candidates.length === 0) return new Set();
+    const lanes = [...new Set(candidates.map((c) => c.claimant.lane))];
+    const fences = new Map(
+      await Promise.all(
+        lanes.map(
+          async (name) =>
+            [
+              name,
+              await ledger.readFence(settings.pipelineId, name, partition).catch(() => undefined),
+            ] as const,
+        ),
+      ),
+    );
+    const released = new Set<string>();
+    for (const { holder, claimant, digest } of candidates) {
+      const fence = fences.get(claimant.lane);
+      if (!fence?.closed || claimant.offset <= fence.stagedOffset) continue;
+      if (
+        await ledger.releaseOrphanClaim(settings.pipelineId, holder.idempotencyKey, holder.claimant, digest)
+      ) {
+        released.add(holder.idempotencyKey);
+      }
+    }
+    return released;
+  }
+
+  /**
+   * Claims ahead x a state refusal in the same batch: a refused record's key passes to the batch's next record with
+   * that key (`key-decision.ts`), which wrote no claim ahead. The refused record's claim is released now
+   * (attempt-scoped, as after a failed batch) and the new holder takes the key over inside its fenced transaction,
+   * so the key is held durably by the record that is output. If another attempt holds the old claim, the takeover
+   * meets it and the record is judged against it (a duplicate or a conflict), never output with its key unclaimed.
+   * A refused record that was itself a takeover (the key's claim had expired, so none was held ahead) passes the
+   * takeover on: its heir takes the expired claim over in its own transaction, as the refused record would have.
+   * `refused` are the refused records as they were before being dead-lettered (a dead letter carries no key).
+   */
+  async handOverRefusedClaims(
+    pending: readonly EvaluatedRecord[],
+    refused: readonly EvaluatedRecord[],
+    { held, takeovers }: HeldClaims,
+    attemptId: string,
+  ): Promise<void> {
+    const holders = new Map<string, number>();
+    for (const record of pending) {
+      const key = record.idempotencyKey;
+      if (key !== undefined && !holders.has(key)) holders.set(key, record.offset);
+    }
+    for (const record of refused) {
+      if (record.idempotencyKey === undefined || !takeovers.has(record.offset)) continue;
+      takeovers.delete(record.offset);
+      const heir = holders.get(record.idempotencyKey);
+      if (heir !== undefined && heir !== record.offset && !held.has(heir)) takeovers.add(heir);
+    }
+    const released: ClaimItem[] = [];
+    for (const [offset, claim] of held) {
+      const heir = holders.get(claim.idempotencyKey);
+      if (heir === undefined || heir === offset || held.has(heir)) continue;
+      released.push(claim);
+      held.delete(offset);
+      takeovers.add(heir);
+    }
+    if (released.length === 0) return;
+    try {
+      await this.ctx.ledger.releaseClaims(this.ctx.settings.pipelineId, attemptId, released);
+    } catch {
+      // Left held: the takeover meets it and the heir is judged against it (see above).
+    }
+  }
+
+  /**
+   * A record dead-lettered because DynamoDB refused its state never claims its key, yet in `ahead` mode its claim
+   * was written before the refusal. Once the chunk that dead-letters it has committed, this attempt releases that
+   * claim (attempt-scoped, as after a failed batch) and stops holding it, so a corrected record with the same key
+   * elsewhere is output, as in `in-transaction` mode. A release that fails leaves the claim to its TTL.
+   */
+  async releaseStateRefused(
+    chunk: Chunk,
+    stateRefused: ReadonlyMap<number, string>,
+    held: Map<number, ClaimItem>,
+    attemptId: string,
+  ): Promise<void> {
+    const claims: ClaimItem[] = [];
+    for (const record of chunk.kept) {
+      const claim = held.get(record.offset);
+      if (claim === undefined || !stateRefused.has(record.offset)) continue;
+      claims.push(claim);
+      held.delete(record.offset);
+    }
+    if (claims.length === 0) return;
+    try {
+      await this.ctx.ledger.releaseClaims(this.ctx.settings.pipelineId, attemptId, claims);
+    } catch {
+      // The committed dead letter stands either way; the claim stays until its TTL.
+    }
+  }
+
+  /**
+   * After a batch failed: deterministically, its claims of records still above the fence are released (see the
+   * module doc). A crash runs no code (an injected crash stands for one); transient errors keep the claims for the
+   * retry. A release that fails itself leaves them to the retry or their TTL.
+   */
+  async releaseAfter(
+    error: unknown,
+    lane: string,
+    partition: number,
+    held: ReadonlyMap<number, ClaimItem>,
+    attemptId: string,
+  ): Promise<void> {
+    if (held.size === 0 || isTransient(error) || error instanceof InjectedCrashError) return;
+    const { ledger, settings } = this.ctx;
+    try {
+      // Records at or below the fence as stored now (a consistent read, not this container's cache: another
+      // invocation may have staged them meanwhile) are staged: their claims are theirs. Above it, the release is
+      // attempt-scoped (see StagingLedger.releaseClaims): a claim another attempt of the same batch confirmed —
+      // or committed, which lists that attempt as holder for good — is left alone.
+      const { stagedOffset } = await ledger.readFence(settings.pipelineId, lane, partition);
+      const unstaged = [...held].filter(([offset]) => offset > stagedOffset).map(([, claim]) => claim);
+      if (unstaged.length === 0) return;
+      await ledger.releaseClaims(settings.pipelineId, attemptId, unstaged);
+    } catch {
+      // The original error is what the invocation reports; the claims stay for the retry (or their TTL).
+    }
+  }
+}

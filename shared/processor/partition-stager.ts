@@ -1,0 +1,407 @@
+/**
+ * One partition batch staged exactly once (P1–P6), from the fence it was judged against. In offset order:
+ *
+ * ```
+ *  drop records <= fence (P4, redelivery) ──▶ evaluate each record once; decide keys seen earlier (P4)
+ *     │
+ *     ▼  for each chunk (<= 100 transaction items, record boundaries)                              (P1)
+ *     ├─ PutObject in-progress/<stream>/…/<first>-<last>.<attempt>.ndjson.gz  per stream        (P3)
+ *     ├─ (first chunk, claims ahead) conditional PutItem per idempotency key, in parallel,
+ *     │   naming its claimant (t#p#o): a retry finds its own claim; others are duplicates      (P4)
+ *     ├─ TransactWriteItems: fence == read value → chunk's last offset                          (P2)
+ *     │                      + staged-file entries + idempotency claims + keyed-state deltas
+ *     ├─ fence moved?   re-read it, drop what another invocation staged, continue              (P2)
+ *     ├─ keys claimed?  drop those records (duplicates by key), re-plan the chunk              (P4)
+ *     └─ state refused? dead-letter exactly the records DynamoDB refuses, re-plan (P6, L1)
+ * ```
+ * Claims go ahead (`claimWrite: ahead`) only once the first staged write succeeded, so a missing bucket writes
+ * nothing at all; `in-transaction` puts them in the staging transactions. Each transaction also writes the fence's
+ * identity (`batch-judge.ts`), riding in the fence update it makes anyway. A transaction that moves the fence more
+ * than `maxFenceJump` is reported once committed, not refused (offsets have gaps).
+ */
+import type { PartitionBatch } from '../kafka/record.ts';
+import { isRootLane, parseLane } from '../ledger/epochs.ts';
+import type { BucketWrite, KeyWindow } from '../ledger/key-window.ts';
+import { type ClaimItem, type FenceIdentity, withStart } from '../ledger/records.ts';
+import {
+  type ClaimHolder,
+  ClaimsTakenError,
+  FenceMovedError,
+  type FenceState,
+  KeyWindowChangedError,
+  NO_FENCE,
+} from '../ledger/staging-ledger.ts';
+import { stagedObjectKey } from '../sink/layout.ts';
+import type { Fingerprints } from './batch-judge.ts';
+import { type Chunk, planChunk } from './chunks.ts';
+import type { Claims, HeldClaims } from './claims.ts';
+import type { ProcessorContext } from './context.ts';
+import { type EvaluatedRecord, foldState } from './evaluate.ts';
+import { evaluateBatch, LEGACY_FENCE_ITEMS } from './evaluate-batch.ts';
+import type { FenceJudge } from './fence-judge.ts';
+import { decideKeys } from './key-decision.ts';
+import type { KeyWindows } from './key-windows.ts';
+import type { LaneFences } from './lane-fences.ts';
+import type { KeyConflict } from './observer.ts';
+import type { ReplayMode } from './replay-mode.ts';
+import { type Counts, NO_COUNTS, type PartitionReport } from './report.ts';
+import { entryFor, type StagedObject, writeObjects } from './staged-objects.ts';
+import { isStateRefusal, refusedStateRecords } from './state-refusal.ts';
+
+/** The container-wide parts a stager works with (built once by `Processor`). */
+export interface StagerParts {
+  readonly ctx: ProcessorContext;
+  readonly fences: LaneFences;
+  readonly judge: FenceJudge;
+  readonly windows: KeyWindows;
+  readonly claims: Claims;
+  readonly replay: ReplayMode;
+}
+
+/** What an attempt knows of the batch it stages. */
+export interface StagerAttempt {
+  /** The batch, filed under its lane. */
+  readonly prints: Fingerprints;
+  /** The fence the batch was judged against at its start. */
+  readonly start: FenceState;
+  /** Claims this attempt holds: filled here, read by the caller to release them if the batch fails. */
+  readonly held: Map<number, ClaimItem>;
+  readonly attemptId: string;
+  readonly startedAt: number;
+}
+
+export class PartitionStager {
+  private readonly ctx: ProcessorContext;
+  private readonly batch: PartitionBatch;
+  private readonly topic: string;
+  private readonly partition: number;
+  private known: FenceState;
+  /** The batch's records above the fence it started from, as evaluated (before any key decision). */
+  private originals: readonly EvaluatedRecord[] = [];
+  private report: Counts = { ...NO_COUNTS };
+  /** The first record of the batch per idempotency key: it claims the key unless another record holds it. */
+  private readonly firstWithKey = new Map<string, EvaluatedRecord>();
+  /** Keys found held by records outside this batch (claims ahead, or a cancelled transaction). */
+  private readonly external = new Map<string, ClaimHolder>();
+  /** Offsets dead-lettered because DynamoDB refused their state (a text field added to, an item past 400 KB). */
+  private readonly stateRefused = new Map<number, string>();
+  private pending: EvaluatedRecord[] = [];
+  /** Offsets dropped as duplicates by key (P4). */
+  private dropped: ReadonlySet<number> = new Set();
+  /** Offsets dead-lettered as key conflicts, reported once their transaction commits. */
+  private conflicts: ReadonlyMap<number, KeyConflict> = new Map();
+  /** Partition-scoped idempotency: the key window as of `known` (see `key-window.ts`). */
+  private readonly windowScope: boolean;
+  private window: KeyWindow | undefined;
+  private windowMismatches = 0;
+  private readonly claimsAhead: boolean;
+  private claimed = true;
+  /** Claims held, and records whose claim goes into the transaction in `ahead` mode (expired takeovers). */
+  private readonly holds: HeldClaims;
+  private writes = 0;
+
+  constructor(
+    private readonly parts: StagerParts,
+    private readonly attempt: StagerAttempt,
+  ) {
+    this.ctx = parts.ctx;
+    this.batch = attempt.prints.batch;
+    this.topic = this.batch.topic;
+    this.partition = this.batch.partition;
+    this.known = attempt.start;
+    this.windowScope = this.ctx.settings.idempotencyScope === 'partition';
+    this.claimsAhead = !this.windowScope && this.ctx.settings.claimWrite === 'ahead';
+    this.holds = { held: attempt.held, takeovers: new Set() };
+  }
+
+  /** Stages every pending record, chunk by chunk; the partition's report once the last chunk committed. */
+  async run(): Promise<PartitionReport> {
+    await this.begin();
+    while (this.pending.length > 0) {
+      const chunk = this.planNext();
+      const context = { topic: this.topic, partition: this.partition, chunk: this.report.chunks };
+      await this.ctx.step('before-stage-write', context);
+      const objects = await this.writeChunk(chunk);
+      await this.ctx.step('after-stage-write', context);
+      if (!this.claimed && (await this.claimFirst(chunk))) continue;
+      if (!(await this.commit(chunk, objects))) continue;
+      await this.ctx.step('after-transaction', context);
+    }
+    const { topic, partition, batch } = this;
+    return {
+      topic,
+      partition,
+      received: batch.records.length,
+      stagedOffset: this.known.stagedOffset,
+      ...this.report,
+    };
+  }
+
+  /** Evaluates the records above the fence and decides their keys from what is known before any write. */
+  private async begin(): Promise<void> {
+    const { ctx, batch, topic, partition } = this;
+    const evaluated = evaluateBatch(
+      ctx.transform,
+      ctx.settings,
+      batch,
+      this.parts.replay.endOf(topic, partition),
+    );
+    this.originals = evaluated.filter((record) => record.offset > this.known.stagedOffset);
+    this.report = { ...NO_COUNTS, duplicatesByOffset: batch.records.length - this.originals.length };
+    for (const record of this.originals) {
+      if (record.idempotencyKey !== undefined && !this.firstWithKey.has(record.idempotencyKey)) {
+        this.firstWithKey.set(record.idempotencyKey, record);
+      }
+    }
+    await this.loadWindow();
+    if (!this.windowScope && this.firstWithKey.size > 0) {
+      for (const holder of await this.parts.replay.liveHolders(topic, [...this.firstWithKey.keys()])) {
+        this.external.set(holder.idempotencyKey, holder);
+      }
+    }
+    this.decide();
+    this.claimed = !this.claimsAhead || !this.pending.some((record) => record.idempotencyKey !== undefined);
+  }
+
+  /** Decides every pending record's key from what is known (`key-decision.ts`); re-run whenever that grows. */
+  private decide(): void {
+    const decision = decideKeys({
+      topic: this.topic,
+      partition: this.partition,
+      originals: this.originals,
+      stagedOffset: this.known.stagedOffset,
+      external: this.external,
+      stateRefused: this.stateRefused,
+    });
+    this.pending = decision.pending;
+    this.dropped = decision.dropped;
+    this.conflicts = decision.conflicts;
+  }
+
+  /** The window's holders of the batch's keys become `external`, as claims found taken do in global scope. */
+  private async loadWindow(): Promise<void> {
+    if (!this.windowScope || this.firstWithKey.size === 0) return;
+    const { topic, partition } = this;
+    this.window = await this.parts.windows.of(topic, partition, this.known);
+    this.external.clear();
+    for (const [key, holder] of this.window.holders(this.firstWithKey.keys(), this.ctx.clock.now())) {
+      this.external.set(key, {
+        idempotencyKey: key,
+        claimant: `an earlier record of ${topic}-${partition} (key window)`,
+        digest: holder.digestPrefix,
+        prefixOnly: true,
+      });
+    }
+  }
+
+  private setFence(fence: FenceState): void {
+    this.known = fence;
+    this.parts.fences.remember(this.topic, this.partition, fence);
+  }
+
+  /** After a re-read: what another invocation staged meanwhile is dropped (P2). */
+  private async reread(): Promise<void> {
+    this.setFence(await this.parts.judge.moved(this.attempt.prints, this.known, this.attempt.startedAt));
+    await this.loadWindow();
+    const before = this.pending.length;
+    this.decide();
+    this.report.duplicatesByOffset += before - this.pending.length;
+  }
+
+  /** Holders found for taken keys: decided again with them. */
+  private resolveTaken(holders: readonly ClaimHolder[]): void {
+    for (const holder of holders) this.external.set(holder.idempotencyKey, holder);
+    this.decide();
+  }
+
+  /** Records whose claim goes into the transaction: all keyed ones, or (ahead) expired takeovers. */
+  private readonly claimInTransaction = (record: EvaluatedRecord): boolean =>
+    !this.windowScope &&
+    record.idempotencyKey !== undefined &&
+    (!this.claimsAhead || this.holds.takeovers.has(record.offset));
+
+  /**
+   * The next chunk. A transaction that creates the sharded fence also writes the legacy fence key (fences.ts): one
+   * item less. A redrive lane writes a dead-letter row for every record it resolves without an output row, which
+   * the planner does not count: one item less for that entry instead. Either way a record keeps the budget
+   * evaluation gave it.
+   */
+  private planNext(): Chunk {
+    const { known, topic } = this;
+    const settlesLegacy = (known.stagedOffset === NO_FENCE && isRootLane(topic)) || known.legacy === true;
+    const redriveLane = parseLane(topic)?.round !== undefined;
+    return planChunk(
+      this.pending,
+      this.dropped,
+      this.ctx.settings.maxTransactionItems - (settlesLegacy || redriveLane ? LEGACY_FENCE_ITEMS : 0),
+      this.claimInTransaction,
+      this.windowScope,
+    );
+  }
+
+  private writeChunk(chunk: Chunk): Promise<StagedObject[]> {
+    const { settings } = this.ctx;
+    const { attemptId } = this.attempt;
+    return writeObjects(this.ctx, chunk, this.topic, this.partition, (range) =>
+      stagedObjectKey(settings.pipelineId, range, `${attemptId}.${this.writes++}`, settings.gzip),
+    );
+  }
+
+  /**
+   * Claims ahead, once, after the first staged write. They are judged against the fence as it is now, not as this
+   * container cached it: records another invocation staged meanwhile must not claim anything. True when the chunk
+   * must be planned again (records dropped, turned into conflicts, or claims moved into the transaction: the
+   * objects just written become orphans).
+   */
+  private async claimFirst(chunk: Chunk): Promise<boolean> {
+    this.claimed = true;
+    const before = this.pending.length;
+    await this.reread();
+    const { topic, partition } = this;
+    this.resolveTaken(
+      await this.parts.claims.claimAhead(
+        this.pending,
+        this.dropped,
+        this.holds,
+        topic,
+        partition,
+        this.attempt.attemptId,
+      ),
+    );
+    return (
+      this.pending.length !== before ||
+      chunk.kept.some(
+        (record) =>
+          this.dropped.has(record.offset) ||
+          this.holds.takeovers.has(record.offset) ||
+          this.conflicts.has(record.offset),
+      )
+    );
+  }
+
+  /**
+   * The fence identity the chunk's transaction writes. The fence as known is the fence as stored (a staged offset
+   * is written once: the transaction's condition proves it), so the ring carried forward is exact; a fence without
+   * a ring seeds it with its own batch start.
+   */
+  private identityFor(chunk: Chunk): FenceIdentity {
+    const { prints } = this.attempt;
+    const batchStart = prints.of(prints.firstOffset);
+    const before = this.known.identity;
+    const ring =
+      before === undefined ? [] : before.recentStarts.length > 0 ? before.recentStarts : [before.batchStart];
+    return {
+      fenceRecord: prints.of(chunk.lastOffset),
+      batchStart,
+      recentStarts: withStart(ring, batchStart),
+    };
+  }
+
+  /** The chunk's staging transaction; true once committed, false when the chunk must be planned again. */
+  private async commit(chunk: Chunk, objects: readonly StagedObject[]): Promise<boolean> {
+    const { ctx, topic, partition, known } = this;
+    const { attemptId } = this.attempt;
+    const identity = this.identityFor(chunk);
+    const from = known.stagedOffset;
+    const keys = chunk.kept.flatMap((record) =>
+      record.idempotencyKey === undefined ? [] : [{ key: record.idempotencyKey, digest: record.digest }],
+    );
+    const keyWindow: BucketWrite[] = this.window?.writesFor(keys, ctx.clock.now()) ?? [];
+    try {
+      await ctx.ledger.stage({
+        pipeline: ctx.settings.pipelineId,
+        topic,
+        partition,
+        expectedOffset: from,
+        // A fence read from the legacy key moves to its shard in this transaction (fences.ts).
+        ...(known.legacy ? { fromLegacy: true } : {}),
+        newOffset: chunk.lastOffset,
+        entries: objects.map((object) => entryFor(ctx, chunk, object, topic, partition, attemptId)),
+        claims: this.parts.claims.claimsFor(chunk.kept.filter(this.claimInTransaction), topic, partition),
+        state: foldState(chunk.kept.flatMap((record) => record.state)),
+        ...(keyWindow.length > 0 ? { keyWindow } : {}),
+        identity,
+        now: ctx.clock.now(),
+        attemptId,
+      });
+    } catch (error) {
+      await this.refused(error, chunk);
+      return false;
+    }
+    this.reportCommitted(chunk, from);
+    this.setFence({ stagedOffset: chunk.lastOffset, identity, updatedAt: ctx.clock.now() });
+    this.afterCommitWindow(chunk, from, keyWindow);
+    await this.parts.claims.releaseStateRefused(chunk, this.stateRefused, this.holds.held, attemptId);
+    this.decide();
+    return true;
+  }
+
+  /** What a refused staging transaction teaches; throws what it cannot resolve (the batch fails). */
+  private async refused(error: unknown, chunk: Chunk): Promise<void> {
+    if (error instanceof FenceMovedError) return this.reread();
+    if (error instanceof KeyWindowChangedError) {
+      // The window is not what this container's copy says although the fence is: read both again, a few times at
+      // most (a writer outside the protocol would otherwise keep this loop going).
+      this.parts.windows.forget(this.topic, this.partition);
+      if (++this.windowMismatches > 3) throw error;
+      return this.reread();
+    }
+    if (error instanceof ClaimsTakenError) {
+      const orphaned = await this.parts.claims.releaseOrphans(error.holders, this.topic, this.partition);
+      return this.resolveTaken(error.holders.filter((holder) => !orphaned.has(holder.idempotencyKey)));
+    }
+    if (!isStateRefusal(error)) throw error;
+    // Throws the refusal when it finds nothing new to dead-letter (see refusedStateRecords).
+    const read = (stateKey: string) => this.ctx.ledger.readState(this.ctx.settings.pipelineId, stateKey);
+    const found = await refusedStateRecords(error, chunk.kept, read, this.stateRefused);
+    for (const [offset, reason] of found) this.stateRefused.set(offset, reason);
+    this.decide();
+    if (this.claimsAhead) {
+      const refused = chunk.kept.filter((record) => this.stateRefused.has(record.offset));
+      await this.parts.claims.handOverRefusedClaims(
+        this.pending,
+        refused,
+        this.holds,
+        this.attempt.attemptId,
+      );
+    }
+  }
+
+  /**
+   * The window as stored after a commit: the one this transaction's fence condition proved, plus its writes (a
+   * chunk without keys leaves a copy of the window it started from as it was, now under the new fence).
+   */
+  private afterCommitWindow(chunk: Chunk, from: number, keyWindow: readonly BucketWrite[]): void {
+    if (!this.windowScope) return;
+    const { topic, partition } = this;
+    if (this.window) {
+      this.window = this.window.withWrites(keyWindow, this.ctx.clock.now());
+      this.parts.windows.remember(topic, partition, chunk.lastOffset, this.window);
+    } else {
+      this.parts.windows.carry(topic, partition, from, chunk.lastOffset);
+    }
+  }
+
+  /** Counts a committed chunk and reports its fence jump and key conflicts (final now: see the observer). */
+  private reportCommitted(chunk: Chunk, from: number): void {
+    const { report, topic, partition } = this;
+    const { observer, settings } = this.ctx;
+    report.chunks += 1;
+    report.duplicatesByKey += chunk.records.length - chunk.kept.length;
+    report.stagedRows += chunk.kept.reduce((n, record) => n + record.output.length, 0);
+    report.deadLettered += chunk.kept.filter((record) => record.deadLetter).length;
+    report.missingKeys += chunk.kept.filter((record) => record.missingKey).length;
+    const committed = chunk.kept.flatMap((record) => {
+      const found = this.conflicts.get(record.offset);
+      return found ? [found] : [];
+    });
+    if (committed.length > 0) {
+      report.keyConflicts += committed.length;
+      observer?.keyConflicts?.(committed);
+    }
+    if (from !== NO_FENCE && chunk.firstOffset - from > settings.maxFenceJump) {
+      report.fenceJumps += 1;
+      observer?.fenceJumped?.({ topic, partition, fence: from, firstOffset: chunk.firstOffset });
+    }
+  }
+}
