@@ -5,8 +5,8 @@
  * are read and must name the declared message type.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFieldDecoder, DecodeFailureReason, type DecodeResult } from '../shared/decode/index.ts';
-import { startRegistry, type TestRegistry } from './fixtures/decode/registry-server.ts';
+import { createFieldDecoder, DecodeFailureReason, type DecodeResult } from '../../shared/decode/index.ts';
+import { startRegistry, type TestRegistry } from '../fixtures/decode/registry-server.ts';
 import {
   b64,
   confluent,
@@ -15,7 +15,7 @@ import {
   glue,
   glueIndex,
   protoBytes,
-} from './fixtures/decode/wire.ts';
+} from '../fixtures/decode/wire.ts';
 
 const proto = fixture('orders.proto');
 const order = {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { parseSettings, settingsFromEnv, settingsToEnv } from '../shared/config/settings.ts';
-import { InvalidSettingError } from '../shared/errors.ts';
+import { parseSettings, settingsFromEnv, settingsToEnv } from '../../shared/config/settings.ts';
+import { InvalidSettingError } from '../../shared/errors.ts';
 
 describe('settings', () => {
   it('applies documented defaults', () => {

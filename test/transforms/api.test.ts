@@ -8,11 +8,11 @@ import {
   formatIdempotencyKeySource,
   type IdempotencyKeySource,
   parseIdempotencyKeySource,
-} from '../shared/config/settings.ts';
-import { InvalidSettingError } from '../shared/errors.ts';
-import { decodeRecord } from '../shared/kafka/event.ts';
-import { checkKeySource, type EvaluatedRecord, evaluateRecord } from '../shared/processor/evaluate.ts';
-import { toTransform } from '../shared/transforms/adapter.ts';
+} from '../../shared/config/settings.ts';
+import { InvalidSettingError } from '../../shared/errors.ts';
+import { decodeRecord } from '../../shared/kafka/event.ts';
+import { checkKeySource, type EvaluatedRecord, evaluateRecord } from '../../shared/processor/evaluate.ts';
+import { toTransform } from '../../shared/transforms/adapter.ts';
 import {
   type AnyTransformDefinition,
   type Column,
@@ -22,8 +22,8 @@ import {
   RejectRecord,
   type RowOf,
   type TransformInput,
-} from '../shared/transforms/api.ts';
-import { mskRecord, type RecordSpec } from './support/msk.ts';
+} from '../../shared/transforms/api.ts';
+import { mskRecord, type RecordSpec } from '../support/msk.ts';
 
 const none: IdempotencyKeySource = { kind: 'none' };
 const fromTransform: IdempotencyKeySource = { kind: 'transform' };

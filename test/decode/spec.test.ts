@@ -8,9 +8,9 @@ import {
   DecodeFailureReason,
   type FieldFormat,
   InvalidFieldFormatError,
-} from '../shared/decode/index.ts';
-import { InvalidSettingError } from '../shared/errors.ts';
-import { b64, confluent, fixture, glue } from './fixtures/decode/wire.ts';
+} from '../../shared/decode/index.ts';
+import { InvalidSettingError } from '../../shared/errors.ts';
+import { b64, confluent, fixture, glue } from '../fixtures/decode/wire.ts';
 
 const avsc = fixture('payment.avsc');
 const proto = fixture('orders.proto');

@@ -12,9 +12,9 @@ import {
 } from '@aws-sdk/client-glue';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
-import { glueSchemaVersionLookup } from '../shared/decode/glue-schemas.ts';
-import { createFieldDecoder } from '../shared/decode/index.ts';
-import { avroBytes, b64, fixture, glue } from './fixtures/decode/wire.ts';
+import { glueSchemaVersionLookup } from '../../shared/decode/glue-schemas.ts';
+import { createFieldDecoder } from '../../shared/decode/index.ts';
+import { avroBytes, b64, fixture, glue } from '../fixtures/decode/wire.ts';
 
 const schema = fixture('payment.avsc');
 const versionId = '6f1d7a64-5b43-4f2a-9a53-2d9b1c0e4a11';

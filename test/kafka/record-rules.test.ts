@@ -5,13 +5,13 @@
  * an event whose topic or shape is wrong is rejected whole with a named error.
  */
 import { describe, expect, it } from 'vitest';
-import { parseInputText } from '../local/input.ts';
-import { toEventRecord } from '../local/kafka-log.ts';
-import type { IdempotencyKeySource } from '../shared/config/settings.ts';
-import { InvalidTopicNameError, MalformedEventError } from '../shared/errors.ts';
-import { decodeRecord, parseMskEvent, partitionBatches } from '../shared/kafka/event.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { planChunk } from '../shared/processor/chunks.ts';
+import { parseInputText } from '../../local/input.ts';
+import { toEventRecord } from '../../local/kafka-log.ts';
+import type { IdempotencyKeySource } from '../../shared/config/settings.ts';
+import { InvalidTopicNameError, MalformedEventError } from '../../shared/errors.ts';
+import { decodeRecord, parseMskEvent, partitionBatches } from '../../shared/kafka/event.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { planChunk } from '../../shared/processor/chunks.ts';
 import {
   type EvaluatedRecord,
   evaluateRecord,
@@ -19,10 +19,10 @@ import {
   keyFromBytes,
   MAX_ERROR_CHARS,
   MAX_STATE_FIELDS,
-} from '../shared/processor/evaluate.ts';
-import { ordersTransform } from '../shared/transforms/orders.ts';
-import type { StateDelta, Transform, TransformResult } from '../shared/transforms/types.ts';
-import { mskEvent, mskRecord, order, type RecordSpec } from './support/msk.ts';
+} from '../../shared/processor/evaluate.ts';
+import { ordersTransform } from '../../shared/transforms/orders.ts';
+import type { StateDelta, Transform, TransformResult } from '../../shared/transforms/types.ts';
+import { mskEvent, mskRecord, order, type RecordSpec } from '../support/msk.ts';
 
 const headerKey: IdempotencyKeySource = { kind: 'header', name: 'idempotency-key' };
 const jsonKey: IdempotencyKeySource = { kind: 'json', field: 'orderId' };

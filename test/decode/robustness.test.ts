@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createFieldDecoder, DecodeFailureReason, type FieldFormat } from '../shared/decode/index.ts';
+import { createFieldDecoder, DecodeFailureReason, type FieldFormat } from '../../shared/decode/index.ts';
 import {
   avroBytes,
   b64,
@@ -15,7 +15,7 @@ import {
   glue,
   glueIndex,
   protoBytes,
-} from './fixtures/decode/wire.ts';
+} from '../fixtures/decode/wire.ts';
 
 const avsc = fixture('payment.avsc');
 const proto = fixture('orders.proto');

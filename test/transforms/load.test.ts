@@ -10,13 +10,13 @@ import {
   TransformExportMissingError,
   TransformModuleNotFoundError,
   UnknownTransformError,
-} from '../shared/errors.ts';
-import { decodeRecord } from '../shared/kafka/event.ts';
-import { InvalidTransformDefinitionError } from '../shared/transforms/api.ts';
-import { loadTransform, parseTransformRef } from '../shared/transforms/load.ts';
-import { mskRecord } from './support/msk.ts';
+} from '../../shared/errors.ts';
+import { decodeRecord } from '../../shared/kafka/event.ts';
+import { InvalidTransformDefinitionError } from '../../shared/transforms/api.ts';
+import { loadTransform, parseTransformRef } from '../../shared/transforms/load.ts';
+import { mskRecord } from '../support/msk.ts';
 
-const fixtures = fileURLToPath(new URL('./fixtures/transforms/', import.meta.url));
+const fixtures = fileURLToPath(new URL('../fixtures/transforms/', import.meta.url));
 const fixture = (name: string) => resolve(fixtures, name);
 
 async function failure(ref: string, cwd?: string): Promise<unknown> {

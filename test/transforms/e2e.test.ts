@@ -8,23 +8,23 @@
 import { fileURLToPath } from 'node:url';
 import type { Context } from 'aws-lambda';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { createProcessorHandler } from '../functions/processor-handler.ts';
-import { parseFaultSpec } from '../local/faults.ts';
-import type { InputRecord } from '../local/input.ts';
-import { runLocal } from '../local/runner.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { InvalidBundledTransformError, InvalidSettingError, TransientAwsError } from '../shared/errors.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { loadTransform } from '../shared/transforms/load.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import clicks from './fixtures/transforms/clicks.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { lambdaContext } from './support/lambda-context.ts';
-import { ledgerView, stagedRows } from './support/ledger.ts';
-import { mskEvent, type RecordSpec } from './support/msk.ts';
+import { createProcessorHandler } from '../../functions/processor-handler.ts';
+import { parseFaultSpec } from '../../local/faults.ts';
+import type { InputRecord } from '../../local/input.ts';
+import { runLocal } from '../../local/runner.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { InvalidBundledTransformError, InvalidSettingError, TransientAwsError } from '../../shared/errors.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { loadTransform } from '../../shared/transforms/load.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import clicks from '../fixtures/transforms/clicks.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { lambdaContext } from '../support/lambda-context.ts';
+import { ledgerView, stagedRows } from '../support/ledger.ts';
+import { mskEvent, type RecordSpec } from '../support/msk.ts';
 
-const CLICKS = fileURLToPath(new URL('./fixtures/transforms/clicks.ts', import.meta.url));
+const CLICKS = fileURLToPath(new URL('../fixtures/transforms/clicks.ts', import.meta.url));
 const AT = 1764374400000; // 2025-11-29T00:00:00Z
 const DAY = '2025-11-29';
 

@@ -5,15 +5,15 @@
  * throws a transient error from `prepare` (the batch is retried), never a per-record error.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { isTransient } from '../shared/aws/classify.ts';
+import { isTransient } from '../../shared/aws/classify.ts';
 import {
   createFieldDecoder,
   DecodeFailureReason,
   type DecodeResult,
   SchemaRegistryUnavailableError,
-} from '../shared/decode/index.ts';
-import { startRegistry, type TestRegistry } from './fixtures/decode/registry-server.ts';
-import { avroBytes, b64, confluent, fixture } from './fixtures/decode/wire.ts';
+} from '../../shared/decode/index.ts';
+import { startRegistry, type TestRegistry } from '../fixtures/decode/registry-server.ts';
+import { avroBytes, b64, confluent, fixture } from '../fixtures/decode/wire.ts';
 
 const schema = fixture('payment.avsc');
 const payment = { id: 'p-1', amountCents: 1250, currency: 'USD', note: null };

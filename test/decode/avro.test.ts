@@ -4,9 +4,9 @@
  * given locally. Every malformed input decodes to a named reason, never a throw.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createFieldDecoder, DecodeFailureReason, type DecodeResult } from '../shared/decode/index.ts';
-import { startRegistry, type TestRegistry } from './fixtures/decode/registry-server.ts';
-import { avroBytes, b64, confluent, fixture, glue } from './fixtures/decode/wire.ts';
+import { createFieldDecoder, DecodeFailureReason, type DecodeResult } from '../../shared/decode/index.ts';
+import { startRegistry, type TestRegistry } from '../fixtures/decode/registry-server.ts';
+import { avroBytes, b64, confluent, fixture, glue } from '../fixtures/decode/wire.ts';
 
 const schema = fixture('payment.avsc');
 const schemaV2 = fixture('payment-v2.avsc');
