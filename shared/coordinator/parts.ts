@@ -10,9 +10,9 @@ import { CheckpointStore } from '../ledger/checkpoints.ts';
 import { StagedEntries } from '../ledger/staged-entries.ts';
 import { ReplayStore } from '../replay/store.ts';
 import { ManifestStore } from '../sink/manifest-store.ts';
+import { DEFAULT_PROMOTION_LIMITS, type PromotionLimits } from './promote/final-plan.ts';
 import { type OutputShape, outputShapeOf } from './promote/folder-plan.ts';
 import { PlanStore } from './promote/plan-store.ts';
-import { DEFAULT_PROMOTION_LIMITS, type PromotionLimits } from './promote/promoter.ts';
 
 /** The sink of the coordinator's log lines (a Powertools Logger fits). */
 export interface CoordinatorLog {

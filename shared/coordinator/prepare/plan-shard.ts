@@ -13,9 +13,10 @@ import type { StagedFileEntry } from '../../ledger/records.ts';
 import { getBytes } from '../../sink/objects.ts';
 import { mayHoldStagedTime } from '../../sink/record-time.ts';
 import type { CoordinatorParts } from '../parts.ts';
+import { type PlannedObject, planFinalObjects } from '../promote/final-plan.ts';
 import { censusOf, type FolderCounts, planEncoding, reencodes } from '../promote/folder-plan.ts';
 import type { ShardPlan } from '../promote/plan-store.ts';
-import { type PlannedObject, planFinalObjects, StagedObjectLostError } from '../promote/promoter.ts';
+import { StagedObjectLostError } from '../promote/promoter.ts';
 import { stagedCopyKey } from '../work-objects.ts';
 import { verifyStagedContents } from './staged-check.ts';
 

@@ -28,7 +28,7 @@ import {
   promotedKey,
   workObjectCheckpointId,
 } from '../work-objects.ts';
-import type { PlanEncoding, PlannedObject } from './promoter.ts';
+import type { PlanEncoding, PlannedObject } from './final-plan.ts';
 
 export interface ShardPlan {
   readonly checkpointId: number;

@@ -1,113 +1,60 @@
 /**
- * The promoter: turns covered staged objects into final objects (C5).
+ * The promoter: writes a voted plan's final objects (C5); the plan itself is made in prepare (`final-plan.ts`).
  *
- * Planning (in prepare, before the decision): per partition and stream, the covered staged files are taken in
- * offset order and packed greedily into groups of at most {@link PromotionLimits}; each group becomes ONE final
- * object whose key is `finalObjectKey(pipeline, {stream, topic, partition, first offset of the group, last
- * offset of the group})`. The plan is persisted (see `plan-store.ts`), so a retried or recovering promotion
- * works from the same groups and writes the same bytes under the same keys. A group whose files hold no
- * records yields no final object.
- *
- * Promotion (after the decision): the members' bytes are read from the copies prepare made and verified
- * (`stagedCopyKey`, under the coordinator's prefix: issue 17, review R2b-1 — never from the staged keys, which the
- * processor may still rewrite), checked against their recorded SHA-256, and concatenated in offset order (concatenated gzip members are one valid gzip stream; NDJSON concatenates). The
- * result is written with `If-None-Match: *`; on a 412 the existing object's SHA-256 must equal ours, else
+ * The members' bytes are read from the copies prepare made and verified (`stagedCopyKey`, under the coordinator's
+ * prefix, never from the staged keys, which the processor may still rewrite), checked against their recorded
+ * SHA-256, and concatenated in offset order (concatenated gzip members are one valid gzip stream; NDJSON
+ * concatenates) or, for a re-encoded object, decoded and encoded again (`folder-plan.ts`). The result is written
+ * with `If-None-Match: *`; on a 412 the existing object's SHA-256 must equal ours, else
  * {@link FinalObjectConflictError}. A server that ignored the header would simply get the same bytes again.
  *
- * Trust (issue 17): the promoter writes under `final/`, so it is the one place a forged plan could do harm. Before
- * reading or writing anything it checks the planned object in code ({@link assertPlannedObject}): the final key
- * must be exactly the layout's key for the object's (stream, topic, partition, offset range) — so never a
- * manifest, never another pipeline's key, never a second spelling of a range — and every member must be a staged
- * key of this pipeline for the same stream, topic and partition, inside the object's range, in offset order.
- * Prepare applies the same rule to staged entries before planning ({@link assertStagedEntry}).
+ * Trust: the promoter writes under `final/`, so it is the one place a forged plan could do harm. Before reading or
+ * writing anything it checks the planned object in code ({@link assertPlannedObject}): the final key must be
+ * exactly the layout's key for the object's (stream, topic, partition, offset range) — so never a manifest, never
+ * another pipeline's key, never a second spelling of a range — and every member must be a staged key of this
+ * pipeline for the same stream, topic and partition, inside the object's range, in offset order. Prepare applies
+ * the same rule to staged entries before planning ({@link assertStagedEntry}).
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { mapLimit } from '../../concurrency.ts';
 import { PipelineError } from '../../errors.ts';
-import { STREAMS, type Stream } from '../../ledger/layout.ts';
+import type { Stream } from '../../ledger/layout.ts';
 import type { StagedFileEntry } from '../../ledger/records.ts';
 import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from '../../sink/layout.ts';
 import type { ManifestFile } from '../../sink/manifest.ts';
 import { encodeNdjson } from '../../sink/ndjson.ts';
 import { getBytes, putIfAbsent } from '../../sink/objects.ts';
-import { encodeParquet, type PARQUET_ROW_GROUP_ROWS } from '../../sink/parquet.ts';
-import { asOutputRow, type FolderBounds } from '../../sink/record-time.ts';
+import { encodeParquet } from '../../sink/parquet.ts';
+import { asOutputRow } from '../../sink/record-time.ts';
 import { parseTimeFolder } from '../../sink/time-partitions.ts';
-import type { ColumnDefinition } from '../../transforms/api.ts';
 import { stagedCopyKey } from '../work-objects.ts';
+import {
+  DEFAULT_PROMOTION_LIMITS,
+  isReencoded,
+  type PlanEncoding,
+  type PlannedObject,
+  type StagedMember,
+} from './final-plan.ts';
 import {
   type ClassifiedRow,
   type ClassifyParams,
   classifyStaged,
-  type FolderCensus,
-  type FolderPart,
   granularityOf,
   memberRows,
-  misfitPartsOf,
-  NO_FOLDER,
-  type OutputShape,
-  partsOf,
-  planFolders,
-  reencodes,
-  type StagedFileMember,
-  stagedFileMember,
   streamMemberRows,
 } from './folder-plan.ts';
 
-export interface StagedMember extends StagedFileMember {
-  /** Re-encoded objects only (`folder-plan.ts`): rows of this member the object holds. */
-  readonly rows?: number;
-  /** Re-encoded objects only: the entry's `stagedAt` (record time of a row staged without a timestamp). */
-  readonly stagedAt?: number;
-  /** Re-encoded objects only, a slice of a member over the row cap: its rows with offsets in [from, to]. */
-  readonly fromOffset?: number;
-  readonly toOffset?: number;
-  /** An output member of a dead-letter object: its rows that do not fit the plan's columns (`folder-plan.ts`). */
-  readonly misfit?: true;
-}
-
-export interface PlannedObject extends ObjectRange {
-  readonly finalKey: string;
-  /** Gzip NDJSON (false for Parquet). */
-  readonly gzip: boolean;
-  /** Present for Parquet objects only (so that plans of NDJSON objects keep their bytes). */
-  readonly format?: 'parquet';
-  readonly recordCount: number;
-  /** In offset order; only members with records. */
-  readonly members: readonly StagedMember[];
-}
-
-/** How promote encodes re-encoded objects: recorded in the plan, so promote depends on no setting. */
-export interface PlanEncoding {
-  readonly timeField?: string;
-  /** The Parquet columns (the `outputColumns` setting at prepare). */
-  readonly columns?: readonly ColumnDefinition[];
-  /**
-   * The bound of time folders around a staged file's `stagedAt` the census filed rows by (`record-time.ts`).
-   * Absent in a plan of a release before the bound: promote then files rows unbounded, as that release did, so
-   * a checkpoint decided before an upgrade rolls forward after it (review 2 of issue 12).
-   */
-  readonly folderBounds?: FolderBounds;
-}
-
-export interface PromotionLimits {
-  /** Largest final object (the promoter holds one in memory: give it twice this much memory). */
-  readonly maxObjectBytes: number;
-  /** Most staged files merged into one final object. */
-  readonly maxMembers: number;
-  /**
-   * Most rows in one re-encoded (Parquet or time-partitioned) object: promote holds them decoded, and a Parquet
-   * file's row groups are cut at {@link PARQUET_ROW_GROUP_ROWS}.
-   */
-  readonly maxObjectRows?: number;
-}
-
-export const DEFAULT_PROMOTION_LIMITS: PromotionLimits = {
-  maxObjectBytes: 32 * 1024 * 1024,
-  maxMembers: 2000,
-  maxObjectRows: 250_000,
-};
+/** The plan's objects and limits, planned in prepare (`final-plan.ts`). */
+export {
+  DEFAULT_PROMOTION_LIMITS,
+  isReencoded,
+  type PlanEncoding,
+  type PlannedObject,
+  type PromotionLimits,
+  planFinalObjects,
+  type StagedMember,
+} from './final-plan.ts';
 
 /** A final object already exists with other bytes: C7 forbids changing it, so promotion stops loudly. */
 export class FinalObjectConflictError extends PipelineError {
@@ -187,19 +134,6 @@ export function assertStagedEntry(
       `the key does not name the entry's ${entry.stream} ${entry.topic}/${entry.partition} ${entry.firstOffset}-${entry.lastOffset} in ${expected.topic}/${expected.partition}`,
     );
   }
-}
-
-/**
- * Whether promote re-encodes the object (rows decoded and encoded again) rather than concatenating its members'
- * bytes: Parquet, a time folder, or members that name their rows (rows staged with a timestamp, see
- * `folder-plan.ts`).
- */
-export function isReencoded(object: PlannedObject): boolean {
-  return (
-    object.folder !== undefined ||
-    object.format !== undefined ||
-    object.members.some((m) => m.rows !== undefined)
-  );
 }
 
 /** Promote's check of a planned object (see the module comment); throws {@link PlanRejectedError}. */
@@ -285,84 +219,6 @@ export function assertPlannedObject(pipeline: string, object: PlannedObject): vo
     reject(`members hold ${records} records, the plan says ${object.recordCount}`);
 }
 
-/**
- * Groups one partition's covered entries (any streams) into final objects. Pure and deterministic. With a `shape`
- * that re-encodes a stream (Parquet, time folders), that stream is planned by `folder-plan.ts` from the census of
- * its verified copies; every other stream as before issue 12.
- */
-export function planFinalObjects(
-  pipeline: string,
-  entries: readonly StagedFileEntry[],
-  limits: PromotionLimits = DEFAULT_PROMOTION_LIMITS,
-  shape?: OutputShape,
-  census?: FolderCensus,
-): PlannedObject[] {
-  const planned: PlannedObject[] = [];
-  for (const stream of STREAMS) {
-    const ofStream = entries.filter((e) => e.stream === stream).sort((a, b) => a.lastOffset - b.lastOffset);
-    // Output rows that do not fit the Parquet columns (a schema change) are this partition's dead letters.
-    const misfits: FolderPart[] =
-      shape && stream === 'deadletter'
-        ? misfitPartsOf(
-            entries.filter((e) => e.stream === 'output' && e.recordCount > 0),
-            census,
-          )
-        : [];
-    if (
-      shape &&
-      (reencodes(shape, stream) || ofStream.some((e) => census?.has(e.key)) || misfits.length > 0)
-    ) {
-      const withRows = ofStream.filter((e) => e.recordCount > 0);
-      // Re-encoded only for stamped rows (time folders switched off) or misfits: the other members' rows all count.
-      const counts: FolderCensus = reencodes(shape, stream)
-        ? (census ?? new Map())
-        : new Map(withRows.map((e) => [e.key, census?.get(e.key) ?? new Map([[NO_FOLDER, e.recordCount]])]));
-      planned.push(
-        ...planFolders(pipeline, [...partsOf(withRows, counts), ...misfits], shape, {
-          maxObjectBytes: limits.maxObjectBytes,
-          maxMembers: limits.maxMembers,
-          maxObjectRows: limits.maxObjectRows ?? DEFAULT_PROMOTION_LIMITS.maxObjectRows!,
-        }),
-      );
-      continue;
-    }
-    let group: StagedFileEntry[] = [];
-    let groupBytes = 0;
-    const flush = (): void => {
-      if (group.length > 0) planned.push(toPlanned(pipeline, group));
-      group = [];
-      groupBytes = 0;
-    };
-    for (const entry of ofStream) {
-      const full = group.length >= limits.maxMembers || groupBytes + entry.bytes > limits.maxObjectBytes;
-      if (group.length > 0 && (full || entry.gzip !== group[0]!.gzip)) flush();
-      group.push(entry);
-      groupBytes += entry.bytes;
-    }
-    flush();
-  }
-  return planned.filter((object) => object.recordCount > 0);
-}
-
-function toPlanned(pipeline: string, group: readonly StagedFileEntry[]): PlannedObject {
-  const first = group[0]!;
-  const range: ObjectRange = {
-    stream: first.stream,
-    topic: first.topic,
-    partition: first.partition,
-    firstOffset: first.firstOffset,
-    lastOffset: group[group.length - 1]!.lastOffset,
-  };
-  const members = group.filter((e) => e.recordCount > 0).map(stagedFileMember);
-  return {
-    ...range,
-    finalKey: finalObjectKey(pipeline, range, first.gzip),
-    gzip: first.gzip,
-    recordCount: members.reduce((sum, m) => sum + m.recordCount, 0),
-    members,
-  };
-}
-
 export class Promoter {
   constructor(
     private readonly s3: S3Client,
@@ -373,7 +229,7 @@ export class Promoter {
     /**
      * A re-encoded member of at most this many rows is decoded once per shard and kept until its last object is
      * written; a larger one is streamed once per object that takes rows from it, holding only those rows (the
-     * coordinator passes the row cap, so promote's decoded rows stay a function of it, review 2 of issue 12).
+     * coordinator passes the row cap, so promote's decoded rows stay a function of it).
      */
     private readonly maxCachedRows = DEFAULT_PROMOTION_LIMITS.maxObjectRows!,
   ) {}
@@ -394,7 +250,7 @@ export class Promoter {
    * Writes a shard's planned objects (`concurrency` at once), in plan order. A re-encoded member is read, checked
    * and decoded ONCE for the whole shard however many objects (folders, slices, misfits) take rows from it, and
    * released after the last of them: a staged file spread over many folders costs one GET and one decode, not one
-   * per object (review of issue 12). A member over `maxCachedRows` is instead streamed per object (one GET each),
+   * per object. A member over `maxCachedRows` is instead streamed per object (one GET each),
    * holding only that object's rows.
    */
   async promoteShard(
