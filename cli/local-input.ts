@@ -1,0 +1,58 @@
+/** What an `eos local` run reads and writes besides the pipeline: its input records and its output paths. */
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { OptionError } from '../local/errors.ts';
+import type { InputRecord } from '../local/input.ts';
+import { LOCAL_DEFAULTS } from './local-defaults.ts';
+import type { LocalCommandOptions } from './local-options.ts';
+import type { LocalSettings } from './local-settings.ts';
+
+/** The input to run: the file's records, or the seeded generator's. Throws before anything runs. */
+export async function inputFor(options: LocalCommandOptions, local: LocalSettings): Promise<InputRecord[]> {
+  if (options.input !== undefined && options.records !== undefined) {
+    throw new OptionError('--records', 'cannot be combined with --input (the file decides the records)');
+  }
+  if (options.input !== undefined) {
+    const { readInputFile } = await import('../local/input.ts');
+    return readInputFile(options.input, options.partitions);
+  }
+  const transform = local.settings.transform;
+  if (transform !== LOCAL_DEFAULTS.transform) {
+    // Generated input is orders: another transform would dead-letter all of it.
+    throw new OptionError(
+      '--input',
+      `is needed with ${local.origin('transform')} ${transform} (without --input the records are generated orders, for the orders transform)`,
+    );
+  }
+  const { generateOrders } = await import('../local/generator.ts');
+  return generateOrders({
+    seed: options.seed,
+    records: options.records ?? LOCAL_DEFAULTS.records,
+    partitions: options.partitions,
+    poisonRate: options.faults.poison,
+  });
+}
+
+/** `--report` and `--export` must be writable before the run starts: a run of minutes must not end in ENOENT. */
+export function checkOutputPaths(options: Pick<LocalCommandOptions, 'report' | 'export'>): void {
+  const writable = (flag: string, dir: string, what: string) => {
+    if (!existsSync(dir) || !statSync(dir).isDirectory())
+      throw new OptionError(flag, `${what} ${dir} does not exist or is not a folder`);
+    try {
+      accessSync(dir, constants.W_OK);
+    } catch {
+      throw new OptionError(flag, `${what} ${dir} is not writable`);
+    }
+  };
+  if (options.report !== undefined) {
+    const file = resolve(options.report);
+    if (existsSync(file) && statSync(file).isDirectory())
+      throw new OptionError('--report', `${options.report} is a folder; name a file`);
+    writable('--report', dirname(file), 'the folder');
+  }
+  if (options.export !== undefined) {
+    const dir = resolve(options.export);
+    if (existsSync(dir)) writable('--export', dir, 'the folder');
+    else writable('--export', dirname(dir), 'the parent folder');
+  }
+}
