@@ -11,12 +11,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Metafile } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bundleHandler } from '../scripts/bundle.mjs';
-import { SchemaCodecsNotLoadedError } from '../shared/decode/errors.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { loadDecoders, toTransform } from '../shared/transforms/adapter.ts';
-import { defineTransform } from '../shared/transforms/api.ts';
-import { avroBytes, b64, fixture } from './fixtures/decode/wire.ts';
+import { bundleHandler } from '../../scripts/bundle.mjs';
+import { SchemaCodecsNotLoadedError } from '../../shared/decode/errors.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { loadDecoders, toTransform } from '../../shared/transforms/adapter.ts';
+import { defineTransform } from '../../shared/transforms/api.ts';
+import { avroBytes, b64, fixture } from '../fixtures/decode/wire.ts';
 
 const outdir = mkdtempSync(join(tmpdir(), 'eos-cold-start-'));
 let metafile: Metafile;

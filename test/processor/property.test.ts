@@ -11,15 +11,15 @@
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseSettings } from '../shared/config/settings.ts';
-import { PipelineError } from '../shared/errors.ts';
-import { decodeRecord, type MskEvent, type MskRecord } from '../shared/kafka/event.ts';
-import { evaluateRecord } from '../shared/processor/evaluate.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { ordersTransform } from '../shared/transforms/orders.ts';
-import type { Transform, TransformResult } from '../shared/transforms/types.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { ledgerView, scanPipeline, stagedRows } from './support/ledger.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { PipelineError } from '../../shared/errors.ts';
+import { decodeRecord, type MskEvent, type MskRecord } from '../../shared/kafka/event.ts';
+import { evaluateRecord } from '../../shared/processor/evaluate.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { ordersTransform } from '../../shared/transforms/orders.ts';
+import type { Transform, TransformResult } from '../../shared/transforms/types.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { ledgerView, scanPipeline, stagedRows } from '../support/ledger.ts';
 
 const RUNS = Number(process.env.EOS_PROPERTY_RUNS ?? 25);
 const KEY_HEADER = 'idempotency-key';

@@ -9,9 +9,9 @@ import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { systemClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { systemClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import {
   EventSourceRejectedError,
   InjectedCrashError,
@@ -20,15 +20,15 @@ import {
   MalformedLedgerItemError,
   OffsetsWentBackwardsError,
   TransientAwsError,
-} from '../shared/errors.ts';
-import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { keys } from '../shared/ledger/layout.ts';
+} from '../../shared/errors.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
+import { keys } from '../../shared/ledger/layout.ts';
 import {
   EpochChangedError,
   RELEASED,
   StagingLedger,
   StateItemTooLargeError,
-} from '../shared/ledger/staging-ledger.ts';
+} from '../../shared/ledger/staging-ledger.ts';
 import {
   createProcessor,
   type FenceJump,
@@ -36,13 +36,13 @@ import {
   type KeyConflict,
   type PartitionStoppedError,
   type ProcessorDeps,
-} from '../shared/processor/processor.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { StateDelta, Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { crashAt } from './support/hooks.ts';
-import { ledgerView, scanPipeline, stagedRows } from './support/ledger.ts';
-import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
+} from '../../shared/processor/processor.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { StateDelta, Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { crashAt } from '../support/hooks.ts';
+import { ledgerView, scanPipeline, stagedRows } from '../support/ledger.ts';
+import { mskEvent, order, orderRecords, type RecordSpec } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -553,7 +553,7 @@ describe('structural limits and claims ahead of a batch that fails for good (iss
 
   it('a transient failure after claims ahead keeps them: the retry reuses them', async () => {
     const settings = settingsFor();
-    const clients = (await import('../shared/aws/clients.ts')).createAwsClients();
+    const clients = (await import('../../shared/aws/clients.ts')).createAwsClients();
     let failures = 1;
     clients.dynamodb.middlewareStack.add(
       (next, context) => async (args) => {

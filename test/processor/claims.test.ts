@@ -4,15 +4,15 @@
  * the only injected fault is the deterministic refusal of one staging transaction (middleware on the client).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
-import { createProcessor, type ProcessorStep } from '../shared/processor/processor.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources, uniqueName } from './support/aws.ts';
-import { gate } from './support/hooks.ts';
-import { ledgerView, scanPipeline } from './support/ledger.ts';
-import { mskEvent, order, type RecordSpec } from './support/msk.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import { createProcessor, type ProcessorStep } from '../../shared/processor/processor.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources, uniqueName } from '../support/aws.ts';
+import { gate } from '../support/hooks.ts';
+import { ledgerView, scanPipeline } from '../support/ledger.ts';
+import { mskEvent, order, type RecordSpec } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {

@@ -4,22 +4,22 @@
 import { readFileSync } from 'node:fs';
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { CallCounter } from '../shared/aws/call-counter.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
+import { CallCounter } from '../../shared/aws/call-counter.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import {
   InjectedCrashError,
   MalformedEventError,
   MissingResourceError,
   TransientAwsError,
-} from '../shared/errors.ts';
-import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
-import { digestsOf } from '../shared/sink/ndjson.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { crashAt } from './support/hooks.ts';
-import { ledgerView, readObject, scanPipeline, stagedEntries, stagedRows } from './support/ledger.ts';
-import { mskEvent, order, orderRecords } from './support/msk.ts';
+} from '../../shared/errors.ts';
+import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../../shared/processor/processor.ts';
+import { digestsOf } from '../../shared/sink/ndjson.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { crashAt } from '../support/hooks.ts';
+import { ledgerView, readObject, scanPipeline, stagedEntries, stagedRows } from '../support/ledger.ts';
+import { mskEvent, order, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -65,7 +65,7 @@ describe('processor', () => {
   it('stages the sample MSK event: rows with lineage, the poison record dead-lettered', async () => {
     const settings = settingsFor();
     const event = JSON.parse(
-      readFileSync(new URL('./fixtures/msk-event.sample.json', import.meta.url), 'utf8'),
+      readFileSync(new URL('../fixtures/msk-event.sample.json', import.meta.url), 'utf8'),
     );
     const report = await processorFor(settings).processEvent(event);
     expect(report.partitions.map((p) => [p.partition, p.stagedRows, p.deadLettered, p.stagedOffset])).toEqual(
@@ -238,7 +238,7 @@ describe('processor', () => {
       's3:PutObject': 1,
     });
     // A redelivery costs one fence read: records are dropped only on a fresh fence's word, since the cached one may
-    // belong to an epoch an operator closed meanwhile (test/review-epochs.test.ts, finding 1). Nothing is written.
+    // belong to an epoch an operator closed meanwhile (test/ledger/epochs.adversarial.test.ts, finding 1). Nothing is written.
     calls.reset();
     await processor.processEvent(mskEvent(orderRecords(0, 50, 50)));
     expect(calls.snapshot()).toEqual({ 'dynamodb:GetItem': 1 });

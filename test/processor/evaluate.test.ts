@@ -3,15 +3,15 @@
  * dead-letter row. Pure evaluation here; the processor tests below run on DynamoDB Local and the S3 server.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
-import { decodeRecord } from '../shared/kafka/event.ts';
-import { deadLetterOf, evaluateRecord, recordDigest } from '../shared/processor/evaluate.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { ordersTransform } from '../shared/transforms/orders.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { ledgerView, stagedRows } from './support/ledger.ts';
-import { mskEvent, mskRecord, order, type RecordSpec } from './support/msk.ts';
+import { parseSettings, type Settings, type SettingsInput } from '../../shared/config/settings.ts';
+import { decodeRecord } from '../../shared/kafka/event.ts';
+import { deadLetterOf, evaluateRecord, recordDigest } from '../../shared/processor/evaluate.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { ordersTransform } from '../../shared/transforms/orders.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { ledgerView, stagedRows } from '../support/ledger.ts';
+import { mskEvent, mskRecord, order, type RecordSpec } from '../support/msk.ts';
 
 const headerKey = { kind: 'header', name: 'idempotency-key' } as const;
 
