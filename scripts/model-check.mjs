@@ -4,17 +4,33 @@
  * mutation of model/mutations.txt (one weakened guard each) must give a counterexample. The guards listed in
  * model/survivors.txt are run too and reported apart (docs/model-checking.md says why each survives).
  *
- * Usage: node scripts/model-check.mjs [--base-only] [--jobs N]
+ * Usage: node scripts/model-check.mjs [--base-only] [--jobs N] [--no-cache]
  * Needs `spin` and a C compiler (`cc`); exits 1 if the model fails, a mutation survives, or a tool is missing.
+ *
+ * Compiled verifiers are kept in node_modules/.cache/model-check, each under the SHA-256 of the C sources spin
+ * generated, the cc command line and `cc --version`: a changed model, mutation, bound or compiler is a new key,
+ * so a stale verifier is never run. Every search itself runs each time; `--no-cache` compiles everything afresh.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+} from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const model = join(root, 'model', 'protocol.pml');
+const cacheDir = join(root, 'node_modules', '.cache', 'model-check');
+let useCache = true;
 
 /**
  * The bounds, as scenarios: each is checked exhaustively. One scenario with every fault at once does not fit
@@ -131,6 +147,34 @@ function run(command, args, cwd) {
   });
 }
 
+/** The compiler's identity, part of every cache key: another cc or version compiles afresh. */
+let compilerIdentity;
+function compilerId() {
+  compilerIdentity ??= spawnSync('cc', ['--version'], { encoding: 'utf8' }).stdout;
+  return compilerIdentity;
+}
+
+/**
+ * Compiles pan in `dir` (spin's sources there) or takes the verifier compiled from the same sources, flags and
+ * compiler before. Returns the verifier's path.
+ */
+async function compilePan(dir, args) {
+  const hash = createHash('sha256');
+  hash.update(`${compilerId()}\0${args.join(' ')}\0`);
+  for (const name of readdirSync(dir).sort()) hash.update(`${name}\0`).update(readFileSync(join(dir, name)));
+  const cached = join(cacheDir, `pan-${hash.digest('hex')}`);
+  if (useCache && existsSync(cached)) return cached;
+  const cc = await run('cc', [...args, '-o', 'pan', 'pan.c'], dir);
+  if (cc.status !== 0) throw new Error(`cc failed:\n${cc.out}`);
+  if (!useCache) return join(dir, 'pan');
+  // Copied under a temporary name then renamed: two runs at once never see half a binary.
+  mkdirSync(cacheDir, { recursive: true });
+  const partial = `${cached}.${process.pid}.${Math.random().toString(36).slice(2)}`;
+  copyFileSync(join(dir, 'pan'), partial);
+  renameSync(partial, cached);
+  return cached;
+}
+
 /**
  * Compiles and runs one verification; returns its outcome as parsed from pan's report. `optimize` is cc's -O
  * level. Compiling pan.c took most of this script's CPU: about 3 s at -O1 against 0.8 s at -O0, for each of the
@@ -144,24 +188,19 @@ async function verify(scenario, extra, optimize = '-O1') {
     const flags = [...scenario.flags, ...extra];
     const spin = await run('spin', ['-a', ...flags, model], dir);
     if (spin.status !== 0) throw new Error(`spin -a failed:\n${spin.out}`);
-    const cc = await run(
-      'cc',
-      [optimize, '-w', '-DSAFETY', '-DCOLLAPSE', '-DMEMLIM=2048', '-o', 'pan', 'pan.c'],
-      dir,
-    );
-    if (cc.status !== 0) throw new Error(`cc failed:\n${cc.out}`);
+    const pan = await compilePan(dir, [optimize, '-w', '-DSAFETY', '-DCOLLAPSE', '-DMEMLIM=2048']);
     const started = Date.now();
     // `times` (POSIX sh) prints the CPU time of the shell's children last: pan's own, whatever the load.
-    const pan = await run('sh', ['-c', './pan -m400000 -c1; times'], dir);
+    const search = await run('sh', ['-c', '"$0" -m400000 -c1; times', pan], dir);
     const seconds = (Date.now() - started) / 1000;
-    const [, minutes, secs] = /(\d+)m([\d.]+)s\s+\d+m[\d.]+s\s*$/.exec(pan.out) ?? [];
+    const [, minutes, secs] = /(\d+)m([\d.]+)s\s+\d+m[\d.]+s\s*$/.exec(search.out) ?? [];
     const cpu = Number(minutes ?? 0) * 60 + Number(secs ?? 0);
-    const errors = Number(/errors: (\d+)/.exec(pan.out)?.[1] ?? Number.NaN);
-    const states = Number(/(\d+) states, stored/.exec(pan.out)?.[1] ?? Number.NaN);
-    const depth = Number(/depth reached (\d+)/.exec(pan.out)?.[1] ?? Number.NaN);
-    const violation = /pan:1: (.*)/.exec(pan.out)?.[1];
-    const incomplete = /max search depth too small|out of memory|Search not completed/.test(pan.out);
-    if (Number.isNaN(errors)) throw new Error(`pan gave no verdict:\n${pan.out}`);
+    const errors = Number(/errors: (\d+)/.exec(search.out)?.[1] ?? Number.NaN);
+    const states = Number(/(\d+) states, stored/.exec(search.out)?.[1] ?? Number.NaN);
+    const depth = Number(/depth reached (\d+)/.exec(search.out)?.[1] ?? Number.NaN);
+    const violation = /pan:1: (.*)/.exec(search.out)?.[1];
+    const incomplete = /max search depth too small|out of memory|Search not completed/.test(search.out);
+    if (Number.isNaN(errors)) throw new Error(`pan gave no verdict:\n${search.out}`);
     return { errors, states, depth, violation, incomplete, seconds, cpu };
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -211,6 +250,7 @@ async function main() {
   const baseOnly = argv.includes('--base-only');
   // Survivors are documented as surviving; re-checking them costs a search in every scenario each, so only on ask.
   const checkSurvivors = argv.includes('--survivors');
+  useCache = !argv.includes('--no-cache');
   const jobsAt = argv.indexOf('--jobs');
   const jobs = jobsAt >= 0 ? Number(argv[jobsAt + 1]) : Math.max(1, Math.min(2, cpus().length));
   requireTool('spin', ['-V'], 'apt-get install -y spin (Debian package; .ci/run does this)');
