@@ -1,5 +1,5 @@
 /**
- * What `eos epoch` reads and writes (issue 14, `epochs.ts`): each partition's epochs, why its current one stopped,
+ * What `eos epoch` reads and writes (`epochs.ts`): each partition's epochs, why its current one stopped,
  * and the switch to a new epoch.
  *
  * The switch of one partition from epoch N to N+1 is one conditional write, so a crash anywhere leaves each
@@ -24,9 +24,9 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { rethrowClassified } from '../aws/classify.ts';
+import { TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { ledgerDocumentClient } from '../aws/clients.ts';
+import { classified, sendConditional, type TableRef, type TransactItem } from '../aws/dynamo.ts';
 import type { Clock } from '../clock.ts';
 import {
   CLOSED_ATTRIBUTE,
@@ -38,9 +38,9 @@ import {
   STOP_ATTRIBUTE,
   type StopRecord,
 } from './epochs.ts';
+import { type FenceState, NO_FENCE, readFence } from './fence-reads.ts';
 import { fenceKeys } from './fences.ts';
 import { readFenceItems } from './staged-entries.ts';
-import { type FenceState, NO_FENCE, StagingLedger } from './staging-ledger.ts';
 
 /** One epoch of a partition as the ledger holds it. */
 export interface EpochView {
@@ -87,16 +87,16 @@ export interface PartitionSwitch {
   readonly outcome: SwitchOutcome;
 }
 
-type TransactItem = NonNullable<
-  ConstructorParameters<typeof TransactWriteCommand>[0]['TransactItems']
->[number];
-
 const numberOf = (value: unknown): number | undefined =>
   typeof value === 'number' && Number.isSafeInteger(value) ? value : undefined;
 
+/** A switch lost to a change of the fence: a failed condition, or a cancelled transaction. */
+const lostSwitch = (error: unknown): boolean =>
+  error instanceof ConditionalCheckFailedException ||
+  (error as { name?: string }).name === 'TransactionCanceledException';
+
 export class EpochLedger {
-  private readonly doc: DynamoDBDocumentClient;
-  private readonly staging: StagingLedger;
+  private readonly at: TableRef;
 
   constructor(
     dynamodb: DynamoDBClient,
@@ -104,18 +104,14 @@ export class EpochLedger {
     private readonly pipeline: string,
     private readonly clock: Clock,
   ) {
-    this.doc = ledgerDocumentClient(dynamodb);
-    this.staging = new StagingLedger(dynamodb, table);
+    this.at = { doc: ledgerDocumentClient(dynamodb), table };
   }
 
   /** Every partition that has a fence in some epoch, with its epochs, by topic and partition. */
   async partitions(): Promise<PartitionEpochs[]> {
-    let items: Record<string, unknown>[];
-    try {
-      items = await readFenceItems(this.doc, this.table, this.pipeline);
-    } catch (error) {
-      return rethrowClassified('dynamodb:Query(fences)', error);
-    }
+    const items = await classified('dynamodb:Query(fences)', () =>
+      readFenceItems(this.at.doc, this.table, this.pipeline),
+    );
     const byPartition = new Map<
       string,
       { topic: string; partition: number; views: EpochView[]; current: number }
@@ -158,10 +154,10 @@ export class EpochLedger {
     partition: number,
     options: { force?: boolean } = {},
   ): Promise<SwitchOutcome> {
-    const root = await this.staging.readFence(this.pipeline, topic, partition);
+    const root = await readFence(this.at, this.pipeline, topic, partition);
     const epoch = root.epoch ?? 0;
     const lane = laneOf(topic, epoch);
-    const current = epoch === 0 ? root : await this.staging.readFence(this.pipeline, lane, partition);
+    const current = epoch === 0 ? root : await readFence(this.at, this.pipeline, lane, partition);
     if (current.closed) return { kind: 'changed', epoch };
     if (current.stagedOffset === NO_FENCE) return { kind: 'fresh', epoch };
     if (!options.force && current.stop?.fence !== current.stagedOffset) {
@@ -172,21 +168,21 @@ export class EpochLedger {
       return { kind: 'unconfirmed', epoch, stagedOffset: current.stagedOffset, stop };
     }
     const now = this.clock.now();
-    try {
-      if (epoch === 0) await this.doc.send(new UpdateCommand(this.closeRoot(topic, partition, root, now)));
-      else
-        await this.doc.send(
-          new TransactWriteCommand({ TransactItems: this.closeLane(topic, partition, root, current, now) }),
-        );
-    } catch (error) {
-      if (
-        error instanceof ConditionalCheckFailedException ||
-        (error as { name?: string }).name === 'TransactionCanceledException'
-      ) {
-        return { kind: 'changed', epoch };
-      }
-      return rethrowClassified('dynamodb:switch epoch', error);
-    }
+    const switched =
+      epoch === 0
+        ? await sendConditional(
+            this.at.doc,
+            new UpdateCommand(this.closeRoot(topic, partition, root, now)),
+            'dynamodb:switch epoch',
+            { lost: lostSwitch },
+          )
+        : await sendConditional(
+            this.at.doc,
+            new TransactWriteCommand({ TransactItems: this.closeLane(topic, partition, root, current, now) }),
+            'dynamodb:switch epoch',
+            { lost: lostSwitch },
+          );
+    if (switched === undefined) return { kind: 'changed', epoch };
     return { kind: 'opened', epoch: epoch + 1, closedFence: current.stagedOffset };
   }
 

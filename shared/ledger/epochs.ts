@@ -1,5 +1,5 @@
 /**
- * Epochs (issue 14): a Kafka partition's offsets belong to an epoch. Epoch 0 is the partition as first met; an
+ * Epochs: a Kafka partition's offsets belong to an epoch. Epoch 0 is the partition as first met; an
  * operator opens epoch N+1 (`eos epoch --start-new`) after the processor stopped the partition because its offsets
  * went backwards (a recreated topic, a migrated cluster): the new records, under offsets the old epoch already
  * used, then get a fence, staged entries, key window and final keys of their own, and nothing of the old epoch is

@@ -1,5 +1,5 @@
 /**
- * Where partition fences live (issue 16, scale): spread over {@link FENCE_SHARDS} partition keys, so that a
+ * Where partition fences live (for scale): spread over {@link FENCE_SHARDS} partition keys, so that a
  * pipeline of 1,000 Kafka partitions, each staging about once a second, writes each key about 63 times a second —
  * far under DynamoDB's per-partition-key write limit (1,000 write units a second), which one key for every fence
  * would pass. A fence's shard is a pure function of (topic, partition): consecutive partitions of a topic take

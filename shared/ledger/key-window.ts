@@ -1,5 +1,5 @@
 /**
- * Partition-scoped idempotency (setting `idempotencyScope: partition`, issue 16): the idempotency keys a partition
+ * Partition-scoped idempotency (setting `idempotencyScope: partition`): the idempotency keys a partition
  * staged recently, kept in items the partition's staging transactions own, so that keyed dedupe costs what
  * offset-only dedupe costs — the PutObject and one transaction per batch — instead of one conditional write per
  * record.
@@ -103,7 +103,7 @@ function entryCount(bucket: KeyWindowBucket): number {
 
 /**
  * A bucket's look-up index: its key hashes as (high, low) 32-bit words sorted, with each one's entry position.
- * 10 bytes per key besides the 16 of the entry (a map of strings costs ~100, review of issue 16), built once per
+ * 10 bytes per key besides the 16 of the entry (a map of strings costs ~100), built once per
  * bucket object: a window after a transaction shares every bucket but the ones it wrote.
  */
 interface BucketIndex {
@@ -161,7 +161,7 @@ function counts(bucket: KeyWindowBucket, now: number): boolean {
  *
  * What counts at `now`: newest first, the unexpired buckets while the unexpired buckets newer than them hold fewer
  * than `windowKeys` keys — so at least the last `windowKeys` keys (by key count, not bucket count: buckets closed
- * early by age or by another container's clock are partial, review of issue 16) within the TTL.
+ * early by age or by another container's clock are partial) within the TTL.
  */
 export class KeyWindow {
   /** Newest first. */

@@ -10,7 +10,7 @@
  * | partition fence   | `<pl>#FENCE#<shard, 2 digits>`          | `<topic>#<partition>`               |
  * | staged-file entry | `<pl>#STAGED#<topic>#<partition>`       | `<lastOffset, 20 digits>#<stream>`  |
  * | idempotency claim | `<pl>#CLAIM#<key>`                      | `CLAIM` (generation G: `CLAIM#g<G>`) |
-| replay plan       | `<pl>#REPLAY`                           | `G#<generation, 9 digits>`          |
+ * | replay plan       | `<pl>#REPLAY`                           | `G#<generation, 9 digits>`          |
  * | key-window bucket | `<pl>#KEYS#<topic>#<partition>`         | `W#<seq, 12 digits>`                |
  * | keyed state       | `<pl>#STATE#<stateKey>`                 | `STATE`                             |
  * | checkpoint head   | `<pl>#CHECKPOINT`                       | `HEAD`                              |
@@ -27,11 +27,8 @@
  *   staged entries it promoted. Nothing the commit path trusts lies under a processor key: a processor that
  *   is compromised can stage garbage (prepare refuses it) but cannot move the head, forge a cut or a vote.
  *
- * A checkpoint's cut is not in its record: it is written as cut pages (at most {@link CUT_PAGE_BUDGET_BYTES} of
- * partition names each, so every item stays far under DynamoDB's 400 KB at any number of partitions, L3) under a
- * pk unique to the begin that wrote them (`cutId`, recorded in the checkpoint record). `C#` pages hold the
- * partitions whose cut moved, dealt to prepare/promote/cleanup shards; `U#` pages the unchanged ones, carried so
- * that the next begin reads the whole committed cut.
+ * A checkpoint's cut is not in its record: it is written as cut pages (`cut-pages.ts`, each far under DynamoDB's
+ * 400 KB at any number of partitions, L3) under a pk unique to the begin that wrote them (`cutId`).
  *
  * Fences are spread over 16 partition keys by (topic, partition) (`fences.ts`: one key for all would take more
  * writes a second than DynamoDB allows one key at 1,000 partitions), so the coordinator reads every partition's

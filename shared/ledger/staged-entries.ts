@@ -11,11 +11,11 @@ import {
   type DynamoDBDocumentClient,
   GetCommand,
   paginateQuery,
-  QueryCommand,
   TransactWriteCommand,
 } from '@aws-sdk/lib-dynamodb';
-import { cancellationReasons, rethrowClassified } from '../aws/classify.ts';
+import { cancellationReasons } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
+import { classified, queryPages, send, sendConditional } from '../aws/dynamo.ts';
 import { mapLimit } from '../concurrency.ts';
 import { fenceKeys } from './fences.ts';
 import { type ItemKey, keys, padOffset, partitionId, STREAMS, type Stream } from './layout.ts';
@@ -96,6 +96,10 @@ function classifyItem(
   return { kind: 'entry', at, entry };
 }
 
+/** A transaction of deletes cancelled because some entry is already gone (or names another object now). */
+const someEntryGone = (error: unknown): boolean =>
+  cancellationReasons(error)?.some((reason) => reason.Code === 'ConditionalCheckFailed') ?? false;
+
 export class StagedEntries {
   private readonly doc: DynamoDBDocumentClient;
 
@@ -113,13 +117,10 @@ export class StagedEntries {
    */
   async readFences(): Promise<Record<string, number>> {
     const fences: Record<string, number> = {};
-    let items: Record<string, unknown>[];
-    try {
-      items = await readFenceItems(this.doc, this.table, this.pipeline);
-    } catch (error) {
-      // Classified as every ledger read is: a throttle is transient (the state machine retries the step).
-      return rethrowClassified('dynamodb:Query(readFences)', error);
-    }
+    // Classified as every ledger read is: a throttle is transient (the state machine retries the step).
+    const items = await classified('dynamodb:Query(readFences)', () =>
+      readFenceItems(this.doc, this.table, this.pipeline),
+    );
     for (const item of items as unknown as FenceItem[]) {
       if (typeof item.stagedOffset === 'number' && item.stagedOffset >= 0)
         fences[partitionId(item.topic, item.partition)] = item.stagedOffset;
@@ -130,7 +131,7 @@ export class StagedEntries {
   /**
    * The ledger items of one partition (both streams) with sort keys from `range.above + 1` to `range.upTo`, in
    * sort-key order, each with the key it actually lies at. An item is processor-written, so nothing in it is
-   * trusted (review R2b-3..6): one whose attributes are not a well-formed entry, or that does not lie at
+   * trusted: one whose attributes are not a well-formed entry, or that does not lie at
    * `keys.staged(...)` of its own attributes (a copy at another sort key), comes back rejected, never as an entry.
    */
   /**
@@ -145,24 +146,24 @@ export class StagedEntries {
   ): AsyncGenerator<StagedItem> {
     if (range.upTo <= range.above) return;
     const pk = keys.stagedPk(this.pipeline, topic, partition);
-    let startKey: Record<string, unknown> | undefined;
-    do {
-      const page = await this.query(
-        {
-          KeyConditionExpression: 'pk = :pk AND sk BETWEEN :low AND :high',
-          ExpressionAttributeValues: {
-            ':pk': pk,
-            ':low': padOffset(range.above + 1),
-            ':high': keys.stagedUpTo(range.upTo),
-          },
-          ExclusiveStartKey: startKey,
-          ...(pageSize === undefined ? {} : { Limit: pageSize }),
+    const pages = queryPages(
+      this.doc,
+      {
+        TableName: this.table,
+        ConsistentRead: true,
+        KeyConditionExpression: 'pk = :pk AND sk BETWEEN :low AND :high',
+        ExpressionAttributeValues: {
+          ':pk': pk,
+          ':low': padOffset(range.above + 1),
+          ':high': keys.stagedUpTo(range.upTo),
         },
-        'stagedEntries',
-      );
-      for (const item of page.items) yield classifyItem(this.pipeline, topic, partition, pk, item);
-      startKey = page.next;
-    } while (startKey);
+        ...(pageSize === undefined ? {} : { Limit: pageSize }),
+      },
+      'dynamodb:Query(stagedEntries)',
+    );
+    for await (const page of pages) {
+      for (const item of page) yield classifyItem(this.pipeline, topic, partition, pk, item);
+    }
   }
 
   /** The well-formed, well-placed staged entries of {@link items} (rejected items left out). */
@@ -177,18 +178,16 @@ export class StagedEntries {
     lastOffset: number,
     stream: Stream,
   ): Promise<StagedFileEntry | undefined> {
-    try {
-      const result = await this.doc.send(
-        new GetCommand({
-          TableName: this.table,
-          Key: keys.staged(this.pipeline, topic, partition, lastOffset, stream),
-          ConsistentRead: true,
-        }),
-      );
-      return result.Item as StagedFileEntry | undefined;
-    } catch (error) {
-      return rethrowClassified('dynamodb:GetItem(staged entry)', error);
-    }
+    const result = await send(
+      this.doc,
+      new GetCommand({
+        TableName: this.table,
+        Key: keys.staged(this.pipeline, topic, partition, lastOffset, stream),
+        ConsistentRead: true,
+      }),
+      'dynamodb:GetItem(staged entry)',
+    );
+    return result.Item as StagedFileEntry | undefined;
   }
 
   /**
@@ -197,13 +196,13 @@ export class StagedEntries {
    * call deleted it, false when the condition failed (already gone or replaced).
    */
   async deleteEntry(target: DeleteTarget): Promise<boolean> {
-    try {
-      await this.doc.send(new DeleteCommand({ TableName: this.table, ...deleteInput(target) }));
-      return true;
-    } catch (error) {
-      if (error instanceof ConditionalCheckFailedException) return false;
-      return rethrowClassified('dynamodb:DeleteItem(staged entry)', error);
-    }
+    const deleted = await sendConditional(
+      this.doc,
+      new DeleteCommand({ TableName: this.table, ...deleteInput(target) }),
+      'dynamodb:DeleteItem(staged entry)',
+      { lost: (error) => error instanceof ConditionalCheckFailedException },
+    );
+    return deleted !== undefined;
   }
 
   /**
@@ -215,49 +214,29 @@ export class StagedEntries {
     const chunks: DeleteTarget[][] = [];
     for (let i = 0; i < targets.length; i += chunk) chunks.push(targets.slice(i, i + chunk));
     const deleted = await mapLimit(chunks, concurrency, async (part) => {
-      try {
-        await this.doc.send(
-          new TransactWriteCommand({
-            TransactItems: part.map((target) => ({
-              Delete: { TableName: this.table, ...deleteInput(target) },
-            })),
-          }),
-        );
-        return part.length;
-      } catch (error) {
-        const reasons = cancellationReasons(error);
-        if (!reasons?.some((reason) => reason.Code === 'ConditionalCheckFailed')) {
-          return rethrowClassified('dynamodb:TransactWriteItems(delete staged entries)', error);
-        }
-        let count = 0;
-        for (const target of part) if (await this.deleteEntry(target)) count++;
-        return count;
-      }
+      const whole = await sendConditional(
+        this.doc,
+        new TransactWriteCommand({
+          TransactItems: part.map((target) => ({
+            Delete: { TableName: this.table, ...deleteInput(target) },
+          })),
+        }),
+        'dynamodb:TransactWriteItems(delete staged entries)',
+        { lost: someEntryGone },
+      );
+      if (whole !== undefined) return part.length;
+      let count = 0;
+      for (const target of part) if (await this.deleteEntry(target)) count++;
+      return count;
     });
     return deleted.reduce((sum, n) => sum + n, 0);
   }
-
-  private async query(
-    input: {
-      KeyConditionExpression: string;
-      ExpressionAttributeValues: Record<string, unknown>;
-      ExclusiveStartKey: Record<string, unknown> | undefined;
-      Limit?: number;
-    },
-    operation: string,
-  ): Promise<{ items: Record<string, unknown>[]; next: Record<string, unknown> | undefined }> {
-    try {
-      const result = await this.doc.send(
-        new QueryCommand({ TableName: this.table, ConsistentRead: true, ...input }),
-      );
-      return { items: result.Items ?? [], next: result.LastEvaluatedKey };
-    } catch (error) {
-      return rethrowClassified(`dynamodb:Query(${operation})`, error);
-    }
-  }
 }
 
-/** Every item under one partition key, strongly consistent (the SDK's paginator). */
+/**
+ * Every item under one partition key, strongly consistent (the SDK's paginator). Failures are DynamoDB's own:
+ * each caller classifies them under its operation's name (`classified` in `aws/dynamo.ts`).
+ */
 export async function itemsUnder(
   documents: DynamoDBDocumentClient,
   table: string,

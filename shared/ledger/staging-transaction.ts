@@ -1,0 +1,300 @@
+/**
+ * One chunk's effects in ONE DynamoDB transaction (P1, P2). Items, in this order (cancellation reasons are
+ * reported by index):
+ *   0      the fence: stagedOffset := newOffset and its identity (the fingerprints of the record at newOffset and
+ *          of the delivered batch's first record), on condition stagedOffset = expected (or absent when -1)
+ *   (1)    the legacy fence key, when this transaction moves the fence to its shard (`fences.ts`)
+ *   ...    staged-file entries (one per stream with rows), each on condition the entry does not exist
+ *   ...    idempotency claims (`claims.ts`), each on condition: absent, expired, or already ours; a failed one
+ *          returns the holder, so the processor tells a duplicate (same digest) from a conflict
+ *   ...    key-window buckets (partition-scoped idempotency, `key-window.ts`): whole-item Puts, each on condition
+ *          the bucket is as the processor's window says (absent, or holding that many entries)
+ *   ...    keyed-state deltas (`state-items.ts`), guarded by the fence condition of the same transaction
+ *
+ * The identity rides in the fence update the transaction makes anyway: no extra call in the steady state. A
+ * transaction DynamoDB refuses for a limit is structural, not transient: `ItemLimitExceededError` names the
+ * partition and the refused item; for keyed-state items it is a `StateItemTooLargeError`.
+ */
+import { QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { cancellationReasons } from '../aws/classify.ts';
+import { MAX_TRANSACTION_ITEMS, send, type TableRef, type TransactItem } from '../aws/dynamo.ts';
+import { PipelineError } from '../errors.ts';
+import type { StateDelta } from '../transforms/types.ts';
+import { ClaimsTakenError, claimPut, holderOf } from './claims.ts';
+import { CLOSED_ATTRIBUTE, isRootLane, STOP_ATTRIBUTE } from './epochs.ts';
+import { NO_FENCE } from './fence-reads.ts';
+import { fenceKeys } from './fences.ts';
+import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
+import { keys } from './layout.ts';
+import type { ClaimItem, FenceIdentity, StagedFileEntry } from './records.ts';
+import { explainStateCancellation, explainStateRefusal, stateItem, tooManyItems } from './state-items.ts';
+
+/** The fence is not at the value this invocation started from: someone else staged (P2). */
+export class FenceMovedError extends PipelineError {
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+    readonly expected: number,
+  ) {
+    super(`fence of ${topic}-${partition} is no longer at ${expected}`);
+  }
+}
+
+/**
+ * A key-window bucket is not what the processor's window said although the fence was (only a writer outside the
+ * protocol, or a defect, can do that): the processor reads the window again.
+ */
+export class KeyWindowChangedError extends PipelineError {
+  constructor(
+    readonly topic: string,
+    readonly partition: number,
+  ) {
+    super(`key window of ${topic}-${partition} changed without its fence moving`);
+  }
+}
+
+export interface StagingTransaction {
+  readonly pipeline: string;
+  readonly topic: string;
+  readonly partition: number;
+  /** The fence value the invocation read (-1: no fence yet). */
+  readonly expectedOffset: number;
+  /** That value was read from the legacy fence key: this transaction moves the fence to its shard (`fences.ts`). */
+  readonly fromLegacy?: boolean;
+  /** The chunk's last offset: the fence after this transaction. */
+  readonly newOffset: number;
+  readonly entries: readonly StagedFileEntry[];
+  readonly claims: readonly ClaimItem[];
+  /** Folded per key: at most one delta per state key. */
+  readonly state: readonly StateDelta[];
+  /** Partition-scoped idempotency: the key-window buckets this chunk writes (see `key-window.ts`). */
+  readonly keyWindow?: readonly BucketWrite[];
+  /** What the fence will say about the records it moves past (see {@link FenceIdentity}). */
+  readonly identity: FenceIdentity;
+  /** Epoch ms. */
+  readonly now: number;
+  /**
+   * The attempt staging this transaction: every claim it puts lists it as holder, for good (see
+   * `StagingLedger.releaseClaims`).
+   */
+  readonly attemptId: string;
+}
+
+/** The transaction's items with a label each (for the error that names a refused item). */
+interface Planned {
+  readonly items: TransactItem[];
+  readonly labels: string[];
+  readonly claimsStart: number;
+}
+
+function plan(table: string, txn: StagingTransaction): Planned {
+  const moves = touchesLegacy(txn) ? [legacyItem(table, txn)] : [];
+  const items = [fenceItem(table, txn), ...moves, ...txn.entries.map((e) => entryItem(table, txn, e))];
+  const labels = [
+    'fence',
+    ...moves.map(() => 'legacy fence'),
+    ...txn.entries.map((e) => `staged entry ${e.stream} ${e.firstOffset}..${e.lastOffset}`),
+  ];
+  const claimsStart = items.length;
+  // The holder comes back with a failed condition: duplicate (same digest) or conflict.
+  items.push(
+    ...txn.claims.map((claim) => ({
+      Put: {
+        ...claimPut(table, txn.pipeline, claim, txn.now, txn.attemptId),
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+      },
+    })),
+  );
+  labels.push(...txn.claims.map((claim) => `claim ${claim.idempotencyKey}`));
+  const windowWrites = txn.keyWindow ?? [];
+  items.push(...windowWrites.map((write) => bucketItem(table, txn, write)));
+  labels.push(...windowWrites.map((write) => `key-window bucket ${write.bucket.seq}`));
+  items.push(...txn.state.map((delta) => stateItem(table, txn.pipeline, delta)));
+  labels.push(...txn.state.map((delta) => `state ${delta.key}`));
+  return { items, labels, claimsStart };
+}
+
+/**
+ * Applies a chunk's effects atomically, or throws `FenceMovedError` / `ClaimsTakenError` / `KeyWindowChangedError`
+ * / `StateTypeConflictError` / `ItemLimitExceededError`.
+ */
+export async function stage(at: TableRef, txn: StagingTransaction): Promise<void> {
+  const { items, labels, claimsStart } = plan(at.table, txn);
+  // The planner keeps a chunk within the limit (the legacy fence item included): a defect, named, not retried.
+  if (items.length > MAX_TRANSACTION_ITEMS) throw tooManyItems(txn, items.length);
+  await send(at.doc, new TransactWriteCommand({ TransactItems: items }), 'dynamodb:TransactWriteItems', {
+    missingTable: at.table,
+    explain: (error) => {
+      const reasons = cancellationReasons(error);
+      if (reasons) explainCancellation(txn, reasons, claimsStart, labels, error);
+      explainStateRefusal(txn, labels, error);
+    },
+  });
+}
+
+function explainCancellation(
+  txn: StagingTransaction,
+  reasons: ReadonlyArray<{ Code?: string; Message?: string; Item?: Record<string, unknown> }>,
+  claimsStart: number,
+  labels: readonly string[],
+  error: unknown,
+): void {
+  const failed = (index: number) => reasons[index]?.Code === 'ConditionalCheckFailed';
+  // A failed entry condition means another invocation staged the same range: the fence moved too. So does a
+  // failed legacy move (another invocation moved or moved past it).
+  const legacy = touchesLegacy(txn);
+  const entriesStart = legacy ? 2 : 1;
+  if (failed(0) || (legacy && failed(1)) || txn.entries.some((_, i) => failed(entriesStart + i))) {
+    throw new FenceMovedError(txn.topic, txn.partition, txn.expectedOffset);
+  }
+  const taken = txn.claims.flatMap((claim, i) =>
+    failed(claimsStart + i) ? [holderOf(claim.idempotencyKey, reasons[claimsStart + i]?.Item)] : [],
+  );
+  if (taken.length > 0) throw new ClaimsTakenError(taken);
+  const windowStart = claimsStart + txn.claims.length;
+  if ((txn.keyWindow ?? []).some((_, i) => failed(windowStart + i))) {
+    throw new KeyWindowChangedError(txn.topic, txn.partition);
+  }
+  explainStateCancellation(txn, reasons, labels, error);
+}
+
+/**
+ * A transaction that creates the sharded fence also settles the legacy key (see {@link legacyItem}); a lane of
+ * epoch >= 1 never had one (`epochs.ts`).
+ */
+function touchesLegacy(txn: StagingTransaction): boolean {
+  return txn.fromLegacy === true || (txn.expectedOffset === NO_FENCE && isRootLane(txn.topic));
+}
+
+/**
+ * The legacy fence key's part of a transaction that creates the sharded fence (`fences.ts`): a legacy fence (the
+ * value read) is marked moved and loses its staged offset, on condition it is still that value and not moved;
+ * for a new partition a moved marker is created, on condition nothing is there. Either way a processor of the
+ * release before the shards (a rolling deploy, a zombie) can no longer stage on the legacy key: its condition
+ * (the staged offset it read, or the key absent) fails, and it stops on the fence without an offset.
+ */
+function legacyItem(table: string, txn: StagingTransaction): TransactItem {
+  const moved = fenceKeys.fence(txn.pipeline, txn.topic, txn.partition);
+  const fresh = txn.expectedOffset === NO_FENCE;
+  return {
+    Update: {
+      TableName: table,
+      Key: fenceKeys.legacyFence(txn.pipeline, txn.topic, txn.partition),
+      // The marker names its partition, as a fence does (readers of the release before the shards list them).
+      UpdateExpression: fresh
+        ? 'SET movedTo = :movedTo, movedFrom = :none, topic = :topic, #partition = :partition'
+        : 'SET movedTo = :movedTo, movedFrom = stagedOffset REMOVE stagedOffset',
+      ConditionExpression: fresh
+        ? 'attribute_not_exists(pk)'
+        : 'stagedOffset = :expected AND attribute_not_exists(movedTo) AND attribute_not_exists(#closed)',
+      ExpressionAttributeNames: fresh ? { '#partition': 'partition' } : { '#closed': CLOSED_ATTRIBUTE },
+      ExpressionAttributeValues: fresh
+        ? { ':movedTo': moved.pk, ':none': NO_FENCE, ':topic': txn.topic, ':partition': txn.partition }
+        : { ':movedTo': moved.pk, ':expected': txn.expectedOffset },
+    },
+  };
+}
+
+function fenceItem(table: string, txn: StagingTransaction): TransactItem {
+  // The sharded fence is created (absent) for a new partition or lane and when the legacy one moves. A closed
+  // fence (an operator opened a newer epoch, `epochs.ts`) takes no staging: the condition sends a processor that
+  // still holds it to read the new lane. Staging clears a stop record: the partition moves again.
+  const absent = txn.fromLegacy === true || txn.expectedOffset === NO_FENCE;
+  return {
+    Update: {
+      TableName: table,
+      Key: keys.fence(txn.pipeline, txn.topic, txn.partition),
+      UpdateExpression:
+        'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition, ' +
+        'fenceRecord = :fenceRecord, batchStart = :batchStart, recentStarts = :recentStarts REMOVE #stop',
+      ConditionExpression: absent
+        ? 'attribute_not_exists(pk)'
+        : 'stagedOffset = :expected AND attribute_not_exists(#closed)',
+      ExpressionAttributeNames: {
+        '#partition': 'partition',
+        '#stop': STOP_ATTRIBUTE,
+        ...(absent ? {} : { '#closed': CLOSED_ATTRIBUTE }),
+      },
+      ExpressionAttributeValues: {
+        ':new': txn.newOffset,
+        ':now': txn.now,
+        ':topic': txn.topic,
+        ':partition': txn.partition,
+        ':fenceRecord': txn.identity.fenceRecord,
+        ':batchStart': txn.identity.batchStart,
+        ':recentStarts': txn.identity.recentStarts,
+        ...(absent ? {} : { ':expected': txn.expectedOffset }),
+      },
+    },
+  };
+}
+
+function entryItem(table: string, txn: StagingTransaction, entry: StagedFileEntry): TransactItem {
+  return {
+    Put: {
+      TableName: table,
+      Item: {
+        ...keys.staged(txn.pipeline, txn.topic, txn.partition, entry.lastOffset, entry.stream),
+        ...entry,
+      },
+      ConditionExpression: 'attribute_not_exists(pk)',
+    },
+  };
+}
+
+function bucketItem(
+  table: string,
+  txn: StagingTransaction,
+  { bucket, previousEntries }: BucketWrite,
+): TransactItem {
+  const fresh = previousEntries === undefined;
+  return {
+    Put: {
+      TableName: table,
+      Item: {
+        ...keys.keyWindowBucket(txn.pipeline, txn.topic, txn.partition, bucket.seq),
+        seq: bucket.seq,
+        createdAt: bucket.createdAt,
+        expiresAt: bucket.expiresAt,
+        entries: bucket.entries,
+      },
+      ConditionExpression: fresh ? 'attribute_not_exists(pk)' : 'size(entries) = :bytes',
+      ...(fresh ? {} : { ExpressionAttributeValues: { ':bytes': previousEntries * ENTRY_BYTES } }),
+    },
+  };
+}
+
+/**
+ * The newest `buckets` key-window buckets of a partition (strongly consistent; read after the fence, see
+ * `key-window.ts`). Expired buckets are returned too: the window ignores them by their `expiresAt`. Each page asks
+ * for no more than the buckets still missing.
+ */
+export async function readKeyWindow(
+  at: TableRef,
+  pipeline: string,
+  topic: string,
+  partition: number,
+  buckets: number,
+): Promise<KeyWindowBucket[]> {
+  const found: KeyWindowBucket[] = [];
+  let start: Record<string, unknown> | undefined;
+  do {
+    const page = await send(
+      at.doc,
+      new QueryCommand({
+        TableName: at.table,
+        KeyConditionExpression: 'pk = :pk AND begins_with(sk, :w)',
+        ExpressionAttributeValues: { ':pk': keys.keyWindowPk(pipeline, topic, partition), ':w': 'W#' },
+        ScanIndexForward: false,
+        ConsistentRead: true,
+        Limit: buckets - found.length,
+        ...(start ? { ExclusiveStartKey: start } : {}),
+      }),
+      'dynamodb:Query',
+      { missingTable: at.table },
+    );
+    for (const item of page.Items ?? []) found.push(bucketOf(item, `key window ${topic}#${partition}`));
+    start = page.LastEvaluatedKey;
+  } while (start && found.length < buckets);
+  return found;
+}

@@ -1,0 +1,218 @@
+/**
+ * Keyed-state items: the transform's per-key deltas as DynamoDB updates (SET of fields, ADD of numbers), applied
+ * inside the staging transaction (EXACTLY_ONCE) or on their own ({@link applyState}: AT_LEAST_ONCE and NONE), and
+ * the errors that name the state keys DynamoDB refused, which the processor resolves record by record.
+ */
+import { GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { cancellationReasons, isLimitExceeded } from '../aws/classify.ts';
+import { MAX_TRANSACTION_ITEMS, send, type TableRef, type TransactItem } from '../aws/dynamo.ts';
+import { ItemLimitExceededError, PipelineError } from '../errors.ts';
+import type { StateDelta } from '../transforms/types.ts';
+import { keys } from './layout.ts';
+
+/**
+ * DynamoDB refused an ADD because the state field it adds to holds something other than a number (a field set as
+ * text by an earlier record, in an earlier chunk or batch). `stateKeys` are the state keys that may hold it: the
+ * refused items when DynamoDB names them, else every state key of the transaction. Deterministic: the processor
+ * dead-letters the records whose adds meet a non-number (see `StagingLedger.readState`) and stages the rest.
+ */
+export class StateTypeConflictError extends PipelineError {
+  constructor(
+    readonly stateKeys: readonly string[],
+    detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`state ADD to a field that is not a number (${stateKeys.join(', ')}): ${detail}`, options);
+  }
+}
+
+/**
+ * DynamoDB refused keyed-state items as larger than its item limit (400 KB): an item grown over many records that
+ * set new field names. `stateKeys` are the refused items when DynamoDB names them, else every state key of the
+ * transaction. The processor dead-letters the records that would take an item past the limit and stages the rest
+ * (`processor/state-size.ts`); when none would, it stops the partition with this error, as any item limit.
+ */
+export class StateItemTooLargeError extends ItemLimitExceededError {
+  constructor(
+    topic: string,
+    partition: number,
+    readonly stateKeys: readonly string[],
+    items: readonly string[],
+    detail: string,
+    options?: { cause?: unknown },
+  ) {
+    super(topic, partition, items, detail, options);
+  }
+}
+
+/** DynamoDB's words for an ADD (or another operand) meeting an attribute of the wrong type. */
+const WRONG_TYPE = /incorrect (operand|data) type|operand type/i;
+
+/** What names a refusal of keyed-state items: the partition and the transaction's folded deltas. */
+export interface StateRefusalContext {
+  readonly topic: string;
+  readonly partition: number;
+  readonly state: readonly StateDelta[];
+}
+
+/** AT_LEAST_ONCE / NONE: one chunk's keyed-state deltas of a partition, applied without fence (see applyState). */
+export interface DirectStateTransaction extends StateRefusalContext {
+  readonly pipeline: string;
+}
+
+/** One delta as a transaction item: SET of its fields, ADD of its numbers, no condition. */
+export function stateItem(table: string, pipeline: string, delta: StateDelta): TransactItem {
+  const names: Record<string, string> = {};
+  const values: Record<string, unknown> = { ':stateKey': delta.key };
+  const sets = ['stateKey = :stateKey'];
+  const adds: string[] = [];
+  Object.entries(delta.fields).forEach(([field, value], i) => {
+    names[`#f${i}`] = field;
+    values[`:f${i}`] = value;
+    sets.push(`#f${i} = :f${i}`);
+  });
+  Object.entries(delta.add).forEach(([field, value], i) => {
+    names[`#a${i}`] = field;
+    values[`:a${i}`] = value;
+    adds.push(`#a${i} :a${i}`);
+  });
+  return {
+    Update: {
+      TableName: table,
+      Key: keys.state(pipeline, delta.key),
+      UpdateExpression: `SET ${sets.join(', ')}${adds.length ? ` ADD ${adds.join(', ')}` : ''}`,
+      ExpressionAttributeNames: Object.keys(names).length ? names : undefined,
+      ExpressionAttributeValues: values,
+    },
+  };
+}
+
+/** A transaction of more items than DynamoDB takes: a defect of the planner, named, never retried. */
+export function tooManyItems(context: StateRefusalContext, items: number): ItemLimitExceededError {
+  return new ItemLimitExceededError(
+    context.topic,
+    context.partition,
+    [`${items} transaction items`],
+    `more than DynamoDB's ${MAX_TRANSACTION_ITEMS} items in one transaction`,
+  );
+}
+
+/**
+ * A cancelled transaction whose keyed-state items (its last `txn.state.length` items) DynamoDB refused: an ADD
+ * meeting a field that is not a number, or an item over a limit. Anything else is left to the caller.
+ */
+export function explainStateCancellation(
+  txn: StateRefusalContext,
+  reasons: ReadonlyArray<{ Code?: string; Message?: string }>,
+  labels: readonly string[],
+  error: unknown,
+): void {
+  const stateStart = labels.length - txn.state.length;
+  const wrongType = txn.state.filter((_, i) => {
+    const reason = reasons[stateStart + i];
+    return reason?.Code === 'ValidationError' && WRONG_TYPE.test(reason.Message ?? '');
+  });
+  if (wrongType.length > 0) {
+    throw new StateTypeConflictError(
+      wrongType.map((delta) => delta.key),
+      'ValidationError',
+      { cause: error },
+    );
+  }
+  // A limit (an item over 400 KB): the same on every retry, so structural, never transient.
+  const refused = reasons.flatMap((reason, i) => (reason.Code === 'ValidationError' ? [i] : []));
+  const detail = refused.map((i) => reasons[i]?.Message ?? 'ValidationError').join('; ');
+  if (refused.length > 0 && refused.every((i) => i >= stateStart)) {
+    throw new StateItemTooLargeError(
+      txn.topic,
+      txn.partition,
+      refused.map((i) => txn.state[i - stateStart]!.key),
+      refused.map((i) => labels[i]!),
+      detail,
+      { cause: error },
+    );
+  }
+  if (refused.length > 0) {
+    throw new ItemLimitExceededError(
+      txn.topic,
+      txn.partition,
+      refused.map((i) => labels[i] ?? `item ${i}`),
+      detail,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * A refusal DynamoDB (Local) answers for the whole request, naming no item: an ADD of the wrong type, or a limit
+ * (a Put over the size limit). Every state key of the transaction is then a candidate.
+ */
+export function explainStateRefusal(
+  txn: StateRefusalContext,
+  labels: readonly string[],
+  error: unknown,
+): void {
+  const { name, message } = error as { name?: string; message?: string };
+  if (name === 'ValidationException' && WRONG_TYPE.test(message ?? '')) {
+    throw new StateTypeConflictError(
+      txn.state.map((delta) => delta.key),
+      String(message),
+      { cause: error },
+    );
+  }
+  if (!isLimitExceeded(error)) return;
+  // The state items first, then the first item (the fence of a staging transaction).
+  const candidates = labels.filter((label) => label.startsWith('state ')).concat(labels.slice(0, 1));
+  if (txn.state.length > 0) {
+    throw new StateItemTooLargeError(
+      txn.topic,
+      txn.partition,
+      txn.state.map((delta) => delta.key),
+      candidates,
+      String(message),
+      { cause: error },
+    );
+  }
+  throw new ItemLimitExceededError(txn.topic, txn.partition, candidates, String(message), {
+    cause: error,
+  });
+}
+
+/**
+ * AT_LEAST_ONCE / NONE: one chunk's keyed-state deltas (folded per key, planned within DynamoDB's limits as a
+ * staging chunk is) in one transaction, without fence or condition. A retried batch adds its deltas again: the
+ * duplication those guarantees accept. A refused item throws as in the staging transaction:
+ * {@link StateTypeConflictError} or {@link StateItemTooLargeError}, which the processor resolves record by record.
+ */
+export async function applyState(at: TableRef, txn: DirectStateTransaction): Promise<void> {
+  if (txn.state.length === 0) return;
+  if (txn.state.length > MAX_TRANSACTION_ITEMS) throw tooManyItems(txn, txn.state.length);
+  const items = txn.state.map((delta) => stateItem(at.table, txn.pipeline, delta));
+  const labels = txn.state.map((delta) => `state ${delta.key}`);
+  await send(at.doc, new TransactWriteCommand({ TransactItems: items }), 'dynamodb:TransactWriteItems', {
+    missingTable: at.table,
+    explain: (error) => {
+      const reasons = cancellationReasons(error);
+      if (reasons) explainStateCancellation(txn, reasons, labels, error);
+      explainStateRefusal(txn, labels, error);
+    },
+  });
+}
+
+/**
+ * A keyed-state item as stored (strongly consistent), or undefined: read only after a
+ * {@link StateTypeConflictError}, to find which added fields hold something other than a number.
+ */
+export async function readState(
+  at: TableRef,
+  pipeline: string,
+  stateKey: string,
+): Promise<Record<string, unknown> | undefined> {
+  const { Item } = await send(
+    at.doc,
+    new GetCommand({ TableName: at.table, Key: keys.state(pipeline, stateKey), ConsistentRead: true }),
+    'dynamodb:GetItem',
+    { missingTable: at.table },
+  );
+  return Item;
+}
