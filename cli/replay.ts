@@ -21,14 +21,23 @@ import {
   KAFKA_AUTHS,
   type KafkaAuth,
   type OffsetsByTime,
-  parseTimestamp,
 } from '../shared/kafka/offsets-by-time.ts';
-import type { ReplayTimes } from '../shared/replay/plan.ts';
 import type { PlannedReplay, ReplayStatus } from '../shared/replay/replay.ts';
 import type { RequestSwitchOutcome } from '../shared/replay/store.ts';
 import type { GenerationSwitch } from '../shared/sink/generation-switch.ts';
 import { type OperatorEnvironment, operatorEnvironment } from './environment.ts';
 import { ENDPOINT_HELP, endpointUrl, integer, oneOf } from './options.ts';
+import {
+  checkPlanOptions,
+  checkViewOptions,
+  partitionList,
+  partitionOffsets,
+  type ReplayFlags,
+  timestamp,
+} from './replay-flags.ts';
+import { formatPlanned, formatStatus, switchText } from './replay-format.ts';
+
+export { formatPlanned, formatStatus, partitionList, partitionOffsets };
 
 export interface ReplayDependencies {
   readonly dynamodb?: DynamoDBClient;
@@ -75,75 +84,6 @@ export type ReplayResult =
       readonly statement: string;
       readonly switches: readonly GenerationSwitch[];
     };
-
-const iso = (ms: number) => new Date(ms).toISOString();
-
-export function formatPlanned({ plan, skipped, existing }: PlannedReplay, pipeline: string): string {
-  const lines = [
-    existing
-      ? `generation ${plan.generation} was planned already with these ranges (${iso(plan.createdAt)}): nothing new planned`
-      : `generation ${plan.generation} planned: ${plan.ranges.length} partitions${timesText(plan.times)}`,
-    ...plan.ranges.map((r) => `  ${r.lane}-${r.partition}: offsets ${r.from}..${r.to}`),
-    ...skipped.map((s) => `  partition ${s.partition} skipped: ${s.reason}`),
-    'next:',
-    `  1. deploy the replay mapping: the pipeline's replay prop { generation: ${plan.generation} } (docs/deploy.md)`,
-    `  2. eos replay --pipeline ${pipeline} --switch ${plan.generation}: readers move to it once every range is committed`,
-    `  3. after the switch, remove the replay prop and deploy again`,
-  ];
-  return `${lines.join('\n')}\n`;
-}
-
-function timesText(times: ReplayTimes | undefined): string {
-  if (times === undefined) return '';
-  return times.to === undefined
-    ? `, records from ${iso(times.from)} on`
-    : `, records from ${iso(times.from)} until ${iso(times.to)}`;
-}
-
-function phaseText(status: ReplayStatus): string {
-  if (status.phase === 'switched') return `switched by checkpoint ${status.plan.switchedIn}`;
-  if (status.phase === 'switch-requested') {
-    return status.committed
-      ? 'switch requested: every range is committed, the next checkpoint switches'
-      : 'switch requested: waits until every range is committed';
-  }
-  return status.committed
-    ? 'staged and committed: eos replay --switch to move readers to it'
-    : 'staging: readers see the earlier generation';
-}
-
-export function formatStatus(replays: readonly ReplayStatus[]): string {
-  if (replays.length === 0) return 'no replay is planned (eos replay --topic T --from-offset N plans one)\n';
-  const lines: string[] = [];
-  for (const status of replays) {
-    lines.push(
-      `generation ${status.plan.generation} (planned ${iso(status.plan.createdAt)}${timesText(status.plan.times)}): ${phaseText(status)}`,
-    );
-    for (const r of status.ranges) {
-      const done =
-        r.committedOffset >= r.to
-          ? 'done'
-          : `${r.to - Math.max(r.committedOffset, r.from - 1)} offsets to go`;
-      lines.push(
-        `  ${r.lane}-${r.partition}: offsets ${r.from}..${r.to}: staged to ${r.stagedOffset}, committed to ${r.committedOffset} (${done})`,
-      );
-    }
-  }
-  return `${lines.join('\n')}\n`;
-}
-
-function switchText(generation: number, outcome: RequestSwitchOutcome): string {
-  switch (outcome) {
-    case 'requested':
-      return `generation ${generation}: switch requested; the first checkpoint that covers every range switches readers (eos replay shows progress)\n`;
-    case 'already-requested':
-      return `generation ${generation}: the switch was requested already; it waits for its ranges (eos replay shows progress)\n`;
-    case 'already-switched':
-      return `generation ${generation}: readers switched to it already\n`;
-    case 'no-plan':
-      return '';
-  }
-}
 
 export async function runReplay(
   options: ReplayOptions,
@@ -308,141 +248,6 @@ async function connectBrokers(
     env: environment.variables,
     ...(region === undefined ? {} : { region }),
   });
-}
-
-/** `0=120,1=340`: a start offset per partition, each partition once. */
-export function partitionOffsets(value: string): Map<number, number> {
-  const partition = integer(0, 2_147_483_647);
-  const offset = integer(0);
-  const map = new Map<number, number>();
-  for (const part of value.split(',')) {
-    const [p, o, ...rest] = part.trim().split('=');
-    if (p === undefined || o === undefined || rest.length > 0) {
-      throw new InvalidArgumentError('expected <partition>=<offset>, comma-separated (0=120,1=340)');
-    }
-    const key = partition(p);
-    if (map.has(key)) throw new InvalidArgumentError(`partition ${key} is named twice`);
-    map.set(key, offset(o));
-  }
-  return map;
-}
-
-/** `0,1,5`: distinct partition numbers. */
-export function partitionList(value: string): number[] {
-  const parse = integer(0, 2_147_483_647);
-  const list = value.split(',').map((part) => parse(part.trim()));
-  if (new Set(list).size !== list.length) throw new InvalidArgumentError('a partition is named twice');
-  return list;
-}
-
-/** `--from-timestamp` and its kin: a time as `parseTimestamp` reads it, or a usage error. */
-function timestamp(value: string): number {
-  try {
-    return parseTimestamp(value);
-  } catch (error) {
-    throw new InvalidArgumentError((error as Error).message);
-  }
-}
-
-/** The flags as commander parses them. */
-interface ReplayFlags {
-  table?: string;
-  pipeline?: string;
-  topic?: string;
-  fromOffset?: number;
-  fromOffsets?: Map<number, number>;
-  toOffset?: number;
-  fromTimestamp?: number;
-  toTimestamp?: number;
-  clusterArn?: string;
-  bootstrapServers?: string[];
-  kafkaAuth?: KafkaAuth;
-  partitions?: number[];
-  switch?: number;
-  athenaView?: boolean;
-  bucket?: string;
-  database?: string;
-  athenaTable?: string;
-  view?: string;
-  json: boolean;
-  endpoint?: string;
-}
-
-/** `--athena-view` and its flags: alone, with the bucket. */
-function checkViewOptions(raw: ReplayFlags, environment: OperatorEnvironment): void {
-  const viewFlags = [raw.database, raw.athenaTable, raw.view];
-  if (raw.athenaView !== true) {
-    if (raw.bucket !== undefined || viewFlags.some((flag) => flag !== undefined)) {
-      throw new InvalidArgumentError(
-        '--bucket, --database, --athena-table and --view go with --athena-view only',
-      );
-    }
-    return;
-  }
-  if (planFlagsGiven(raw) || raw.switch !== undefined) {
-    throw new InvalidArgumentError('--athena-view does not go with planning a replay or --switch');
-  }
-  environment.requiredBucket(raw.bucket || undefined);
-  for (const name of viewFlags) {
-    if (name !== undefined && !/^[A-Za-z0-9_]{1,255}$/.test(name)) {
-      throw new InvalidArgumentError(`${JSON.stringify(name)} is not a Glue name (letters, digits, _)`);
-    }
-  }
-}
-
-/** Whether any flag that plans a replay is given. */
-function planFlagsGiven(raw: ReplayFlags): boolean {
-  return [
-    raw.topic,
-    raw.fromOffset,
-    raw.fromOffsets,
-    raw.toOffset,
-    raw.fromTimestamp,
-    raw.toTimestamp,
-    raw.clusterArn,
-    raw.bootstrapServers,
-    raw.kafkaAuth,
-    raw.partitions,
-  ].some((flag) => flag !== undefined);
-}
-
-/** What a plan's options must be, before anything runs. */
-function checkPlanOptions(raw: ReplayFlags, offsetsGiven: boolean): void {
-  const planning = planFlagsGiven(raw);
-  if (planning && raw.switch !== undefined) {
-    throw new InvalidArgumentError('--switch does not go with the flags that plan a replay');
-  }
-  if (!planning) return;
-  const starts = [raw.fromOffset, raw.fromOffsets, raw.fromTimestamp].filter((s) => s !== undefined);
-  if (raw.topic === undefined || starts.length !== 1) {
-    throw new InvalidArgumentError(
-      'a replay plan needs --topic and one of --from-offset, --from-offsets, --from-timestamp',
-    );
-  }
-  if (raw.fromTimestamp === undefined) {
-    const brokerFlag = [
-      ['--to-timestamp', raw.toTimestamp],
-      ['--cluster-arn', raw.clusterArn],
-      ['--bootstrap-servers', raw.bootstrapServers],
-      ['--kafka-auth', raw.kafkaAuth],
-    ].find(([, value]) => value !== undefined);
-    if (brokerFlag !== undefined) {
-      throw new InvalidArgumentError(`${brokerFlag[0]} goes with --from-timestamp only`);
-    }
-    return;
-  }
-  if (raw.toOffset !== undefined) {
-    throw new InvalidArgumentError('--from-timestamp ends with --to-timestamp, not --to-offset');
-  }
-  if (raw.toTimestamp !== undefined && raw.toTimestamp <= raw.fromTimestamp) {
-    throw new InvalidArgumentError('--to-timestamp must be after --from-timestamp');
-  }
-  if (offsetsGiven) return;
-  if ((raw.clusterArn === undefined) === (raw.bootstrapServers === undefined)) {
-    throw new InvalidArgumentError(
-      '--from-timestamp asks the brokers: give one of --cluster-arn, --bootstrap-servers',
-    );
-  }
 }
 
 export function registerReplayCommand(program: Command, deps: ReplayDependencies = {}): Command {
