@@ -3,7 +3,7 @@
  * staged files are taken in offset order and packed greedily into groups of at most {@link PromotionLimits}; each
  * group becomes ONE final object whose key is `finalObjectKey(pipeline, {stream, topic, partition, first offset of
  * the group, last offset of the group})`. A group whose files hold no records yields no final object. A stream
- * that is re-encoded (Parquet, time folders) is planned per folder by `folder-plan.ts` instead.
+ * that is re-encoded (Parquet, time folders) is planned per folder by `folder-pack.ts` instead.
  *
  * The plan is persisted (`plan-store.ts`), so a retried or recovering promotion (`promoter.ts`) works from the same
  * groups and writes the same bytes under the same keys.
@@ -15,17 +15,14 @@ import type { PARQUET_ROW_GROUP_ROWS } from '../../sink/parquet.ts';
 import type { FolderBounds } from '../../sink/record-time.ts';
 import type { ColumnDefinition } from '../../transforms/api.ts';
 import {
-  type FolderCensus,
   type FolderPart,
   misfitPartsOf,
-  NO_FOLDER,
-  type OutputShape,
   partsOf,
   planFolders,
-  reencodes,
   type StagedFileMember,
   stagedFileMember,
-} from './folder-plan.ts';
+} from './folder-pack.ts';
+import { type FolderCensus, NO_FOLDER, type OutputShape, reencodes } from './folder-plan.ts';
 
 export interface StagedMember extends StagedFileMember {
   /** Re-encoded objects only (`folder-plan.ts`): rows of this member the object holds. */
@@ -96,7 +93,7 @@ export function isReencoded(object: PlannedObject): boolean {
 
 /**
  * Groups one partition's covered entries (any streams) into final objects. Pure and deterministic. With a `shape`
- * that re-encodes a stream (Parquet, time folders), that stream is planned by `folder-plan.ts` from the census of
+ * that re-encodes a stream (Parquet, time folders), that stream is planned by `folder-pack.ts` from the census of
  * its verified copies; every other stream is packed from whole staged files, whose bytes promote concatenates.
  */
 export function planFinalObjects(
