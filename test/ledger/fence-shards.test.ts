@@ -11,17 +11,17 @@ import {
   UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { keyWriteRates } from '../bench/scale.ts';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { ManualClock } from '../shared/clock.ts';
-import type { Settings } from '../shared/config/settings.ts';
-import { FENCE_SHARDS, fenceKeys, fenceShard } from '../shared/ledger/fences.ts';
-import { StagedEntries } from '../shared/ledger/staged-entries.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { readLedgerStatus } from '../shared/status/ledger-status.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
-import { committedOffsets } from './support/staging.ts';
+import { keyWriteRates } from '../../bench/scale.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import { FENCE_SHARDS, fenceKeys, fenceShard } from '../../shared/ledger/fences.ts';
+import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { readLedgerStatus } from '../../shared/status/ledger-status.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
+import { committedOffsets } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {

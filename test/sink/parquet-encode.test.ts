@@ -14,9 +14,9 @@ import {
   PARQUET_CREATED_BY,
   PARQUET_ROW_GROUP_ROWS,
   ParquetEncodeError,
-} from '../shared/sink/parquet.ts';
-import type { ColumnDefinition } from '../shared/transforms/api.ts';
-import type { OutputRow } from '../shared/transforms/types.ts';
+} from '../../shared/sink/parquet.ts';
+import type { ColumnDefinition } from '../../shared/transforms/api.ts';
+import type { OutputRow } from '../../shared/transforms/types.ts';
 
 let dir: string;
 let instance: DuckDBInstance;

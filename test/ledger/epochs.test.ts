@@ -6,21 +6,21 @@
  */
 import { DynamoDBDocumentClient, GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { ManualClock } from '../shared/clock.ts';
-import type { Settings } from '../shared/config/settings.ts';
-import { OffsetsWentBackwardsError } from '../shared/errors.ts';
-import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { laneOf, parseLane } from '../shared/ledger/epochs.ts';
-import { fenceKeys } from '../shared/ledger/fences.ts';
-import { EpochChangedError } from '../shared/ledger/staging-ledger.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import { formatStatus } from '../shared/status/format.ts';
-import { readLedgerStatus } from '../shared/status/ledger-status.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
-import { committedOffsets, committedRangesByLane, range } from './support/staging.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import { OffsetsWentBackwardsError } from '../../shared/errors.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
+import { laneOf, parseLane } from '../../shared/ledger/epochs.ts';
+import { fenceKeys } from '../../shared/ledger/fences.ts';
+import { EpochChangedError } from '../../shared/ledger/staging-ledger.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import { formatStatus } from '../../shared/status/format.ts';
+import { readLedgerStatus } from '../../shared/status/ledger-status.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
+import { committedOffsets, committedRangesByLane, range } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {

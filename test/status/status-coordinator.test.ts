@@ -3,14 +3,14 @@
  * committed and aborted by the coordinator (run locally from its deployable definition), on the local parts.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings } from '../shared/config/settings.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { formatStatus } from '../shared/status/format.ts';
-import { readLedgerStatus } from '../shared/status/ledger-status.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { formatStatus } from '../../shared/status/format.ts';
+import { readLedgerStatus } from '../../shared/status/ledger-status.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {

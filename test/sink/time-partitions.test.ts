@@ -9,7 +9,7 @@ import {
   partitionProjection,
   timeFolder,
   timePartitionKeys,
-} from '../shared/sink/time-partitions.ts';
+} from '../../shared/sink/time-partitions.ts';
 
 const { dt: DT, hour: HOUR } = PROJECTION_PLACEHOLDERS;
 const AT = Date.UTC(2026, 11, 1, 7, 59, 59, 999); // 2026-12-01T07:59:59.999Z

@@ -5,12 +5,12 @@
  * server; the MSK event is built in the documented format (MSK itself cannot run here).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseSettings, type SettingsInput } from '../shared/config/settings.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { readFinalRows } from '../shared/sink/verify.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { stagedRows } from './support/ledger.ts';
-import { mskEvent, mskRecord, order } from './support/msk.ts';
+import { parseSettings, type SettingsInput } from '../../shared/config/settings.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { readFinalRows } from '../../shared/sink/verify.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { stagedRows } from '../support/ledger.ts';
+import { mskEvent, mskRecord, order } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {

@@ -2,12 +2,12 @@ import { createHash } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { AwsClients } from '../shared/aws/clients.ts';
-import type { Stream } from '../shared/ledger/layout.ts';
-import { finalObjectKey, finalPrefix, manifestKey } from '../shared/sink/layout.ts';
-import type { Manifest, ManifestFile } from '../shared/sink/manifest.ts';
-import { formatVerifyResult, type ProblemKind, readFinalRows, verifySink } from '../shared/sink/verify.ts';
-import { freshResources, uniqueName } from './support/aws.ts';
+import type { AwsClients } from '../../shared/aws/clients.ts';
+import type { Stream } from '../../shared/ledger/layout.ts';
+import { finalObjectKey, finalPrefix, manifestKey } from '../../shared/sink/layout.ts';
+import type { Manifest, ManifestFile } from '../../shared/sink/manifest.ts';
+import { formatVerifyResult, type ProblemKind, readFinalRows, verifySink } from '../../shared/sink/verify.ts';
+import { freshResources, uniqueName } from '../support/aws.ts';
 
 let clients: AwsClients;
 let bucket: string;

@@ -3,17 +3,17 @@
  * local's --format / --partition-by and columns (cli/local-settings.ts). Pure: no local parts needed.
  */
 import { describe, expect, it } from 'vitest';
-import { localSettings, localSettingsWithColumns } from '../cli/local-settings.ts';
-import { parseSettings, settingsFromEnv, settingsToEnv } from '../shared/config/settings.ts';
-import { InvalidSettingError } from '../shared/errors.ts';
+import { localSettings, localSettingsWithColumns } from '../../cli/local-settings.ts';
+import { parseSettings, settingsFromEnv, settingsToEnv } from '../../shared/config/settings.ts';
+import { InvalidSettingError } from '../../shared/errors.ts';
 import {
   finalObjectKey,
   type ObjectRange,
   parseFinalKey,
   parseStagedObjectKey,
   stagedObjectKey,
-} from '../shared/sink/layout.ts';
-import orders from '../shared/transforms/orders.ts';
+} from '../../shared/sink/layout.ts';
+import orders from '../../shared/transforms/orders.ts';
 
 const PL = 'orders';
 const range: ObjectRange = {

@@ -4,14 +4,14 @@
  * coordinator on DynamoDB Local and the S3 server, one manual clock for all.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { runStatus } from '../cli/status.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { createProcessor, type Processor } from '../shared/processor/processor.ts';
-import { readLedgerStatus } from '../shared/status/ledger-status.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
+import { runStatus } from '../../cli/status.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { createProcessor, type Processor } from '../../shared/processor/processor.ts';
+import { readLedgerStatus } from '../../shared/status/ledger-status.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {

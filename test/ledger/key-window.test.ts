@@ -4,18 +4,18 @@
  */
 import { DeleteCommand, DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { AwsClients } from '../shared/aws/clients.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
-import { BUCKET_ENTRIES } from '../shared/ledger/key-window.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { crashAt } from './support/hooks.ts';
-import { keyWindowBuckets, stagedOutputCounts } from './support/ledger.ts';
-import { mskEvent, order, type RecordSpec } from './support/msk.ts';
+import type { AwsClients } from '../../shared/aws/clients.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import { BUCKET_ENTRIES } from '../../shared/ledger/key-window.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../../shared/processor/processor.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { crashAt } from '../support/hooks.ts';
+import { keyWindowBuckets, stagedOutputCounts } from '../support/ledger.ts';
+import { mskEvent, order, type RecordSpec } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {

@@ -6,14 +6,14 @@
 import { createHash } from 'node:crypto';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { AwsClients } from '../shared/aws/clients.ts';
-import { finalObjectKey, manifestKey, type ObjectRange } from '../shared/sink/layout.ts';
-import type { Manifest, ManifestFile } from '../shared/sink/manifest.ts';
-import { encodeParquet } from '../shared/sink/parquet.ts';
-import { CommittedFileError, readCommitted } from '../shared/sink/reader.ts';
-import { type ProblemKind, verifySink } from '../shared/sink/verify.ts';
-import type { ColumnDefinition } from '../shared/transforms/api.ts';
-import { freshResources, uniqueName } from './support/aws.ts';
+import type { AwsClients } from '../../shared/aws/clients.ts';
+import { finalObjectKey, manifestKey, type ObjectRange } from '../../shared/sink/layout.ts';
+import type { Manifest, ManifestFile } from '../../shared/sink/manifest.ts';
+import { encodeParquet } from '../../shared/sink/parquet.ts';
+import { CommittedFileError, readCommitted } from '../../shared/sink/reader.ts';
+import { type ProblemKind, verifySink } from '../../shared/sink/verify.ts';
+import type { ColumnDefinition } from '../../shared/transforms/api.ts';
+import { freshResources, uniqueName } from '../support/aws.ts';
 
 let clients: AwsClients;
 let bucket: string;

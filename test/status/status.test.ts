@@ -6,17 +6,17 @@ import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { mockClient } from 'aws-sdk-client-mock';
 import { Command } from 'commander';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { registerStatusCommand } from '../cli/status.ts';
-import { ManualClock } from '../shared/clock.ts';
+import { registerStatusCommand } from '../../cli/status.ts';
+import { ManualClock } from '../../shared/clock.ts';
 import {
   type CheckpointHead,
   type CheckpointRecord,
   CheckpointStore,
   INITIAL_HEAD,
-} from '../shared/ledger/checkpoints.ts';
-import { keys, type Stream } from '../shared/ledger/layout.ts';
-import { readLedgerStatus } from '../shared/status/ledger-status.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+} from '../../shared/ledger/checkpoints.ts';
+import { keys, type Stream } from '../../shared/ledger/layout.ts';
+import { readLedgerStatus } from '../../shared/status/ledger-status.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 
 const TOPIC = 'orders';
 const MINUTE = 60_000;
