@@ -5,8 +5,8 @@
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { isConditionFailure, rethrowClassified } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
+import { classified, send, sendConditional } from '../aws/dynamo.ts';
 import { isTimestamp } from '../kafka/offsets-by-time.ts';
 import { keys } from '../ledger/layout.ts';
 import { itemsUnder } from '../ledger/staged-entries.ts';
@@ -77,12 +77,9 @@ export class ReplayStore {
    * for one item an operator wrote by hand).
    */
   async list(onMalformed?: (error: MalformedReplayPlanError) => void): Promise<ReplayPlan[]> {
-    let items: Record<string, unknown>[];
-    try {
-      items = await itemsUnder(this.doc, this.table, keys.replayPk(this.pipeline));
-    } catch (error) {
-      return rethrowClassified('dynamodb:Query(replay plans)', error);
-    }
+    const items = await classified('dynamodb:Query(replay plans)', () =>
+      itemsUnder(this.doc, this.table, keys.replayPk(this.pipeline)),
+    );
     const plans: ReplayPlan[] = [];
     for (const item of items) {
       try {
@@ -96,18 +93,15 @@ export class ReplayStore {
   }
 
   async read(generation: number): Promise<ReplayPlan | undefined> {
-    let item: Record<string, unknown> | undefined;
-    try {
-      ({ Item: item } = await this.doc.send(
-        new GetCommand({
-          TableName: this.table,
-          Key: keys.replayPlan(this.pipeline, generation),
-          ConsistentRead: true,
-        }),
-      ));
-    } catch (error) {
-      return rethrowClassified('dynamodb:GetItem(replay plan)', error);
-    }
+    const { Item: item } = await send(
+      this.doc,
+      new GetCommand({
+        TableName: this.table,
+        Key: keys.replayPlan(this.pipeline, generation),
+        ConsistentRead: true,
+      }),
+      'dynamodb:GetItem(replay plan)',
+    );
     return item === undefined ? undefined : planFromItem(item);
   }
 
@@ -120,43 +114,38 @@ export class ReplayStore {
   ): Promise<boolean> {
     checkGeneration(generation);
     const checked = checkRanges(ranges);
-    try {
-      await this.doc.send(
-        new PutCommand({
-          TableName: this.table,
-          Item: {
-            ...keys.replayPlan(this.pipeline, generation),
-            generation,
-            createdAt: now,
-            ranges: checked,
-            ...(times === undefined ? {} : { times }),
-          },
-          ConditionExpression: 'attribute_not_exists(pk)',
-        }),
-      );
-      return true;
-    } catch (error) {
-      if (isConditionFailure(error)) return false;
-      return rethrowClassified('dynamodb:PutItem(replay plan)', error);
-    }
+    const created = await sendConditional(
+      this.doc,
+      new PutCommand({
+        TableName: this.table,
+        Item: {
+          ...keys.replayPlan(this.pipeline, generation),
+          generation,
+          createdAt: now,
+          ranges: checked,
+          ...(times === undefined ? {} : { times }),
+        },
+        ConditionExpression: 'attribute_not_exists(pk)',
+      }),
+      'dynamodb:PutItem(replay plan)',
+    );
+    return created !== undefined;
   }
 
   /** Marks the plan's switch requested (once). */
   async requestSwitch(generation: number, now: number): Promise<RequestSwitchOutcome> {
-    try {
-      await this.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: keys.replayPlan(this.pipeline, generation),
-          UpdateExpression: 'SET switchRequestedAt = :now',
-          ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(switchRequestedAt)',
-          ExpressionAttributeValues: { ':now': now },
-        }),
-      );
-      return 'requested';
-    } catch (error) {
-      if (!isConditionFailure(error)) return rethrowClassified('dynamodb:UpdateItem(replay switch)', error);
-    }
+    const requested = await sendConditional(
+      this.doc,
+      new UpdateCommand({
+        TableName: this.table,
+        Key: keys.replayPlan(this.pipeline, generation),
+        UpdateExpression: 'SET switchRequestedAt = :now',
+        ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(switchRequestedAt)',
+        ExpressionAttributeValues: { ':now': now },
+      }),
+      'dynamodb:UpdateItem(replay switch)',
+    );
+    if (requested !== undefined) return 'requested';
     const plan = await this.read(generation);
     if (plan === undefined) return 'no-plan';
     return plan.switchedIn === undefined ? 'already-requested' : 'already-switched';
@@ -168,18 +157,16 @@ export class ReplayStore {
    * switched first stays the one named.
    */
   async markSwitched(generation: number, checkpointId: number): Promise<void> {
-    try {
-      await this.doc.send(
-        new UpdateCommand({
-          TableName: this.table,
-          Key: keys.replayPlan(this.pipeline, generation),
-          UpdateExpression: 'SET switchedIn = :id',
-          ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(switchedIn)',
-          ExpressionAttributeValues: { ':id': checkpointId },
-        }),
-      );
-    } catch (error) {
-      if (!isConditionFailure(error)) rethrowClassified('dynamodb:UpdateItem(replay switched)', error);
-    }
+    await sendConditional(
+      this.doc,
+      new UpdateCommand({
+        TableName: this.table,
+        Key: keys.replayPlan(this.pipeline, generation),
+        UpdateExpression: 'SET switchedIn = :id',
+        ConditionExpression: 'attribute_exists(pk) AND attribute_not_exists(switchedIn)',
+        ExpressionAttributeValues: { ':id': checkpointId },
+      }),
+      'dynamodb:UpdateItem(replay switched)',
+    );
   }
 }

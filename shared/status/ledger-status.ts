@@ -8,12 +8,8 @@
  * one per partition for its uncommitted staged entries (a key range: lastOffset > committed cut).
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import {
-  DynamoDBDocumentClient,
-  GetCommand,
-  QueryCommand,
-  type QueryCommandInput,
-} from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, GetCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { classified, queryAll, send } from '../aws/dynamo.ts';
 import type { Clock } from '../clock.ts';
 import { CheckpointStore } from '../ledger/checkpoints.ts';
 import { keys, partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
@@ -106,9 +102,9 @@ export async function readLedgerStatus(options: LedgerStatusOptions): Promise<Le
     getItem(documents, options.table, keys.checkpointHead(options.pipeline)).then(toHeadView),
     readHistory(documents, options),
     // Legacy key first, then the shards (fences.ts); a moved legacy marker without a fence of its own is skipped.
-    readFenceItems(documents, options.table, options.pipeline).then((items) =>
-      items.filter((item) => typeof item.stagedOffset === 'number'),
-    ),
+    classified('dynamodb:Query(fences)', () =>
+      readFenceItems(documents, options.table, options.pipeline),
+    ).then((items) => items.filter((item) => typeof item.stagedOffset === 'number')),
   ]);
   const committedId = head?.committedId ?? 0;
   const [lastCommittedView, inFlight] = await Promise.all([
@@ -183,7 +179,8 @@ async function readHistory(
   options: LedgerStatusOptions,
 ): Promise<CheckpointView[]> {
   const limit = options.historyLimit ?? 10;
-  const page = await documents.send(
+  const page = await send(
+    documents,
     new QueryCommand({
       TableName: options.table,
       KeyConditionExpression: 'pk = :pk AND sk < :head',
@@ -195,6 +192,7 @@ async function readHistory(
       ConsistentRead: true,
       Limit: limit,
     }),
+    'dynamodb:Query(checkpoint history)',
   );
   return (page.Items ?? []).map(toCheckpointView).filter((view) => view !== undefined);
 }
@@ -218,7 +216,11 @@ async function getItem(
   table: string,
   key: { pk: string; sk: string },
 ): Promise<Record<string, unknown> | undefined> {
-  const result = await documents.send(new GetCommand({ TableName: table, Key: key, ConsistentRead: true }));
+  const result = await send(
+    documents,
+    new GetCommand({ TableName: table, Key: key, ConsistentRead: true }),
+    'dynamodb:GetItem(checkpoint)',
+  );
   return result.Item;
 }
 
@@ -232,18 +234,22 @@ async function readPartition(
   const topic = String(fence.topic);
   const partition = Number(fence.partition);
   const committedOffset = lastCommitted?.cut.get(partitionId(topic, partition)) ?? -1;
-  const entries = await queryAll(documents, {
-    TableName: options.table,
-    KeyConditionExpression: 'pk = :pk AND sk > :committed',
-    ExpressionAttributeValues: {
-      ':pk': keys.stagedPk(options.pipeline, topic, partition),
-      ':committed': keys.stagedUpTo(committedOffset),
+  const entries = await queryAll(
+    documents,
+    {
+      TableName: options.table,
+      KeyConditionExpression: 'pk = :pk AND sk > :committed',
+      ExpressionAttributeValues: {
+        ':pk': keys.stagedPk(options.pipeline, topic, partition),
+        ':committed': keys.stagedUpTo(committedOffset),
+      },
+      // STREAM is a DynamoDB reserved word.
+      ProjectionExpression: '#stream, recordCount, stagedAt',
+      ExpressionAttributeNames: { '#stream': 'stream' },
+      ConsistentRead: true,
     },
-    // STREAM is a DynamoDB reserved word.
-    ProjectionExpression: '#stream, recordCount, stagedAt',
-    ExpressionAttributeNames: { '#stream': 'stream' },
-    ConsistentRead: true,
-  });
+    'dynamodb:Query(staged entries)',
+  );
   const uncommittedFiles = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<Stream, number>;
   let uncommittedRecords = 0;
   let oldest: number | undefined;
@@ -267,18 +273,4 @@ async function readPartition(
     lastStagedAt: Number.isFinite(updatedAt) && updatedAt > 0 ? updatedAt : undefined,
   };
   return { ...status, freshness: partitionFreshness(status, readAt) };
-}
-
-async function queryAll(
-  documents: DynamoDBDocumentClient,
-  input: QueryCommandInput,
-): Promise<Record<string, unknown>[]> {
-  const items: Record<string, unknown>[] = [];
-  let startKey: Record<string, unknown> | undefined;
-  do {
-    const page = await documents.send(new QueryCommand({ ...input, ExclusiveStartKey: startKey }));
-    items.push(...(page.Items ?? []));
-    startKey = page.LastEvaluatedKey;
-  } while (startKey);
-  return items;
 }
