@@ -141,6 +141,36 @@ function shardMap(step: 'prepare' | 'promote' | 'cleanup', timeoutSeconds: numbe
   };
 }
 
+/** Abort and the ends of the failed paths: an abort refused after the decision rolls forward instead. */
+function abortStates(task: number): Json {
+  return {
+    Abort: lambdaTask('abort', { ...CHECKPOINT_REF, 'error.$': '$.error' }, task, {
+      ResultSelector: { 'outcome.$': '$.Payload.outcome', 'reason.$': '$.Payload.reason' },
+      ResultPath: '$.abort',
+      Retry: RETRY_BEFORE_DECISION,
+      Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.abortError', Next: 'AbortFailed' }],
+      Next: 'AfterAbort',
+    }),
+    // Abort refuses a checkpoint already COMMITTING (a decide that wrote, then failed): roll it forward.
+    AfterAbort: {
+      Type: 'Choice',
+      Choices: [{ Variable: '$.abort.outcome', StringEquals: 'decided', Next: 'Promote' }],
+      Default: 'Aborted',
+    },
+    Aborted: { Type: 'Fail', Error: 'CheckpointAborted', CausePath: '$.abort.reason' },
+    AbortFailed: {
+      Type: 'Fail',
+      Error: 'CheckpointAbortFailed',
+      Cause: 'the abort step failed; the next execution recovers the checkpoint once its lease expires',
+    },
+    CommitIncomplete: {
+      Type: 'Fail',
+      Error: 'CheckpointCommitIncomplete',
+      Cause: 'the checkpoint is COMMITTING; the next execution rolls it forward once its lease expires',
+    },
+  };
+}
+
 /**
  * The coordinator's ASL definition. Lambda ARNs appear as `${BeginFunctionArn}`, `${PrepareFunctionArn}`, ...
  * (see {@link functionArnSubstitution}) for `definitionSubstitutions` to fill.
@@ -208,30 +238,7 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
         Next: 'Committed',
       },
       Committed: { Type: 'Succeed' },
-      Abort: lambdaTask('abort', { ...CHECKPOINT_REF, 'error.$': '$.error' }, task, {
-        ResultSelector: { 'outcome.$': '$.Payload.outcome', 'reason.$': '$.Payload.reason' },
-        ResultPath: '$.abort',
-        Retry: RETRY_BEFORE_DECISION,
-        Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.abortError', Next: 'AbortFailed' }],
-        Next: 'AfterAbort',
-      }),
-      // Abort refuses a checkpoint already COMMITTING (a decide that wrote, then failed): roll it forward.
-      AfterAbort: {
-        Type: 'Choice',
-        Choices: [{ Variable: '$.abort.outcome', StringEquals: 'decided', Next: 'Promote' }],
-        Default: 'Aborted',
-      },
-      Aborted: { Type: 'Fail', Error: 'CheckpointAborted', CausePath: '$.abort.reason' },
-      AbortFailed: {
-        Type: 'Fail',
-        Error: 'CheckpointAbortFailed',
-        Cause: 'the abort step failed; the next execution recovers the checkpoint once its lease expires',
-      },
-      CommitIncomplete: {
-        Type: 'Fail',
-        Error: 'CheckpointCommitIncomplete',
-        Cause: 'the checkpoint is COMMITTING; the next execution rolls it forward once its lease expires',
-      },
+      ...abortStates(task),
       NothingToCommit: { Type: 'Succeed' },
       AnotherCheckpointInFlight: { Type: 'Succeed' },
     },

@@ -10,14 +10,14 @@
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/promoted-<shard>.json
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/staged/<the staged key below _inprogress/>
  * ```
- * The `staged/` copies are what promote reads (issue 17, review R2b-1): the staged object itself stays writable by
+ * The `staged/` copies are what promote reads: the staged object itself stays writable by
  * the processor after the vote, its copy does not. Cleanup removes a committed checkpoint's folder (every attempt),
  * abort an aborted attempt's, and each cleanup also removes what is left of checkpoints below the committed one
  * (a zombie step's late write). Even so, nothing read from here is trusted blindly: a plan is used only if its
  * SHA-256 equals the digest its shard's vote recorded in the ledger, a copy only if its SHA-256 equals the one the
  * voted plan records, and every key is re-derived from the layout (`plan-store.ts`, `promoter.ts`).
  *
- * Plans are content-addressed (review R3-1): two prepare runs of one shard (a Step Functions retry while the first
+ * Plans are content-addressed: two prepare runs of one shard (a Step Functions retry while the first
  * invocation still runs) may plan different bytes if a covered ledger entry changed between their reads, and the
  * vote keeps the last digest written. Under one key per shard the later plan write could replace the plan of the
  * later vote, and the decided checkpoint could never find the plan it voted for. With the digest in the key, every

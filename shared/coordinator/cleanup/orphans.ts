@@ -99,7 +99,7 @@ export async function sweepOrphans(options: SweepOptions): Promise<string[]> {
   return orphans;
 }
 
-/** The coordinator's sweep (cleanup and abort): the mark lives in the ledger, so each continues where the last one stopped. */
+/** The coordinator's sweep (cleanup, abort): its mark is in the ledger, so each continues where the last stopped. */
 export async function sweepCoordinatorOrphans(
   parts: Pick<
     CoordinatorParts,

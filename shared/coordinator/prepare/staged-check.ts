@@ -3,7 +3,7 @@
  * coordinator's prefix, reads the copy and checks what promote (which reads the same copy) and the manifest rely
  * on. The ETag is not used: it is an MD5 only without SSE-KMS/DSSE and
  * multipart, and promote checks the SHA-256 — a check on another checksum could vote for an object promote then
- * refuses forever (review R2-4). S3's additional checksums are not used: s3rver does not support them.
+ * refuses forever. S3's additional checksums are not used: s3rver does not support them.
  */
 import { createHash } from 'node:crypto';
 import { gunzipSync } from 'node:zlib';
@@ -33,7 +33,7 @@ export class StagedObjectInvalidError extends PipelineError {
 export type CopyKeyOf = (entry: StagedFileEntry) => string;
 
 /**
- * Prepare's full check of the covered staged objects (C3, review R2), made on a copy (issue 17, review R2b-1):
+ * Prepare's full check of the covered staged objects (C3), made on a copy:
  * each object is first copied server-side to `copyKeyOf(entry)` under the coordinator's prefix
  * (`staged-copy.ts`), then the COPY is read and must have the recorded size and SHA-256 (the checksum promote
  * checks when it reads the same copy, so a yes vote never leads to a promote that cannot finish), decode as NDJSON
@@ -52,8 +52,8 @@ export async function verifyStagedContents(
   copyKeyOf: CopyKeyOf,
   concurrency = 8,
   /**
-   * Called with each copy once it passed every check (issue 12: the census of rows per time folder); a string it
-   * throws (or an Error's message) fails the object as an `encoding` defect, before the vote.
+   * Called with each copy once it passed every check (prepare takes its census of rows per time folder here); a
+   * string it throws (or an Error's message) fails the object as an `encoding` defect, before the vote.
    */
   inspect?: (entry: StagedFileEntry, body: Buffer, text: string) => void,
 ): Promise<void> {
@@ -61,7 +61,7 @@ export async function verifyStagedContents(
     const copyKey = copyKeyOf(entry);
     const copied = await copyStagedObject(s3, bucket, entry.key, copyKey);
     // 'copied' or 'exists' (a copy made by an earlier run of this attempt): either way the copy is what is checked.
-    // So is a copy found after 'source-missing' (review R3-2): S3 may answer 404 for the source before it evaluates
+    // So is a copy found after 'source-missing': S3 may answer 404 for the source before it evaluates
     // If-None-Match on the copy, and an earlier run's copy of a staged object deleted since then is as good as any;
     // verification below decides, not the state of the staged key.
     const body = await getBytes(s3, bucket, copyKey);

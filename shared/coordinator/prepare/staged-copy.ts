@@ -1,5 +1,5 @@
 /**
- * Prepare's server-side copy of a covered staged object into the coordinator's prefix (issue 17, review R2b-1).
+ * Prepare's server-side copy of a covered staged object into the coordinator's prefix.
  *
  * Why a copy: the processor's role may put objects under its staged prefix (it must, to stage), so after prepare
  * verified a staged object and the checkpoint was decided, a compromised processor could still rewrite it; promote

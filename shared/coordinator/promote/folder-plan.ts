@@ -276,7 +276,7 @@ export class StagedRowLineageError extends PipelineError {
   }
 }
 
-/** A staged row that does not fit the Parquet columns (no longer thrown by the census: kept for callers). */
+/** A staged row that does not fit the Parquet columns, as an error (the census makes such a row a misfit instead). */
 export class RowMisfitError extends PipelineError {
   constructor(
     readonly rowIndex: number,

@@ -1,15 +1,15 @@
 /**
  * The coordinator's working objects (keys in `work-objects.ts`): per checkpoint attempt and shard, the promotion
  * plan prepare wrote and the manifest entries promote produced; per attempt, the verified copies of the covered
- * staged objects (written by `staged-copy.ts`, deleted here with the rest of the attempt or checkpoint). Step Functions passes only (checkpoint, attempt,
- * shard); the lists live here.
+ * staged objects (written by `staged-copy.ts`, deleted here with the rest of the attempt or checkpoint). Step
+ * Functions passes only (checkpoint, attempt, shard); the lists live here.
  *
  * Trust: the bucket's layout keeps these under a prefix only coordinator roles may write, but the commit path does
- * not rely on that alone (issue 17). A plan is written once under a key that names its SHA-256 (review R3-1), the
- * SHA-256 is recorded with the shard's yes vote in the ledger (a coordinator-only item), and {@link PlanStore.readPlan} returns a plan only if its bytes hash to that
- * digest and parse with {@link shardPlanSchema}: a rewritten plan fails with {@link PlanDigestMismatchError}
- * before anything is promoted. Promotion results are parsed with a schema too, and commit accepts them only if they
- * match the digest-checked plans object for object (`coordinator.ts`).
+ * not rely on that alone. A plan is written once under a key that names its SHA-256, the SHA-256 is recorded with
+ * the shard's yes vote in the ledger (a coordinator-only item), and {@link PlanStore.readPlan} returns a plan only
+ * if its bytes hash to that digest and parse with {@link shardPlanSchema}: a rewritten plan fails with
+ * {@link PlanDigestMismatchError} before anything is promoted. Promotion results are parsed with a schema too, and
+ * commit accepts them only if they match the digest-checked plans object for object (`commit/manifest.ts`).
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -37,7 +37,7 @@ export interface ShardPlan {
   /** Staged files verified by prepare (including those without records). */
   readonly stagedFiles: number;
   readonly objects: readonly PlannedObject[];
-  /** How re-encoded objects are encoded (issue 12); absent when the plan has none. */
+  /** How re-encoded objects are encoded; absent when the plan has none. */
   readonly encoding?: PlanEncoding;
 }
 
@@ -183,7 +183,7 @@ export class PlanStore {
   ) {}
 
   /**
-   * Writes the plan under its content-addressed key (`planKey`, review R3-1) and returns the SHA-256 of its bytes,
+   * Writes the plan under its content-addressed key (`planKey`) and returns the SHA-256 of its bytes,
    * which the shard's vote records. Write-once (`If-None-Match: *`): an object already under that key was written
    * by an earlier run of the same shard with the same bytes (the key names them), so `exists` is success.
    */
@@ -192,7 +192,7 @@ export class PlanStore {
     const digest = sha256Hex(body);
     const key = planKey(this.pipeline, plan.checkpointId, plan.attempt, plan.shard, digest);
     const outcome = await putIfAbsent(this.s3, this.bucket, key, body, { contentType: 'application/json' });
-    // Never vote for a plan that is not there as written (review R4-1): what exists under the key must be these bytes.
+    // Never vote for a plan that is not there as written: what exists under the key must be these bytes.
     const stored = outcome === 'exists' ? await getBytes(this.s3, this.bucket, key) : body;
     if (stored === undefined || sha256Hex(stored) !== digest) {
       throw new PlanDigestMismatchError(key, 'another plan is stored under this plan key');
@@ -267,8 +267,8 @@ export class PlanStore {
    * nothing is left over, this costs one List request. Returns the keys deleted (at most `limit`).
    *
    * The listing starts at the lowest checkpoint, not after the cleaned-up mark: a zombie step writes under its
-   * own, long cleaned-up checkpoint (a late copy of attempt 1 after checkpoint 1 committed on attempt 2, review
-   * R3-5), so leftovers sort below the mark too. What cleanup deleted before costs nothing to list again.
+   * own, long cleaned-up checkpoint (a late copy of attempt 1 after checkpoint 1 committed on attempt 2), so
+   * leftovers sort below the mark too. What cleanup deleted before costs nothing to list again.
    */
   async deleteCheckpointsBelow(checkpointId: number, limit: number): Promise<string[]> {
     const found: string[] = [];

@@ -169,54 +169,70 @@ export function assertPlannedObject(pipeline: string, object: PlannedObject): vo
   const after = { plain: object.firstOffset - 1, misfit: object.firstOffset - 1 };
   let records = 0;
   for (const m of object.members) {
-    const parts = parseStagedObjectKey(pipeline, m.key);
-    const misfit = m.misfit === true;
-    if (misfit && (!reencoded || object.stream !== 'deadletter')) {
-      reject(`member ${m.key} gives schema misfits to an object that is not a re-encoded dead-letter object`);
-    }
-    if (
-      !parts ||
-      parts.stream !== (misfit ? 'output' : object.stream) ||
-      parts.topic !== object.topic ||
-      parts.partition !== object.partition ||
-      (!reencoded && parts.gzip !== object.gzip) ||
-      parts.firstOffset !== m.firstOffset ||
-      parts.lastOffset !== m.lastOffset
-    ) {
-      reject(
-        `member ${m.key} is not a staged ${object.stream} key of ${object.topic}/${object.partition} in this pipeline`,
-      );
-    }
-    if (
-      (m.fromOffset === undefined) !== (m.toOffset === undefined) ||
-      (m.fromOffset !== undefined && !reencoded)
-    ) {
-      reject(`member ${m.key} names half a slice, or a slice of an object that is not re-encoded`);
-    }
-    const from = m.fromOffset ?? m.firstOffset;
-    const to = m.toOffset ?? m.lastOffset;
-    const lane = misfit ? 'misfit' : 'plain';
-    if (
-      from <= after[lane] ||
-      m.lastOffset < m.firstOffset ||
-      from < m.firstOffset ||
-      to > m.lastOffset ||
-      to < from ||
-      to > object.lastOffset
-    ) {
-      reject(`member ${m.key} lies outside the object's range or out of order`);
-    }
-    if (reencoded !== (m.rows !== undefined && m.stagedAt !== undefined)) {
-      reject(`member ${m.key} must name its rows and staging time exactly when the object is re-encoded`);
-    }
-    if (m.rows !== undefined && (m.rows < 1 || m.rows > m.recordCount)) {
-      reject(`member ${m.key} gives ${m.rows} of its ${m.recordCount} rows`);
-    }
-    after[lane] = to;
+    const lane = m.misfit === true ? 'misfit' : 'plain';
+    after[lane] = assertMember(pipeline, object, m, reencoded, after[lane], reject);
     records += m.rows ?? m.recordCount;
   }
   if (records !== object.recordCount)
     reject(`members hold ${records} records, the plan says ${object.recordCount}`);
+}
+
+/**
+ * One member's check within `object` (see {@link assertPlannedObject}): a staged key of this pipeline for the
+ * object's partition, inside its range and after `after` (the last offset of the members before it in its lane).
+ * Returns the last offset it takes.
+ */
+function assertMember(
+  pipeline: string,
+  object: PlannedObject,
+  m: StagedMember,
+  reencoded: boolean,
+  after: number,
+  reject: (detail: string) => never,
+): number {
+  const parts = parseStagedObjectKey(pipeline, m.key);
+  const misfit = m.misfit === true;
+  if (misfit && (!reencoded || object.stream !== 'deadletter')) {
+    reject(`member ${m.key} gives schema misfits to an object that is not a re-encoded dead-letter object`);
+  }
+  if (
+    !parts ||
+    parts.stream !== (misfit ? 'output' : object.stream) ||
+    parts.topic !== object.topic ||
+    parts.partition !== object.partition ||
+    (!reencoded && parts.gzip !== object.gzip) ||
+    parts.firstOffset !== m.firstOffset ||
+    parts.lastOffset !== m.lastOffset
+  ) {
+    reject(
+      `member ${m.key} is not a staged ${object.stream} key of ${object.topic}/${object.partition} in this pipeline`,
+    );
+  }
+  if (
+    (m.fromOffset === undefined) !== (m.toOffset === undefined) ||
+    (m.fromOffset !== undefined && !reencoded)
+  ) {
+    reject(`member ${m.key} names half a slice, or a slice of an object that is not re-encoded`);
+  }
+  const from = m.fromOffset ?? m.firstOffset;
+  const to = m.toOffset ?? m.lastOffset;
+  if (
+    from <= after ||
+    m.lastOffset < m.firstOffset ||
+    from < m.firstOffset ||
+    to > m.lastOffset ||
+    to < from ||
+    to > object.lastOffset
+  ) {
+    reject(`member ${m.key} lies outside the object's range or out of order`);
+  }
+  if (reencoded !== (m.rows !== undefined && m.stagedAt !== undefined)) {
+    reject(`member ${m.key} must name its rows and staging time exactly when the object is re-encoded`);
+  }
+  if (m.rows !== undefined && (m.rows < 1 || m.rows > m.recordCount)) {
+    reject(`member ${m.key} gives ${m.rows} of its ${m.recordCount} rows`);
+  }
+  return to;
 }
 
 export class Promoter {
