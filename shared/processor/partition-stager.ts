@@ -95,6 +95,7 @@ export class PartitionStager {
   private window: KeyWindow | undefined;
   private windowMismatches = 0;
   private readonly claimsAhead: boolean;
+  /** Claims ahead written (or none to write): only once per batch, after its first staged write. */
   private claimed = true;
   /** Claims held, and records whose claim goes into the transaction in `ahead` mode (expired takeovers). */
   private readonly holds: HeldClaims;
