@@ -4,7 +4,7 @@
  * Each part lives in its own module, and this class gives the processor one object over a table:
  *   fence-reads.ts          the fence of a lane, the partition's current lane, the stop record
  *   staging-transaction.ts  the staging transaction (its items and their order) and the key-window read
- *   claims.ts               idempotency claims: written ahead, released, read for a replay's judgement
+ *   claim-items.ts          idempotency claims: written ahead, released, read for a replay's judgement
  *   state-items.ts          keyed-state items: in the transaction, or applied on their own
  */
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
@@ -17,7 +17,7 @@ import {
   readLiveClaims,
   releaseClaims,
   releaseOrphanClaim,
-} from './claims.ts';
+} from './claim-items.ts';
 import type { StopRecord } from './epochs.ts';
 import { type FenceState, type LaneFence, readCurrentFence, readFence, recordStop } from './fence-reads.ts';
 import type { KeyWindowBucket } from './key-window.ts';
@@ -30,7 +30,7 @@ export {
   type ClaimsAhead,
   ClaimsTakenError,
   RELEASED,
-} from './claims.ts';
+} from './claim-items.ts';
 export {
   EpochChangedError,
   type FenceState,
@@ -86,7 +86,7 @@ export class StagingLedger {
     return stage(this.at, txn);
   }
 
-  /** The live output's claims of these keys that are not released (`claims.ts`). */
+  /** The live output's claims of these keys that are not released (`claim-items.ts`). */
   readLiveClaims(pipeline: string, idempotencyKeys: readonly string[]): Promise<ClaimHolder[]> {
     return readLiveClaims(this.at, pipeline, idempotencyKeys);
   }
@@ -106,7 +106,7 @@ export class StagingLedger {
     return releaseClaims(this.at, pipeline, attemptId, claims);
   }
 
-  /** Writes claims ahead of the staging transaction (P4): created or confirmed, never taken over (`claims.ts`). */
+  /** Writes claims ahead of the staging transaction (P4): created or confirmed, never taken over (`claim-items.ts`). */
   claimAhead(
     pipeline: string,
     claims: readonly ClaimItem[],

@@ -5,7 +5,7 @@
  *          of the delivered batch's first record), on condition stagedOffset = expected (or absent when -1)
  *   (1)    the legacy fence key, when this transaction moves the fence to its shard (`fences.ts`)
  *   ...    staged-file entries (one per stream with rows), each on condition the entry does not exist
- *   ...    idempotency claims (`claims.ts`), each on condition: absent, expired, or already ours; a failed one
+ *   ...    idempotency claims (`claim-items.ts`), each on condition: absent, expired, or already ours; a failed one
  *          returns the holder, so the processor tells a duplicate (same digest) from a conflict
  *   ...    key-window buckets (partition-scoped idempotency, `key-window.ts`): whole-item Puts, each on condition
  *          the bucket is as the processor's window says (absent, or holding that many entries)
@@ -20,7 +20,7 @@ import { cancellationReasons } from '../aws/classify.ts';
 import { MAX_TRANSACTION_ITEMS, send, type TableRef, type TransactItem } from '../aws/dynamo.ts';
 import { PipelineError } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
-import { ClaimsTakenError, claimPut, holderOf } from './claims.ts';
+import { ClaimsTakenError, claimPut, holderOf } from './claim-items.ts';
 import { CLOSED_ATTRIBUTE, isRootLane, STOP_ATTRIBUTE } from './epochs.ts';
 import { NO_FENCE } from './fence-reads.ts';
 import { fenceKeys } from './fences.ts';
