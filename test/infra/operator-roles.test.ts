@@ -5,17 +5,14 @@
  * cluster) every operator grant is pinned to the ARN's account, so a same-named role of the deploying account
  * gets nothing.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { Template } from 'aws-cdk-lib/assertions';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../../infra/nag.ts';
 import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
-import { CLUSTER_ARN, testApp } from '../infra-fixtures.ts';
 import { resolveIntrinsics } from '../support/asl.ts';
 import { evaluate, type PolicyStatement, type roleStatements } from '../support/iam.ts';
+import { CLUSTER_ARN, testApp } from '../support/infra.ts';
+import { appSynthesizer } from '../support/synth-app.ts';
 
 type TemplateJson = Parameters<typeof roleStatements>[0];
 
@@ -26,24 +23,7 @@ const ONCALL = `arn:aws:iam::${ACCOUNT}:role/team/oncall`;
 const FOREIGN = 'arn:aws:iam::210987654321:role/ops';
 const CONTEXT = { mskClusterArn: CLUSTER_ARN, mskVpcId: VPC, topic: 'orders' };
 
-const outdir = mkdtempSync(join(tmpdir(), 'eos-synth-operators-'));
-afterAll(() => rmSync(outdir, { recursive: true, force: true }));
-
-/** `infra/app.ts` as `cdk synth` runs it (context as the CLI passes it; bundling skipped). */
-function synthApp(context: Record<string, unknown>): { status: number | null; stderr: string } {
-  const result = spawnSync('npx', ['tsx', 'infra/app.ts'], {
-    cwd: new URL('../..', import.meta.url).pathname,
-    encoding: 'utf8',
-    env: {
-      ...process.env,
-      CDK_OUTDIR: outdir,
-      CDK_CONTEXT_JSON: JSON.stringify({ 'aws:cdk:bundling-stacks': [], ...context }),
-      AWS_EC2_METADATA_DISABLED: 'true',
-      CDK_VALIDATION: 'false',
-    },
-  });
-  return { status: result.status, stderr: result.stderr };
-}
+const { synth: synthApp } = appSynthesizer('eos-synth-operators-');
 
 describe('operator roles', () => {
   it('synthesize through the app with cdk-nag clean (-c operatorRoleArns)', () => {

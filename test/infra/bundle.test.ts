@@ -1,6 +1,6 @@
 /**
  * The stack with bundling ON, as `npm run synth` and `cdk deploy` build it: every Lambda gets a bundle of its own
- * entry that exports its handler, with the locked AWS SDK inside (the SDK the tests ran, issue 17), within the
+ * entry that exports its handler, with the locked AWS SDK inside (the SDK the tests ran), within the
  * size the benchmark measures. A bundle is a folder: `index.mjs` and the chunks only a dynamic import loads
  * (`scripts/bundle.mjs`), all of which must be in the asset. (The other infra tests skip bundling.)
  */
@@ -10,13 +10,13 @@ import { join } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from '../infra/stack.ts';
-import { bundleFiles } from '../scripts/bundle.mjs';
-import { BASE_PROPS, resourcesOf } from './infra-fixtures.ts';
+import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from '../../infra/stack.ts';
+import { bundleFiles } from '../../scripts/bundle.mjs';
+import { BASE_PROPS, resourcesOf } from '../support/infra.ts';
 
 /** The version package-lock.json pins for an AWS SDK package: what the tests install and run. */
 function lockedVersion(name: string): string {
-  const lock = JSON.parse(readFileSync(new URL('../package-lock.json', import.meta.url), 'utf8')) as {
+  const lock = JSON.parse(readFileSync(new URL('../../package-lock.json', import.meta.url), 'utf8')) as {
     packages: Record<string, { version?: string }>;
   };
   const version = lock.packages[`node_modules/${name}`]?.version;

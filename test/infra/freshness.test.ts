@@ -1,5 +1,5 @@
 /**
- * Freshness and lag in the stack (issue 14): the OffsetLagHigh alarm on Lambda's own OffsetLag metric, the
+ * Freshness and lag in the stack: the OffsetLagHigh alarm on Lambda's own OffsetLag metric, the
  * Contributor Insights rule of redelivery drops per partition over the processor's log group, and the dashboard
  * graphs of commit latency, last commit age, uncommitted records, offset lag and the rule's top contributors.
  */
@@ -9,9 +9,9 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import * as sns from 'aws-cdk-lib/aws-sns';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_OFFSET_LAG_THRESHOLD, PipelineObservability } from '../infra/observability.ts';
-import { METRIC, REDELIVERY_DROPS_LOG } from '../shared/observability/names.ts';
-import { resourcesOf, synthesize } from './infra-fixtures.ts';
+import { DEFAULT_OFFSET_LAG_THRESHOLD, PipelineObservability } from '../../infra/observability.ts';
+import { METRIC, REDELIVERY_DROPS_LOG } from '../../shared/observability/names.ts';
+import { resourcesOf, synthesize } from '../support/infra.ts';
 
 const { stack, template } = synthesize();
 const processorId = stack.getLogicalId(stack.pipeline.processor.node.defaultChild as never);

@@ -1,5 +1,5 @@
 /**
- * The construct's API (issue 13): props in CDK idiom mapped onto the validated settings (and refused at compile
+ * The construct's API: props in CDK idiom mapped onto the validated settings (and refused at compile
  * time when mistyped), opt-in outputs, `grantReadCommitted`, the `metric…` methods, and several pipelines sharing
  * one table and one bucket — each pipeline's roles reach only its own ledger keys and prefixes, judged on the
  * synthesized template by the IAM model of `support/iam.ts` (identity policy and bucket policy together).
@@ -13,18 +13,17 @@ import * as kms from 'aws-cdk-lib/aws-kms';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_KEYS } from '../infra/config.ts';
-import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from '../infra/exactly-once-pipeline.ts';
-import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../infra/nag.ts';
-import { PROP_OF_SETTING } from '../infra/prop-names.ts';
-import { pipelinePropsFromContext } from '../infra/stack.ts';
-import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
-import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
-import { InvalidSettingError } from '../shared/errors.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { finalPrefix, manifestsPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
-import { BASE_PROPS, CLUSTER_ARN, resourcesOf, testApp } from './infra-fixtures.ts';
-import { resolveIntrinsics } from './support/asl.ts';
+import { CONFIG_KEYS } from '../../infra/config.ts';
+import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from '../../infra/exactly-once-pipeline.ts';
+import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../../infra/nag.ts';
+import { PROP_OF_SETTING } from '../../infra/prop-names.ts';
+import { pipelinePropsFromContext } from '../../infra/stack.ts';
+import { COORDINATOR_STEPS } from '../../shared/coordinator/definition.ts';
+import { checkpointWorkPrefix } from '../../shared/coordinator/work-objects.ts';
+import { InvalidSettingError } from '../../shared/errors.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { finalPrefix, manifestsPrefix, stagedStreamPrefix } from '../../shared/sink/layout.ts';
+import { resolveIntrinsics } from '../support/asl.ts';
 import {
   type AccessRequest,
   bucketPolicyStatements,
@@ -32,7 +31,8 @@ import {
   type PolicyStatement,
   roleArnOf,
   roleStatements,
-} from './support/iam.ts';
+} from '../support/iam.ts';
+import { BASE_PROPS, CLUSTER_ARN, resourcesOf, testApp } from '../support/infra.ts';
 
 type TemplateJson = Parameters<typeof roleStatements>[0];
 
@@ -137,7 +137,7 @@ describe('props in CDK idiom', () => {
   });
 
   it('has a prop for every deployment setting, and the context path gives the same props', () => {
-    // outputColumns is derived by the construct from the transform (issue 12), not chosen by the user: no key.
+    // outputColumns is derived by the construct from the transform, not chosen by the user: no key.
     const withoutProp = CONFIG_KEYS.filter((key) => !PROP_OF_SETTING[key]);
     expect(withoutProp).toEqual([]);
     const props = pipelinePropsFromContext(

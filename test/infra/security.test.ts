@@ -1,12 +1,12 @@
 /**
- * The rest of issue 17's infrastructure points, on the synthesized stack: logs writable only to each function's
+ * The rest of the infrastructure's trust points, on the synthesized stack: logs writable only to each function's
  * own log group (no AWS managed policy on any role), the pollers' network-interface actions conditioned on the
  * cluster's VPC, KMS grants only through S3 and DynamoDB, log groups and the alarm topic CMK-encrypted under
  * `encryption=kms`, X-Ray on every function, and the processor told which event source and topic to accept.
  */
 import { Match } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { ENV_NAMES } from '../shared/config/settings.ts';
+import { ENV_NAMES } from '../../shared/config/settings.ts';
 import {
   actionsOf,
   allStatements,
@@ -15,7 +15,7 @@ import {
   resourcesOf,
   resourcesOfStatement,
   synthesize,
-} from './infra-fixtures.ts';
+} from '../support/infra.ts';
 
 const base = synthesize();
 const kms = synthesize({ encryption: 'kms' });

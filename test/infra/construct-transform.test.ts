@@ -11,21 +11,21 @@ import { pathToFileURL } from 'node:url';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { unacknowledgedNagFindings } from '../infra/nag.ts';
+import { unacknowledgedNagFindings } from '../../infra/nag.ts';
 import {
   ExactlyOncePipelineStack,
   PIPELINE_FEATURE_FLAGS,
   pipelinePropsFromContext,
-} from '../infra/stack.ts';
-import { processorEntrySource, resolveTransform, writeProcessorEntry } from '../infra/transform-entry.ts';
+} from '../../infra/stack.ts';
+import { processorEntrySource, resolveTransform, writeProcessorEntry } from '../../infra/transform-entry.ts';
 import {
   NotATransformError,
   TransformExportMissingError,
   TransformModuleNotFoundError,
   UnknownTransformError,
-} from '../shared/errors.ts';
-import { isTransformDefinition } from '../shared/transforms/api.ts';
-import { actionsOf, allStatements, BASE_PROPS, resourcesOf, synthesize, testApp } from './infra-fixtures.ts';
+} from '../../shared/errors.ts';
+import { isTransformDefinition } from '../../shared/transforms/api.ts';
+import { actionsOf, allStatements, BASE_PROPS, resourcesOf, synthesize, testApp } from '../support/infra.ts';
 
 const FIXTURE = 'test/fixtures/infra/page-views.ts';
 const FIXTURE_PATH = resolve(FIXTURE);

@@ -9,12 +9,12 @@ import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parsePipelineConfig } from '../infra/config.ts';
-import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from '../infra/exactly-once-pipeline.ts';
-import { KafkaAuthenticationMethod, type KafkaSource } from '../infra/kafka-source.ts';
-import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../infra/nag.ts';
-import { PIPELINE_FEATURE_FLAGS } from '../infra/stack.ts';
-import { InvalidSettingError } from '../shared/errors.ts';
+import { parsePipelineConfig } from '../../infra/config.ts';
+import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from '../../infra/exactly-once-pipeline.ts';
+import { KafkaAuthenticationMethod, type KafkaSource } from '../../infra/kafka-source.ts';
+import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../../infra/nag.ts';
+import { PIPELINE_FEATURE_FLAGS } from '../../infra/stack.ts';
+import { InvalidSettingError } from '../../shared/errors.ts';
 import {
   actionsOf,
   allStatements,
@@ -22,7 +22,7 @@ import {
   type PolicyStatementJson,
   resourcesOf,
   resourcesOfStatement,
-} from './infra-fixtures.ts';
+} from '../support/infra.ts';
 
 const THIS_ACCOUNT = '123456789012';
 const OTHER_ACCOUNT = '444455556666';

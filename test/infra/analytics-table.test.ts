@@ -19,20 +19,20 @@ import {
   AnalyticsTableError,
   type AnalyticsTableProps,
   DEFAULT_PROJECTION_FIRST_DAY,
-} from '../infra/analytics-table.ts';
-import { unacknowledgedNagFindings } from '../infra/nag.ts';
-import { PIPELINE_FEATURE_FLAGS } from '../infra/stack.ts';
-import { finalObjectKey } from '../shared/sink/layout.ts';
-import { encodeParquet } from '../shared/sink/parquet.ts';
+} from '../../infra/analytics-table.ts';
+import { unacknowledgedNagFindings } from '../../infra/nag.ts';
+import { PIPELINE_FEATURE_FLAGS } from '../../infra/stack.ts';
+import { finalObjectKey } from '../../shared/sink/layout.ts';
+import { encodeParquet } from '../../shared/sink/parquet.ts';
 import {
   PROJECTION_PLACEHOLDERS,
   partitionProjection,
   type TimeGranularity,
   timeFolder,
   timePartitionKeys,
-} from '../shared/sink/time-partitions.ts';
-import type { ColumnDefinition } from '../shared/transforms/api.ts';
-import orders from '../shared/transforms/orders.ts';
+} from '../../shared/sink/time-partitions.ts';
+import type { ColumnDefinition } from '../../shared/transforms/api.ts';
+import orders from '../../shared/transforms/orders.ts';
 
 const BUCKET = 'sink-bucket-example';
 const PIPELINE = 'orders';

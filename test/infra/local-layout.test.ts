@@ -8,20 +8,20 @@ import { createRequire } from 'node:module';
 import { DescribeTableCommand, DescribeTimeToLiveCommand } from '@aws-sdk/client-dynamodb';
 import type { CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { STEP_TASK_TIMEOUT_MARGIN_SECONDS } from '../infra/config.ts';
-import { localDefinition } from '../local/coordinator-runner.ts';
-import { createLedgerTable } from '../local/provision.ts';
+import { STEP_TASK_TIMEOUT_MARGIN_SECONDS } from '../../infra/config.ts';
+import { localDefinition } from '../../local/coordinator-runner.ts';
+import { createLedgerTable } from '../../local/provision.ts';
 import {
   buildCoordinatorDefinition,
   COORDINATOR_STEPS,
   type CoordinatorStep,
   functionArnSubstitution,
-} from '../shared/coordinator/definition.ts';
-import { planKey } from '../shared/coordinator/work-objects.ts';
-import { finalObjectKey, manifestKey, type ObjectRange, stagedObjectKey } from '../shared/sink/layout.ts';
-import { actionsOf, allStatements, resourcesOf, resourcesOfStatement, synthesize } from './infra-fixtures.ts';
-import { resolveIntrinsics, synthesizeCoordinator } from './support/asl.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+} from '../../shared/coordinator/definition.ts';
+import { planKey } from '../../shared/coordinator/work-objects.ts';
+import { finalObjectKey, manifestKey, type ObjectRange, stagedObjectKey } from '../../shared/sink/layout.ts';
+import { resolveIntrinsics, synthesizeCoordinator } from '../support/asl.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { actionsOf, allStatements, resourcesOf, resourcesOfStatement, synthesize } from '../support/infra.ts';
 
 // asl-validator ships no type declarations: load it through require with the one signature used here.
 const aslValidator = createRequire(import.meta.url)('asl-validator') as (definition: unknown) => {

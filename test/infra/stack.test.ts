@@ -5,11 +5,11 @@
 import { Duration } from 'aws-cdk-lib';
 import { Match } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { parsePipelineConfig } from '../infra/config.ts';
-import { pipelinePropsFromContext } from '../infra/stack.ts';
-import { ENV_NAMES, settingsFromEnv } from '../shared/config/settings.ts';
-import { InvalidSettingError } from '../shared/errors.ts';
-import { METRIC, METRICS_NAMESPACE, metricDimensionsMap } from '../shared/observability/names.ts';
+import { parsePipelineConfig } from '../../infra/config.ts';
+import { pipelinePropsFromContext } from '../../infra/stack.ts';
+import { ENV_NAMES, settingsFromEnv } from '../../shared/config/settings.ts';
+import { InvalidSettingError } from '../../shared/errors.ts';
+import { METRIC, METRICS_NAMESPACE, metricDimensionsMap } from '../../shared/observability/names.ts';
 import {
   actionsOf,
   allStatements,
@@ -19,7 +19,7 @@ import {
   resourcesOfStatement,
   synthesize,
   testApp,
-} from './infra-fixtures.ts';
+} from '../support/infra.ts';
 
 const base = synthesize();
 const template = base.template;

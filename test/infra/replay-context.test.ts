@@ -6,17 +6,16 @@
  * or mapping. The app itself (`infra/app.ts`, context through CDK_CONTEXT_JSON as the CLI passes it) runs once for
  * a replay and once for a bad key; the other cases build the stack in process from the same context.
  */
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Template } from 'aws-cdk-lib/assertions';
-import { afterAll, describe, expect, it } from 'vitest';
-import { REPLAY_CONTEXT_KEYS } from '../infra/config.ts';
-import { REPLAY_GENERATION_ENV } from '../infra/replay.ts';
-import { ExactlyOncePipelineStack, replayContext } from '../infra/stack.ts';
-import { renderConfigurationPage } from '../scripts/docs-configuration.ts';
-import { CLUSTER_ARN, resourcesOf, testApp } from './infra-fixtures.ts';
+import { describe, expect, it } from 'vitest';
+import { REPLAY_CONTEXT_KEYS } from '../../infra/config.ts';
+import { REPLAY_GENERATION_ENV } from '../../infra/replay.ts';
+import { ExactlyOncePipelineStack, replayContext } from '../../infra/stack.ts';
+import { renderConfigurationPage } from '../../scripts/docs-configuration.ts';
+import { CLUSTER_ARN, resourcesOf, testApp } from '../support/infra.ts';
+import { appSynthesizer } from '../support/synth-app.ts';
 
 const BASE = { mskClusterArn: CLUSTER_ARN, mskVpcId: 'vpc-0123456789abcdef0', topic: 'orders' };
 
@@ -76,23 +75,7 @@ function stackError(context: Record<string, unknown>): string {
   throw new Error(`no error for ${JSON.stringify(context)}`);
 }
 
-const outdir = mkdtempSync(join(tmpdir(), 'eos-replay-synth-'));
-afterAll(() => rmSync(outdir, { recursive: true, force: true }));
-
-function synthApp(context: Record<string, unknown>): { status: number | null; stderr: string } {
-  const result = spawnSync('npx', ['tsx', 'infra/app.ts'], {
-    cwd: new URL('..', import.meta.url).pathname,
-    encoding: 'utf8',
-    env: {
-      ...process.env,
-      CDK_OUTDIR: outdir,
-      CDK_CONTEXT_JSON: JSON.stringify({ 'aws:cdk:bundling-stacks': [], ...context }),
-      AWS_EC2_METADATA_DISABLED: 'true',
-      CDK_VALIDATION: 'false',
-    },
-  });
-  return { status: result.status, stderr: result.stderr };
-}
+const { outdir, synth: synthApp } = appSynthesizer('eos-replay-synth-');
 
 describe('infra/app.ts with -c replayGeneration', () => {
   it('deploys the replay processor and its mapping under <group>-replay-g<N>, and passes cdk-nag', () => {

@@ -1,5 +1,5 @@
 /**
- * The construct's output options as a deployed stack gets them (issues 12 and 13): with `outputFormat: 'parquet'`
+ * The construct's output options as a deployed stack gets them: with `outputFormat: 'parquet'`
  * every function's environment carries the transform's columns (a built-in's or a user module's, read at synth),
  * so the Lambdas parse their settings at cold start exactly as `eos local --format parquet` does; `analyticsTable`
  * adds the Glue table over those columns; `eventSourceMapping: false` deploys without the mapping (LocalStack's
@@ -8,12 +8,12 @@
 import { Stack } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import { ExactlyOncePipeline } from '../infra/exactly-once-pipeline.ts';
-import { unacknowledgedNagFindings } from '../infra/nag.ts';
-import { ExactlyOncePipelineStack } from '../infra/stack.ts';
-import { settingsFromEnv } from '../shared/config/settings.ts';
-import { builtinDefinition } from '../shared/transforms/registry.ts';
-import { BASE_PROPS, resourcesOf, synthesize, testApp } from './infra-fixtures.ts';
+import { ExactlyOncePipeline } from '../../infra/exactly-once-pipeline.ts';
+import { unacknowledgedNagFindings } from '../../infra/nag.ts';
+import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
+import { settingsFromEnv } from '../../shared/config/settings.ts';
+import { builtinDefinition } from '../../shared/transforms/registry.ts';
+import { BASE_PROPS, resourcesOf, synthesize, testApp } from '../support/infra.ts';
 
 const PAGE_VIEWS = 'test/fixtures/infra/page-views.ts#pageViews';
 

@@ -3,31 +3,13 @@
  * CLI passes it; bundling skipped to keep it fast — `npm run synth` bundles): a bad setting stops it with a
  * message naming the setting, and a good configuration passes cdk-nag inside the synth itself.
  */
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { CLUSTER_ARN, VPC_ID } from './infra-fixtures.ts';
+import { describe, expect, it } from 'vitest';
+import { CLUSTER_ARN, VPC_ID } from '../support/infra.ts';
+import { appSynthesizer } from '../support/synth-app.ts';
 
-const outdir = mkdtempSync(join(tmpdir(), 'eos-synth-'));
-afterAll(() => rmSync(outdir, { recursive: true, force: true }));
-
-function synth(context: Record<string, unknown>): { status: number | null; stderr: string } {
-  const result = spawnSync('npx', ['tsx', 'infra/app.ts'], {
-    cwd: new URL('..', import.meta.url).pathname,
-    encoding: 'utf8',
-    env: {
-      ...process.env,
-      CDK_OUTDIR: outdir,
-      CDK_CONTEXT_JSON: JSON.stringify({ 'aws:cdk:bundling-stacks': [], ...context }),
-      AWS_EC2_METADATA_DISABLED: 'true',
-      // The built-in CloudFormation schema validation (on in `npm run synth`) costs seconds; cdk-nag still runs.
-      CDK_VALIDATION: 'false',
-    },
-  });
-  return { status: result.status, stderr: result.stderr };
-}
+const { outdir, synth } = appSynthesizer('eos-synth-');
 
 describe('infra/app.ts', () => {
   it('stops on a missing or malformed setting, naming it', () => {

@@ -1,5 +1,5 @@
 /**
- * The `replay` prop (issue 14, replay into a new generation) on the synthesized template: a second processor built
+ * The `replay` prop (replay into a new generation) on the synthesized template: a second processor built
  * like the processor plus `EOS_REPLAY_GENERATION`, a second mapping under `<group>-replay-g<N>`, and who may touch
  * the replay plans (`<pl>#REPLAY`), judged by the IAM model of `support/iam.ts` (identity and bucket policy
  * together): the replay processor reads them, begin reads, commit updates, operators write; the live processor,
@@ -16,15 +16,15 @@ import {
   type ExactlyOncePipelineProps,
   processorLeadingKeys,
   replayLeadingKeys,
-} from '../infra/exactly-once-pipeline.ts';
-import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../infra/nag.ts';
-import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
-import { InvalidSettingError } from '../shared/errors.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { finalPrefix, manifestsPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
-import { BASE_PROPS, CLUSTER_ARN, resourcesOf, testApp } from './infra-fixtures.ts';
-import { resolveIntrinsics } from './support/asl.ts';
-import { bucketPolicyStatements, evaluate, type PolicyStatement, roleStatements } from './support/iam.ts';
+} from '../../infra/exactly-once-pipeline.ts';
+import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../../infra/nag.ts';
+import { COORDINATOR_STEPS } from '../../shared/coordinator/definition.ts';
+import { InvalidSettingError } from '../../shared/errors.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { finalPrefix, manifestsPrefix, stagedStreamPrefix } from '../../shared/sink/layout.ts';
+import { resolveIntrinsics } from '../support/asl.ts';
+import { bucketPolicyStatements, evaluate, type PolicyStatement, roleStatements } from '../support/iam.ts';
+import { BASE_PROPS, CLUSTER_ARN, resourcesOf, testApp } from '../support/infra.ts';
 
 type TemplateJson = Parameters<typeof roleStatements>[0];
 

@@ -5,8 +5,8 @@
 import { Validations } from 'aws-cdk-lib';
 import type { IConstruct } from 'constructs';
 import { describe, expect, it } from 'vitest';
-import { unacknowledgedNagFindings } from '../infra/nag.ts';
-import { synthesize } from './infra-fixtures.ts';
+import { unacknowledgedNagFindings } from '../../infra/nag.ts';
+import { synthesize } from '../support/infra.ts';
 
 interface Acknowledgement {
   readonly id: string;
@@ -49,7 +49,7 @@ describe('cdk-nag AwsSolutions', () => {
     expect(findings.some((f) => f.startsWith('AwsSolutions-IAM5[') && f.includes('/ProcessorRole/'))).toBe(
       true,
     );
-    // No AWS managed policy anywhere: every role's grants are written out (issue 17).
+    // No AWS managed policy anywhere: every role's grants are written out.
     expect(findings.filter((f) => f.startsWith('AwsSolutions-IAM4['))).toEqual([]);
     expect(
       findings.some((f) => f.startsWith('AwsSolutions-IAM5[Resource::') && f.includes('_inprogress')),

@@ -7,21 +7,21 @@
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
-import type { ExactlyOncePipelineProps } from '../infra/exactly-once-pipeline.ts';
-import { ExactlyOncePipelineStack } from '../infra/stack.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { systemClock } from '../shared/clock.ts';
-import { parseSettings } from '../shared/config/settings.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { RELEASED } from '../shared/ledger/staging-ledger.ts';
-import { runMonitor } from '../shared/observability/monitor.ts';
-import { createTelemetry } from '../shared/observability/telemetry.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { BASE_PROPS, testApp } from './infra-fixtures.ts';
-import { freshResources, type TestResources } from './support/aws.ts';
-import { type Call, isAllowed, recordCalls, roleStatements } from './support/iam.ts';
-import { mskEvent, order, orderRecords } from './support/msk.ts';
+import type { ExactlyOncePipelineProps } from '../../infra/exactly-once-pipeline.ts';
+import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { systemClock } from '../../shared/clock.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { RELEASED } from '../../shared/ledger/staging-ledger.ts';
+import { runMonitor } from '../../shared/observability/monitor.ts';
+import { createTelemetry } from '../../shared/observability/telemetry.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, type TestResources } from '../support/aws.ts';
+import { type Call, isAllowed, recordCalls, roleStatements } from '../support/iam.ts';
+import { BASE_PROPS, testApp } from '../support/infra.ts';
+import { mskEvent, order, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {

@@ -1,5 +1,5 @@
 /**
- * Every role can write only what its step must, enforced on both sides (issue 17): for every role of the
+ * Every role can write only what its step must, enforced on both sides: for every role of the
  * synthesized stack × every sensitive key or prefix — manifests, final data, coordinator work, staged streams,
  * the checkpoint head, records and cut pages, fences, staged entries, claims, keyed state — the identity policy
  * and the bucket policy together (`evaluate` in `support/iam.ts`, a model of IAM) allow exactly the writers the
@@ -8,15 +8,14 @@
  */
 import { Template } from 'aws-cdk-lib/assertions';
 import { describe, expect, it } from 'vitest';
-import type { ExactlyOncePipelineProps } from '../infra/exactly-once-pipeline.ts';
-import { autoDeleteHandlerRoleArn } from '../infra/security.ts';
-import { ExactlyOncePipelineStack } from '../infra/stack.ts';
-import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
-import { planKey, promotedKey, stagedCopyKey } from '../shared/coordinator/work-objects.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { finalObjectKey, manifestKey, type ObjectRange, stagedObjectKey } from '../shared/sink/layout.ts';
-import { BASE_PROPS, testApp } from './infra-fixtures.ts';
-import { resolveIntrinsics } from './support/asl.ts';
+import type { ExactlyOncePipelineProps } from '../../infra/exactly-once-pipeline.ts';
+import { autoDeleteHandlerRoleArn } from '../../infra/security.ts';
+import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
+import { COORDINATOR_STEPS } from '../../shared/coordinator/definition.ts';
+import { planKey, promotedKey, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { finalObjectKey, manifestKey, type ObjectRange, stagedObjectKey } from '../../shared/sink/layout.ts';
+import { resolveIntrinsics } from '../support/asl.ts';
 import {
   type AccessRequest,
   bucketPolicyStatements,
@@ -26,7 +25,8 @@ import {
   roleArnOf,
   roleStatements,
   sinkBucketLogicalId,
-} from './support/iam.ts';
+} from '../support/iam.ts';
+import { BASE_PROPS, testApp } from '../support/infra.ts';
 
 const PL = 'orders';
 const range = (stream: 'output' | 'deadletter'): ObjectRange => ({
@@ -46,7 +46,7 @@ const OBJECTS = {
   finalDeadLetter: finalObjectKey(PL, range('deadletter'), true),
   plan: planKey(PL, 7, 1, 0, 'a'.repeat(64)),
   promoted: promotedKey(PL, 7, 1, 0),
-  // What promote reads (issue 17, review R2b-1): prepare's verified copy of a staged object.
+  // What promote reads (and what the write boundaries protect): prepare's verified copy of a staged object.
   stagedCopy: stagedCopyKey(PL, 7, 1, STAGED_OUTPUT),
   stagedOutput: STAGED_OUTPUT,
   stagedDeadLetter: stagedObjectKey(PL, range('deadletter'), 'attempt-1', true),
@@ -176,7 +176,7 @@ describe('write boundaries, identity and bucket policy together (exactly-once)',
   });
 
   it('leaves a compromised processor no way to forge a checkpoint: no plan, manifest, final object or checkpoint item', () => {
-    // The two attacks of issue 17, on the permission side: rewrite a plan so promote writes a manifest, or write a
+    // The two attacks on the commit path, on the permission side: rewrite a plan so promote writes a manifest, or write a
     // COMMITTED head with a far-future cut. Each is denied, explicitly by the bucket policy for the objects.
     const { principal, identity } = s.asRole('processor');
     for (const key of [OBJECTS.plan, OBJECTS.promoted, OBJECTS.manifest, OBJECTS.finalData]) {
@@ -196,7 +196,7 @@ describe('write boundaries, identity and bucket policy together (exactly-once)',
     expect(s.decide(identity, s.itemRequest(principal, 'dynamodb:UpdateItem', ITEMS.fence))).toBe('allow');
   });
 
-  it("R2b-1: keeps the verified copies promote reads out of the processor's reach, and promote off the staged prefix", () => {
+  it("keeps the verified copies promote reads out of the processor's reach, and promote off the staged prefix", () => {
     const copy = OBJECTS.stagedCopy;
     expect(copy.startsWith(`${PL}/_coordinator/`), copy).toBe(true);
     const can = (role: Role, action: string, key: string): Decision => {

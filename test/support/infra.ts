@@ -4,9 +4,9 @@
  */
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import type { ExactlyOncePipelineProps } from '../infra/exactly-once-pipeline.ts';
-import { acknowledgeNagFindings } from '../infra/nag.ts';
-import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from '../infra/stack.ts';
+import type { ExactlyOncePipelineProps } from '../../infra/exactly-once-pipeline.ts';
+import { acknowledgeNagFindings } from '../../infra/nag.ts';
+import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from '../../infra/stack.ts';
 
 export const CLUSTER_ARN =
   'arn:aws:kafka:eu-west-1:123456789012:cluster/demo/1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d-2';
