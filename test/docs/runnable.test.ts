@@ -13,13 +13,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { NO_FAULTS } from '../local/faults.ts';
-import { generateOrders } from '../local/generator.ts';
-import { runLocal } from '../local/runner.ts';
-import { parseSettings } from '../shared/config/settings.ts';
-import { freshResources } from './support/aws.ts';
+import { NO_FAULTS } from '../../local/faults.ts';
+import { generateOrders } from '../../local/generator.ts';
+import { runLocal } from '../../local/runner.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { freshResources } from '../support/aws.ts';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const RUNNABLE = /^```sh runnable[^\n]*\n([\s\S]*?)^```$/gm;
 /** One block's budget: `eos local` starts DynamoDB Local (a JVM) and the S3 server itself. */
 const BLOCK_TIMEOUT_MS = 150_000;

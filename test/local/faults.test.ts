@@ -1,7 +1,7 @@
 import { PutItemCommand, TransactWriteItemsCommand } from '@aws-sdk/client-dynamodb';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { describe, expect, it } from 'vitest';
-import { OptionError } from '../local/errors.ts';
+import { OptionError } from '../../local/errors.ts';
 import {
   AttemptSlot,
   attemptContext,
@@ -11,11 +11,11 @@ import {
   FaultPlanner,
   NO_FAULTS,
   parseFaultSpec,
-} from '../local/faults.ts';
-import { seededRandom } from '../local/prng.ts';
-import { isTransient, rethrowClassified } from '../shared/aws/classify.ts';
-import { InjectedCrashError, TransientAwsError } from '../shared/errors.ts';
-import { freshResources } from './support/aws.ts';
+} from '../../local/faults.ts';
+import { seededRandom } from '../../local/prng.ts';
+import { isTransient, rethrowClassified } from '../../shared/aws/classify.ts';
+import { InjectedCrashError, TransientAwsError } from '../../shared/errors.ts';
+import { freshResources } from '../support/aws.ts';
 
 describe('fault specs', () => {
   it('parses all, none, KIND=RATE lists and all with overrides', () => {

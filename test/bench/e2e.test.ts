@@ -13,15 +13,15 @@ import {
   runVisibility,
   steadyRate,
   visibilityLatencies,
-} from '../bench/e2e.ts';
-import { percentile, spreadOf } from '../bench/stats.ts';
-import { ByteCounter } from '../shared/aws/call-counter.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { checkpointWorkPrefix, STAGED_COPY_DIR } from '../shared/coordinator/work-objects.ts';
-import { finalPrefix } from '../shared/sink/layout.ts';
-import type { Manifest } from '../shared/sink/manifest.ts';
-import { type ListedObject, listObjects } from '../shared/sink/objects.ts';
-import { freshResources } from './support/aws.ts';
+} from '../../bench/e2e.ts';
+import { percentile, spreadOf } from '../../bench/stats.ts';
+import { ByteCounter } from '../../shared/aws/call-counter.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { checkpointWorkPrefix, STAGED_COPY_DIR } from '../../shared/coordinator/work-objects.ts';
+import { finalPrefix } from '../../shared/sink/layout.ts';
+import type { Manifest } from '../../shared/sink/manifest.ts';
+import { type ListedObject, listObjects } from '../../shared/sink/objects.ts';
+import { freshResources } from '../support/aws.ts';
 
 const TINY: E2eConfig = {
   ...E2E_DEFAULTS,

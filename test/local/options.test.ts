@@ -13,11 +13,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Command, CommanderError } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
-import { buildProgram } from '../cli/eos.ts';
-import { parseInputText } from '../local/input.ts';
-import type { RunReport } from '../local/runner.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { type FinalRow, readFinalRows } from '../shared/sink/verify.ts';
+import { buildProgram } from '../../cli/eos.ts';
+import { parseInputText } from '../../local/input.ts';
+import type { RunReport } from '../../local/runner.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { type FinalRow, readFinalRows } from '../../shared/sink/verify.ts';
 
 const WORDS = 'test/fixtures/local/words.ts';
 

@@ -6,10 +6,10 @@ import { gunzipSync } from 'node:zlib';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { type Command, CommanderError } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
-import { buildProgram } from '../cli/eos.ts';
-import { runVerifyCommand } from '../cli/verify.ts';
-import type { RunReport } from '../local/runner.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
+import { buildProgram } from '../../cli/eos.ts';
+import { runVerifyCommand } from '../../cli/verify.ts';
+import type { RunReport } from '../../local/runner.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
 
 function program(deps: Parameters<typeof buildProgram>[0] = {}) {
   const errors: string[] = [];

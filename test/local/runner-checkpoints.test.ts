@@ -1,16 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { Checkpointer, type CoordinatorCrashPlan } from '../local/checkpoints.ts';
-import { FaultLog, FaultPlanner, NO_FAULTS } from '../local/faults.ts';
-import { generateOrders } from '../local/generator.ts';
-import { PartitionedLog } from '../local/kafka-log.ts';
-import { MskEmulator } from '../local/msk-emulator.ts';
-import { seededRandom } from '../local/prng.ts';
-import { RunClock } from '../local/run-clock.ts';
-import { parseSettings } from '../shared/config/settings.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { finalPrefix } from '../shared/sink/layout.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import { freshResources, uniqueName } from './support/aws.ts';
+import { Checkpointer, type CoordinatorCrashPlan } from '../../local/checkpoints.ts';
+import { FaultLog, FaultPlanner, NO_FAULTS } from '../../local/faults.ts';
+import { generateOrders } from '../../local/generator.ts';
+import { PartitionedLog } from '../../local/kafka-log.ts';
+import { MskEmulator } from '../../local/msk-emulator.ts';
+import { seededRandom } from '../../local/prng.ts';
+import { RunClock } from '../../local/run-clock.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { finalPrefix } from '../../shared/sink/layout.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import { freshResources, uniqueName } from '../support/aws.ts';
 
 /** A pipeline with one partition's batch staged, and a checkpointer for it. */
 async function staged() {

@@ -1,16 +1,16 @@
 import { KafkaMskEventSchema } from '@aws-lambda-powertools/parser/schemas/kafka';
 import { describe, expect, it } from 'vitest';
-import { RecordTooLargeError, UnknownPartitionError } from '../local/errors.ts';
-import { PartitionedLog } from '../local/kafka-log.ts';
+import { RecordTooLargeError, UnknownPartitionError } from '../../local/errors.ts';
+import { PartitionedLog } from '../../local/kafka-log.ts';
 import {
   type Delivery,
   MAX_PAYLOAD_BYTES,
   MskEmulator,
   type MskEmulatorOptions,
-} from '../local/msk-emulator.ts';
-import { seededRandom } from '../local/prng.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseMskEvent, partitionBatches } from '../shared/kafka/event.ts';
+} from '../../local/msk-emulator.ts';
+import { seededRandom } from '../../local/prng.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseMskEvent, partitionBatches } from '../../shared/kafka/event.ts';
 
 function setup(partitions: number, options: Partial<MskEmulatorOptions> = {}) {
   const clock = new ManualClock();

@@ -2,12 +2,12 @@
 import { Writable } from 'node:stream';
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { registerReadCommand } from '../cli/read.ts';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { parseSettings } from '../shared/config/settings.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { freshResources, uniqueName } from './support/aws.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
+import { registerReadCommand } from '../../cli/read.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { freshResources, uniqueName } from '../support/aws.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
 
 function collector(): { out: Writable; lines: () => string[] } {
   const chunks: string[] = [];

@@ -9,15 +9,15 @@
  */
 import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createProcessorHandler } from '../functions/processor-handler.ts';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import type { MskEvent } from '../shared/kafka/event.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import { builtinDefinition } from '../shared/transforms/registry.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { lambdaContext } from './support/lambda-context.ts';
+import { createProcessorHandler } from '../../functions/processor-handler.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import type { MskEvent } from '../../shared/kafka/event.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import { builtinDefinition } from '../../shared/transforms/registry.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { lambdaContext } from '../support/lambda-context.ts';
 
-const EVENT_FILE = new URL('../examples/localstack/msk-event.json', import.meta.url);
+const EVENT_FILE = new URL('../../examples/localstack/msk-event.json', import.meta.url);
 const event = JSON.parse(readFileSync(EVENT_FILE, 'utf8')) as MskEvent;
 
 let res: TestResources;

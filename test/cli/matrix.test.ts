@@ -8,12 +8,12 @@
  * local endpoints it supplies a region and credentials of its own (a local run must not need an AWS account).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../cli/eos.ts';
-import { classifyFailure } from '../cli/failures.ts';
-import { createBucket, createLedgerTable } from '../local/provision.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { InvalidSettingError, MissingResourceError } from '../shared/errors.ts';
-import { uniqueName } from './support/aws.ts';
+import { main } from '../../cli/eos.ts';
+import { classifyFailure } from '../../cli/failures.ts';
+import { createBucket, createLedgerTable } from '../../local/provision.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { InvalidSettingError, MissingResourceError } from '../../shared/errors.ts';
+import { uniqueName } from '../support/aws.ts';
 
 type Command = 'local' | 'verify' | 'read' | 'query' | 'status' | 'epoch' | 'redrive' | 'replay';
 type Case =

@@ -11,9 +11,9 @@ import {
   installDynamoDbLocal,
   type Pins,
   verifyInstall,
-} from '../scripts/setup-local-parts.mjs';
-import { LEDGER_TABLE_LAYOUT } from '../shared/ledger/layout.ts';
-import { freshResources } from './support/aws.ts';
+} from '../../scripts/setup-local-parts.mjs';
+import { LEDGER_TABLE_LAYOUT } from '../../shared/ledger/layout.ts';
+import { freshResources } from '../support/aws.ts';
 
 describe('local parts', () => {
   it('creates the ledger table from the shared layout, with TTL on the claims attribute', async () => {

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { BatchRetriesExhaustedError } from '../local/errors.ts';
-import { NO_FAULTS, parseFaultSpec } from '../local/faults.ts';
-import { generateOrders } from '../local/generator.ts';
-import { runLocal } from '../local/runner.ts';
-import { parseSettings } from '../shared/config/settings.ts';
-import { freshResources, uniqueName } from './support/aws.ts';
+import { BatchRetriesExhaustedError } from '../../local/errors.ts';
+import { NO_FAULTS, parseFaultSpec } from '../../local/faults.ts';
+import { generateOrders } from '../../local/generator.ts';
+import { runLocal } from '../../local/runner.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { freshResources, uniqueName } from '../support/aws.ts';
 
 describe('local runner', () => {
   it('runs emulator, processor and coordinator to an exactly-once result without faults', async () => {

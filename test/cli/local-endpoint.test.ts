@@ -18,13 +18,13 @@ import { DynamoDBClient, ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { main } from '../cli/eos.ts';
-import { partsPlan } from '../cli/local.ts';
-import { GUARANTEES, MAX_BATCH_SIZE } from '../cli/local-defaults.ts';
-import { MAX_BATCH_SIZE as EMULATOR_MAX_BATCH_SIZE } from '../local/msk-emulator.ts';
-import { LOCAL_CREDENTIALS, startDynamoDbLocal, startS3Server } from '../local/parts.ts';
-import type { RunReport } from '../local/runner.ts';
-import { DELIVERY_GUARANTEES } from '../shared/config/settings.ts';
+import { main } from '../../cli/eos.ts';
+import { partsPlan } from '../../cli/local.ts';
+import { GUARANTEES, MAX_BATCH_SIZE } from '../../cli/local-defaults.ts';
+import { MAX_BATCH_SIZE as EMULATOR_MAX_BATCH_SIZE } from '../../local/msk-emulator.ts';
+import { LOCAL_CREDENTIALS, startDynamoDbLocal, startS3Server } from '../../local/parts.ts';
+import type { RunReport } from '../../local/runner.ts';
+import { DELIVERY_GUARANTEES } from '../../shared/config/settings.ts';
 
 /** The unprivileged user and group (65534 on Debian and most Linux): a root test runs a command as it. */
 const NOBODY = 65534;

@@ -3,15 +3,15 @@
  * operator types and reads, the exit codes, and that a second run changes nothing.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import type { Settings } from '../shared/config/settings.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { eos } from './support/eos.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { eos } from '../support/eos.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {

@@ -4,15 +4,15 @@ import {
   compareOutcome,
   expectOutcome,
   resolveExpectation,
-} from '../local/expectation.ts';
-import { generateOrders, IDEMPOTENCY_HEADER, partitionForKey } from '../local/generator.ts';
-import { PartitionedLog } from '../local/kafka-log.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { decodeRecord, strictUtf8 } from '../shared/kafka/event.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { evaluateRecord } from '../shared/processor/evaluate.ts';
-import { ordersTransform } from '../shared/transforms/orders.ts';
-import { mskRecord, order } from './support/msk.ts';
+} from '../../local/expectation.ts';
+import { generateOrders, IDEMPOTENCY_HEADER, partitionForKey } from '../../local/generator.ts';
+import { PartitionedLog } from '../../local/kafka-log.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { decodeRecord, strictUtf8 } from '../../shared/kafka/event.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { evaluateRecord } from '../../shared/processor/evaluate.ts';
+import { ordersTransform } from '../../shared/transforms/orders.ts';
+import { mskRecord, order } from '../support/msk.ts';
 
 function decoded(input: ReturnType<typeof generateOrders>, partitions: number): DecodedRecord[] {
   const log = new PartitionedLog('orders', partitions, new ManualClock());

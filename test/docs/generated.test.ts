@@ -6,16 +6,16 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CONFIG_KEYS } from '../infra/config.ts';
-import { BENCHMARK_PAGE, renderBenchmarkPage } from '../scripts/docs-benchmark.ts';
+import { CONFIG_KEYS } from '../../infra/config.ts';
+import { BENCHMARK_PAGE, renderBenchmarkPage } from '../../scripts/docs-benchmark.ts';
 import {
   CONFIGURATION_PAGE,
   renderConfigurationPage,
   settingsWithoutDescription,
   staleDescriptions,
-} from '../scripts/docs-configuration.ts';
-import { ENV_NAMES } from '../shared/config/settings.ts';
-import { METRIC } from '../shared/observability/names.ts';
+} from '../../scripts/docs-configuration.ts';
+import { ENV_NAMES } from '../../shared/config/settings.ts';
+import { METRIC } from '../../shared/observability/names.ts';
 
 describe('docs/configuration.md', () => {
   it('describes every setting of settings.ts and infra/config.ts', () => {

@@ -14,18 +14,18 @@ import { gunzipSync } from 'node:zlib';
 import avro from 'avro-js/lib/schemas.js';
 import type { Command } from 'commander';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { buildProgram } from '../cli/eos.ts';
-import { makeClicks } from '../examples/clickstream/make-input.ts';
-import clickstream from '../examples/clickstream/transform.ts';
-import { makePayments } from '../examples/payments-avro/make-input.ts';
-import { type RunningRegistry, serveRegistry } from '../examples/payments-avro/registry.ts';
-import { eosLocalArgs } from '../examples/payments-avro/run.ts';
+import { buildProgram } from '../../cli/eos.ts';
+import { makeClicks } from '../../examples/clickstream/make-input.ts';
+import clickstream from '../../examples/clickstream/transform.ts';
+import { makePayments } from '../../examples/payments-avro/make-input.ts';
+import { type RunningRegistry, serveRegistry } from '../../examples/payments-avro/registry.ts';
+import { eosLocalArgs } from '../../examples/payments-avro/run.ts';
 // Types only: importing the module would read SCHEMA_REGISTRY_URL before the test's registry is up.
-import type { PaymentEvent } from '../examples/payments-avro/transform.ts';
-import type { RunReport } from '../local/runner.ts';
-import { uniqueName } from './support/aws.ts';
+import type { PaymentEvent } from '../../examples/payments-avro/transform.ts';
+import type { RunReport } from '../../local/runner.ts';
+import { uniqueName } from '../support/aws.ts';
 
-const example = (path: string): string => fileURLToPath(new URL(`../examples/${path}`, import.meta.url));
+const example = (path: string): string => fileURLToPath(new URL(`../../examples/${path}`, import.meta.url));
 
 interface InputLine {
   readonly partition: number;
@@ -404,7 +404,7 @@ describe('examples/payments-avro', () => {
 });
 
 describe("docs/transforms.md's complete example, as written", () => {
-  const page = readFileSync(fileURLToPath(new URL('../docs/transforms.md', import.meta.url)), 'utf8');
+  const page = readFileSync(fileURLToPath(new URL('../../docs/transforms.md', import.meta.url)), 'utf8');
   /** The first fenced block after `marker` on the page (its body). */
   const blockAfter = (marker: string): string => {
     const at = page.indexOf(marker);
@@ -413,7 +413,7 @@ describe("docs/transforms.md's complete example, as written", () => {
     return body;
   };
   // Inside the package, where `msk-exactly-once-pipeline/transform` resolves as in a project that installed it.
-  const dir = fileURLToPath(new URL(`../examples/.docs-example-${process.pid}/`, import.meta.url));
+  const dir = fileURLToPath(new URL(`../../examples/.docs-example-${process.pid}/`, import.meta.url));
   const files: Record<string, string> = {
     './my-transform.ts': join(dir, 'my-transform.ts'),
     'my-records.jsonl': join(dir, 'my-records.jsonl'),
