@@ -15,7 +15,6 @@ import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from '../../infra/
 import { BUCKET_ADMIN_ACTIONS } from '../../infra/security.ts';
 import { InvalidSettingError } from '../../shared/errors.ts';
 import { finalObjectKey, manifestKey, stagedObjectKey } from '../../shared/sink/layout.ts';
-import { BASE_PROPS, testApp } from '../infra-fixtures.ts';
 import { ACCOUNT, REGION, resolveIntrinsics } from '../support/asl.ts';
 import {
   type AccessRequest,
@@ -27,6 +26,7 @@ import {
   roleStatements,
   sinkBucketLogicalId,
 } from '../support/iam.ts';
+import { BASE_PROPS, testApp } from '../support/infra.ts';
 
 type TemplateJson = Parameters<typeof roleStatements>[0];
 

@@ -15,10 +15,10 @@ import { keys } from '../../shared/ledger/layout.ts';
 import { runMonitor } from '../../shared/observability/monitor.ts';
 import { createTelemetry } from '../../shared/observability/telemetry.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
-import { BASE_PROPS, testApp } from '../infra-fixtures.ts';
 import { synthesizeCoordinator } from '../support/asl.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { type Call, isAllowed, recordCalls, roleStatements } from '../support/iam.ts';
+import { BASE_PROPS, testApp } from '../support/infra.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { ExactlyOncePipeline } from '../../infra/exactly-once-pipeline.ts';
 import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
 import { InvalidSettingError } from '../../shared/errors.ts';
-import { allStatements, CLUSTER_ARN, testApp } from '../infra-fixtures.ts';
+import { allStatements, CLUSTER_ARN, testApp } from '../support/infra.ts';
 
 const VPC = 'vpc-0123456789abcdef0';
 

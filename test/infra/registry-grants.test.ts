@@ -11,7 +11,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, describe, expect, it } from 'vitest';
 import { acknowledgeNagFindings, unacknowledgedNagFindings } from '../../infra/nag.ts';
 import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
-import { actionsOf, allStatements, CLUSTER_ARN, testApp, VPC_ID } from '../infra-fixtures.ts';
+import { actionsOf, allStatements, CLUSTER_ARN, testApp, VPC_ID } from '../support/infra.ts';
 
 const ACCOUNT = CLUSTER_ARN.split(':')[4]!;
 const OPS = `arn:aws:iam::${ACCOUNT}:role/ops`;
