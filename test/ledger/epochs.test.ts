@@ -1,5 +1,5 @@
 /**
- * Epochs (issue 14, shared/ledger/epochs.ts): a partition stopped because its offsets went backwards (a recreated
+ * Epochs (shared/ledger/epochs.ts): a partition stopped because its offsets went backwards (a recreated
  * topic) is resumed by opening a new epoch; nothing of the old epoch is lost or rewritten, the new epoch's records
  * are committed once each under their own lane, and a processor still holding the old epoch stages nothing there.
  * Real DynamoDB Local and S3 server; the coordinator runs its real steps (local/coordinator-runner.ts).

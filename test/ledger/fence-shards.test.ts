@@ -3,13 +3,7 @@
  * Real DynamoDB Local and S3 server; the coordinator runs its real steps (local/coordinator-runner.ts).
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import {
-  DeleteCommand,
-  DynamoDBDocumentClient,
-  GetCommand,
-  PutCommand,
-  UpdateCommand,
-} from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { keyWriteRates } from '../../bench/scale.ts';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
@@ -20,6 +14,7 @@ import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { readLedgerStatus } from '../../shared/status/ledger-status.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { asLegacyRelease, ledgerItem } from '../support/legacy-fence.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 import { committedOffsets } from '../support/staging.ts';
 
@@ -32,23 +27,6 @@ const doc = () => DynamoDBDocumentClient.from(res.clients.dynamodb);
 
 function settingsFor(): Settings {
   return settingsIn(res, 'fs', { idempotencyKey: 'none' });
-}
-
-async function item(key: { pk: string; sk: string }): Promise<Record<string, unknown> | undefined> {
-  const { Item } = await doc().send(new GetCommand({ TableName: res.table, Key: key, ConsistentRead: true }));
-  return Item;
-}
-
-/**
- * Rewrites a partition's fence into the layout of the release before the shards: the fence under the legacy key,
- * no sharded fence, no moved marker. Everything else (staged entries and objects) is as that release left it.
- */
-async function asLegacyRelease(settings: Settings, partition: number): Promise<void> {
-  const sharded = fenceKeys.fence(settings.pipelineId, 'orders', partition);
-  const legacy = fenceKeys.legacyFence(settings.pipelineId, 'orders', partition);
-  const fence = (await item(sharded))!;
-  await doc().send(new DeleteCommand({ TableName: res.table, Key: sharded }));
-  await doc().send(new PutCommand({ TableName: res.table, Item: { ...fence, ...legacy } }));
 }
 
 /** Committed output offsets of a partition, sorted. */
@@ -75,9 +53,9 @@ describe('fence shards', () => {
   it('a new partition gets a sharded fence and a moved marker under the legacy key', async () => {
     const settings = settingsFor();
     await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(orderRecords(3, 0, 4)));
-    const sharded = await item(fenceKeys.fence(settings.pipelineId, 'orders', 3));
+    const sharded = await ledgerItem(res, fenceKeys.fence(settings.pipelineId, 'orders', 3));
     expect(sharded).toMatchObject({ stagedOffset: 3, topic: 'orders', partition: 3 });
-    const marker = await item(fenceKeys.legacyFence(settings.pipelineId, 'orders', 3));
+    const marker = await ledgerItem(res, fenceKeys.legacyFence(settings.pipelineId, 'orders', 3));
     expect(marker).toMatchObject({ movedTo: fenceKeys.fence(settings.pipelineId, 'orders', 3).pk });
     expect(marker?.stagedOffset).toBeUndefined();
     // A processor of the release before the shards would create the legacy fence: refused now.
@@ -97,7 +75,7 @@ describe('fence shards', () => {
   it('a legacy fence moves to its shard with the next staging, atomically, and nothing is staged twice', async () => {
     const settings = settingsFor();
     await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(orderRecords(0, 0, 10)));
-    await asLegacyRelease(settings, 0);
+    await asLegacyRelease(res, settings, 0);
     const ledger = new StagedEntries(res.clients.dynamodb, res.table, settings.pipelineId);
     expect(await ledger.readFences()).toEqual({ 'orders#0': 9 });
     // Container B reads the legacy fence (a redelivery: nothing staged, the legacy view cached).
@@ -108,8 +86,10 @@ describe('fence shards', () => {
     const a = createProcessor({ settings, clients: res.clients });
     const report = await a.processEvent(mskEvent(orderRecords(0, 10, 5)));
     expect(report.partitions[0]).toMatchObject({ stagedRows: 5, stagedOffset: 14 });
-    expect(await item(fenceKeys.fence(settings.pipelineId, 'orders', 0))).toMatchObject({ stagedOffset: 14 });
-    const legacy = await item(fenceKeys.legacyFence(settings.pipelineId, 'orders', 0));
+    expect(await ledgerItem(res, fenceKeys.fence(settings.pipelineId, 'orders', 0))).toMatchObject({
+      stagedOffset: 14,
+    });
+    const legacy = await ledgerItem(res, fenceKeys.legacyFence(settings.pipelineId, 'orders', 0));
     expect(legacy).toMatchObject({
       movedFrom: 9,
       movedTo: fenceKeys.fence(settings.pipelineId, 'orders', 0).pk,
@@ -144,8 +124,8 @@ describe('fence shards', () => {
     const coordinator = createLocalCoordinator({ settings, clients: res.clients });
     expect((await coordinator.runCheckpoint()).status).toBe('committed');
     // Upgrade: both fences back in the legacy layout; partition 1 moves with new records, partition 2 stays.
-    await asLegacyRelease(settings, 1);
-    await asLegacyRelease(settings, 2);
+    await asLegacyRelease(res, settings, 1);
+    await asLegacyRelease(res, settings, 2);
     await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(orderRecords(1, 3, 2)));
     const status = await readLedgerStatus({
       dynamodb: res.clients.dynamodb,

@@ -1,5 +1,5 @@
 /**
- * Partition-scoped idempotency (`idempotencyScope: partition`, issue 16): keys remembered in a window of buckets
+ * Partition-scoped idempotency (`idempotencyScope: partition`): keys remembered in a window of buckets
  * owned by the partition's staging transactions (shared/ledger/key-window.ts). Real DynamoDB Local and S3 server.
  */
 import { DeleteCommand, DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';

@@ -1,27 +1,25 @@
 /**
- * Review of partition-scoped idempotency (commit 1bc7cff, `idempotencyScope: partition`): adversarial interleavings
- * against DynamoDB Local and the S3 server. The confirmed findings (1a, 1b: the window counted buckets, not keys;
- * 2: a key joined a bucket opened under a shorter TTL; 3: ~100 bytes of heap per cached key) were failing tests
- * and are now regression tests of their fixes ("fixed (finding …)"); the others are suspicions disproved, kept as
- * coverage ("disproved: …").
+ * Adversarial interleavings of partition-scoped idempotency (`idempotencyScope: partition`, the key window)
+ * against DynamoDB Local and the S3 server: what the window remembers (keys, not buckets; a bucket opened under a
+ * shorter TTL), what a cached window costs, and the window under eviction, races and conflicts.
  */
 import { randomBytes } from 'node:crypto';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { InjectedCrashError, MalformedLedgerItemError } from '../shared/errors.ts';
-import { BUCKET_ENTRIES, ENTRY_BYTES, KeyWindow, maxBuckets } from '../shared/ledger/key-window.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { StagingLedger } from '../shared/ledger/staging-ledger.ts';
-import { createProcessor, type ProcessorDeps } from '../shared/processor/processor.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { crashAt } from './support/hooks.ts';
-import { keyWindowBuckets, stagedOutputCounts } from './support/ledger.ts';
-import { mskEvent, order, type RecordSpec } from './support/msk.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { InjectedCrashError, MalformedLedgerItemError } from '../../shared/errors.ts';
+import { BUCKET_ENTRIES, ENTRY_BYTES, KeyWindow, maxBuckets } from '../../shared/ledger/key-window.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
+import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { crashAt } from '../support/hooks.ts';
+import { keyWindowBuckets, stagedOutputCounts } from '../support/ledger.ts';
+import { mskEvent, order, type RecordSpec } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -77,8 +75,8 @@ function buckets(settings: Settings, partition = 0, topic = 'orders'): Promise<A
   return keyWindowBuckets(res.clients, res.table, settings.pipelineId, topic, partition);
 }
 
-describe('review: what the key window remembers (docs: at least the TTL, or at least the last windowKeys keys)', () => {
-  it('fixed (finding 1a): a key is forgotten within the TTL after only two newer keys when time-rotated buckets are partial', async () => {
+describe('what the key window remembers (docs: at least the TTL, or at least the last windowKeys keys)', () => {
+  it('a key is forgotten within the TTL after only two newer keys when time-rotated buckets are partial', async () => {
     // Interleaving (one container, sparse traffic): idempotencyWindowKeys 1,000, so maxBuckets() = 2.
     //   t0            K0 staged: bucket 1 = [K0]
     //   t0 + TTL/8    K1 staged: bucket 1 no longer takes keys (older than TTL/8): bucket 2 = [K1]
@@ -86,14 +84,6 @@ describe('review: what the key window remembers (docs: at least the TTL, or at l
     //   t0 + 2·TTL/8  K0 again (a producer retry): 2 keys since, 6 hours < TTL: the docs promise it is blocked
     //                 ("at least idempotencyTtlSeconds ... and for at least the last idempotencyWindowKeys"),
     //                 yet it is staged a second time.
-    // Root cause: KeyWindow keeps the newest ceil(windowKeys / 1,000) + 1 *buckets*, assuming each older one is
-    // full; a bucket is closed early by age (TTL/8) or by clock skew (accepts(): now < createdAt), so up to ~10
-    // partially filled buckets can count, and the window can hold far fewer than windowKeys keys (at the default
-    // 100,000 with 101 buckets, a burst after nine quiet TTL/8 periods leaves ~92,000).
-    // Suggested fix: trim by keys, not buckets: keep newest-first buckets while the keys in strictly newer
-    // buckets are < windowKeys (and the bucket has not expired), and read with a Limit that covers the partial
-    // buckets TTL×9/8 can hold (ceil(windowKeys/1000) + 1 + 9, plus margin for skew), or paginate until the key
-    // count is reached.
     const clock = new ManualClock(Date.now());
     const settings = settingsFor({ idempotencyWindowKeys: 1_000, idempotencyTtlSeconds: DAY_S });
     const processor = processorFor(settings, { clock });
@@ -112,7 +102,7 @@ describe('review: what the key window remembers (docs: at least the TTL, or at l
     expect((await outputCounts(settings)).K0).toBe(1);
   });
 
-  it('fixed (finding 1b): with a clock skew of seconds between two containers, a key is forgotten after two newer keys', {
+  it('with a clock skew of seconds between two containers, a key is forgotten after two newer keys', {
     timeout: 60_000,
   }, async () => {
     // Interleaving (heavy traffic, seconds of real time): idempotencyWindowKeys 1,000 (maxBuckets 2).
@@ -120,7 +110,7 @@ describe('review: what the key window remembers (docs: at least the TTL, or at l
     //   A stages K1: bucket 2 = [K1], createdAt = A's clock (10 s in B's future)
     //   container B (correct clock) stages K2: accepts() refuses bucket 2 (now < createdAt): bucket 3 = [K2]
     //   B gets K0 again: the newest 2 buckets are 3 and 2: K0 (2 keys ago, seconds ago) is staged twice.
-    // Same root cause and fix as 1a (the window counts buckets, not keys; skew closes buckets partially).
+    // The same cause as the case above (the window counts buckets, not keys; skew closes buckets partially).
     const base = Date.now();
     const ahead = new ManualClock(base + 10_000);
     const correct = new ManualClock(base);
@@ -130,7 +120,7 @@ describe('review: what the key window remembers (docs: at least the TTL, or at l
     await a.processEvent(mskEvent([...range(0, 999).map((o) => filler(0, o, `F${o}`)), keyed(0, 999, 'K0')]));
     await a.processEvent(mskEvent([keyed(0, 1000, 'K1')]));
     await b.processEvent(mskEvent([keyed(0, 1001, 'K2')]));
-    // Fixed: B takes A's bucket although it opened 10 s in B's future (and the window counts keys, not buckets).
+    // Guard: B takes A's bucket although it opened 10 s in B's future (and the window counts keys, not buckets).
     expect(await buckets(settings)).toEqual([
       [1, 1000],
       [2, 2],
@@ -140,16 +130,13 @@ describe('review: what the key window remembers (docs: at least the TTL, or at l
     expect((await outputCounts(settings)).K0).toBe(1);
   });
 
-  it('fixed (finding 2): after idempotencyTtlSeconds is raised, a key joins a bucket that expires under the old TTL', async () => {
+  it('after idempotencyTtlSeconds is raised, a key joins a bucket that expires under the old TTL', async () => {
     // Interleaving (a configuration change, rolled out as usual):
     //   t0          TTL 1 day: K0 staged, bucket 1 opens with expiresAt = t0 + 1.125 days
     //   t0 + 0.9 d  TTL now 8 days (redeploy): accepts() judges bucket 1 by the *current* TTL (it takes keys
     //               for 8/8 = 1 day), so K1 is appended to bucket 1, which still expires at t0 + 1.125 days
     //   t0 + 1.2 d  K1 again, 0.3 days after it was staged: blocked neither for the new TTL (8 days) nor the old
     //               (1 day): staged twice. (Global-scope claims carry their own expiresAt: unaffected.)
-    // Suggested fix: accepts() also requires bucket.expiresAt * 1000 >= now + ttlSeconds * 1000 (a key joins
-    // only a bucket that outlives it by the current TTL), or stores the TTL a bucket was opened with and
-    // compares it.
     const clock = new ManualClock(Date.now());
     const oneDay = settingsFor({ idempotencyTtlSeconds: DAY_S });
     await processorFor(oneDay, { clock }).processEvent(mskEvent([keyed(0, 0, 'K0')]));
@@ -157,7 +144,7 @@ describe('review: what the key window remembers (docs: at least the TTL, or at l
     const eightDays = { ...oneDay, idempotencyTtlSeconds: 8 * DAY_S };
     const redeployed = processorFor(eightDays, { clock });
     await redeployed.processEvent(mskEvent([keyed(0, 1, 'K1')]));
-    // Fixed: K1 opens a bucket of its own (the one opened under the one-day TTL would not outlive it by 8 days).
+    // Guard: K1 opens a bucket of its own (the one opened under the one-day TTL would not outlive it by 8 days).
     expect(await buckets(oneDay)).toEqual([
       [1, 1],
       [2, 1],
@@ -169,8 +156,8 @@ describe('review: what the key window remembers (docs: at least the TTL, or at l
   });
 });
 
-describe('review: resources of the window cache', () => {
-  it('fixed (finding 3): a cached window costs ~100 bytes of heap per key, not 16: 16 windows at the maximum setting exceed the default 1,024 MB', {
+describe('resources of the window cache', () => {
+  it('a cached window costs ~100 bytes of heap per key, not 16: 16 windows at the maximum setting exceed the default 1,024 MB', {
     timeout: 60_000,
   }, () => {
     // Not an interleaving: the processor keeps the windows of its last 16 partitions "each up to
@@ -180,9 +167,6 @@ describe('review: resources of the window cache', () => {
     // of entries. At idempotencyWindowKeys 1,000,000 (allowed) 16 windows are ~1.7 GB: the default processor
     // (1,024 MB) dies of OOM, and so does its retry, a stall until retention. The live windows of one event
     // are not bounded by the cache either (every partition of the event holds its window while it stages).
-    // Suggested fix: index without per-entry strings (e.g. one open-addressing table over the 8-byte hashes as
-    // BigUint64Array / two Uint32Arrays, or a sorted typed array and binary search), bound the cache by bytes,
-    // and lower the setting's maximum to what the default memory holds.
     v8.setFlagsFromString('--expose-gc');
     const expose = vm.runInNewContext('gc') as (() => void) | undefined;
     const gc = () => {
@@ -209,8 +193,8 @@ describe('review: resources of the window cache', () => {
   });
 });
 
-describe('review: disproved suspicions (coverage)', () => {
-  it('disproved: a partition with window buckets but no fence (fence deleted by hand) fails loudly and overwrites nothing', async () => {
+describe('the key window under eviction, races, conflicts and scope switches', () => {
+  it('a partition with window buckets but no fence (fence deleted by hand) fails loudly and overwrites nothing', async () => {
     // Out of protocol (operations.md: never delete a fence). With fence shards the legacy key holds a moved
     // marker for the partition, so the missing sharded fence is a malformed ledger (MalformedLedgerItemError)
     // before any window is read: the partition stops loudly (PartitionsStopped) and overwrites nothing. (Before
@@ -226,7 +210,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(await buckets(settings)).toEqual([[1, 1]]);
   });
 
-  it('disproved: a window read pages past DynamoDB 1 MB and returns exactly the newest maxBuckets buckets', async () => {
+  it('a window read pages past DynamoDB 1 MB and returns exactly the newest maxBuckets buckets', async () => {
     // 102 full buckets (16 KB each, ~1.6 MB): the Query with Limit pages (1 MB) and stops at 101, newest first.
     const settings = settingsFor();
     const limits = { ttlSeconds: DAY_S, windowKeys: settings.idempotencyWindowKeys };
@@ -256,7 +240,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(read.map((bucket) => bucket.seq)).toEqual(range(2, wanted).reverse());
   });
 
-  it('disproved: a chunk that fills the open bucket exactly, and one that spans two buckets, keep every key once', {
+  it('a chunk that fills the open bucket exactly, and one that spans two buckets, keep every key once', {
     timeout: 60_000,
   }, async () => {
     const settings = settingsFor({ idempotencyWindowKeys: 3_000 });
@@ -285,7 +269,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(Object.keys(counts)).toHaveLength(2001);
   });
 
-  it('disproved: a window evicted from the LRU cache is read again, newer than the cached fence, and the stale fence fails', async () => {
+  it('a window evicted from the LRU cache is read again, newer than the cached fence, and the stale fence fails', async () => {
     const settings = settingsFor();
     const a = processorFor(settings);
     const b = processorFor(settings);
@@ -299,7 +283,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(await outputCounts(settings)).toMatchObject({ L0: 1, L1: 1, L2: 1 });
   });
 
-  it('disproved: a window carried across a batch without keys still fails its fence when another container staged', async () => {
+  it('a window carried across a batch without keys still fails its fence when another container staged', async () => {
     const settings = settingsFor();
     const a = processorFor(settings);
     const b = processorFor(settings);
@@ -317,7 +301,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(await outputCounts(settings)).toMatchObject({ U0: 1, U1: 1, U2: 1 });
   });
 
-  it('disproved: a zombie with a cache from after its own first chunk, racing a cold retry of the same batch, stages nothing twice', async () => {
+  it('a zombie with a cache from after its own first chunk, racing a cold retry of the same batch, stages nothing twice', async () => {
     // maxTransactionItems 8: the fence, the output entry, two buckets and four state items per chunk.
     const settings = settingsFor({ maxTransactionItems: 8 });
     const batch = mskEvent(['Z0', 'Z1', 'Z2', 'Z3', 'Z0', 'Z4', 'Z5', 'Z1'].map((k, i) => keyed(0, i, k)));
@@ -339,7 +323,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect((await buckets(settings)).reduce((sum, [, n]) => sum + n, 0)).toBe(all.length);
   });
 
-  it('disproved: an add refused by a text field (StateTypeConflictError re-plan) keeps the dead letter out of the window', async () => {
+  it('an add refused by a text field (StateTypeConflictError re-plan) keeps the dead letter out of the window', async () => {
     const settings = settingsFor();
     const transform: Transform = {
       name: 'typed',
@@ -375,7 +359,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(fixed.partitions[0]).toMatchObject({ stagedRows: 1, duplicatesByKey: 1, keyConflicts: 0 });
   });
 
-  it('disproved: a container whose cached fence is NO_FENCE (its first attempt failed) finds what another container staged', async () => {
+  it('a container whose cached fence is NO_FENCE (its first attempt failed) finds what another container staged', async () => {
     const settings = settingsFor();
     // a reads "no fence" and an empty window (no Query at NO_FENCE), then crashes before its transaction.
     const a = processorFor(settings, { hooks: crashAt('after-stage-write', 1) });
@@ -389,7 +373,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(await outputCounts(settings)).toEqual({ Q0: 1, Q1: 1, Q2: 1 });
   });
 
-  it('disproved (documented): switching scope while containers of both run applies no offset twice; only keys the other scope remembered pass', async () => {
+  it('switching scope while containers of both run applies no offset twice; only keys the other scope remembered pass', async () => {
     const partition = settingsFor();
     const global = { ...partition, idempotencyScope: 'global' as const };
     const a = processorFor(partition);
@@ -407,7 +391,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(back.partitions[0]).toMatchObject({ duplicatesByKey: 1, stagedRows: 1, stagedOffset: 5 });
   });
 
-  it('disproved: a key conflict (same key, other payload) in one batch and across batches is dead-lettered, never staged', async () => {
+  it('a key conflict (same key, other payload) in one batch and across batches is dead-lettered, never staged', async () => {
     const settings = settingsFor();
     const processor = processorFor(settings);
     const first = await processor.processEvent(

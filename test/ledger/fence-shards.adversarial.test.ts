@@ -1,33 +1,27 @@
 /**
- * Review of commit d3862f2 (fence shards, shared/ledger/fences.ts): adversarial interleavings of the move of
- * legacy fences (`<pl>#FENCE`) to their shards (`<pl>#FENCE#NN`), against DynamoDB Local and the S3 server.
- * A test named "fixed (Fn)" was a confirmed finding (its comment gives the interleaving), now a regression test; a
- * test named "disproved: …" is a suspicion that did not hold, kept as coverage.
+ * Adversarial interleavings of the move of legacy fences (`<pl>#FENCE`) to their shards (`<pl>#FENCE#NN`,
+ * shared/ledger/fences.ts), against DynamoDB Local and the S3 server. Each case's comment gives its
+ * interleaving and why the property holds.
  */
 import { PutObjectCommand } from '@aws-sdk/client-s3';
-import {
-  DeleteCommand,
-  DynamoDBDocumentClient,
-  GetCommand,
-  PutCommand,
-  TransactWriteCommand,
-} from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { fenceKeys } from '../shared/ledger/fences.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { StagedEntries } from '../shared/ledger/staged-entries.ts';
-import { createProcessor, type ProcessorDeps } from '../shared/processor/processor.ts';
-import { stagedObjectKey } from '../shared/sink/layout.ts';
-import { encodeNdjson } from '../shared/sink/ndjson.ts';
-import { readLedgerStatus } from '../shared/status/ledger-status.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { gate } from './support/hooks.ts';
-import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
-import { committedOffsets, defaultRows } from './support/staging.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { fenceKeys } from '../../shared/ledger/fences.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
+import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
+import { stagedObjectKey } from '../../shared/sink/layout.ts';
+import { encodeNdjson } from '../../shared/sink/ndjson.ts';
+import { readLedgerStatus } from '../../shared/status/ledger-status.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { gate } from '../support/hooks.ts';
+import { asLegacyRelease, ledgerItem } from '../support/legacy-fence.ts';
+import { mskEvent, order, orderRecords, type RecordSpec } from '../support/msk.ts';
+import { committedOffsets, defaultRows } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -42,20 +36,6 @@ function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
 
 function processorFor(settings: Settings, extra: Partial<ProcessorDeps> = {}) {
   return createProcessor({ settings, clients: res.clients, ...extra });
-}
-
-async function item(key: { pk: string; sk: string }): Promise<Record<string, unknown> | undefined> {
-  const { Item } = await doc().send(new GetCommand({ TableName: res.table, Key: key, ConsistentRead: true }));
-  return Item;
-}
-
-/** As test/fence-shards.test.ts: the partition's fence back in the layout of the release before the shards. */
-async function asLegacyRelease(settings: Settings, partition: number): Promise<void> {
-  const sharded = fenceKeys.fence(settings.pipelineId, 'orders', partition);
-  const legacy = fenceKeys.legacyFence(settings.pipelineId, 'orders', partition);
-  const fence = (await item(sharded))!;
-  await doc().send(new DeleteCommand({ TableName: res.table, Key: sharded }));
-  await doc().send(new PutCommand({ TableName: res.table, Item: { ...fence, ...legacy } }));
 }
 
 /**
@@ -162,7 +142,7 @@ function spiedClients(
       (await spy(String(context.commandName), args.input, () => next(args))) as Awaited<
         ReturnType<typeof next>
       >,
-    { step: 'initialize', name: 'reviewSpy' },
+    { step: 'initialize', name: 'fenceSpy' },
   );
   return { ...res.clients, dynamodb: clients.dynamodb };
 }
@@ -177,9 +157,9 @@ function distinctCustomers(partition: number, from: number, count: number): Reco
   }));
 }
 
-describe('review: the legacy item is one more transaction item than the chunk planner counts', () => {
-  it('fixed (F1): a new partition whose first chunk would fill 100 items keeps a slot for the moved marker', async () => {
-    // FINDING F1 (stall, L2/L3, P6 "the partition never stalls"). shared/processor/chunks.ts plans a chunk of at
+describe('the legacy item is one more transaction item than the chunk planner counts', () => {
+  it('a new partition whose first chunk would fill 100 items keeps a slot for the moved marker', async () => {
+    // Hazard (stall, L2/L3, P6 "the partition never stalls"). shared/processor/chunks.ts plans a chunk of at
     // most `maxTransactionItems` (default 100) items: 1 fence + 1 entry per stream + claims + key-window buckets +
     // state keys. The commit adds the legacy fence item (StagingLedger.legacyItem) to every transaction that
     // creates a sharded fence: the first staging of EVERY new partition (NO_FENCE → moved marker) and the first
@@ -188,9 +168,6 @@ describe('review: the legacy item is one more transaction item than the chunk pl
     // 101-item TransactWriteItems: DynamoDB refuses it (ValidationException, "Member must have length less than
     // or equal to 100") on every retry, since the retry plans the same chunk: the partition is stopped for good.
     // The same with claimWrite in-transaction (98 keyed records) or with key-window buckets.
-    // Suggested fix: pass the extra item to planChunk (maxItems - 1 when the fence is NO_FENCE or `legacy`), e.g.
-    // `planChunk(pending, dropped, settings.maxTransactionItems - (touchesLegacy ? 1 : 0), …)`, and assert in
-    // StagingLedger.stage that items.length <= 100 before sending.
     const settings = settingsFor();
     let largest = 0;
     const clients = spiedClients(async (command, input, call) => {
@@ -208,7 +185,7 @@ describe('review: the legacy item is one more transaction item than the chunk pl
         .catch((error: unknown) => error);
     // The first attempt and the mapping's retry (a fresh container) plan the same 101-item transaction:
     // DynamoDB (Local too) answers "ValidationException: Member must have length less than or equal to 100".
-    // Fixed: the planner keeps the legacy item's slot; the first attempt stages everything, the retry is a
+    // Guard: the planner keeps the legacy item's slot; the first attempt stages everything, the retry is a
     // redelivery.
     expect(await attempt()).toMatchObject({ stagedRows: 98, stagedOffset: 97 });
     expect(await attempt()).toMatchObject({ stagedRows: 0, duplicatesByOffset: 98, stagedOffset: 97 });
@@ -216,13 +193,13 @@ describe('review: the legacy item is one more transaction item than the chunk pl
     expect(largest).toBeLessThanOrEqual(100);
   });
 
-  it('fixed (F1): a legacy fence whose first chunk after the upgrade would fill 100 items moves', async () => {
-    // FINDING F1, the upgrade case: a partition of the previous release whose next batch has 98 records of
+  it('a legacy fence whose first chunk after the upgrade would fill 100 items moves', async () => {
+    // The same hazard, the upgrade case: a partition of the previous release whose next batch has 98 records of
     // distinct state keys. The chunk is planned at 100 items; the move adds the legacy item (101). Every retry
-    // fails the same way: the partition stops at the upgrade. Same fix as above.
+    // fails the same way: the partition stops at the upgrade. The same guard as above.
     const settings = settingsFor();
     await processorFor(settings).processEvent(mskEvent(orderRecords(6, 0, 3)));
-    await asLegacyRelease(settings, 6);
+    await asLegacyRelease(res, settings, 6);
     let largest = 0;
     const clients = spiedClients(async (command, input, call) => {
       if (command.startsWith('TransactWrite')) {
@@ -239,9 +216,9 @@ describe('review: the legacy item is one more transaction item than the chunk pl
   });
 });
 
-describe('review: readFence reads the shard, then the legacy key', () => {
-  it("fixed (F2): a new partition staged by a retry between the zombie's shard read and legacy read: the zombie reads the shard again", async () => {
-    // FINDING F2 (false stop, L2 noise; no exactly-once break). StagingLedger.readFence reads the sharded fence,
+describe('readFence reads the shard, then the legacy key', () => {
+  it("a new partition staged by a retry between the zombie's shard read and legacy read: the zombie reads the shard again", async () => {
+    // Hazard (false stop, L2 noise; no exactly-once break). StagingLedger.readFence reads the sharded fence,
     // then (absent) the legacy key, and takes a moved legacy item as malformed ("the move creates the sharded
     // fence in the same transaction: it cannot be missing"). But the two reads are not atomic:
     //   A (zombie)  GetItem shard  → absent
@@ -251,8 +228,6 @@ describe('review: readFence reads the shard, then the legacy key', () => {
     // for the ordinary race of a zombie and its retry on a new partition (or on any partition at its first
     // staging after the upgrade). The mapping's retry then succeeds, but the alarm is false, and a claim-holding
     // reread (FenceMovedError → movedFence → readFence) fails the same way.
-    // Suggested fix: in readFence, when the legacy item is moved, read the shard once more (the move committed
-    // before the legacy read, so the shard now exists); only a second miss is malformed.
     const settings = settingsFor();
     const batch = mskEvent(orderRecords(7, 0, 5));
     const shardPk = fenceKeys.fence(settings.pipelineId, 'orders', 7).pk;
@@ -280,15 +255,15 @@ describe('review: readFence reads the shard, then the legacy key', () => {
     expect(outcome).toMatchObject({ stagedRows: 0, duplicatesByOffset: 5, stagedOffset: 4 });
   });
 
-  it('fixed (F2): a legacy fence moved by another container between the shard read and the legacy read: the reader reads the shard again', async () => {
-    // FINDING F2, the upgrade case: partition of the previous release at 9.
+  it('a legacy fence moved by another container between the shard read and the legacy read: the reader reads the shard again', async () => {
+    // The same hazard, the upgrade case: partition of the previous release at 9.
     //   A  GetItem shard → absent
     //   B  stages 10..14: shard fence 14, legacy marked moved
     //   A  GetItem legacy → moved → MalformedLedgerItemError, partitionStopped
-    // Same fix as above.
+    // The same guard as above.
     const settings = settingsFor();
     await processorFor(settings).processEvent(mskEvent(orderRecords(8, 0, 10)));
-    await asLegacyRelease(settings, 8);
+    await asLegacyRelease(res, settings, 8);
     const batch = mskEvent(orderRecords(8, 10, 5));
     const shardPk = fenceKeys.fence(settings.pipelineId, 'orders', 8).pk;
     let fired = false;
@@ -315,12 +290,12 @@ describe('review: readFence reads the shard, then the legacy key', () => {
   });
 });
 
-describe('review: disproved suspicions (coverage)', () => {
-  it('disproved: the coordinator reads the legacy key, a fence moves, then it reads the shards: the moved fence is in the cut', async () => {
+describe('the legacy fence and its shards under concurrency and upgrades', () => {
+  it('the coordinator reads the legacy key, a fence moves, then it reads the shards: the moved fence is in the cut', async () => {
     // readFenceItems reads the legacy key first; a move committed after that read is in the shard read after it.
     const settings = settingsFor();
     await processorFor(settings).processEvent(mskEvent(orderRecords(9, 0, 10)));
-    await asLegacyRelease(settings, 9);
+    await asLegacyRelease(res, settings, 9);
     const legacyPk = fenceKeys.legacyPk(settings.pipelineId);
     let fired = false;
     const clients = spiedClients(async (command, input, call) => {
@@ -342,7 +317,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(await committed(settings, 9)).toEqual(range(0, 15));
   });
 
-  it('disproved: a processor of the previous release creates the legacy fence while a new one stages the new partition: one wins, each record once', async () => {
+  it('a processor of the previous release creates the legacy fence while a new one stages the new partition: one wins, each record once', async () => {
     // New A reads NO_FENCE (shard and legacy absent) and waits before its transaction; the old release creates
     // the legacy fence (attribute_not_exists) with 0..4; A's moved-marker condition (absent) fails →
     // FenceMovedError → A reads the legacy fence at 4, drops 0..4, stages 5..9 and moves the fence.
@@ -365,7 +340,7 @@ describe('review: disproved suspicions (coverage)', () => {
     oldDone.open();
     const report = await running;
     expect(report.partitions[0]).toMatchObject({ stagedRows: 5, duplicatesByOffset: 5, stagedOffset: 9 });
-    expect(await item(fenceKeys.legacyFence(settings.pipelineId, 'orders', 10))).toMatchObject({
+    expect(await ledgerItem(res, fenceKeys.legacyFence(settings.pipelineId, 'orders', 10))).toMatchObject({
       movedFrom: 4,
     });
     expect((await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint()).status).toBe(
@@ -374,13 +349,13 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(await committed(settings, 10)).toEqual(range(0, 10));
   });
 
-  it('disproved: a processor of the previous release stages on the legacy fence while a new one is about to move it: each record once', async () => {
+  it('a processor of the previous release stages on the legacy fence while a new one is about to move it: each record once', async () => {
     // A (new) reads the legacy fence at 4 and waits before its transaction; the old release moves it 4 → 9;
     // A's move ("stagedOffset = 4") fails → it reads the legacy fence at 9, drops 5..9, moves the fence with
     // 10..14. The old release, retried afterwards on its own view (9), is refused.
     const settings = settingsFor();
     await processorFor(settings).processEvent(mskEvent(orderRecords(11, 0, 5)));
-    await asLegacyRelease(settings, 11);
+    await asLegacyRelease(res, settings, 11);
     const aWrote = gate();
     const oldDone = gate();
     const a = processorFor(settings, {
@@ -406,7 +381,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(await committed(settings, 11)).toEqual(range(0, 15));
   });
 
-  it('disproved: with the legacy item at index 1, a claim taken in the transaction is still named (ClaimsTakenError) and the record dropped as a duplicate', async () => {
+  it('with the legacy item at index 1, a claim taken in the transaction is still named (ClaimsTakenError) and the record dropped as a duplicate', async () => {
     // claimWrite in-transaction: partition 12 (new) claims K; partition 13 (new: fence, moved marker, entry,
     // claim K) fails on the claim at index 3, not on the legacy item: explainCancellation names the holder and
     // the record is a duplicate by key, not a moved fence.
@@ -424,16 +399,16 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(report.partitions[0]).toMatchObject({ duplicatesByKey: 1, stagedRows: 2, stagedOffset: 2 });
   });
 
-  it('disproved: a batch of several chunks on a legacy fence moves it with its first chunk and stages the rest on the shard', async () => {
+  it('a batch of several chunks on a legacy fence moves it with its first chunk and stages the rest on the shard', async () => {
     // Chunk 1 carries fromLegacy (shard absent, legacy = 2 and not moved); setFence then drops `legacy`, so
     // chunk 2 conditions on the shard only ("stagedOffset = last of chunk 1").
     const settings = settingsFor({ maxTransactionItems: 8 });
     await processorFor(settings).processEvent(mskEvent(orderRecords(16, 0, 3)));
-    await asLegacyRelease(settings, 16);
+    await asLegacyRelease(res, settings, 16);
     const report = await processorFor(settings).processEvent(mskEvent(distinctCustomers(16, 3, 20)));
     expect(report.partitions[0]).toMatchObject({ stagedRows: 20, stagedOffset: 22 });
     expect(report.partitions[0]!.chunks).toBeGreaterThan(2);
-    expect(await item(fenceKeys.legacyFence(settings.pipelineId, 'orders', 16))).toMatchObject({
+    expect(await ledgerItem(res, fenceKeys.legacyFence(settings.pipelineId, 'orders', 16))).toMatchObject({
       movedFrom: 2,
     });
     expect((await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint()).status).toBe(
@@ -442,7 +417,7 @@ describe('review: disproved suspicions (coverage)', () => {
     expect(await committed(settings, 16)).toEqual(range(0, 23));
   });
 
-  it('disproved: partition-scoped keys of the previous release still catch a repeated key in the move to the shard', async () => {
+  it('partition-scoped keys of the previous release still catch a repeated key in the move to the shard', async () => {
     // idempotencyScope partition: the key window is read at the legacy fence's value (not NO_FENCE), so a key
     // staged before the upgrade is a duplicate in the transaction that moves the fence.
     const settings = settingsFor({ idempotencyScope: 'partition' });
@@ -453,21 +428,23 @@ describe('review: disproved suspicions (coverage)', () => {
       headers: { 'idempotency-key': key },
     });
     await processorFor(settings).processEvent(mskEvent([keyedAt(0, 'W1'), keyedAt(1, 'W2')]));
-    await asLegacyRelease(settings, 17);
+    await asLegacyRelease(res, settings, 17);
     const report = await processorFor(settings).processEvent(mskEvent([keyedAt(2, 'W1'), keyedAt(3, 'W3')]));
     // W1 is caught by the window (a key-conflict dead letter, as without the upgrade: the window's digest is the
     // record's, which differs at another offset), W3 is staged.
     const caught = report.partitions[0]!;
     expect(caught).toMatchObject({ stagedRows: 1, stagedOffset: 3 });
     expect(caught.duplicatesByKey + caught.keyConflicts).toBe(1);
-    expect(await item(fenceKeys.fence(settings.pipelineId, 'orders', 17))).toMatchObject({ stagedOffset: 3 });
+    expect(await ledgerItem(res, fenceKeys.fence(settings.pipelineId, 'orders', 17))).toMatchObject({
+      stagedOffset: 3,
+    });
   });
 
-  it('disproved: eos status shows a new partition once (the moved marker is not a partition) and a moved legacy fence at its shard offset', async () => {
+  it('eos status shows a new partition once (the moved marker is not a partition) and a moved legacy fence at its shard offset', async () => {
     const settings = settingsFor();
     await processorFor(settings).processEvent(mskEvent(orderRecords(14, 0, 3)));
     await processorFor(settings).processEvent(mskEvent(orderRecords(15, 0, 3)));
-    await asLegacyRelease(settings, 15);
+    await asLegacyRelease(res, settings, 15);
     await processorFor(settings).processEvent(mskEvent(orderRecords(15, 3, 2)));
     const status = await readLedgerStatus({
       dynamodb: res.clients.dynamodb,
