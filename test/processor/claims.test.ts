@@ -1,5 +1,5 @@
 /**
- * Attempt-scoped claims (review R1 findings 1 and 2): a release removes only its own attempt from a claim's holders
+ * Attempt-scoped claims: a release removes only its own attempt from a claim's holders
  * and frees the key only when no attempt holds it, by UpdateItem alone. Against DynamoDB Local and the S3 server;
  * the only injected fault is the deterministic refusal of one staging transaction (middleware on the client).
  */
@@ -141,7 +141,7 @@ describe('attempt-scoped claim release', () => {
   });
 });
 
-describe('an add meeting a field stored as text (review R1 finding 4)', () => {
+describe('an add meeting a field stored as text', () => {
   it('dead-letters only the record adding to the text field, not a record of the same chunk adding to a numeric one', async () => {
     const settings = parseSettings({
       ledgerTable: res.table,

@@ -6,20 +6,19 @@
  * and `eos epoch`. Suspicions a test confirms are `it.fails`, with the interleaving and what goes wrong.
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { runEpoch } from '../../cli/epoch.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
-import {
-  InjectedCrashError,
-  OffsetsWentBackwardsError,
-  UnprovenRedeliveryError,
-} from '../../shared/errors.ts';
-import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
-import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
-import { builtinTransform } from '../../shared/transforms/registry.ts';
-import type { Transform } from '../../shared/transforms/types.ts';
+import { InjectedCrashError, OffsetsWentBackwardsError } from '../../shared/errors.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
-import { crashAt, gate } from '../support/hooks.ts';
+import {
+  container,
+  fenceOf,
+  heldTransform,
+  outcomeOf,
+  stageBatches,
+  startNewEpoch,
+} from '../support/cold-container.ts';
+import { crashAt } from '../support/hooks.ts';
 import { stagedOutputCounts } from '../support/ledger.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 
@@ -33,35 +32,6 @@ afterEach(() => {
   process.exitCode = undefined;
 });
 
-/** The `orders` transform with a `prepare` that waits for the test: the invocation stalls before any read. */
-function heldTransform() {
-  const reached = gate();
-  const release = gate();
-  const orders = builtinTransform('orders');
-  const transform: Transform = {
-    name: orders.name,
-    apply: (record) => orders.apply(record),
-    async prepare() {
-      reached.open();
-      await release.opened;
-    },
-  };
-  return { transform, reached: reached.opened, release: release.open };
-}
-
-/** A fresh container (no cached fence) on `clock`. */
-function container(settings: Settings, clock: ManualClock, extra: Partial<ProcessorDeps> = {}) {
-  return createProcessor({ settings, clients: res.clients, clock, ...extra });
-}
-
-/** Batches of ten of generation `prefix` from `from` up to and including `to`, each by a fresh container. */
-async function stageBatches(settings: Settings, clock: ManualClock, from: number, to: number, prefix = 'p0') {
-  for (let first = from; first <= to; first += 10) {
-    clock.advance(1_000);
-    await container(settings, clock).processEvent(mskEvent(orderRecords(0, first, 10, prefix)));
-  }
-}
-
 /** Output rows per order id of generation `prefix` at offsets [from, from + count). */
 function expectedRows(prefix: string, from: number, count: number): Record<string, number> {
   return Object.fromEntries(Array.from({ length: count }, (_, i) => [`${prefix}-o${from + i}`, 1]));
@@ -69,23 +39,6 @@ function expectedRows(prefix: string, from: number, count: number): Record<strin
 
 async function outputCounts(settings: Settings): Promise<Record<string, number>> {
   return stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId);
-}
-
-async function fenceOf(settings: Settings) {
-  return new StagingLedger(res.clients.dynamodb, res.table).readFence(settings.pipelineId, 'orders', 0);
-}
-
-/** What became of one invocation: acknowledged, stopped (offsets backwards), unproven (retryable), or the error. */
-async function outcomeOf(run: Promise<unknown>): Promise<string> {
-  return run.then(
-    () => 'acknowledged',
-    (error: unknown) =>
-      error instanceof OffsetsWentBackwardsError
-        ? 'stopped'
-        : error instanceof UnprovenRedeliveryError
-          ? 'unproven'
-          : String(error),
-  );
 }
 
 /**
@@ -100,40 +53,25 @@ async function retriedByTheMapping(
   const outcomes: string[] = [];
   do {
     clock.advance(1_000);
-    outcomes.push(await outcomeOf(container(settings, clock).processEvent(mskEvent(records))));
+    outcomes.push(await outcomeOf(container(res, settings, clock).processEvent(mskEvent(records))));
   } while (outcomes.at(-1) === 'unproven' && outcomes.length < 10);
   return outcomes;
-}
-
-async function startNewEpoch(settings: Settings) {
-  return runEpoch(
-    {
-      table: res.table,
-      pipeline: settings.pipelineId,
-      topic: 'orders',
-      partition: 0,
-      startNew: true,
-      force: false,
-      json: true,
-    },
-    { dynamodb: res.clients.dynamodb, write: () => undefined },
-  );
 }
 
 describe('the starting fence of a cold container against a fence that moved while it ran', () => {
   it('a consumer group reset (the same records again) delivered while a zombie stages the partition loses nothing and stages nothing twice', async () => {
     const settings = settingsIn(res, 'fadv');
     const clock = new ManualClock();
-    await stageBatches(settings, clock, 0, 80);
+    await stageBatches(res, settings, clock, 0, 80);
     // Z: a cold container given 0..9 again (the group was reset), stalled before its first read.
     const held = heldTransform();
     clock.advance(1_000);
-    const zRun = container(settings, clock, { transform: held.transform }).processEvent(
+    const zRun = container(res, settings, clock, { transform: held.transform }).processEvent(
       mskEvent(orderRecords(0, 0, 10)),
     );
     await held.reached;
     // Meanwhile a zombie of the same generation stages 90..99: the fence moves while Z runs.
-    await stageBatches(settings, clock, 90, 90);
+    await stageBatches(res, settings, clock, 90, 90);
     clock.advance(1_000);
     held.release();
     // Z's batch lies below every remembered batch start: nothing proves it a redelivery while the fence moved, so
@@ -147,22 +85,22 @@ describe('the starting fence of a cold container against a fence that moved whil
   it('a zombie whose batch reaches past the fence stages exactly the records above it, once', async () => {
     const settings = settingsIn(res, 'fadv');
     const clock = new ManualClock();
-    await stageBatches(settings, clock, 0, 80);
+    await stageBatches(res, settings, clock, 0, 80);
     // Z holds 90..109, stalled; the mapping's retry (a split half) stages 90..99 meanwhile.
     const held = heldTransform();
     clock.advance(1_000);
-    const zRun = container(settings, clock, { transform: held.transform }).processEvent(
+    const zRun = container(res, settings, clock, { transform: held.transform }).processEvent(
       mskEvent(orderRecords(0, 90, 20)),
     );
     await held.reached;
-    await stageBatches(settings, clock, 90, 90);
+    await stageBatches(res, settings, clock, 90, 90);
     clock.advance(1_000);
     held.release();
     const report = await zRun;
     expect(report.partitions[0]).toMatchObject({ duplicatesByOffset: 10, stagedRows: 10, stagedOffset: 109 });
     // The mapping then delivers the other half: a redelivery.
     clock.advance(1_000);
-    const next = await container(settings, clock).processEvent(mskEvent(orderRecords(0, 100, 10)));
+    const next = await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 100, 10)));
     expect(next.partitions[0]).toMatchObject({ duplicatesByOffset: 10, chunks: 0 });
     expect(await outputCounts(settings)).toEqual(expectedRows('p0', 0, 110));
   });
@@ -178,14 +116,14 @@ describe('the starting fence of a cold container against a fence that moved whil
   it('records of a recreated topic delivered while a zombie of the old generation stages are never dropped as a redelivery', async () => {
     const settings = settingsIn(res, 'fadv');
     const clock = new ManualClock();
-    await stageBatches(settings, clock, 0, 80);
+    await stageBatches(res, settings, clock, 0, 80);
     const held = heldTransform();
     clock.advance(1_000);
-    const zRun = container(settings, clock, { transform: held.transform }).processEvent(
+    const zRun = container(res, settings, clock, { transform: held.transform }).processEvent(
       mskEvent(orderRecords(0, 0, 10, 'gen2')),
     );
     await held.reached;
-    await stageBatches(settings, clock, 90, 90);
+    await stageBatches(res, settings, clock, 90, 90);
     clock.advance(1_000);
     held.release();
     // Z acknowledges nothing (no fingerprint proves a redelivery); the mapping retries the batch, and the retry,
@@ -199,7 +137,7 @@ describe('the starting fence of a cold container against a fence that moved whil
     const kept =
       outcome === 'stopped' || Object.keys(expectedRows('gen2', 0, 10)).every((id) => counts[id] === 1);
     expect({ outcomes, kept }).toEqual({ outcomes: ['unproven', 'stopped'], kept: true });
-    expect((await fenceOf(settings)).stop).toMatchObject({ fence: 99, firstOffset: 0, lastOffset: 9 });
+    expect((await fenceOf(res, settings)).stop).toMatchObject({ fence: 99, firstOffset: 0, lastOffset: 9 });
   });
 
   // CONFIRMED (the processor's doc names it as a residual of clock skew; it is a silent loss). Interleaving: the
@@ -212,11 +150,11 @@ describe('the starting fence of a cold container against a fence that moved whil
   it('a batch of a recreated topic is never acknowledged as a redelivery when the staging container ran a clock ahead', async () => {
     const settings = settingsIn(res, 'fadv');
     const stagers = new ManualClock(Date.UTC(2026, 10, 29) + 5_000);
-    await stageBatches(settings, stagers, 0, 90);
+    await stageBatches(res, settings, stagers, 0, 90);
     // Z's clock: 2 s after the last staging in real time, 5 s behind the stagers' clock.
     const z = new ManualClock(Date.UTC(2026, 10, 29) + 10 * 1_000 + 2_000);
     const first = await outcomeOf(
-      container(settings, z).processEvent(mskEvent(orderRecords(0, 0, 10, 'gen2'))),
+      container(res, settings, z).processEvent(mskEvent(orderRecords(0, 0, 10, 'gen2'))),
     );
     expect(first).toBe('unproven');
     // The mapping retries until real time passes the skew (the last staging, 15 s on the stagers' clock), then the
@@ -228,12 +166,12 @@ describe('the starting fence of a cold container against a fence that moved whil
   it('with agreeing clocks, a batch of a recreated topic delivered two seconds after the last staging stops the partition', async () => {
     const settings = settingsIn(res, 'fadv');
     const clock = new ManualClock();
-    await stageBatches(settings, clock, 0, 90);
+    await stageBatches(res, settings, clock, 0, 90);
     clock.advance(2_000);
     await expect(
-      container(settings, clock).processEvent(mskEvent(orderRecords(0, 0, 10, 'gen2'))),
+      container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 0, 10, 'gen2'))),
     ).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
-    expect((await fenceOf(settings)).stop).toMatchObject({ fence: 99, firstOffset: 0, lastOffset: 9 });
+    expect((await fenceOf(res, settings)).stop).toMatchObject({ fence: 99, firstOffset: 0, lastOffset: 9 });
   });
 
   // CONFIRMED (the other side of the same clock-skew residual, and here it costs exactly-once). Interleaving,
@@ -248,15 +186,15 @@ describe('the starting fence of a cold container against a fence that moved whil
     const clock = new ManualClock();
     const held = heldTransform();
     const zClock = new ManualClock(Date.UTC(2026, 10, 29) + 60_000);
-    const zRun = container(settings, zClock, { transform: held.transform }).processEvent(
+    const zRun = container(res, settings, zClock, { transform: held.transform }).processEvent(
       mskEvent(orderRecords(0, 0, 10)),
     );
     await held.reached;
-    await stageBatches(settings, clock, 0, 80);
+    await stageBatches(res, settings, clock, 0, 80);
     clock.advance(1_000);
     // 90..99 staged; its invocation crashes before returning, so the mapping will deliver it again.
     await expect(
-      container(settings, clock, { hooks: crashAt('before-return') }).processEvent(
+      container(res, settings, clock, { hooks: crashAt('before-return') }).processEvent(
         mskEvent(orderRecords(0, 90, 10)),
       ),
     ).rejects.toBeInstanceOf(InjectedCrashError);
@@ -264,11 +202,11 @@ describe('the starting fence of a cold container against a fence that moved whil
     held.release();
     expect(await outcomeOf(zRun)).toBe('stopped');
     // Z's stop was seen by Z alone: the switch is refused until a retry of the same batch confirms it.
-    const epoch = await startNewEpoch(settings);
+    const epoch = await startNewEpoch(res, settings);
     expect(epoch.switched?.[0]?.outcome).toMatchObject({ kind: 'unconfirmed' });
     if (epoch.switched?.[0]?.outcome.kind === 'opened') {
       clock.advance(1_000);
-      await container(settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
+      await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
     }
     expect(await outputCounts(settings)).toEqual(expectedRows('p0', 0, 100));
   });
@@ -278,14 +216,14 @@ describe('the starting fence of a cold container against a fence that moved whil
     const clock = new ManualClock();
     const held = heldTransform();
     const zClock = new ManualClock(Date.UTC(2026, 10, 29) + 60_000);
-    const zRun = container(settings, zClock, { transform: held.transform }).processEvent(
+    const zRun = container(res, settings, zClock, { transform: held.transform }).processEvent(
       mskEvent(orderRecords(0, 0, 10)),
     );
     await held.reached;
-    await stageBatches(settings, clock, 0, 80);
+    await stageBatches(res, settings, clock, 0, 80);
     clock.advance(1_000);
     await expect(
-      container(settings, clock, { hooks: crashAt('before-return') }).processEvent(
+      container(res, settings, clock, { hooks: crashAt('before-return') }).processEvent(
         mskEvent(orderRecords(0, 90, 10)),
       ),
     ).rejects.toBeInstanceOf(InjectedCrashError);
@@ -294,10 +232,10 @@ describe('the starting fence of a cold container against a fence that moved whil
     await expect(zRun).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
     // The zombie's stop is seen once: an operator's switch without --force is refused (and with it, the keys the
     // old epoch claimed would drop the retry's records as duplicates).
-    const epoch = await startNewEpoch(settings);
+    const epoch = await startNewEpoch(res, settings);
     expect(epoch.switched?.[0]?.outcome).toMatchObject({ kind: 'unconfirmed' });
     clock.advance(1_000);
-    const retry = await container(settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
+    const retry = await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
     expect(retry.partitions[0]).toMatchObject({ duplicatesByOffset: 10, stagedRows: 0 });
     expect(await outputCounts(settings)).toEqual(expectedRows('p0', 0, 100));
   });

@@ -1,5 +1,5 @@
 /**
- * The processor's structural rules (L2, issues 9 and 17) against DynamoDB Local and the S3 server: offsets that go
+ * The processor's structural rules (L2) against DynamoDB Local and the S3 server: offsets that go
  * backwards stop a partition loudly and stage nothing, while every genuine redelivery (crash retry, split retry,
  * zombie, stale cache) still passes; fence jumps are reported; events from other sources are rejected; claims
  * carry their record's digest (conflicts dead-lettered); claims ahead do not outlive a batch that fails for good;
@@ -312,7 +312,7 @@ describe('L2 offsets that go backwards stop the partition loudly', () => {
   });
 });
 
-describe('issue 17: fence jumps and source checks', () => {
+describe('fence jumps and source checks', () => {
   it('a batch starting more than maxFenceJump above the fence is staged and reported once, naming the partition and offsets', async () => {
     const settings = settingsFor({ maxFenceJump: 1000 });
     const { seen, observer } = recorder();
@@ -382,7 +382,7 @@ describe('self-managed Apache Kafka events (eventSource SelfManagedKafka, bootst
   });
 });
 
-describe('issue 17.2: claims that cannot be abused', () => {
+describe('claims that cannot be abused', () => {
   for (const claimWrite of ['ahead', 'in-transaction'] as const) {
     it(`a same-key record with another payload is dead-lettered as a conflict naming the key and claimant; the same payload is a duplicate (claims ${claimWrite})`, async () => {
       const settings = settingsFor({ claimWrite });
@@ -474,7 +474,7 @@ async function claimItems(pipeline: string): Promise<Map<string, Record<string, 
   );
 }
 
-describe('structural limits and claims ahead of a batch that fails for good (issue 9.3)', () => {
+describe('structural limits and claims ahead of a batch that fails for good', () => {
   it("DynamoDB's refusal of a state item over 400 KB is a named structural error naming the partition and the state key, not a transient retry", async () => {
     const settings = settingsFor({ idempotencyKey: 'none' });
     // Four records fill the item to just under 400 KB (each its own chunk: at most 100 fields per item per chunk).

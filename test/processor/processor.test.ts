@@ -238,7 +238,7 @@ describe('processor', () => {
       's3:PutObject': 1,
     });
     // A redelivery costs one fence read: records are dropped only on a fresh fence's word, since the cached one may
-    // belong to an epoch an operator closed meanwhile (test/ledger/epochs.adversarial.test.ts, finding 1). Nothing is written.
+    // belong to an epoch an operator closed meanwhile (test/ledger/epochs.adversarial.test.ts). Nothing is written.
     calls.reset();
     await processor.processEvent(mskEvent(orderRecords(0, 50, 50)));
     expect(calls.snapshot()).toEqual({ 'dynamodb:GetItem': 1 });

@@ -1,5 +1,5 @@
 /**
- * The processor against arbitrary MSK events (issue 9): random shapes, nulls, binary keys and values, huge and
+ * The processor against arbitrary MSK events: random shapes, nulls, binary keys and values, huge and
  * ill-formed keys, random headers, transforms that throw or return garbage — on DynamoDB Local and the S3
  * server. For every event, either
  * - the processor stages every record exactly once (an output row or a dead-letter row; a record whose key an

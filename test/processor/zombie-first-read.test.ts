@@ -6,12 +6,10 @@
  * still stops the partition. Real DynamoDB Local and S3 server; the `eos epoch` command runs against the same ledger.
  */
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { runEpoch } from '../../cli/epoch.ts';
 import { isTransient } from '../../shared/aws/classify.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { OffsetsWentBackwardsError, UnprovenRedeliveryError } from '../../shared/errors.ts';
-import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
 import { METRIC } from '../../shared/observability/names.ts';
 import { processorObserver } from '../../shared/observability/processor-metrics.ts';
 import { createTelemetry } from '../../shared/observability/telemetry.ts';
@@ -20,9 +18,8 @@ import {
   type PartitionStoppedError,
   type ProcessorDeps,
 } from '../../shared/processor/processor.ts';
-import { builtinTransform } from '../../shared/transforms/registry.ts';
-import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { fenceOf, heldTransform, stageBatches, startNewEpoch } from '../support/cold-container.ts';
 import { gate } from '../support/hooks.ts';
 import { ledgerView } from '../support/ledger.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
@@ -36,22 +33,6 @@ afterEach(() => {
   // `eos epoch` sets the exit code of a refused switch; the test runner must not inherit it.
   process.exitCode = undefined;
 });
-
-/** The `orders` transform with a `prepare` that waits for the test: the invocation stalls before any read. */
-function heldTransform() {
-  const reached = gate();
-  const release = gate();
-  const orders = builtinTransform('orders');
-  const transform: Transform = {
-    name: orders.name,
-    apply: (record) => orders.apply(record),
-    async prepare() {
-      reached.open();
-      await release.opened;
-    },
-  };
-  return { transform, reached: reached.opened, release: release.open };
-}
 
 /** A processor instance (a container of its own) whose observer feeds the real processor metrics. */
 function instance(settings: Settings, clock: ManualClock, extra: Partial<ProcessorDeps> = {}) {
@@ -77,35 +58,6 @@ function instance(settings: Settings, clock: ManualClock, extra: Partial<Process
   return { processor, stopped, emitted };
 }
 
-/** Batches of ten from `from` up to and including `to`, each staged by a fresh container. */
-async function stageBatches(settings: Settings, clock: ManualClock, from: number, to: number) {
-  for (let first = from; first <= to; first += 10) {
-    clock.advance(1_000);
-    await createProcessor({ settings, clients: res.clients, clock }).processEvent(
-      mskEvent(orderRecords(0, first, 10)),
-    );
-  }
-}
-
-async function fenceOf(settings: Settings) {
-  return new StagingLedger(res.clients.dynamodb, res.table).readFence(settings.pipelineId, 'orders', 0);
-}
-
-async function startNewEpoch(settings: Settings) {
-  return runEpoch(
-    {
-      table: res.table,
-      pipeline: settings.pipelineId,
-      topic: 'orders',
-      partition: 0,
-      startNew: true,
-      force: false,
-      json: true,
-    },
-    { dynamodb: res.clients.dynamodb, write: () => undefined },
-  );
-}
-
 describe('a zombie whose first fence read comes after the partition moved on', () => {
   it('fails with a retryable error and acknowledges nothing: no stop record, no OffsetsWentBackwards, and eos epoch --start-new cannot open an epoch while a staged batch is being acknowledged', async () => {
     const settings = settingsIn(res, 'zfr');
@@ -117,7 +69,7 @@ describe('a zombie whose first fence read comes after the partition moved on', (
     await held.reached;
     // The mapping's retry stages 0..9 elsewhere, then nine more batches up to 89; the batch 90..99 is staged by an
     // invocation that has not returned yet (its acknowledgement is in flight).
-    await stageBatches(settings, clock, 0, 80);
+    await stageBatches(res, settings, clock, 0, 80);
     const acknowledging = gate();
     const staged = gate();
     clock.advance(1_000);
@@ -150,13 +102,13 @@ describe('a zombie whose first fence read comes after the partition moved on', (
     expect(z.stopped).toEqual([]);
     expect(z.emitted()).not.toContain(METRIC.offsetsWentBackwards);
     expect(z.emitted()).toContain(METRIC.unprovenRedeliveries);
-    expect((await fenceOf(settings)).stop).toBeUndefined();
+    expect((await fenceOf(res, settings)).stop).toBeUndefined();
     expect(await ledgerView(res.clients, res.table, settings.pipelineId)).toEqual(before);
 
     // Nothing stopped the partition, so the operator's command refuses to open a new epoch on it.
-    const epoch = await startNewEpoch(settings);
+    const epoch = await startNewEpoch(res, settings);
     expect(epoch.switched?.[0]?.outcome).toEqual({ kind: 'not-stopped', epoch: 0, stagedOffset: 99 });
-    expect((await fenceOf(settings)).closed).toBeUndefined();
+    expect((await fenceOf(res, settings)).closed).toBeUndefined();
     acknowledging.open();
     await last;
     // The partition goes on in epoch 0.
@@ -170,7 +122,7 @@ describe('a zombie whose first fence read comes after the partition moved on', (
   it('a batch of another generation against a fence that did not move during the invocation still stops the partition', async () => {
     const settings = settingsIn(res, 'zfr');
     const clock = new ManualClock();
-    await stageBatches(settings, clock, 0, 90);
+    await stageBatches(res, settings, clock, 0, 90);
     clock.advance(1_000);
     // The topic was recreated: offsets 0..9 hold other records. The invocation stalls too, but nothing stages meanwhile.
     const held = heldTransform();
@@ -182,7 +134,7 @@ describe('a zombie whose first fence read comes after the partition moved on', (
     await expect(zRun).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
     expect(z.stopped).toHaveLength(1);
     expect(z.emitted()).toContain(METRIC.offsetsWentBackwards);
-    expect((await fenceOf(settings)).stop).toMatchObject({ fence: 99, firstOffset: 0, lastOffset: 9 });
+    expect((await fenceOf(res, settings)).stop).toMatchObject({ fence: 99, firstOffset: 0, lastOffset: 9 });
     // The mapping retries the batch: a second invocation confirms the stop, and the operator's switch opens.
     clock.advance(1_000);
     await expect(
@@ -190,14 +142,14 @@ describe('a zombie whose first fence read comes after the partition moved on', (
         mskEvent(orderRecords(0, 0, 10, 'gen2')),
       ),
     ).rejects.toBeInstanceOf(OffsetsWentBackwardsError);
-    const epoch = await startNewEpoch(settings);
+    const epoch = await startNewEpoch(res, settings);
     expect(epoch.switched?.[0]?.outcome).toEqual({ kind: 'opened', epoch: 1, closedFence: 99 });
   });
 
   it('a batch below the last staged batch start, against a fence that moved before the invocation began, still stops the partition', async () => {
     const settings = settingsIn(res, 'zfr');
     const clock = new ManualClock();
-    await stageBatches(settings, clock, 0, 90);
+    await stageBatches(res, settings, clock, 0, 90);
     clock.advance(1_000);
     // A consumer group reset deeper than the remembered batch starts, to a container that never saw the partition.
     const z = instance(settings, clock);
@@ -205,6 +157,6 @@ describe('a zombie whose first fence read comes after the partition moved on', (
       OffsetsWentBackwardsError,
     );
     expect(z.stopped).toHaveLength(1);
-    expect((await fenceOf(settings)).stop).toMatchObject({ fence: 99, firstOffset: 5 });
+    expect((await fenceOf(res, settings)).stop).toMatchObject({ fence: 99, firstOffset: 5 });
   });
 });

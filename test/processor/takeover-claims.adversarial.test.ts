@@ -1,20 +1,23 @@
 /**
- * Review R1b (processor fixes after review R1): attempt-scoped claims, the ring of batch starts, the handling of an
- * ADD meeting a text field. Against DynamoDB Local and the S3 server; the only injected faults are a paused call
- * and a deterministic (non-transient) refusal of a staging transaction (middleware on a client), as in
- * test/processor-claims.test.ts. A failing test is a finding (see the review report).
+ * Adversarial interleavings of attempt-scoped claims, the ring of batch starts and an ADD meeting a text field.
+ * Against DynamoDB Local and the S3 server; the only injected faults are a paused call and a deterministic
+ * (non-transient) refusal of a staging transaction (middleware on a client), as in test/processor/claims.test.ts.
  */
 import { DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { createProcessor, type PartitionReport, type ProcessorStep } from '../shared/processor/processor.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { gate } from './support/hooks.ts';
-import { stagedOutputCounts } from './support/ledger.ts';
-import { mskEvent, order, type RecordSpec } from './support/msk.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import {
+  createProcessor,
+  type PartitionReport,
+  type ProcessorStep,
+} from '../../shared/processor/processor.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { gate } from '../support/hooks.ts';
+import { stagedOutputCounts } from '../support/ledger.ts';
+import { mskEvent, order, type RecordSpec } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -45,7 +48,7 @@ async function claimOf(settings: Settings, key: string) {
   return Item;
 }
 
-describe('R1b: a claim put by a staging transaction (takeover) is never released', () => {
+describe('a claim put by a staging transaction (takeover) is never released', () => {
   it("a zombie confirms a takeover claim its retry committed, then fails deterministically: its release must not free the committed record's key (a duplicate elsewhere is dropped)", async () => {
     const settings = settingsFor(); // claims ahead (default)
     // An expired claim on K by some other record (its TTL passed, DynamoDB has not deleted it yet).
@@ -120,7 +123,7 @@ describe('R1b: a claim put by a staging transaction (takeover) is never released
   });
 });
 
-describe('R1b: one record whose own deltas fold into something no chunk can hold (L1: stall by a hostile record)', () => {
+describe('one record whose own deltas fold into something no chunk can hold (L1: stall by a hostile record)', () => {
   /** Two deltas on ONE state key: each passes evaluation's per-delta checks, their fold does not fit any chunk. */
   const twoDeltas = (second: Record<string, number>, firstFields: Record<string, string>): Transform => ({
     name: 'two-deltas-one-key',
@@ -168,7 +171,7 @@ describe('R1b: one record whose own deltas fold into something no chunk can hold
   });
 });
 
-describe('R1b: sound behaviour (guards written while reviewing)', () => {
+describe('a release racing a confirm leaves the claim live', () => {
   it('a release racing a confirm: the retry confirms between the release\'s "leave holders" and "mark released" updates; the claim stays live', async () => {
     const settings = settingsFor();
     const batch = mskEvent([keyed(0, 0, 'RC')]);
@@ -223,7 +226,7 @@ describe('R1b: sound behaviour (guards written while reviewing)', () => {
   });
 });
 
-describe('R1b: the claim of a record dead-lettered for an add to a text field (issue 9.3 x P4, P6)', () => {
+describe('the claim of a record dead-lettered for an add to a text field (P4, P6)', () => {
   /** "set": state field `total` := text; "add…": adds 1 to it; anything else: an output row, no state. */
   const transform: Transform = {
     name: 'set-add-fixed',
@@ -264,7 +267,7 @@ describe('R1b: the claim of a record dead-lettered for an add to a text field (i
   });
 });
 
-describe('R1b: the state read after a type conflict (issue 9.3)', () => {
+describe('the state read after a type conflict', () => {
   it('a state item whose numeric total has grown past 2^53 (each add safe, DynamoDB sums in decimal) still lets an add to its text field be dead-lettered, not a stall', async () => {
     const max = Number.MAX_SAFE_INTEGER;
     const transform: Transform = {
@@ -293,7 +296,7 @@ describe('R1b: the state read after a type conflict (issue 9.3)', () => {
   });
 });
 
-describe("R1b: a released claim taken over by another record while its own record's retry stages it (guards)", () => {
+describe("a released claim taken over by another record while its own record's retry stages it", () => {
   function refusingFirstTransaction() {
     const clients = createAwsClients();
     let transactions = 0;
@@ -349,7 +352,7 @@ describe("R1b: a released claim taken over by another record while its own recor
   }
 });
 
-describe('R1b: release racing an in-transaction put of the same record (claimWrite changed between attempts)', () => {
+describe('release racing an in-transaction put of the same record (claimWrite changed between attempts)', () => {
   it('an ahead-mode attempt leaves holders; the retry (in-transaction mode) puts the claim in its committed transaction; the release\'s "mark released" must not free it', async () => {
     const settings = settingsFor();
     const inTxn = settingsFor({ pipelineId: settings.pipelineId, claimWrite: 'in-transaction' });

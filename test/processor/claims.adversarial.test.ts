@@ -1,23 +1,23 @@
 /**
- * Review R1 (processor): adversarial interleavings against DynamoDB Local and the S3 server. Each test asserts what
- * DESIGN.md / issues 9 and 17 require; a failing test is a finding (see the review report).
+ * Adversarial interleavings of the processor's claims, per-record stalls and exact keys against DynamoDB Local and
+ * the S3 server. Each test asserts a property of docs/architecture.md (P4–P6, L1–L3).
  */
 
 import { beforeAll, describe, expect, it } from 'vitest';
-import { PROCESSOR_DYNAMODB_ACTIONS } from '../infra/exactly-once-pipeline.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { systemClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
-import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { EpochChangedError } from '../shared/ledger/staging-ledger.ts';
-import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../shared/processor/processor.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { gate } from './support/hooks.ts';
-import { type Call, recordCalls } from './support/iam.ts';
-import { ledgerView, stagedOutputCounts, stagedRows } from './support/ledger.ts';
-import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
+import { PROCESSOR_DYNAMODB_ACTIONS } from '../../infra/exactly-once-pipeline.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { systemClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
+import { EpochChangedError } from '../../shared/ledger/staging-ledger.ts';
+import { createProcessor, type ProcessorDeps, type ProcessorStep } from '../../shared/processor/processor.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { gate } from '../support/hooks.ts';
+import { type Call, recordCalls } from '../support/iam.ts';
+import { ledgerView, stagedOutputCounts, stagedRows } from '../support/ledger.ts';
+import { mskEvent, order, orderRecords, type RecordSpec } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -46,7 +46,7 @@ function outputCounts(settings: Settings): Promise<Record<string, number>> {
   return stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId);
 }
 
-describe('R1: claim release vs a concurrent invocation of the same batch (issue 9.3 x P4)', () => {
+describe('claim release vs a concurrent invocation of the same batch (P4)', () => {
   it('a zombie that fails deterministically after claims ahead must not delete the claims its concurrent retry confirmed and then commits without: a duplicate elsewhere is applied twice', async () => {
     const settings = settingsFor(); // claims ahead (default), idempotency key from the header
     const batch = mskEvent([keyed(0, 0, 'K1'), keyed(0, 1, 'K2')]);
@@ -122,7 +122,7 @@ describe('R1: claim release vs a concurrent invocation of the same batch (issue 
   });
 });
 
-describe('R1: per-record problems that still stall a partition (L1, issue 9.3 "conflicting field names")', () => {
+describe('per-record problems that still stall a partition (L1: conflicting field names)', () => {
   /** Record value "set": the state field `total` is a string; value "add": the same field is added to. */
   const setThenAdd: Transform = {
     name: 'set-then-add',
@@ -174,7 +174,7 @@ describe('R1: per-record problems that still stall a partition (L1, issue 9.3 "c
   });
 });
 
-describe('R1: sound behaviour (regression guards written while reviewing)', () => {
+describe('one output per record across crashes and key conflicts', () => {
   it('a crash after the claims followed by the retry and a same-key other-payload record elsewhere: one output, one conflict, never both for one record', async () => {
     const settings = settingsFor();
     const x = keyed(0, 0, 'X');
@@ -204,7 +204,7 @@ describe('R1: sound behaviour (regression guards written while reviewing)', () =
   });
 });
 
-describe('R1: transaction aggregate size (4 MB) counts whole items, not deltas (L1/L3)', () => {
+describe('transaction aggregate size (4 MB) counts whole items, not deltas (L1/L3)', () => {
   /** "fill:<i>": state item c<i> gets 100 fields of 1 KB (~105 KB, inside the documented per-item bound). "touch": +1 on c0..c44. */
   const fillThenTouch: Transform = {
     name: 'fill-then-touch',
@@ -239,7 +239,7 @@ describe('R1: transaction aggregate size (4 MB) counts whole items, not deltas (
   });
 });
 
-describe('R1: recreated-topic detection, false positives in legitimate redelivery (L2)', () => {
+describe('recreated-topic detection, false positives in legitimate redelivery (L2)', () => {
   it('offset commits lost for two acknowledged batches (the group rewinds two batches): the redelivered batch holds the same records and is acknowledged without effects, not stopped', async () => {
     const settings = settingsFor();
     const processor = processorFor(settings);
@@ -258,7 +258,7 @@ describe('R1: recreated-topic detection, false positives in legitimate redeliver
   });
 });
 
-describe('R1: exact keys (issue 17.2 "keys are compared as the exact bytes received")', () => {
+describe('exact keys (keys are compared as the exact bytes received)', () => {
   /** Rows are the JSON body; the idempotency key is `json:id`. */
   const passthrough: Transform = {
     name: 'json-passthrough',
@@ -277,7 +277,7 @@ describe('R1: exact keys (issue 17.2 "keys are compared as the exact bytes recei
         { partition: 1, offset: 0, value: '{"id":12345678901234567891,"v":2}' },
       ]),
     );
-    // Changed after the fix (fixer F1): H1 took the review's second remedy — a numeric key beyond 2^53 (which
+    // A numeric key beyond 2^53 (which
     // JSON.parse has already rounded, so its exact digits are gone) is a key problem, dead-lettered — rather than
     // reading the raw JSON text. Either way neither record may be dropped or dead-lettered as the other's conflict.
     const totals = report.partitions.map((p) => [
@@ -293,7 +293,7 @@ describe('R1: exact keys (issue 17.2 "keys are compared as the exact bytes recei
   });
 });
 
-describe('R1: the claim release (issue 9.3) against the processor role the stack grants', () => {
+describe('the claim release against the processor role the stack grants', () => {
   it('every DynamoDB action of a batch that fails deterministically after claims ahead (and releases them) is one the processor role has', async () => {
     const settings = settingsFor(); // claims ahead, header keys
     // A batch that fails for good after its claims were written ahead: an epoch switch lands between the claims
@@ -336,12 +336,12 @@ describe('R1: the claim release (issue 9.3) against the processor role the stack
     );
     expect(elsewhere.partitions[0]).toMatchObject({ stagedRows: 1, duplicatesByKey: 1, keyConflicts: 0 });
     // ... with only actions the processor role has (in AWS an AccessDenied release would be swallowed and the
-    // claim would outlive the failed batch: the very thing issue 9.3 forbids).
+    // claim would outlive the failed batch: the very thing the claim release exists to prevent).
     expect(actions.filter((action) => !PROCESSOR_DYNAMODB_ACTIONS.includes(action))).toEqual([]);
   });
 });
 
-describe('R1: numeric adds that pass evaluation but the ledger client refuses (L1: stall by a hostile record)', () => {
+describe('numeric adds that pass evaluation but the ledger client refuses (L1: stall by a hostile record)', () => {
   it('orders: two valid orders of one customer whose amounts fold past 2^53 in one chunk are applied or dead-lettered, never a stall', async () => {
     const settings = settingsFor({ idempotencyKey: 'none' }); // the shipped `orders` transform
     const processor = processorFor(settings);
@@ -384,7 +384,7 @@ describe('R1: numeric adds that pass evaluation but the ledger client refuses (L
   });
 });
 
-describe('R1: keyed state does not depend on how a batch was chunked or redelivered (P5, end-to-end 2)', () => {
+describe('keyed state does not depend on how a batch was chunked or redelivered (P5, end-to-end 2)', () => {
   it('adds 0.1 and 0.2: one batch (folded in JS doubles) and two batches (summed by DynamoDB in decimal) give the same total', async () => {
     const adder: Transform = {
       name: 'adder',
