@@ -178,7 +178,7 @@ describe('idempotency keys from exact bytes', () => {
   });
 });
 
-describe('ill-formed keys are poison (issue 9.5)', () => {
+describe('ill-formed keys are poison', () => {
   it('lone-surrogate customer ids are dead-lettered instead of merging two customers in DynamoDB', () => {
     for (const customer of ['\ud800', '\udbff', 'a\udc00b']) {
       const record = evaluate({ partition: 0, offset: 0, value: order('o', customer) }, jsonKey);
@@ -284,7 +284,7 @@ describe('misbehaving transforms', () => {
   });
 });
 
-describe('effects that could not be applied (issue 9.3)', () => {
+describe('effects that could not be applied', () => {
   const input = decoded({ partition: 0, offset: 0, value: 'x', headers: { 'idempotency-key': 'k' } });
   const delta = (
     key: string,

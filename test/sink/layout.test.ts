@@ -1,5 +1,5 @@
 /**
- * Issue 12: final keys with time folders and Parquet (layout.ts), the output settings (settings.ts) and eos
+ * Final keys with time folders and Parquet (layout.ts), the output settings (settings.ts) and eos
  * local's --format / --partition-by and columns (cli/local-settings.ts). Pure: no local parts needed.
  */
 import { describe, expect, it } from 'vitest';
@@ -26,7 +26,7 @@ const range: ObjectRange = {
 const hourly: ObjectRange = { ...range, folder: 'dt=2026-12-01/hour=07' };
 const BASE = { ledgerTable: 'ledger', bucket: 'bucket' };
 
-describe('final keys (issue 12)', () => {
+describe('final keys', () => {
   it('keeps the unpartitioned NDJSON keys exactly as before', () => {
     expect(finalObjectKey(PL, range, true)).toBe(
       'orders/final/output/topic=orders/partition=3/00000000000000000100-00000000000000000199.ndjson.gz',
@@ -97,7 +97,7 @@ describe('final keys (issue 12)', () => {
   });
 });
 
-describe('output settings (issue 12)', () => {
+describe('output settings', () => {
   const columns = JSON.stringify(orders.columns);
 
   it('defaults to NDJSON without folders and parses the columns from JSON', () => {

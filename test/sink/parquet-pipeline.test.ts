@@ -1,5 +1,5 @@
 /**
- * Issue 12, done when: `eos local` with Parquet output, hourly time folders and every fault kind commits output
+ * Parquet output end to end: `eos local` with Parquet output, hourly time folders and every fault kind commits output
  * that an independent reader (DuckDB, over the exported final objects the manifests list) counts exactly once per
  * input record, whose aggregates computed in SQL equal the ledger's keyed state, where every row sits in the time
  * folder of its record (late records in their own), and which `eos verify` passes. A second run checks gzip NDJSON
@@ -84,7 +84,7 @@ function input(): Input {
         currency,
         ts,
       };
-      // A duplicate carries its original's exact payload, so it is dropped by key, not dead-lettered (issue 9).
+      // A duplicate carries its original's exact payload, so it is dropped by key, not dead-lettered.
       const value = dup ? originals.get(id)! : JSON.stringify(order);
       if (!dup) originals.set(id, value);
       lines.push(
@@ -190,7 +190,7 @@ function exported(run: LocalRun): {
 
 const columns = JSON.stringify(orders.columns);
 
-describe('issue 12: Parquet, hourly folders, every fault (eos local, DuckDB, eos verify)', () => {
+describe('Parquet, hourly folders, every fault (eos local, DuckDB, eos verify)', () => {
   it('counts each input record once, aggregates equal the ledger, rows in their record time folder, verify passes', {
     timeout: 240_000,
   }, async () => {

@@ -1,5 +1,5 @@
 /**
- * Issue 12, the processor's part: with time folders on (exactly-once), each staged row carries its record's Kafka
+ * The processor's part of time folders: with them on (exactly-once), each staged row carries its record's Kafka
  * timestamp in its lineage, output and dead-letter rows alike; with them off, or under at-least-once (which writes
  * final objects directly, without folders), the staged rows are exactly as before. Real DynamoDB Local and S3
  * server; the MSK event is built in the documented format (MSK itself cannot run here).
@@ -27,7 +27,7 @@ const event = () =>
   ]);
 const kafkaTime = (offset: number) => mskRecord({ partition: 0, offset, value: '' }).timestamp;
 
-describe('the record time staged with each row (issue 12)', () => {
+describe('the record time staged with each row', () => {
   it('time folders on: output and dead-letter rows carry the Kafka timestamp in their lineage', async () => {
     const settings = settingsFor({ timePartitioning: 'hour' });
     await createProcessor({ settings, clients: res.clients }).processEvent(event());

@@ -14,7 +14,7 @@ import {
 const { dt: DT, hour: HOUR } = PROJECTION_PLACEHOLDERS;
 const AT = Date.UTC(2026, 11, 1, 7, 59, 59, 999); // 2026-12-01T07:59:59.999Z
 
-describe('time folders (issue 12)', () => {
+describe('time folders', () => {
   it('spells day and hour folders in UTC with fixed widths', () => {
     expect(timeFolder(AT, 'day')).toBe('dt=2026-12-01');
     expect(timeFolder(AT, 'hour')).toBe('dt=2026-12-01/hour=07');

@@ -1,5 +1,5 @@
 /**
- * Issue 12: `eos verify` and the committed reader over Parquet objects in time folders (on the local S3 server):
+ * `eos verify` and the committed reader over Parquet objects in time folders (on the local S3 server):
  * a healthy layout passes, late rows in an earlier folder are no offset-order problem, and a Parquet object that
  * lies about its rows, its format or its lineage is reported; the reader yields Parquet rows as NDJSON rows.
  */
@@ -86,7 +86,7 @@ async function manifest(pipeline: string, id: number, files: ManifestFile[], cut
 const kinds = (problems: readonly { kind: ProblemKind }[]) =>
   [...new Set(problems.map((p) => p.kind))].sort();
 
-describe('eos verify over Parquet in time folders (issue 12)', () => {
+describe('eos verify over Parquet in time folders', () => {
   it('passes a healthy layout with a late row in an earlier folder; the reader yields plain rows', async () => {
     const pipeline = uniqueName('pl');
     // Checkpoint 1: offsets 0-3, offset 2 late (hour 03). Checkpoint 2: offsets 4-5 in hour 03 and 07.

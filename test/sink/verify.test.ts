@@ -162,7 +162,7 @@ describe('eos verify', () => {
     expect(kinds(result.problems)).toEqual(['lineage-twice', 'offset-order', 'outside-range']);
   });
 
-  it('checks lanes (issue 14): an epoch and a redrive round pass; a record output by two redrive rounds is found', async () => {
+  it('checks lanes: an epoch and a redrive round pass; a record output by two redrive rounds is found', async () => {
     const { pipeline, prefix } = await healthyPipeline();
     // Epoch 1 reuses offsets 0..1; redrive round 1 outputs the dead letter at offset 2 of partition 0.
     const epoch = await finalFile(pipeline, 'output', 0, [0, 1], undefined, 'orders~1');
@@ -180,7 +180,7 @@ describe('eos verify', () => {
     ]);
   });
 
-  it('finds a file whose range starts at or below its partition previous cut, even when its rows are new (review R2-3)', async () => {
+  it('finds a file whose range starts at or below its partition previous cut, even when its rows are new', async () => {
     const { pipeline, prefix } = await healthyPipeline();
     // Rows 6..7 are new, but the file claims 0..7: its range overlaps offsets manifest 1 and 2 already list.
     const overlapping = await finalFile(pipeline, 'output', 0, [6, 7], [0, 7]);

@@ -1,5 +1,5 @@
 /**
- * Freshness in `eos status` (issue 14): per partition, how far committed output lags staging and when its last
+ * Freshness in `eos status`: per partition, how far committed output lags staging and when its last
  * committed data was staged; pipeline-wide, "committed output is at most N s behind staging". Real processor and
  * coordinator on DynamoDB Local and the S3 server, one manual clock for all.
  */

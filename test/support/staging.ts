@@ -132,7 +132,7 @@ export async function committedOffsets(
 }
 
 /**
- * The end-to-end property (DESIGN.md) for the sink: the committed output holds exactly `expected` offsets per
+ * The end-to-end property (docs/architecture.md) for the sink: the committed output holds exactly `expected` offsets per
  * partition, each once, in offset order; every object under the final prefix is listed by a manifest.
  */
 export async function expectExactlyOnce(
