@@ -1,11 +1,11 @@
 /**
- * Review R4: attacks on the content-addressed plans and the copy re-check (fixes of R3-1, R3-2: plan keys
+ * Adversarial interleavings of the content-addressed plans and the copy re-check: plan keys
  * `plan-<shard>-<sha256>.json` written once, last-writer-wins votes, promote/commit read the plan the voted
  * digest names and fall back to deriving it from the ledger; prepare verifies an existing copy after
- * 'source-missing'). Against DynamoDB Local and s3rver. Attacks write only what a processor may write (staged
+ * 'source-missing'. Against DynamoDB Local and s3rver. Attacks write only what a processor may write (staged
  * objects under its prefix, ledger items of its pipeline); S3 answers are injected with middleware on the
  * coordinator's own clients. The write-once guards (`If-None-Match: *` on plans and copies) run on the local S3
- * server's own answer (412), as on S3 (R4-4).
+ * server's own answer (412), as on S3.
  */
 import {
   CopyObjectCommand,
@@ -15,22 +15,21 @@ import {
 } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { StagedObjectInvalidError } from '../shared/coordinator/prepare/staged-check.ts';
-import { WorkObjectMissingError } from '../shared/coordinator/promote/plan-store.ts';
-import { checkpointAttemptPrefix } from '../shared/coordinator/work-objects.ts';
-import { TransientAwsError } from '../shared/errors.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { stagedObjectKey } from '../shared/sink/layout.ts';
-import { encodeNdjson } from '../shared/sink/ndjson.ts';
-import { getBytes, listObjects, putIfAbsent } from '../shared/sink/objects.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from './support/staging.ts';
+import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { StagedObjectInvalidError } from '../../shared/coordinator/prepare/staged-check.ts';
+import { WorkObjectMissingError } from '../../shared/coordinator/promote/plan-store.ts';
+import { checkpointAttemptPrefix } from '../../shared/coordinator/work-objects.ts';
+import { TransientAwsError } from '../../shared/errors.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { encodeNdjson } from '../../shared/sink/ndjson.ts';
+import { getBytes, putIfAbsent } from '../../shared/sink/objects.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { finish, keysUnder, swapEntry } from '../support/checkpoint-steps.ts';
+import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 let doc: DynamoDBDocumentClient;
@@ -100,59 +99,10 @@ function setup() {
   };
 }
 
-async function keysUnder(prefix: string): Promise<string[]> {
-  const found: string[] = [];
-  for await (const object of listObjects(res.clients.s3, res.bucket, prefix)) found.push(object.key);
-  return found;
-}
-
-/**
- * What a compromised processor may do: stage other rows for the same offsets under `attemptId` (a new key, or
- * the entry's own key when `attemptId` is the entry's) and put a well-formed entry naming them over the entry.
- */
-async function swapEntry(
-  settings: Settings,
-  old: StagedFileEntry,
-  attemptId: string,
-): Promise<StagedFileEntry> {
-  const rows = defaultRows(old).map((row) => ({ ...row, swapped: attemptId }));
-  const encoded = encodeNdjson(rows, settings.gzip);
-  const key = stagedObjectKey(settings.pipelineId, old, attemptId, settings.gzip);
-  await res.clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: encoded.body }));
-  const entry: StagedFileEntry = {
-    ...old,
-    key,
-    attemptId,
-    recordCount: encoded.recordCount,
-    bytes: encoded.bytes,
-    sha256: encoded.sha256,
-    md5: encoded.md5,
-    stagedAt: Date.now(),
-  };
-  await doc.send(
-    new PutCommand({
-      TableName: settings.ledgerTable,
-      Item: { ...keys.staged(old.pipeline, old.topic, old.partition, old.lastOffset, old.stream), ...entry },
-    }),
-  );
-  return entry;
-}
-
-async function finish(
-  core: Coordinator,
-  ref: { execution: string; checkpointId: number; attempt: number },
-  shards: readonly number[],
-) {
-  await core.decide(ref);
-  for (const shard of shards) await core.promote({ ...ref, shard });
-  await core.commit(ref);
-  for (const shard of shards) await core.cleanup({ ...ref, shard });
-}
-
 const planPrefix = (s: ReturnType<typeof setup>, id: number, attempt: number) =>
   `${checkpointAttemptPrefix(s.settings.pipelineId, id, attempt)}plan-`;
 
-describe('R4: a plan write S3 answers 409 ConditionalRequestConflict', () => {
+describe('a plan write S3 answers 409 ConditionalRequestConflict', () => {
   // S3: "If a concurrent operation occurs during the upload S3 returns a 409 ConditionalRequestConflict response.
   // On a 409 failure you should retry the upload." (PutObject/CopyObject If-None-Match). A 409 says the write did
   // not happen; putIfAbsent reports it as 'exists', and writePlan returns the digest without looking, so the
@@ -175,7 +125,7 @@ describe('R4: a plan write S3 answers 409 ConditionalRequestConflict', () => {
     };
   };
 
-  it('R4-1 a 409 on the plan write fails prepare transiently (no vote for an unwritten plan); the retry writes and votes it, and a processor that swaps the entry after the vote changes nothing', async () => {
+  it('a 409 on the plan write fails prepare transiently (no vote for an unwritten plan); the retry writes and votes it, and a processor that swaps the entry after the vote changes nothing', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
@@ -189,12 +139,12 @@ describe('R4: a plan write S3 answers 409 ConditionalRequestConflict', () => {
     await s.core.prepare({ ...ref, shard: 0 });
     const record = await s.store.readRecord(ref.checkpointId);
     expect(record?.planDigests?.['0']).toMatch(/^[0-9a-f]{64}$/);
-    const plans = await keysUnder(planPrefix(s, ref.checkpointId, ref.attempt));
+    const plans = await keysUnder(res, planPrefix(s, ref.checkpointId, ref.attempt));
     expect(plans, 'the vote names a plan that was written').toEqual([
       expect.stringContaining(`plan-0-${record?.planDigests?.['0']}.json`),
     ]);
     // The processor swaps the covered entry after the vote: promote reads the voted plan, not the ledger.
-    await swapEntry(s.settings, e1!, 'a2');
+    await swapEntry(res, s.settings, e1!, 'a2');
     await s.core.decide(ref);
     await s.core.promote({ ...ref, shard: 0 });
     await s.core.commit(ref);
@@ -202,7 +152,7 @@ describe('R4: a plan write S3 answers 409 ConditionalRequestConflict', () => {
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
 
-  it('R4-2 (sound) the same 409 without a ledger change: the retried prepare votes, the checkpoint rolls forward from the verified copies', async () => {
+  it('the same 409 without a ledger change: the retried prepare votes, the checkpoint rolls forward from the verified copies', async () => {
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
@@ -216,15 +166,15 @@ describe('R4: a plan write S3 answers 409 ConditionalRequestConflict', () => {
   });
 });
 
-describe('R4: the fallback after a lost plan (operator or coordinator defect) trusts nothing processor-writable', () => {
-  it('R4-3a (sound) a lost plan, then the processor rewrites the staged object in place: the derived plan has the voted digest and promote reads the verified copies (the original rows)', async () => {
+describe('the fallback after a lost plan (operator or coordinator defect) trusts nothing processor-writable', () => {
+  it('a lost plan, then the processor rewrites the staged object in place: the derived plan has the voted digest and promote reads the verified copies (the original rows)', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
     await s.core.prepare({ ...ref, shard: 0 });
     await s.core.decide(ref);
-    for (const key of await keysUnder(planPrefix(s, ref.checkpointId, ref.attempt)))
+    for (const key of await keysUnder(res, planPrefix(s, ref.checkpointId, ref.attempt)))
       await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: key }));
     // The processor overwrites its staged object (same key, entry untouched): the fence says nothing here.
     const forged = encodeNdjson(
@@ -240,16 +190,16 @@ describe('R4: the fallback after a lost plan (operator or coordinator defect) tr
     expect(rows.some((r) => 'forged' in r.row)).toBe(false);
   });
 
-  it('R4-3b (sound) a lost plan and a swapped entry: promote fails with the plan error (WorkObjectMissingError), writes nothing, and keeps failing the same way', async () => {
+  it('a lost plan and a swapped entry: promote fails with the plan error (WorkObjectMissingError), writes nothing, and keeps failing the same way', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
     await s.core.prepare({ ...ref, shard: 0 });
     await s.core.decide(ref);
-    for (const key of await keysUnder(planPrefix(s, ref.checkpointId, ref.attempt)))
+    for (const key of await keysUnder(res, planPrefix(s, ref.checkpointId, ref.attempt)))
       await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: key }));
-    await swapEntry(s.settings, e1!, 'a2');
+    await swapEntry(res, s.settings, e1!, 'a2');
     await expect(s.core.promote({ ...ref, shard: 0 })).rejects.toBeInstanceOf(WorkObjectMissingError);
     // A garbage item in the covered range (planShard throws): still the plan's own error.
     await doc.send(
@@ -260,13 +210,13 @@ describe('R4: the fallback after a lost plan (operator or coordinator defect) tr
     );
     await expect(s.core.promote({ ...ref, shard: 0 })).rejects.toBeInstanceOf(WorkObjectMissingError);
     await expect(s.core.commit(ref)).rejects.toBeInstanceOf(WorkObjectMissingError);
-    expect(await keysUnder(`${s.settings.pipelineId}/final/`)).toEqual([]);
-    expect(await keysUnder(`${s.settings.pipelineId}/_manifests/`)).toEqual([]);
+    expect(await keysUnder(res, `${s.settings.pipelineId}/final/`)).toEqual([]);
+    expect(await keysUnder(res, `${s.settings.pipelineId}/_manifests/`)).toEqual([]);
   });
 });
 
-describe('R4: write-once plans and copies', () => {
-  it('R4-4 the local S3 server refuses a second write of a key with If-None-Match, put or copy (412): the object keeps its first bytes', async () => {
+describe('write-once plans and copies', () => {
+  it('the local S3 server refuses a second write of a key with If-None-Match, put or copy (412): the object keeps its first bytes', async () => {
     const base = `r4-harness-${Date.now()}`;
     const put = await putIfAbsent(res.clients.s3, res.bucket, `${base}/a`, Buffer.from('first'));
     expect(put).toBe('created');
@@ -293,7 +243,7 @@ describe('R4: write-once plans and copies', () => {
     expect(got.ContentLength).toBe(6);
   });
 
-  it('R4-5 (sound) two prepare runs planning the same bytes write one plan key; the vote names it; the checkpoint commits', async () => {
+  it('two prepare runs planning the same bytes write one plan key; the vote names it; the checkpoint commits', async () => {
     const s = setup();
     await stageFiles(res.clients, s.settings, [
       { partition: 0, firstOffset: 0, lastOffset: 4 },
@@ -307,9 +257,9 @@ describe('R4: write-once plans and copies', () => {
     const settled = await Promise.allSettled(runs.map((run) => run.prepare({ ...ref, shard: 0 })));
     for (const outcome of settled)
       if (outcome.status === 'rejected')
-        console.log('R4-5: a concurrent run failed:', String(outcome.reason));
+        console.log('overlapping prepare runs: a concurrent run failed:', String(outcome.reason));
     await runs[0]!.prepare({ ...ref, shard: 0 });
-    const plans = await keysUnder(planPrefix(s, ref.checkpointId, ref.attempt));
+    const plans = await keysUnder(res, planPrefix(s, ref.checkpointId, ref.attempt));
     expect(plans).toHaveLength(1);
     const record = await s.store.readRecord(ref.checkpointId);
     expect(plans[0]).toContain(record!.planDigests!['0']!);
@@ -317,7 +267,7 @@ describe('R4: write-once plans and copies', () => {
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 10) });
   });
 
-  it('R4-6 (sound, on the server’s write-once guard) overlapping runs; the processor rewrites the SAME staged key and its entry between them: the later run refuses the first copy, no decision on mixed bytes; the next attempt commits', async () => {
+  it('(on the server’s write-once guard) overlapping runs; the processor rewrites the SAME staged key and its entry between them: the later run refuses the first copy, no decision on mixed bytes; the next attempt commits', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
@@ -334,7 +284,7 @@ describe('R4: write-once plans and copies', () => {
           String(input.Key).includes('/plan-')
         ) {
           fired = true;
-          await swapEntry(s.settings, e1!, e1!.attemptId); // same key, other bytes, entry to match
+          await swapEntry(res, s.settings, e1!, e1!.attemptId); // same key, other bytes, entry to match
           try {
             await s.coordinatorFor().prepare({ ...ref, shard: 0 });
           } catch (error) {
@@ -359,7 +309,7 @@ describe('R4: write-once plans and copies', () => {
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
 
-  it('R4-7 (sound, on the server’s write-once guard; R3-2 re-check) a retried prepare finds the source gone and an earlier copy of OTHER bytes than the entry now names: it refuses the copy (no vote for it)', async () => {
+  it('(on the server’s write-once guard) a retried prepare finds the source gone and an earlier copy of OTHER bytes than the entry now names: it refuses the copy (no vote for it)', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
@@ -382,7 +332,7 @@ describe('R4: write-once plans and copies', () => {
     await expect(runA.prepare({ ...ref, shard: 0 })).rejects.toThrow('Lambda timed out');
     expect(died).toBe(true);
     // The processor rewrites the entry and its object (same key), then the object is gone (sweep, lifecycle).
-    await swapEntry(s.settings, e1!, e1!.attemptId);
+    await swapEntry(res, s.settings, e1!, e1!.attemptId);
     await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: e1!.key }));
     await expect(s.coordinatorFor().prepare({ ...ref, shard: 0 })).rejects.toBeInstanceOf(
       StagedObjectInvalidError,
@@ -392,8 +342,8 @@ describe('R4: write-once plans and copies', () => {
   });
 });
 
-describe('R4: a copy S3 answers 409 ConditionalRequestConflict', () => {
-  it('R4-8 a 409 on the copy of a sound staged object fails prepare transiently (not "missing", no abort); the retried prepare copies, votes, and the checkpoint commits', async () => {
+describe('a copy S3 answers 409 ConditionalRequestConflict', () => {
+  it('a 409 on the copy of a sound staged object fails prepare transiently (not "missing", no abort); the retried prepare copies, votes, and the checkpoint commits', async () => {
     // S3 documents 409 on CopyObject with If-None-Match as "retry the upload".
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
@@ -417,8 +367,8 @@ describe('R4: a copy S3 answers 409 ConditionalRequestConflict', () => {
   });
 });
 
-describe('R4: the same 409 on the manifest write', () => {
-  it('R4-9 (sound) a 409 on the manifest write fails commit transiently instead of marking COMMITTED without a manifest; the retry commits', async () => {
+describe('the same 409 on the manifest write', () => {
+  it('a 409 on the manifest write fails commit transiently instead of marking COMMITTED without a manifest; the retry commits', async () => {
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });

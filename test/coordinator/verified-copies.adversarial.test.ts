@@ -1,32 +1,26 @@
 /**
- * Review R3: attacks on the verified copies (fix of R2b-1: prepare copies each covered staged object under
- * `<pl>/_coordinator/<N>/<attempt>/staged/`, verifies the copy, promote reads only the copies; cleanup and abort
- * delete them). Against DynamoDB Local and s3rver; attacks write only what a processor may write (staged objects
+ * Adversarial interleavings of the verified copies: prepare copies each covered staged object under
+ * `<pl>/_coordinator/<N>/<attempt>/staged/` and verifies the copy, promote reads only the copies, cleanup and abort
+ * delete them. Against DynamoDB Local and s3rver; attacks write only what a processor may write (staged objects
  * under its prefix, ledger items of its pipeline). Interleavings are injected with middleware on the coordinator's
- * own clients. Tests that fail until fixed are named in the review report.
+ * own clients.
  */
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { checkpointAttemptPrefix, stagedCopyKey } from '../shared/coordinator/work-objects.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { stagedObjectKey } from '../shared/sink/layout.ts';
-import { encodeNdjson } from '../shared/sink/ndjson.ts';
-import { getBytes, listObjects } from '../shared/sink/objects.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from './support/staging.ts';
+import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { checkpointAttemptPrefix, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { getBytes } from '../../shared/sink/objects.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { finish, keysUnder, swapEntry } from '../support/checkpoint-steps.ts';
+import { committedOffsets, expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
-let doc: DynamoDBDocumentClient;
 beforeAll(async () => {
   res = await freshResources('r3');
-  doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
 });
 
 type Hook = (
@@ -76,58 +70,8 @@ function setup() {
   };
 }
 
-async function keysUnder(prefix: string): Promise<string[]> {
-  const found: string[] = [];
-  for await (const object of listObjects(res.clients.s3, res.bucket, prefix)) found.push(object.key);
-  return found;
-}
-
-/**
- * What a compromised processor may do (its role puts objects under its staged prefix and items under its
- * pipeline's partition keys): stage another object for the same offsets under another attempt token, and put a
- * well-formed entry naming it over the existing entry's item (no fence condition: IAM cannot demand one).
- */
-async function swapEntry(
-  settings: Settings,
-  old: StagedFileEntry,
-  attemptId: string,
-): Promise<StagedFileEntry> {
-  const rows = defaultRows(old).map((row) => ({ ...row, swapped: attemptId }));
-  const encoded = encodeNdjson(rows, settings.gzip);
-  const key = stagedObjectKey(settings.pipelineId, old, attemptId, settings.gzip);
-  await res.clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: encoded.body }));
-  const entry: StagedFileEntry = {
-    ...old,
-    key,
-    attemptId,
-    recordCount: encoded.recordCount,
-    bytes: encoded.bytes,
-    sha256: encoded.sha256,
-    md5: encoded.md5,
-    stagedAt: Date.now(),
-  };
-  await doc.send(
-    new PutCommand({
-      TableName: settings.ledgerTable,
-      Item: { ...keys.staged(old.pipeline, old.topic, old.partition, old.lastOffset, old.stream), ...entry },
-    }),
-  );
-  return entry;
-}
-
-async function finish(
-  core: Coordinator,
-  ref: { execution: string; checkpointId: number; attempt: number },
-  shards: readonly number[],
-) {
-  await core.decide(ref);
-  for (const shard of shards) await core.promote({ ...ref, shard });
-  await core.commit(ref);
-  for (const shard of shards) await core.cleanup({ ...ref, shard });
-}
-
-describe('R3: two prepare runs of one attempt and shard', () => {
-  it('R3-1 a processor that swaps an entry between two overlapping prepare runs of one shard cannot stall the decided checkpoint (plan file vs voted digest)', async () => {
+describe('two prepare runs of one attempt and shard', () => {
+  it('a processor that swaps an entry between two overlapping prepare runs of one shard cannot stall the decided checkpoint (plan file vs voted digest)', async () => {
     // Run A (a Step Functions retry's predecessor still running, e.g. after Lambda.SdkClientException) reads the
     // ledger and copies K1, writes plan PA; the processor swaps the entry to K2; run B copies K2 (another copy
     // key), writes plan PB over PA and votes DB; then run A votes DA. The record says DA, the plan file is PB.
@@ -146,7 +90,7 @@ describe('R3: two prepare runs of one attempt and shard', () => {
         String(input.Key).includes('/plan-')
       ) {
         fired = true;
-        await swapEntry(s.settings, e1!, 'a2');
+        await swapEntry(res, s.settings, e1!, 'a2');
         await s.core.prepare({ ...ref, shard: 0 }); // run B: copies K2, writes PB, votes DB
       }
     });
@@ -154,6 +98,7 @@ describe('R3: two prepare runs of one attempt and shard', () => {
     expect(fired).toBe(true);
     // Both runs made verified copies (different copy keys); the vote counts one shard.
     const copies = await keysUnder(
+      res,
       `${checkpointAttemptPrefix(s.settings.pipelineId, ref.checkpointId, ref.attempt)}staged/`,
     );
     expect(copies).toHaveLength(2);
@@ -166,7 +111,7 @@ describe('R3: two prepare runs of one attempt and shard', () => {
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
 
-  it('R3-2 a retried prepare after the vote whose staged object the processor deleted meanwhile verifies the existing copy instead of aborting the attempt', async () => {
+  it('a retried prepare after the vote whose staged object the processor deleted meanwhile verifies the existing copy instead of aborting the attempt', async () => {
     // Liveness only (before the decision, nothing is lost): documents that 'source-missing' wins over an existing
     // verified copy of the same attempt. On S3 the 404 of the source may come before the 412 of If-None-Match.
     const s = setup();
@@ -182,8 +127,8 @@ describe('R3: two prepare runs of one attempt and shard', () => {
   });
 });
 
-describe('R3: cleanup of an earlier checkpoint against a later decided one', () => {
-  it('R3-3 a late cleanup of checkpoint 1 (catch-up and deleteCheckpointsBelow) while checkpoint 2 is COMMITTING leaves 2 its copies; 2 rolls forward after lease expiry', async () => {
+describe('cleanup of an earlier checkpoint against a later decided one', () => {
+  it('a late cleanup of checkpoint 1 (catch-up and deleteCheckpointsBelow) while checkpoint 2 is COMMITTING leaves 2 its copies; 2 rolls forward after lease expiry', async () => {
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const b1 = await s.core.begin({ execution: 'e1' });
@@ -202,6 +147,7 @@ describe('R3: cleanup of an earlier checkpoint against a later decided one', () 
     for (const shard of b2.shards) await s.core.prepare({ ...ref2, shard });
     await s.core.decide(ref2);
     const copies2 = await keysUnder(
+      res,
       `${checkpointAttemptPrefix(s.settings.pipelineId, 2, ref2.attempt)}staged/`,
     );
     expect(copies2).toHaveLength(2);
@@ -209,7 +155,9 @@ describe('R3: cleanup of an earlier checkpoint against a later decided one', () 
     s.clock.advance(3_601_000);
     for (const shard of b1.shards) await s.core.cleanup({ ...ref1, shard });
     expect(
-      (await keysUnder(`${checkpointAttemptPrefix(s.settings.pipelineId, 2, ref2.attempt)}staged/`)).sort(),
+      (
+        await keysUnder(res, `${checkpointAttemptPrefix(s.settings.pipelineId, 2, ref2.attempt)}staged/`)
+      ).sort(),
     ).toEqual(copies2.sort());
     // e2 dies; e3 takes over after the lease and rolls 2 forward from its copies.
     s.clock.advance(601_000);
@@ -220,11 +168,11 @@ describe('R3: cleanup of an earlier checkpoint against a later decided one', () 
     await s.core.commit(ref3);
     for (const shard of b3.shards) await s.core.cleanup({ ...ref3, shard });
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 10), 'orders#1': range(0, 4) });
-    expect(await keysUnder(`${s.settings.pipelineId}/_coordinator/`)).toEqual([]);
+    expect(await keysUnder(res, `${s.settings.pipelineId}/_coordinator/`)).toEqual([]);
   });
 
   it.each([1, 2, 3])(
-    "R3-4 abort racing decide (decide lands after the abort's ledger read #%i) never deletes the decided attempt's copies",
+    "abort racing decide (decide lands after the abort's ledger read #%i) never deletes the decided attempt's copies",
     async (at) => {
       const s = setup();
       await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
@@ -248,7 +196,7 @@ describe('R3: cleanup of an earlier checkpoint against a later decided one', () 
     },
   );
 
-  it('R3-5 a zombie prepare of a lease-aborted attempt that copies after the checkpoint committed on a later attempt leaves copies only until the next cleanup', async () => {
+  it('a zombie prepare of a lease-aborted attempt that copies after the checkpoint committed on a later attempt leaves copies only until the next cleanup', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const b1 = await s.core.begin({ execution: 'dead' });
@@ -267,14 +215,14 @@ describe('R3: cleanup of an earlier checkpoint against a later decided one', () 
     const ref3 = { execution: 'e3', checkpointId: b3.checkpointId, attempt: b3.attempt };
     for (const shard of b3.shards) await s.core.prepare({ ...ref3, shard });
     await finish(s.core, ref3, b3.shards);
-    expect(await keysUnder(`${s.settings.pipelineId}/_coordinator/`)).toEqual([]);
+    expect(await keysUnder(res, `${s.settings.pipelineId}/_coordinator/`)).toEqual([]);
     const rows = await committedOffsets(res.clients, s.settings);
     expect(rows.map((r) => r.offset)).toEqual(range(0, 10));
   });
 });
 
-describe('R3: what the copies cost at scale (measured on s3rver; figures in the report)', () => {
-  it('R3-6 one prepare shard with 1,000 covered objects: one copy and one read each; abort deletes them all in one step', async () => {
+describe('what the copies cost at scale (measured on s3rver, printed)', () => {
+  it('one prepare shard with 1,000 covered objects: one copy and one read each; abort deletes them all in one step', async () => {
     const s = setup();
     const files = 1000;
     await stageFiles(
@@ -297,8 +245,8 @@ describe('R3: what the copies cost at scale (measured on s3rver; figures in the 
     expect((await counted.abort({ ...ref, error: { Error: 'States.Timeout' } })).outcome).toBe('aborted');
     const abortMs = performance.now() - t1;
     console.log(
-      `R3-6: prepare of ${files} objects in one shard ${prepareMs.toFixed(0)} ms; abort ${abortMs.toFixed(0)} ms`,
+      `copies at scale: prepare of ${files} objects in one shard ${prepareMs.toFixed(0)} ms; abort ${abortMs.toFixed(0)} ms`,
     );
-    expect(await keysUnder(`${s.settings.pipelineId}/_coordinator/`)).toEqual([]);
+    expect(await keysUnder(res, `${s.settings.pipelineId}/_coordinator/`)).toEqual([]);
   }, 300_000);
 });

@@ -1,5 +1,5 @@
 /**
- * Issue 17.1 and issue 9's "also found", against DynamoDB Local and the S3 server: the commit path trusts nothing a
+ * Against DynamoDB Local and the S3 server: the commit path trusts nothing a
  * processor (or anyone else who can write the staged prefix or a working object) writes. The attacks are played
  * with direct S3/DynamoDB writes — the rights a compromised processor had before the layout moved plans out of its
  * prefix — so these tests prove the checks in code, independently of IAM and the bucket policy.
@@ -7,27 +7,31 @@
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { sweepOrphans } from '../shared/coordinator/cleanup/orphans.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import type { BeginOutput } from '../shared/coordinator/messages.ts';
-import { copyStagedObject } from '../shared/coordinator/prepare/staged-copy.ts';
-import { PlanDigestMismatchError, PlanStore } from '../shared/coordinator/promote/plan-store.ts';
-import { type PlannedObject, PlanRejectedError, Promoter } from '../shared/coordinator/promote/promoter.ts';
-import { planKey, stagedCopyKey } from '../shared/coordinator/work-objects.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { StagedEntries } from '../shared/ledger/staged-entries.ts';
-import { finalObjectKey, manifestKey, stagedObjectKey } from '../shared/sink/layout.ts';
-import type { Manifest } from '../shared/sink/manifest.ts';
-import { encodeManifest, ManifestStore } from '../shared/sink/manifest-store.ts';
-import { getBytes, headObject, listObjects } from '../shared/sink/objects.ts';
-import { CommittedFileError, readCommitted } from '../shared/sink/reader.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { expectExactlyOnce, range, stageFiles } from './support/staging.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { sweepOrphans } from '../../shared/coordinator/cleanup/orphans.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import type { BeginOutput } from '../../shared/coordinator/messages.ts';
+import { copyStagedObject } from '../../shared/coordinator/prepare/staged-copy.ts';
+import { PlanDigestMismatchError, PlanStore } from '../../shared/coordinator/promote/plan-store.ts';
+import {
+  type PlannedObject,
+  PlanRejectedError,
+  Promoter,
+} from '../../shared/coordinator/promote/promoter.ts';
+import { planKey, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import type { StagedFileEntry } from '../../shared/ledger/records.ts';
+import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
+import { finalObjectKey, manifestKey, stagedObjectKey } from '../../shared/sink/layout.ts';
+import type { Manifest } from '../../shared/sink/manifest.ts';
+import { encodeManifest, ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { getBytes, headObject, listObjects } from '../../shared/sink/objects.ts';
+import { CommittedFileError, readCommitted } from '../../shared/sink/reader.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -69,7 +73,7 @@ async function put(key: string, body: string | Buffer): Promise<void> {
   await res.clients.s3.send(new PutObjectCommand({ Bucket: res.bucket, Key: key, Body: body }));
 }
 
-describe('issue 17: a forged plan has no effect', () => {
+describe('a forged plan has no effect', () => {
   it('17: a plan rewritten after the vote to promote onto manifest 2 writes nothing there; the real commit succeeds and the next checkpoint commits', async () => {
     const s = setup();
     const pl = s.settings.pipelineId;
@@ -79,7 +83,7 @@ describe('issue 17: a forged plan has no effect', () => {
     const ref = { execution, checkpointId: 1, attempt: 1 };
     await s.core.prepare({ ...ref, shard: 0 });
     await s.core.decide(ref);
-    // The attack of issue 17: rewrite the voted plan so that promote writes manifest 2 (listing anything it likes).
+    // The attack: rewrite the voted plan so that promote writes manifest 2 (listing anything it likes).
     const record = await s.store.readRecord(1);
     const key = planKey(pl, 1, 1, 0, record!.planDigests!['0']!);
     const plan = JSON.parse((await getBytes(res.clients.s3, res.bucket, key))!.toString('utf8'));
@@ -187,7 +191,7 @@ describe('issue 17: a forged plan has no effect', () => {
   });
 });
 
-describe('issue 17: a forged staged entry is refused', () => {
+describe('a forged staged entry is refused', () => {
   it('17: a staged entry pointing outside the staged prefix aborts prepare with the reason; restored, the data commits', async () => {
     const s = setup();
     const pl = s.settings.pipelineId;
@@ -232,7 +236,7 @@ describe('issue 17: a forged staged entry is refused', () => {
   });
 });
 
-describe('issue 17: readers accept only final data keys', () => {
+describe('readers accept only final data keys', () => {
   it('17: the committed reader and eos verify refuse a manifest entry whose key is not a final data key of the pipeline', async () => {
     const s = setup();
     const pl = s.settings.pipelineId;
@@ -272,7 +276,7 @@ describe('issue 17: readers accept only final data keys', () => {
   });
 });
 
-describe('issue 9: canonical manifests and an incremental orphan sweep', () => {
+describe('canonical manifests and an incremental orphan sweep', () => {
   it('9: a roll-forward from differently ordered inputs writes byte-identical manifests', async () => {
     const s = setup();
     const pl = s.settings.pipelineId;

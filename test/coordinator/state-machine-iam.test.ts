@@ -8,17 +8,16 @@
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ExactlyOncePipelineStack } from '../infra/stack.ts';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings } from '../shared/config/settings.ts';
-import { COORDINATOR_STEPS, type CoordinatorStep } from '../shared/coordinator/definition.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { finalPrefix, manifestsPrefix, stagedObjectKey } from '../shared/sink/layout.ts';
-import { BASE_PROPS, testApp } from './infra-fixtures.ts';
-import { resolveIntrinsics, type SynthesizedCoordinator, synthesizeCoordinator } from './support/asl.ts';
-import { freshResources, type TestResources } from './support/aws.ts';
+import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { COORDINATOR_STEPS, type CoordinatorStep } from '../../shared/coordinator/definition.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { finalPrefix, manifestsPrefix, stagedObjectKey } from '../../shared/sink/layout.ts';
+import { resolveIntrinsics, type SynthesizedCoordinator, synthesizeCoordinator } from '../support/asl.ts';
+import { freshResources, type TestResources } from '../support/aws.ts';
 import {
   bucketPolicyStatements,
   type Call,
@@ -29,8 +28,9 @@ import {
   roleArnOf,
   roleStatements,
   sinkBucketLogicalId,
-} from './support/iam.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
+} from '../support/iam.ts';
+import { BASE_PROPS, testApp } from '../support/infra.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
 
 type StepCall = { step: CoordinatorStep; call: Call };
 

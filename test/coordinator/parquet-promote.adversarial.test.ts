@@ -1,40 +1,38 @@
 /**
- * Adversarial review of issue 12 (Parquet output, time folders, staged record time) against the exactly-once
- * protocol. Each confirmed bug was a failing test, with the interleaving above it; it is now a regression test
- * named for what holds since the fix (the interleaving kept in its comment); suspicions that did not hold are kept
- * as passing tests where they add coverage (marked "disproved").
+ * Adversarial interleavings of Parquet output, time folders and the staged record time against the exactly-once
+ * protocol: promote stays live across schema and setting changes and writes the voted bytes once under crashes
+ * and zombies (each comment gives the interleaving).
  * Real DynamoDB Local and S3 server (the vitest global setup); staged files are written as the processor writes
  * them with time folders on (rows carry `source.timestamp`), via test/support/staging.ts.
  *
- * Note (a spec deviation, not asserted as a bug): DESIGN.md's end-to-end property asks for the committed output
- * "per partition in offset order"; with time folders the manifest-order read is in offset order per partition AND
- * folder only (docs/output.md says so), so test/support/staging.ts expectExactlyOnce fails on any layout with
- * late rows. The tests here compare each partition's offsets sorted, and run eos verify.
+ * With time folders the manifest-order read is in offset order per partition AND folder only (docs/output.md says
+ * so), so test/support/staging.ts expectExactlyOnce fails on any layout with late rows. The tests here compare
+ * each partition's offsets sorted, and run eos verify.
  */
 import { createHash } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { outputShapeOf, StagedCensus } from '../shared/coordinator/promote/folder-plan.ts';
-import { planFinalObjects } from '../shared/coordinator/promote/promoter.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { parseFinalKey } from '../shared/sink/layout.ts';
-import { ManifestStore } from '../shared/sink/manifest-store.ts';
-import { getBytes, listObjects } from '../shared/sink/objects.ts';
-import { decodeParquetRows } from '../shared/sink/parquet-read.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { outputShapeOf, StagedCensus } from '../../shared/coordinator/promote/folder-plan.ts';
+import { planFinalObjects } from '../../shared/coordinator/promote/promoter.ts';
+import type { StagedFileEntry } from '../../shared/ledger/records.ts';
+import { parseFinalKey } from '../../shared/sink/layout.ts';
+import { ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { getBytes, listObjects } from '../../shared/sink/objects.ts';
+import { decodeParquetRows } from '../../shared/sink/parquet-read.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
 import {
   MAX_EARLINESS_MS,
   MAX_FOLDERS_PER_STAGED_FILE,
   MAX_LATENESS_MS,
-} from '../shared/sink/record-time.ts';
-import { timeFolder } from '../shared/sink/time-partitions.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import type { ColumnDefinition } from '../shared/transforms/api.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { committedOffsets, range, stageFiles } from './support/staging.ts';
+} from '../../shared/sink/record-time.ts';
+import { timeFolder } from '../../shared/sink/time-partitions.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import type { ColumnDefinition } from '../../shared/transforms/api.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { committedOffsets, range, stageFiles } from '../support/staging.ts';
 
 const COLUMNS: ColumnDefinition[] = [
   { name: 'n', type: 'long', nullable: false },
@@ -136,9 +134,9 @@ async function runCheckpoint(core: Coordinator, execution: string): Promise<Outc
   return { outcome: 'committed', checkpointId: begun.checkpointId };
 }
 
-describe('review: issue 12 liveness', () => {
+describe('promote stays live across output schema and setting changes', () => {
   /**
-   * BUG (stall, every partition): a schema change deployed while rows of the old schema are staged.
+   * Hazard (stall, every partition): a schema change deployed while rows of the old schema are staged.
    *
    * Interleaving: the processor stages rows of transform v1 (columns n, at) with Parquet output on. Before the
    * next checkpoint commits them (there are always such rows on a running pipeline: up to one checkpoint interval
@@ -150,11 +148,11 @@ describe('review: issue 12 liveness', () => {
    * with no operator remedy short of deleting staged data or rolling the schema back (which then stalls on the
    * v2 rows). With NDJSON the same redeploy is harmless.
    *
-   * Fixed (folder-plan.ts classifyRows): a staged row is projected onto the current columns (a dropped column's
+   * Guard (folder-plan.ts classifyRows): a staged row is projected onto the current columns (a dropped column's
    * field is dropped, an added nullable column is null); a row that still does not fit is committed once as a
    * `schema-mismatch` dead letter. The first checkpoint after the redeploy commits, each record exactly once.
    */
-  it('fixed: rows staged under the previous transform schema commit at the first checkpoint after a schema change (dropped column projected away)', async () => {
+  it('rows staged under the previous transform schema commit at the first checkpoint after a schema change (dropped column projected away)', async () => {
     const pipelineId = uniqueName('rvpq');
     const v1 = settingsFor(pipelineId);
     await stageFiles(res.clients, v1, [
@@ -187,7 +185,7 @@ describe('review: issue 12 liveness', () => {
       outcomes.push(outcome.outcome);
       if (outcome.outcome === 'committed') break;
     }
-    // Before the fix: ['aborted', 'aborted', 'aborted'], each "row 1 does not fit outputColumns: column "at" is
+    // Without the guard: ['aborted', 'aborted', 'aborted'], each "row 1 does not fit outputColumns: column "at" is
     // not declared".
     expect(outcomes).toEqual(['committed']);
     await expectEachOnce(v2, { 'orders#0': range(0, 2), 'orders#1': range(0, 2) });
@@ -200,7 +198,7 @@ describe('review: issue 12 liveness', () => {
    * reason `schema-mismatch: …` and the row's fields as staged; v2's rows commit as Parquet; nothing aborts. A
    * crashed promote retried next to a zombie writes the same bytes under the same keys (deterministic).
    */
-  it('fixed: rows that cannot fit the new columns (added required column, changed type) commit once as schema-mismatch dead letters', async () => {
+  it('rows that cannot fit the new columns (added required column, changed type) commit once as schema-mismatch dead letters', async () => {
     const pipelineId = uniqueName('rvpq');
     const v1 = settingsFor(pipelineId);
     await stageFiles(res.clients, v1, [
@@ -254,7 +252,7 @@ describe('review: issue 12 liveness', () => {
   });
 
   /**
-   * BUG (stall after the decision): producer timestamps spread one staged file over as many folders as it has
+   * Hazard (stall after the decision): producer timestamps spread one staged file over as many folders as it has
    * rows, and promote's work grows with that, unbounded.
    *
    * Interleaving: Kafka's CreateTime is whatever the producer says. One batch of N records with N distinct hours
@@ -268,7 +266,7 @@ describe('review: issue 12 liveness', () => {
    * holds up to 10,000 records, and a shard promotes every partition dealt to it (at most 16 shards: with 20,000
    * partitions a shard holds 1,250), so a handful of such partitions in one shard exceed the 900 s Lambda limit.
    * After the decision the checkpoint can only roll forward (C4): promote times out, is retried, times out again,
-   * and since only one checkpoint is ever in flight (C1) the whole pipeline stops committing. Before issue 12 the
+   * and since only one checkpoint is ever in flight (C1) the whole pipeline stops committing. Without time folders the
    * number of final objects was bounded by the staged input (32 MiB / 2,000 files per object), never by record
    * content.
    *
@@ -280,13 +278,13 @@ describe('review: issue 12 liveness', () => {
    * (about 60 KB) does not turn into more than 48 final objects (two days of hour folders), and promote reads
    * its verified copy once.
    *
-   * Fixed: a row's folder is bounded around its file's stagedAt (record-time.ts assignFolders: more than 7 days
+   * Guard: a row's folder is bounded around its file's stagedAt (record-time.ts assignFolders: more than 7 days
    * before or 1 hour after → the stagedAt folder; at most MAX_FOLDERS_PER_STAGED_FILE folders per file), the row
    * keeping its own time in its column; promote decodes each member once per shard (promoter.ts promoteShard).
    * Here half the rows lie 1..500 hours before staging (the window holds 168 of them, the folder cap 48) and half
    * 1..500 hours after it.
    */
-  it('fixed: one staged file whose rows carry 1,000 distinct hours is promoted as at most 48 objects from one read of its copy', {
+  it('one staged file whose rows carry 1,000 distinct hours is promoted as at most 48 objects from one read of its copy', {
     timeout: 120_000,
   }, async () => {
     const N = 1000;
@@ -301,7 +299,7 @@ describe('review: issue 12 liveness', () => {
           counts.finalPuts++;
         return next(args);
       },
-      { step: 'initialize', name: 'reviewParquetCounter' },
+      { step: 'initialize', name: 'parquetCounter' },
     );
     const core = createCoordinator({ settings, clients, clock: new ManualClock(Date.now()) });
     const now = Date.now();
@@ -343,7 +341,7 @@ describe('review: issue 12 liveness', () => {
   });
 
   /**
-   * BUG (low: a documented bound that does not hold): "Re-encoded objects are limited to 250,000 rows (promote holds
+   * Hazard (low: a documented bound that does not hold): "Re-encoded objects are limited to 250,000 rows (promote holds
    * their rows decoded)". planFolders (folder-plan.ts packFolder) only cuts BETWEEN members: a member whose own rows
    * of one folder exceed the cap is put into an object alone, whatever its size. The processor puts no bound on
    * rows per staged file (a chunk is bounded by transaction items, and a record may emit many rows: an order
@@ -355,10 +353,10 @@ describe('review: issue 12 liveness', () => {
    * Expected: no planned object holds more than maxObjectRows rows (an oversized member split by row ranges into
    * several objects, or the processor cutting staged files at the cap).
    *
-   * Fixed (folder-plan.ts slicesOf): a member over the cap is sliced at whole offsets (from the census's offset
+   * Guard (folder-plan.ts slicesOf): a member over the cap is sliced at whole offsets (from the census's offset
    * runs), each slice an object whose range is its offsets: the ranges tile the member's, the keys differ.
    */
-  it('fixed: a single staged file with more rows than the 250,000-row cap is planned as several objects within the cap', () => {
+  it('a single staged file with more rows than the 250,000-row cap is planned as several objects within the cap', () => {
     const { settings } = setup({ timePartitioning: 'day' });
     const entry = (i: number, first: number, last: number, count: number): StagedFileEntry => ({
       pipeline: settings.pipelineId,
@@ -396,7 +394,7 @@ describe('review: issue 12 liveness', () => {
         new Map(entries.map((e) => [e.key, censusFor(e)])),
       );
     const plan = (entries: StagedFileEntry[]) => planned(entries).map((o) => o.recordCount);
-    // Boundaries between members hold (disproved part).
+    // Boundaries between members hold.
     expect(plan([entry(1, 0, 9, 125_000), entry(2, 10, 19, 125_000)])).toEqual([250_000]);
     expect(plan([entry(1, 0, 9, 125_000), entry(2, 10, 19, 125_001)])).toEqual([125_000, 125_001]);
     // One member above the cap: two slices at a record boundary, ranges tiling the member's, distinct keys.
@@ -413,17 +411,17 @@ describe('review: issue 12 liveness', () => {
   });
 });
 
-describe('review: issue 12 exactly-once under crashes and zombies (disproved suspicions, kept as coverage)', () => {
+describe('promote under crashes and zombies writes the voted bytes once', () => {
   /**
-   * Disproved: promote crashing after some final objects are written, retried while a zombie of the crashed
+   * Why it holds: promote crashing after some final objects are written, retried while a zombie of the crashed
    * promote runs concurrently, writes the same bytes under the same keys (Parquet is deterministic, keys come from
    * the voted plan), the manifest lists exactly those objects, and nothing unlisted remains. Record times on the
    * edges: -1 (Kafka's "no timestamp"), before 1970, year 10000 (all far outside the window around stagedAt, so
-   * filed under the stagedAt folder since the fix of the producer-timestamp bug), exactly on a day boundary, 1 ms
+   * filed under the stagedAt folder), exactly on a day boundary, 1 ms
    * before it, an hour after it; a timeField of null falls back to the Kafka timestamp. No final row
    * carries the staged-only `source.timestamp`; eos verify passes.
    */
-  it('disproved: crash after partial promote + concurrent zombie + retry give the voted bytes; edge times file deterministically', async () => {
+  it('crash after partial promote + concurrent zombie + retry give the voted bytes; edge times file deterministically', async () => {
     const { settings, manifests } = setup({
       timeField: 'at',
       outputColumns: [COLUMNS[0], { ...COLUMNS[1], nullable: true }],
@@ -449,7 +447,7 @@ describe('review: issue 12 exactly-once under crashes and zombies (disproved sus
           throw new Error('injected crash');
         return next(args);
       },
-      { step: 'initialize', name: 'reviewParquetCrash' },
+      { step: 'initialize', name: 'parquetCrash' },
     );
     const clock = new ManualClock(Date.now());
     const first = createCoordinator({ settings, clients: crashing, clock });
@@ -501,13 +499,13 @@ describe('review: issue 12 exactly-once under crashes and zombies (disproved sus
   });
 
   /**
-   * Disproved: settings switched between checkpoints while staged objects of the old setting await promote. Rows
+   * Why it holds: settings switched between checkpoints while staged objects of the old setting await promote. Rows
    * staged by a processor with time folders off (no `source.timestamp`) are committed by a coordinator switched to
    * Parquet in hour folders: filed by their entry's `stagedAt` (deterministic), each once, no staged-only field;
    * then a checkpoint of rows staged with time folders on is committed after a switch back to NDJSON without
    * folders, again each once and without the timestamp. verify passes over the mixed layout.
    */
-  it('disproved: ndjson/none → parquet/hour → ndjson/none across checkpoints, staged rows of the old setting in flight', async () => {
+  it('ndjson/none → parquet/hour → ndjson/none across checkpoints, staged rows of the old setting in flight', async () => {
     const pipelineId = uniqueName('rvpq');
     const plainSettings = settingsFor(pipelineId, { outputFormat: 'ndjson', timePartitioning: 'none' });
     const parquetSettings = settingsFor(pipelineId);

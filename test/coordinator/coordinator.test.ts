@@ -1,39 +1,39 @@
 /**
- * The coordinator's invariants C1–C7 (DESIGN.md), step by step on the protocol core, against DynamoDB Local and
+ * The coordinator's invariants C1–C7 (docs/architecture.md), step by step on the protocol core, against DynamoDB Local and
  * the S3 server. The state machine around these steps is tested in `state-machine.test.ts`.
  */
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import type { AwsClients } from '../shared/aws/clients.ts';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings, type SettingsInput } from '../shared/config/settings.ts';
-import { sweepOrphans } from '../shared/coordinator/cleanup/orphans.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import type { AwsClients } from '../../shared/aws/clients.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings, type SettingsInput } from '../../shared/config/settings.ts';
+import { sweepOrphans } from '../../shared/coordinator/cleanup/orphans.ts';
 import {
   CheckpointStateError,
   type Coordinator,
   createCoordinator,
-} from '../shared/coordinator/coordinator.ts';
-import type { BeginOutput } from '../shared/coordinator/messages.ts';
+} from '../../shared/coordinator/coordinator.ts';
+import type { BeginOutput } from '../../shared/coordinator/messages.ts';
 import {
   StagedObjectInvalidError,
   verifyStagedContents,
-} from '../shared/coordinator/prepare/staged-check.ts';
-import { FinalObjectConflictError, planFinalObjects } from '../shared/coordinator/promote/promoter.ts';
-import { stagedCopyKey } from '../shared/coordinator/work-objects.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { StagedEntries } from '../shared/ledger/staged-entries.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { finalObjectKey, finalPrefix, manifestKey } from '../shared/sink/layout.ts';
-import { ManifestLogError } from '../shared/sink/manifest-store.ts';
-import { getBytes, headObject, listObjects } from '../shared/sink/objects.ts';
-import { CommittedFileError, readCommitted, readManifests } from '../shared/sink/reader.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
-import { expectExactlyOnce, type FileSpec, range, stageFiles } from './support/staging.ts';
+} from '../../shared/coordinator/prepare/staged-check.ts';
+import { FinalObjectConflictError, planFinalObjects } from '../../shared/coordinator/promote/promoter.ts';
+import { stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import type { StagedFileEntry } from '../../shared/ledger/records.ts';
+import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { finalObjectKey, finalPrefix, manifestKey } from '../../shared/sink/layout.ts';
+import { ManifestLogError } from '../../shared/sink/manifest-store.ts';
+import { getBytes, headObject, listObjects } from '../../shared/sink/objects.ts';
+import { CommittedFileError, readCommitted, readManifests } from '../../shared/sink/reader.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
+import { expectExactlyOnce, type FileSpec, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {

@@ -1,5 +1,5 @@
 /**
- * Issue 12 at the coordinator: planning by time folder from the census of the verified copies, Parquet promote,
+ * Time folders at the coordinator: planning by time folder from the census of the verified copies, Parquet promote,
  * retried promote and a plan derived again after it was lost (same bytes, same keys: C5), a row that does not fit
  * the Parquet columns committed once as a schema-mismatch dead letter, promote refusing a plan the copies do not back, and the
  * size/row limit splitting a folder. Real DynamoDB Local and S3 server; staged files are written as the processor
@@ -8,22 +8,22 @@
 import { createHash } from 'node:crypto';
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { censusOf, outputShapeOf } from '../shared/coordinator/promote/folder-plan.ts';
-import { PlanRejectedError, Promoter, planFinalObjects } from '../shared/coordinator/promote/promoter.ts';
-import { checkpointWorkPrefix, stagedCopyKey } from '../shared/coordinator/work-objects.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { parseFinalKey } from '../shared/sink/layout.ts';
-import { ManifestStore } from '../shared/sink/manifest-store.ts';
-import { getBytes, listObjects } from '../shared/sink/objects.ts';
-import { decodeParquetRows } from '../shared/sink/parquet-read.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
-import { timeFolder } from '../shared/sink/time-partitions.ts';
-import type { ColumnDefinition } from '../shared/transforms/api.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { stageFiles } from './support/staging.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { censusOf, outputShapeOf } from '../../shared/coordinator/promote/folder-plan.ts';
+import { PlanRejectedError, Promoter, planFinalObjects } from '../../shared/coordinator/promote/promoter.ts';
+import { checkpointWorkPrefix, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
+import type { StagedFileEntry } from '../../shared/ledger/records.ts';
+import { parseFinalKey } from '../../shared/sink/layout.ts';
+import { ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { getBytes, listObjects } from '../../shared/sink/objects.ts';
+import { decodeParquetRows } from '../../shared/sink/parquet-read.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import { timeFolder } from '../../shared/sink/time-partitions.ts';
+import type { ColumnDefinition } from '../../shared/transforms/api.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { stageFiles } from '../support/staging.ts';
 
 const COLUMNS: ColumnDefinition[] = [
   { name: 'n', type: 'long', nullable: false },
@@ -76,7 +76,7 @@ async function steps(core: Coordinator, execution: string) {
   return { begun, ref };
 }
 
-describe('issue 12: planning and promoting by time folder', () => {
+describe('planning and promoting by time folder', () => {
   it('writes one Parquet file per folder and partition, late rows in their own; a retried promote and a lost plan give the same bytes', async () => {
     const { settings, core, manifests } = setup();
     await stageFiles(res.clients, settings, [

@@ -1,31 +1,31 @@
 /**
- * Reviewer R2: adversarial review of the coordinator and sink (cut pages, plan digests, layout checks, canonical
- * manifests, incremental orphan sweep, reader/verify key checks). Each test states the property DESIGN.md /
- * issue 17 asks for; a failing test is a finding (see the review report). The attacks use only what a compromised
- * processor may write: objects under `<pl>/_inprogress/<stream>/…` and the ledger items `<pl>#FENCE`,
- * `<pl>#STAGED#*` (plus, for the liveness tests, ordinary crashes of coordinator steps).
+ * Adversarial interleavings of the commit path (cut pages, plan digests, layout checks, canonical manifests, the
+ * incremental orphan sweep, the reader's and verify's key checks). Each test states a property of
+ * docs/architecture.md (C4, C7, L3). The attacks use only what a compromised processor may write: objects under
+ * `<pl>/_inprogress/<stream>/…` and the ledger items `<pl>#FENCE`, `<pl>#STAGED#*` (plus, for the liveness tests,
+ * ordinary crashes of coordinator steps).
  */
 
 import { gzipSync } from 'node:zlib';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import type { BeginOutput } from '../shared/coordinator/messages.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { StagedEntries } from '../shared/ledger/staged-entries.ts';
-import { stagedObjectKey } from '../shared/sink/layout.ts';
-import { ManifestStore } from '../shared/sink/manifest-store.ts';
-import { digestsOf } from '../shared/sink/ndjson.ts';
-import { headObject, listObjects } from '../shared/sink/objects.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { defaultRows, stageFiles } from './support/staging.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import type { BeginOutput } from '../../shared/coordinator/messages.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import type { StagedFileEntry } from '../../shared/ledger/records.ts';
+import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
+import { stagedObjectKey } from '../../shared/sink/layout.ts';
+import { ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { digestsOf } from '../../shared/sink/ndjson.ts';
+import { headObject, listObjects } from '../../shared/sink/objects.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { defaultRows, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 let doc: DynamoDBDocumentClient;
@@ -146,8 +146,8 @@ async function attempt(core: Coordinator): Promise<'committed' | 'refused'> {
   }
 }
 
-describe('R2: the commit path must never publish a manifest the reader refuses (C7, issue 17)', () => {
-  it('R2-1: a staged entry whose recordCount lies (size and checksums right) is refused before the decision, or the committed log stays readable', async () => {
+describe('the commit path must never publish a manifest the reader refuses (C7)', () => {
+  it('a staged entry whose recordCount lies (size and checksums right) is refused before the decision, or the committed log stays readable', async () => {
     const s = setup();
     const [entry] = await stageFiles(res.clients, s.settings, [
       { partition: 0, firstOffset: 0, lastOffset: 4 },
@@ -163,7 +163,7 @@ describe('R2: the commit path must never publish a manifest the reader refuses (
     ).toBe(outcome === 'committed');
   });
 
-  it('R2-2: a staged object that is not NDJSON (entry consistent with its bytes) is refused before the decision, or the committed log stays readable', async () => {
+  it('a staged object that is not NDJSON (entry consistent with its bytes) is refused before the decision, or the committed log stays readable', async () => {
     const s = setup();
     // Well-formed gzip (the pipeline's default) of a line that is not JSON: every digest and size matches.
     const text = Buffer.from('not json\n', 'utf8');
@@ -173,7 +173,7 @@ describe('R2: the commit path must never publish a manifest the reader refuses (
     await expect(readAll(s.settings), `outcome ${outcome}`).resolves.toBeDefined();
   });
 
-  it('R2-3: an entry whose first offset reaches below the previous committed cut is refused (no manifest range overlaps a committed one)', async () => {
+  it('an entry whose first offset reaches below the previous committed cut is refused (no manifest range overlaps a committed one)', async () => {
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     expect(await attempt(s.core)).toBe('committed');
@@ -201,8 +201,8 @@ describe('R2: the commit path must never publish a manifest the reader refuses (
   });
 });
 
-describe('R2: after the decision the checkpoint only rolls forward (C4) — nothing a processor wrote before the vote may stop it', () => {
-  it('R2-4: an entry whose SHA-256 is wrong but MD5 right is refused by prepare (the checksum promote relies on is the one prepare verified)', async () => {
+describe('after the decision the checkpoint only rolls forward (C4) — nothing a processor wrote before the vote may stop it', () => {
+  it('an entry whose SHA-256 is wrong but MD5 right is refused by prepare (the checksum promote relies on is the one prepare verified)', async () => {
     const s = setup();
     const [entry] = await stageFiles(res.clients, s.settings, [
       { partition: 0, firstOffset: 0, lastOffset: 4 },
@@ -222,8 +222,8 @@ describe('R2: after the decision the checkpoint only rolls forward (C4) — noth
   });
 });
 
-describe('R2: nothing the pipeline stores grows without bound (L3) — a cleanup that did not run is caught up', () => {
-  it('R2-5: after a checkpoint whose cleanup never ran (execution cut off after COMMITTED), later cleanups remove its staged entries, objects and superseded cut pages', async () => {
+describe('nothing the pipeline stores grows without bound (L3) — a cleanup that did not run is caught up', () => {
+  it('after a checkpoint whose cleanup never ran (execution cut off after COMMITTED), later cleanups remove its staged entries, objects and superseded cut pages', async () => {
     const s = setup();
     const pl = s.settings.pipelineId;
     await stageFiles(res.clients, s.settings, [
@@ -263,8 +263,8 @@ describe('R2: nothing the pipeline stores grows without bound (L3) — a cleanup
   });
 });
 
-describe('R2: sound paths (regression guards for what the review checked)', () => {
-  it('R2-6: a roll-forward by a second execution after a crash mid-promote writes byte-identical final objects and manifest', async () => {
+describe('a roll-forward after a crash writes what the first execution would have', () => {
+  it('a roll-forward by a second execution after a crash mid-promote writes byte-identical final objects and manifest', async () => {
     const s = setup();
     const pl = s.settings.pipelineId;
     await stageFiles(res.clients, s.settings, [
@@ -295,8 +295,8 @@ describe('R2: sound paths (regression guards for what the review checked)', () =
   });
 });
 
-describe('R2: sound paths, part 2', () => {
-  it('R2-7: abort after one shard voted, then attempt 2 with a different cut; zombie steps of attempt 1 change nothing', async () => {
+describe('aborted attempts and zombie steps; long names', () => {
+  it('abort after one shard voted, then attempt 2 with a different cut; zombie steps of attempt 1 change nothing', async () => {
     const s = setup();
     await stageFiles(res.clients, s.settings, [
       { partition: 0, firstOffset: 0, lastOffset: 4 },
@@ -341,7 +341,7 @@ describe('R2: sound paths, part 2', () => {
     ).toBe(true);
   });
 
-  it('R2-8: a 249-character topic name and the dead-letter stream: every item stays small, reader and verify accept the keys', async () => {
+  it('a 249-character topic name and the dead-letter stream: every item stays small, reader and verify accept the keys', async () => {
     const s = setup();
     const topic = `t.${'x_-'.repeat(82)}1`.slice(0, 249);
     expect(topic).toHaveLength(249);
@@ -361,8 +361,8 @@ describe('R2: sound paths, part 2', () => {
   });
 });
 
-describe('R2: cleanup deletes only staged keys (issue 17: checks in code, not only IAM)', () => {
-  it('R2-9: a staged entry below the committed cut that names a manifest does not make cleanup delete the manifest', async () => {
+describe('cleanup deletes only staged keys (checks in code, not only IAM)', () => {
+  it('a staged entry below the committed cut that names a manifest does not make cleanup delete the manifest', async () => {
     const s = setup();
     const pl = s.settings.pipelineId;
     const [entry] = await stageFiles(res.clients, s.settings, [

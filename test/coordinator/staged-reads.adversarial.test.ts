@@ -1,24 +1,23 @@
 /**
- * Review R2b: attacks on the coordinator fixes made after review R2 (prepare reads every staged object, the
- * cleaned-up mark and catch-up, cleanup's own-key check). Against DynamoDB Local and s3rver; the attacks write
- * only what a processor may write (staged objects under its prefix, ledger items of its pipeline).
- * Tests that fail until fixed are named in the review report.
+ * Adversarial interleavings of prepare's reads of every staged object, the cleaned-up mark and its catch-up, and
+ * cleanup's own-key check. Against DynamoDB Local and s3rver; the attacks write only what a processor may write
+ * (staged objects under its prefix, ledger items of its pipeline).
  */
 
 import { gzipSync } from 'node:zlib';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DeleteCommand, DynamoDBDocumentClient, PutCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { stagedObjectKey } from '../shared/sink/layout.ts';
-import { digestsOf } from '../shared/sink/ndjson.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import type { StagedFileEntry } from '../../shared/ledger/records.ts';
+import { stagedObjectKey } from '../../shared/sink/layout.ts';
+import { digestsOf } from '../../shared/sink/ndjson.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 
 let res: TestResources;
 let doc: DynamoDBDocumentClient;
@@ -126,10 +125,10 @@ async function countCommitted(settings: Settings): Promise<number> {
   return rows;
 }
 
-describe('review R2b: prepare reads the objects, promote reads them again', () => {
-  // Fixed (issue 17): prepare copies each covered object under the coordinator's prefix and verifies the copy;
+describe('prepare reads the objects, promote reads them again', () => {
+  // Guard: prepare copies each covered object under the coordinator's prefix and verifies the copy;
   // promote reads only the copy, so the processor's rewrite of its staged key after the vote changes nothing.
-  it('R2b-1 a staged object the processor overwrites after the vote does not stall the decided checkpoint', async () => {
+  it('a staged object the processor overwrites after the vote does not stall the decided checkpoint', async () => {
     const { settings, clock, core } = setup();
     const good = gzipSync(Buffer.from(rowsText(0, 2)));
     const entry = await stageRaw(settings, 0, 2, good, 3);
@@ -158,7 +157,7 @@ describe('review R2b: prepare reads the objects, promote reads them again', () =
     expect(await countCommitted(settings)).toBe(3);
   });
 
-  it('R2b-2 two staged objects that each pass prepare concatenate into a final object the reader can read', async () => {
+  it('two staged objects that each pass prepare concatenate into a final object the reader can read', async () => {
     const { settings, core } = setup();
     // ~303 MB of NDJSON per object (under V8's ~512 MiB string limit each, over it together), ~0.3 MB gzipped.
     const row = `{"p":"${'x'.repeat(1000)}"}\n`;
@@ -174,8 +173,8 @@ describe('review R2b: prepare reads the objects, promote reads them again', () =
   }, 240_000);
 });
 
-describe('review R2b: cleanup and its catch-up', () => {
-  it('R2b-3 an entry without a string key below the cut only loses its ledger item; cleanup and the mark go on', async () => {
+describe('cleanup and its catch-up', () => {
+  it('an entry without a string key below the cut only loses its ledger item; cleanup and the mark go on', async () => {
     const { settings, core, store } = setup();
     await stageRaw(settings, 0, 2, gzipSync(Buffer.from(rowsText(0, 2))), 3);
     await runThrough(core, 'e1');
@@ -210,7 +209,7 @@ describe('review R2b: cleanup and its catch-up', () => {
     expect(await store.readCleanedMark()).toBe(2);
   });
 
-  it('R2b-4 one poisoned cleanup does not stop every later cleanup (orphan sweep, superseded cut pages)', async () => {
+  it('one poisoned cleanup does not stop every later cleanup (orphan sweep, superseded cut pages)', async () => {
     const { settings, core, store } = setup();
     await stageRaw(settings, 0, 2, gzipSync(Buffer.from(rowsText(0, 2))), 3);
     await runThrough(core, 'e1');
@@ -245,7 +244,7 @@ describe('review R2b: cleanup and its catch-up', () => {
   });
 });
 
-describe("review R2b: the checks trust an entry item's attributes, not where the item lies", () => {
+describe("the checks trust an entry item's attributes, not where the item lies", () => {
   /** Copies `entry` (attributes unchanged) into a ledger item at sort position `at` — a processor-writable item. */
   async function misplace(settings: Settings, entry: StagedFileEntry, at: number): Promise<void> {
     await doc.send(
@@ -256,7 +255,7 @@ describe("review R2b: the checks trust an entry item's attributes, not where the
     );
   }
 
-  it('R2b-5 an item at offset 1 naming entry 3..10 does not make cleanup delete the uncommitted entry and object', async () => {
+  it('an item at offset 1 naming entry 3..10 does not make cleanup delete the uncommitted entry and object', async () => {
     const { settings, core } = setup();
     await stageRaw(settings, 0, 2, gzipSync(Buffer.from(rowsText(0, 2))), 3);
     const first = await runThrough(core, 'e1', false); // committed, cut 2; cleanup not yet run
@@ -270,7 +269,7 @@ describe("review R2b: the checks trust an entry item's attributes, not where the
     expect(await countCommitted(settings)).toBe(11); // offsets 3..10 are lost: 3
   });
 
-  it('R2b-6 an item inside the cut naming an entry above it is not promoted early (then again: duplicates)', async () => {
+  it('an item inside the cut naming an entry above it is not promoted early (then again: duplicates)', async () => {
     const { settings, core } = setup();
     await stageRaw(settings, 0, 2, gzipSync(Buffer.from(rowsText(0, 2))), 3);
     const begun = await core.begin({ execution: 'e1' }); // cut 2
@@ -294,8 +293,8 @@ describe("review R2b: the checks trust an entry item's attributes, not where the
   });
 });
 
-describe('review R2b: the cleaned-up mark on a pipeline from before it', () => {
-  it('R2b-7 checkpoints cleaned up before the mark existed are not reported as cleanups that never completed', async () => {
+describe('the cleaned-up mark on a pipeline from before it', () => {
+  it('checkpoints cleaned up before the mark existed are not reported as cleanups that never completed', async () => {
     const { settings, core } = setup();
     for (let n = 0; n < 3; n++) {
       await stageRaw(settings, n * 2, n * 2 + 1, gzipSync(Buffer.from(rowsText(n * 2, n * 2 + 1))), 2);

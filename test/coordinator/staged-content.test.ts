@@ -1,7 +1,7 @@
 /**
- * Prepare reads every covered staged object and checks what promote and the manifest rely on (review R2-1/2/4):
+ * Prepare reads every covered staged object and checks what promote and the manifest rely on:
  * size, SHA-256, NDJSON that concatenates safely (gzip fully consumed, every row newline-terminated) and the row
- * count. Cleanup deletes only staged keys (R2-9) and catches up on a cleanup that never completed (R2-5), and the
+ * count. Cleanup deletes only staged keys and catches up on a cleanup that never completed, and the
  * pages of an aborted attempt whose abort crashed are deleted by the next begin. All against DynamoDB Local and
  * the s3rver S3 server; the attacks write only what a processor may write (staged objects and entries).
  */
@@ -10,19 +10,19 @@ import { gzipSync } from 'node:zlib';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, GetCommand, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { StagedObjectInvalidError } from '../shared/coordinator/prepare/staged-check.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import { keys, padCheckpointId } from '../shared/ledger/layout.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { stagedObjectKey } from '../shared/sink/layout.ts';
-import { ManifestStore } from '../shared/sink/manifest-store.ts';
-import { digestsOf } from '../shared/sink/ndjson.ts';
-import { listObjects } from '../shared/sink/objects.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { committedOffsets, stageFiles } from './support/staging.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { StagedObjectInvalidError } from '../../shared/coordinator/prepare/staged-check.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { keys, padCheckpointId } from '../../shared/ledger/layout.ts';
+import type { StagedFileEntry } from '../../shared/ledger/records.ts';
+import { stagedObjectKey } from '../../shared/sink/layout.ts';
+import { ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { digestsOf } from '../../shared/sink/ndjson.ts';
+import { listObjects } from '../../shared/sink/objects.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { committedOffsets, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 let doc: DynamoDBDocumentClient;
@@ -141,7 +141,7 @@ async function cutPageKeys(pipeline: string, cutId: string): Promise<number> {
   return result.Items?.length ?? 0;
 }
 
-describe('prepare reads the bytes promote will concatenate (review R2-1, R2-2, R2-4)', () => {
+describe('prepare reads the bytes promote will concatenate', () => {
   it('refuses a gzip object with bytes after its gzip data (alone they are ignored; concatenated they would swallow the next member)', async () => {
     const s = setup(true);
     const body = Buffer.concat([gzipSync(rowsText(0, 1)), Buffer.alloc(8)]);
@@ -183,7 +183,7 @@ describe('prepare reads the bytes promote will concatenate (review R2-1, R2-2, R
   });
 });
 
-describe('cleanup leaves nothing behind for good (review R2-5, L3)', () => {
+describe('cleanup leaves nothing behind for good (L3)', () => {
   it('two checkpoints in a row whose cleanup never ran are caught up by the next cleanup, and the cleaned-up mark reaches it', async () => {
     const s = setup();
     const pl = s.settings.pipelineId;

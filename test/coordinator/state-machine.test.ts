@@ -6,25 +6,25 @@
 import { createRequire } from 'node:module';
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type CoordinatorHooks, createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
+import { type CoordinatorHooks, createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import {
   COORDINATOR_STEPS,
   type CoordinatorStep,
   MAX_SHARDS,
   STATE_NAMES,
-} from '../shared/coordinator/definition.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { finalPrefix } from '../shared/sink/layout.ts';
-import { getBytes, listObjects } from '../shared/sink/objects.ts';
-import { readManifests } from '../shared/sink/reader.ts';
-import { type SynthesizedCoordinator, synthesizeCoordinator } from './support/asl.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
-import { expectExactlyOnce, range, stageFiles } from './support/staging.ts';
+} from '../../shared/coordinator/definition.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { finalPrefix } from '../../shared/sink/layout.ts';
+import { getBytes, listObjects } from '../../shared/sink/objects.ts';
+import { readManifests } from '../../shared/sink/reader.ts';
+import { type SynthesizedCoordinator, synthesizeCoordinator } from '../support/asl.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
+import { expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 // asl-validator ships no types: load it through require with the shape it documents.
 const aslValidator = createRequire(import.meta.url)('asl-validator') as (definition: unknown) => {

@@ -1,37 +1,36 @@
 /**
- * Second adversarial review of issue 12's promote phase, after the fixes of the first review (schema misfits as
- * dead letters, folders bounded around stagedAt, the row cap for one staged file, promoteShard). Each confirmed bug
- * was a failing test with the interleaving above it, and is now a regression test of its fix; disproved suspicions
- * are passing tests kept as coverage.
+ * Adversarial interleavings of promote's slices and hour folders: a checkpoint decided under an older plan
+ * layout, rows whose lineage lies outside their entry, the row cap for one staged file, and deterministic slices
+ * across crash, retry and zombie. Each comment gives the interleaving.
  * Real DynamoDB Local and S3 server (the vitest global setup); staged files written as the processor writes them
  * (test/support/staging.ts stamps stagedAt with the current time, so record times are relative to Date.now()).
  */
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { PlanStore, type ShardPlan, shardPlanSchema } from '../shared/coordinator/promote/plan-store.ts';
-import type { PlannedObject } from '../shared/coordinator/promote/promoter.ts';
-import { checkpointAttemptPrefix } from '../shared/coordinator/work-objects.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import { finalObjectKey } from '../shared/sink/layout.ts';
-import { ManifestStore } from '../shared/sink/manifest-store.ts';
-import { getBytes, listObjects } from '../shared/sink/objects.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
-import { timeFolder } from '../shared/sink/time-partitions.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import type { ColumnDefinition } from '../shared/transforms/api.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { committedOffsets, range, stageFiles } from './support/staging.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { PlanStore, type ShardPlan, shardPlanSchema } from '../../shared/coordinator/promote/plan-store.ts';
+import type { PlannedObject } from '../../shared/coordinator/promote/promoter.ts';
+import { checkpointAttemptPrefix } from '../../shared/coordinator/work-objects.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { finalObjectKey } from '../../shared/sink/layout.ts';
+import { ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { getBytes, listObjects } from '../../shared/sink/objects.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import { timeFolder } from '../../shared/sink/time-partitions.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import type { ColumnDefinition } from '../../shared/transforms/api.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { committedOffsets, range, stageFiles } from '../support/staging.ts';
 
 /**
  * How many rows each decode of a staged object held during promote (see the memory test): whole decodes
  * (classifyStaged) and streamed reads of one member's rows (streamMemberRows).
  */
 const decodes = vi.hoisted(() => ({ recording: false, sizes: [] as number[], streamed: 0 }));
-vi.mock('../shared/coordinator/promote/folder-plan.ts', async (importOriginal) => {
-  const original = await importOriginal<typeof import('../shared/coordinator/promote/folder-plan.ts')>();
+vi.mock('../../shared/coordinator/promote/folder-plan.ts', async (importOriginal) => {
+  const original = await importOriginal<typeof import('../../shared/coordinator/promote/folder-plan.ts')>();
   return {
     ...original,
     classifyStaged: (...args: Parameters<typeof original.classifyStaged>) => {
@@ -140,15 +139,15 @@ async function writtenPlan(settings: Settings, ref: Ref, shard: number): Promise
   return shardPlanSchema.parse(JSON.parse(body.toString('utf8'))) as ShardPlan;
 }
 
-describe('review 2: confirmed bugs, fixed', () => {
+describe('promote of a decided checkpoint: plans from before an upgrade, row lineage, memory', () => {
   /**
-   * BUG (stall after the decision, on upgrade): a checkpoint decided by the release before the fix cannot be rolled
-   * forward by the fixed release.
+   * Hazard (stall after the decision, on upgrade): a checkpoint decided under an older folder rule must roll forward under
+   * the new one.
    *
    * Interleaving: the coordinator of the previous release prepares and decides checkpoint N. Its plan files every
    * row by its own record time (no lateness window, no folder cap): a record with Kafka's "no timestamp" (-1) gets
    * an object in dt=1970-01-01/hour=00, a replayed record from 10 days ago one in its own hour. Before promote
-   * runs (or after a promote that crashed half way), the stack is redeployed with the fix. The plan is voted and
+   * runs (or after a promote that crashed half way), the stack is redeployed with a new folder rule. The plan is voted and
    * content-addressed, so the new promote reads it as it is: promoteShard (promoter.ts) decodes each member and
    * classifies its rows with the NEW rule (folder-plan.ts classifyRows → record-time.ts assignFolders: a time
    * outside [stagedAt − 7 d, stagedAt + 1 h] goes to the stagedAt folder), then reencode() finds 0 rows of the
@@ -162,11 +161,11 @@ describe('review 2: confirmed bugs, fixed', () => {
    * `folderOfRow`, unbounded; members without fromOffset/toOffset/misfit): the new plan's object split per
    * record-time folder, then voted for as that prepare would have (`CheckpointStore.vote`).
    *
-   * Fixed: the plan records the bound its census used (`encoding.folderBounds`), and promote classifies with the
+   * Guard: the plan records the bound its census used (`encoding.folderBounds`), and promote classifies with the
    * plan's bound, with none when the plan has none (a plan made before the bound existed). The old plan here has
    * no `folderBounds`, as the previous release's plans had none.
    */
-  it('fixed: a checkpoint decided before the upgrade (plan filed by unbounded record time) rolls forward after it', async () => {
+  it('a checkpoint decided before the upgrade (plan filed by unbounded record time) rolls forward after it', async () => {
     const settings = settingsFor(uniqueName('rvpq2'));
     const now = Date.now();
     const times = [now, -1, now - 10 * DAY];
@@ -214,14 +213,14 @@ describe('review 2: confirmed bugs, fixed', () => {
       clock.now(),
     );
     await core.decide(ref);
-    // The fixed release rolls the decided checkpoint forward.
+    // The new release rolls the decided checkpoint forward.
     let failure: unknown;
     try {
       await finish(core, ref, shards);
     } catch (error) {
       failure = error;
     }
-    // Was: PlanRejectedError "member … holds 0 rows for it, the plan says 1", on every retry.
+    // Without the guard: PlanRejectedError "member … holds 0 rows for it, the plan says 1", on every retry.
     expect(String(failure ?? 'rolled forward')).toBe('rolled forward');
     expect(await offsetsOf(settings)).toEqual({ 'orders#0': [0, 1, 2] });
     const manifest = (await new ManifestStore(res.clients.s3, settings.bucket, settings.pipelineId).read(1))!;
@@ -230,7 +229,7 @@ describe('review 2: confirmed bugs, fixed', () => {
   });
 
   /**
-   * BUG (silent loss of staged rows; a processor-writable input): a slice drops every row whose lineage offset lies
+   * Hazard (silent loss of staged rows; a processor-writable input): a slice drops every row whose lineage offset lies
    * outside its staged entry's range.
    *
    * Interleaving: a staged file's rows are processor-written bytes, verified only against the SHA-256 the same
@@ -248,11 +247,11 @@ describe('review 2: confirmed bugs, fixed', () => {
    * The cap is lowered with the coordinator's promotionLimits to keep the test small (12,001 rows, cap 6,000);
    * with the default cap the same happens at 250,001 rows.
    *
-   * Fixed: censusOf refuses a row whose offset is not a safe integer within [entry.firstOffset, entry.lastOffset]
+   * Guard: censusOf refuses a row whose offset is not a safe integer within [entry.firstOffset, entry.lastOffset]
    * (StagedRowLineageError), before the vote, as assertStagedEntry does a bad key: the attempt aborts naming the
    * object and the offset, and nothing is committed past it.
    */
-  it('fixed: a staged row whose lineage lies outside its entry range is refused before the vote', {
+  it('a staged row whose lineage lies outside its entry range is refused before the vote', {
     timeout: 60_000,
   }, async () => {
     const settings = settingsFor(uniqueName('rvpq2'));
@@ -285,7 +284,7 @@ describe('review 2: confirmed bugs, fixed', () => {
       await core.decide(ref);
       await finish(core, ref, shards);
     }
-    // Was: committed, 12,000 of the 12,001 staged rows, and verify found nothing wrong.
+    // Without the guard: committed, 12,000 of the 12,001 staged rows, and verify found nothing wrong.
     // Prepare reports it as an invalid staged object (the attempt aborts), naming the object, the row and offset.
     expect(outcome).toMatch(
       /^refused: StagedObjectInvalidError: .*_inprogress\/output\/topic=orders\/partition=0\/0+100-0+12099\..*row 1's lineage offset 50 lies outside its entry's offsets 100-12099$/,
@@ -295,9 +294,9 @@ describe('review 2: confirmed bugs, fixed', () => {
   });
 
   /**
-   * BUG (the row cap does not bound promote's memory; a stall after the decision remains): the first review's
-   * point about one staged file over the cap was that promote "holds a re-encoded object's rows decoded in memory"
-   * and fails after the decision on every retry when they do not fit. The fix (slicesOf) splits the final objects,
+   * Hazard (the row cap does not bound promote's memory; a stall after the decision remains): one staged file
+   * over the cap matters because promote "holds a re-encoded object's rows decoded in memory"
+   * and fails after the decision on every retry when they do not fit. slicesOf splits the final objects,
    * but promoteShard (promoter.ts:411-427) still decodes and classifies the WHOLE member once and keeps every
    * classified row of it until its last slice is written: a staged file of 10 M rows is 10 M decoded rows in the
    * promote Lambda, whatever maxObjectRows says. The staged file itself has no row bound (a record may emit many
@@ -306,11 +305,11 @@ describe('review 2: confirmed bugs, fixed', () => {
    * Asserted: no decode during promote materialises more rows than the row cap. Cap lowered to 6,000 with the
    * coordinator's promotionLimits, file of 12,000 rows in one folder (sliced into two objects).
    *
-   * Fixed: a member over the row cap is not decoded whole; promote streams it once per object that takes rows
+   * Guard: a member over the row cap is not decoded whole; promote streams it once per object that takes rows
    * from it (folder-plan.ts streamMemberRows), holding only that object's rows. Smaller members keep the
    * decode-once cache.
    */
-  it('fixed: promote never holds more decoded rows of one staged file than the row cap', {
+  it('promote never holds more decoded rows of one staged file than the row cap', {
     timeout: 60_000,
   }, async () => {
     const settings = settingsFor(uniqueName('rvpq2'));
@@ -345,24 +344,24 @@ describe('review 2: confirmed bugs, fixed', () => {
       decodes.recording = false;
     }
     const manifest = (await new ManifestStore(res.clients.s3, settings.bucket, settings.pipelineId).read(1))!;
-    // The objects do respect the cap (disproved part): two slices of 6,000.
+    // The objects do respect the cap: two slices of 6,000.
     expect(manifest.files.map((f) => f.recordCount)).toEqual([6_000, 6_000]);
     expect((await offsetsOf(settings))['orders#0']).toHaveLength(12_000);
-    // Was: one decode of 12,000 rows. Now one streamed read per slice, each holding its 6,000 rows.
+    // Without the guard: one decode of 12,000 rows; with it, one streamed read per slice, each holding its 6,000 rows.
     expect(decodes.streamed).toBe(2);
     expect(decodes.sizes).toEqual([6_000, 6_000]);
   });
 });
 
-describe('review 2: disproved suspicions (kept as coverage)', () => {
+describe('slices and hour folders are deterministic', () => {
   /**
-   * Disproved: slices of one staged file over the cap, with offsets that have gaps (a compacted topic) and a
+   * Why it holds: slices of one staged file over the cap, with offsets that have gaps (a compacted topic) and a
    * crashed promote retried next to a zombie: the pieces tile the entry's range without overlap or gap (first
    * starts at firstOffset, last ends at lastOffset, boundaries at a row's offset), keys and bytes are the same on
    * every run, each row is committed once, verify passes. Misfits of the same file (a schema change) become
    * schema-mismatch dead letters merged with the chunk's real dead letters, in offset order, also deterministic.
    */
-  it('disproved: slices over gapped offsets + misfit dead letters are deterministic across crash, retry and zombie', {
+  it('slices over gapped offsets + misfit dead letters are deterministic across crash, retry and zombie', {
     timeout: 60_000,
   }, async () => {
     const pipelineId = uniqueName('rvpq2');
@@ -395,7 +394,7 @@ describe('review 2: disproved suspicions (kept as coverage)', () => {
           throw new Error('injected crash');
         return next(args);
       },
-      { step: 'initialize', name: 'review2Crash' },
+      { step: 'initialize', name: 'slicesCrash' },
     );
     const first = createCoordinator({ settings: v1, clients: crashing, clock, promotionLimits: limits });
     const zombie = createCoordinator({
@@ -446,12 +445,12 @@ describe('review 2: disproved suspicions (kept as coverage)', () => {
   });
 
   /**
-   * Disproved: a hostile stagedAt (a compromised processor writes the ledger entry) spreads one staged file over at
+   * Why it holds: a hostile stagedAt (a compromised processor writes the ledger entry) spreads one staged file over at
    * most 48 folders (the home folder of stagedAt included), and the 'staged order' cap is deterministic: the first
    * 47 distinct in-window hours in row order keep their folder, the rest go home. 200 rows with 200 distinct hours
    * inside the 7-day window.
    */
-  it('disproved: a file of 200 distinct in-window hours uses 48 folders, the first 47 in staged order', {
+  it('a file of 200 distinct in-window hours uses 48 folders, the first 47 in staged order', {
     timeout: 60_000,
   }, async () => {
     const settings = settingsFor(uniqueName('rvpq2'));

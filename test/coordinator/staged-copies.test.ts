@@ -1,5 +1,5 @@
 /**
- * Issue 17, review R2b-1: prepare copies every covered staged object under the coordinator's prefix and verifies
+ * Prepare copies every covered staged object under the coordinator's prefix and verifies
  * the COPY; promote reads only the copies. A processor may rewrite its staged object at any moment (its role may
  * put under its staged prefix): before the copy, the attempt aborts on the copy's checksum (no decision on bad
  * bytes); after it, nothing that is promoted changes. Copies are cleaned up with their attempt or checkpoint.
@@ -8,25 +8,26 @@
  */
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { StagedObjectInvalidError } from '../shared/coordinator/prepare/staged-check.ts';
+import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { StagedObjectInvalidError } from '../../shared/coordinator/prepare/staged-check.ts';
 import {
   checkpointAttemptPrefix,
   checkpointWorkPrefix,
   planKey,
   stagedCopyKey,
-} from '../shared/coordinator/work-objects.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
-import type { StagedFileEntry } from '../shared/ledger/records.ts';
-import { inProgressPrefix } from '../shared/sink/layout.ts';
-import { encodeNdjson } from '../shared/sink/ndjson.ts';
-import { getBytes, listObjects } from '../shared/sink/objects.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from './support/staging.ts';
+} from '../../shared/coordinator/work-objects.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import type { StagedFileEntry } from '../../shared/ledger/records.ts';
+import { inProgressPrefix } from '../../shared/sink/layout.ts';
+import { encodeNdjson } from '../../shared/sink/ndjson.ts';
+import { getBytes } from '../../shared/sink/objects.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { finish, keysUnder } from '../support/checkpoint-steps.ts';
+import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -78,28 +79,11 @@ async function rewrite(settings: Settings, entry: StagedFileEntry): Promise<void
   await res.clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: entry.key, Body: body }));
 }
 
-async function keysUnder(prefix: string): Promise<string[]> {
-  const found: string[] = [];
-  for await (const object of listObjects(res.clients.s3, res.bucket, prefix)) found.push(object.key);
-  return found;
-}
-
 async function prepareAll(core: Coordinator, execution: string) {
   const begun = await core.begin({ execution });
   const ref = { execution, checkpointId: begun.checkpointId, attempt: begun.attempt };
   for (const shard of begun.shards) await core.prepare({ ...ref, shard });
   return { ref, shards: begun.shards };
-}
-
-async function finish(
-  core: Coordinator,
-  ref: { execution: string; checkpointId: number; attempt: number },
-  shards: readonly number[],
-) {
-  await core.decide(ref);
-  for (const shard of shards) await core.promote({ ...ref, shard });
-  await core.commit(ref);
-  for (const shard of shards) await core.cleanup({ ...ref, shard });
 }
 
 /** Every committed row is one the processor staged honestly (none carries the forger's mark). */
@@ -112,7 +96,7 @@ async function expectHonestRows(settings: Settings, offsets: readonly number[]):
 }
 
 describe('prepare verifies a copy the processor cannot write, promote reads only that copy', () => {
-  it('R2b-1: a staged object rewritten just before prepare copies it fails verification: no vote, the attempt aborts, nothing is committed', async () => {
+  it('a staged object rewritten just before prepare copies it fails verification: no vote, the attempt aborts, nothing is committed', async () => {
     let target: StagedFileEntry | undefined;
     const s = setup(async (command, _input, phase) => {
       if (command === 'CopyObjectCommand' && phase === 'before' && target) await rewrite(s.settings, target);
@@ -133,10 +117,10 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     expect(await s.store.readHead()).toMatchObject({ status: 'ABORTED' });
     expect(await committedOffsets(res.clients, s.settings)).toEqual([]);
     // The abort removed the attempt's copy along with its other working objects.
-    expect(await keysUnder(checkpointWorkPrefix(s.settings.pipelineId))).toEqual([]);
+    expect(await keysUnder(res, checkpointWorkPrefix(s.settings.pipelineId))).toEqual([]);
   });
 
-  it('R2b-1: a staged object rewritten right after the copy, before the vote, changes nothing: the verified bytes are committed', async () => {
+  it('a staged object rewritten right after the copy, before the vote, changes nothing: the verified bytes are committed', async () => {
     let target: StagedFileEntry | undefined;
     const s = setup(async (command, _input, phase) => {
       if (command === 'CopyObjectCommand' && phase === 'after' && target) await rewrite(s.settings, target);
@@ -152,7 +136,7 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     await expectHonestRows(s.settings, range(0, 5));
   });
 
-  it('R2b-1: a staged object rewritten after the vote is not what promote reads: the committed output equals what prepare verified', async () => {
+  it('a staged object rewritten after the vote is not what promote reads: the committed output equals what prepare verified', async () => {
     const s = setup();
     const [entry] = await stageFiles(res.clients, s.settings, [
       { partition: 0, firstOffset: 0, lastOffset: 4 },
@@ -197,14 +181,14 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
     await expect(s.core.prepare({ ...ref, shard: 0 })).rejects.toThrow(InjectedCrashError);
     const attemptCopies = `${checkpointAttemptPrefix(s.settings.pipelineId, ref.checkpointId, ref.attempt)}staged/`;
-    expect((await keysUnder(attemptCopies)).sort()).toEqual(
+    expect((await keysUnder(res, attemptCopies)).sort()).toEqual(
       entries.map((e) => stagedCopyKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, e.key)).sort(),
     );
     // The retry copies again (on S3: finds the copies, 412) and verifies what is there; then the vote.
     await s.core.prepare({ ...ref, shard: 0 });
     await finish(s.core, ref, begun.shards);
     await expectHonestRows(s.settings, range(0, 10));
-    expect(await keysUnder(checkpointWorkPrefix(s.settings.pipelineId))).toEqual([]);
+    expect(await keysUnder(res, checkpointWorkPrefix(s.settings.pipelineId))).toEqual([]);
   });
 
   it('the copies of an attempt that crashed before its vote and was never retried go when its checkpoint commits on a later attempt', async () => {
@@ -212,13 +196,13 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     // Attempt 1 copies and votes, then its execution dies (no decide): its lease runs out.
     const first = await prepareAll(s.core, 'dead');
-    expect(await keysUnder(checkpointAttemptPrefix(s.settings.pipelineId, 1, 1))).not.toEqual([]);
+    expect(await keysUnder(res, checkpointAttemptPrefix(s.settings.pipelineId, 1, 1))).not.toEqual([]);
     s.clock.advance(601_000);
     const second = await prepareAll(s.core, 'e2'); // begin aborts attempt 1 (lease expired), allocates attempt 2
     expect(second.ref).toMatchObject({ checkpointId: first.ref.checkpointId, attempt: 2 });
     await finish(s.core, second.ref, second.shards);
     await expectHonestRows(s.settings, range(0, 5));
-    expect(await keysUnder(checkpointWorkPrefix(s.settings.pipelineId))).toEqual([]);
+    expect(await keysUnder(res, checkpointWorkPrefix(s.settings.pipelineId))).toEqual([]);
   });
 
   it("abort deletes the attempt's copies; the next checkpoint copies and commits the same data afresh", async () => {
@@ -226,10 +210,10 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const { ref } = await prepareAll(s.core, 'e1');
     expect(
-      await keysUnder(checkpointAttemptPrefix(s.settings.pipelineId, ref.checkpointId, ref.attempt)),
+      await keysUnder(res, checkpointAttemptPrefix(s.settings.pipelineId, ref.checkpointId, ref.attempt)),
     ).toHaveLength(2); // plan + copy
     expect((await s.core.abort({ ...ref, error: { Error: 'States.Timeout' } })).outcome).toBe('aborted');
-    expect(await keysUnder(checkpointWorkPrefix(s.settings.pipelineId))).toEqual([]);
+    expect(await keysUnder(res, checkpointWorkPrefix(s.settings.pipelineId))).toEqual([]);
     const next = await prepareAll(s.core, 'e2');
     await finish(s.core, next.ref, next.shards);
     await expectHonestRows(s.settings, range(0, 5));
@@ -249,7 +233,7 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 5, lastOffset: 9 }]);
     const two = await prepareAll(s.core, 'e2');
     await finish(s.core, two.ref, two.shards);
-    expect(await keysUnder(checkpointWorkPrefix(pl))).toEqual([ahead]);
+    expect(await keysUnder(res, checkpointWorkPrefix(pl))).toEqual([ahead]);
     await expectHonestRows(s.settings, range(0, 10));
   });
 });
@@ -297,7 +281,7 @@ describe('the copy is write-once (If-None-Match on CopyObject, refused with 412 
     };
   }
 
-  it('R2b-1: a zombie prepare of the same attempt that copies after the processor rewrote its object does not replace the verified copy', async () => {
+  it('a zombie prepare of the same attempt that copies after the processor rewrote its object does not replace the verified copy', async () => {
     const seen: Array<{ ifNoneMatch: unknown; copied: boolean }> = [];
     const s = setup();
     const core = s.coordinatorFor(recordCopies(seen));
