@@ -1,19 +1,19 @@
 /**
- * Commit latency (issue 14, freshness): the coordinator's commit reports, and the commit handler emits as
+ * Commit latency (freshness): the coordinator's commit reports, and the commit handler emits as
  * `CommitLatency`, the time from the oldest covered entry's staging to the COMMITTED write. Real processor and
  * coordinator on DynamoDB Local and the S3 server, one manual clock for both.
  */
 import type { Context } from 'aws-lambda';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings, type Settings, settingsToEnv } from '../shared/config/settings.ts';
-import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
-import type { BeginOutput, CommitOutput } from '../shared/coordinator/messages.ts';
-import { oldestCoveredStagedAt } from '../shared/observability/commit-latency.ts';
-import { METRIC } from '../shared/observability/names.ts';
-import { createProcessor, type Processor } from '../shared/processor/processor.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings, settingsToEnv } from '../../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import type { BeginOutput, CommitOutput } from '../../shared/coordinator/messages.ts';
+import { oldestCoveredStagedAt } from '../../shared/observability/commit-latency.ts';
+import { METRIC } from '../../shared/observability/names.ts';
+import { createProcessor, type Processor } from '../../shared/processor/processor.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -151,7 +151,7 @@ describe('the commit handler', () => {
     await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(orderRecords(0, 0, 4)));
     // Staged at least 1.5 s before the commit.
     await new Promise((resolve) => setTimeout(resolve, 1500));
-    const handlers = await import('../functions/coordinator.ts');
+    const handlers = await import('../../functions/coordinator.ts');
     const context = { functionName: 'coordinator', awsRequestId: 'r-1' } as Context;
     const execution = 'arn:aws:states:us-east-1:123456789012:execution:coordinator:fresh';
     const begun = (await handlers.begin({ execution }, context)) as BeginOutput;

@@ -6,13 +6,14 @@
 
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { Context } from 'aws-lambda';
-import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { ENV_NAMES } from '../shared/config/settings.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { METRIC } from '../shared/observability/names.ts';
-import { freshResources, uniqueName } from './support/aws.ts';
-import { lambdaContext } from './support/lambda-context.ts';
-import { mskEvent, order, orderRecords } from './support/msk.ts';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { ENV_NAMES } from '../../shared/config/settings.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { METRIC } from '../../shared/observability/names.ts';
+import { freshResources, uniqueName } from '../support/aws.ts';
+import { captureJsonLines } from '../support/captured-output.ts';
+import { lambdaContext } from '../support/lambda-context.ts';
+import { mskEvent, order, orderRecords } from '../support/msk.ts';
 
 type Handler = (event: unknown, context: Context) => Promise<unknown>;
 let handler: Handler;
@@ -27,27 +28,11 @@ beforeAll(async () => {
   vi.stubEnv(ENV_NAMES.pipelineId, pipeline);
   vi.stubEnv(ENV_NAMES.maxFenceJump, '1000');
   // The handler builds settings and clients at import, as in Lambda.
-  handler = (await import('../functions/processor.ts')).handler as unknown as Handler;
-});
-
-let stdout: MockInstance<typeof process.stdout.write>;
-let stderr: MockInstance<typeof process.stderr.write>;
-beforeEach(() => {
-  stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-  stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
-});
-afterEach(() => {
-  stdout.mockRestore();
-  stderr.mockRestore();
+  handler = (await import('../../functions/processor.ts')).handler as unknown as Handler;
 });
 
 /** Log lines and EMF blobs (stdout), then warnings and errors (the logger writes those to stderr). */
-function jsonLines(): Record<string, unknown>[] {
-  return [...stdout.mock.calls, ...stderr.mock.calls]
-    .flatMap(([chunk]) => String(chunk).split('\n'))
-    .filter((line) => line.startsWith('{'))
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
-}
+const jsonLines = captureJsonLines();
 
 const context = lambdaContext('processor', 'req');
 
@@ -83,7 +68,7 @@ describe('the processor handler', () => {
   });
 
   it('is followed by the monitor handler, which reports the staged files no checkpoint covers yet', async () => {
-    const monitor = (await import('../functions/monitor.ts')).handler as unknown as Handler;
+    const monitor = (await import('../../functions/monitor.ts')).handler as unknown as Handler;
     const report = (await monitor({}, context)) as { uncommittedFiles: number; consecutiveAborts: number };
     // The first batch staged one output and one dead-letter file; the redelivery staged nothing.
     expect(report).toMatchObject({ uncommittedFiles: 2, consecutiveAborts: 0 });

@@ -1,44 +1,29 @@
 /**
- * Lag and redelivery observability (issue 14): the monitor emits `UncommittedRecords` (the sum) with the
+ * Lag and redelivery observability: the monitor emits `UncommittedRecords` (the sum) with the
  * per-partition detail in its log line only; the processor handler logs, per partition of a batch that dropped
  * redelivered records, a line with topic, partition and the count (what the stack's Contributor Insights rule
  * keys on). Real processor, coordinator and handler on DynamoDB Local and the S3 server.
  */
 import type { Context } from 'aws-lambda';
-import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { ManualClock } from '../shared/clock.ts';
-import { ENV_NAMES, parseSettings } from '../shared/config/settings.ts';
-import { createCoordinator } from '../shared/coordinator/coordinator.ts';
-import { MAX_LOGGED_PARTITIONS, runMonitor } from '../shared/observability/monitor.ts';
-import { METRIC, REDELIVERY_DROPS_LOG } from '../shared/observability/names.ts';
-import { createTelemetry } from '../shared/observability/telemetry.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { lambdaContext } from './support/lambda-context.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { ManualClock } from '../../shared/clock.ts';
+import { ENV_NAMES, parseSettings } from '../../shared/config/settings.ts';
+import { createCoordinator } from '../../shared/coordinator/coordinator.ts';
+import { MAX_LOGGED_PARTITIONS, runMonitor } from '../../shared/observability/monitor.ts';
+import { METRIC, REDELIVERY_DROPS_LOG } from '../../shared/observability/names.ts';
+import { createTelemetry } from '../../shared/observability/telemetry.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { captureJsonLines } from '../support/captured-output.ts';
+import { lambdaContext } from '../support/lambda-context.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
   res = await freshResources('fresh-lag');
 });
 
-let stdout: MockInstance<typeof process.stdout.write>;
-let stderr: MockInstance<typeof process.stderr.write>;
-beforeEach(() => {
-  stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-  stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
-});
-afterEach(() => {
-  stdout.mockRestore();
-  stderr.mockRestore();
-});
-
-function jsonLines(): Record<string, unknown>[] {
-  return [...stdout.mock.calls, ...stderr.mock.calls]
-    .flatMap(([chunk]) => String(chunk).split('\n'))
-    .filter((line) => line.startsWith('{'))
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
-}
+const jsonLines = captureJsonLines();
 
 const SECOND = 1000;
 
@@ -135,7 +120,7 @@ describe('the processor handler', () => {
     vi.stubEnv(ENV_NAMES.ledgerTable, res.table);
     vi.stubEnv(ENV_NAMES.bucket, res.bucket);
     vi.stubEnv(ENV_NAMES.pipelineId, uniqueName('drops'));
-    handler = (await import('../functions/processor.ts')).handler as unknown as Handler;
+    handler = (await import('../../functions/processor.ts')).handler as unknown as Handler;
   });
 
   it('logs topic, partition and the count of each partition that dropped redelivered records', async () => {

@@ -6,36 +6,21 @@
 
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import middy from '@middy/core';
-import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
-import { ManualClock } from '../shared/clock.ts';
-import { TransientAwsError } from '../shared/errors.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { fieldCorrelationId, mskBatchCorrelationId } from '../shared/observability/correlation.ts';
-import { observability } from '../shared/observability/middleware.ts';
-import { runMonitor } from '../shared/observability/monitor.ts';
-import { METRIC, METRICS_NAMESPACE, metricDimensionsMap } from '../shared/observability/names.ts';
-import { createTelemetry, recordBatch, recordCheckpoint } from '../shared/observability/telemetry.ts';
-import { freshResources, uniqueName } from './support/aws.ts';
-import { lambdaContext } from './support/lambda-context.ts';
-
-let stdout: MockInstance<typeof process.stdout.write>;
-let stderr: MockInstance<typeof process.stderr.write>;
-beforeEach(() => {
-  stdout = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
-  stderr = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
-});
-afterEach(() => {
-  stdout.mockRestore();
-  stderr.mockRestore();
-});
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ManualClock } from '../../shared/clock.ts';
+import { TransientAwsError } from '../../shared/errors.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { fieldCorrelationId, mskBatchCorrelationId } from '../../shared/observability/correlation.ts';
+import { observability } from '../../shared/observability/middleware.ts';
+import { runMonitor } from '../../shared/observability/monitor.ts';
+import { METRIC, METRICS_NAMESPACE, metricDimensionsMap } from '../../shared/observability/names.ts';
+import { createTelemetry, recordBatch, recordCheckpoint } from '../../shared/observability/telemetry.ts';
+import { freshResources, uniqueName } from '../support/aws.ts';
+import { captureJsonLines } from '../support/captured-output.ts';
+import { lambdaContext } from '../support/lambda-context.ts';
 
 /** Every JSON line written to stdout or stderr (where Powertools writes errors) since the spies started. */
-function lines(): Record<string, unknown>[] {
-  return [...stdout.mock.calls, ...stderr.mock.calls]
-    .flatMap(([chunk]) => String(chunk).split('\n'))
-    .filter((line) => line.startsWith('{'))
-    .map((line) => JSON.parse(line) as Record<string, unknown>);
-}
+const lines = captureJsonLines();
 
 interface EmfBlob {
   _aws: {
