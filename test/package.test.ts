@@ -1,5 +1,6 @@
 /**
- * Issue 13: the pipeline as an installable package. The test builds it (`npm run build`, into a temporary folder),
+ * The pipeline as an installable package. The test builds it (`npm run build`, into a temporary folder, or a copy
+ * of the same build from test/support/cache-package.ts when no input of the build changed),
  * packs it (`npm pack`), installs the tarball with `--omit=dev` into a scratch CDK app outside the repository, and
  * there:
  * - type-checks and compiles the app, written as a user writes it (`new ExactlyOncePipeline(…)` from the package,
@@ -24,6 +25,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { builtPackage } from './support/cache-package.ts';
 
 const ROOT = resolve('.');
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
@@ -143,9 +145,10 @@ describe('the package, installed from its tarball into a CDK app outside the rep
   let resources: CfnResource[];
 
   beforeAll(() => {
-    // npm run build, into a folder of this test's own (dist/ of the repository is left alone).
+    // npm run build, into a folder of this test's own (dist/ of the repository is left alone); a build of the same
+    // inputs is reused.
     const dist = join(work, 'dist');
-    run(NPM, ['run', '--silent', 'build', '--', dist], ROOT);
+    builtPackage(ROOT, dist, NPM);
     const packed = run(NPM, ['pack', dist, '--pack-destination', work, '--silent'], ROOT).trim().split('\n');
     tarball = join(work, packed.at(-1)!);
 
