@@ -7,13 +7,13 @@
  * server, the real processor and coordinator; the Confluent registry is a loopback HTTP server.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { type RedriveResult, redrive } from '../../shared/redrive/redrive.ts';
 import { readCommitted } from '../../shared/sink/reader.ts';
 import { verifySink } from '../../shared/sink/verify.ts';
 import { startRegistry, type TestRegistry } from '../fixtures/decode/registry-server.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
 import {
   AVRO_SCHEMA,
   CONFLUENT_SCHEMA_ID,
@@ -29,11 +29,6 @@ beforeAll(async () => {
   registry = await startRegistry({ [CONFLUENT_SCHEMA_ID]: { schema: AVRO_SCHEMA } });
 });
 afterAll(() => registry.close());
-
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
-}
 
 /** Committed rows of `stream` through the committed reader, as `lane#partition@offset` (and the reason). */
 async function committed(settings: Settings, stream: 'output' | 'deadletter'): Promise<string[]> {
@@ -73,13 +68,13 @@ describe('a redrive judges records decoded as the processor decodes them', () =>
     it(`${kind.name}: run twice without a fix, it writes nothing and the dead letters stay the original ones`, async () => {
       const settings = settingsIn(res, 'rdd');
       await stageEvents(res.clients, settings, kindNow());
-      await checkpoint(settings);
+      await checkpoint(res, settings);
       expect(await committed(settings, 'deadletter')).toEqual(ORIGINAL_DEAD_LETTERS);
       for (let run = 0; run < 2; run++) {
         const transform = paymentsTransform(kindNow(), { rejectNegative: true });
         const result = await redrive({ settings, clients: res.clients, transform });
         expect(summary(result)).toEqual([{ at: 'payments#0', outcome: 'nothing', sent: 0, unchanged: 4 }]);
-        await checkpoint(settings);
+        await checkpoint(res, settings);
         expect(await committed(settings, 'deadletter')).toEqual(ORIGINAL_DEAD_LETTERS);
       }
       expect(await committed(settings, 'output')).toEqual([
@@ -93,15 +88,15 @@ describe('a redrive judges records decoded as the processor decodes them', () =>
     it(`${kind.name}: with the fix, exactly the fixed records are released, once`, async () => {
       const settings = settingsIn(res, 'rdd');
       await stageEvents(res.clients, settings, kindNow());
-      await checkpoint(settings);
+      await checkpoint(res, settings);
       const fixed = () => paymentsTransform(kindNow(), { rejectNegative: false });
       const first = await redrive({ settings, clients: res.clients, transform: fixed() });
       expect(summary(first)).toEqual([{ at: 'payments#0', outcome: 'redriven', sent: 2, unchanged: 2 }]);
       expect(first.partitions[0]!.staged).toEqual({ output: 2, deadLettered: 0 });
-      await checkpoint(settings);
+      await checkpoint(res, settings);
       const again = await redrive({ settings, clients: res.clients, transform: fixed() });
       expect(summary(again)).toEqual([{ at: 'payments#0', outcome: 'nothing', sent: 0, unchanged: 2 }]);
-      await checkpoint(settings);
+      await checkpoint(res, settings);
       expect(await committed(settings, 'output')).toEqual([
         'payments#0@1',
         'payments#0@2',

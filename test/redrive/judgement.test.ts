@@ -6,22 +6,24 @@
  * coordinator; Glue's lookup is the decoder's injectable `GetSchemaVersion`.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
-import { type RedriveResult, redrive } from '../../shared/redrive/redrive.ts';
-import { readCommitted } from '../../shared/sink/reader.ts';
+import { redrive } from '../../shared/redrive/redrive.ts';
 import { toTransform } from '../../shared/transforms/adapter.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
 import { mskEvent, type RecordSpec } from '../support/msk.ts';
 import {
+  committed,
   type DecoderKind,
   decoderKinds,
-  type Payment,
+  jsonKind,
+  payment,
   paymentsDefinition,
   paymentsTransform,
   stageEvents,
+  summary,
 } from './payments.ts';
 
 let res: TestResources;
@@ -29,71 +31,35 @@ beforeAll(async () => {
   res = await freshResources('rdjudge');
 });
 
-const json = decoderKinds('http://registry.invalid').find((kind) => kind.name === 'JSON')!;
-
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
   return settingsIn(res, 'rdjudge', overrides);
 }
 
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
-}
-
-/** Committed rows of `stream` as `lane#partition@offset` (dead letters with the start of their reason). */
-async function committed(settings: Settings, stream: 'output' | 'deadletter'): Promise<string[]> {
-  const rows: string[] = [];
-  for await (const { file, row } of readCommitted({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-    stream,
-  })) {
-    const at = `${file.topic}#${file.partition}@${(row.source as { offset: number }).offset}`;
-    rows.push(stream === 'deadletter' ? `${at}: ${String(row.error).slice(0, 40)}` : at);
-  }
-  return rows.sort();
-}
-
-function summary(result: RedriveResult) {
-  return result.partitions.map((p) => ({ outcome: p.outcome, sent: p.sent, unchanged: p.unchanged }));
-}
-
-function payment(offset: number, p: Payment, key: string): RecordSpec {
-  return {
-    topic: 'payments',
-    partition: 0,
-    offset,
-    value: JSON.stringify(p),
-    headers: { 'idempotency-key': key },
-  };
-}
-
 async function stage(settings: Settings, transform: Transform, records: RecordSpec[]): Promise<void> {
   await createProcessor({ settings, clients: res.clients, transform }).processEvent(mskEvent(records));
-  await checkpoint(settings);
+  await checkpoint(res, settings);
 }
 
 describe('partition scope: a key the lane window holds', () => {
   it('with another payload: one key-conflict dead letter in the round, then left alone by every run', async () => {
     const settings = settingsFor({ idempotencyScope: 'partition' });
-    await stage(settings, paymentsTransform(json, { rejectNegative: true }), [
+    await stage(settings, paymentsTransform(jsonKind, { rejectNegative: true }), [
       payment(0, { id: 'p0', amountCents: 100, note: null }, 'K'),
       payment(1, { id: 'p1', amountCents: -5, note: null }, 'K'),
     ]);
-    const fixed = () => paymentsTransform(json, { rejectNegative: false });
+    const fixed = () => paymentsTransform(jsonKind, { rejectNegative: false });
     const first = await redrive({ settings, clients: res.clients, transform: fixed() });
     expect(first.partitions.map((p) => [p.sent, p.staged.output, p.staged.deadLettered])).toEqual([
       [1, 0, 1],
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     for (let run = 0; run < 2; run++) {
       const again = await redrive({ settings, clients: res.clients, transform: fixed() });
       expect(summary(again)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 1 }]);
-      await checkpoint(settings);
+      await checkpoint(res, settings);
     }
-    expect(await committed(settings, 'output')).toEqual(['payments#0@0']);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@0']);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@1: amountCents -5 is negative',
       'payments~r1#0@1: idempotency key "K" is already claimed b',
     ]);
@@ -102,7 +68,7 @@ describe('partition scope: a key the lane window holds', () => {
   it('with the same payload: left as it is, never output beside the record that holds it', async () => {
     const settings = settingsFor({ idempotencyScope: 'partition' });
     // Rejects the record at offset 1 whatever it holds: its payload is offset 0's, so no digest tells them apart.
-    const payments = paymentsTransform(json, { rejectNegative: true });
+    const payments = paymentsTransform(jsonKind, { rejectNegative: true });
     const flaky: Transform = {
       ...payments,
       apply: (record) =>
@@ -116,8 +82,8 @@ describe('partition scope: a key the lane window holds', () => {
     ]);
     const result = await redrive({ settings, clients: res.clients, transform: payments });
     expect(summary(result)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 1 }]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual(['payments#0@0']);
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@0']);
   });
 });
 
@@ -138,8 +104,8 @@ describe("a dead letter whose reason is the registry's refusal", () => {
     const settings = settingsFor();
     // The processor's own role could not read the schema: every record is that refusal's dead letter.
     await stageEvents(res.clients, settings, denied);
-    await checkpoint(settings);
-    const refusedRows = await committed(settings, 'deadletter');
+    await checkpoint(res, settings);
+    const refusedRows = await committed(res, settings, 'deadletter');
     expect(refusedRows).toHaveLength(8);
     const again = await redrive({
       settings,
@@ -153,8 +119,8 @@ describe("a dead letter whose reason is the registry's refusal", () => {
       transform: paymentsTransform(glue, { rejectNegative: true }),
     });
     expect(answered.partitions.map((p) => [p.outcome, p.sent])).toEqual([['redriven', 8]]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual([
       'payments~r1#0@1',
       'payments~r1#0@2',
       'payments~r1#0@4',

@@ -5,11 +5,11 @@
  * longer adds to that field). Real DynamoDB Local and S3 server, the real processor and coordinator.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { type RedriveResult, redrive } from '../../shared/redrive/redrive.ts';
 import { readCommitted } from '../../shared/sink/reader.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
 import { decoderKinds, type Payment, paymentsTransform, type Rules, stageEvents } from './payments.ts';
 
 let res: TestResources;
@@ -22,11 +22,6 @@ const json = decoderKinds('http://registry.invalid').find((kind) => kind.name ==
 /** The transform's key, with a bug: the id's number modulo 6, so `p7` takes `p1`'s key `pay-1`. */
 const buggyKey = (payment: Payment) => `pay-${Number(payment.id.slice(1)) % 6}`;
 const strict: Rules = { rejectNegative: true, keyOf: buggyKey };
-
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
-}
 
 async function committed(settings: Settings, stream: 'output' | 'deadletter'): Promise<string[]> {
   const rows: string[] = [];
@@ -62,7 +57,7 @@ function summary(result: RedriveResult) {
 async function withDeadLetters(): Promise<Settings> {
   const settings = settingsIn(res, 'rdl', { idempotencyKey: 'transform' });
   await stageEvents(res.clients, settings, json, strict);
-  await checkpoint(settings);
+  await checkpoint(res, settings);
   expect(await committed(settings, 'deadletter')).toEqual(ORIGINAL_DEAD_LETTERS);
   return settings;
 }
@@ -77,7 +72,7 @@ describe("dead letters the ledger made are redriven only when the transform's re
         transform: paymentsTransform(json, strict),
       });
       expect(summary(result)).toEqual([['nothing', 0, 4, 0, 0]]);
-      await checkpoint(settings);
+      await checkpoint(res, settings);
     }
     expect(await committed(settings, 'deadletter')).toEqual(ORIGINAL_DEAD_LETTERS);
   });
@@ -88,10 +83,10 @@ describe("dead letters the ledger made are redriven only when the transform's re
       paymentsTransform(json, { rejectNegative: true, addToLabel: false, keyOf: (p) => `pay-${p.id}` });
     const first = await redrive({ settings, clients: res.clients, transform: fixed() });
     expect(summary(first)).toEqual([['redriven', 2, 2, 2, 0]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const again = await redrive({ settings, clients: res.clients, transform: fixed() });
     expect(summary(again)).toEqual([['nothing', 0, 2, 0, 0]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(await committed(settings, 'output')).toEqual([
       'payments#0@1',
       'payments#0@2',

@@ -17,6 +17,8 @@ import '../../shared/decode/index.ts';
 import type { FieldFormat } from '../../shared/decode/index.ts';
 import type { MskRecord } from '../../shared/kafka/event.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
+import type { RedriveResult } from '../../shared/redrive/redrive.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
 import { type AdapterDependencies, toTransform } from '../../shared/transforms/adapter.ts';
 import { defineTransform, RejectRecord, type StateDelta } from '../../shared/transforms/api.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
@@ -27,7 +29,8 @@ import {
   protoBytes,
   confluent as withConfluentFraming,
 } from '../fixtures/decode/wire.ts';
-import { mskEventOf, signedBytes } from '../support/msk.ts';
+import type { TestResources } from '../support/aws.ts';
+import { mskEventOf, type RecordSpec, signedBytes } from '../support/msk.ts';
 
 export const TOPIC = 'payments';
 export const AVRO_SCHEMA = fixture('payment.avsc');
@@ -205,4 +208,44 @@ export async function stageEvents(
       mskEventOf({ [`${TOPIC}-0`]: event.map((sent) => mskRecordOf(kind, sent)) }),
     );
   }
+}
+
+/** The payments in JSON: no registry, no schema. */
+export const jsonKind: DecoderKind = decoderKinds('http://registry.invalid').find(
+  (kind) => kind.name === 'JSON',
+)!;
+
+/** A payment of the `payments` topic, with `key` as its idempotency-key header (none: no header). */
+export function payment(offset: number, p: Payment, key?: string, partition = 0): RecordSpec {
+  return {
+    topic: TOPIC,
+    partition,
+    offset,
+    value: JSON.stringify(p),
+    ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
+  };
+}
+
+/** Committed rows of `stream` as `lane#partition@offset` (dead letters with the start of their reason). */
+export async function committed(
+  res: TestResources,
+  settings: Settings,
+  stream: 'output' | 'deadletter',
+): Promise<string[]> {
+  const rows: string[] = [];
+  for await (const { file, row } of readCommitted({
+    s3: res.clients.s3,
+    bucket: settings.bucket,
+    pipeline: settings.pipelineId,
+    stream,
+  })) {
+    const at = `${file.topic}#${file.partition}@${(row.source as { offset: number }).offset}`;
+    rows.push(stream === 'deadletter' ? `${at}: ${String(row.error).slice(0, 40)}` : at);
+  }
+  return rows.sort();
+}
+
+/** What a redrive run did per partition: its outcome, what it sent and what it left unchanged. */
+export function summary(result: RedriveResult) {
+  return result.partitions.map((p) => ({ outcome: p.outcome, sent: p.sent, unchanged: p.unchanged }));
 }

@@ -8,7 +8,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import {
@@ -16,20 +15,24 @@ import {
   type RedriveResult,
   redrive,
 } from '../../shared/redrive/redrive.ts';
-import { readCommitted } from '../../shared/sink/reader.ts';
 import { toTransform } from '../../shared/transforms/adapter.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
 import { mskEvent, type RecordSpec } from '../support/msk.ts';
 import {
   AVRO_SCHEMA,
   CONFLUENT_SCHEMA_ID,
+  committed,
   type DecoderKind,
   decoderKinds,
+  jsonKind,
   type Payment,
+  payment,
   paymentsDefinition,
   paymentsTransform,
   stageEvents,
+  summary,
 } from './payments.ts';
 
 let res: TestResources;
@@ -37,47 +40,11 @@ beforeAll(async () => {
   res = await freshResources('rdadv');
 });
 
-const json = decoderKinds('http://registry.invalid').find((kind) => kind.name === 'JSON')!;
-const strict = () => paymentsTransform(json, { rejectNegative: true });
-const fixed = () => paymentsTransform(json, { rejectNegative: false });
+const strict = () => paymentsTransform(jsonKind, { rejectNegative: true });
+const fixed = () => paymentsTransform(jsonKind, { rejectNegative: false });
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
   return settingsIn(res, 'rdadv', overrides);
-}
-
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
-}
-
-/** Committed rows of `stream` as `lane#partition@offset` (dead letters with the start of their reason). */
-async function committed(settings: Settings, stream: 'output' | 'deadletter'): Promise<string[]> {
-  const rows: string[] = [];
-  for await (const { file, row } of readCommitted({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-    stream,
-  })) {
-    const at = `${file.topic}#${file.partition}@${(row.source as { offset: number }).offset}`;
-    rows.push(stream === 'deadletter' ? `${at}: ${String(row.error).slice(0, 40)}` : at);
-  }
-  return rows.sort();
-}
-
-function summary(result: RedriveResult) {
-  return result.partitions.map((p) => ({ outcome: p.outcome, sent: p.sent, unchanged: p.unchanged }));
-}
-
-/** A payment of the `payments` topic, partition 0, with `key` as its idempotency-key header (none: no header). */
-function payment(offset: number, p: Payment, key?: string): RecordSpec {
-  return {
-    topic: 'payments',
-    partition: 0,
-    offset,
-    value: JSON.stringify(p),
-    ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
-  };
 }
 
 async function stage(settings: Settings, transform: Transform, events: RecordSpec[][]): Promise<void> {
@@ -116,8 +83,8 @@ describe('a state-size dead letter', () => {
   async function withStateSizeDeadLetter(): Promise<Settings> {
     const settings = settingsFor();
     await stage(settings, growing(false), [[0, 1, 2, 3].map(grow), [grow(4)]]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'orders#0@4: state item "customer" would grow past Dy',
     ]);
     return settings;
@@ -131,9 +98,9 @@ describe('a state-size dead letter', () => {
     const runs: RedriveResult[] = [];
     for (let run = 0; run < 2; run++) {
       runs.push(await redrive({ settings, clients: res.clients, transform: growing(false) }));
-      await checkpoint(settings);
+      await checkpoint(res, settings);
     }
-    expect(await committed(settings, 'deadletter')).toEqual([
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'orders#0@4: state item "customer" would grow past Dy',
     ]);
     expect(runs.flatMap(summary)).toEqual([
@@ -146,11 +113,11 @@ describe('a state-size dead letter', () => {
     const settings = await withStateSizeDeadLetter();
     const first = await redrive({ settings, clients: res.clients, transform: growing(true) });
     expect(first.partitions.map((p) => [p.outcome, p.sent, p.staged.output])).toEqual([['redriven', 1, 1]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const again = await redrive({ settings, clients: res.clients, transform: growing(true) });
     expect(summary(again)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 0 }]);
-    await checkpoint(settings);
-    expect((await committed(settings, 'output')).filter((at) => at.startsWith('orders~r'))).toEqual([
+    await checkpoint(res, settings);
+    expect((await committed(res, settings, 'output')).filter((at) => at.startsWith('orders~r'))).toEqual([
       'orders~r1#0@4',
     ]);
   });
@@ -168,8 +135,8 @@ describe('a key-conflict dead letter', () => {
         payment(2, { id: 'p2', amountCents: 300, note: null }, 'K'),
       ],
     ]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@2: idempotency key "K" is already claimed b',
     ]);
     const sameTime = await redrive({ settings, clients: res.clients, transform: strict() });
@@ -177,9 +144,9 @@ describe('a key-conflict dead letter', () => {
     // A day past the TTL: K's claim has expired.
     const later = { now: () => Date.now() + (settings.idempotencyTtlSeconds + 86_400) * 1000 };
     const result = await redrive({ settings, clients: res.clients, transform: strict(), clock: later });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(summary(result)).toEqual([{ outcome: 'redriven', sent: 1, unchanged: 0 }]);
-    expect(await committed(settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@2']);
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@2']);
   });
 
   it('whose claimant was output stays as it is under the same transform, twice', async () => {
@@ -190,14 +157,14 @@ describe('a key-conflict dead letter', () => {
         payment(1, { id: 'p1', amountCents: 200, note: null }, 'K'),
       ],
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     for (let run = 0; run < 2; run++) {
       const result = await redrive({ settings, clients: res.clients, transform: fixed() });
       expect(summary(result)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 1 }]);
-      await checkpoint(settings);
+      await checkpoint(res, settings);
     }
-    expect(await committed(settings, 'output')).toEqual(['payments#0@0']);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@0']);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@1: idempotency key "K" is already claimed b',
     ]);
   });
@@ -214,20 +181,21 @@ describe('a key-conflict dead letter with a long key', () => {
   // its own key, held by no record: it must be sent and output, not left as "fails again for the same reason".
   it('whose key the fix changed past the kept part of the reason is sent and output once', async () => {
     const settings = settingsFor({ idempotencyKey: 'transform' });
-    const keyed = (keyOf: (p: Payment) => string) => paymentsTransform(json, { rejectNegative: true, keyOf });
+    const keyed = (keyOf: (p: Payment) => string) =>
+      paymentsTransform(jsonKind, { rejectNegative: true, keyOf });
     await stage(settings, keyed(buggyKey), [
       [
         payment(1, { id: 'p1', amountCents: 100, note: null }),
         payment(7, { id: 'p7', amountCents: 700, note: null }),
       ],
     ]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       `payments#0@7: idempotency key "${long.slice(0, 23)}`,
     ]);
     const result = await redrive({ settings, clients: res.clients, transform: keyed(fixedKey) });
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@7']);
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@7']);
     expect(summary(result)).toEqual([{ outcome: 'redriven', sent: 1, unchanged: 0 }]);
   });
 });
@@ -242,7 +210,7 @@ describe('a fixed record whose key an earlier record holds with another payload'
         payment(1, { id: 'p1', amountCents: -5, note: null }, 'K'),
       ],
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     return settings;
   }
 
@@ -252,12 +220,12 @@ describe('a fixed record whose key an earlier record holds with another payload'
     expect(first.partitions.map((p) => [p.sent, p.staged.output, p.staged.deadLettered])).toEqual([
       [1, 0, 1],
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const again = await redrive({ settings, clients: res.clients, transform: fixed() });
     expect(summary(again)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 1 }]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual(['payments#0@0']);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@0']);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@1: amountCents -5 is negative',
       'payments~r1#0@1: idempotency key "K" is already claimed b',
     ]);
@@ -270,10 +238,10 @@ describe('a fixed record whose key an earlier record holds with another payload'
   it('partition scope: it becomes one key-conflict dead letter in the round, as under global scope', async () => {
     const settings = await withRejectedSameKey({ idempotencyScope: 'partition' });
     const first = await redrive({ settings, clients: res.clients, transform: fixed() });
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual(['payments#0@0']);
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@0']);
     expect(first.partitions.map((p) => [p.sent, p.unchanged])).toEqual([[1, 0]]);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@1: amountCents -5 is negative',
       'payments~r1#0@1: idempotency key "K" is already claimed b',
     ]);
@@ -293,8 +261,8 @@ describe('a registry that refuses the redriver', () => {
     await expect(redrive({ settings, clients: res.clients, transform })).rejects.toThrow(
       RedriveRegistryUnavailableError,
     );
-    await checkpoint(settings);
-    return committed(settings, 'deadletter');
+    await checkpoint(res, settings);
+    return committed(res, settings, 'deadletter');
   }
 
   // The operator's credentials lack glue:GetSchemaVersion (the Lambda's role has it). Glue answers
@@ -306,8 +274,8 @@ describe('a registry that refuses the redriver', () => {
     const glue = decoderKinds('http://registry.invalid').find((kind) => kind.name === 'Avro with Glue')!;
     const settings = settingsFor();
     await stageEvents(res.clients, settings, glue);
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual(ORIGINAL);
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual(ORIGINAL);
     const denied = toTransform(paymentsDefinition(glue, { rejectNegative: true }), {
       glueGetSchemaVersion: async () => {
         throw Object.assign(new Error('User is not authorized to perform glue:GetSchemaVersion'), {
@@ -338,8 +306,8 @@ describe('a registry that refuses the redriver', () => {
       )!;
       const settings = settingsFor();
       await stageEvents(res.clients, settings, confluent);
-      await checkpoint(settings);
-      expect(await committed(settings, 'deadletter')).toEqual(ORIGINAL);
+      await checkpoint(res, settings);
+      expect(await committed(res, settings, 'deadletter')).toEqual(ORIGINAL);
       refusing = true;
       expect(await redriveWith(settings, paymentsTransform(confluent, { rejectNegative: true }))).toEqual(
         ORIGINAL,
@@ -361,8 +329,8 @@ describe('a record without an idempotency key', () => {
         payment(1, { id: 'p1', amountCents: 1, note: null }, 'k1'),
       ],
     ]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@0: no idempotency key: header:idempotency-k',
     ]);
     return settings;
@@ -373,9 +341,9 @@ describe('a record without an idempotency key', () => {
     for (let run = 0; run < 2; run++) {
       const result = await redrive({ settings, clients: res.clients, transform: fixed() });
       expect(summary(result)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 1 }]);
-      await checkpoint(settings);
+      await checkpoint(res, settings);
     }
-    expect(await committed(settings, 'deadletter')).toEqual([
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@0: no idempotency key: header:idempotency-k',
     ]);
   });
@@ -385,11 +353,11 @@ describe('a record without an idempotency key', () => {
     const offsetOnly: Settings = { ...settings, missingIdempotencyKey: 'offset-only' };
     const first = await redrive({ settings: offsetOnly, clients: res.clients, transform: fixed() });
     expect(first.partitions.map((p) => [p.sent, p.staged.output])).toEqual([[1, 1]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const again = await redrive({ settings: offsetOnly, clients: res.clients, transform: fixed() });
     expect(summary(again)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 0 }]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@0']);
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@0']);
   });
 
   it('under another key source that also finds nothing, gets one dead letter with the new reason, once', async () => {
@@ -397,9 +365,9 @@ describe('a record without an idempotency key', () => {
     const otherSource: Settings = { ...settings, idempotencyKey: { kind: 'header', name: 'request-id' } };
     for (let run = 0; run < 2; run++) {
       await redrive({ settings: otherSource, clients: res.clients, transform: fixed() });
-      await checkpoint(settings);
+      await checkpoint(res, settings);
     }
-    expect(await committed(settings, 'deadletter')).toEqual([
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@0: no idempotency key: header:idempotency-k',
       'payments~r1#0@0: no idempotency key: header:request-id fo',
     ]);

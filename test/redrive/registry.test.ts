@@ -8,12 +8,12 @@
 import { GetSchemaVersionCommand, GlueClient } from '@aws-sdk/client-glue';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { redrive } from '../../shared/redrive/redrive.ts';
 import { readCommitted } from '../../shared/sink/reader.ts';
 import { startRegistry, type TestRegistry } from '../fixtures/decode/registry-server.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
 import { eos } from '../support/eos.ts';
 import {
   AVRO_SCHEMA,
@@ -45,11 +45,6 @@ afterEach(() => {
   registry.mode = 'serve';
 });
 
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
-}
-
 async function deadLetters(settings: Settings): Promise<string[]> {
   const rows: string[] = [];
   for await (const { file, row } of readCommitted({
@@ -68,7 +63,7 @@ const ORIGINAL = ['payments#0@0', 'payments#0@3', 'payments#0@6', 'payments#0@7'
 async function withDeadLetters(kind: DecoderKind): Promise<Settings> {
   const settings = settingsIn(res, 'rdr');
   await stageEvents(res.clients, settings, kind);
-  await checkpoint(settings);
+  await checkpoint(res, settings);
   expect(await deadLetters(settings)).toEqual(ORIGINAL);
   return settings;
 }
@@ -105,7 +100,7 @@ describe('a registry that fails during a redrive is not a new reason', () => {
       transform: paymentsTransform(confluent, { rejectNegative: true }),
     });
     expect(later.partitions.map((p) => [p.outcome, p.sent, p.unchanged])).toEqual([['nothing', 0, 4]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(await deadLetters(settings)).toEqual(ORIGINAL);
   });
 
@@ -141,7 +136,7 @@ describe('eos redrive looks schemas up as the processor does', () => {
       'payments-0: nothing to redrive (4 fail again for the same reason: left dead-lettered)\n',
     );
     expect(glueApi.commandCalls(GetSchemaVersionCommand)).toHaveLength(1);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(await deadLetters(settings)).toEqual(ORIGINAL);
   });
 
@@ -157,7 +152,7 @@ describe('eos redrive looks schemas up as the processor does', () => {
     expect(refused.code).toBe(3);
     expect(refused.out).toBe('');
     expect(refused.err).toMatch(/^error: [^\n]*schema registry refused[^\n]*AccessDeniedException[^\n]*\n$/);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(await deadLetters(settings)).toEqual(ORIGINAL);
     glueApi.reset();
     glueApi

@@ -1,5 +1,5 @@
 /**
- * Replay into a new generation (issue 14, shared/replay/): a range reprocessed with a changed transform lands in
+ * Replay into a new generation (shared/replay/): a range reprocessed with a changed transform lands in
  * a generation lane that readers ignore until a manifest switches to it; from that manifest on, each record of
  * the range is read from the new generation, and never from both or neither. Real DynamoDB Local and S3 server;
  * the coordinator runs its real steps; the replay mapping is the processor in replay mode fed the partition from
@@ -8,28 +8,28 @@
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DeleteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { ManualClock, systemClock } from '../shared/clock.ts';
-import type { Settings } from '../shared/config/settings.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { createProcessor, type ProcessorStep } from '../shared/processor/processor.ts';
-import { queryCommitted } from '../shared/query/query.ts';
-import { bucketSource } from '../shared/query/sources.ts';
-import { planReplay, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
-import { ReplayStore } from '../shared/replay/store.ts';
-import { manifestKey } from '../shared/sink/layout.ts';
-import type { Manifest } from '../shared/sink/manifest.ts';
-import { getBytes } from '../shared/sink/objects.ts';
-import { readManifests } from '../shared/sink/reader.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import ordersDefinition from '../shared/transforms/orders.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
-import { committedOffsets } from './support/staging.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { ManualClock, systemClock } from '../../shared/clock.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { createProcessor, type ProcessorStep } from '../../shared/processor/processor.ts';
+import { queryCommitted } from '../../shared/query/query.ts';
+import { bucketSource } from '../../shared/query/sources.ts';
+import { planReplay, replayStatus, requestSwitch } from '../../shared/replay/replay.ts';
+import { ReplayStore } from '../../shared/replay/store.ts';
+import { manifestKey } from '../../shared/sink/layout.ts';
+import type { Manifest } from '../../shared/sink/manifest.ts';
+import { getBytes } from '../../shared/sink/objects.ts';
+import { readManifests } from '../../shared/sink/reader.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import ordersDefinition from '../../shared/transforms/orders.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
+import { committedOffsets } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {

@@ -1,28 +1,27 @@
 /**
- * Adversarial review of the exactly-once dead-letter redrive (commit 72e3dda, shared/redrive/redrive.ts,
- * Processor.stageInLane, cli/redrive.ts). Each `bug:` test asserted the correct behaviour and was marked `it.fails`
- * (it passes once the bug is fixed); each `disproved:` test is a suspicion that the real parts refute. Real
- * DynamoDB Local and S3 server; the coordinator runs its real steps.
+ * Adversarial interleavings of the exactly-once dead-letter redrive (shared/redrive/redrive.ts,
+ * Processor.stageInLane, cli/redrive.ts): rounds, idempotency keys, crashed and concurrent runs, selections, lanes
+ * and layouts. Real DynamoDB Local and S3 server; the coordinator runs its real steps.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../cli/eos.ts';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { ManualClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { InjectedCrashError, OffsetsWentBackwardsError } from '../shared/errors.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { type RedriveResult, redrive } from '../shared/redrive/redrive.ts';
-import { readCommitted, readManifests } from '../shared/sink/reader.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import orderDefinition from '../shared/transforms/orders.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { ledgerView } from './support/ledger.ts';
-import { mskEvent, order, orderRecords, type RecordSpec } from './support/msk.ts';
-import { committedOffsets, stageFiles } from './support/staging.ts';
+import { main } from '../../cli/eos.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { InjectedCrashError, OffsetsWentBackwardsError } from '../../shared/errors.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { type RedriveResult, redrive } from '../../shared/redrive/redrive.ts';
+import { readCommitted, readManifests } from '../../shared/sink/reader.ts';
+import orderDefinition from '../../shared/transforms/orders.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { expectVerified } from '../support/generations.ts';
+import { ledgerView } from '../support/ledger.ts';
+import { mskEvent, order, orderRecords, type RecordSpec } from '../support/msk.ts';
+import { committedOffsets, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -31,7 +30,7 @@ beforeAll(async () => {
 
 const orders = builtinTransform('orders');
 
-/** The transform with a bug: it rejects every order whose offset ends in 7. Fixed: `orders` itself. */
+/** The transform with a bug: it rejects every order whose offset ends in 7. Guard: `orders` itself. */
 const buggy: Transform = {
   name: 'orders-buggy',
   apply(record: DecodedRecord) {
@@ -92,15 +91,6 @@ async function manifestFiles(settings: Settings) {
   return files;
 }
 
-async function expectVerified(settings: Settings): Promise<void> {
-  const result = await verifySink({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-  });
-  expect(result.problems).toEqual([]);
-}
-
 function ids(partition: number, from: number, count: number, prefix = `p${partition}`): string[] {
   return Array.from({ length: count }, (_, i) => `${prefix}-o${from + i}`);
 }
@@ -140,7 +130,7 @@ async function stateOf(settings: Settings, key: string): Promise<Record<string, 
 }
 
 describe('rounds and records that make no output row', () => {
-  it('fixed (finding 1): a redriven record the fixed transform maps to no row (state only) is resolved once: its state is applied once', async () => {
+  it('a redriven record the fixed transform maps to no row (state only) is resolved once: its state is applied once', async () => {
     const settings = settingsFor({ idempotencyKey: 'none' });
     await processorFor(settings, counter(true)).processEvent(mskEvent(orderRecords(0, 0, 10)));
     await checkpoint(settings);
@@ -165,7 +155,7 @@ describe('rounds and records that make no output row', () => {
     });
   });
 
-  it('fixed (finding 1): a redriven record dropped as a producer duplicate (global claims) is resolved once: later runs start no round', async () => {
+  it('a redriven record dropped as a producer duplicate (global claims) is resolved once: later runs start no round', async () => {
     const settings = settingsFor();
     // Offset 10 is a producer retry of offset 7: same Kafka key, value and idempotency key.
     const dup = { ...orderRecords(0, 7, 1)[0]!, key: 'k-7' };
@@ -180,7 +170,7 @@ describe('rounds and records that make no output row', () => {
     expect(outcomes(again)).toEqual([['orders#0', 'nothing', null, 0]]);
   });
 
-  it('fixed (finding 2): a dead letter the processor made from the ledger (state field stored as text) is left as it is while the transform accepts the record', async () => {
+  it('a dead letter the processor made from the ledger (state field stored as text) is left as it is while the transform accepts the record', async () => {
     const typed: Transform = {
       name: 'typed',
       apply(record) {
@@ -223,7 +213,7 @@ describe('idempotency keys', () => {
     return [...orderRecords(0, 0, 7), seven, ...orderRecords(0, 8, 2), { ...seven, offset: 10 }];
   }
 
-  it('disproved: global claims (ahead or in the transaction) drop a redriven record whose key the original lane already output', async () => {
+  it('global claims (ahead or in the transaction) drop a redriven record whose key the original lane already output', async () => {
     for (const claimWrite of ['ahead', 'in-transaction'] as const) {
       const settings = settingsFor({ claimWrite });
       await processorFor(settings).processEvent(mskEvent(withRetryOfSeven()));
@@ -235,7 +225,7 @@ describe('idempotency keys', () => {
     }
   });
 
-  it("fixed (finding 3): idempotencyScope 'partition': a redriven record whose key the original lane already output is left as it is", async () => {
+  it("idempotencyScope 'partition': a redriven record whose key the original lane already output is left as it is", async () => {
     const settings = settingsFor({ idempotencyScope: 'partition' });
     await processorFor(settings).processEvent(mskEvent(withRetryOfSeven()));
     await checkpoint(settings);
@@ -246,7 +236,7 @@ describe('idempotency keys', () => {
     expect(await committedOrderIds(settings)).toEqual(ids(0, 0, 10).sort());
   });
 
-  it('disproved: a key-conflict dead letter is left as it is (not re-sent) and nothing is output twice', async () => {
+  it('a key-conflict dead letter is left as it is (not re-sent) and nothing is output twice', async () => {
     const settings = settingsFor();
     // Offset 3 reuses offset 1's idempotency key with another payload: a conflict dead letter.
     const specs = orderRecords(0, 0, 5);
@@ -267,7 +257,7 @@ describe('resuming a crashed round', () => {
     expect(await committedDeadLetters(settings)).toHaveLength(30);
   }
 
-  it("fixed (finding 4): a run that crashed after more than 9 batches resumes above its round's fence, before any checkpoint", async () => {
+  it("a run that crashed after more than 9 batches resumes above its round's fence, before any checkpoint", async () => {
     const settings = settingsFor();
     await manyDeadLetters(settings);
     let batches = 0;
@@ -288,7 +278,7 @@ describe('resuming a crashed round', () => {
     expect(await committedOrderIds(settings)).toEqual(ids(0, 0, 300).sort());
   });
 
-  it('disproved: the same crash after more than 9 batches resumes once a checkpoint committed the staged part', async () => {
+  it('the same crash after more than 9 batches resumes once a checkpoint committed the staged part', async () => {
     const settings = settingsFor();
     await manyDeadLetters(settings);
     let batches = 0;
@@ -305,10 +295,10 @@ describe('resuming a crashed round', () => {
     expect(resumed.partitions.map((p) => [p.outcome, p.round])).toEqual([['redriven', 1]]);
     await checkpoint(settings);
     expect(await committedOrderIds(settings)).toEqual(ids(0, 0, 300).sort());
-    await expectVerified(settings);
+    await expectVerified(res, settings);
   });
 
-  it('fixed (finding 5): a crashed round holding a record that made no output (a key duplicate) resumes', async () => {
+  it('a crashed round holding a record that made no output (a key duplicate) resumes', async () => {
     const settings = settingsFor();
     // Dead letters 7, 17, 27, 37, 47, 57; offset 60 is a producer retry of 17, output in the original lane.
     const seventeen = { ...orderRecords(0, 17, 1)[0]!, key: 'k-17' };
@@ -361,10 +351,10 @@ describe('concurrent runs', () => {
     const dead = await committedDeadLetters(settings);
     expect(dead.filter((d) => d.startsWith('orders#'))).toHaveLength(8);
     expect(dead.filter((d) => !d.startsWith('orders#'))).toEqual([]);
-    await expectVerified(settings);
+    await expectVerified(res, settings);
   }
 
-  it('disproved: two runs at once (batch size 1) output every record once; a run that loses the close race fails loudly and a re-run finishes', async () => {
+  it('two runs at once (batch size 1) output every record once; a run that loses the close race fails loudly and a re-run finishes', async () => {
     for (let attempt = 0; attempt < 3; attempt++) {
       const settings = await withDeadLetters();
       const results = await Promise.allSettled([
@@ -382,7 +372,7 @@ describe('concurrent runs', () => {
     }
   });
 
-  it('disproved: two runs and a checkpoint at once, then runs until nothing is left: every record once', async () => {
+  it('two runs and a checkpoint at once, then runs until nothing is left: every record once', async () => {
     for (let attempt = 0; attempt < 3; attempt++) {
       const settings = await withDeadLetters();
       await Promise.allSettled([
@@ -396,7 +386,7 @@ describe('concurrent runs', () => {
     }
   });
 
-  it('disproved: a run that finds a round open and nothing of its own to send closes it under a slower run; that run fails loudly and nothing is output twice', async () => {
+  it('a run that finds a round open and nothing of its own to send closes it under a slower run; that run fails loudly and nothing is output twice', async () => {
     const settings = await withDeadLetters();
     let release!: () => void;
     const paused = new Promise<void>((resolve) => {
@@ -434,7 +424,7 @@ describe('concurrent runs', () => {
 });
 
 describe('selections, lanes and layouts', () => {
-  it('disproved: --checkpoint N, then --all (also after a crashed --checkpoint run): every record once, nothing lost', async () => {
+  it('--checkpoint N, then --all (also after a crashed --checkpoint run): every record once, nothing lost', async () => {
     for (const crash of [false, true]) {
       const settings = settingsFor();
       const processor = processorFor(settings);
@@ -465,11 +455,11 @@ describe('selections, lanes and layouts', () => {
       }
       await redriveUntilDone(settings);
       expect(await committedOrderIds(settings)).toEqual(ids(0, 0, 40).sort());
-      await expectVerified(settings);
+      await expectVerified(res, settings);
     }
   });
 
-  it('disproved: dead letters of an epoch lane (orders~1) are redriven into orders~1~r1, each generation once', async () => {
+  it('dead letters of an epoch lane (orders~1) are redriven into orders~1~r1, each generation once', async () => {
     const settings = settingsFor({ idempotencyKey: 'none' });
     const processor = processorFor(settings);
     await processor.processEvent(mskEvent(orderRecords(0, 0, 10)));
@@ -496,12 +486,12 @@ describe('selections, lanes and layouts', () => {
     expect(await committedOrderIds(settings)).toEqual([...ids(0, 0, 10), ...ids(0, 0, 10, 'gen2-p0')].sort());
     const lanes = new Set((await manifestFiles(settings)).map((f) => f.topic));
     expect(lanes).toEqual(new Set(['orders', 'orders~1', 'orders~r1', 'orders~1~r1']));
-    await expectVerified(settings);
+    await expectVerified(res, settings);
     const again = await redrive({ settings, clients: res.clients, transform: orders });
     expect(again.partitions.map((p) => p.outcome)).toEqual(['nothing', 'nothing']);
   });
 
-  it("disproved: Parquet in day folders: a redriven row lands in its record's day folder (its Kafka timestamp), once", async () => {
+  it("Parquet in day folders: a redriven row lands in its record's day folder (its Kafka timestamp), once", async () => {
     const settings = settingsFor({
       outputFormat: 'parquet',
       timePartitioning: 'day',
@@ -519,10 +509,10 @@ describe('selections, lanes and layouts', () => {
       `output/dt=2025-11-29/orders~r1+0+${'7'.padStart(20, '0')}-${'7'.padStart(20, '0')}.parquet`,
     ]);
     expect(await committedOrderIds(settings)).toEqual(ids(0, 0, 10).sort());
-    await expectVerified(settings);
+    await expectVerified(res, settings);
   });
 
-  it('disproved: 1,500 dead letters in one partition go through in one run (batches of 500, 100-item transactions)', async () => {
+  it('1,500 dead letters in one partition go through in one run (batches of 500, 100-item transactions)', async () => {
     const settings = settingsFor({ maxTransactionItems: 100 });
     const all: Transform = { name: 'reject-all', apply: () => ({ kind: 'poison', error: 'bug: all' }) };
     await processorFor(settings, all).processEvent(mskEvent(orderRecords(0, 0, 1500)));
@@ -537,9 +527,9 @@ describe('selections, lanes and layouts', () => {
 });
 
 describe('dead letters redrive cannot take for the record', () => {
-  // At 72e3dda this failed (sent 3: each misfit row went through `orders` as a tombstone and was dead-lettered again
-  // as one); the uncommitted edit of shared/redrive/redrive.ts:252 in the working tree (`'row' in row`) fixes it.
-  it("disproved (fixed in the working tree, a bug at 72e3dda): a coordinator's schema-mismatch dead letter (raw has no key, value or headers) is not redriven as a fabricated tombstone", async () => {
+  // Without the `'row' in row` check of shared/redrive/redrive.ts a run sends 3: each misfit row goes through
+  // `orders` as a tombstone and is dead-lettered again as one.
+  it("a coordinator's schema-mismatch dead letter (raw has no key, value or headers) is not redriven as a fabricated tombstone", async () => {
     const v1 = settingsFor({ outputFormat: 'parquet', outputColumns: [...orderDefinition.columns] });
     await processorFor(v1, orders).processEvent(mskEvent(orderRecords(0, 0, 3)));
     // The transform's columns change (a required column added) while v1's rows are staged: they commit as
@@ -558,7 +548,7 @@ describe('dead letters redrive cannot take for the record', () => {
     expect(result.partitions.map((p) => p.sent)).toEqual([0]);
   });
 
-  it('fixed (finding 7): a dead-letter row with headers as an object (the shape before b3c53c5) is redriven, not skipped', async () => {
+  it('a dead-letter row with headers as an object (an older row shape) is redriven, not skipped', async () => {
     const settings = settingsFor();
     const value = order('p0-o5');
     await stageFiles(res.clients, settings, [
@@ -615,7 +605,7 @@ describe('eos redrive', () => {
     return { code, out: out.join(''), err: err.join('') };
   }
 
-  it('fixed (finding 6): eos redrive runs (settings are parsed once)', async () => {
+  it('eos redrive runs (settings are parsed once)', async () => {
     const settings = settingsFor();
     const empty = await run(['--transform', 'orders'], settings);
     expect(empty).toMatchObject({ code: 0, out: 'no dead letters are committed: nothing to redrive\n' });
@@ -629,7 +619,7 @@ describe('eos redrive', () => {
     expect(await committedOrderIds(settings)).toEqual(ids(0, 0, 10).sort());
   });
 
-  it('disproved: usage errors exit 2 before any effect (--all with --checkpoint, --checkpoint x, --checkpoint 0)', async () => {
+  it('usage errors exit 2 before any effect (--all with --checkpoint, --checkpoint x, --checkpoint 0)', async () => {
     const settings = settingsFor();
     for (const args of [
       ['--all', '--checkpoint', '1'],

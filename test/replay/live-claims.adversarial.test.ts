@@ -1,44 +1,47 @@
 /**
- * Second adversarial review of "replay into a new generation": attacks the fixes of the first review
- * (test/review-replay.test.ts) and what it did not cover — the replay's judgement of keys against the live claims
- * (`Processor.liveHolders`, `claimantReplayed`, `StagingLedger.readLiveClaims`), the first-staging check of a
- * generation lane, redrive of a generation's dead letters, `planReplay`'s per-partition starts and its clamp of
- * `to`, two generations, and the switch on an idle pipeline (a checkpoint of zero changed partitions) under
- * coordinator crashes.
+ * Adversarial interleavings of a replay's judgement of keys against the live claims (`Processor.liveHolders`,
+ * `claimantReplayed`, `StagingLedger.readLiveClaims`), the first-staging check of a generation lane, redrive of a
+ * generation's dead letters, `planReplay`'s per-partition starts and its clamp of `to`, two generations, and the
+ * switch on an idle pipeline (a checkpoint of zero changed partitions) under coordinator crashes.
  *
- * The property attacked is docs/architecture.md's end-to-end item 6 with item 1: what readers show holds every
- * record once after business-key dedupe, before and after the switch; a key output before the range is a
- * duplicate in the new generation too (docs/operations.md, replay limits).
- *
- * Bugs found are fixed (`fixed (round 2, finding N)` tests assert the correct behaviour); the two `known
- * (documented)` tests assert the ideal and stay `it.fails`: limits docs/operations.md states (keys the new
- * generation and the live pipeline or another generation output after the range, with no live claim before). `disproved:` tests are suspicions the real parts refute. Real DynamoDB Local and S3 server; the
- * coordinator runs its real steps through the local state machine; the replay mapping is the processor in replay
- * mode.
+ * The property is docs/architecture.md's end-to-end item 6 with item 1: what readers show holds every record once
+ * after business-key dedupe, before and after the switch; a key output before the range is a duplicate in the new
+ * generation too (docs/operations.md, replay limits). The `it.fails` cases assert the ideal where
+ * docs/operations.md states a limit (keys the new generation and the live pipeline or another generation output
+ * after the range, with no live claim before). Real DynamoDB Local and S3 server; the coordinator runs its real
+ * steps through the local state machine; the replay mapping is the processor in replay mode.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { type Clock, ManualClock, systemClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import type { CoordinatorStep } from '../shared/coordinator/definition.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import type { Stream } from '../shared/ledger/layout.ts';
-import { createProcessor, type ProcessorHooks } from '../shared/processor/processor.ts';
-import { queryCommitted } from '../shared/query/query.ts';
-import { bucketSource } from '../shared/query/sources.ts';
-import { redrive } from '../shared/redrive/redrive.ts';
-import { planReplay, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
-import { ReplayStore } from '../shared/replay/store.ts';
-import { ReplayPlanError } from '../shared/sink/generation-switch.ts';
-import type { Manifest } from '../shared/sink/manifest.ts';
-import { readCommitted, readManifests } from '../shared/sink/reader.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { crashAt } from './support/hooks.ts';
-import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { type Clock, ManualClock, systemClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import type { CoordinatorStep } from '../../shared/coordinator/definition.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import { createProcessor, type ProcessorHooks } from '../../shared/processor/processor.ts';
+import { queryCommitted } from '../../shared/query/query.ts';
+import { bucketSource } from '../../shared/query/sources.ts';
+import { redrive } from '../../shared/redrive/redrive.ts';
+import { planReplay, replayStatus } from '../../shared/replay/replay.ts';
+import { ReplayStore } from '../../shared/replay/store.ts';
+import { ReplayPlanError } from '../../shared/sink/generation-switch.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import {
+  expected,
+  expectVerified,
+  inRange,
+  manifests,
+  plan,
+  readerView,
+  replayTarget,
+  switchTo,
+  tagged,
+  tagOf,
+} from '../support/generations.ts';
+import { crashAt } from '../support/hooks.ts';
+import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -47,29 +50,6 @@ beforeAll(async () => {
 
 const orders = builtinTransform('orders');
 const DAY_MS = 86_400_000;
-
-/** `orders` whose rows carry `tag` as `customerId`; `reject` dead-letters the offsets it names. */
-function tagged(tag: string, reject?: (offset: number) => boolean): Transform {
-  return {
-    name: `orders-${tag}`,
-    apply(record: DecodedRecord) {
-      if (reject?.(record.offset)) return { kind: 'poison', error: `${tag} rejects ${record.offset}` };
-      const result = orders.apply(record);
-      if (result.kind !== 'ok') return result;
-      return { ...result, rows: result.rows.map((row) => ({ ...row, customerId: tag })) };
-    },
-  };
-}
-
-function tagOf(row: Record<string, unknown>): string {
-  const id = String(row.customerId);
-  return id.startsWith('cust-') ? 'v1' : id;
-}
-
-function deadTag(row: Record<string, unknown>): string {
-  const match = /^(\w+) rejects/.exec(String(row.error));
-  return match ? `${match[1]}-dl` : 'v1-dl';
-}
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
   return settingsIn(res, 'rvr2', { maxTransactionItems: 12, ...overrides });
@@ -103,28 +83,6 @@ function replayer(
   });
 }
 
-const target = (settings: Settings) => ({
-  clients: res.clients,
-  table: settings.ledgerTable,
-  pipeline: settings.pipelineId,
-});
-
-async function plan(settings: Settings, fromOffset: number, toOffset?: number, partitions?: number[]) {
-  const planned = await planReplay({
-    ...target(settings),
-    topic: 'orders',
-    fromOffset,
-    ...(toOffset === undefined ? {} : { toOffset }),
-    ...(partitions === undefined ? {} : { partitions }),
-    clock: systemClock,
-  });
-  return planned.plan;
-}
-
-async function switchTo(settings: Settings, generation: number): Promise<void> {
-  expect(await requestSwitch(target(settings), generation, systemClock)).toBe('requested');
-}
-
 /** The replay mapping: the partition(s) from their start, in batches of `size` offsets. */
 async function replayAll(
   settings: Settings,
@@ -139,23 +97,6 @@ async function replayAll(
     const batch = input.filter((r) => r.offset >= from && r.offset < from + size);
     if (batch.length > 0) await processor.processEvent(mskEvent(batch));
   }
-}
-
-/** What readCommitted shows: `p@offset` → the tags of its rows joined by `+`. */
-async function readerView(settings: Settings, stream: Stream = 'output'): Promise<Record<string, string>> {
-  const view: Record<string, string> = {};
-  for await (const { row } of readCommitted({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-    stream,
-  })) {
-    const source = row.source as { partition: number; offset: number };
-    const id = `${source.partition}@${source.offset}`;
-    const tag = stream === 'output' ? tagOf(row) : deadTag(row);
-    view[id] = view[id] === undefined ? tag : `${view[id]}+${tag}`;
-  }
-  return view;
 }
 
 /** What `eos query` shows, in the same form. */
@@ -193,71 +134,36 @@ async function orderIds(settings: Settings): Promise<string[]> {
 
 const times = (ids: readonly string[], id: string) => ids.filter((x) => x === id).length;
 
-function expected(
-  partitions: readonly number[],
-  count: number,
-  tag: (partition: number, offset: number) => string | undefined,
-): Record<string, string> {
-  const view: Record<string, string> = {};
-  for (const p of partitions) {
-    for (let o = 0; o < count; o++) {
-      const t = tag(p, o);
-      if (t !== undefined) view[`${p}@${o}`] = t;
-    }
-  }
-  return view;
-}
-
-async function manifests(settings: Settings): Promise<Manifest[]> {
-  const all: Manifest[] = [];
-  for await (const m of readManifests({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-  }))
-    all.push(m);
-  return all;
-}
-
-async function expectVerified(settings: Settings): Promise<void> {
-  const result = await verifySink({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-  });
-  expect(result.problems).toEqual([]);
-}
-
-const inRange = (from: number, to: number) => (o: number) => o >= from && o <= to;
-
 /** Offset `offset` of partition 0 re-sending offset `of` (same key, value and idempotency key): a duplicate. */
 function resend(of: number, offset: number): RecordSpec {
   return { ...orderRecords(0, of, 1)[0]!, offset, key: `k-${of}` };
 }
 
 // Concurrent tests share the local parts: a generous timeout keeps a loaded machine from failing the slow ones.
-describe.concurrent('review 2: replay into a new generation', { timeout: 150_000 }, () => {
+describe.concurrent('replay into a new generation: keys judged against the live claims', {
+  timeout: 150_000,
+}, () => {
   // ── keys judged against the live claims ─────────────────────────────────────────────────────────────────────
 
-  it('fixed (round 2, finding 1): a replay run more than idempotencyTtlSeconds after the live pipeline claimed a key still drops the in-range duplicate the live pipeline dropped (an expired claim is what the live pipeline judged by)', async () => {
+  it('a replay run more than idempotencyTtlSeconds after the live pipeline claimed a key still drops the in-range duplicate the live pipeline dropped (an expired claim is what the live pipeline judged by)', async () => {
     const settings = settingsFor({ idempotencyTtlSeconds: 86_400 });
     // Offset 15 re-sends offset 3: the live pipeline (within the TTL) drops it as a duplicate (P4).
     const input = [...orderRecords(0, 0, 15), resend(3, 15), ...orderRecords(0, 16, 4)];
     await live(settings).processEvent(mskEvent(input));
     await committed(settings);
     expect(times(await orderIds(settings), 'p0-o3')).toBe(1);
-    await plan(settings, 10, 19);
+    await plan(res, settings, 10, 19);
     // The replay runs two days later ("last week's output is wrong"; the default TTL is 7 days): the live
     // claim of p0-o3 (claimant orders#0#3, outside the range) has expired, and readLiveClaims skips it.
     const later = new ManualClock(Date.now() + 2 * DAY_MS);
     await replayAll(settings, 1, input, { clock: later });
-    await switchTo(settings, 1);
+    await switchTo(res, settings, 1);
     await committed(settings);
-    // Was: 2 — offset 3 from the live generation and offset 15 from generation 1.
+    // Without the guard: 2 — offset 3 from the live generation and offset 15 from generation 1.
     expect(times(await orderIds(settings), 'p0-o3')).toBe(1);
   });
 
-  it.fails('known (documented in docs/operations.md, replay limits): a live record after the range that re-sends a record the live transform dead-lettered claims its key after the replay output it: the key twice after the switch (once when the live record comes first)', async () => {
+  it.fails('a live record after the range that re-sends a record the live transform dead-lettered claims its key after the replay output it: the key twice after the switch (once when the live record comes first) (a limit docs/operations.md states)', async () => {
     // Two pipelines, the same input; only the order of the replay and the live batch after the range differs.
     const outcome = async (liveFirst: boolean) => {
       const settings = settingsFor();
@@ -267,14 +173,14 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
       await live(settings, buggy).processEvent(mskEvent(first));
       await committed(settings);
       // to = 19, the live fence: the range ends where the live pipeline stands.
-      await plan(settings, 10);
+      await plan(res, settings, 10);
       // The fix is deployed to the live pipeline too; then offset 22 arrives, a producer's resend of offset 15.
       const after = [...orderRecords(0, 20, 2), resend(15, 22), ...orderRecords(0, 23, 2)];
       const liveAfter = () => live(settings).processEvent(mskEvent(after));
       if (liveFirst) await liveAfter();
       await replayAll(settings, 1, first);
       if (!liveFirst) await liveAfter();
-      await switchTo(settings, 1);
+      await switchTo(res, settings, 1);
       await committed(settings);
       return times(await orderIds(settings), 'p0-o15');
     };
@@ -284,28 +190,28 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
     expect(await outcome(false)).toBe(1);
   });
 
-  it('fixed (round 2, finding 3): eos redrive of a switched generation’s dead letter judges its key against the live claims outside the range too: a duplicate of a key the live output holds before the range stays dropped', async () => {
+  it('eos redrive of a switched generation’s dead letter judges its key against the live claims outside the range too: a duplicate of a key the live output holds before the range stays dropped', async () => {
     const settings = settingsFor();
     // Offset 15 re-sends offset 3: the live pipeline drops it as a duplicate.
     const input = [...orderRecords(0, 0, 15), resend(3, 15), ...orderRecords(0, 16, 4)];
     await live(settings).processEvent(mskEvent(input));
     await committed(settings);
-    await plan(settings, 10, 19);
+    await plan(res, settings, 10, 19);
     // Generation 1's transform rejects offset 15 (a dead letter claims no key, so its key is never judged).
     await replayAll(settings, 1, input, { transform: tagged('g1', (o) => o === 15) });
-    await switchTo(settings, 1);
+    await switchTo(res, settings, 1);
     await committed(settings);
-    expect(await readerView(settings, 'deadletter')).toEqual({ '0@15': 'g1-dl' });
+    expect(await readerView(res, settings, 'deadletter')).toEqual({ '0@15': 'g1-dl' });
     expect(times(await orderIds(settings), 'p0-o3')).toBe(1);
     // The operator redrives the dead letter readers show, with the fix: it stages in orders~g1~r1, where the
     // processor is not in replay mode, so liveHolders reads no live claim and CLAIM#g1 has none for p0-o3.
     await redrive({ settings, clients: res.clients, transform: orders });
     await committed(settings);
-    // Was: 2 — offset 3 (live) and offset 15 (orders~g1~r1).
+    // Without the guard: 2 — offset 3 (live) and offset 15 (orders~g1~r1).
     expect(times(await orderIds(settings), 'p0-o3')).toBe(1);
   });
 
-  it.fails('known (documented in docs/operations.md, replay limits): two generations over adjacent ranges judge keys against the live claims only, not each other’s: a key both outputs (the live transform dead-lettered both records) is shown twice', async () => {
+  it.fails('two generations over adjacent ranges judge keys against the live claims only, not each other’s: a key both outputs (the live transform dead-lettered both records) is shown twice (a limit docs/operations.md states)', async () => {
     const settings = settingsFor();
     // Offset 15 re-sends offset 5; the live transform's bug dead-letters both (no live claim of p0-o5 at all).
     const input = [...orderRecords(0, 0, 15), resend(5, 15), ...orderRecords(0, 16, 4)];
@@ -315,21 +221,21 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
     ).processEvent(mskEvent(input));
     await committed(settings);
     // The operator replays the broken span in two steps (two plans, e.g. to keep each plan small).
-    await plan(settings, 0, 9); // g1
-    await plan(settings, 10, 19); // g2
+    await plan(res, settings, 0, 9); // g1
+    await plan(res, settings, 10, 19); // g2
     await replayAll(settings, 1, input, { transform: tagged('fix') });
     await replayAll(settings, 2, input, { transform: tagged('fix') });
-    await switchTo(settings, 1);
-    await switchTo(settings, 2);
+    await switchTo(res, settings, 1);
+    await switchTo(res, settings, 2);
     await committed(settings);
-    const view = await readerView(settings);
+    const view = await readerView(res, settings);
     expect(view['0@5']).toBe('fix');
     // One plan over 0..19 would drop offset 15 as a duplicate of offset 5 (CLAIM#g1). What happens: 2 — g1
     // claimed p0-o5 under CLAIM#g1, g2 under CLAIM#g2, and each judged against the (absent) live claim only.
     expect(times(await orderIds(settings), 'p0-o5')).toBe(1);
   });
 
-  it('disproved: a live claimant in a redrive lane (orders~r1#0#7) is judged by its original offset: outside the range it makes the in-range resend a duplicate, inside the range the generation outputs the record itself', async () => {
+  it('a live claimant in a redrive lane (orders~r1#0#7) is judged by its original offset: outside the range it makes the in-range resend a duplicate, inside the range the generation outputs the record itself', async () => {
     const run = async (from: number) => {
       const settings = settingsFor();
       // The live transform dead-letters offset 7; a redrive with the fix outputs it in orders~r1 and claims
@@ -345,13 +251,13 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
       await live(settings).processEvent(mskEvent(rest));
       await committed(settings);
       expect(times(await orderIds(settings), 'p0-o7')).toBe(1);
-      await plan(settings, from, 19);
+      await plan(res, settings, from, 19);
       await replayAll(settings, 1, [...orderRecords(0, 0, 15), ...rest]);
-      await switchTo(settings, 1);
+      await switchTo(res, settings, 1);
       await committed(settings);
-      const view = await readerView(settings);
+      const view = await readerView(res, settings);
       expect(times(await orderIds(settings), 'p0-o7')).toBe(1);
-      await expectVerified(settings);
+      await expectVerified(res, settings);
       return [view['0@7'], view['0@16']];
     };
     // Range 10..19: offset 7 stays the redrive's row; offset 16 is a duplicate in generation 1 too.
@@ -360,7 +266,7 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
     expect(await run(5)).toEqual(['g1', undefined]);
   });
 
-  it('disproved: a key claimed live on another partition that the plan names with a range not covering the claimant keeps both in-range resends duplicates in the new generation (the claimant stays the live output’s)', async () => {
+  it('a key claimed live on another partition that the plan names with a range not covering the claimant keeps both in-range resends duplicates in the new generation (the claimant stays the live output’s)', async () => {
     const settings = settingsFor();
     // Partition 1, offset 2 holds p9-key (live: claimed first); partition 0, offsets 12 and 14 re-send it.
     const shared = (partition: number, offset: number): RecordSpec => ({
@@ -384,7 +290,7 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
     expect(times(await orderIds(settings), 'p9-key')).toBe(1);
     // g1: partition 0 10..14 and partition 1 5..9 (its range does not cover the claimant 1@2).
     await planReplay({
-      ...target(settings),
+      ...replayTarget(res, settings),
       topic: 'orders',
       fromOffset: new Map([
         [0, 10],
@@ -393,28 +299,28 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
       clock: systemClock,
     });
     await replayAll(settings, 1, [...p0, ...p1]);
-    await switchTo(settings, 1);
+    await switchTo(res, settings, 1);
     await committed(settings);
     expect(times(await orderIds(settings), 'p9-key')).toBe(1);
-    expect((await readerView(settings))['1@2']).toBe('v1');
-    await expectVerified(settings);
+    expect((await readerView(res, settings))['1@2']).toBe('v1');
+    await expectVerified(res, settings);
   });
 
   // ── the first-staging check ─────────────────────────────────────────────────────────────────────────────────
 
-  it('disproved: the first-staging check does not stall a replay whose very first staging transaction crashed (objects written, no fence), redelivered from the same offset in a larger batch, nor a container that cached the empty lane', async () => {
+  it('the first-staging check does not stall a replay whose very first staging transaction crashed (objects written, no fence), redelivered from the same offset in a larger batch, nor a container that cached the empty lane', async () => {
     const settings = settingsFor();
     const input = [...orderRecords(0, 0, 20)];
     await live(settings).processEvent(mskEvent(input));
     await committed(settings);
-    await plan(settings, 3, 16);
-    await switchTo(settings, 1);
+    await plan(res, settings, 3, 16);
+    await switchTo(res, settings, 1);
     const batch = (from: number, to: number) => input.filter((r) => r.offset >= from && r.offset <= to);
     // Container A: its first batch starts at the range start and crashes after writing its staged object, before
     // the lane's first transaction: A now caches "no fence" for orders~g1.
     const a = replayer(settings, 1, { hooks: crashAt('after-stage-write') });
     await expect(a.processEvent(mskEvent(batch(3, 6)))).rejects.toBeInstanceOf(InjectedCrashError);
-    expect((await replayStatus(target(settings)))[0]!.ranges[0]!.stagedOffset).toBe(-1);
+    expect((await replayStatus(replayTarget(res, settings)))[0]!.ranges[0]!.stagedOffset).toBe(-1);
     // The retry, in a fresh container B, starts at the same offset with more records (a batch of another size).
     await replayer(settings, 1).processEvent(mskEvent(batch(3, 9)));
     // A gets the next batch, whose first record lies after the range start: its cached empty lane is read again.
@@ -423,21 +329,21 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
     await replayer(settings, 1).processEvent(mskEvent(batch(14, 19)));
     await committed(settings);
     const want = expected([0], 20, (_, o) => (inRange(3, 16)(o) ? 'g1' : 'v1'));
-    expect(await readerView(settings)).toEqual(want);
+    expect(await readerView(res, settings)).toEqual(want);
     expect(await queryView(settings)).toEqual(want);
-    await expectVerified(settings);
+    await expectVerified(res, settings);
   });
 
   // ── planReplay ──────────────────────────────────────────────────────────────────────────────────────────────
 
-  it('disproved: planReplay — a live fence at from-1 skips the partition, --from-offsets naming an unstaged partition is refused, and `to` is clamped to a live fence in the middle of a batch (the rest of the batch is the live output’s)', async () => {
+  it('planReplay — a live fence at from-1 skips the partition, --from-offsets naming an unstaged partition is refused, and `to` is clamped to a live fence in the middle of a batch (the rest of the batch is the live output’s)', async () => {
     // Claims in the transaction: a chunk holds a few records, so a batch stages in several transactions.
     const settings = settingsFor({ claimWrite: 'in-transaction' });
     await live(settings).processEvent(mskEvent([...orderRecords(0, 0, 30), ...orderRecords(1, 0, 20)]));
     await committed(settings);
     // Partition 1's fence is 19 = from - 1: nothing to replay there.
     const planned = await planReplay({
-      ...target(settings),
+      ...replayTarget(res, settings),
       topic: 'orders',
       fromOffset: 20,
       clock: systemClock,
@@ -446,7 +352,7 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
     expect(planned.skipped.map((s) => s.partition)).toEqual([1]);
     await expect(
       planReplay({
-        ...target(settings),
+        ...replayTarget(res, settings),
         topic: 'orders',
         fromOffset: new Map([
           [0, 3],
@@ -457,7 +363,7 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
     ).rejects.toThrow(/staged nothing of orders partition 7/);
     await expect(
       planReplay({
-        ...target(settings),
+        ...replayTarget(res, settings),
         topic: 'orders',
         fromOffset: 30,
         partitions: [0],
@@ -470,25 +376,25 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
     await expect(
       live(settings, orders, crashAt('after-transaction')).processEvent(mskEvent(more)),
     ).rejects.toBeInstanceOf(InjectedCrashError);
-    const g2 = await plan(settings, 25, 1_000, [0]);
+    const g2 = await plan(res, settings, 25, 1_000, [0]);
     const to = g2.ranges[0]!.to;
     expect(to).toBeGreaterThan(29);
     expect(to).toBeLessThan(49);
     // The live retry stages the rest; the replay of generation 2 runs; generation 1 is never switched.
     await live(settings).processEvent(mskEvent(more));
     await replayAll(settings, 2, orderRecords(0, 0, 50), { size: 10 });
-    await switchTo(settings, 2);
+    await switchTo(res, settings, 2);
     await committed(settings);
-    expect(await readerView(settings)).toEqual({
+    expect(await readerView(res, settings)).toEqual({
       ...expected([0], 50, (_, o) => (inRange(25, to)(o) ? 'g2' : 'v1')),
       ...expected([1], 20, () => 'v1'),
     });
-    await expectVerified(settings);
+    await expectVerified(res, settings);
   });
 
   // ── two generations ─────────────────────────────────────────────────────────────────────────────────────────
 
-  it('disproved: two generations with identical ranges switched together (the later generation wins), and a generation 2 switched while generation 1 still stages (generation 1 wins once it switches): each record shown once, verify clean', async () => {
+  it('two generations with identical ranges switched together (the later generation wins), and a generation 2 switched while generation 1 still stages (generation 1 wins once it switches): each record shown once, verify clean', async () => {
     const together = async () => {
       const settings = settingsFor();
       const input = orderRecords(0, 0, 20);
@@ -502,43 +408,43 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
       expect(await store.create(2, range, Date.now())).toBe(true);
       await replayAll(settings, 1, input);
       await replayAll(settings, 2, input);
-      await switchTo(settings, 2);
-      await switchTo(settings, 1);
+      await switchTo(res, settings, 2);
+      await switchTo(res, settings, 1);
       await committed(settings);
-      expect((await manifests(settings)).at(-1)!.generations!.map((g) => g.generation)).toEqual([1, 2]);
-      expect(await readerView(settings)).toEqual(
+      expect((await manifests(res, settings)).at(-1)!.generations!.map((g) => g.generation)).toEqual([1, 2]);
+      expect(await readerView(res, settings)).toEqual(
         expected([0], 20, (_, o) => (inRange(5, 14)(o) ? 'g2' : 'v1')),
       );
-      await expectVerified(settings);
+      await expectVerified(res, settings);
     };
     const staggered = async () => {
       const settings = settingsFor();
       const input = orderRecords(0, 0, 20);
       await live(settings).processEvent(mskEvent(input));
       await committed(settings);
-      await plan(settings, 2, 12); // g1
-      await plan(settings, 8, 17); // g2
-      await switchTo(settings, 1);
-      await switchTo(settings, 2);
+      await plan(res, settings, 2, 12); // g1
+      await plan(res, settings, 8, 17); // g2
+      await switchTo(res, settings, 1);
+      await switchTo(res, settings, 2);
       // Generation 1 stages only part of its range; generation 2 all of it.
       await replayer(settings, 1).processEvent(mskEvent(input.filter((r) => r.offset <= 9)));
       await replayAll(settings, 2, input);
       await committed(settings);
       const g2Only = expected([0], 20, (_, o) => (inRange(8, 17)(o) ? 'g2' : 'v1'));
-      expect(await readerView(settings)).toEqual(g2Only);
+      expect(await readerView(res, settings)).toEqual(g2Only);
       await replayer(settings, 1).processEvent(mskEvent(input));
       await committed(settings);
       const want = expected([0], 20, (_, o) => (inRange(2, 12)(o) ? 'g1' : inRange(8, 17)(o) ? 'g2' : 'v1'));
-      expect(await readerView(settings)).toEqual(want);
+      expect(await readerView(res, settings)).toEqual(want);
       expect(await queryView(settings)).toEqual(want);
-      await expectVerified(settings);
+      await expectVerified(res, settings);
     };
     await Promise.all([together(), staggered()]);
   });
 
   // ── the switch on an idle pipeline ─────────────────────────────────────────────────────────────────────────
 
-  it('disproved: the switch on an idle pipeline (a checkpoint of zero changed partitions, one empty shard) crashing before or after each coordinator step, once or on every retry, switches exactly once; the manifest lists no file, the log stays gap-free and verified', async () => {
+  it('the switch on an idle pipeline (a checkpoint of zero changed partitions, one empty shard) crashing before or after each coordinator step, once or on every retry, switches exactly once; the manifest lists no file, the log stays gap-free and verified', async () => {
     const steps: CoordinatorStep[] = ['begin', 'prepare', 'decide', 'promote', 'commit', 'cleanup'];
     const variants = steps.flatMap((step) =>
       (['before', 'after'] as const).flatMap((when) =>
@@ -552,11 +458,11 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
         const input = orderRecords(0, 0, 12);
         await live(settings).processEvent(mskEvent(input));
         await committed(settings);
-        await plan(settings, 3, 8);
+        await plan(res, settings, 3, 8);
         await replayAll(settings, 1, input, { size: 12 });
         // The generation lane is committed before the switch is asked for: the switching checkpoint is idle.
         await committed(settings);
-        await switchTo(settings, 1);
+        await switchTo(res, settings, 1);
         const clock = new ManualClock(Date.now());
         let crashed = false;
         const crash = (at: CoordinatorStep, phase: 'before' | 'after', execution: string) => {
@@ -582,7 +488,7 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
           },
         });
         const view = async () => {
-          const v = await readerView(settings);
+          const v = await readerView(res, settings);
           const ids = Object.keys(v);
           expect(ids, label).toHaveLength(12);
           const g1 = Object.values(v).filter((t) => t === 'g1').length;
@@ -601,10 +507,10 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
           if (outcome.status === 'empty') break;
         }
         expect(crashed, label).toBe(true);
-        expect(await readerView(settings), label).toEqual(
+        expect(await readerView(res, settings), label).toEqual(
           expected([0], 12, (_, o) => (inRange(3, 8)(o) ? 'g1' : 'v1')),
         );
-        const log = await manifests(settings);
+        const log = await manifests(res, settings);
         const switching = log.filter((m) => (m.generations ?? []).length > 0);
         expect(
           switching.map((m) => m.files.length),
@@ -614,9 +520,9 @@ describe.concurrent('review 2: replay into a new generation', { timeout: 150_000
           log.map((m) => m.checkpointId),
           label,
         ).toEqual(log.map((_, i) => i + 1));
-        const [status] = await replayStatus(target(settings));
+        const [status] = await replayStatus(replayTarget(res, settings));
         expect(status!.plan.switchedIn, label).toBe(switching[0]!.checkpointId);
-        await expectVerified(settings);
+        await expectVerified(res, settings);
       }),
     );
   }, 60_000);

@@ -1,26 +1,26 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { ManualClock, systemClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { OffsetsWentBackwardsError } from '../shared/errors.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { redrive } from '../shared/redrive/redrive.ts';
-import { currentRowsQuery, epochLaneOf, generationOf } from '../shared/replay/current-view.ts';
-import { planReplay, requestSwitch } from '../shared/replay/replay.ts';
-import type { GenerationSwitch } from '../shared/sink/generation-switch.ts';
-import { parseFinalKey } from '../shared/sink/layout.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
-import { toTransform } from '../shared/transforms/adapter.ts';
-import { defineTransform } from '../shared/transforms/api.ts';
-import orderDefinition from '../shared/transforms/orders.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { eos } from './support/eos.ts';
-import { listedObjects, switchesOf } from './support/listing.ts';
-import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
+import { ManualClock, systemClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { OffsetsWentBackwardsError } from '../../shared/errors.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { redrive } from '../../shared/redrive/redrive.ts';
+import { currentRowsQuery, epochLaneOf, generationOf } from '../../shared/replay/current-view.ts';
+import { planReplay, requestSwitch } from '../../shared/replay/replay.ts';
+import type { GenerationSwitch } from '../../shared/sink/generation-switch.ts';
+import { parseFinalKey } from '../../shared/sink/layout.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import { toTransform } from '../../shared/transforms/adapter.ts';
+import { defineTransform } from '../../shared/transforms/api.ts';
+import orderDefinition from '../../shared/transforms/orders.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
+import { eos } from '../support/eos.ts';
+import { listedObjects, switchesOf } from '../support/listing.ts';
+import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -44,11 +44,6 @@ function parquetSettings(overrides: Partial<SettingsInput> = {}): Settings {
     outputColumns: [...orderDefinition.columns],
     ...overrides,
   });
-}
-
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
 }
 
 /** `lane:p@offset` of every row the committed reader shows. */
@@ -121,7 +116,7 @@ async function replay(
     clients: res.clients,
     transform,
   }).processEvent(mskEvent(input));
-  await checkpoint(settings);
+  await checkpoint(res, settings);
   return plan.generation;
 }
 
@@ -131,19 +126,19 @@ async function switchTo(settings: Settings, generation: number): Promise<void> {
     generation,
     systemClock,
   );
-  await checkpoint(settings);
+  await checkpoint(res, settings);
 }
 
 const lanesOf = (rows: readonly string[]) => new Set(rows.map((row) => row.split(':')[0]));
 
 describe('the Athena view against the committed reader', () => {
-  it('disproved: hour folders, partition 12 and 13-digit offsets, two overlapping switches: the view equals the reader', async () => {
+  it('hour folders, partition 12 and 13-digit offsets, two overlapping switches: the view equals the reader', async () => {
     const settings = parquetSettings({ timePartitioning: 'hour' });
     const base = 1_234_567_890_120;
     const input = [...orderRecords(0, base, 30), ...orderRecords(12, base, 30)];
     await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(input.slice(0, 40)));
     await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(input.slice(40)));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const first = await replay(settings, input, base + 7, base + 22, [0, 12]);
     await expectViewEqualsReader(settings);
     await switchTo(settings, first);
@@ -158,11 +153,11 @@ describe('the Athena view against the committed reader', () => {
     expect(shown.filter((row) => row.startsWith('orders~g1:0@'))).toHaveLength(16);
   });
 
-  it('disproved: an epoch lane (orders~1) and its replay (orders~1~g1) over offsets epoch 0 used too: only epoch 1 is replaced', async () => {
+  it('an epoch lane (orders~1) and its replay (orders~1~g1) over offsets epoch 0 used too: only epoch 1 is replaced', async () => {
     const settings = parquetSettings({ timePartitioning: 'day', idempotencyKey: 'none' });
     const processor = createProcessor({ settings, clients: res.clients });
     await processor.processEvent(mskEvent(orderRecords(0, 0, 10)));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const epoch1 = orderRecords(0, 0, 10, 'e1');
     await expect(processor.processEvent(mskEvent(epoch1))).rejects.toThrow();
     // The mapping retries the refused batch in another invocation, which confirms the stop.
@@ -177,7 +172,7 @@ describe('the Athena view against the committed reader', () => {
     );
     expect((await epochs.startNew('orders', 0)).kind).toBe('opened');
     await processor.processEvent(mskEvent(epoch1));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const generation = await replay(settings, epoch1, 2, 6, [0]);
     await switchTo(settings, generation);
     expect((await switchesOf(res.clients, settings))[0]!.ranges[0]!.lane).toBe('orders~1');
@@ -187,13 +182,13 @@ describe('the Athena view against the committed reader', () => {
     expect(shown.filter((row) => row.startsWith('orders~1~g1:'))).toHaveLength(5);
   });
 
-  it('disproved: redrive lanes of the live output (orders~r1) and of a generation (orders~g1~r1) follow the switch in the view as in the reader', async () => {
+  it('redrive lanes of the live output (orders~r1) and of a generation (orders~g1~r1) follow the switch in the view as in the reader', async () => {
     const settings = parquetSettings();
     const input = orderRecords(0, 0, 30);
     await createProcessor({ settings, clients: res.clients, transform: buggy }).processEvent(mskEvent(input));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     await redrive({ settings, clients: res.clients, transform: orders });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     await expectViewEqualsReader(settings);
     // Generation 1 over 5..25, with the bug again: its own dead letters at 7 and 17 hide orders~r1's rows there.
     const generation = await replay(settings, input, 5, 25, [0], buggy);
@@ -201,17 +196,17 @@ describe('the Athena view against the committed reader', () => {
     const switched = await expectViewEqualsReader(settings);
     expect(switched.filter((row) => row.startsWith('orders~r1:'))).toEqual(['orders~r1:0@27']);
     await redrive({ settings, clients: res.clients, transform: orders });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const shown = await expectViewEqualsReader(settings);
     expect(lanesOf(shown)).toEqual(new Set(['orders', 'orders~r1', 'orders~g1', 'orders~g1~r1']));
     expect(shown).toHaveLength(30);
   });
 
-  it('disproved: a generation switched over a range the live output dead-lettered (no live rows there) shows its rows in the view', async () => {
+  it('a generation switched over a range the live output dead-lettered (no live rows there) shows its rows in the view', async () => {
     const settings = parquetSettings({ timePartitioning: 'day' });
     const input = orderRecords(0, 0, 20);
     await createProcessor({ settings, clients: res.clients, transform: buggy }).processEvent(mskEvent(input));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const generation = await replay(settings, input, 7, 7, [0]);
     await switchTo(settings, generation);
     const shown = await expectViewEqualsReader(settings);
@@ -219,18 +214,14 @@ describe('the Athena view against the committed reader', () => {
   });
 
   /*
-   * Fixed: the view adds no column any more and filters on the expressions themselves. Was: it added its columns with
-   * `SELECT *, … AS eos_epoch_lane, … AS eos_generation` and filtered on the name
-   * `eos_generation` in the outer query. Nothing reserves those names: only `source` is reserved in the transform's
-   * columns (shared/config/settings.ts, shared/transforms/api.ts). A transform with a column `eos_generation` makes
-   * the outer `WHERE eos_generation = …` read the *user's* column: DuckDB renames the view's own column to
-   * `eos_generation_1` and filters by the user's value (here always 0), so the view shows an unswitched generation's
-   * rows next to the live ones; Trino refuses the statement (an ambiguous column, and a view with two columns of one
-   * name). Fix: reserve `eos_epoch_lane` and `eos_generation` (and any name the view adds) next to `source` in the
-   * columns check, or have the view filter on the expressions themselves and name its columns so they cannot clash
-   * (refuse to print the view when the table has such a column).
+   * The view adds no column and filters on the expressions themselves. A view that added its columns with
+   * `SELECT *, … AS eos_epoch_lane, … AS eos_generation` and filtered on the name `eos_generation` in the outer
+   * query would meet a transform column of that name (only `source` is reserved in the transform's columns):
+   * DuckDB renames the view's own column to `eos_generation_1` and filters by the user's value (here always 0), so
+   * the view would show an unswitched generation's rows next to the live ones; Trino refuses the statement (an
+   * ambiguous column, and a view with two columns of one name).
    */
-  it('fixed: a transform column named eos_generation is a column like any other: the view shows what readers show', async () => {
+  it('a transform column named eos_generation is a column like any other: the view shows what readers show', async () => {
     const definition = defineTransform({
       name: 'orders-with-eos-generation',
       value: { format: 'json' },
@@ -243,14 +234,14 @@ describe('the Athena view against the committed reader', () => {
     const settings = parquetSettings({ outputColumns: [...definition.columns] });
     const input = orderRecords(0, 0, 10);
     await createProcessor({ settings, clients: res.clients, transform }).processEvent(mskEvent(input));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     // Generation 1 committed, not switched: readers show the live rows only.
     await replay(settings, input, 2, 5, [0], transform);
     expect(await readerRows(settings)).toHaveLength(10);
     await expectViewEqualsReader(settings);
   });
 
-  it('disproved: the lane regex takes the lane from the last two segments, whatever the pipeline id, bucket or topic spell', async () => {
+  it('the lane regex takes the lane from the last two segments, whatever the pipeline id, bucket or topic spell', async () => {
     const offsets = '00000000001234567890-00000000001234567899';
     const paths: Array<[string, string, number]> = [
       [`s3://b-topic/topic-1-2/final/output/topic=orders/partition=12/${offsets}.parquet`, 'orders', 0],
@@ -273,7 +264,7 @@ describe('the Athena view against the committed reader', () => {
 });
 
 describe('eos replay --athena-view', () => {
-  it('disproved: --json prints the statement and the switches; EOS_BUCKET stands for --bucket; an empty log gives generation 0 only', async () => {
+  it('--json prints the statement and the switches; EOS_BUCKET stands for --bucket; an empty log gives generation 0 only', async () => {
     const settings = parquetSettings();
     const printed = await eos(['replay', '--athena-view', '--pipeline', settings.pipelineId, '--json'], {
       env: { EOS_BUCKET: settings.bucket },
@@ -286,7 +277,7 @@ describe('eos replay --athena-view', () => {
     expect(result.statement).not.toMatch(/CASE/);
   });
 
-  it('disproved: a bucket that does not exist exits 3 (AWS cannot be used); a plan flag with --athena-view exits 2', async () => {
+  it('a bucket that does not exist exits 3 (AWS cannot be used); a plan flag with --athena-view exits 2', async () => {
     const missing = await eos([
       'replay',
       '--athena-view',

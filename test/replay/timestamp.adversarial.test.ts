@@ -1,30 +1,29 @@
 /**
- * Adversarial review of `eos replay --from-timestamp [--to-timestamp]` (commits 61d2be6, e247b37): times turned into
- * offset ranges by ListOffsets by time (`shared/kafka/kafkajs-offsets.ts`, or the emulated log's
- * `PartitionedLog.offsetsForTimes`), then planned by `planReplay` (`planReplayAtTimes`, `shared/replay/replay.ts`).
- *
- * The five bugs it confirmed are fixed: their tests (`fixed: …`) keep the interleaving that broke them, with what the
- * fix does; everything else is a suspicion the test disproves. Real DynamoDB Local and S3 server; the kafkajs adapter runs over a stub of kafkajs's
- * admin API that behaves as kafkajs 2.x does (`fetchTopicOffsetsByTimestamp` reads the high watermark first and
- * answers it for a partition where ListOffsets found no record), since no broker runs here.
+ * Adversarial interleavings of `eos replay --from-timestamp [--to-timestamp]`: times turned into offset ranges by
+ * ListOffsets by time (`shared/kafka/kafkajs-offsets.ts`, or the emulated log's `PartitionedLog.offsetsForTimes`),
+ * then planned by `planReplay` (`planReplayAtTimes`, `shared/replay/replay.ts`). Each comment gives the
+ * interleaving and what the code does about it.
+ * Real DynamoDB Local and S3 server; the kafkajs adapter runs over a stub of kafkajs's admin API that behaves as
+ * kafkajs 2.x does (`fetchTopicOffsetsByTimestamp` reads the high watermark first and answers it for a partition
+ * where ListOffsets found no record), since no broker runs here.
  */
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { kafkaOffsetsStatements } from '../infra/kafka-cluster.ts';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { systemClock } from '../shared/clock.ts';
-import type { Settings } from '../shared/config/settings.ts';
-import { KafkaOffsetsByTime, type OffsetsAdmin } from '../shared/kafka/kafkajs-offsets.ts';
-import type { OffsetsByTime } from '../shared/kafka/offsets-by-time.ts';
-import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { keys } from '../shared/ledger/layout.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { planReplayAtTimes, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { eos as run } from './support/eos.ts';
+import { kafkaOffsetsStatements } from '../../infra/kafka-cluster.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { systemClock } from '../../shared/clock.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import { KafkaOffsetsByTime, type OffsetsAdmin } from '../../shared/kafka/kafkajs-offsets.ts';
+import type { OffsetsByTime } from '../../shared/kafka/offsets-by-time.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { planReplayAtTimes, replayStatus, requestSwitch } from '../../shared/replay/replay.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { eos as run } from '../support/eos.ts';
 import {
   append,
   isoAt as at,
@@ -32,7 +31,7 @@ import {
   kafkajsAdminOver,
   logOf,
   secondsIn as s,
-} from './support/timed-log.ts';
+} from '../support/timed-log.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -102,7 +101,9 @@ function eos(args: readonly string[], offsetsByTime?: OffsetsByTime) {
   return run(args, offsetsByTime === undefined ? {} : { offsetsByTime });
 }
 
-describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150_000 }, () => {
+describe.concurrent('eos replay --from-timestamp: time-planned ranges, the kafkajs adapter, out-of-range times', {
+  timeout: 150_000,
+}, () => {
   it('a time-planned generation replays exactly its ranges: non-monotonic timestamps, an empty T..T2 span, a start past the fence and a partition never staged are skipped, each record shown once', async () => {
     // Partition 0: offset i at i s, except offset 7 produced late with an old timestamp (2 s).
     // Partition 1: a record from the future at offset 3 (10 s): the offset at 5 s and at 9 s are both 3.
@@ -223,9 +224,9 @@ describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150
   //   2. a producer appends records stamped at/after T2 and the live pipeline stages them;
   //   3. planReplay reads the fence and ends the range at the staged offset: the plan replays records at or after
   //      --to-timestamp, though the command says it stops before them ("records from … until T2").
-  // Fixed: a "no record at or after T2" answer must still bound the range by the partition's end at the lookup (kafkajs
+  // Guard: a "no record at or after T2" answer must still bound the range by the partition's end at the lookup (kafkajs
   // answers the high watermark for it; the emulated log's end offset): `to = min(end at lookup - 1, staged)`.
-  it('fixed: --to-timestamp with no record at or after it yet ends the range at the partition end of the lookup, not at the fence read later (records at/after T2 staged meanwhile are not replayed)', async () => {
+  it('--to-timestamp with no record at or after it yet ends the range at the partition end of the lookup, not at the fence read later (records at/after T2 staged meanwhile are not replayed)', async () => {
     const log = logOf([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]);
     const settings = settingsIn(res, 'rvrt');
     await live(settings).processEvent(eventOf(log));
@@ -256,10 +257,10 @@ describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150
   //   3. fetchTopicOffsetsByTimestamp(T2) answers offset 10: a real record at T2;
   //   4. the adapter takes 10 >= the end read in 1 as "no record at or after T2" (undefined), so the plan ends at the
   //      staged offset 10 and replays the record at T2.
-  // Fixed: an answer at or past the ends read before the lookup is "none" and the range stops at those ends (a
+  // Guard: an answer at or past the ends read before the lookup is "none" and the range stops at those ends (a
   // snapshot taken before the lookup), so the record appended meanwhile is not in it. (Reading the ends after the
-  // lookup instead let an older record appended meanwhile look found: test/review-replay-time-2.test.ts.)
-  it('fixed: kafkajs adapter: a record at T2 appended between the high-watermark read and ListOffsets ends the range before it', async () => {
+  // lookup instead let an older record appended meanwhile look found: test/replay/timestamp-lookups.adversarial.test.ts.)
+  it('kafkajs adapter: a record at T2 appended between the high-watermark read and ListOffsets ends the range before it', async () => {
     const log = logOf([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]);
     const settings = settingsIn(res, 'rvrt');
     await live(settings).processEvent(eventOf(log));
@@ -323,9 +324,9 @@ describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150
   // holds only ±8.64e15 ms: `new Date(9e15).toISOString()` throws RangeError. `--to-timestamp 9000000000000000` (an
   // operator's "no end") finds no record at or after it, so the plan is written with times.to = 9e15; printing the
   // planned line then throws (exit 1, "unexpected"), and since a plan is never changed, every later `eos replay`
-  // (status) throws the same way. Fixed: refuse times past 8.64e15 in parseTimestamp (and planReplayAtTimes), and drop
+  // (status) throws the same way. Guard: refuse times past 8.64e15 in parseTimestamp (and planReplayAtTimes), and drop
   // them in timesFromItem (or format an out-of-range time as its number).
-  it('fixed: --to-timestamp 9000000000000000 (past what a Date holds) is refused, and eos replay status still works', async () => {
+  it('--to-timestamp 9000000000000000 (past what a Date holds) is refused, and eos replay status still works', async () => {
     const log = logOf([[0, 1, 2, 3, 4, 5]]);
     const settings = settingsIn(res, 'rvrt');
     await live(settings).processEvent(eventOf(log));
@@ -344,7 +345,7 @@ describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150
 
   // Same root as above, through a plan item written by hand: timesFromItem keeps {from: 9e15} (a safe integer), and
   // formatStatus's iso() throws, so `eos replay` cannot show any plan of the pipeline any more.
-  it('fixed: a hand-written plan whose times are out of Date range leaves them out, and eos replay status still works', async () => {
+  it('a hand-written plan whose times are out of Date range leaves them out, and eos replay status still works', async () => {
     const settings = settingsIn(res, 'rvrt');
     await putPlan(settings, 1, { from: 9_000_000_000_000_000 });
     const status = await eos(['replay', '--table', res.table, '--pipeline', settings.pipelineId]);
@@ -377,12 +378,12 @@ describe.concurrent('eos replay --from-timestamp, adversarially', { timeout: 150
   });
 
   // The adapter wraps every kafkajs failure after connecting in OffsetsByTimeError, a PipelineError, which the CLI
-  // reports as exit 2 ("bad usage or input; nothing ran"). A role without kafka-cluster:DescribeTopic (what e247b37
-  // grants operatorRoles) gets TOPIC_AUTHORIZATION_FAILED on Metadata/ListOffsets: access denied, which the exit table
-  // (cli/failures.ts) and connectBrokers (unreachable or refused credentials → 3) make exit 3. Fixed: a subclass for
+  // reports as exit 2 ("bad usage or input; nothing ran"). A role without kafka-cluster:DescribeTopic (what
+  // operatorRoles grants) gets TOPIC_AUTHORIZATION_FAILED on Metadata/ListOffsets: access denied, which the exit table
+  // (cli/failures.ts) and connectBrokers (unreachable or refused credentials → 3) make exit 3. Guard: a subclass for
   // authorization and connection failures after connect (KafkaJSProtocolError type *_AUTHORIZATION_FAILED,
   // KafkaJSConnectionError, KafkaJSRequestTimeoutError) mapped to AwsUnavailableError as connectBrokers does.
-  it('fixed: the brokers refusing the topic (TOPIC_AUTHORIZATION_FAILED) exits 3 (cannot be used), not 2 (bad usage)', async () => {
+  it('the brokers refusing the topic (TOPIC_AUTHORIZATION_FAILED) exits 3 (cannot be used), not 2 (bad usage)', async () => {
     const denied = Object.assign(new Error('Not authorized to access topics: [Topic authorization failed]'), {
       name: 'KafkaJSProtocolError',
       type: 'TOPIC_AUTHORIZATION_FAILED',

@@ -1,5 +1,5 @@
 /**
- * `eos replay --from-timestamp` (issue 14): a time turned into per-partition offsets by the brokers' ListOffsets by
+ * `eos replay --from-timestamp`: a time turned into per-partition offsets by the brokers' ListOffsets by
  * time, then planned and switched like any offset plan. The end-to-end tests ask the local runner's emulated log
  * (a real local part); the kafkajs adapter is exercised against a stub of kafkajs's admin API and the MSK bootstrap
  * lookup against a mocked Kafka client, since no broker and no MSK can run here.
@@ -7,27 +7,27 @@
 import { GetBootstrapBrokersCommand, KafkaClient } from '@aws-sdk/client-kafka';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { PartitionedLog } from '../local/kafka-log.ts';
-import { ManualClock } from '../shared/clock.ts';
-import type { Settings } from '../shared/config/settings.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { PartitionedLog } from '../../local/kafka-log.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import type { Settings } from '../../shared/config/settings.ts';
 import {
   bootstrapServersFor,
   clusterBootstrapServers,
   KafkaOffsetsByTime,
   kafkaConfigOf,
   type OffsetsAdmin,
-} from '../shared/kafka/kafkajs-offsets.ts';
+} from '../../shared/kafka/kafkajs-offsets.ts';
 import {
   BrokersUnavailableError,
   OffsetsByTimeError,
   parseTimestamp,
-} from '../shared/kafka/offsets-by-time.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { eos as run } from './support/eos.ts';
-import { order } from './support/msk.ts';
-import { isoAt as at, TIME_BASE as BASE, eventOf } from './support/timed-log.ts';
+} from '../../shared/kafka/offsets-by-time.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { eos as run } from '../support/eos.ts';
+import { order } from '../support/msk.ts';
+import { isoAt as at, TIME_BASE as BASE, eventOf } from '../support/timed-log.ts';
 
 let res: TestResources;
 beforeAll(async () => {

@@ -1,33 +1,28 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { systemClock } from '../shared/clock.ts';
-import type { Settings } from '../shared/config/settings.ts';
-import { generationOfLane } from '../shared/ledger/epochs.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
+import { systemClock } from '../../shared/clock.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import { generationOfLane } from '../../shared/ledger/epochs.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
 import {
   analyticsDatabaseName,
   athenaViewStatement,
   currentRowsQuery,
   MAX_VIEW_STATEMENT_BYTES,
-} from '../shared/replay/current-view.ts';
-import { planReplay, requestSwitch } from '../shared/replay/replay.ts';
-import type { GenerationSwitch } from '../shared/sink/generation-switch.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
-import orderDefinition from '../shared/transforms/orders.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { eos } from './support/eos.ts';
-import { listedObjects, switchesOf } from './support/listing.ts';
-import { mskEvent, orderRecords } from './support/msk.ts';
+} from '../../shared/replay/current-view.ts';
+import { planReplay, requestSwitch } from '../../shared/replay/replay.ts';
+import type { GenerationSwitch } from '../../shared/sink/generation-switch.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import orderDefinition from '../../shared/transforms/orders.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
+import { eos } from '../support/eos.ts';
+import { listedObjects, switchesOf } from '../support/listing.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
   res = await freshResources('view');
 });
-
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
-}
 
 /** `p@offset#generation` of every row the committed reader shows (it follows the manifests' switches). */
 async function readerRows(settings: Settings): Promise<string[]> {
@@ -78,7 +73,7 @@ async function replay(settings: Settings, input: Parameters<typeof mskEvent>[0],
     settings: { ...settings, replayGeneration: plan.generation },
     clients: res.clients,
   }).processEvent(mskEvent(input));
-  await checkpoint(settings);
+  await checkpoint(res, settings);
   return plan.generation;
 }
 
@@ -94,7 +89,7 @@ describe('the view of the rows readers show, over the listed objects', () => {
       // Two live batches: a live object straddles each range's edges.
       await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(input.slice(0, 12)));
       await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(input.slice(12)));
-      await checkpoint(settings);
+      await checkpoint(res, settings);
 
       // Generation 1 over 7..22 of partition 0, committed but not switched: the listing holds it twice.
       const first = await replay(settings, input, 7, 22);
@@ -109,7 +104,7 @@ describe('the view of the rows readers show, over the listed objects', () => {
         first,
         systemClock,
       );
-      await checkpoint(settings);
+      await checkpoint(res, settings);
       const afterFirst = await readerRows(settings);
       expect(afterFirst.filter((row) => row.endsWith('#1'))).toHaveLength(16);
       expect(await listedRows(settings, await switchesOf(res.clients, settings))).toEqual(afterFirst);
@@ -121,7 +116,7 @@ describe('the view of the rows readers show, over the listed objects', () => {
         second,
         systemClock,
       );
-      await checkpoint(settings);
+      await checkpoint(res, settings);
       const afterSecond = await readerRows(settings);
       expect(afterSecond.filter((row) => row.endsWith('#1')).map((row) => row.split('#')[0])).toEqual(
         Array.from({ length: 8 }, (_, i) => `0@${7 + i}`).sort(),

@@ -1,48 +1,56 @@
 /**
- * Adversarial review of "replay into a new generation" (commit e7c98e8: shared/replay/, the processor's replay
- * mode, the coordinator's switch, the readers' GenerationView). The property attacked: for every record of a
- * replayed range, readers (readCommitted, eos query) show exactly one row-set — the old generation's before the
- * manifest that switches, the new one's from it on — nothing outside the ranges changes, the manifest log stays
- * valid (eos verify), and no crash or redelivery of any party breaks that.
+ * Adversarial interleavings of replay into a new generation (shared/replay/, the processor's replay mode, the
+ * coordinator's switch, the readers' GenerationView). The property: for every record of a replayed range, readers
+ * (readCommitted, eos query) show exactly one row-set — the old generation's before the manifest that switches,
+ * the new one's from it on — nothing outside the ranges changes, the manifest log stays valid (eos verify), and
+ * no crash or redelivery of any party breaks that.
  *
- * Each bug found is fixed and its test is now `fixed (finding N)`, asserting the correct behaviour; the two
- * `known (documented)` tests assert the ideal and stay `it.fails`: they are limits docs/operations.md states
- * (partition-scope keys before the range; keyed state is the live output's). Each `disproved:` test is a
- * suspicion the real parts refute. Real DynamoDB Local and S3 server; the coordinator runs
- * its real steps through the local state machine; the replay mapping is the processor in replay mode.
+ * The `it.fails` cases assert the ideal where docs/operations.md states a replay limit (partition-scope keys
+ * before the range; keyed state is the live output's). Real DynamoDB Local and S3 server; the coordinator runs its
+ * real steps through the local state machine; the replay mapping is the processor in replay mode.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
-import { type Clock, ManualClock, systemClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import type { Stream } from '../shared/ledger/layout.ts';
-import { createProcessor, type ProcessorHooks } from '../shared/processor/processor.ts';
-import { queryCommitted } from '../shared/query/query.ts';
-import { bucketSource } from '../shared/query/sources.ts';
-import { redrive } from '../shared/redrive/redrive.ts';
-import { planReplay, replayStatus, requestSwitch } from '../shared/replay/replay.ts';
-import { ReplayStore } from '../shared/replay/store.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
+import { type Clock, ManualClock, systemClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
+import type { Stream } from '../../shared/ledger/layout.ts';
+import { createProcessor, type ProcessorHooks } from '../../shared/processor/processor.ts';
+import { queryCommitted } from '../../shared/query/query.ts';
+import { bucketSource } from '../../shared/query/sources.ts';
+import { redrive } from '../../shared/redrive/redrive.ts';
+import { replayStatus, requestSwitch } from '../../shared/replay/replay.ts';
+import { ReplayStore } from '../../shared/replay/store.ts';
 import {
   MAX_REPLAY_PLAN_BYTES,
   MAX_REPLAY_RANGES,
   ReplayPlanError,
   type ReplayRange,
-} from '../shared/sink/generation-switch.ts';
-import type { Manifest } from '../shared/sink/manifest.ts';
-import { readCommitted, readManifests } from '../shared/sink/reader.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import orderDefinition from '../shared/transforms/orders.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { crashAt } from './support/hooks.ts';
-import { ledgerView } from './support/ledger.ts';
-import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
-import { stageFiles } from './support/staging.ts';
+} from '../../shared/sink/generation-switch.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import orderDefinition from '../../shared/transforms/orders.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import {
+  deadTag,
+  expected,
+  expectVerified,
+  inRange,
+  manifests,
+  plan,
+  readerView,
+  replayTarget,
+  switchTo,
+  tagged,
+  tagOf,
+} from '../support/generations.ts';
+import { crashAt } from '../support/hooks.ts';
+import { ledgerView } from '../support/ledger.ts';
+import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
+import { stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -50,28 +58,6 @@ beforeAll(async () => {
 });
 
 const orders = builtinTransform('orders');
-
-/**
- * `orders` whose rows say which generation wrote them (`customerId` = tag, a string column, so Parquet keeps it);
- * `reject` dead-letters the offsets it names with a reason naming the tag.
- */
-function tagged(tag: string, reject?: (offset: number) => boolean): Transform {
-  return {
-    name: `orders-${tag}`,
-    apply(record: DecodedRecord) {
-      if (reject?.(record.offset)) return { kind: 'poison', error: `${tag} rejects ${record.offset}` };
-      const result = orders.apply(record);
-      if (result.kind !== 'ok') return result;
-      return { ...result, rows: result.rows.map((row) => ({ ...row, customerId: tag })) };
-    },
-  };
-}
-
-/** The live transform's rows keep `cust-…`: shown as `v1`. */
-function tagOf(row: Record<string, unknown>): string {
-  const id = String(row.customerId);
-  return id.startsWith('cust-') ? 'v1' : id;
-}
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
   return settingsIn(res, 'rvrp', { maxTransactionItems: 12, ...overrides });
@@ -105,51 +91,6 @@ function replayer(settings: Settings, generation: number, transform?: Transform,
   });
 }
 
-const target = (settings: Settings) => ({
-  clients: res.clients,
-  table: settings.ledgerTable,
-  pipeline: settings.pipelineId,
-});
-
-async function plan(settings: Settings, fromOffset: number, toOffset?: number, partitions?: number[]) {
-  const planned = await planReplay({
-    ...target(settings),
-    topic: 'orders',
-    fromOffset,
-    ...(toOffset === undefined ? {} : { toOffset }),
-    ...(partitions === undefined ? {} : { partitions }),
-    clock: systemClock,
-  });
-  return planned.plan;
-}
-
-async function switchTo(settings: Settings, generation: number): Promise<void> {
-  expect(await requestSwitch(target(settings), generation, systemClock)).toBe('requested');
-}
-
-/** What readCommitted shows: `p@offset` → the tags of its rows joined by `+` (so two row-sets read `v1+g1`). */
-async function readerView(settings: Settings, stream: Stream = 'output'): Promise<Record<string, string>> {
-  const view: Record<string, string> = {};
-  for await (const { row } of readCommitted({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-    stream,
-  })) {
-    const source = row.source as { partition: number; offset: number };
-    const id = `${source.partition}@${source.offset}`;
-    const tag = stream === 'output' ? tagOf(row) : deadTag(row);
-    view[id] = view[id] === undefined ? tag : `${view[id]}+${tag}`;
-  }
-  return view;
-}
-
-/** A dead letter's tag: the tag its reason names, else `v1` (the live transform's). */
-function deadTag(row: Record<string, unknown>): string {
-  const match = /^(\w+) rejects/.exec(String(row.error));
-  return match ? `${match[1]}-dl` : 'v1-dl';
-}
-
 /** What `eos query` shows, in the same form as {@link readerView}. */
 async function queryView(settings: Settings, stream: Stream = 'output'): Promise<Record<string, string>> {
   const out: string[] = [];
@@ -172,44 +113,6 @@ async function queryView(settings: Settings, stream: Stream = 'output'): Promise
   return view;
 }
 
-/** `p@o` → tag for offsets [0, count) of each partition, the tag chosen per offset. */
-function expected(
-  partitions: readonly number[],
-  count: number,
-  tag: (partition: number, offset: number) => string | undefined,
-): Record<string, string> {
-  const view: Record<string, string> = {};
-  for (const p of partitions) {
-    for (let o = 0; o < count; o++) {
-      const t = tag(p, o);
-      if (t !== undefined) view[`${p}@${o}`] = t;
-    }
-  }
-  return view;
-}
-
-async function manifests(settings: Settings): Promise<Manifest[]> {
-  const all: Manifest[] = [];
-  for await (const m of readManifests({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-  }))
-    all.push(m);
-  return all;
-}
-
-async function expectVerified(settings: Settings): Promise<void> {
-  const result = await verifySink({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-  });
-  expect(result.problems).toEqual([]);
-}
-
-const inRange = (from: number, to: number) => (o: number) => o >= from && o <= to;
-
 /**
  * Clients whose DynamoDB calls crash (InjectedCrashError, before the call) when `crash` says so, for as long as
  * `armed`: a crash between two writes of one coordinator step. The document clients share the client's middleware.
@@ -225,7 +128,7 @@ function crashingClients(crash: (command: string, input: Record<string, unknown>
       }
       return next(args);
     },
-    { step: 'build', name: 'reviewReplayCrash' },
+    { step: 'build', name: 'replayCrash' },
   );
   return { clients, control };
 }
@@ -265,14 +168,14 @@ async function replayAll(
 }
 
 // Concurrent tests share the local parts: a generous timeout keeps a loaded machine from failing the slow ones.
-describe.concurrent('review: replay into a new generation', { timeout: 150_000 }, () => {
-  it('disproved: a commit that dies after the manifest, before the plan notes the switch or before COMMITTED, rolls forward to one switch', async () => {
+describe.concurrent('replay into a new generation', { timeout: 150_000 }, () => {
+  it('a commit that dies after the manifest, before the plan notes the switch or before COMMITTED, rolls forward to one switch', async () => {
     for (const crashPoint of ['before-mark-switched', 'before-committed'] as const) {
       const settings = settingsFor({ checkpointLeaseSeconds: 60 });
       const input = await liveCommitted(settings, [0], 20);
-      await plan(settings, 5, 14);
+      await plan(res, settings, 5, 14);
       await replayAll(settings, 1, input);
-      await switchTo(settings, 1);
+      await switchTo(res, settings, 1);
       let switched = false;
       const { clients, control } = crashingClients((command, commandInput) => {
         if (crashPoint === 'before-mark-switched') return isMarkSwitched(command, commandInput);
@@ -286,29 +189,29 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       control.armed = false;
       // The manifest is the switch: readers see it already, whole.
       const want = expected([0], 20, (_, o) => (inRange(5, 14)(o) ? 'g1' : 'v1'));
-      expect(await readerView(settings), crashPoint).toEqual(want);
+      expect(await readerView(res, settings), crashPoint).toEqual(want);
       // Another execution, once the lease ran out, rolls the checkpoint forward.
       clock.advance(61_000);
       expect(await committed(settings, clock), crashPoint).toBe('committed');
       expect(await committed(settings, clock), crashPoint).toBe('empty');
-      const log = await manifests(settings);
+      const log = await manifests(res, settings);
       // Manifest 2 commits the replay's lane and switches; the roll-forward rewrote it, nothing else.
       expect(log.map((m) => (m.generations ?? []).map((g) => g.generation))).toEqual([[], [1]]);
-      const [status] = await replayStatus(target(settings));
+      const [status] = await replayStatus(replayTarget(res, settings));
       expect(status!.plan.switchedIn).toBe(2);
-      expect(await readerView(settings), crashPoint).toEqual(want);
+      expect(await readerView(res, settings), crashPoint).toEqual(want);
       expect(await queryView(settings), crashPoint).toEqual(want);
-      await expectVerified(settings);
+      await expectVerified(res, settings);
     }
   });
 
-  it('disproved: a crash after each coordinator step of the switching checkpoint (its result lost, the step retried) switches once', async () => {
+  it('a crash after each coordinator step of the switching checkpoint (its result lost, the step retried) switches once', async () => {
     for (const step of ['begin', 'prepare', 'decide', 'promote', 'commit'] as const) {
       const settings = settingsFor();
       const input = await liveCommitted(settings, [0], 16);
-      await plan(settings, 4, 11);
+      await plan(res, settings, 4, 11);
       await replayAll(settings, 1, input);
-      await switchTo(settings, 1);
+      await switchTo(res, settings, 1);
       let crashed = false;
       const outcome = await createLocalCoordinator({
         settings,
@@ -324,22 +227,22 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       expect(crashed, step).toBe(true);
       expect(outcome.status, step).toBe('committed');
       expect(await committed(settings), step).toBe('empty');
-      const log = await manifests(settings);
+      const log = await manifests(res, settings);
       expect(log.map((m) => (m.generations ?? []).map((g) => g.generation))).toEqual([[], [1]]);
-      expect(await readerView(settings), step).toEqual(
+      expect(await readerView(res, settings), step).toEqual(
         expected([0], 16, (_, o) => (inRange(4, 11)(o) ? 'g1' : 'v1')),
       );
-      await expectVerified(settings);
+      await expectVerified(res, settings);
     }
   });
 
-  it('disproved: an attempt that took the switch and aborted, or began before the switch was requested and aborted, is followed by one that switches once', async () => {
+  it('an attempt that took the switch and aborted, or began before the switch was requested and aborted, is followed by one that switches once', async () => {
     for (const variant of ['switch-in-aborted-attempt', 'switch-requested-during-aborted-attempt'] as const) {
       const settings = settingsFor();
       const input = await liveCommitted(settings, [0], 20);
-      await plan(settings, 0, 9);
+      await plan(res, settings, 0, 9);
       await replayAll(settings, 1, input);
-      if (variant === 'switch-in-aborted-attempt') await switchTo(settings, 1);
+      if (variant === 'switch-in-aborted-attempt') await switchTo(res, settings, 1);
       let failed = false;
       const aborted = await createLocalCoordinator({
         settings,
@@ -348,42 +251,42 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
           async beforeStep(step) {
             if (step !== 'prepare' || failed) return;
             failed = true;
-            if (variant === 'switch-requested-during-aborted-attempt') await switchTo(settings, 1);
+            if (variant === 'switch-requested-during-aborted-attempt') await switchTo(res, settings, 1);
             throw new Error('prepare fails deterministically');
           },
         },
       }).runCheckpoint();
       expect(aborted.status, variant).toBe('aborted');
-      expect(await readerView(settings), variant).toEqual(expected([0], 20, () => 'v1'));
+      expect(await readerView(res, settings), variant).toEqual(expected([0], 20, () => 'v1'));
       expect(await committed(settings), variant).toBe('committed');
       expect(await committed(settings), variant).toBe('empty');
-      const log = await manifests(settings);
+      const log = await manifests(res, settings);
       expect(log.map((m) => (m.generations ?? []).map((g) => g.generation))).toEqual([[], [1]]);
-      expect(await readerView(settings), variant).toEqual(
+      expect(await readerView(res, settings), variant).toEqual(
         expected([0], 20, (_, o) => (o <= 9 ? 'g1' : 'v1')),
       );
-      await expectVerified(settings);
+      await expectVerified(res, settings);
     }
   });
 
-  it('disproved: two overlapping generations switched in either order or together: the later switch wins on the overlap, every record shown once, readCommitted and eos query agree', async () => {
+  it('two overlapping generations switched in either order or together: the later switch wins on the overlap, every record shown once, readCommitted and eos query agree', async () => {
     for (const order of ['g1-then-g2', 'g2-then-g1', 'together'] as const) {
       const settings = settingsFor();
       const input = await liveCommitted(settings, [0], 24);
-      await plan(settings, 4, 13); // g1
-      await plan(settings, 9, 18); // g2
+      await plan(res, settings, 4, 13); // g1
+      await plan(res, settings, 9, 18); // g2
       await replayAll(settings, 1, input);
       await replayAll(settings, 2, input);
       await committed(settings);
       if (order === 'together') {
-        await switchTo(settings, 1);
-        await switchTo(settings, 2);
+        await switchTo(res, settings, 1);
+        await switchTo(res, settings, 2);
         await committed(settings);
       } else {
         const [first, second] = order === 'g1-then-g2' ? [1, 2] : [2, 1];
-        await switchTo(settings, first!);
+        await switchTo(res, settings, first!);
         await committed(settings);
-        await switchTo(settings, second!);
+        await switchTo(res, settings, second!);
         await committed(settings);
       }
       // Together, the manifest lists them by generation, so g2 is applied last and wins the overlap.
@@ -394,51 +297,51 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
         if (o >= 9 && o <= 18) return 'g2';
         return 'v1';
       });
-      expect(await readerView(settings), order).toEqual(want);
+      expect(await readerView(res, settings), order).toEqual(want);
       expect(await queryView(settings), order).toEqual(want);
-      await expectVerified(settings);
+      await expectVerified(res, settings);
     }
   });
 
-  it('disproved: a range ending at a missing offset is closed by the first record after it; a range ending at the last record needs none', async () => {
+  it('a range ending at a missing offset is closed by the first record after it; a range ending at the last record needs none', async () => {
     const settings = settingsFor();
     // Partition 0 lacks offset 12 (compacted); partition 1 ends at 19.
     const input = [...orderRecords(0, 0, 20).filter((r) => r.offset !== 12), ...orderRecords(1, 0, 20)];
     await liveProcessor(settings).processEvent(mskEvent(input));
     await committed(settings);
-    const g1 = await plan(settings, 6, 12, [0]);
+    const g1 = await plan(res, settings, 6, 12, [0]);
     expect(g1.ranges).toEqual([{ lane: 'orders', partition: 0, from: 6, to: 12 }]);
-    const g2 = await plan(settings, 10, undefined, [1]);
+    const g2 = await plan(res, settings, 10, undefined, [1]);
     expect(g2.ranges).toEqual([{ lane: 'orders', partition: 1, from: 10, to: 19 }]);
-    await switchTo(settings, 1);
-    await switchTo(settings, 2);
+    await switchTo(res, settings, 1);
+    await switchTo(res, settings, 2);
     // The replay mappings deliver everything up to the range's end first: no switch yet for g1 (12 is not
     // reached until 13 is delivered), g2's switch as soon as 19 is staged.
     await replayer(settings, 1).processEvent(mskEvent(input.filter((r) => r.offset <= 11)));
     await replayer(settings, 2).processEvent(mskEvent(input.filter((r) => r.offset <= 19)));
     await committed(settings);
-    expect(await readerView(settings)).toEqual({
+    expect(await readerView(res, settings)).toEqual({
       ...expected([0], 20, (_, o) => (o === 12 ? undefined : 'v1')),
       ...expected([1], 20, (_, o) => (o >= 10 ? 'g2' : 'v1')),
     });
     await replayer(settings, 1).processEvent(mskEvent(input.filter((r) => r.partition === 0)));
     await committed(settings);
-    const [s1] = await replayStatus(target(settings));
+    const [s1] = await replayStatus(replayTarget(res, settings));
     expect(s1!.ranges[0]!.stagedOffset).toBe(13);
     const want = {
       ...expected([0], 20, (_, o) => (o === 12 ? undefined : inRange(6, 12)(o) ? 'g1' : 'v1')),
       ...expected([1], 20, (_, o) => (o >= 10 ? 'g2' : 'v1')),
     };
-    expect(await readerView(settings)).toEqual(want);
+    expect(await readerView(res, settings)).toEqual(want);
     expect(await queryView(settings)).toEqual(want);
-    await expectVerified(settings);
+    await expectVerified(res, settings);
   });
 
-  it('disproved: a replay batch delivered twice concurrently, and a stale container after a crash, stage each record once', async () => {
+  it('a replay batch delivered twice concurrently, and a stale container after a crash, stage each record once', async () => {
     const settings = settingsFor({ claimWrite: 'in-transaction' });
     const input = await liveCommitted(settings, [0, 1], 24);
-    await plan(settings, 3, 17);
-    await switchTo(settings, 1);
+    await plan(res, settings, 3, 17);
+    await switchTo(res, settings, 1);
     const batch = (from: number, to: number) => input.filter((r) => r.offset >= from && r.offset <= to);
     // Container A crashes after its first transaction on batch 1 (its cache keeps the fence it wrote).
     const a = replayer(settings, 1, undefined, crashAt('after-transaction'));
@@ -456,18 +359,18 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
     await committed(settings);
     // Observation: the lanes' fences end at 20, not 18 — stale C (its cached fence 15 < to) staged offset 20 as a
     // second inert record, contrary to slice.ts's "everything after that first record stages nothing". No rows.
-    const statuses = await replayStatus(target(settings));
+    const statuses = await replayStatus(replayTarget(res, settings));
     for (const r of statuses[0]!.ranges) expect(r.stagedOffset).toBeGreaterThanOrEqual(18);
     const want = expected([0, 1], 24, (_, o) => (inRange(3, 17)(o) ? 'g1' : 'v1'));
-    expect(await readerView(settings)).toEqual(want);
-    await expectVerified(settings);
+    expect(await readerView(res, settings)).toEqual(want);
+    await expectVerified(res, settings);
   });
 
-  it('disproved: an epoch opened mid-replay fails the replay loudly; the requested switch never happens and readers keep the old generation', async () => {
+  it('an epoch opened mid-replay fails the replay loudly; the requested switch never happens and readers keep the old generation', async () => {
     const settings = settingsFor();
     const input = await liveCommitted(settings, [0], 20);
-    await plan(settings, 2, 15);
-    await switchTo(settings, 1);
+    await plan(res, settings, 2, 15);
+    await switchTo(res, settings, 1);
     await replayer(settings, 1).processEvent(mskEvent(input.filter((r) => r.offset < 10)));
     const epochs = new EpochLedger(res.clients.dynamodb, res.table, settings.pipelineId, systemClock);
     expect((await epochs.startNew('orders', 0, { force: true })).kind).toBe('opened');
@@ -476,13 +379,13 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
     );
     await committed(settings);
     await committed(settings);
-    expect(await readerView(settings)).toEqual(expected([0], 20, () => 'v1'));
-    expect((await manifests(settings)).every((m) => m.generations === undefined)).toBe(true);
-    await expectVerified(settings);
+    expect(await readerView(res, settings)).toEqual(expected([0], 20, () => 'v1'));
+    expect((await manifests(res, settings)).every((m) => m.generations === undefined)).toBe(true);
+    await expectVerified(res, settings);
   });
 
   for (const claimWrite of ['ahead', 'in-transaction'] as const) {
-    it(`fixed (finding 1, claims ${claimWrite}): a record of the range whose key the live output claimed before the range is a duplicate (same payload) or a conflict (another) in the new generation too`, async () => {
+    it(`a record of the range whose key the live output claimed before the range is a duplicate (same payload) or a conflict (another) in the new generation too`, async () => {
       const settings = settingsFor({ claimWrite });
       // Offset 15 re-sends offset 3 (same key, value and idempotency key): the live pipeline drops it (P4).
       const resend: RecordSpec = { ...orderRecords(0, 3, 1)[0]!, offset: 15, key: 'k-3' };
@@ -491,38 +394,38 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       await committed(settings);
       const liveIds = (await readerRows(settings)).map((r) => r.orderId);
       expect(liveIds.filter((id) => id === 'p0-o3')).toHaveLength(1);
-      await plan(settings, 10, 19);
+      await plan(res, settings, 10, 19);
       // Generation 1 changes offset 16's payload but keeps offset 4's key: a conflict with the live claim.
       const changed = input.map((r) =>
         r.offset === 16 ? { ...r, headers: { 'idempotency-key': 'p0-o4' } } : r,
       );
       await replayAll(settings, 1, changed);
-      await switchTo(settings, 1);
+      await switchTo(res, settings, 1);
       await committed(settings);
       const ids = (await readerRows(settings)).map((r) => r.orderId);
-      // Was: p0-o3 twice (offset 3 from the live generation, offset 15 from generation 1).
+      // Without the guard: p0-o3 twice (offset 3 from the live generation, offset 15 from generation 1).
       expect(ids.filter((id) => id === 'p0-o3')).toHaveLength(1);
       expect(ids.filter((id) => id === 'p0-o16')).toHaveLength(0);
-      const dead = await readerView(settings, 'deadletter');
+      const dead = await readerView(res, settings, 'deadletter');
       expect(Object.keys(dead)).toEqual(['0@16']);
     });
   }
 
-  it.fails('known (documented in docs/operations.md, replay limits): with idempotencyScope partition, a duplicate of a key the live key window held before the range is output by the new generation: the key twice after the switch', async () => {
+  it.fails('with idempotencyScope partition, a duplicate of a key the live key window held before the range is output by the new generation: the key twice after the switch (a limit docs/operations.md states)', async () => {
     const settings = settingsFor({ idempotencyScope: 'partition' });
     const resend: RecordSpec = { ...orderRecords(0, 3, 1)[0]!, offset: 15, key: 'k-3' };
     const input = [...orderRecords(0, 0, 15), resend, ...orderRecords(0, 16, 4)];
     await liveProcessor(settings).processEvent(mskEvent(input));
     await committed(settings);
     expect((await readerRows(settings)).filter((r) => r.orderId === 'p0-o3')).toHaveLength(1);
-    await plan(settings, 10, 19);
+    await plan(res, settings, 10, 19);
     await replayAll(settings, 1, input);
-    await switchTo(settings, 1);
+    await switchTo(res, settings, 1);
     await committed(settings);
     expect((await readerRows(settings)).filter((r) => r.orderId === 'p0-o3')).toHaveLength(1);
   });
 
-  it('disproved: duplicates inside the range stay dropped in the new generation (global and partition scope, claims ahead and in the transaction)', async () => {
+  it('duplicates inside the range stay dropped in the new generation (global and partition scope, claims ahead and in the transaction)', async () => {
     const variants: Array<Partial<SettingsInput>> = [
       {},
       { claimWrite: 'in-transaction' },
@@ -541,12 +444,12 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       ];
       await liveProcessor(settings).processEvent(mskEvent(input));
       await committed(settings);
-      const before = await readerView(settings);
-      await plan(settings, 10, 17);
+      const before = await readerView(res, settings);
+      await plan(res, settings, 10, 17);
       await replayAll(settings, 1, input);
-      await switchTo(settings, 1);
+      await switchTo(res, settings, 1);
       await committed(settings);
-      const after = await readerView(settings);
+      const after = await readerView(res, settings);
       // Exactly the live generation's offsets, with the range's from generation 1.
       const relabelled = Object.fromEntries(
         Object.entries(before).map(([id, tag]) => [
@@ -556,11 +459,11 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       );
       expect(after, JSON.stringify(overrides)).toEqual(relabelled);
       expect([before['0@14'], before['1@16']], JSON.stringify(overrides)).toEqual([undefined, undefined]);
-      await expectVerified(settings);
+      await expectVerified(res, settings);
     }
   });
 
-  it('disproved: live files straddling the range edges are filtered row by row: readCommitted, eos query and eos verify agree (NDJSON; Parquet in day folders)', async () => {
+  it('live files straddling the range edges are filtered row by row: readCommitted, eos query and eos verify agree (NDJSON; Parquet in day folders)', async () => {
     const variants: Array<Partial<SettingsInput>> = [
       {},
       { outputFormat: 'parquet', timePartitioning: 'day', outputColumns: [...orderDefinition.columns] },
@@ -569,18 +472,18 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       const settings = settingsFor(overrides);
       // One live batch: its final object spans offsets 0..29 of each partition.
       const input = await liveCommitted(settings, [0, 1], 30);
-      await plan(settings, 7, 22, [0]);
+      await plan(res, settings, 7, 22, [0]);
       await replayAll(settings, 1, input, 10);
-      await switchTo(settings, 1);
+      await switchTo(res, settings, 1);
       await committed(settings);
       const want = expected([0, 1], 30, (p, o) => (p === 0 && inRange(7, 22)(o) ? 'g1' : 'v1'));
-      expect(await readerView(settings), JSON.stringify(overrides)).toEqual(want);
+      expect(await readerView(res, settings), JSON.stringify(overrides)).toEqual(want);
       expect(await queryView(settings), JSON.stringify(overrides)).toEqual(want);
-      await expectVerified(settings);
+      await expectVerified(res, settings);
     }
   });
 
-  it('disproved: dead letters of the range follow the switch: the live generation’s until it, the new generation’s from it on (readCommitted and eos query)', async () => {
+  it('dead letters of the range follow the switch: the live generation’s until it, the new generation’s from it on (readCommitted and eos query)', async () => {
     const settings = settingsFor();
     const input = orderRecords(0, 0, 20);
     // Live rejects offsets ending in 7; generation 1 accepts those and rejects offsets ending in 3.
@@ -589,7 +492,7 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       tagged('v1', (o) => o % 10 === 7),
     ).processEvent(mskEvent(input));
     await committed(settings);
-    await plan(settings, 5, 14);
+    await plan(res, settings, 5, 14);
     await replayAll(
       settings,
       1,
@@ -599,23 +502,23 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
     );
     await committed(settings);
     const deadBefore = { '0@7': 'v1-dl', '0@17': 'v1-dl' };
-    expect(await readerView(settings, 'deadletter')).toEqual(deadBefore);
+    expect(await readerView(res, settings, 'deadletter')).toEqual(deadBefore);
     expect(await queryView(settings, 'deadletter')).toEqual(deadBefore);
-    await switchTo(settings, 1);
+    await switchTo(res, settings, 1);
     await committed(settings);
     const deadAfter = { '0@13': 'g1-dl', '0@17': 'v1-dl' };
-    expect(await readerView(settings, 'deadletter')).toEqual(deadAfter);
+    expect(await readerView(res, settings, 'deadletter')).toEqual(deadAfter);
     expect(await queryView(settings, 'deadletter')).toEqual(deadAfter);
     const want = expected([0], 20, (_, o) => {
       if (inRange(5, 14)(o)) return o === 13 ? undefined : 'g1';
       return o % 10 === 7 ? undefined : 'v1';
     });
-    expect(await readerView(settings)).toEqual(want);
+    expect(await readerView(res, settings)).toEqual(want);
     expect(await queryView(settings)).toEqual(want);
-    await expectVerified(settings);
+    await expectVerified(res, settings);
   });
 
-  it('fixed (finding 3): eos redrive leaves the dead letters of a generation no manifest switched to, and applies no keyed state for them', async () => {
+  it('eos redrive leaves the dead letters of a generation no manifest switched to, and applies no keyed state for them', async () => {
     const settings = settingsFor();
     const input = orderRecords(0, 0, 20);
     // The live generation accepts every record: each one's state delta is applied once (count 20 in total).
@@ -623,7 +526,7 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
     await committed(settings);
     expect(await stateCount(settings)).toBe(20);
     // Generation 1 (never switched to) dead-letters offsets 3 and 13.
-    await plan(settings, 0, 19);
+    await plan(res, settings, 0, 19);
     await replayAll(
       settings,
       1,
@@ -632,17 +535,17 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       tagged('g1', (o) => o % 10 === 3),
     );
     await committed(settings);
-    expect(await readerView(settings)).toEqual(expected([0], 20, () => 'v1'));
+    expect(await readerView(res, settings)).toEqual(expected([0], 20, () => 'v1'));
     // The operator redrives the dead letters readers show: there are none.
-    expect(await readerView(settings, 'deadletter')).toEqual({});
+    expect(await readerView(res, settings, 'deadletter')).toEqual({});
     await redrive({ settings, clients: res.clients, transform: orders });
     await committed(settings);
-    expect(await readerView(settings)).toEqual(expected([0], 20, () => 'v1'));
-    // Was: 22 (generation 1's dead letters were redriven in orders~g1~r1 with their state deltas).
+    expect(await readerView(res, settings)).toEqual(expected([0], 20, () => 'v1'));
+    // Without the guard: 22 (generation 1's dead letters were redriven in orders~g1~r1 with their state deltas).
     expect(await stateCount(settings)).toBe(20);
   });
 
-  it('disproved: eos redrive after the switch: each record of the range is output once, from the generation shown (a live dead letter redriven inside the range stays hidden)', async () => {
+  it('eos redrive after the switch: each record of the range is output once, from the generation shown (a live dead letter redriven inside the range stays hidden)', async () => {
     const settings = settingsFor();
     const input = orderRecords(0, 0, 20);
     // Live rejects 7 and 17; generation 1 (range 0..14) accepts 7 and rejects 3 and 13.
@@ -651,7 +554,7 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       tagged('v1', (o) => o % 10 === 7),
     ).processEvent(mskEvent(input));
     await committed(settings);
-    await plan(settings, 0, 14);
+    await plan(res, settings, 0, 14);
     await replayAll(
       settings,
       1,
@@ -659,7 +562,7 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       8,
       tagged('g1', (o) => o % 10 === 3),
     );
-    await switchTo(settings, 1);
+    await switchTo(res, settings, 1);
     await committed(settings);
     for (let i = 0; i < 3; i++) {
       await redrive({ settings, clients: res.clients, transform: tagged('fix') });
@@ -669,12 +572,12 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       if (o === 3 || o === 13 || o === 17) return 'fix';
       return inRange(0, 14)(o) ? 'g1' : 'v1';
     });
-    expect(await readerView(settings)).toEqual(want);
+    expect(await readerView(res, settings)).toEqual(want);
     expect(await queryView(settings)).toEqual(want);
-    await expectVerified(settings);
+    await expectVerified(res, settings);
   });
 
-  it.fails("known (documented in docs/operations.md, replay limits: keyed state is the live output's): records the live generation dead-lettered and the new generation outputs never get their keyed state", async () => {
+  it.fails("records the live generation dead-lettered and the new generation outputs never get their keyed state (a replay limit docs/operations.md states: keyed state is the live output's)", async () => {
     const settings = settingsFor();
     const input = orderRecords(0, 0, 20);
     await liveProcessor(
@@ -683,21 +586,21 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
     ).processEvent(mskEvent(input));
     await committed(settings);
     expect(await stateCount(settings)).toBe(18);
-    await plan(settings, 0, 19);
+    await plan(res, settings, 0, 19);
     await replayAll(settings, 1, input);
-    await switchTo(settings, 1);
+    await switchTo(res, settings, 1);
     await committed(settings);
-    expect(Object.keys(await readerView(settings))).toHaveLength(20);
+    expect(Object.keys(await readerView(res, settings))).toHaveLength(20);
     // What happens: 18 — the 20 rows shown include offsets 7 and 17, whose deltas nothing applied.
     expect(await stateCount(settings)).toBe(20);
   });
 
-  it('fixed (finding 5): a replay mapping whose first record comes after the range start fails loudly; nothing is staged, no switch, readers keep the old generation', async () => {
+  it('a replay mapping whose first record comes after the range start fails loudly; nothing is staged, no switch, readers keep the old generation', async () => {
     const settings = settingsFor();
     const input = await liveCommitted(settings, [0], 20);
-    await plan(settings, 0, 14);
+    await plan(res, settings, 0, 14);
     // The replay mapping starts at offset 6 (its AT_TIMESTAMP position, or the log start after retention).
-    // Was: staged from 6, switched with the lane's fence at 15, offsets 0..5 shown by no generation.
+    // Without the guard: staged from 6, switched with the lane's fence at 15, offsets 0..5 shown by no generation.
     await expect(
       replayAll(
         settings,
@@ -707,24 +610,24 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
     ).rejects.toThrow(
       /first record delivered of orders-0 is at offset 6, after the range's start 0: .*plan the replay again from offset 6/,
     );
-    await requestSwitch(target(settings), 1, systemClock);
+    await requestSwitch(replayTarget(res, settings), 1, systemClock);
     await committed(settings);
-    expect(await readerView(settings)).toEqual(expected([0], 20, () => 'v1'));
-    const [status] = await replayStatus(target(settings));
+    expect(await readerView(res, settings)).toEqual(expected([0], 20, () => 'v1'));
+    const [status] = await replayStatus(replayTarget(res, settings));
     expect(status).toMatchObject({ phase: 'switch-requested', staged: false });
     // A mapping that starts at or before the range start is fine.
     await replayAll(settings, 1, input);
     await committed(settings);
-    expect((await replayStatus(target(settings)))[0]).toMatchObject({ phase: 'switched' });
+    expect((await replayStatus(replayTarget(res, settings)))[0]).toMatchObject({ phase: 'switched' });
   });
 
-  it('fixed (finding 6): a plan too large for one item is refused by its bytes with a ReplayPlanError; the largest accepted one is written', async () => {
+  it('a plan too large for one item is refused by its bytes with a ReplayPlanError; the largest accepted one is written', async () => {
     const settings = settingsFor();
     const lane = 't'.repeat(200);
     const ranges = (count: number): ReplayRange[] =>
       Array.from({ length: count }, (_, partition) => ({ lane, partition, from: 1_000_000, to: 2_000_000 }));
     const store = new ReplayStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId);
-    // Was: a raw ValidationException (item size has exceeded the maximum allowed size) from DynamoDB.
+    // Without the guard: a raw ValidationException (item size has exceeded the maximum allowed size) from DynamoDB.
     await expect(store.create(1, ranges(MAX_REPLAY_RANGES), Date.now())).rejects.toThrow(
       /ranges take \d+ bytes, at most 204800: replay fewer partitions/,
     );
@@ -742,7 +645,7 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
     expect((await store.read(1))?.ranges).toHaveLength(fits);
   });
 
-  it('disproved: a processor’s own writes to a generation lane (fence, staged objects) without an operator’s plan and switch are committed but never shown, and cannot name a switch', async () => {
+  it('a processor’s own writes to a generation lane (fence, staged objects) without an operator’s plan and switch are committed but never shown, and cannot name a switch', async () => {
     const settings = settingsFor();
     await liveCommitted(settings, [0], 10);
     // What a compromised processor can write: a generation lane's staged objects, entries and fence.
@@ -760,7 +663,7 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       },
     ]);
     await committed(settings);
-    expect(await readerView(settings)).toEqual(expected([0], 10, () => 'v1'));
+    expect(await readerView(res, settings)).toEqual(expected([0], 10, () => 'v1'));
     // A plan for generation 1 whose switch no operator requested: still nothing switches.
     await new ReplayStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId).create(
       1,
@@ -768,10 +671,10 @@ describe.concurrent('review: replay into a new generation', { timeout: 150_000 }
       Date.now(),
     );
     await committed(settings);
-    expect(await readerView(settings)).toEqual(expected([0], 10, () => 'v1'));
+    expect(await readerView(res, settings)).toEqual(expected([0], 10, () => 'v1'));
     expect(await queryView(settings)).toEqual(expected([0], 10, () => 'v1'));
-    expect((await manifests(settings)).every((m) => m.generations === undefined)).toBe(true);
-    await expectVerified(settings);
+    expect((await manifests(res, settings)).every((m) => m.generations === undefined)).toBe(true);
+    await expectVerified(res, settings);
   });
 });
 

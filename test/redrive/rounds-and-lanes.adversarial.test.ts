@@ -1,36 +1,34 @@
 /**
- * Review of the fixes to the operations protocol (commits d0783b7 and acbe259): the fresh fence read before a
- * redelivery is dropped, the release of claims left by an attempt whose lane was closed (`releaseOrphans`), the
- * `resolved` rows of redrive lanes, and the steady state's AWS calls. Real DynamoDB Local and S3 server; the
- * coordinator runs its real steps. A test named "bug: …" asserts the correct behaviour and is `it.fails` until the
- * bug is fixed (its comment gives the interleaving and the root cause); "disproved: …" is a suspicion the real parts
- * refute, kept as coverage.
+ * Adversarial interleavings of redrive rounds and epoch lanes: the fresh fence read before a redelivery is
+ * dropped, the release of claims left by an attempt whose lane was closed (`releaseOrphans`), the `resolved` rows
+ * of redrive lanes, and the steady state's AWS calls. Real DynamoDB Local and S3 server; the coordinator runs its
+ * real steps. A case that is `it.fails` asserts the ideal behaviour where docs/operations.md states a limit.
  */
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { CallCounter } from '../shared/aws/call-counter.ts';
-import { createAwsClients, ledgerDocumentClient } from '../shared/aws/clients.ts';
-import { systemClock } from '../shared/clock.ts';
-import type { Settings, SettingsInput } from '../shared/config/settings.ts';
-import { decodeRecord } from '../shared/kafka/event.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { CLOSED_ATTRIBUTE } from '../shared/ledger/epochs.ts';
-import { fenceKeys } from '../shared/ledger/fences.ts';
-import { EpochChangedError } from '../shared/ledger/staging-ledger.ts';
-import { createProcessor, type ProcessorDeps } from '../shared/processor/processor.ts';
-import { redrive } from '../shared/redrive/redrive.ts';
-import { readCommitted } from '../shared/sink/reader.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import type { ColumnDefinition } from '../shared/transforms/api.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { gate } from './support/hooks.ts';
-import { ledgerView } from './support/ledger.ts';
-import { mskEvent, mskRecord, order, orderRecords, type RecordSpec } from './support/msk.ts';
-import { committedOffsets } from './support/staging.ts';
+import { CallCounter } from '../../shared/aws/call-counter.ts';
+import { createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
+import { systemClock } from '../../shared/clock.ts';
+import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
+import { decodeRecord } from '../../shared/kafka/event.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
+import { CLOSED_ATTRIBUTE } from '../../shared/ledger/epochs.ts';
+import { fenceKeys } from '../../shared/ledger/fences.ts';
+import { EpochChangedError } from '../../shared/ledger/staging-ledger.ts';
+import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
+import { redrive } from '../../shared/redrive/redrive.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import type { ColumnDefinition } from '../../shared/transforms/api.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
+import { gate } from '../support/hooks.ts';
+import { ledgerView } from '../support/ledger.ts';
+import { mskEvent, mskRecord, order, orderRecords, type RecordSpec } from '../support/msk.ts';
+import { committedOffsets } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -45,11 +43,6 @@ function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
 
 function processorFor(settings: Settings, extra: Partial<ProcessorDeps> = {}) {
   return createProcessor({ settings, clients: res.clients, ...extra });
-}
-
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
 }
 
 async function stateOf(settings: Settings, key: string): Promise<Record<string, unknown> | undefined> {
@@ -92,9 +85,9 @@ async function closeLane(settings: Settings, lane: string, partition: number): P
   );
 }
 
-describe('review of the operations fixes (2)', () => {
+describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads', () => {
   /**
-   * BUG (redrive stalls for good on a chunk the planner filled): in a redrive lane the processor writes a `resolved`
+   * Hazard (redrive stalls for good on a chunk the planner filled): in a redrive lane the processor writes a `resolved`
    * dead-letter row for every record it drops as a duplicate by key or that the transform turns into state only
    * (processor.ts `writeObjects` → `redriveOutcomeRow`). That row makes the chunk stage a deadletter object, and so
    * one more staged-file entry in its transaction, but the chunk planner (chunks.ts `Tally.tryAdd`) counts a
@@ -105,12 +98,8 @@ describe('review of the operations fixes (2)', () => {
    * Interleaving: 250 records dead-lettered by a bug; the fixed transform keeps one state item per record (a
    * per-customer aggregate) and no row; `eos redrive` sends them in one batch: chunk 1 (new lane, a slot kept for the
    * legacy fence) fits, chunk 2 is planned at 100 items + the resolved rows' entry.
-   * Root cause: processor.ts `writeObjects` (the `deadletter:` branch for redrive lanes, ~line 1143) vs chunks.ts
-   * `planChunk`/`Tally.tryAdd` (~line 55). Fix: pass the planner "this lane writes a row for every record" (count a
-   * deadletter entry for any record of a redrive lane, dropped ones included), or reserve one item for it in redrive
-   * lanes.
    */
-  it('fixed (finding 1): a redrive of state-only records keeps every chunk within 100 items', async () => {
+  it('a redrive of state-only records keeps every chunk within 100 items', async () => {
     const settings = settingsFor({ idempotencyKey: 'none' });
     const rejectAll: Transform = {
       name: 'reject-all',
@@ -126,24 +115,22 @@ describe('review of the operations fixes (2)', () => {
     };
     const specs = Array.from({ length: 250 }, (_, i) => ({ partition: 0, offset: i, value: order(`o${i}`) }));
     await processorFor(settings, { transform: rejectAll }).processEvent(mskEvent(specs));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const result = await redrive({ settings, clients: res.clients, transform: perCustomer });
     expect(result.partitions.map((p) => [p.outcome, p.sent])).toEqual([['redriven', 250]]);
     expect(await stateOf(settings, 'customer#249')).toMatchObject({ orders: 1 });
   });
 
   /**
-   * BUG (a redriven record sent by every run; its state applied once per run): with `outputFormat: parquet`, a
+   * Hazard (a redriven record sent by every run; its state applied once per run): with `outputFormat: parquet`, a
    * redriven record whose output row does not fit the columns is committed by promote as a schema-misfit dead letter
    * in the round lane (`{source, error: 'schema-mismatch: …', raw: null-ish, row}`). redrive.ts `readFile` skips
    * every row holding `row` ("nothing to redrive") before it looks at the round: such a row of round R > 0 neither
    * marks the record redriven nor becomes its latest dead letter. The next run finds the original dead letter
    * latest and not redriven, starts round R+1 and sends it again: again the misfit, again its keyed state (here a
    * count), forever. "Running a redrive again without a fix writes nothing" does not hold.
-   * Root cause: shared/redrive/redrive.ts:281 (`if ('row' in row) continue;`). Fix: in a round lane (round > 0) a
-   * misfit row's offset joins `state.redriven` (the round handled the record: its output exists, as a misfit).
    */
-  it('fixed (finding 2): a redriven row that misfits the Parquet columns is handled once (its state applied once)', async () => {
+  it('a redriven row that misfits the Parquet columns is handled once (its state applied once)', async () => {
     const columns: ColumnDefinition[] = [{ name: 'n', type: 'long', nullable: false }];
     const settings = settingsFor({
       idempotencyKey: 'none',
@@ -167,37 +154,32 @@ describe('review of the operations fixes (2)', () => {
     };
     const specs = Array.from({ length: 10 }, (_, i) => ({ partition: 0, offset: i, value: order(`o${i}`) }));
     await processorFor(settings, { transform: buggy }).processEvent(mskEvent(specs));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(await stateOf(settings, 'count')).toMatchObject({ n: 9 });
     const first = await redrive({ settings, clients: res.clients, transform: fixed });
     expect(first.partitions.map((p) => [p.outcome, p.sent])).toEqual([['redriven', 1]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(await stateOf(settings, 'count')).toMatchObject({ n: 10 });
     const misfits = (await committedDeadLetters(settings)).filter((row) => row.lane === 'orders~r1');
     expect(misfits).toHaveLength(1);
     expect(String(misfits[0]!.error)).toMatch(/^schema-mismatch/);
     // Run again, without any change: nothing to do.
     const second = await redrive({ settings, clients: res.clients, transform: fixed });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(second.partitions.map((p) => p.outcome)).toEqual(['nothing']);
     expect(await stateOf(settings, 'count')).toMatchObject({ n: 10 });
   });
 
   /**
-   * BUG (cost, item 4): a batch holding a producer duplicate of a key another partition's record holds (an ordinary
+   * Hazard (cost, item 4): a batch holding a producer duplicate of a key another partition's record holds (an ordinary
    * duplicate in the steady state, its holder's lane open) now costs one more strongly consistent GetItem per
    * distinct claimant partition, made one after another: processor.ts `releaseOrphans` reads the claimant's fence
    * for every claim found taken, before it knows the lane is closed (its doc says "one fence read per closed lane
    * met"). The architecture's cost ("add a fresh read of the fence and one conditional put per keyed record") no
    * longer holds for a batch with duplicates; with N holder partitions the batch waits N serial reads. In
    * `in-transaction` mode every cancelled claim (ClaimsTakenError) pays the same.
-   * Root cause: processor.ts `releaseOrphans` (~line 1254: `readFence` for every parsed claimant, awaited in the
-   * loop). Fix: release only when the claim cannot belong to an open lane without a read, e.g. skip the read when
-   * the claimant's lane is this container's current lane of that partition (cached, not closed), read the others in
-   * parallel; or, better, have `eos epoch --start-new` mark the closed lane on the claims' side (the claim's
-   * condition could name the lane) so no read is needed in the common case.
    */
-  it('fixed (finding 5): a duplicate by key of an open lane costs no extra fence read', async () => {
+  it('a duplicate by key of an open lane costs no extra fence read', async () => {
     const settings = settingsFor();
     await processorFor(settings).processEvent(mskEvent([dup(1, 0, 'a'), dup(2, 0, 'b')]));
     const clients = createAwsClients();
@@ -212,7 +194,7 @@ describe('review of the operations fixes (2)', () => {
   });
 
   /**
-   * BUG (partition scope: a business key output twice, once by the redrive and once live): acbe259 checks a record
+   * Hazard (partition scope: a business key output twice, once by the redrive and once live): redrive checks a record
    * redriven with `idempotencyScope: partition` against the key windows of its lane and of the earlier rounds
    * (redrive.ts `judge` → `windowsOf`), one way only. A redriven record's key joins the window of the ROUND lane
    * (`orders~r1`), which no live batch of the partition reads: the processor's `windowFor` reads the window of the
@@ -220,52 +202,47 @@ describe('review of the operations fixes (2)', () => {
    * after the redrive is output again in the live lane, while with `global` scope its claim drops it (P4).
    * Interleaving: record 7 dead-lettered by a bug; checkpoint; `eos redrive` with the fix outputs it in
    * `orders~r1`; the producer's resend of record 7 arrives at offset 10; both are committed.
-   * Root cause: processor.ts `windowFor`/`loadWindow` (~line 583, 869: one lane's window) vs redrive.ts `windowsOf`
-   * (~line 403). Fix: a live batch also consults the windows of its lane's redrive rounds (read with the window,
-   * cached per fence as it is), or the redrive writes its keys into the source lane's window — under that lane's
-   * fence, in the same transaction — or document that partition scope does not dedupe a redriven record against
-   * later live records.
    */
-  it.fails('known (documented in docs/operations.md): partition scope: a resend of a redriven record arriving later is output a second time', async () => {
+  it.fails('partition scope: a resend of a redriven record arriving later is output a second time (a limit docs/operations.md states)', async () => {
     const settings = settingsFor({ idempotencyScope: 'partition' });
     const buggy: Transform = {
       name: 'orders-buggy',
       apply: (record) => (record.offset === 7 ? { kind: 'poison', error: 'bug: 7' } : orders.apply(record)),
     };
     await processorFor(settings, { transform: buggy }).processEvent(mskEvent(orderRecords(0, 0, 10)));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const result = await redrive({ settings, clients: res.clients, transform: orders });
     expect(result.partitions.map((p) => [p.outcome, p.sent])).toEqual([['redriven', 1]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     // The producer's resend of record 7: the same key bytes, value and idempotency key.
     const resend = { ...orderRecords(0, 7, 1)[0]!, offset: 10, key: 'k-7' };
     const live = await processorFor(settings, { transform: orders }).processEvent(mskEvent([resend]));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const ids = (await committedOffsets(res.clients, settings)).map((row) => String(row.row.orderId));
     expect(ids.filter((id) => id === 'p0-o7')).toHaveLength(1);
     expect(live.partitions[0]).toMatchObject({ stagedRows: 0, duplicatesByKey: 1 });
   });
 
   /**
-   * Control for the finding above: with `global` scope the same interleaving drops the resend (the round's claim).
+   * Control for the case above: with `global` scope the same interleaving drops the resend (the round's claim).
    */
-  it("disproved: global scope: a resend of a redriven record arriving later is dropped by the round's claim", async () => {
+  it("global scope: a resend of a redriven record arriving later is dropped by the round's claim", async () => {
     const settings = settingsFor();
     const buggy: Transform = {
       name: 'orders-buggy',
       apply: (record) => (record.offset === 7 ? { kind: 'poison', error: 'bug: 7' } : orders.apply(record)),
     };
     await processorFor(settings, { transform: buggy }).processEvent(mskEvent(orderRecords(0, 0, 10)));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     await redrive({ settings, clients: res.clients, transform: orders });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const resend = { ...orderRecords(0, 7, 1)[0]!, offset: 10, key: 'k-7' };
     const live = await processorFor(settings, { transform: orders }).processEvent(mskEvent([resend]));
     expect(live.partitions[0]).toMatchObject({ stagedRows: 0, duplicatesByKey: 1 });
   });
 
   /**
-   * BUG (a key conflict redriven by every run, one new dead letter per run): redrive.ts `LEDGER_REASONS` recognises
+   * Hazard (a key conflict redriven by every run, one new dead letter per run): redrive.ts `LEDGER_REASONS` recognises
    * a dead letter the processor made from the ledger by its full text, anchored at the end
    * (`… with a different payload$`). evaluate.ts `deadLetterOf` cuts every reason at MAX_ERROR_CHARS (1,000) and
    * appends "…"; a key conflict's reason quotes the key (up to MAX_KEY_BYTES, 1,024), so with a key of about 930
@@ -273,12 +250,8 @@ describe('review of the operations fixes (2)', () => {
    * the processor dead-letters it again as the same conflict, and every later run does the same in a new round:
    * "running a redrive again without a fix writes nothing" does not hold. The same for a state-type reason whose
    * state key or field name is long (its pattern needs the text after them).
-   * Root cause: shared/redrive/redrive.ts:144 (`LEDGER_REASONS`) against shared/processor/evaluate.ts:125
-   * (truncation). Fix: mark ledger-made dead letters with a field of their own (e.g. `reason: 'key-conflict'`) rather
-   * than parsing the text, or match only the prefix (`^idempotency key ` … up to the truncation), or compare the
-   * new evaluation's reason against the stored one with the same truncation applied.
    */
-  it('fixed (finding 4): a key conflict on a long key is left as it is (its truncated reason is recognised)', async () => {
+  it('a key conflict on a long key is left as it is (its truncated reason is recognised)', async () => {
     const settings = settingsFor();
     const key = `k${'x'.repeat(949)}`;
     const specs: RecordSpec[] = [
@@ -287,13 +260,13 @@ describe('review of the operations fixes (2)', () => {
     ];
     const report = await processorFor(settings, { transform: orders }).processEvent(mskEvent(specs));
     expect(report.partitions[0]).toMatchObject({ stagedRows: 1, keyConflicts: 1 });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const [conflict] = await committedDeadLetters(settings);
     expect(String(conflict!.error)).toMatch(/^idempotency key .*…$/s);
     const first = await redrive({ settings, clients: res.clients, transform: orders });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const second = await redrive({ settings, clients: res.clients, transform: orders });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect([first, second].map((run) => run.partitions.map((p) => p.outcome))).toEqual([
       ['nothing'],
       ['nothing'],
@@ -302,15 +275,13 @@ describe('review of the operations fixes (2)', () => {
   });
 
   /**
-   * BUG (cost, item 4, minor): "a redelivery costs one fence read" (test/processor.test.ts "steady state") holds in
+   * Hazard (cost, item 4, minor): "a redelivery costs one fence read" (test/processor/processor.test.ts "steady state") holds in
    * epoch 0 only. In epoch N >= 1 `startingFence` re-reads through `refreshLane` → `readCurrentFence`: the root fence,
    * then the lane's fence, two strongly consistent GetItems per redelivered batch, although the cached lane's own
    * fence answers the question alone (a lane is current until it is closed, and the switch closes it in the same
    * write that moves the root's pointer).
-   * Root cause: processor.ts `startingFence` (~line 657: `refreshLane` for a cached lane). Fix: read the cached lane's
-   * fence (`refreshFence`); only when it is found closed (EpochChangedError) resolve the lane from the root.
    */
-  it('fixed (finding 6): in epoch 1 a redelivery costs one fence read', async () => {
+  it('in epoch 1 a redelivery costs one fence read', async () => {
     const settings = settingsFor({ idempotencyKey: 'none' });
     await processorFor(settings).processEvent(mskEvent(orderRecords(0, 0, 5)));
     const epochs = new EpochLedger(res.clients.dynamodb, res.table, settings.pipelineId, systemClock);
@@ -328,11 +299,11 @@ describe('review of the operations fixes (2)', () => {
   /**
    * Suspicion (item 2): a claim whose claimant names a lane that is closed, for a record at or below that lane's
    * final fence (staged there just before the switch), is released and its key output again by the new epoch.
-   * Disproved: `releaseOrphans` skips `claimant.offset <= fence.stagedOffset`, and the closed fence keeps the offset
+   * Why it holds: `releaseOrphans` skips `claimant.offset <= fence.stagedOffset`, and the closed fence keeps the offset
    * the switch read (its condition), so a staged claimant is never released; the new epoch's record (same payload)
    * is a duplicate, and a sibling partition's duplicate too.
    */
-  it('disproved: a claim staged in a lane closed right after is kept; the new epoch drops the duplicate', async () => {
+  it('a claim staged in a lane closed right after is kept; the new epoch drops the duplicate', async () => {
     const settings = settingsFor();
     await processorFor(settings).processEvent(mskEvent([dup(0, 0, 'k0'), dup(0, 1, 'k1')]));
     const epochs = new EpochLedger(res.clients.dynamodb, res.table, settings.pipelineId, systemClock);
@@ -347,10 +318,10 @@ describe('review of the operations fixes (2)', () => {
 
   /**
    * Suspicion (item 2, in-transaction mode): claims are written only by staging transactions there, so a claim found
-   * taken always belongs to a staged record; a closed lane's claim must never be released. Disproved: the same
+   * taken always belongs to a staged record; a closed lane's claim must never be released. Why it holds: the same
    * offset check keeps it (the claim committed with the fence that passed its offset).
    */
-  it('disproved: in-transaction claims of a closed lane are never released', async () => {
+  it('in-transaction claims of a closed lane are never released', async () => {
     const settings = settingsFor({ claimWrite: 'in-transaction' });
     await processorFor(settings).processEvent(mskEvent([dup(0, 0, 'q0'), dup(0, 1, 'q1')]));
     const epochs = new EpochLedger(res.clients.dynamodb, res.table, settings.pipelineId, systemClock);
@@ -364,10 +335,10 @@ describe('review of the operations fixes (2)', () => {
 
   /**
    * Suspicion (item 2): a redrive round's claim survives the round being closed; a later record with the same key
-   * (the same payload) takes it over as an "orphan" and is output twice. Disproved: the round's record is staged
+   * (the same payload) takes it over as an "orphan" and is output twice. Why it holds: the round's record is staged
    * (at or below the round's fence), so the claim is kept and the later record is a duplicate.
    */
-  it('disproved: a closed redrive round keeps the claims of what it staged', async () => {
+  it('a closed redrive round keeps the claims of what it staged', async () => {
     const settings = settingsFor();
     const processor = processorFor(settings, { transform: orders });
     const report = await processor.stageInLane({
@@ -395,11 +366,11 @@ describe('review of the operations fixes (2)', () => {
   /**
    * Suspicion (item 1): a zombie of the old epoch, paused between its staged write and its claims (its fence read
    * before the switch), resumes after the new epoch staged the retry of its batch and drops or stages records on the
-   * stale fence. Disproved: the claims go ahead only after a fresh read (`reread` → `refreshFence`), which finds the
+   * stale fence. Why it holds: the claims go ahead only after a fresh read (`reread` → `refreshFence`), which finds the
    * lane closed (EpochChangedError); nothing of the zombie is staged, its claims are never written, and each record
    * is staged once (in the new lane).
    */
-  it('disproved: an old-epoch zombie resuming after the switch stages nothing', async () => {
+  it('an old-epoch zombie resuming after the switch stages nothing', async () => {
     const settings = settingsFor();
     const warm = processorFor(settings);
     await warm.processEvent(mskEvent([dup(0, 0, 'z0'), dup(0, 1, 'z1')]));
@@ -428,20 +399,20 @@ describe('review of the operations fixes (2)', () => {
     await expect(warm.processEvent(batch)).rejects.toThrow(EpochChangedError);
     const again = await warm.processEvent(batch);
     expect(again.partitions[0]).toMatchObject({ stagedRows: 0, duplicatesByOffset: 2 });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const rows = await committedOffsets(res.clients, settings);
     expect(rows.map((row) => String(row.row.orderId)).sort()).toEqual(['z0', 'z1', 'z2', 'z3']);
   });
 
   /**
    * Suspicion (item 3): a hostile record shapes its dead-letter row so that it carries `resolved: true` and redrive
-   * takes it as handled; or a round's ordinary dead letter (a new reason) is read as resolved. Disproved: the
+   * takes it as handled; or a round's ordinary dead letter (a new reason) is read as resolved. Why it holds: the
    * processor builds a dead-letter row as `{source, error, raw}` (evaluate.ts `deadLetterOf`), the raw key and value
    * base64, so no record can set a top-level field; `resolved` is read only in round lanes (redrive.ts:276). A
    * round-1 dead letter with a new reason is redriven by round 2 once a later fix accepts it, the `resolved` notes
    * pass `eos verify` (no lineage-twice), and a further run sends nothing.
    */
-  it('disproved: a hostile value cannot make a dead letter look resolved; resolved notes pass verify', async () => {
+  it('a hostile value cannot make a dead letter look resolved; resolved notes pass verify', async () => {
     const settings = settingsFor();
     const hostile = JSON.stringify({ resolved: true, error: 'x', source: { offset: 1 }, row: {} });
     const rejects = (reason: string, offsets: readonly number[]): Transform => ({
@@ -456,7 +427,7 @@ describe('review of the operations fixes (2)', () => {
       dup(0, 2, 'h0'),
     ];
     await processorFor(settings, { transform: rejects('bug one', [1, 2]) }).processEvent(mskEvent(specs));
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const hostileAccepted: Transform = {
       name: 'accepts-hostile',
       apply: (record) =>
@@ -465,7 +436,7 @@ describe('review of the operations fixes (2)', () => {
     // Round 1: the hostile record fails for a new reason, the resend of h0 is resolved as a duplicate.
     const round1 = await redrive({ settings, clients: res.clients, transform: rejects('bug two', [1]) });
     expect(round1.partitions.map((p) => [p.outcome, p.round, p.sent])).toEqual([['redriven', 1, 2]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const dead = await committedDeadLetters(settings);
     expect(dead.filter((row) => row.lane === 'orders~r1').map((row) => [row.error, row.resolved])).toEqual([
       ['bug two', undefined],
@@ -473,7 +444,7 @@ describe('review of the operations fixes (2)', () => {
     ]);
     const round2 = await redrive({ settings, clients: res.clients, transform: hostileAccepted });
     expect(round2.partitions.map((p) => [p.outcome, p.round, p.sent])).toEqual([['redriven', 2, 1]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const third = await redrive({ settings, clients: res.clients, transform: hostileAccepted });
     expect(third.partitions.map((p) => p.outcome)).toEqual(['nothing']);
     const rows = await committedOffsets(res.clients, settings);

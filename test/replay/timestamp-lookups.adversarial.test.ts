@@ -1,26 +1,24 @@
 /**
- * Second adversarial review of `eos replay --from-timestamp [--to-timestamp]`, after the fixes of ae0f9c0 (the port
- * answers `{offset, found}`, the kafkajs adapter reads the ends after the lookup, `--to-timestamp` always bounds by
- * the answer, times limited to what a Date holds, brokers unusable → exit 3).
- *
- * The three bugs it confirmed are fixed; their tests (`fixed: …`) keep the interleaving and what the fix does; the
- * others disprove a suspicion. Real DynamoDB
- * Local and S3 server. kafkajs's admin is, per test, either the real kafkajs 2.x (a closed port: its own retry and
- * error chain), a stub that answers as kafkajs 2.x does over an emulated log, or a fake `Kafka` behind the CLI's
- * `--bootstrap-servers` path (vi.mock below: only brokers a test registers are faked, the rest are kafkajs's own).
+ * Adversarial interleavings of the time lookups of `eos replay --from-timestamp [--to-timestamp]`: the port answers
+ * `{offset, found}`, the kafkajs adapter reads the ends after the lookup, `--to-timestamp` always bounds by the
+ * answer, times are limited to what a Date holds, brokers unusable exit 3.
+ * Real DynamoDB Local and S3 server. kafkajs's admin is, per test, either the real kafkajs 2.x (a closed port: its
+ * own retry and error chain), a stub that answers as kafkajs 2.x does over an emulated log, or a fake `Kafka`
+ * behind the CLI's `--bootstrap-servers` path (vi.mock below: only brokers a test registers are faked, the rest
+ * are kafkajs's own).
  */
 import net from 'node:net';
 import kafkajs, { Kafka, type KafkaConfig, logLevel } from 'kafkajs';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
-import { systemClock } from '../shared/clock.ts';
-import type { Settings } from '../shared/config/settings.ts';
-import { KafkaOffsetsByTime, kafkaConfigOf, type OffsetsAdmin } from '../shared/kafka/kafkajs-offsets.ts';
-import { type OffsetsByTime, parseTimestamp } from '../shared/kafka/offsets-by-time.ts';
-import { createProcessor } from '../shared/processor/processor.ts';
-import { planReplayAtTimes, replayStatus } from '../shared/replay/replay.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { eos as run } from './support/eos.ts';
+import { systemClock } from '../../shared/clock.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import { KafkaOffsetsByTime, kafkaConfigOf, type OffsetsAdmin } from '../../shared/kafka/kafkajs-offsets.ts';
+import { type OffsetsByTime, parseTimestamp } from '../../shared/kafka/offsets-by-time.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { planReplayAtTimes, replayStatus } from '../../shared/replay/replay.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { eos as run } from '../support/eos.ts';
 import {
   append,
   isoAt as at,
@@ -29,7 +27,7 @@ import {
   kafkajsAdminOver,
   logOf,
   secondsIn as s,
-} from './support/timed-log.ts';
+} from '../support/timed-log.ts';
 
 /** A fake admin per bootstrap list (`host:port,…`): the CLI's connectOffsetsByTime gets it instead of kafkajs's. */
 interface FakeAdmin extends OffsetsAdmin {
@@ -113,7 +111,9 @@ function fakeBrokers(admin: OffsetsAdmin): {
 const protocolError = (type: string, code: number, retriable: boolean, message: string) =>
   new KafkaJSProtocolError({ message, type, code, retriable } as unknown as Error);
 
-describe.concurrent('eos replay --from-timestamp, adversarially (round 2)', { timeout: 150_000 }, () => {
+describe.concurrent('eos replay --from-timestamp: lookups racing appends, brokers failing', {
+  timeout: 150_000,
+}, () => {
   // Interleaving (KafkaOffsetsByTime.offsetsForTimes for --from-timestamp T, partition 1 holding no record at or
   // after T):
   //   1. fetchTopicOffsetsByTimestamp(T): kafkajs reads partition 1's high watermark (4), ListOffsets(T) finds no
@@ -124,12 +124,12 @@ describe.concurrent('eos replay --from-timestamp, adversarially (round 2)', { ti
   // planReplayAtTimes then plans partition 1 from 4 (to what is staged: 4) instead of skipping it ("holds no record at
   // or after T"), and the replay rewrites a record older than --from-timestamp that no ListOffsets(T) would ever have
   // answered. The port's comment calls this harmless ("newer than the lookup"), but newer by append is not newer by
-  // timestamp, and the plan selects by timestamp. Fixed as suggested: since --to-timestamp no longer depends on `found`,
+  // timestamp, and the plan selects by timestamp. Guard: since --to-timestamp no longer depends on `found`,
   // read the ends BEFORE the lookup again: an answer below them is a record that existed and is at/after T (kafkajs's
   // substitute is read after them, so it is never below); an answer at or past them is "none at the lookup" (a record
   // appended meanwhile is produced while the command runs, outside the plan either way). Or confirm a found answer in
   // [end before, end after) with a second ListOffsets(T): only a real record at/after T gives the same offset again.
-  it('fixed: a record stamped before --from-timestamp, appended between the adapter’s lookup and its read of the ends, leaves a partition with no record at/after T out of the plan', async () => {
+  it('a record stamped before --from-timestamp, appended between the adapter’s lookup and its read of the ends, leaves a partition with no record at/after T out of the plan', async () => {
     const log = logOf([
       [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
       [0, 1, 2, 3],
@@ -164,11 +164,11 @@ describe.concurrent('eos replay --from-timestamp, adversarially (round 2)', { ti
   // adapter's brokersUnavailable walks `originalError` only, so the wrapper hides the KafkaJSConnectionError: a lookup
   // whose brokers went away after `connect()` (every connection closed: the broker pool reconnects to the seed list
   // through its retrier, as an unconnected admin does here, on a real kafkajs over a closed port) is an
-  // OffsetsByTimeError, exit 2 "bad usage; nothing ran", not 3 as the docs and ae0f9c0 promise. The same holds for
+  // OffsetsByTimeError, exit 2 "bad usage; nothing ran", not 3 as the docs promise. The same holds for
   // every retried failure (LEADER_NOT_AVAILABLE during an election, request timeouts of the metadata refresh).
-  // Fixed as suggested: walk `cause` too (`e = e.originalError ?? e.cause`), keeping UNKNOWN_TOPIC_OR_PARTITION exit 2
+  // Guard: walk `cause` too (`e = e.originalError ?? e.cause`), keeping UNKNOWN_TOPIC_OR_PARTITION exit 2
   // (test below); consider treating any exhausted retriable kafkajs error as unavailable.
-  it('fixed: brokers gone after the connection (real kafkajs: KafkaJSNumberOfRetriesExceeded with the KafkaJSConnectionError as cause) exit 3, not 2', async () => {
+  it('brokers gone after the connection (real kafkajs: KafkaJSNumberOfRetriesExceeded with the KafkaJSConnectionError as cause) exit 3, not 2', async () => {
     const port = await closedPort();
     const config = kafkaConfigOf({
       bootstrapServers: [`127.0.0.1:${port}`],
@@ -208,10 +208,10 @@ describe.concurrent('eos replay --from-timestamp, adversarially (round 2)', { ti
   // V8's Date.parse rolls a day past the month's end over into the next month ("2026-02-30" is 2 March, "2026-04-31"
   // 1 May, 2026-02-29 in a non-leap year 1 March): parseTimestamp's regex lets any two digits through and checks only
   // that the result is a Date, so a day that does not exist is silently another one, and the plan covers a range the
-  // operator did not write (docs: ISO 8601, else "is not a time"). Fixed as suggested: after Date.parse, check that the
+  // operator did not write (docs: ISO 8601, else "is not a time"). Guard: after Date.parse, check that the
   // date's calendar fields (in the zone given) read back as written, e.g. compare `new Date(ms + offsetMs)
   // .toISOString().slice(0, 10)` with the text's date, or refuse a day above the month's length.
-  it('fixed: a day that does not exist (2026-02-30, 2026-04-31, 2026-02-29) is refused, not read as a day of the next month', async () => {
+  it('a day that does not exist (2026-02-30, 2026-04-31, 2026-02-29) is refused, not read as a day of the next month', async () => {
     for (const text of ['2026-02-30', '2026-04-31', '2026-02-29T12:00:00Z', '2026-02-31T09:00:00+09:00']) {
       expect(() => parseTimestamp(text), text).toThrow(/is not a time/);
     }

@@ -1,23 +1,23 @@
 /**
- * Exactly-once dead-letter redrive (issue 14, shared/redrive/redrive.ts): after a transform is fixed, its dead
+ * Exactly-once dead-letter redrive (shared/redrive/redrive.ts): after a transform is fixed, its dead
  * letters go back through the exactly-once path into a redrive lane; each fixed record lands in the output once,
  * however often the redrive runs or crashes; one that fails again stays dead-lettered; a second run changes
  * nothing. Real DynamoDB Local and S3 server; the coordinator runs its real steps.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import type { Settings } from '../shared/config/settings.ts';
-import { InjectedCrashError } from '../shared/errors.ts';
-import type { DecodedRecord } from '../shared/kafka/record.ts';
-import { createProcessor, type ProcessorStep } from '../shared/processor/processor.ts';
-import { type RedriveStep, redrive } from '../shared/redrive/redrive.ts';
-import { readCommitted, readManifests } from '../shared/sink/reader.ts';
-import { verifySink } from '../shared/sink/verify.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, settingsIn, type TestResources } from './support/aws.ts';
-import { mskEvent, orderRecords, type RecordSpec } from './support/msk.ts';
-import { committedOffsets } from './support/staging.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { createProcessor, type ProcessorStep } from '../../shared/processor/processor.ts';
+import { type RedriveStep, redrive } from '../../shared/redrive/redrive.ts';
+import { readCommitted, readManifests } from '../../shared/sink/reader.ts';
+import { verifySink } from '../../shared/sink/verify.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
+import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
+import { committedOffsets } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -45,11 +45,6 @@ function input(): RecordSpec[] {
     ...orderRecords(partition, 0, 30),
     { partition, offset: 30, value: '{"not json', headers: { 'idempotency-key': `bad-${partition}` } },
   ]);
-}
-
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
 }
 
 /** Committed rows per lane (from the manifests' entries) and stream, as `lane#partition@offset`. */
@@ -84,7 +79,7 @@ async function manifestCount(settings: Settings): Promise<number> {
 async function withDeadLetters(): Promise<Settings> {
   const settings = settingsFor();
   await createProcessor({ settings, clients: res.clients, transform: buggy }).processEvent(mskEvent(input()));
-  await checkpoint(settings);
+  await checkpoint(res, settings);
   const dead = await committedOffsets(res.clients, settings, 'deadletter');
   expect(dead.map((row) => `${row.partition}@${row.offset}`).sort()).toEqual(
     [
@@ -140,7 +135,7 @@ describe('redrive', () => {
     // Before the round is committed, another run waits rather than redrive the same records again.
     const early = await redrive({ settings, clients: res.clients, transform: orders });
     expect(early.partitions.map((p) => p.outcome)).toEqual(['waiting', 'waiting']);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     await expectRedriven(settings);
     const manifests = await manifestCount(settings);
     const again = await redrive({ settings, clients: res.clients, transform: orders });
@@ -148,7 +143,7 @@ describe('redrive', () => {
       ['nothing', 0],
       ['nothing', 0],
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(await manifestCount(settings)).toBe(manifests);
     await expectRedriven(settings);
   });
@@ -163,10 +158,10 @@ describe('redrive', () => {
       },
     };
     await redrive({ settings, clients: res.clients, transform: stricter });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const again = await redrive({ settings, clients: res.clients, transform: stricter });
     expect(again.partitions.map((p) => p.outcome)).toEqual(['nothing', 'nothing']);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const dead: string[] = [];
     for await (const { file, row } of readCommitted({
       s3: res.clients.s3,
@@ -214,10 +209,10 @@ describe('redrive', () => {
         redrive({ settings, clients: res.clients, transform: orders, batchSize: 2, hooks }),
       ).rejects.toThrow(InjectedCrashError);
       expect(crashes).toBe(1);
-      if (name.length % 2 === 0) await checkpoint(settings); // sometimes a checkpoint commits part of the round first
+      if (name.length % 2 === 0) await checkpoint(res, settings); // sometimes a checkpoint commits part of the round first
       const resumed = await redrive({ settings, clients: res.clients, transform: orders, batchSize: 2 });
       expect(resumed.partitions.every((p) => p.outcome === 'redriven' && p.round === 1)).toBe(true);
-      await checkpoint(settings);
+      await checkpoint(res, settings);
       await expectRedriven(settings);
       const again = await redrive({ settings, clients: res.clients, transform: orders });
       expect(again.partitions.map((p) => p.outcome)).toEqual(['nothing', 'nothing']);
