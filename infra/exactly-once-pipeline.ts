@@ -15,7 +15,7 @@
  * (`security.ts`). `grantReadCommitted` and the `metric…` methods give other constructs what they need of a pipeline.
  */
 
-import { Annotations, ArnFormat, CfnOutput, Duration, type RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
+import { Annotations, ArnFormat, Duration, type RemovalPolicy, Stack, Token } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as dynamodb from 'aws-cdk-lib/aws-dynamodb';
 import * as events from 'aws-cdk-lib/aws-events';
@@ -25,13 +25,12 @@ import * as kms from 'aws-cdk-lib/aws-kms';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as logs from 'aws-cdk-lib/aws-logs';
 import * as s3 from 'aws-cdk-lib/aws-s3';
-import * as sns from 'aws-cdk-lib/aws-sns';
-import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
+import type * as sns from 'aws-cdk-lib/aws-sns';
 import { Construct } from 'constructs';
 import { settingsToEnv } from '../shared/config/settings.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { fenceLeadingKeys } from '../shared/ledger/fences.ts';
-import { keys, STREAMS } from '../shared/ledger/layout.ts';
+import { STREAMS } from '../shared/ledger/layout.ts';
 import {
   METRIC,
   METRICS_NAMESPACE,
@@ -39,6 +38,7 @@ import {
   metricDimensionsMap,
 } from '../shared/observability/names.ts';
 import { finalPrefix, manifestsPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
+import { allowAlarmsToPublish, createAlarmTopic } from './alarm-topic.ts';
 import { AnalyticsTable } from './analytics-table.ts';
 import { BundledFunction } from './bundled-function.ts';
 import { CheckpointCoordinator } from './checkpoint-coordinator.ts';
@@ -53,16 +53,26 @@ import {
   usesIamAuth,
   validateKafkaSource,
 } from './kafka-source.ts';
+import {
+  keyWindowLeadingKeys,
+  monitorLeadingKeys,
+  OPERATOR_REPLAY_PLAN_ACTIONS,
+  PROCESSOR_DYNAMODB_ACTIONS,
+  PROCESSOR_KEY_WINDOW_ACTIONS,
+  processorLeadingKeys,
+  REPLAY_PROCESSOR_PLAN_ACTIONS,
+} from './ledger-access.ts';
 import { createLedgerTable, LEDGER_TABLE_NEEDS, ledgerLayoutProblems } from './ledger-table.ts';
 import { PipelineObservability } from './observability.ts';
 import { projectModule } from './package-paths.ts';
+import { addPipelineOutputs } from './pipeline-outputs.ts';
 import { configFromProps, type ExactlyOncePipelineProps, removalPolicyOf } from './pipeline-props.ts';
+import { bucketAdminsOf, pinnedToAccount } from './principals.ts';
 import { REPLAY_GENERATION_ENV, type ReplayConfig, replayConfigOf, replayLeadingKeys } from './replay.ts';
 import {
   allowLogsToUseKey,
   autoDeleteHandlerRoleArn,
   bucketAdminStatement,
-  deployingRoleArn,
   grantKeyVia,
   type KeyAccess,
   type KeyService,
@@ -77,6 +87,15 @@ import {
   writeProcessorEntry,
 } from './transform-entry.ts';
 
+export {
+  keyWindowLeadingKeys,
+  monitorLeadingKeys,
+  OPERATOR_REPLAY_PLAN_ACTIONS,
+  PROCESSOR_DYNAMODB_ACTIONS,
+  PROCESSOR_KEY_WINDOW_ACTIONS,
+  processorLeadingKeys,
+  REPLAY_PROCESSOR_PLAN_ACTIONS,
+} from './ledger-access.ts';
 export type {
   ExactlyOncePipelineProps,
   IdempotencyKeySetting,
@@ -88,56 +107,6 @@ export type {
 export { replayLeadingKeys } from './replay.ts';
 
 const MONITOR_ENTRY = projectModule('../functions/monitor.ts', import.meta.url);
-
-/**
- * DynamoDB actions the processor makes (checked against its calls in `test/infra-iam.test.ts`): the fence read,
- * claims ahead, and the staging transaction's Put and Update items. No Query, Scan or Delete.
- */
-export const PROCESSOR_DYNAMODB_ACTIONS = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
-/** Partition-scoped idempotency reads a partition's key window with one Query, on those keys only. */
-export const PROCESSOR_KEY_WINDOW_ACTIONS = ['dynamodb:Query'];
-
-/** The partition keys of the key-window buckets (`shared/ledger/key-window.ts`). */
-export function keyWindowLeadingKeys(pipeline: string): string[] {
-  return [`${pipeline}#KEYS#*`];
-}
-
-/**
- * The partition keys the processor may touch: its fences, staged-file entries, claims and keyed state — never
- * the checkpoint head, checkpoint records or cut pages (`<pl>#CHECKPOINT…`), which only the coordinator writes.
- */
-export function processorLeadingKeys(pipeline: string): string[] {
-  return [
-    ...fenceLeadingKeys(pipeline),
-    `${pipeline}#STAGED#*`,
-    `${pipeline}#CLAIM#*`,
-    ...keyWindowLeadingKeys(pipeline),
-    `${keys.statePrefix(pipeline)}*`,
-  ];
-}
-
-/**
- * The partition keys the monitor reads (`readLedgerStatus`): the checkpoint head and records, the last commit's cut
- * pages (committed offsets), every fence, and the staged-file entries.
- */
-export function monitorLeadingKeys(pipeline: string): string[] {
-  return [
-    keys.checkpointPk(pipeline),
-    keys.cutPagesPk(pipeline, '*'),
-    ...fenceLeadingKeys(pipeline),
-    `${pipeline}#STAGED#*`,
-  ];
-}
-
-/** The replay plans the replay processor reads (never writes: a processor must not be able to forge a switch). */
-export const REPLAY_PROCESSOR_PLAN_ACTIONS = ['dynamodb:GetItem'];
-/** What `operatorRoles` do to replay plans (`eos replay` writes a plan and requests the switch on it). */
-export const OPERATOR_REPLAY_PLAN_ACTIONS = [
-  'dynamodb:PutItem',
-  'dynamodb:UpdateItem',
-  'dynamodb:GetItem',
-  'dynamodb:Query',
-];
 
 /** A replay into a new generation (the `replay` prop): its settings, its processor and its mapping. */
 export interface PipelineReplay extends ReplayConfig {
@@ -152,9 +121,6 @@ export interface PipelineReplay extends ReplayConfig {
 const PIPELINES_OF = new WeakMap<object, Set<string>>();
 /** Buckets whose policy already has the bucket-level deny (one per bucket, whichever pipeline added it). */
 const BUCKETS_GUARDED = new WeakSet<s3.IBucket>();
-
-/** An IAM principal ARN a bucket policy can name in `aws:PrincipalArn`: a role, a user, or an account's root. */
-const PRINCIPAL_ARN = /^arn:aws[a-z-]*:iam::\d{12}:(?:root|(?:role|user)\/[\w+=,.@/-]{1,512})$/;
 
 export class ExactlyOncePipeline extends Construct {
   readonly config: PipelineConfig;
@@ -220,14 +186,11 @@ export class ExactlyOncePipeline extends Construct {
       throw new InvalidSettingError('processorEntry', 'cannot be combined with a module transform');
     }
 
-    if (source) {
-      this.source = source;
-    } else if (config.sandboxCluster) {
-      this.sandbox = new SandboxKafkaCluster(this, 'Sandbox', { clusterName: `eos-${config.pipelineId}` });
-      this.source = { kind: 'msk', clusterArn: this.sandbox.clusterArn, vpcId: this.sandbox.vpc.vpcId };
-    } else {
-      this.source = { kind: 'msk', clusterArn: config.mskClusterArn!, vpcId: config.mskVpcId };
-    }
+    this.sandbox =
+      !source && config.sandboxCluster
+        ? new SandboxKafkaCluster(this, 'Sandbox', { clusterName: `eos-${config.pipelineId}` })
+        : undefined;
+    this.source = source ?? sourceOf(config, this.sandbox);
     this.clusterArn = this.source.kind === 'msk' ? this.source.clusterArn : undefined;
     // The source's own checks first: a cross-account cluster without its VPC connection is the clearer error.
     validateKafkaSource(this.source, Stack.of(this).account);
@@ -276,19 +239,7 @@ export class ExactlyOncePipeline extends Construct {
       this.eventSource = this.kafka.mapping;
     }
     if (replay) {
-      // The generation is in the construct id: another generation is a new function and a new mapping, never the
-      // old mapping's records handed to a processor of the new generation during the update.
-      const processor = this.createProcessor(
-        `ReplayG${replay.generation}Processor`,
-        entry,
-        removalPolicy,
-        replay,
-      );
-      if (this.glueSchemaReads) this.grantGlueSchemaReads(processor, this.glueSchemaReads.registryNames);
-      this.grantRegistrySecretReads(processor);
-      const kafka =
-        props.eventSourceMapping === false ? undefined : this.attachMapping(processor, config, replay);
-      this.replay = { ...replay, processor, kafka, eventSource: kafka?.mapping };
+      this.replay = this.createReplay(replay, entry, removalPolicy, props.eventSourceMapping !== false);
     }
     this.coordinator = new CheckpointCoordinator(this, 'Coordinator', {
       table: this.table,
@@ -313,23 +264,13 @@ export class ExactlyOncePipeline extends Construct {
     );
     this.bucketPolicyAdded = this.protectBucket(props.bucket === undefined);
     this.monitor = this.createMonitor(removalPolicy);
-    this.alarmTopic = this.createAlarmTopic();
-    this.observability = new PipelineObservability(this, 'Observability', {
+    this.alarmTopic = createAlarmTopic(this, {
       pipelineId: config.pipelineId,
-      processor: this.processor,
-      processorLogGroup: this.processor.logGroupOwn,
-      replayProcessor: this.replay && {
-        function: this.replay.processor,
-        generation: this.replay.generation,
-      },
-      stateMachine: this.coordinator.stateMachine,
-      monitor: this.monitor,
-      checkpointInterval: Duration.minutes(config.checkpointIntervalMinutes),
-      noCommitIntervals: config.noCommitAlarmIntervals,
-      offsetLagThreshold: config.offsetLagAlarmThreshold,
-      alarmTopic: this.alarmTopic,
+      encryptionKey: this.encryptionKey,
+      alarmEmail: config.alarmEmail,
     });
-    this.allowAlarmsToPublish();
+    this.observability = this.createObservability(config);
+    allowAlarmsToPublish(this.alarmTopic, this.observability.alarmNames);
     if (props.analyticsTable)
       this.analytics = this.createAnalyticsTable(config, transformModule, removalPolicy);
     if (props.outputs) this.outputs();
@@ -835,54 +776,57 @@ export class ExactlyOncePipeline extends Construct {
     );
   }
 
-  private createAlarmTopic(): sns.Topic {
-    const topic = new sns.Topic(this, 'Alarms', {
-      displayName: `Exactly-once pipeline ${this.config.pipelineId} alarms`,
-      enforceSSL: true,
-      masterKey: this.encryptionKey,
-    });
-    const stack = Stack.of(this);
-    if (this.encryptionKey) {
-      // CloudWatch publishes to the encrypted topic with its own principal.
-      // A key that is not this stack's cannot take it: pipelineKey's warning names it.
-      this.encryptionKey.addToResourcePolicy(
-        new iam.PolicyStatement({
-          principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
-          actions: ['kms:Decrypt', 'kms:GenerateDataKey*'],
-          resources: ['*'],
-          conditions: { StringEquals: { 'aws:SourceAccount': stack.account } },
-        }),
-      );
-    }
-    if (this.config.alarmEmail)
-      topic.addSubscription(new subscriptions.EmailSubscription(this.config.alarmEmail));
-    return topic;
+  /**
+   * The replay's processor and mapping. The generation is in the construct id: another generation is a new
+   * function and a new mapping, never the old mapping's records handed to a processor of the new generation.
+   */
+  private createReplay(
+    replay: ReplayConfig,
+    entry: string,
+    removalPolicy: RemovalPolicy,
+    withMapping: boolean,
+  ): PipelineReplay {
+    const processor = this.createProcessor(
+      `ReplayG${replay.generation}Processor`,
+      entry,
+      removalPolicy,
+      replay,
+    );
+    if (this.glueSchemaReads) this.grantGlueSchemaReads(processor, this.glueSchemaReads.registryNames);
+    this.grantRegistrySecretReads(processor);
+    const kafka = withMapping ? this.attachMapping(processor, this.config, replay) : undefined;
+    return { ...replay, processor, kafka, eventSource: kafka?.mapping };
   }
 
-  /**
-   * A topic policy replaces SNS's default one, and `enforceSSL` writes a topic policy: without this Allow,
-   * CloudWatch alarms (not IAM identities of the account) could not publish, and nobody would be notified. It
-   * names this pipeline's alarms one by one: a wildcard `eos-orders-*` would also match pipeline `orders-eu`'s.
-   */
-  private allowAlarmsToPublish(): void {
-    const stack = Stack.of(this);
-    this.alarmTopic.addToResourcePolicy(
-      new iam.PolicyStatement({
-        sid: 'AllowPipelineAlarmsToPublish',
-        principals: [new iam.ServicePrincipal('cloudwatch.amazonaws.com')],
-        actions: ['sns:Publish'],
-        resources: [this.alarmTopic.topicArn],
-        conditions: {
-          StringEquals: { 'aws:SourceAccount': stack.account },
-          // ARNs built from the names (known at synth), so the policy does not wait on the alarms.
-          ArnEquals: {
-            'aws:SourceArn': this.observability.alarmNames.map(
-              (name) => `arn:${stack.partition}:cloudwatch:${stack.region}:${stack.account}:alarm:${name}`,
-            ),
-          },
-        },
-      }),
-    );
+  private createObservability(config: PipelineConfig): PipelineObservability {
+    return new PipelineObservability(this, 'Observability', {
+      pipelineId: config.pipelineId,
+      processor: this.processor,
+      processorLogGroup: this.processor.logGroupOwn,
+      replayProcessor: this.replay && {
+        function: this.replay.processor,
+        generation: this.replay.generation,
+      },
+      stateMachine: this.coordinator.stateMachine,
+      monitor: this.monitor,
+      checkpointInterval: Duration.minutes(config.checkpointIntervalMinutes),
+      noCommitIntervals: config.noCommitAlarmIntervals,
+      offsetLagThreshold: config.offsetLagAlarmThreshold,
+      alarmTopic: this.alarmTopic,
+    });
+  }
+
+  /** Opt-in (`outputs: true`; the repository's stack sets it): what an operator needs after a deploy. */
+  private outputs(): void {
+    addPipelineOutputs(this, {
+      pipelineId: this.config.pipelineId,
+      tableName: this.table.tableName,
+      processorFunctionName: this.processor.functionName,
+      bucketName: this.bucket.bucketName,
+      stateMachineArn: this.coordinator.stateMachine.stateMachineArn,
+      clusterArn: this.clusterArn,
+      ...(this.analytics ? { analytics: this.analytics } : {}),
+    });
   }
 
   /** The Glue table over `final/output/` (Parquet only: its columns are the transform's). */
@@ -907,89 +851,11 @@ export class ExactlyOncePipeline extends Construct {
       removalPolicy,
     });
   }
-
-  /** Opt-in (`outputs: true`; the repository's stack sets it): what an operator needs after a deploy. */
-  private outputs(): void {
-    const pl = this.config.pipelineId;
-    new CfnOutput(this, 'LedgerTableName', { value: this.table.tableName, description: 'The ledger table' });
-    new CfnOutput(this, 'ProcessorFunctionName', {
-      value: this.processor.functionName,
-      description: 'The processor Lambda (invoke it with an MSK event when there is no event source mapping)',
-    });
-    if (this.analytics) {
-      new CfnOutput(this, 'AnalyticsTable', {
-        value: `${this.analytics.databaseName}.${this.analytics.tableName}`,
-        description: 'The Glue table over the committed output (query it in the workgroup below)',
-      });
-      new CfnOutput(this, 'AthenaWorkGroup', { value: this.analytics.workgroupName });
-    }
-    new CfnOutput(this, 'BucketName', { value: this.bucket.bucketName, description: 'The sink bucket' });
-    new CfnOutput(this, 'StateMachineArn', { value: this.coordinator.stateMachine.stateMachineArn });
-    const clusterOption = this.clusterArn ? ` --cluster-arn ${this.clusterArn}` : '';
-    if (this.clusterArn) {
-      new CfnOutput(this, 'ClusterArn', {
-        value: this.clusterArn,
-        description: 'The MSK cluster the pipeline reads',
-      });
-    }
-    new CfnOutput(this, 'StatusCommand', {
-      description: 'Check the deployed pipeline',
-      value: `npx eos status --pipeline ${pl} --table ${this.table.tableName}${clusterOption}`,
-    });
-  }
 }
 
-/**
- * The principals that may change the bucket itself (the `bucketAdminPrincipals` prop): the ARNs given, else the
- * role CloudFormation deploys the stack with. Refused empty or malformed, or left to a default that does not exist:
- * a bucket nobody may administer would fail the stack's own next update.
- */
-function bucketAdminsOf(scope: Construct, given: readonly string[] | undefined): string[] {
-  if (given === undefined) {
-    const deployer = deployingRoleArn(scope);
-    if (deployer === undefined) {
-      throw new InvalidSettingError(
-        'bucketAdminPrincipals',
-        "required: the stack's synthesizer has no CloudFormation execution role; name the principal that deploys the stack",
-      );
-    }
-    return [deployer];
-  }
-  if (given.length === 0) {
-    throw new InvalidSettingError(
-      'bucketAdminPrincipals',
-      'must name at least the principal that deploys the stack (none could change the bucket, CloudFormation included)',
-    );
-  }
-  const bad = given.find((arn) => !Token.isUnresolved(arn) && !PRINCIPAL_ARN.test(arn));
-  if (bad !== undefined) {
-    throw new InvalidSettingError(
-      'bucketAdminPrincipals',
-      `${JSON.stringify(bad)} is not an IAM role, user or root ARN`,
-    );
-  }
-  return [...given];
-}
-
-/**
- * `role` with every statement granted through it conditioned on `aws:PrincipalAccount`: the grants apply only to
- * callers of that account, whichever role CloudFormation attaches the policy to.
- */
-function pinnedToAccount(role: iam.IRole, account: string): iam.IPrincipal {
-  const addToPrincipalPolicy = (statement: iam.PolicyStatement): iam.AddToPrincipalPolicyResult => {
-    statement.addCondition('StringEquals', { 'aws:PrincipalAccount': account });
-    return role.addToPrincipalPolicy(statement);
-  };
-  const principal: iam.IPrincipal = {
-    get grantPrincipal() {
-      return principal;
-    },
-    assumeRoleAction: role.assumeRoleAction,
-    get policyFragment() {
-      return role.policyFragment;
-    },
-    principalAccount: account,
-    addToPrincipalPolicy,
-  };
-  return principal;
+/** The MSK source when no `source` prop is given: the sandbox cluster, else `mskClusterArn` and `mskVpcId`. */
+function sourceOf(config: PipelineConfig, sandbox: SandboxKafkaCluster | undefined): KafkaSource {
+  return sandbox
+    ? { kind: 'msk', clusterArn: sandbox.clusterArn, vpcId: sandbox.vpc.vpcId }
+    : { kind: 'msk', clusterArn: config.mskClusterArn!, vpcId: config.mskVpcId };
 }

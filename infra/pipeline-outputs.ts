@@ -1,0 +1,45 @@
+/** Opt-in (`outputs: true`; the repository's stack sets it): the stack outputs an operator needs after a deploy. */
+import { CfnOutput } from 'aws-cdk-lib';
+import type { Construct } from 'constructs';
+
+export interface PipelineOutputValues {
+  readonly pipelineId: string;
+  readonly tableName: string;
+  readonly processorFunctionName: string;
+  readonly bucketName: string;
+  readonly stateMachineArn: string;
+  readonly clusterArn?: string | undefined;
+  readonly analytics?: {
+    readonly databaseName: string;
+    readonly tableName: string;
+    readonly workgroupName: string;
+  };
+}
+
+export function addPipelineOutputs(scope: Construct, values: PipelineOutputValues): void {
+  new CfnOutput(scope, 'LedgerTableName', { value: values.tableName, description: 'The ledger table' });
+  new CfnOutput(scope, 'ProcessorFunctionName', {
+    value: values.processorFunctionName,
+    description: 'The processor Lambda (invoke it with an MSK event when there is no event source mapping)',
+  });
+  if (values.analytics) {
+    new CfnOutput(scope, 'AnalyticsTable', {
+      value: `${values.analytics.databaseName}.${values.analytics.tableName}`,
+      description: 'The Glue table over the committed output (query it in the workgroup below)',
+    });
+    new CfnOutput(scope, 'AthenaWorkGroup', { value: values.analytics.workgroupName });
+  }
+  new CfnOutput(scope, 'BucketName', { value: values.bucketName, description: 'The sink bucket' });
+  new CfnOutput(scope, 'StateMachineArn', { value: values.stateMachineArn });
+  const clusterOption = values.clusterArn ? ` --cluster-arn ${values.clusterArn}` : '';
+  if (values.clusterArn) {
+    new CfnOutput(scope, 'ClusterArn', {
+      value: values.clusterArn,
+      description: 'The MSK cluster the pipeline reads',
+    });
+  }
+  new CfnOutput(scope, 'StatusCommand', {
+    description: 'Check the deployed pipeline',
+    value: `npx eos status --pipeline ${values.pipelineId} --table ${values.tableName}${clusterOption}`,
+  });
+}
