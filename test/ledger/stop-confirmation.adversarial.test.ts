@@ -10,17 +10,11 @@ import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runEpoch } from '../../cli/epoch.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
-import {
-  InjectedCrashError,
-  OffsetsWentBackwardsError,
-  UnprovenRedeliveryError,
-} from '../../shared/errors.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
 import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
-import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
-import { builtinTransform } from '../../shared/transforms/registry.ts';
-import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
-import { crashAt, gate } from '../support/hooks.ts';
+import { container, heldTransform, outcomeOf } from '../support/cold-container.ts';
+import { crashAt } from '../support/hooks.ts';
 import { stagedOutputCounts } from '../support/ledger.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 
@@ -41,38 +35,6 @@ function settingsFor(): Settings {
 
 /** The stagers' clock starts here; a container's clock "ahead" starts later. */
 const T0 = Date.UTC(2026, 10, 29);
-
-function container(settings: Settings, clock: ManualClock, extra: Partial<ProcessorDeps> = {}) {
-  return createProcessor({ settings, clients: res.clients, clock, ...extra });
-}
-
-/** The `orders` transform with a `prepare` that waits for the test: the invocation stalls before any read. */
-function heldTransform() {
-  const reached = gate();
-  const release = gate();
-  const orders = builtinTransform('orders');
-  const transform: Transform = {
-    name: orders.name,
-    apply: (record) => orders.apply(record),
-    async prepare() {
-      reached.open();
-      await release.opened;
-    },
-  };
-  return { transform, reached: reached.opened, release: release.open };
-}
-
-async function outcomeOf(run: Promise<unknown>): Promise<string> {
-  return run.then(
-    () => 'acknowledged',
-    (error: unknown) =>
-      error instanceof OffsetsWentBackwardsError
-        ? 'stopped'
-        : error instanceof UnprovenRedeliveryError
-          ? 'unproven'
-          : String(error),
-  );
-}
 
 async function stopOf(settings: Settings, lane = 'orders') {
   return (await new StagingLedger(res.clients.dynamodb, res.table).readFence(settings.pipelineId, lane, 0))
@@ -110,7 +72,7 @@ async function staleTwins(settings: Settings, skews: [number, number], order: [n
   const zombies = skews.map((skew) => {
     const held = heldTransform();
     const zClock = new ManualClock(T0 + skew);
-    const run = container(settings, zClock, { transform: held.transform }).processEvent(
+    const run = container(res, settings, zClock, { transform: held.transform }).processEvent(
       mskEvent(orderRecords(0, 0, 10)),
     );
     return { held, zClock, run };
@@ -118,11 +80,11 @@ async function staleTwins(settings: Settings, skews: [number, number], order: [n
   for (const zombie of zombies) await zombie.held.reached;
   for (let first = 0; first <= 80; first += 10) {
     clock.advance(1_000);
-    await container(settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
+    await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
   }
   clock.advance(1_000);
   await expect(
-    container(settings, clock, { hooks: crashAt('before-return') }).processEvent(
+    container(res, settings, clock, { hooks: crashAt('before-return') }).processEvent(
       mskEvent(orderRecords(0, 90, 10)),
     ),
   ).rejects.toBeInstanceOf(InjectedCrashError);
@@ -140,7 +102,7 @@ async function staleTwins(settings: Settings, skews: [number, number], order: [n
 async function switchAndRetry(settings: Settings, clock: ManualClock) {
   const outcome = await startNewEpoch(settings);
   clock.advance(1_000);
-  await container(settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
+  await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
   return outcome;
 }
 
@@ -181,7 +143,7 @@ describe('stale twins of one batch', () => {
 async function stagedThenRecreated(settings: Settings, clock: ManualClock) {
   for (let first = 0; first <= 20; first += 10) {
     clock.advance(1_000);
-    await container(settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
+    await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
   }
   return mskEvent(orderRecords(0, 1, 5, 'gen2'));
 }
@@ -195,11 +157,11 @@ describe('a real stop', () => {
     const clock = new ManualClock(T0);
     const recreated = await stagedThenRecreated(settings, clock);
     const ahead = new ManualClock(clock.now() + 20_000);
-    expect(await outcomeOf(container(settings, ahead).processEvent(recreated))).toBe('stopped');
+    expect(await outcomeOf(container(res, settings, ahead).processEvent(recreated))).toBe('stopped');
     const counts: number[] = [];
     for (let retry = 0; retry < 5; retry++) {
       clock.advance(5_000);
-      expect(await outcomeOf(container(settings, clock).processEvent(recreated))).toBe('stopped');
+      expect(await outcomeOf(container(res, settings, clock).processEvent(recreated))).toBe('stopped');
       counts.push((await stopOf(settings))?.seenBy?.count ?? 0);
     }
     expect(counts).toEqual([1, 1, 1, 2, 3]);
@@ -214,11 +176,11 @@ describe('a real stop', () => {
     const clock = new ManualClock(T0);
     const recreated = await stagedThenRecreated(settings, clock);
     clock.advance(1_000);
-    expect(await outcomeOf(container(settings, clock).processEvent(recreated))).toBe('stopped');
+    expect(await outcomeOf(container(res, settings, clock).processEvent(recreated))).toBe('stopped');
     const once = JSON.stringify(await stopOf(settings)).length;
     clock.advance(1_000);
     const all = await Promise.all(
-      [0, 1, 2].map(() => outcomeOf(container(settings, clock).processEvent(recreated))),
+      [0, 1, 2].map(() => outcomeOf(container(res, settings, clock).processEvent(recreated))),
     );
     expect(all).toEqual(['stopped', 'stopped', 'stopped']);
     const stop = await stopOf(settings);
@@ -238,17 +200,17 @@ describe('a stop of a new epoch', () => {
     const recreated = await stagedThenRecreated(settings, clock);
     for (let attempt = 0; attempt < 2; attempt++) {
       clock.advance(1_000);
-      await outcomeOf(container(settings, clock).processEvent(recreated));
+      await outcomeOf(container(res, settings, clock).processEvent(recreated));
     }
     expect(await startNewEpoch(settings)).toMatchObject({ kind: 'opened', epoch: 1 });
     const again = await stagedThenRecreated(settings, clock);
     expect((await stopOf(settings, 'orders~1'))?.seenBy).toBeUndefined();
     clock.advance(1_000);
-    expect(await outcomeOf(container(settings, clock).processEvent(again))).toBe('stopped');
+    expect(await outcomeOf(container(res, settings, clock).processEvent(again))).toBe('stopped');
     expect((await stopOf(settings, 'orders~1'))?.seenBy?.count).toBe(1);
     expect(await startNewEpoch(settings)).toMatchObject({ kind: 'unconfirmed' });
     clock.advance(1_000);
-    expect(await outcomeOf(container(settings, clock).processEvent(again))).toBe('stopped');
+    expect(await outcomeOf(container(res, settings, clock).processEvent(again))).toBe('stopped');
     expect(await startNewEpoch(settings)).toMatchObject({ kind: 'opened', epoch: 2 });
   });
 });

@@ -12,18 +12,13 @@ import { runEpoch } from '../../cli/epoch.ts';
 import { ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
-import {
-  InjectedCrashError,
-  OffsetsWentBackwardsError,
-  UnprovenRedeliveryError,
-} from '../../shared/errors.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
 import { keys } from '../../shared/ledger/layout.ts';
-import { RELEASED, StagingLedger } from '../../shared/ledger/staging-ledger.ts';
-import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
-import { builtinTransform } from '../../shared/transforms/registry.ts';
+import { RELEASED } from '../../shared/ledger/staging-ledger.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
-import { crashAt, gate } from '../support/hooks.ts';
+import { container, fenceOf, heldTransform, outcomeOf } from '../support/cold-container.ts';
+import { crashAt } from '../support/hooks.ts';
 import { stagedOutputCounts, stagedRows } from '../support/ledger.ts';
 import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
 
@@ -39,47 +34,6 @@ afterEach(() => {
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
   return settingsIn(res, 'fconf', overrides);
-}
-
-/** A fresh container (no cached fence) on `clock`. */
-function container(settings: Settings, clock: ManualClock, extra: Partial<ProcessorDeps> = {}) {
-  return createProcessor({ settings, clients: res.clients, clock, ...extra });
-}
-
-/** The `orders` transform with a `prepare` that waits for the test: the invocation stalls before any read. */
-function heldTransform() {
-  const reached = gate();
-  const release = gate();
-  const orders = builtinTransform('orders');
-  const transform: Transform = {
-    name: orders.name,
-    apply: (record) => orders.apply(record),
-    async prepare() {
-      reached.open();
-      await release.opened;
-    },
-  };
-  return { transform, reached: reached.opened, release: release.open };
-}
-
-async function outcomeOf(run: Promise<unknown>): Promise<string> {
-  return run.then(
-    () => 'acknowledged',
-    (error: unknown) =>
-      error instanceof OffsetsWentBackwardsError
-        ? 'stopped'
-        : error instanceof UnprovenRedeliveryError
-          ? 'unproven'
-          : String(error),
-  );
-}
-
-async function fenceOf(settings: Settings, partition = 0) {
-  return new StagingLedger(res.clients.dynamodb, res.table).readFence(
-    settings.pipelineId,
-    'orders',
-    partition,
-  );
 }
 
 async function startNewEpoch(settings: Settings, partition = 0) {
@@ -115,7 +69,7 @@ describe('a stop only stale invocations saw', () => {
     const zombies = [0, 1].map(() => {
       const held = heldTransform();
       const zClock = new ManualClock(Date.UTC(2026, 10, 29) + 60_000);
-      const run = container(settings, zClock, { transform: held.transform }).processEvent(
+      const run = container(res, settings, zClock, { transform: held.transform }).processEvent(
         mskEvent(orderRecords(0, 0, 10)),
       );
       return { held, zClock, run };
@@ -123,11 +77,11 @@ describe('a stop only stale invocations saw', () => {
     for (const zombie of zombies) await zombie.held.reached;
     for (let first = 0; first <= 80; first += 10) {
       clock.advance(1_000);
-      await container(settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
+      await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
     }
     clock.advance(1_000);
     await expect(
-      container(settings, clock, { hooks: crashAt('before-return') }).processEvent(
+      container(res, settings, clock, { hooks: crashAt('before-return') }).processEvent(
         mskEvent(orderRecords(0, 90, 10)),
       ),
     ).rejects.toBeInstanceOf(InjectedCrashError);
@@ -139,7 +93,7 @@ describe('a stop only stale invocations saw', () => {
     const epoch = await startNewEpoch(settings);
     if (epoch.switched?.[0]?.outcome.kind === 'opened') {
       clock.advance(1_000);
-      await container(settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
+      await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 90, 10)));
     }
     expect(await stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId)).toEqual(
       expectedRows('p0', 0, 100),
@@ -154,29 +108,31 @@ describe('a real stop', () => {
     const clock = new ManualClock();
     for (let first = 0; first <= 20; first += 10) {
       clock.advance(1_000);
-      await container(settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
+      await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
     }
     // A batch of a recreated topic whose first attempt started before the last staging committed: unproven, no stop.
     const early = new ManualClock(clock.now());
     clock.advance(1_000);
     const stalled = heldTransform();
-    const first = container(settings, early, { transform: stalled.transform }).processEvent(
+    const first = container(res, settings, early, { transform: stalled.transform }).processEvent(
       mskEvent(orderRecords(0, 1, 5, 'gen2')),
     );
     await stalled.reached;
-    await container(settings, clock).processEvent(mskEvent(orderRecords(0, 30, 10)));
+    await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 30, 10)));
     stalled.release();
     expect(await outcomeOf(first)).toBe('unproven');
-    expect((await fenceOf(settings)).stop).toBeUndefined();
+    expect((await fenceOf(res, settings)).stop).toBeUndefined();
 
     const sizes: number[] = [];
     const outcomes: string[] = [];
     for (let retry = 0; retry < 4; retry++) {
       clock.advance(1_000);
       outcomes.push(
-        await outcomeOf(container(settings, clock).processEvent(mskEvent(orderRecords(0, 1, 5, 'gen2')))),
+        await outcomeOf(
+          container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 1, 5, 'gen2'))),
+        ),
       );
-      const stop = (await fenceOf(settings)).stop;
+      const stop = (await fenceOf(res, settings)).stop;
       sizes.push(JSON.stringify(stop).length);
       expect(stop?.seenBy?.count).toBe(retry + 1);
       expect(stop?.fence).toBe(39);
@@ -199,20 +155,20 @@ describe('a real stop', () => {
     const clock = new ManualClock();
     for (let first = 0; first <= 20; first += 10) {
       clock.advance(1_000);
-      await container(settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
+      await container(res, settings, clock).processEvent(mskEvent(orderRecords(0, first, 10)));
     }
     clock.advance(1_000);
     const both = await Promise.all(
       [0, 1].map(() =>
-        outcomeOf(container(settings, clock).processEvent(mskEvent(orderRecords(0, 0, 5, 'gen2')))),
+        outcomeOf(container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 0, 5, 'gen2')))),
       ),
     );
     expect(both).toEqual(['stopped', 'stopped']);
-    const count = (await fenceOf(settings)).stop?.seenBy?.count;
+    const count = (await fenceOf(res, settings)).stop?.seenBy?.count;
     expect(count === 1 || count === 2).toBe(true);
     clock.advance(1_000);
-    await outcomeOf(container(settings, clock).processEvent(mskEvent(orderRecords(0, 0, 5, 'gen2'))));
-    expect((await fenceOf(settings)).stop?.seenBy?.count).toBeGreaterThanOrEqual(2);
+    await outcomeOf(container(res, settings, clock).processEvent(mskEvent(orderRecords(0, 0, 5, 'gen2'))));
+    expect((await fenceOf(res, settings)).stop?.seenBy?.count).toBeGreaterThanOrEqual(2);
   });
 });
 
@@ -259,7 +215,7 @@ async function outputOffsets(settings: Settings): Promise<number[]> {
 
 /** Fills the `customer` item to just under 400 KB (offsets 0..3). */
 async function fill(settings: Settings, clock: ManualClock): Promise<void> {
-  await container(settings, clock, { transform: sizing }).processEvent(
+  await container(res, settings, clock, { transform: sizing }).processEvent(
     mskEvent([0, 1, 2, 3].map((offset) => spec(offset, 'grow:customer'))),
   );
 }
@@ -275,16 +231,16 @@ describe('a key handed over from a record refused for its state', () => {
     const settings = settingsFor();
     const clock = new ManualClock();
     await fill(settings, clock);
-    await container(settings, clock, { transform: sizing }).processEvent(
+    await container(res, settings, clock, { transform: sizing }).processEvent(
       mskEvent([spec(4, 'add:other', 'order-7')]),
     );
     clock.advance((settings.idempotencyTtlSeconds + 3_600) * 1_000);
-    const report = await container(settings, clock, { transform: sizing }).processEvent(
+    const report = await container(res, settings, clock, { transform: sizing }).processEvent(
       mskEvent([spec(5, 'grow:customer', 'order-7'), spec(6, 'add:customer', 'order-7')]),
     );
     expect(report.partitions[0]).toMatchObject({ stagedOffset: 6, deadLettered: 1, stagedRows: 1 });
     clock.advance(1_000);
-    const again = await container(settings, clock, { transform: sizing }).processEvent(
+    const again = await container(res, settings, clock, { transform: sizing }).processEvent(
       mskEvent([spec(7, 'add:customer', 'order-7', 'k-6')]),
     );
     expect(await outputOffsets(settings)).toEqual([0, 1, 2, 3, 4, 6]);
@@ -296,15 +252,15 @@ describe('a key handed over from a record refused for its state', () => {
     const settings = settingsFor({ claimWrite: 'in-transaction' });
     const clock = new ManualClock();
     await fill(settings, clock);
-    await container(settings, clock, { transform: sizing }).processEvent(
+    await container(res, settings, clock, { transform: sizing }).processEvent(
       mskEvent([spec(4, 'add:other', 'order-7')]),
     );
     clock.advance((settings.idempotencyTtlSeconds + 3_600) * 1_000);
-    await container(settings, clock, { transform: sizing }).processEvent(
+    await container(res, settings, clock, { transform: sizing }).processEvent(
       mskEvent([spec(5, 'grow:customer', 'order-7'), spec(6, 'add:customer', 'order-7')]),
     );
     clock.advance(1_000);
-    const again = await container(settings, clock, { transform: sizing }).processEvent(
+    const again = await container(res, settings, clock, { transform: sizing }).processEvent(
       mskEvent([spec(7, 'add:customer', 'order-7', 'k-6')]),
     );
     expect(again.partitions[0]).toMatchObject({ duplicatesByKey: 1, stagedRows: 0 });
@@ -331,14 +287,14 @@ describe('a key handed over from a record refused for its state', () => {
       },
     };
     await expect(
-      container(settings, clock, { transform: sizing, hooks: crashAfterRelease }).processEvent(batch),
+      container(res, settings, clock, { transform: sizing, hooks: crashAfterRelease }).processEvent(batch),
     ).rejects.toBeInstanceOf(InjectedCrashError);
-    expect((await fenceOf(settings)).stagedOffset).toBe(3);
+    expect((await fenceOf(res, settings)).stagedOffset).toBe(3);
     clock.advance(1_000);
-    const retry = await container(settings, clock, { transform: sizing }).processEvent(batch);
+    const retry = await container(res, settings, clock, { transform: sizing }).processEvent(batch);
     expect(retry.partitions[0]).toMatchObject({ stagedOffset: 6, deadLettered: 1, stagedRows: 1 });
     clock.advance(1_000);
-    const again = await container(settings, clock, { transform: sizing }).processEvent(
+    const again = await container(res, settings, clock, { transform: sizing }).processEvent(
       mskEvent([spec(7, 'add:customer', 'order-8', 'k-6')]),
     );
     expect(await outputOffsets(settings)).toEqual([0, 1, 2, 3, 6]);
@@ -352,10 +308,12 @@ describe('a key handed over from a record refused for its state', () => {
     clock.advance(1_000);
     const batch = mskEvent([spec(5, 'grow:customer', 'order-9'), spec(6, 'add:customer', 'order-9')]);
     await expect(
-      container(settings, clock, { transform: sizing, hooks: crashAt('before-return') }).processEvent(batch),
+      container(res, settings, clock, { transform: sizing, hooks: crashAt('before-return') }).processEvent(
+        batch,
+      ),
     ).rejects.toBeInstanceOf(InjectedCrashError);
     clock.advance(1_000);
-    const retry = await container(settings, clock, { transform: sizing }).processEvent(batch);
+    const retry = await container(res, settings, clock, { transform: sizing }).processEvent(batch);
     expect(retry.partitions[0]).toMatchObject({ duplicatesByOffset: 2, stagedRows: 0, deadLettered: 0 });
     expect(await outputOffsets(settings)).toEqual([0, 1, 2, 3, 6]);
     expect((await claimOf(settings, 'order-9'))?.claimant).toBe('orders#0#6');

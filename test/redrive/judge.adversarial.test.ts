@@ -8,7 +8,6 @@
  */
 import { DeleteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import { type Clock, systemClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
@@ -16,21 +15,20 @@ import { keys } from '../../shared/ledger/layout.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { type RedriveResult, RedriveRoundClosedError, redrive } from '../../shared/redrive/redrive.ts';
 import { planReplay, requestSwitch } from '../../shared/replay/replay.ts';
-import { readCommitted } from '../../shared/sink/reader.ts';
 import { builtinTransform } from '../../shared/transforms/registry.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
 import { mskEvent, order, orderRecords, type RecordSpec } from '../support/msk.ts';
-import { decoderKinds, type Payment, paymentsTransform } from './payments.ts';
+import { committed, jsonKind, type Payment, payment, paymentsTransform, summary } from './payments.ts';
 
 let res: TestResources;
 beforeAll(async () => {
   res = await freshResources('rdjudge');
 });
 
-const json = decoderKinds('http://registry.invalid').find((kind) => kind.name === 'JSON')!;
-const strict = () => paymentsTransform(json, { rejectNegative: true });
-const fixed = () => paymentsTransform(json, { rejectNegative: false });
+const strict = () => paymentsTransform(jsonKind, { rejectNegative: true });
+const fixed = () => paymentsTransform(jsonKind, { rejectNegative: false });
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
   return settingsIn(res, 'rdjudge', overrides);
@@ -39,40 +37,6 @@ function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
 /** A clock a day past the idempotency TTL: claims written now have expired by then. */
 function pastTtl(settings: Settings): Clock {
   return { now: () => Date.now() + (settings.idempotencyTtlSeconds + 86_400) * 1000 };
-}
-
-async function checkpoint(settings: Settings): Promise<void> {
-  const outcome = await createLocalCoordinator({ settings, clients: res.clients }).runCheckpoint();
-  expect(['committed', 'empty']).toContain(outcome.status);
-}
-
-/** Committed rows of `stream` as `lane#partition@offset` (dead letters with the start of their reason). */
-async function committed(settings: Settings, stream: 'output' | 'deadletter'): Promise<string[]> {
-  const rows: string[] = [];
-  for await (const { file, row } of readCommitted({
-    s3: res.clients.s3,
-    bucket: settings.bucket,
-    pipeline: settings.pipelineId,
-    stream,
-  })) {
-    const at = `${file.topic}#${file.partition}@${(row.source as { offset: number }).offset}`;
-    rows.push(stream === 'deadletter' ? `${at}: ${String(row.error).slice(0, 40)}` : at);
-  }
-  return rows.sort();
-}
-
-function summary(result: RedriveResult) {
-  return result.partitions.map((p) => ({ outcome: p.outcome, sent: p.sent, unchanged: p.unchanged }));
-}
-
-function payment(offset: number, p: Payment, key?: string, partition = 0): RecordSpec {
-  return {
-    topic: 'payments',
-    partition,
-    offset,
-    value: JSON.stringify(p),
-    ...(key === undefined ? {} : { headers: { 'idempotency-key': key } }),
-  };
 }
 
 const pay = (id: string, amountCents = 100): Payment => ({ id, amountCents, note: null });
@@ -94,7 +58,7 @@ describe('a key-conflict dead letter whose key changes hands around the redrive'
   it('a claim taken again between the judgement and the send makes a conflict in the round, not a second output', async () => {
     const settings = settingsFor();
     await stage(settings, strict(), [[payment(1, pay('p1'), 'K'), payment(2, pay('p2'), 'K')]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const later = pastTtl(settings);
     const result = await redrive({
       settings,
@@ -110,9 +74,9 @@ describe('a key-conflict dead letter whose key changes hands around the redrive'
     expect(result.partitions.map((p) => [p.sent, p.staged.output, p.staged.deadLettered])).toEqual([
       [1, 0, 1],
     ]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual(['payments#0@1', 'payments#0@3']);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@1', 'payments#0@3']);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@2: idempotency key "K" is already claimed b',
       'payments~r1#0@2: idempotency key "K" is already claimed b',
     ]);
@@ -127,18 +91,18 @@ describe('a key-conflict dead letter whose key changes hands around the redrive'
     await stage(settings, strict(), [
       [payment(1, pay('p1'), 'K'), payment(2, pay('p2'), 'K'), payment(3, pay('p3'), 'K')],
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const later = pastTtl(settings);
     const first = await redrive({ settings, clients: res.clients, transform: strict(), clock: later });
     expect(first.partitions.map((p) => [p.sent, p.staged.output, p.staged.deadLettered])).toEqual([
       [2, 1, 1],
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const again = await redrive({ settings, clients: res.clients, transform: strict(), clock: later });
     expect(summary(again)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 1 }]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@2']);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual(['payments#0@1', 'payments~r1#0@2']);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'payments#0@2: idempotency key "K" is already claimed b',
       'payments#0@3: idempotency key "K" is already claimed b',
       'payments~r1#0@3: idempotency key "K" is already claimed b',
@@ -179,14 +143,14 @@ describe('a state-field dead letter whose reason was cut at 1,000 characters', (
       labelled(() => `${long}-a`),
       [[{ partition: 0, offset: 0, value: 'set' }], [{ partition: 0, offset: 1, value: 'add' }]],
     );
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       `orders#0@1: state field "f" of "${long.slice(0, 20)}`,
     ]);
     const fix = labelled((offset) => (offset === 0 ? `${long}-a` : `${long}-${offset}`));
     const result = await redrive({ settings, clients: res.clients, transform: fix });
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual(['orders#0@0', 'orders~r1#0@1']);
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual(['orders#0@0', 'orders~r1#0@1']);
     expect(summary(result)).toEqual([{ outcome: 'redriven', sent: 1, unchanged: 0 }]);
   });
 
@@ -197,12 +161,12 @@ describe('a state-field dead letter whose reason was cut at 1,000 characters', (
       [{ partition: 0, offset: 0, value: 'set' }],
       [{ partition: 0, offset: 1, value: 'add' }],
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     for (let run = 0; run < 2; run++) {
       expect(summary(await redrive({ settings, clients: res.clients, transform: same() }))).toEqual([
         { outcome: 'nothing', sent: 0, unchanged: 1 },
       ]);
-      await checkpoint(settings);
+      await checkpoint(res, settings);
     }
   });
 });
@@ -228,8 +192,8 @@ describe('a state-size dead letter whose state item the user deleted since', () 
       [0, 1, 2, 3].map((offset) => ({ partition: 0, offset, value: 'grow' })),
       [{ partition: 0, offset: 4, value: 'grow' }],
     ]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'orders#0@4: state item "customer" would grow past Dy',
     ]);
     await ledgerDocumentClient(res.clients.dynamodb).send(
@@ -237,10 +201,10 @@ describe('a state-size dead letter whose state item the user deleted since', () 
     );
     const first = await redrive({ settings, clients: res.clients, transform: growing });
     expect(first.partitions.map((p) => [p.outcome, p.sent, p.staged.output])).toEqual([['redriven', 1, 1]]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const again = await redrive({ settings, clients: res.clients, transform: growing });
     expect(summary(again)).toEqual([{ outcome: 'nothing', sent: 0, unchanged: 0 }]);
-    expect((await committed(settings, 'output')).filter((at) => at.includes('~r'))).toEqual([
+    expect((await committed(res, settings, 'output')).filter((at) => at.includes('~r'))).toEqual([
       'orders~r1#0@4',
     ]);
   });
@@ -257,7 +221,7 @@ describe('runs that overlap or stop half-way', () => {
         payment(2, pay(`c${partition}`, -2), undefined, partition),
       ]),
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     return settings;
   }
 
@@ -283,11 +247,11 @@ describe('runs that overlap or stop half-way', () => {
         expect(String(run.reason.message)).toMatch(/closed by another eos redrive run meanwhile/);
       }
     }
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const after = await redrive({ settings, clients: res.clients, transform: fixed() });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     expect(after.partitions.every((p) => p.sent === 0)).toBe(true);
-    expect(await committed(settings, 'output')).toEqual(ALL);
+    expect(await committed(res, settings, 'output')).toEqual(ALL);
   });
 
   // Disproved. Run A judges both partitions and pauses before sending partition `at`; run B runs whole meanwhile
@@ -328,11 +292,11 @@ describe('runs that overlap or stop half-way', () => {
               [1, 'redriven', 2],
             ],
       );
-      await checkpoint(settings);
+      await checkpoint(res, settings);
       const after = await redrive({ settings, clients: res.clients, transform: fixed() });
       expect(after.partitions.every((p) => p.sent === 0)).toBe(true);
-      await checkpoint(settings);
-      expect(await committed(settings, 'output')).toEqual(ALL);
+      await checkpoint(res, settings);
+      expect(await committed(res, settings, 'output')).toEqual(ALL);
     });
   }
 
@@ -355,11 +319,11 @@ describe('runs that overlap or stop half-way', () => {
       [0, 'waiting', 0],
       [1, 'redriven', 2],
     ]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const after = await redrive({ settings, clients: res.clients, transform: fixed() });
     expect(after.partitions.every((p) => p.sent === 0)).toBe(true);
-    await checkpoint(settings);
-    expect(await committed(settings, 'output')).toEqual(ALL);
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'output')).toEqual(ALL);
   });
 });
 
@@ -386,7 +350,7 @@ describe('a key-conflict dead letter of a replay generation, made by a live clai
       ...orderRecords(0, 16, 4),
     ];
     await stage(settings, orders, [input]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     await planReplay({
       ...target(settings),
       topic: 'orders',
@@ -403,16 +367,16 @@ describe('a key-conflict dead letter of a replay generation, made by a live clai
       await replayer.processEvent(mskEvent(input.filter((r) => r.offset >= from && r.offset < from + 8)));
     }
     expect(await requestSwitch(target(settings), 1, systemClock)).toBe('requested');
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'orders~g1#0@15: idempotency key "p0-o3" is already claim',
     ]);
     const runs: RedriveResult[] = [];
     for (let run = 0; run < 2; run++) {
       runs.push(await redrive({ settings, clients: res.clients, transform: orders }));
-      await checkpoint(settings);
+      await checkpoint(res, settings);
     }
-    expect(await committed(settings, 'deadletter')).toEqual([
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'orders~g1#0@15: idempotency key "p0-o3" is already claim',
     ]);
     expect(runs.flatMap(summary)).toEqual([
@@ -433,8 +397,8 @@ describe('a state-field dead letter whose stored field changed since', () => {
       [{ partition: 0, offset: 0, value: 'set' }],
       [{ partition: 0, offset: 1, value: 'add' }],
     ]);
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'orders#0@1: state field "f" of "label" is not a numb',
     ]);
     return settings;
@@ -444,7 +408,7 @@ describe('a state-field dead letter whose stored field changed since', () => {
     const runs: RedriveResult[] = [];
     for (let run = 0; run < 2; run++) {
       runs.push(await redrive({ settings, clients: res.clients, transform: same() }));
-      await checkpoint(settings);
+      await checkpoint(res, settings);
     }
     return runs;
   }
@@ -466,7 +430,7 @@ describe('a state-field dead letter whose stored field changed since', () => {
       { outcome: 'redriven', sent: 1, unchanged: 0 },
       { outcome: 'nothing', sent: 0, unchanged: 0 },
     ]);
-    expect(await committed(settings, 'output')).toEqual(['orders#0@0', 'orders~r1#0@1']);
+    expect(await committed(res, settings, 'output')).toEqual(['orders#0@0', 'orders~r1#0@1']);
   });
 
   // Disproved. The operator deleted the state item: the add creates `f` as a number; sent and output once.
@@ -480,7 +444,7 @@ describe('a state-field dead letter whose stored field changed since', () => {
       { outcome: 'redriven', sent: 1, unchanged: 0 },
       { outcome: 'nothing', sent: 0, unchanged: 0 },
     ]);
-    expect(await committed(settings, 'output')).toEqual(['orders#0@0', 'orders~r1#0@1']);
+    expect(await committed(res, settings, 'output')).toEqual(['orders#0@0', 'orders~r1#0@1']);
   });
 });
 
@@ -507,7 +471,7 @@ describe("a replay generation's key-conflict dead letters at the edge of its ran
     });
     const input = [...orderRecords(0, 0, 14), other(14, 9), other(15, 10), ...orderRecords(0, 16, 4)];
     await stage(settings, orders, [input]);
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     await planReplay({
       ...target(settings),
       topic: 'orders',
@@ -524,21 +488,21 @@ describe("a replay generation's key-conflict dead letters at the edge of its ran
       await replayer.processEvent(mskEvent(input.filter((r) => r.offset >= from && r.offset < from + 8)));
     }
     expect(await requestSwitch(target(settings), 1, systemClock)).toBe('requested');
-    await checkpoint(settings);
-    expect(await committed(settings, 'deadletter')).toEqual([
+    await checkpoint(res, settings);
+    expect(await committed(res, settings, 'deadletter')).toEqual([
       'orders~g1#0@14: idempotency key "p0-o9" is already claim',
       'orders~g1#0@15: idempotency key "p0-o10" is already clai',
     ]);
     const later = pastTtl(settings);
     const first = await redrive({ settings, clients: res.clients, transform: orders, clock: later });
-    await checkpoint(settings);
+    await checkpoint(res, settings);
     const again = await redrive({ settings, clients: res.clients, transform: orders, clock: later });
     expect([...summary(first), ...summary(again)]).toEqual([
       { outcome: 'redriven', sent: 1, unchanged: 1 },
       { outcome: 'nothing', sent: 0, unchanged: 1 },
     ]);
-    await checkpoint(settings);
-    expect((await committed(settings, 'output')).filter((at) => at.includes('~r'))).toEqual([
+    await checkpoint(res, settings);
+    expect((await committed(res, settings, 'output')).filter((at) => at.includes('~r'))).toEqual([
       'orders~g1~r1#0@15',
     ]);
   });
