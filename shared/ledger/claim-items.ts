@@ -84,8 +84,28 @@ export function holderOf(idempotencyKey: string, item: unknown): ClaimHolder {
   };
 }
 
-/** The Put of a claim inside a staging transaction: absent, expired, or already this record's. */
-export function claimPut(table: string, pipeline: string, claim: ClaimItem, now: number, attemptId: string) {
+/** A claim as it names its record: what a handover's condition checks. */
+export interface ClaimOwner {
+  readonly idempotencyKey: string;
+  readonly claimant: string;
+  readonly digest: string;
+}
+
+/**
+ * The Put of a claim inside a staging transaction: absent, expired, or already this record's; or, with
+ * `predecessor`, still naming the record this same transaction dead-letters for its state (the handover of its key
+ * to the batch's next record with it, atomic with the fence that decides the predecessor's fate).
+ */
+export function claimPut(
+  table: string,
+  pipeline: string,
+  claim: ClaimItem,
+  now: number,
+  attemptId: string,
+  predecessor?: ClaimOwner,
+) {
+  const handover =
+    predecessor === undefined ? '' : ' OR (claimant = :predecessor AND digest = :predecessorDigest)';
   return {
     TableName: table,
     // The committing attempt stays a holder for good: a Put replaces the item, so the holders an earlier
@@ -98,29 +118,54 @@ export function claimPut(table: string, pipeline: string, claim: ClaimItem, now:
       holders: new Set([attemptId]),
     },
     // Absent, expired (TTL deletion lags by up to days), or already ours (a retry of the same record).
-    ConditionExpression: `attribute_not_exists(pk) OR expiresAt < :nowSeconds OR ${OWN_CLAIM}`,
+    ConditionExpression: `attribute_not_exists(pk) OR expiresAt < :nowSeconds OR ${OWN_CLAIM}${handover}`,
     ExpressionAttributeValues: {
       ':nowSeconds': Math.floor(now / 1000),
       ':claimant': claim.claimant,
       ':digest': claim.digest,
+      ...(predecessor === undefined
+        ? {}
+        : { ':predecessor': predecessor.claimant, ':predecessorDigest': predecessor.digest }),
     },
   };
 }
 
 /**
- * Ahead of the transaction a claim may only be created or confirmed, never taken over: taking over another
- * record's expired claim happens inside the fenced transaction, so an invocation that turns out to apply
- * nothing (a stale fence) cannot steal a key from a record still waiting for its retry.
+ * The release of a claim inside the staging transaction that dead-letters its record for its state: the record
+ * never holds its key, and the release commits with the fence that decides so, whoever else (a crashed attempt of
+ * the same batch) still lists itself as holder. On condition the claim still names exactly that record.
  */
-function claimAheadUpdate(table: string, pipeline: string, claim: ClaimItem, attemptId: string) {
+export function claimRelease(table: string, pipeline: string, owner: ClaimOwner) {
+  return {
+    TableName: table,
+    Key: keys.claim(pipeline, owner.idempotencyKey, claimGeneration(owner.claimant)),
+    UpdateExpression: 'SET expiresAt = :released',
+    ConditionExpression: 'claimant = :claimant AND digest = :digest',
+    ExpressionAttributeValues: {
+      ':released': RELEASED,
+      ':claimant': owner.claimant,
+      ':digest': owner.digest,
+    },
+  };
+}
+
+/**
+ * Ahead of the transaction a claim may only be created or confirmed while live, never taken over: taking over an
+ * expired claim happens inside the fenced transaction, so an invocation that turns out to apply nothing (a stale
+ * fence) cannot steal a key from a record still waiting for its retry. That holds for the record's own claim too:
+ * a claim released because its record was dead-lettered must not come back to life through a slow attempt of
+ * the same batch that confirms it after the release.
+ */
+function claimAheadUpdate(table: string, pipeline: string, claim: ClaimItem, now: number, attemptId: string) {
   return new UpdateCommand({
     TableName: table,
     Key: keys.claim(pipeline, claim.idempotencyKey, claimGeneration(claim.claimant)),
     UpdateExpression:
       'SET idempotencyKey = :key, claimant = :claimant, digest = :digest, expiresAt = :expiresAt ' +
       'ADD holders :attempts',
-    ConditionExpression: `attribute_not_exists(pk) OR ${OWN_CLAIM}`,
+    ConditionExpression: `attribute_not_exists(pk) OR (${OWN_CLAIM} AND expiresAt >= :nowSeconds)`,
     ExpressionAttributeValues: {
+      ':nowSeconds': Math.floor(now / 1000),
       ':key': claim.idempotencyKey,
       ':claimant': claim.claimant,
       ':digest': claim.digest,
@@ -154,9 +199,14 @@ export async function claimAhead(
     while (next < claims.length && !failure) {
       const claim = claims[next++]!;
       try {
-        await send(at.doc, claimAheadUpdate(at.table, pipeline, claim, attemptId), 'dynamodb:UpdateItem', {
-          missingTable: at.table,
-        });
+        await send(
+          at.doc,
+          claimAheadUpdate(at.table, pipeline, claim, now, attemptId),
+          'dynamodb:UpdateItem',
+          {
+            missingTable: at.table,
+          },
+        );
         result.held.push(claim);
       } catch (error) {
         if (!isConditionFailed(error)) {

@@ -27,6 +27,7 @@ import { applyState, type DirectStateTransaction, readState } from './state-item
 
 export {
   type ClaimHolder,
+  type ClaimOwner,
   type ClaimsAhead,
   ClaimsTakenError,
   RELEASED,
@@ -38,6 +39,7 @@ export {
   NO_FENCE,
 } from './fence-reads.ts';
 export {
+  ClaimHandoverLostError,
   FenceMovedError,
   KeyWindowChangedError,
   type StagingTransaction,

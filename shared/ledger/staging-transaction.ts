@@ -7,6 +7,8 @@
  *   ...    staged-file entries (one per stream with rows), each on condition the entry does not exist
  *   ...    idempotency claims (`claim-items.ts`), each on condition: absent, expired, or already ours; a failed one
  *          returns the holder, so the processor tells a duplicate (same digest) from a conflict
+ *   ...    handovers: claims written ahead for records this transaction dead-letters for their state, released on
+ *          condition they still name that record (a claim put above for the same key takes it over instead)
  *   ...    key-window buckets (partition-scoped idempotency, `key-window.ts`): whole-item Puts, each on condition
  *          the bucket is as the processor's window says (absent, or holding that many entries)
  *   ...    keyed-state deltas (`state-items.ts`), guarded by the fence condition of the same transaction
@@ -20,7 +22,14 @@ import { cancellationReasons } from '../aws/classify.ts';
 import { MAX_TRANSACTION_ITEMS, send, type TableRef, type TransactItem } from '../aws/dynamo.ts';
 import { PipelineError } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
-import { ClaimsTakenError, claimPut, holderOf } from './claim-items.ts';
+import {
+  type ClaimHolder,
+  type ClaimOwner,
+  ClaimsTakenError,
+  claimPut,
+  claimRelease,
+  holderOf,
+} from './claim-items.ts';
 import { CLOSED_ATTRIBUTE, isRootLane, STOP_ATTRIBUTE } from './epochs.ts';
 import { NO_FENCE } from './fence-reads.ts';
 import { fenceKeys } from './fences.ts';
@@ -53,6 +62,20 @@ export class KeyWindowChangedError extends PipelineError {
   }
 }
 
+/**
+ * A claim this transaction was to release (its record is dead-lettered for its state) no longer names that record:
+ * the attempt no longer holds it, and plans the chunk again without the release. `holders` are the claims found
+ * instead (none when the item is gone).
+ */
+export class ClaimHandoverLostError extends PipelineError {
+  constructor(
+    readonly idempotencyKeys: readonly string[],
+    readonly holders: readonly ClaimHolder[],
+  ) {
+    super(`claims of dead-lettered records changed before their release: ${idempotencyKeys.join(', ')}`);
+  }
+}
+
 export interface StagingTransaction {
   readonly pipeline: string;
   readonly topic: string;
@@ -65,6 +88,11 @@ export interface StagingTransaction {
   readonly newOffset: number;
   readonly entries: readonly StagedFileEntry[];
   readonly claims: readonly ClaimItem[];
+  /**
+   * Claims written ahead for records this transaction dead-letters for their state: each is released here, or, when
+   * the transaction puts a claim of the same key (the batch's next record with it), taken over by that put.
+   */
+  readonly handovers?: readonly ClaimOwner[];
   /** Folded per key: at most one delta per state key. */
   readonly state: readonly StateDelta[];
   /** Partition-scoped idempotency: the key-window buckets this chunk writes (see `key-window.ts`). */
@@ -85,6 +113,8 @@ interface Planned {
   readonly items: TransactItem[];
   readonly labels: string[];
   readonly claimsStart: number;
+  /** The handovers released by an item of their own (not taken over by a claim put), in item order. */
+  readonly releases: readonly ClaimOwner[];
 }
 
 function plan(table: string, txn: StagingTransaction): Planned {
@@ -96,38 +126,52 @@ function plan(table: string, txn: StagingTransaction): Planned {
     ...txn.entries.map((e) => `staged entry ${e.stream} ${e.firstOffset}..${e.lastOffset}`),
   ];
   const claimsStart = items.length;
+  const handovers = new Map((txn.handovers ?? []).map((owner) => [owner.idempotencyKey, owner]));
   // The holder comes back with a failed condition: duplicate (same digest) or conflict.
   items.push(
     ...txn.claims.map((claim) => ({
       Put: {
-        ...claimPut(table, txn.pipeline, claim, txn.now, txn.attemptId),
+        ...claimPut(table, txn.pipeline, claim, txn.now, txn.attemptId, handovers.get(claim.idempotencyKey)),
         ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
       },
     })),
   );
   labels.push(...txn.claims.map((claim) => `claim ${claim.idempotencyKey}`));
+  // One operation per item in a transaction: a key put above takes its handover over in that put.
+  const put = new Set(txn.claims.map((claim) => claim.idempotencyKey));
+  const releases = [...handovers.values()].filter((owner) => !put.has(owner.idempotencyKey));
+  items.push(
+    ...releases.map((owner) => ({
+      Update: {
+        ...claimRelease(table, txn.pipeline, owner),
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD' as const,
+      },
+    })),
+  );
+  labels.push(...releases.map((owner) => `release of claim ${owner.idempotencyKey}`));
   const windowWrites = txn.keyWindow ?? [];
   items.push(...windowWrites.map((write) => bucketItem(table, txn, write)));
   labels.push(...windowWrites.map((write) => `key-window bucket ${write.bucket.seq}`));
   items.push(...txn.state.map((delta) => stateItem(table, txn.pipeline, delta)));
   labels.push(...txn.state.map((delta) => `state ${delta.key}`));
-  return { items, labels, claimsStart };
+  return { items, labels, claimsStart, releases };
 }
 
 /**
- * Applies a chunk's effects atomically, or throws `FenceMovedError` / `ClaimsTakenError` / `KeyWindowChangedError`
- * / `StateTypeConflictError` / `ItemLimitExceededError`.
+ * Applies a chunk's effects atomically, or throws `FenceMovedError` / `ClaimsTakenError` /
+ * `ClaimHandoverLostError` / `KeyWindowChangedError` / `StateTypeConflictError` / `ItemLimitExceededError`.
  */
 export async function stage(at: TableRef, txn: StagingTransaction): Promise<void> {
-  const { items, labels, claimsStart } = plan(at.table, txn);
+  const planned = plan(at.table, txn);
+  const { items } = planned;
   // The planner keeps a chunk within the limit (the legacy fence item included): a defect, named, not retried.
   if (items.length > MAX_TRANSACTION_ITEMS) throw tooManyItems(txn, items.length);
   await send(at.doc, new TransactWriteCommand({ TransactItems: items }), 'dynamodb:TransactWriteItems', {
     missingTable: at.table,
     explain: (error) => {
       const reasons = cancellationReasons(error);
-      if (reasons) explainCancellation(txn, reasons, claimsStart, labels, error);
-      explainStateRefusal(txn, labels, error);
+      if (reasons) explainCancellation(txn, reasons, planned, error);
+      explainStateRefusal(txn, planned.labels, error);
     },
   });
 }
@@ -135,8 +179,7 @@ export async function stage(at: TableRef, txn: StagingTransaction): Promise<void
 function explainCancellation(
   txn: StagingTransaction,
   reasons: ReadonlyArray<{ Code?: string; Message?: string; Item?: Record<string, unknown> }>,
-  claimsStart: number,
-  labels: readonly string[],
+  { claimsStart, releases, labels }: Planned,
   error: unknown,
 ): void {
   const failed = (index: number) => reasons[index]?.Code === 'ConditionalCheckFailed';
@@ -151,7 +194,18 @@ function explainCancellation(
     failed(claimsStart + i) ? [holderOf(claim.idempotencyKey, reasons[claimsStart + i]?.Item)] : [],
   );
   if (taken.length > 0) throw new ClaimsTakenError(taken);
-  const windowStart = claimsStart + txn.claims.length;
+  const releasesStart = claimsStart + txn.claims.length;
+  const lost = releases.filter((_, i) => failed(releasesStart + i));
+  if (lost.length > 0) {
+    throw new ClaimHandoverLostError(
+      lost.map((owner) => owner.idempotencyKey),
+      lost.flatMap((owner) => {
+        const item = reasons[releasesStart + releases.indexOf(owner)]?.Item;
+        return item === undefined ? [] : [holderOf(owner.idempotencyKey, item)];
+      }),
+    );
+  }
+  const windowStart = releasesStart + releases.length;
   if ((txn.keyWindow ?? []).some((_, i) => failed(windowStart + i))) {
     throw new KeyWindowChangedError(txn.topic, txn.partition);
   }

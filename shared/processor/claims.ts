@@ -11,15 +11,16 @@
  * mapping's concurrent retry confirmed keeps that attempt as holder; a claim put by a staging transaction lists the
  * committing attempt for good. Transient errors keep the claims for the retry. A crash after the claims leaves the
  * crashed attempt a holder: the retry reuses the claim, or, if it fails deterministically first, the claim lasts
- * to its TTL. A record dead-lettered for its state never holds its key, so its claim ahead is released or handed to
- * the batch's next record with that key. docs/architecture.md, "Record-level and structural problems".
+ * to its TTL. A record dead-lettered for its state never holds its key: its claim ahead is released, or handed to
+ * the batch's next record with that key, inside the staging transaction that dead-letters it, whichever attempts
+ * (a crashed one included) still list themselves as its holders. docs/architecture.md, "Record-level and
+ * structural problems".
  */
 import { isTransient } from '../aws/classify.ts';
 import { InjectedCrashError } from '../errors.ts';
 import { parseLane } from '../ledger/epochs.ts';
 import { type ClaimItem, claimantOf, parseClaimant } from '../ledger/records.ts';
-import type { ClaimHolder } from '../ledger/staging-ledger.ts';
-import type { Chunk } from './chunks.ts';
+import type { ClaimHolder, ClaimOwner } from '../ledger/staging-ledger.ts';
 import type { ProcessorContext } from './context.ts';
 import type { EvaluatedRecord } from './evaluate.ts';
 
@@ -142,72 +143,48 @@ export class Claims {
 
   /**
    * Claims ahead x a state refusal in the same batch: a refused record's key passes to the batch's next record with
-   * that key (`key-decision.ts`), which wrote no claim ahead. The refused record's claim is released now
-   * (attempt-scoped, as after a failed batch) and the new holder takes the key over inside its fenced transaction,
-   * so the key is held durably by the record that is output. If another attempt holds the old claim, the takeover
-   * meets it and the record is judged against it (a duplicate or a conflict), never output with its key unclaimed.
-   * A refused record that was itself a takeover (the key's claim had expired, so none was held ahead) passes the
-   * takeover on: its heir takes the expired claim over in its own transaction, as the refused record would have.
-   * `refused` are the refused records as they were before being dead-lettered (a dead letter carries no key).
+   * that key (`key-decision.ts`), which wrote no claim ahead. The heir takes the key over inside its fenced
+   * transaction: the refused record's claim is released by the transaction that dead-letters it, or taken over by
+   * the heir's put when both are in one transaction (`StagingTransaction.handovers`), so the key passes whichever
+   * other attempts (a crashed one) still list themselves as the claim's holders. If another record holds the key
+   * meanwhile, the takeover meets it and the heir is judged against it, never output with its key unclaimed. A
+   * refused record that was itself a takeover (the key's claim had expired, so none was held ahead) passes the
+   * takeover on. `refused` are the refused records as they were before being dead-lettered (a dead letter carries
+   * no key).
    */
-  async handOverRefusedClaims(
+  handOverRefusedClaims(
     pending: readonly EvaluatedRecord[],
     refused: readonly EvaluatedRecord[],
     { held, takeovers }: HeldClaims,
-    attemptId: string,
-  ): Promise<void> {
+  ): void {
     const holders = new Map<string, number>();
     for (const record of pending) {
       const key = record.idempotencyKey;
       if (key !== undefined && !holders.has(key)) holders.set(key, record.offset);
     }
     for (const record of refused) {
-      if (record.idempotencyKey === undefined || !takeovers.has(record.offset)) continue;
-      takeovers.delete(record.offset);
-      const heir = holders.get(record.idempotencyKey);
+      const key = record.idempotencyKey;
+      if (key === undefined) continue;
+      const wasTakeover = takeovers.delete(record.offset);
+      if (!wasTakeover && !held.has(record.offset)) continue;
+      const heir = holders.get(key);
       if (heir !== undefined && heir !== record.offset && !held.has(heir)) takeovers.add(heir);
-    }
-    const released: ClaimItem[] = [];
-    for (const [offset, claim] of held) {
-      const heir = holders.get(claim.idempotencyKey);
-      if (heir === undefined || heir === offset || held.has(heir)) continue;
-      released.push(claim);
-      held.delete(offset);
-      takeovers.add(heir);
-    }
-    if (released.length === 0) return;
-    try {
-      await this.ctx.ledger.releaseClaims(this.ctx.settings.pipelineId, attemptId, released);
-    } catch {
-      // Left held: the takeover meets it and the heir is judged against it (see above).
     }
   }
 
   /**
-   * A record dead-lettered because DynamoDB refused its state never claims its key, yet in `ahead` mode its claim
-   * was written before the refusal. Once the chunk that dead-letters it has committed, this attempt releases that
-   * claim (attempt-scoped, as after a failed batch) and stops holding it, so a corrected record with the same key
-   * elsewhere is output, as in `in-transaction` mode. A release that fails leaves the claim to its TTL.
+   * The claims written ahead for `records` that DynamoDB refused for their state: released (or handed over) by the
+   * transaction that dead-letters them.
    */
-  async releaseStateRefused(
-    chunk: Chunk,
+  handoversOf(
+    records: readonly EvaluatedRecord[],
     stateRefused: ReadonlyMap<number, string>,
-    held: Map<number, ClaimItem>,
-    attemptId: string,
-  ): Promise<void> {
-    const claims: ClaimItem[] = [];
-    for (const record of chunk.kept) {
+    held: ReadonlyMap<number, ClaimItem>,
+  ): ClaimOwner[] {
+    return records.flatMap((record) => {
       const claim = held.get(record.offset);
-      if (claim === undefined || !stateRefused.has(record.offset)) continue;
-      claims.push(claim);
-      held.delete(record.offset);
-    }
-    if (claims.length === 0) return;
-    try {
-      await this.ctx.ledger.releaseClaims(this.ctx.settings.pipelineId, attemptId, claims);
-    } catch {
-      // The committed dead letter stands either way; the claim stays until its TTL.
-    }
+      return claim === undefined || !stateRefused.has(record.offset) ? [] : [claim];
+    });
   }
 
   /**

@@ -24,6 +24,7 @@ import { isRootLane, parseLane } from '../ledger/epochs.ts';
 import type { BucketWrite, KeyWindow } from '../ledger/key-window.ts';
 import { type ClaimItem, type FenceIdentity, withStart } from '../ledger/records.ts';
 import {
+  ClaimHandoverLostError,
   type ClaimHolder,
   ClaimsTakenError,
   FenceMovedError,
@@ -221,6 +222,11 @@ export class PartitionStager {
     record.idempotencyKey !== undefined &&
     (!this.claimsAhead || this.holds.takeovers.has(record.offset));
 
+  /** A claim item in the transaction: a claim put, or the release of a claim held by a record refused its state. */
+  private readonly claimItemInTransaction = (record: EvaluatedRecord): boolean =>
+    this.claimInTransaction(record) ||
+    (this.stateRefused.has(record.offset) && this.holds.held.has(record.offset));
+
   /**
    * The next chunk. A transaction that creates the sharded fence also writes the legacy fence key (fences.ts): one
    * item less. A redrive lane writes a dead-letter row for every record it resolves without an output row, which
@@ -235,7 +241,7 @@ export class PartitionStager {
       this.pending,
       this.dropped,
       this.ctx.settings.maxTransactionItems - (settlesLegacy || redriveLane ? LEGACY_FENCE_ITEMS : 0),
-      this.claimInTransaction,
+      this.claimItemInTransaction,
       this.windowScope,
     );
   }
@@ -308,6 +314,7 @@ export class PartitionStager {
       record.idempotencyKey === undefined ? [] : [{ key: record.idempotencyKey, digest: record.digest }],
     );
     const keyWindow: BucketWrite[] = this.window?.writesFor(keys, ctx.clock.now()) ?? [];
+    const handovers = this.parts.claims.handoversOf(chunk.kept, this.stateRefused, this.holds.held);
     try {
       await ctx.ledger.stage({
         pipeline: ctx.settings.pipelineId,
@@ -319,6 +326,7 @@ export class PartitionStager {
         newOffset: chunk.lastOffset,
         entries: objects.map((object) => entryFor(ctx, chunk, object, topic, partition, attemptId)),
         claims: this.parts.claims.claimsFor(chunk.kept.filter(this.claimInTransaction), topic, partition),
+        ...(handovers.length > 0 ? { handovers } : {}),
         state: foldState(chunk.kept.flatMap((record) => record.state)),
         ...(keyWindow.length > 0 ? { keyWindow } : {}),
         identity,
@@ -332,7 +340,9 @@ export class PartitionStager {
     this.reportCommitted(chunk, from);
     this.setFence({ stagedOffset: chunk.lastOffset, identity, updatedAt: ctx.clock.now() });
     this.afterCommitWindow(chunk, from, keyWindow);
-    await this.parts.claims.releaseStateRefused(chunk, this.stateRefused, this.holds.held, attemptId);
+    // Released or handed over by the transaction: no longer this attempt's to release if the batch fails.
+    for (const record of chunk.kept)
+      if (this.stateRefused.has(record.offset)) this.holds.held.delete(record.offset);
     this.decide();
     return true;
   }
@@ -347,6 +357,15 @@ export class PartitionStager {
       if (++this.windowMismatches > 3) throw error;
       return this.reread();
     }
+    if (error instanceof ClaimHandoverLostError) {
+      // Not the dead-lettered records' claims any more: nothing of theirs to release; whoever holds them now holds
+      // their keys.
+      const lost = new Set(error.idempotencyKeys);
+      for (const [offset, claim] of this.holds.held) {
+        if (this.stateRefused.has(offset) && lost.has(claim.idempotencyKey)) this.holds.held.delete(offset);
+      }
+      return this.resolveTaken(error.holders);
+    }
     if (error instanceof ClaimsTakenError) {
       const orphaned = await this.parts.claims.releaseOrphans(error.holders, this.topic, this.partition);
       return this.resolveTaken(error.holders.filter((holder) => !orphaned.has(holder.idempotencyKey)));
@@ -359,12 +378,7 @@ export class PartitionStager {
     this.decide();
     if (this.claimsAhead) {
       const refused = chunk.kept.filter((record) => this.stateRefused.has(record.offset));
-      await this.parts.claims.handOverRefusedClaims(
-        this.pending,
-        refused,
-        this.holds,
-        this.attempt.attemptId,
-      );
+      this.parts.claims.handOverRefusedClaims(this.pending, refused, this.holds);
     }
   }
 

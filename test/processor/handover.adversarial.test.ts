@@ -3,12 +3,11 @@
  * record never holds its key, so the batch's next record with the key (its heir) is output holding it, whatever
  * crashed before, whatever claim the refused record met (fresh, expired, taken over), and whoever else claims the
  * key meanwhile; no key is held by two records, no record is output twice and none is lost. Real DynamoDB Local
- * (which enforces the 400 KB item limit) and S3 server, the real processor. Suspicions a test confirms are
- * `it.fails`, with the interleaving and what goes wrong.
+ * (which enforces the 400 KB item limit) and S3 server, the real processor.
  */
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ledgerDocumentClient } from '../../shared/aws/clients.ts';
+import { createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
@@ -17,7 +16,7 @@ import { RELEASED } from '../../shared/ledger/staging-ledger.ts';
 import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
-import { crashAt } from '../support/hooks.ts';
+import { crashAt, gate } from '../support/hooks.ts';
 import { stagedRows } from '../support/ledger.ts';
 import { mskEvent, type RecordSpec } from '../support/msk.ts';
 
@@ -100,7 +99,7 @@ describe('a crash after the claims ahead, then a retry that refuses the record f
   // again, still holds it, so the claim stays live naming offset 5. 6's takeover in the transaction meets it, and 6
   // is dead-lettered as a conflict with 5 — a record that was itself dead-lettered and holds nothing. A run without
   // the crash outputs 6 and leaves K claimed by 6 (the passing test below).
-  it.fails('the heir is output holding the key, as without the crash', async () => {
+  it('the heir is output holding the key, as without the crash', async () => {
     const settings = settingsFor();
     const clock = new ManualClock();
     await fill(settings, clock);
@@ -132,7 +131,7 @@ describe('a crash after the claims ahead, then a retry that refuses the record f
   // stays live for the crashed attempt A (releaseStateRefused removes only B). A later record with K and another
   // payload (offset 6, next batch) is dead-lettered as a conflict with 5, which never became output; without the
   // crash 5's claim is released and 6 is output.
-  it.fails('a later record with the key is output, not judged against the refused record', async () => {
+  it('a later record with the key is output, not judged against the refused record', async () => {
     const settings = settingsFor();
     const clock = new ManualClock();
     await fill(settings, clock);
@@ -143,6 +142,47 @@ describe('a crash after the claims ahead, then a retry that refuses the record f
     ).rejects.toBeInstanceOf(InjectedCrashError);
     clock.advance(1_000);
     await container(settings, clock).processEvent(batch);
+    clock.advance(1_000);
+    const later = await container(settings, clock).processEvent(mskEvent([spec(6, 'add:customer', 'K')]));
+    expect(later.partitions[0]).toMatchObject({ stagedOffset: 6, deadLettered: 0, stagedRows: 1 });
+    expect(await staged(settings, 'output')).toEqual([...FILLED, '0@6']);
+  });
+});
+
+describe('a slow attempt of the same batch after the refused record’s claim was released', () => {
+  // Attempt A of batch 5 (K) re-reads the fence (5 still pending) and stalls before writing its claim ahead. The
+  // mapping's retry B claims K, is refused 5's state and dead-letters 5, releasing its claim in that transaction.
+  // A resumes: its claim ahead names the same record and digest, so "already ours" would confirm it and make it
+  // live again, naming a record that is a dead letter; A's transaction then fails on the fence and A ends, leaving
+  // the claim to its TTL. Released claims are taken over only inside a fenced transaction, so A brings nothing back.
+  it('the released claim stays released, and a later record with the key is output', async () => {
+    const settings = settingsFor();
+    const clock = new ManualClock();
+    await fill(settings, clock);
+    clock.advance(1_000);
+    const batch = mskEvent([spec(5, 'grow:customer', 'K')]);
+    const aAtClaim = gate();
+    const bDone = gate();
+    const aClients = createAwsClients();
+    let updates = 0;
+    aClients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        if (context.commandName === 'UpdateItemCommand' && updates++ === 0) {
+          aAtClaim.open();
+          await bDone.opened;
+        }
+        return next(args);
+      },
+      { step: 'initialize', name: 'pauseClaimAhead' },
+    );
+    const a = container(settings, clock, { clients: aClients }).processEvent(batch);
+    await aAtClaim.opened;
+    const b = await container(settings, clock).processEvent(batch);
+    expect(b.partitions[0]).toMatchObject({ stagedOffset: 5, deadLettered: 1, stagedRows: 0 });
+    expect((await claimOf(settings, 'K'))?.expiresAt).toBe(RELEASED);
+    bDone.open();
+    await a;
+    expect((await claimOf(settings, 'K'))?.expiresAt).toBe(RELEASED);
     clock.advance(1_000);
     const later = await container(settings, clock).processEvent(mskEvent([spec(6, 'add:customer', 'K')]));
     expect(later.partitions[0]).toMatchObject({ stagedOffset: 6, deadLettered: 0, stagedRows: 1 });
@@ -223,31 +263,50 @@ describe('a refused record that took an expired claim over', () => {
 });
 
 describe('a record of another partition claiming the key during the handover', () => {
-  // Disproved. Attempt on partition 0: 5 (K) claims K ahead, is refused, its claim is released and 6 (K) is to take
-  // it over. Before 6's transaction, partition 1's record 0 (K, a third payload) claims K: it finds the released
-  // claim and takes it over in its own transaction. 6's takeover then meets partition 1's live claim: 6 is a
-  // conflict. Exactly one record holds K and is output; none twice.
+  // Attempt on partition 0: 5 (K) claims K ahead (the chunk is planned again: 6 is 5's conflict until then) and is
+  // refused; 6 (K) is to take K over in the transaction that dead-letters 5. Before that transaction (the third
+  // plan's staged write), partition 1's record 0 (K, a third payload) claims K and meets 5's claim, still live: 5's
+  // fate is decided only by that transaction. Partition 1's record is dead-lettered as a conflict, and 6 takes 5's
+  // claim over atomically. Exactly one record holds K and is output; none twice.
   it('one of the two is output holding the key, the other is its conflict', async () => {
     const settings = settingsFor();
     const clock = new ManualClock();
     await fill(settings, clock);
     clock.advance(1_000);
     let raced = false;
-    const raceAfterRelease = {
+    let plans = 0;
+    const raceBeforeHandover = {
       async onStep(step: string) {
-        if (step !== 'before-stage-write' || raced) return;
-        if ((await claimOf(settings, 'K'))?.expiresAt !== RELEASED) return;
+        if (step !== 'before-stage-write' || ++plans !== 3) return;
+        expect((await claimOf(settings, 'K'))?.claimant).toBe('orders#0#5');
         raced = true;
         await container(settings, clock).processEvent(mskEvent([spec(0, 'add:p1', 'K', 1)]));
       },
     };
-    const report = await container(settings, clock, { hooks: raceAfterRelease }).processEvent(
+    const report = await container(settings, clock, { hooks: raceBeforeHandover }).processEvent(
       mskEvent([spec(5, 'grow:customer', 'K'), spec(6, 'add:customer', 'K')]),
     );
     expect(raced).toBe(true);
-    expect(report.partitions[0]).toMatchObject({ stagedOffset: 6, deadLettered: 2, stagedRows: 0 });
-    expect((await claimOf(settings, 'K'))?.claimant).toBe('orders#1#0');
-    expect(await staged(settings, 'output')).toEqual([...FILLED, '1@0']);
-    expect(await staged(settings, 'deadletter')).toEqual(['0@5', '0@6']);
+    expect(report.partitions[0]).toMatchObject({ stagedOffset: 6, deadLettered: 1, stagedRows: 1 });
+    expect((await claimOf(settings, 'K'))?.claimant).toBe('orders#0#6');
+    expect(await staged(settings, 'output')).toEqual([...FILLED, '0@6']);
+    expect(await staged(settings, 'deadletter')).toEqual(['0@5', '1@0']);
+  });
+
+  // After the handover committed, partition 1's record meets 6's claim: a conflict with the record that holds K.
+  it('a record of another partition after the handover is judged against the heir', async () => {
+    const settings = settingsFor();
+    const clock = new ManualClock();
+    await fill(settings, clock);
+    clock.advance(1_000);
+    const report = await container(settings, clock).processEvent(
+      mskEvent([spec(5, 'grow:customer', 'K'), spec(6, 'add:customer', 'K')]),
+    );
+    expect(report.partitions[0]).toMatchObject({ stagedOffset: 6, deadLettered: 1, stagedRows: 1 });
+    clock.advance(1_000);
+    const other = await container(settings, clock).processEvent(mskEvent([spec(0, 'add:p1', 'K', 1)]));
+    expect(other.partitions[0]).toMatchObject({ deadLettered: 1, stagedRows: 0 });
+    expect((await claimOf(settings, 'K'))?.claimant).toBe('orders#0#6');
+    expect(await staged(settings, 'deadletter')).toEqual(['0@5', '1@0']);
   });
 });
