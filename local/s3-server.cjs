@@ -10,8 +10,12 @@
 // - Conditional writes as S3 answers them. `If-None-Match: *` on PutObject, CopyObject (the destination) and
 //   CompleteMultipartUpload answers 412 PreconditionFailed when the key exists; `If-Match: <etag>` answers 412
 //   when the key's ETag differs and 404 NoSuchKey when there is no object. s3rver ignores both headers, so every
-//   write-once guard of the pipeline passed locally whatever it did. The `x-amz-copy-source-if-*` headers are
-//   conditions on a copy's SOURCE and stay as s3rver has them (ignored).
+//   write-once guard of the pipeline passed locally whatever it did.
+// - `x-amz-copy-source-if-match: <etag>` on CopyObject, a condition on the SOURCE: 412 PreconditionFailed when the
+//   source's ETag differs. It is checked under the source key's lock, and the source file is opened there too, so
+//   the bytes copied are the bytes of the ETag checked even when the source is rewritten or deleted meanwhile (a
+//   put renames a new file into place; the open file keeps the old one). The other `x-amz-copy-source-if-*`
+//   headers stay as s3rver has them (ignored).
 // - Atomic writes per key. The body is received into a temporary file beside the object; then, under a lock of
 //   its key, the condition is checked, the metadata written and the file renamed into place. So of concurrent
 //   conditional writes of one key the first to finish wins and the others get 412, as on S3 (which may instead
@@ -100,7 +104,11 @@ async function checkWriteConditions(store, bucket, key) {
 /** Runs a controller with its request's `If-None-Match` / `If-Match` visible to the store's writes. */
 function withWriteConditions(controller) {
   return (ctx) => {
-    const conditions = { ifNoneMatch: ctx.headers['if-none-match'], ifMatch: ctx.headers['if-match'] };
+    const conditions = {
+      ifNoneMatch: ctx.headers['if-none-match'],
+      ifMatch: ctx.headers['if-match'],
+      copySourceIfMatch: ctx.headers['x-amz-copy-source-if-match'],
+    };
     return writeConditions.run(conditions, () => controller(ctx));
   };
 }
@@ -169,6 +177,44 @@ FilesystemStore.prototype.putObject = async function putObject(object) {
   return received;
 };
 
+/** Throws S3's answer when the request's `x-amz-copy-source-if-match` does not hold for the source now. */
+async function checkCopySourceCondition(store, bucket, key) {
+  const { copySourceIfMatch } = writeConditions.getStore() ?? {};
+  if (copySourceIfMatch === undefined) return;
+  const current = await store.getMetadata(bucket, key).catch((error) => {
+    if (error.code === 'ENOENT') return undefined;
+    throw error;
+  });
+  if (!current) throw new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: key });
+  if (unquoted(copySourceIfMatch) !== unquoted(current.etag)) {
+    throw new S3Error('PreconditionFailed', 'At least one of the pre-conditions you specified did not hold', {
+      Condition: 'x-amz-copy-source-If-Match',
+    });
+  }
+}
+
+/**
+ * The copy source opened for reading, with its metadata, under its key's lock and after its condition was checked
+ * there: a put or delete of the source waits for the lock, and the open file keeps the checked bytes whatever
+ * happens to the key after.
+ */
+function openCopySource(store, bucket, key) {
+  return underKeyLock(bucket, key, async () => {
+    await checkCopySourceCondition(store, bucket, key);
+    let handle;
+    try {
+      handle = await fs.promises.open(store.getResourcePath(bucket, key, 'object'), 'r');
+      const metadata = await fs.promises.readFile(store.getResourcePath(bucket, key, 'metadata.json'));
+      return { handle, metadata };
+    } catch (error) {
+      await handle?.close();
+      if (error.code === 'ENOENT')
+        throw new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: key });
+      throw error;
+    }
+  });
+}
+
 const copyObject = FilesystemStore.prototype.copyObject;
 FilesystemStore.prototype.copyObject = async function copyObjectAtomically(
   srcBucket,
@@ -182,28 +228,28 @@ FilesystemStore.prototype.copyObject = async function copyObjectAtomically(
   if (sourcePath === destinationPath) {
     // A copy onto itself replaces the metadata only (s3rver refuses one without REPLACE).
     return underKeyLock(destBucket, destKey, async () => {
+      await checkCopySourceCondition(this, srcBucket, srcKey);
       await checkWriteConditions(this, destBucket, destKey);
       return copyObject.call(this, srcBucket, srcKey, destBucket, destKey, replacementMetadata);
     });
   }
+  const source = await openCopySource(this, srcBucket, srcKey);
   const temporary = temporaryBeside(destinationPath);
   let received;
   try {
-    received = await receive(fs.createReadStream(sourcePath), temporary);
+    // The read stream closes the handle when it ends or fails.
+    received = await receive(source.handle.createReadStream(), temporary);
   } catch (error) {
+    // Closed already when the stream started; not when the temporary file could not be made.
+    await source.handle.close().catch(() => undefined);
     await fs.promises.rm(temporary, { force: true });
-    if (error.code === 'ENOENT' && !(await this.existsObject(srcBucket, srcKey))) {
-      throw new S3Error('NoSuchKey', 'The specified key does not exist.', { Key: srcKey });
-    }
     throw error;
   }
   await commit(this, destBucket, destKey, temporary, async () => {
     // The MD5 of the bytes copied, not the source's recorded one: the source may be rewritten meanwhile.
     if (replacementMetadata) return this.putMetadata(destBucket, destKey, replacementMetadata, received.md5);
-    await fs.promises.copyFile(
-      this.getResourcePath(srcBucket, srcKey, 'metadata.json'),
-      this.getResourcePath(destBucket, destKey, 'metadata.json'),
-    );
+    // The metadata read with the bytes: the source's may have changed since.
+    await fs.promises.writeFile(this.getResourcePath(destBucket, destKey, 'metadata.json'), source.metadata);
     await fs.promises.writeFile(this.getResourcePath(destBucket, destKey, 'object.md5'), received.md5);
   });
   return this.getMetadata(destBucket, destKey);
