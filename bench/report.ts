@@ -3,12 +3,13 @@ import type { BundleResult } from './bundle.ts';
 import type { CheckpointResult } from './checkpoint.ts';
 import type { ColdStartResult } from './cold-start.ts';
 import type { CostLine, IdleCost, RateCost } from './cost.ts';
-import type { ByteAttribution, E2eResult, VisibilityResult } from './e2e.ts';
+import type { E2eResult, VisibilityResult } from './e2e.ts';
 import type { FirstRunResult } from './first-run.ts';
 import type { IdleResult } from './idle.ts';
+import { e2eExplanation, e2eSection } from './report-e2e.ts';
+import { calls, spread, verdict } from './report-format.ts';
 import type { ThroughputResult } from './run.ts';
 import type { KeyWriteRates, ScaleResult } from './scale.ts';
-import type { Spread } from './stats.ts';
 
 export interface BenchResults {
   generatedAt: string;
@@ -56,14 +57,6 @@ export interface BenchResults {
   visibility?: VisibilityResult[];
   coldStart?: ColdStartResult;
   durationSeconds: number;
-}
-
-function calls(record: Record<string, number>): string {
-  return (
-    Object.entries(record)
-      .map(([operation, n]) => `${operation} ${Number(n.toFixed(2))}`)
-      .join(', ') || '—'
-  );
 }
 
 /** A paragraph with figures for every target the run missed (the issue: met, or explained with measurements). */
@@ -138,211 +131,6 @@ function explanations(r: BenchResults): string[] {
   return lines;
 }
 
-function spread(s: Spread, unit = ''): string {
-  return s.min === s.max ? `${s.median}${unit}` : `${s.median}${unit} (${s.min}–${s.max})`;
-}
-
-/** Why exactly-once's end-to-end throughput falls short of 0.8 × at-least-once's, in this run's figures. */
-function e2eExplanation(e: E2eResult): string[] {
-  const eo = e.exactlyOnce;
-  const steps = Object.entries(eo.stepMs)
-    .map(([step, ms]) => `${step} ${ms}`)
-    .join(', ');
-  const promote = round1(
-    eo.bytesPerRecordByKind.promoteCopyRead + eo.bytesPerRecordByKind.promoteFinalWritten,
-  );
-  return [
-    `- **End to end: ${spread(e.ratio)} against 0.8.** Exactly-once's processors alone are not the gap: with its`,
-    `  checkpoints deferred to the end of the run they drain the backlog at ${spread(e.deferred.processorRatio)} ×`,
-    `  at-least-once's rate. With checkpoints on their ${e.config.checkpointIntervalMs} ms schedule the same drain runs at`,
-    `  ${spread(e.deferred.checkpointShare)} × that: a checkpoint over a backlog takes ${eo.executionMs} ms (median; ms per`,
-    `  step: ${steps}; ${eo.betweenStepsMs} ms between steps), so one is running nearly all the time, and here its`,
-    '  Lambdas share one Node process, one DynamoDB Local and one s3rver on two cores with the processors. Its S3',
-    `  work is ${promote} B per record read and written again by promote, ${eo.bytesPerRecordByKind.prepareCopyRead} B read by`,
-    `  prepare to verify the copies and ${round1(eo.bytesPerRecordByKind.workWritten + eo.bytesPerRecordByKind.workRead)} B of plans.`,
-    "  On AWS the coordinator's steps run in Lambdas of their own, so they would not take CPU from the processors;",
-    '  how much of the gap remains there is not measured here.',
-  ];
-}
-
-function round1(value: number): number {
-  return Number(value.toFixed(1));
-}
-
-/** What a visibility latency is made of, in this run's figures. */
-function visibilityNotes(
-  paced: readonly VisibilityResult[],
-  partitions: number,
-  batchSize: number,
-): string[] {
-  if (paced.length === 0) return [];
-  const window = paced[0]!.batchingWindowMs;
-  const perPartition = paced[0]!.paceRecordsPerSecond / partitions;
-  const fills = (batchSize / perPartition) * 1000 <= window;
-  const byInterval = [...paced].sort((a, b) => a.checkpointIntervalMs - b.checkpointIntervalMs);
-  const shortest = byInterval[0]!;
-  const longest = byInterval.at(-1)!;
-  return [
-    'A record’s latency is made of three waits. First the event source mapping’s batching window: at',
-    `${perPartition} records/s per partition a batch of ${batchSize} ${fills ? 'fills within' : 'does not fill within'} the`,
-    `${window} ms window (the emulator’s default, as the MSK mapping’s)${
-      fills
-        ? ', so batches leave as soon as they are full.'
-        : `: each batch waits it out, so a record waits up to ${window} ms, half of it on average, before it is staged.`
-    }`,
-    'Then the wait for the next checkpoint to begin (up to one interval, or until the running checkpoint ends), then that checkpoint',
-    `(“one checkpoint”). At ${longest.checkpointIntervalMs} ms the interval dominates: p50 ${longest.p50Ms.median} ms, p99 ${longest.p99Ms.median} ms. At`,
-    `${shortest.checkpointIntervalMs} ms checkpoints run back to back (p50 ${shortest.p50Ms.median} ms, p99 ${shortest.p99Ms.median} ms) and what remains is the`,
-    'batching window and about one checkpoint: that is the floor a shorter interval cannot go under.',
-    'The deployed default is one checkpoint a minute (`checkpointIntervalMinutes`): by the same arithmetic, not',
-    'measured here, p50 is about 30 s and p99 about 60 s, plus the batching window and one checkpoint.',
-  ];
-}
-
-function e2eSection(r: BenchResults): string[] {
-  const e = r.e2e;
-  if (!e) return [];
-  const eo = e.exactlyOnce;
-  const alo = e.atLeastOnce;
-  const kinds: Array<[keyof ByteAttribution, string]> = [
-    ['stagedWritten', 'processor: staged objects written'],
-    ['directFinalWritten', 'processor: final objects written directly'],
-    ['prepareCopyRead', 'prepare: copies of staged objects read to verify them'],
-    ['promoteCopyRead', 'promote: the copies read again'],
-    ['promoteFinalWritten', 'promote: final objects written'],
-    ['manifestWritten', 'commit: manifests written'],
-    ['workWritten', 'coordinator working objects (plans, promoted markers) written'],
-    ['workRead', 'coordinator working objects read'],
-    ['other', 'anything else'],
-  ];
-  const promote = round1(
-    eo.bytesPerRecordByKind.promoteCopyRead + eo.bytesPerRecordByKind.promoteFinalWritten,
-  );
-  const paced = r.visibility ?? [];
-  const atDefault = paced.find((v) => v.checkpointIntervalMs === e.config.checkpointIntervalMs);
-  const short = paced.filter((v) => v.checkpointIntervalMs < e.config.checkpointIntervalMs);
-  return [
-    '## End to end: the whole pipeline, exactly-once against at-least-once',
-    '',
-    '`bench/e2e.ts` runs the pipeline as `eos local` does, faults off: the MSK event-source emulator, processor',
-    'containers, the coordinator state machine checkpointing on its schedule, promote and commit, each run on a',
-    `fresh table, bucket and pipeline id. ${e.config.records} generated orders per run, appended before the first`,
-    `poll (a backlog), ${e.config.partitions} partitions, batches of ${e.config.batchSize}, a checkpoint every`,
-    `${e.config.checkpointIntervalMs} ms (\`eos local\`'s default), offset-only dedupe; ${e.config.pairs} rounds after a`,
-    'warm-up, each round running exactly-once, at-least-once and exactly-once with its checkpoints deferred to the',
-    'end (the breakdown) in an order that rotates round by round. Figures are medians, with the smallest and the',
-    'largest of the rounds in brackets.',
-    '',
-    'A record is out when its rows are in the committed output: for exactly-once when the commit step of the',
-    "checkpoint whose manifest covers it returned, for at-least-once when its batch was acknowledged (the processor's",
-    'rows are final as written). **Sustained** throughput is the slope of the out-count from the first point with',
-    '10 % of the input out to the last point before the log drained — the cold start and the one-off final',
-    'checkpoint left out; **whole run** is first poll to the last record out.',
-    '',
-    '| figure | median (min–max) | goal | verdict |',
-    '|---|---|---|---|',
-    `| \`ratio_eo_alo_e2e\`: exactly-once ÷ at-least-once, sustained | ${spread(e.ratio)} | ≥ 0.8 | ${verdict(e.ratio.median >= 0.8)} |`,
-    `| the same, whole run (final checkpoint included) | ${spread(e.wholeRatio)} | — | — |`,
-    `| \`bytes_through_lambda_ratio\`: S3 bytes through Lambda per committed record, exactly-once ÷ at-least-once | ${spread(e.bytesRatio)} | as low as possible | — |`,
-    ...(atDefault
-      ? [
-          `| \`visibility_p50_ms\` / \`visibility_p99_ms\` at the ${atDefault.checkpointIntervalMs} ms interval | ${spread(atDefault.p50Ms, ' ms')} / ${spread(atDefault.p99Ms, ' ms')} | — | — |`,
-        ]
-      : []),
-    ...short.map(
-      (v) =>
-        `| visibility p50 / p99 at a short ${v.checkpointIntervalMs} ms interval | ${spread(v.p50Ms, ' ms')} / ${spread(v.p99Ms, ' ms')} | — | — |`,
-    ),
-    '',
-    '| per run | exactly-once | at-least-once |',
-    '|---|---|---|',
-    `| sustained records/s | ${spread(eo.recordsPerSecond)} | ${spread(alo.recordsPerSecond)} |`,
-    `| whole-run records/s | ${spread(eo.wholeRecordsPerSecond)} | ${spread(alo.wholeRecordsPerSecond)} |`,
-    `| first poll → every record acknowledged (ms) | ${spread(eo.drainMs)} | ${spread(alo.drainMs)} |`,
-    `| drained → last commit (ms) | ${spread(eo.tailMs)} | ${spread(alo.tailMs)} |`,
-    `| checkpoints committed | ${spread(eo.checkpointsCommitted)} | ${spread(alo.checkpointsCommitted)} |`,
-    `| S3 bytes through Lambda per committed record | ${spread(eo.bytesPerRecord)} | ${spread(alo.bytesPerRecord)} |`,
-    `| final objects per 1,000 records | ${eo.finalObjectsPer1000Records} | ${alo.finalObjectsPer1000Records} |`,
-    '',
-    '### Where exactly-once spends the extra time',
-    '',
-    `- **The processors alone**: with no checkpoint until the log drained, exactly-once drains at`,
-    `  ${spread(e.deferred.drainRecordsPerSecond)} records/s, ${spread(e.deferred.processorRatio)} × at-least-once's drain rate`,
-    '  (the staging transaction with its fence condition against at-least-once’s keyed-state update; one',
-    `  PutObject each). The final checkpoint over the whole backlog then takes ${spread(e.deferred.tailMs, ' ms')}.`,
-    `- **Checkpoints running beside them**: on the ${e.config.checkpointIntervalMs} ms schedule, exactly-once drains at`,
-    `  ${spread(e.deferred.checkpointShare)} × its rate with checkpoints deferred (${spread(e.drainRatio)} × at-least-once's).`,
-    `  A checkpoint over a backlog takes ${eo.executionMs} ms from begin to the last step, so the next one starts as`,
-    '  soon as it ends and one is running nearly all the time; locally its steps share the Node process, DynamoDB',
-    '  Local and s3rver (two cores) with the processors. Per committed checkpoint, median span of each step (ms):',
-    '',
-    `| ${Object.keys(eo.stepMs).join(' | ')} | between steps | whole execution |`,
-    `|${Object.keys(eo.stepMs)
-      .map(() => '---|')
-      .join('')}---|---|`,
-    `| ${Object.values(eo.stepMs).join(' | ')} | ${eo.betweenStepsMs} | ${eo.executionMs} |`,
-    '',
-    '  On AWS each step is a Lambda invocation of its own and takes no CPU from the processors’ Lambdas; what it',
-    '  adds there is DynamoDB and S3 traffic (the bytes below) and latency. How much of the throughput gap would',
-    '  remain on AWS is not measured here.',
-    '',
-    '### S3 bytes through Lambda, per committed record (`bytes_through_lambda_ratio`)',
-    '',
-    '| bytes | exactly-once | at-least-once |',
-    '|---|---|---|',
-    ...kinds.map(
-      ([kind, label]) =>
-        `| ${label} | ${eo.bytesPerRecordByKind[kind]} | ${alo.bytesPerRecordByKind[kind]} |`,
-    ),
-    `| **total** | ${spread(eo.bytesPerRecord)} | ${spread(alo.bytesPerRecord)} |`,
-    '',
-    'Counted by SDK middleware on the processor’s and the coordinator’s S3 clients (`ByteCounter` in',
-    '`shared/aws/call-counter.ts`): PutObject bodies written, GetObject bodies read; prepare’s server-side',
-    'CopyObject of each staged object moves no bytes through Lambda and counts nothing.',
-    '',
-    `Promote reads every staged byte again and writes it again: ${promote} B per record of exactly-once’s`,
-    `${eo.bytesPerRecord.median}. Over a backlog a checkpoint covers many staged objects per partition and merges them,`,
-    `so few final objects are exactly one staged object (${Math.round(eo.oneMemberShare * 100)} % here) and a server-side`,
-    `copy of those would change the ratio only to ${spread(e.bytesRatioWithServerSideCopy)}.`,
-    ...(paced.length
-      ? [
-          `At a steady ${paced[0]!.paceRecordsPerSecond} records/s (the visibility runs below) checkpoints are small, and there`,
-          'a server-side copy would matter more:',
-          '',
-          '| checkpoint interval (ms) | final objects that are one staged object | S3 bytes through Lambda per record | a server-side copy of those would save |',
-          '|---|---|---|---|',
-          ...paced.map(
-            (v) =>
-              `| ${v.checkpointIntervalMs} | ${Math.round(v.oneMemberShare * 100)} % | ${v.bytesPerRecord} | ${v.serverSideCopySavesPerRecord} B per record |`,
-          ),
-          '',
-          '(Per record, the plans and manifests of small checkpoints weigh more than over a backlog.)',
-        ]
-      : []),
-    'Without any rewrite at promote (the staged object left where it is and made visible by the manifest alone, or',
-    `copied server-side whatever its size) the ratio would be ${spread(e.bytesRatioWithoutPromoteRewrite)} — the floor`,
-    'while prepare reads each copy once to verify it. Merging costs those reads and writes but keeps the files per',
-    `day down: exactly-once writes ${eo.finalObjectsPer1000Records} final objects per 1,000 records here, at-least-once`,
-    `${alo.finalObjectsPer1000Records} (one per batch); one final object per staged object would be the staged count.`,
-    '',
-    '### Visibility latency',
-    '',
-    `Input appended at a steady ${paced[0]?.paceRecordsPerSecond ?? '—'} records/s (below capacity), exactly-once; each`,
-    'record’s time from its append to the end of the commit step of the checkpoint whose manifest covers it',
-    '(previous cut < offset ≤ cut). Every interval runs once per round, the order rotated.',
-    '',
-    '| checkpoint interval (ms) | runs | records each | p50 (ms) | p99 (ms) | max (ms) | one checkpoint (ms) | commit every (ms) | checkpoints |',
-    '|---|---|---|---|---|---|---|---|---|',
-    ...paced.map(
-      (v) =>
-        `| ${v.checkpointIntervalMs} | ${v.runs} | ${v.records} | ${spread(v.p50Ms)} | ${spread(v.p99Ms)} | ${spread(v.maxMs)} | ${v.checkpointMs} | ${spread(v.commitPeriodMs)} | ${spread(v.checkpointsCommitted)} |`,
-    ),
-    '',
-    ...visibilityNotes(paced, e.config.partitions, e.config.batchSize),
-    '',
-  ];
-}
-
 /** What bundling the AWS SDK would change, in this run's figures. */
 function sdkTradeOff(withSdk: BenchResults['bundles'][number]): string[] {
   const meetsInit = withSdk.initMs < 150;
@@ -361,14 +149,22 @@ function sdkTradeOff(withSdk: BenchResults['bundles'][number]): string[] {
   ];
 }
 
-function verdict(met: boolean): string {
-  return met ? 'met' : '**missed** (explained below)';
+export function renderMarkdown(r: BenchResults): string {
+  const lines = [
+    ...introduction(r),
+    ...targetsSection(r),
+    ...throughputSection(r),
+    ...e2eSection(r.e2e, r.visibility),
+    ...checkpointsAndBundlesSection(r),
+    ...costSection(r),
+    ...idleAndRatesSection(r),
+  ];
+  return `${lines.join('\n')}\n`;
 }
 
-export function renderMarkdown(r: BenchResults): string {
-  const cp1000 = r.checkpoints.find((c) => c.stagedFiles === 1000);
-  const processor = r.bundles.find((b) => b.handler === 'processor')!;
-  const lines = [
+/** What was run, where, and what the figures are for. */
+function introduction(r: BenchResults): string[] {
+  return [
     '# Benchmark',
     '',
     `Generated by \`npm run bench\` on ${r.generatedAt} (Node ${r.machine.node}; ${r.machine.note}). Records are`,
@@ -377,6 +173,14 @@ export function renderMarkdown(r: BenchResults): string {
     'Absolute figures are DynamoDB Local and s3rver on a 2-core machine; the ratios between modes, measured in the',
     'same process, are the point.',
     '',
+  ];
+}
+
+/** Each target against this run's figure, and why any missed one was missed. */
+function targetsSection(r: BenchResults): string[] {
+  const cp1000 = r.checkpoints.find((c) => c.stagedFiles === 1000);
+  const processor = r.bundles.find((b) => b.handler === 'processor')!;
+  return [
     '## Targets',
     '',
     '| target | figure | verdict |',
@@ -415,6 +219,12 @@ export function renderMarkdown(r: BenchResults): string {
       : []),
     '',
     ...(explanations(r).length ? ['Where a target is missed, why:', '', ...explanations(r), ''] : []),
+  ];
+}
+
+/** Records a second and AWS calls per batch of the processor alone, per mode and configuration. */
+function throughputSection(r: BenchResults): string[] {
+  return [
     '## Processor throughput and calls per batch',
     '',
     '| guarantee | idempotency keys | batch | records/s (median) | runs | steady calls per batch | cold start calls | txn items per batch |',
@@ -437,7 +247,12 @@ export function renderMarkdown(r: BenchResults): string {
     'rewritten in the staging transaction: the same two calls per batch as offset-only dedupe, plus hashing and',
     'a larger transaction (docs/architecture.md, "Idempotency scope").',
     '',
-    ...e2eSection(r),
+  ];
+}
+
+/** What a checkpoint costs by its size, and each handler's bundle and initialisation. */
+function checkpointsAndBundlesSection(r: BenchResults): string[] {
+  return [
     '## Checkpoints',
     '',
     '| staged files | outcome | commit time (s) | AWS calls | Lambda invocations | history events |',
@@ -461,6 +276,12 @@ export function renderMarkdown(r: BenchResults): string {
     'a fresh Node process (settings parsed, clients',
     'constructed), not including the Node process start itself.',
     '',
+  ];
+}
+
+/** List-price cost per million records of each configuration. */
+function costSection(r: BenchResults): string[] {
+  return [
     `## Cost per million records (USD, list prices as of ${r.cost.pricesAsOf}, \`bench/prices.json\`)`,
     '',
     '| configuration | DynamoDB writes | DynamoDB reads | S3 requests | Step Functions | Lambda | total |',
@@ -473,6 +294,12 @@ export function renderMarkdown(r: BenchResults): string {
     'Assumptions are listed in `bench/cost.ts`: batch 500, ledger items under 1 KB, Lambda at 1,024 MB billed for',
     'the locally measured time, the coordinator cost per staged file from the 1,000-file checkpoint.',
     '',
+  ];
+}
+
+/** The fixed monthly cost of an idle pipeline, and the whole cost at steady rates. */
+function idleAndRatesSection(r: BenchResults): string[] {
+  return [
     '## What an idle pipeline costs, and the cost at a steady rate',
     '',
     `Every ${r.idle.checkpointIntervalMinutes}-minute checkpoint interval the schedule starts one coordinator execution and one`,
@@ -499,5 +326,4 @@ export function renderMarkdown(r: BenchResults): string {
     "costs of batches and checkpoints dominate; the model's assumptions are in `bench/cost.ts` (`costAtRates`).",
     '',
   ];
-  return `${lines.join('\n')}\n`;
 }
