@@ -1,5 +1,5 @@
 /**
- * First run (issue 16): `npm start` in a fresh clone of this repository — DynamoDB Local fetched into the clone's
+ * First run: `npm start` in a fresh clone of this repository — DynamoDB Local fetched into the clone's
  * empty `.cache/`, every fault kind on — timed from the command to its verdict. The clone shares this checkout's
  * `node_modules` (a symlink): `npm ci` is the install step the README lists before it, not part of the run.
  */

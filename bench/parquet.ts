@@ -1,5 +1,5 @@
 /**
- * Parquet writers for Node compared (issue 12), to choose the sink's by measurement:
+ * Parquet writers for Node compared, to choose the sink's by measurement:
  * - bundle: esbuild, minified, platform node, of a tiny script that writes one file (plus any .wasm it loads);
  * - cold start: import of that bundle in a fresh `node` process (median of several processes);
  * - write speed: rows/s encoding 100k rows of a realistic schema to bytes in memory (median of runs after a warm-up);
@@ -11,7 +11,7 @@
  * lineage struct `source {topic, partition, offset}`. hyparquet-writer is measured through `encodeParquet`, the
  * encoder the sink will use; the others through their documented APIs with the same columns and codec.
  *
- * Output formats (issue 12): the same rows as the sink writes them — NDJSON plain, NDJSON gzip (the sink's default
+ * Output formats: the same rows as the sink writes them — NDJSON plain, NDJSON gzip (the sink's default
  * so far, the baseline) and Parquet (the sink's encoder) — side by side: write throughput in rows/s and MB/s (the
  * rows' NDJSON text per second, the same volume for every format, and the file bytes per second), file size and
  * bytes per row, each with its ratio to the baseline timed in the same process, round-robin with the others.

@@ -59,7 +59,7 @@ export interface BenchResults {
   durationSeconds: number;
 }
 
-/** A paragraph with figures for every target the run missed (the issue: met, or explained with measurements). */
+/** A paragraph with figures for every target the run missed: each target is met or its miss explained. */
 function explanations(r: BenchResults): string[] {
   const lines: string[] = [];
   const processor = r.bundles.find((b) => b.handler === 'processor')!;
@@ -109,7 +109,7 @@ function explanations(r: BenchResults): string[] {
   if (r.scale && (r.scale.status !== 'committed' || r.scale.commitSeconds >= 10)) {
     lines.push(
       `- **\`commit_s_1000p\`: ${r.scale.commitSeconds} s against 10 s** (${r.scale.status}). Prepare copies every covered staged`,
-      `  object server-side and verifies the copy (issue 17: promote reads nothing a processor can rewrite): ${r.scale.stagedFiles}`,
+      `  object server-side and verifies the copy (so that promote reads nothing a processor can rewrite): ${r.scale.stagedFiles}`,
       '  CopyObjects and reads against one local S3 server process on this 2-core machine. On S3 the copies run at',
       "  the coordinator's concurrency with no shared CPU; the checkpoint of 1,000 staged files above shows the",
       '  cost per file.',

@@ -180,7 +180,7 @@ async function measureThroughput(base: { table: string; bucket: string }): Promi
   return lanes.map(resultOf);
 }
 
-/** Offset-only throughput divided by a keyed mode's (the issue's `keyed_*_slowdown`): 1 means keys cost nothing. */
+/** Offset-only throughput divided by a keyed mode's (`keyed_*_slowdown` in the targets): 1 means keys cost nothing. */
 function slowdown(offsetsOnly: ThroughputResult, keyed: ThroughputResult): number {
   return Number((offsetsOnly.recordsPerSecond / keyed.recordsPerSecond).toFixed(2));
 }

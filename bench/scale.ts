@@ -1,5 +1,5 @@
 /**
- * Scale (issue 16): a checkpoint over 1,000 Kafka partitions and 10,000 staged files (`commit_s_1000p`, measured),
+ * Scale: a checkpoint over 1,000 Kafka partitions and 10,000 staged files (`commit_s_1000p`, measured),
  * and the most writes one DynamoDB partition key takes at 1,000 partitions staging once a second each
  * (`max_writes_per_key_per_s_1000p`, from the ledger layout: every item a staging transaction writes, by key).
  */

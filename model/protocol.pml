@@ -1,5 +1,5 @@
 /*
- * The exactly-once commit protocol of this pipeline, as a Promela model checked by SPIN (issue 15).
+ * The exactly-once commit protocol of this pipeline, as a Promela model checked by SPIN.
  * docs/model-checking.md explains the bounds, what is abstracted away and how each step maps to code.
  *
  * Every shared variable below stands for one DynamoDB item or S3 object; every `atomic` block that touches them
@@ -668,7 +668,7 @@ proctype Clock() {
   running--
 }
 
-/* ══ the end-to-end property (DESIGN.md) ═════════════════════════════════════════════════════════════════ */
+/* ══ the end-to-end property (docs/architecture.md) ══════════════════════════════════════════════════════ */
 init {
   byte i; byte p; byte c; byte first; byte last; byte seen; int listed; short upTo[NP];
   atomic {

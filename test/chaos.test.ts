@@ -1,5 +1,5 @@
 /**
- * The end-to-end property (DESIGN.md) under random fault schedules: fast-check generates the schedules (input
+ * The end-to-end property (docs/architecture.md) under random fault schedules: fast-check generates the schedules (input
  * size, partitions, batching, checkpoint interval, a rate for every fault kind, the seed), each schedule runs the
  * whole local pipeline (emulator, processor, state machine coordinator) on a virtual clock, and:
  * - under exactly-once every schedule ends with 0 lost, 0 duplicated, aggregates equal to those of the

@@ -1,5 +1,5 @@
 /**
- * L3 for the coordinator (issue 9.2): nothing it stores grows with the number of partitions or aborts. Against
+ * L3 for the coordinator: nothing it stores grows with the number of partitions or aborts. Against
  * DynamoDB Local and the S3 server: a checkpoint begins and commits with 20,000 partitions (topic names at Kafka's
  * 249-character maximum), every item the coordinator writes stays far under DynamoDB's 400 KB, and hundreds of
  * aborts with long reasons leave the record and head bounded while the next begin still works.
@@ -233,7 +233,7 @@ describe('L3: bounded checkpoint items', () => {
     expect([...cutPks][0]).toContain('000000000002#1#');
   }, 600_000);
 
-  // 210 aborts × 2,000 characters: past the 400 KB the unbounded `aborts` list reached (issue 9.2).
+  // 210 aborts × 2,000 characters: past DynamoDB's 400 KB item limit, were the `aborts` list unbounded.
   it('L3: 210 aborts with 2,000-character reasons leave the record and head bounded, and begin still works', async () => {
     const settings = settingsFor(uniqueName('aborts'));
     await stageFiles(res.clients, settings, [{ partition: 0, firstOffset: 0, lastOffset: 2 }]);

@@ -1,5 +1,5 @@
 /**
- * `eos local`'s operations scenarios (issue 14). The recreated topic: the topic is deleted and created again mid-run, the processor
+ * `eos local`'s operations scenarios. The recreated topic: the topic is deleted and created again mid-run, the processor
  * stops each partition whose offsets went backwards, the run opens a new epoch for it (as `eos epoch --start-new`)
  * and goes on. The verdict is the end-to-end property per epoch: 0 lost, 0 duplicated in each. Real DynamoDB Local
  * and S3 server, the virtual clock, and the fault schedules of the chaos test.

@@ -30,7 +30,7 @@ import { defaultRows, stageFiles } from '../support/staging.ts';
 let res: TestResources;
 let doc: DynamoDBDocumentClient;
 beforeAll(async () => {
-  res = await freshResources('r2');
+  res = await freshResources('commit-path');
   doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
 });
 
@@ -38,7 +38,7 @@ function setup() {
   const settings: Settings = parseSettings({
     ledgerTable: res.table,
     bucket: res.bucket,
-    pipelineId: uniqueName('r2'),
+    pipelineId: uniqueName('commit-path'),
     checkpointLeaseSeconds: 600,
     orphanGraceSeconds: 3600,
   });

@@ -27,7 +27,7 @@ import { committedOffsets, stageFiles } from '../support/staging.ts';
 let res: TestResources;
 let doc: DynamoDBDocumentClient;
 beforeAll(async () => {
-  res = await freshResources('f2');
+  res = await freshResources('staged-content');
   doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
 });
 
@@ -35,7 +35,7 @@ function setup(gzip = true) {
   const settings: Settings = parseSettings({
     ledgerTable: res.table,
     bucket: res.bucket,
-    pipelineId: uniqueName('f2'),
+    pipelineId: uniqueName('staged-content'),
     checkpointLeaseSeconds: 600,
     orphanGraceSeconds: 3600,
     gzip,

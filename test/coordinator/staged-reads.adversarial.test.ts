@@ -22,7 +22,7 @@ import { freshResources, type TestResources, uniqueName } from '../support/aws.t
 let res: TestResources;
 let doc: DynamoDBDocumentClient;
 beforeAll(async () => {
-  res = await freshResources('r2b');
+  res = await freshResources('staged-reads');
   doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
 });
 
@@ -30,7 +30,7 @@ function setup(gzip = true) {
   const settings: Settings = parseSettings({
     ledgerTable: res.table,
     bucket: res.bucket,
-    pipelineId: uniqueName('r2b'),
+    pipelineId: uniqueName('staged-reads'),
     checkpointLeaseSeconds: 600,
     orphanGraceSeconds: 3600,
     gzip,

@@ -20,7 +20,7 @@ import { committedOffsets, expectExactlyOnce, range, stageFiles } from '../suppo
 
 let res: TestResources;
 beforeAll(async () => {
-  res = await freshResources('r3');
+  res = await freshResources('verified-copies');
 });
 
 type Hook = (
@@ -44,7 +44,7 @@ function hookedClients(hook: Hook): AwsClients {
         await hook(service, String(context.commandName), input, 'after');
         return result;
       },
-      { step: 'initialize', name: 'r3Hook' },
+      { step: 'initialize', name: 'verifiedCopiesHook' },
     );
   }
   return clients;
@@ -54,7 +54,7 @@ function setup() {
   const settings: Settings = parseSettings({
     ledgerTable: res.table,
     bucket: res.bucket,
-    pipelineId: uniqueName('r3'),
+    pipelineId: uniqueName('verified-copies'),
     checkpointLeaseSeconds: 600,
     orphanGraceSeconds: 3600,
   });

@@ -34,7 +34,7 @@ import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } f
 let res: TestResources;
 let doc: DynamoDBDocumentClient;
 beforeAll(async () => {
-  res = await freshResources('r4');
+  res = await freshResources('write-once');
   doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
 });
 
@@ -79,7 +79,7 @@ function setup() {
   const settings: Settings = parseSettings({
     ledgerTable: res.table,
     bucket: res.bucket,
-    pipelineId: uniqueName('r4'),
+    pipelineId: uniqueName('write-once'),
     checkpointLeaseSeconds: 600,
     orphanGraceSeconds: 3600,
   });
@@ -217,7 +217,7 @@ describe('the fallback after a lost plan (operator or coordinator defect) trusts
 
 describe('write-once plans and copies', () => {
   it('the local S3 server refuses a second write of a key with If-None-Match, put or copy (412): the object keeps its first bytes', async () => {
-    const base = `r4-harness-${Date.now()}`;
+    const base = `write-once-harness-${Date.now()}`;
     const put = await putIfAbsent(res.clients.s3, res.bucket, `${base}/a`, Buffer.from('first'));
     expect(put).toBe('created');
     const again = await putIfAbsent(res.clients.s3, res.bucket, `${base}/a`, Buffer.from('second'));

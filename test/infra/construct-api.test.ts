@@ -51,7 +51,7 @@ function pipelineIn(stack: Stack, props: Partial<ExactlyOncePipelineProps> = {},
 describe('props in CDK idiom', () => {
   it('refuses mistyped props at compile time, and at synth for JavaScript callers', () => {
     const cases: Array<[() => unknown, RegExp]> = [
-      // @ts-expect-error batchSize is a number: zod's coerced input type used to accept this
+      // @ts-expect-error batchSize is a number: zod's coerced input type would accept this
       [() => pipelineIn(newStack(), { batchSize: 'lots' }), /^invalid setting batchSize: /],
       // @ts-expect-error a timeout is a Duration, not seconds
       [() => pipelineIn(newStack(), { processorTimeout: 300 }), /processorTimeout: expected a Duration/],

@@ -40,7 +40,7 @@ describe('outputFormat parquet: the columns reach every function', () => {
     const expected = builtinDefinition('orders').columns;
     for (const env of environments) {
       expect(JSON.parse(env.EOS_OUTPUT_COLUMNS!)).toEqual(expected);
-      // What a cold start does: a Parquet function without columns used to fail here.
+      // What a cold start does: a Parquet function without columns would fail here.
       const settings = settingsFromEnv({ ...env, EOS_LEDGER_TABLE: 'ledger', EOS_BUCKET: 'sink-bucket' });
       expect(settings.outputFormat).toBe('parquet');
       expect(settings.outputColumns).toEqual(expected);

@@ -331,7 +331,7 @@ describe('processor', () => {
   });
 
   it('P4 dedupe: a redelivery to a container with a stale cached fence cannot take over an expired claim of a record still waiting for its retry', async () => {
-    // Found in review: claims written ahead against a stale fence let an invocation that applies nothing steal a key.
+    // Claims written ahead against a stale fence would let an invocation that applies nothing steal a key.
     const clock = new ManualClock();
     const settings = settingsFor({ idempotencyTtlSeconds: 86_400 });
     const make = (hooks?: ProcessorDeps['hooks']) => processorFor(settings, { clock, hooks });

@@ -21,11 +21,11 @@ import { mskEvent, order, type RecordSpec } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
-  res = await freshResources('r1b');
+  res = await freshResources('takeover-claims');
 });
 
 function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
-  return settingsIn(res, 'r1b', overrides);
+  return settingsIn(res, 'takeover-claims', overrides);
 }
 
 const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
