@@ -313,10 +313,11 @@ class CheckpointCoordinator implements Coordinator {
     const now = this.clock.now();
     await this.store.renewLease(input.checkpointId, input.attempt, 'COMMITTING', this.leaseUntil(now), now);
     const plan = await this.readVotedPlan(record, input.shard);
-    // Every object is checked against the layout before any is written: a plan with one forged object writes none.
-    for (const object of plan.objects) assertPlannedObject(this.parts.settings.pipelineId, object);
     const from = { checkpointId: input.checkpointId, attempt: input.attempt };
-    // Two objects at once; each staged member is read and decoded once for the whole shard (promoter.ts).
+    // Every object is checked against the layout before any is written: a plan with one forged object writes none.
+    for (const object of plan.objects) assertPlannedObject(this.parts.settings.pipelineId, object, from);
+    // One pinned server-side copy of each object's candidate (promoter.ts); a plan without candidates is merged
+    // from its verified copies, two objects at once.
     const files = await this.promoter.promoteShard(plan.objects, from, plan.encoding, 2);
     await this.parts.plans.writePromotion({
       checkpointId: input.checkpointId,

@@ -8,10 +8,15 @@
  * ```
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/plan-<shard>-<SHA-256 of the plan's bytes>.json
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/promoted-<shard>.json
+ * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/candidate-<SHA-256 of the candidate's bytes>
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/staged/<the staged key below _inprogress/>
  * ```
- * The `staged/` copies are what promote reads: the staged object itself stays writable by
- * the processor after the vote, its copy does not. Cleanup removes a committed checkpoint's folder (every attempt),
+ * A candidate is a final object's bytes, merged and verified by prepare from the staged objects it covers, and
+ * copied server-side to its final key by promote, pinned to the ETag prepare's write returned: what was verified
+ * is what is published, whatever the processor does to its staged objects after prepare read them. The `staged/`
+ * copies belong to plans of the release before candidates (prepare copied each staged object there and promote
+ * read the copies); promote still reads them for such a plan, so a checkpoint decided before an upgrade rolls
+ * forward after it. Cleanup removes a committed checkpoint's folder (every attempt),
  * abort an aborted attempt's, and each cleanup also removes what is left of checkpoints below the committed one
  * (a zombie step's late write). Even so, nothing read from here is trusted blindly: a plan is used only if its
  * SHA-256 equals the digest its shard's vote recorded in the ledger, a copy only if its SHA-256 equals the one the
@@ -75,6 +80,22 @@ export function stagedCopyKey(
   const staged = inProgressPrefix(pipeline);
   if (!stagedKey.startsWith(staged)) throw new RangeError(`${stagedKey} is not under ${staged}`);
   return `${checkpointAttemptPrefix(pipeline, checkpointId, attempt)}${STAGED_COPY_DIR}/${stagedKey.slice(staged.length)}`;
+}
+
+/**
+ * Where prepare of (checkpoint, attempt) writes the candidate final object whose bytes hash to `sha256` (lower-case
+ * hex), and where promote copies it from. Content-addressed, so two prepare runs of one shard that merge different
+ * bytes (an entry changed between their reads) never meet under one key, and a write-once 412 means "these bytes
+ * are there". Hex only: the key goes into CopyObject's copy-source header as it is.
+ */
+export function candidateKey(
+  pipeline: string,
+  checkpointId: number,
+  attempt: number,
+  sha256: string,
+): string {
+  if (!SHA256_HEX.test(sha256)) throw new RangeError(`candidate digest ${sha256} is not a hex SHA-256`);
+  return `${checkpointAttemptPrefix(pipeline, checkpointId, attempt)}candidate-${sha256}`;
 }
 
 /** The checkpoint id a working-object key belongs to, or undefined for a key that is not one. */

@@ -3,6 +3,7 @@
  * become `undefined` (or a typed error at the caller), transient failures {@link TransientAwsError}.
  */
 import {
+  CopyObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
   HeadObjectCommand,
@@ -57,9 +58,24 @@ export async function headObject(
 
 /** The object's bytes, or undefined when it does not exist. */
 export async function getBytes(s3: S3Client, bucket: string, key: string): Promise<Buffer | undefined> {
+  return (await getObject(s3, bucket, key))?.bytes;
+}
+
+/** An object's bytes with the ETag S3 served them under (as S3 spells it, quotes included). */
+export interface StoredObject {
+  readonly bytes: Buffer;
+  readonly etag: string;
+}
+
+/** The object's bytes and ETag, or undefined when it does not exist. */
+export async function getObject(
+  s3: S3Client,
+  bucket: string,
+  key: string,
+): Promise<StoredObject | undefined> {
   try {
     const result = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
-    return Buffer.from(await result.Body!.transformToByteArray());
+    return { bytes: Buffer.from(await result.Body!.transformToByteArray()), etag: result.ETag ?? '' };
   } catch (error) {
     if (isNotFound(error)) return undefined;
     return rethrowClassified('s3:GetObject', error);
@@ -85,8 +101,22 @@ export async function putIfAbsent(
   body: Buffer,
   options: PutOptions = {},
 ): Promise<'created' | 'exists'> {
+  return (await putOnce(s3, bucket, key, body, options)) === undefined ? 'exists' : 'created';
+}
+
+/**
+ * {@link putIfAbsent} that hands back the ETag S3 answered for the object this call wrote (a condition later
+ * requests can pin it by), or undefined when S3 answered 412 (the key exists).
+ */
+export async function putOnce(
+  s3: S3Client,
+  bucket: string,
+  key: string,
+  body: Buffer,
+  options: PutOptions = {},
+): Promise<string | undefined> {
   try {
-    await s3.send(
+    const result = await s3.send(
       new PutObjectCommand({
         Bucket: bucket,
         Key: key,
@@ -98,10 +128,46 @@ export async function putIfAbsent(
         ...(options.metadata ? { Metadata: options.metadata } : {}),
       }),
     );
-    return 'created';
+    if (!result.ETag) throw new Error(`s3:PutObject of ${key} answered without an ETag`);
+    return result.ETag;
   } catch (error) {
-    if (writeOnceRefused('s3:PutObject', error)) return 'exists';
+    if (writeOnceRefused('s3:PutObject', error)) return undefined;
     return rethrowClassified('s3:PutObject', error);
+  }
+}
+
+/** What {@link copyPinned} did: copied; refused (412: the destination exists, or the source's ETag is another); no source. */
+export type PinnedCopyOutcome = 'copied' | 'refused' | 'source-missing';
+
+/**
+ * Copies `sourceKey` to `key` server-side, only if `key` does not exist (`If-None-Match: *`) and only if the source
+ * still has the ETag `sourceEtag` (`x-amz-copy-source-if-match`): the bytes copied are exactly the bytes that ETag
+ * was served with, and nothing passes through the caller. S3 answers both refusals with the same 412, so the
+ * caller tells them apart by reading `key`. Metadata and content type are the source's. The source key is
+ * URL-encoded with `encodeURI`, so it must hold no character that needs more (`+`, `=`, `%`, …: S3 would read
+ * a `+` as a space, and s3rver decodes the header with `decodeURI`, which leaves `%2B` as it is).
+ */
+export async function copyPinned(
+  s3: S3Client,
+  bucket: string,
+  copy: { readonly sourceKey: string; readonly sourceEtag: string; readonly key: string },
+): Promise<PinnedCopyOutcome> {
+  try {
+    await s3.send(
+      new CopyObjectCommand({
+        Bucket: bucket,
+        Key: copy.key,
+        CopySource: encodeURI(`${bucket}/${copy.sourceKey}`),
+        CopySourceIfMatch: copy.sourceEtag,
+        IfNoneMatch: '*',
+        MetadataDirective: 'COPY',
+      }),
+    );
+    return 'copied';
+  } catch (error) {
+    if (writeOnceRefused('s3:CopyObject', error)) return 'refused';
+    if (isNotFound(error)) return 'source-missing';
+    return rethrowClassified('s3:CopyObject', error);
   }
 }
 

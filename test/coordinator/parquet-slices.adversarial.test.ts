@@ -188,7 +188,9 @@ describe('promote of a decided checkpoint: plans from before an upgrade, row lin
     const oldObjects = [...byFolder]
       .sort(([a], [b]) => (a < b ? -1 : 1))
       .map(([folder, count]): PlannedObject => {
-        const where = { ...object!, folder };
+        // The previous release's plans named no candidates: promote merges the verified copies for them.
+        const { candidate: _candidate, ...planned } = object!;
+        const where = { ...planned, folder };
         return {
           ...where,
           finalKey: finalObjectKey(settings.pipelineId, where, 'parquet'),
@@ -333,7 +335,19 @@ describe('promote of a decided checkpoint: plans from before an upgrade, row lin
       clock: new ManualClock(Date.now()),
       promotionLimits: { maxObjectRows: 6_000 },
     });
-    const { ref, shards } = await beginAndPrepare(core, 'e1');
+    // Prepare merges the candidates, so the decodes that build them are prepare's; promote copies the candidates
+    // and decodes nothing.
+    decodes.recording = true;
+    decodes.sizes = [];
+    decodes.streamed = 0;
+    let ref: Awaited<ReturnType<typeof beginAndPrepare>>['ref'];
+    let shards: number[];
+    try {
+      ({ ref, shards } = await beginAndPrepare(core, 'e1'));
+    } finally {
+      decodes.recording = false;
+    }
+    const built = { sizes: decodes.sizes, streamed: decodes.streamed };
     await core.decide(ref);
     decodes.recording = true;
     decodes.sizes = [];
@@ -343,13 +357,14 @@ describe('promote of a decided checkpoint: plans from before an upgrade, row lin
     } finally {
       decodes.recording = false;
     }
+    expect(decodes.sizes).toEqual([]);
     const manifest = (await new ManifestStore(res.clients.s3, settings.bucket, settings.pipelineId).read(1))!;
     // The objects do respect the cap: two slices of 6,000.
     expect(manifest.files.map((f) => f.recordCount)).toEqual([6_000, 6_000]);
     expect((await offsetsOf(settings))['orders#0']).toHaveLength(12_000);
     // Without the guard: one decode of 12,000 rows; with it, one streamed read per slice, each holding its 6,000 rows.
-    expect(decodes.streamed).toBe(2);
-    expect(decodes.sizes).toEqual([6_000, 6_000]);
+    expect(built.streamed).toBe(2);
+    expect(built.sizes).toEqual([6_000, 6_000]);
   });
 });
 
@@ -390,7 +405,8 @@ describe('slices and hour folders are deterministic', () => {
     crashing.s3.middlewareStack.add(
       (next, context) => async (args) => {
         const key = String((args.input as { Key?: string }).Key ?? '');
-        if (context.commandName === 'PutObjectCommand' && key.includes('/final/') && ++puts > 1)
+        // Promote publishes a candidate by one copy to its final key.
+        if (context.commandName === 'CopyObjectCommand' && key.includes('/final/') && ++puts > 1)
           throw new Error('injected crash');
         return next(args);
       },

@@ -13,6 +13,7 @@ import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
 import { StagedObjectInvalidError } from '../../shared/coordinator/prepare/staged-check.ts';
+import { PlanStore } from '../../shared/coordinator/promote/plan-store.ts';
 import {
   checkpointAttemptPrefix,
   checkpointWorkPrefix,
@@ -143,19 +144,32 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     ]);
     const { ref, shards } = await prepareAll(s.core, 'e1');
     await rewrite(s.settings, entry!);
-    // Promote is watched: it must read no key under the staged prefix at all.
+    // Promote is watched: it reads its plan and copies the plan's candidate, and touches no staged key at all.
     const promoteReads: string[] = [];
+    const promoteCopies: string[] = [];
     const watched = s.coordinatorFor(async (command, input, phase) => {
       if (command === 'GetObjectCommand' && phase === 'before') promoteReads.push(String(input.Key));
+      if (command === 'CopyObjectCommand' && phase === 'before')
+        promoteCopies.push(`${String(input.CopySource)} -> ${String(input.Key)}`);
     });
     await s.core.decide(ref);
     for (const shard of shards) await watched.promote({ ...ref, shard });
     const voted = (await s.store.readRecord(ref.checkpointId))!.planDigests!['0']!;
-    expect(promoteReads).toEqual([
-      planKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, 0, voted),
-      stagedCopyKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, entry!.key),
-    ]);
-    expect(promoteReads.filter((key) => key.startsWith(inProgressPrefix(s.settings.pipelineId)))).toEqual([]);
+    const planned = await new PlanStore(res.clients.s3, res.bucket, s.settings.pipelineId).readPlan(
+      ref.checkpointId,
+      ref.attempt,
+      0,
+      voted,
+    );
+    expect(promoteReads).toEqual([planKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, 0, voted)]);
+    expect(promoteCopies).toEqual(
+      planned.objects.map((o) => `${res.bucket}/${o.candidate!.key} -> ${o.finalKey}`),
+    );
+    expect(
+      [...promoteReads, ...promoteCopies].filter((key) =>
+        key.includes(inProgressPrefix(s.settings.pipelineId)),
+      ),
+    ).toEqual([]);
     await s.core.commit(ref);
     for (const shard of shards) await s.core.cleanup({ ...ref, shard });
     await expectHonestRows(s.settings, range(0, 5));
@@ -211,7 +225,7 @@ describe('prepare verifies a copy the processor cannot write, promote reads only
     const { ref } = await prepareAll(s.core, 'e1');
     expect(
       await keysUnder(res, checkpointAttemptPrefix(s.settings.pipelineId, ref.checkpointId, ref.attempt)),
-    ).toHaveLength(2); // plan + copy
+    ).toHaveLength(3); // plan + copy + candidate
     expect((await s.core.abort({ ...ref, error: { Error: 'States.Timeout' } })).outcome).toBe('aborted');
     expect(await keysUnder(res, checkpointWorkPrefix(s.settings.pipelineId))).toEqual([]);
     const next = await prepareAll(s.core, 'e2');
@@ -261,9 +275,11 @@ describe('what the copies cost', () => {
     expect(count('CopyObjectCommand')).toBe(files);
     expect(count('GetObjectCommand', (key) => key.includes('/staged/'))).toBe(files);
     expect(count('GetObjectCommand', (key) => key.startsWith(staged))).toBe(0);
-    // Besides: one plan per shard. No other S3 request.
-    expect(count('PutObjectCommand')).toBe(shards.length);
-    expect(calls).toHaveLength(2 * files + shards.length);
+    // Besides: one plan per shard and one candidate per final object (one per partition here). No other S3 request.
+    const partitions = 4;
+    expect(count('PutObjectCommand', (key) => key.includes('/candidate-'))).toBe(partitions);
+    expect(count('PutObjectCommand')).toBe(shards.length + partitions);
+    expect(calls).toHaveLength(2 * files + shards.length + partitions);
     calls.length = 0;
     await finish(s.core, ref, shards);
     // Promote, commit and cleanup read no staged object either (cleanup deletes them and its orphan sweep lists them).

@@ -85,8 +85,9 @@ async function switchesOf(
 
 /**
  * Commit's check of one shard's promotion record against its digest-checked plan: the same objects, in order, each
- * with the planned key, range and record count. Only the SHA-256 and size come from promote (computed from the
- * bytes it wrote); everything that decides what a manifest may list comes from the voted plan.
+ * with the planned key, range and record count, and the SHA-256 and size of its candidate (a plan without
+ * candidates leaves those to promote, which computed them from the bytes it wrote); everything that decides what a
+ * manifest may list comes from the voted plan.
  */
 export function matchPromotion(plan: ShardPlan, promotion: ShardPromotion): ShardPromotion {
   const where = `checkpoint ${plan.checkpointId} attempt ${plan.attempt} shard ${plan.shard}`;
@@ -108,7 +109,10 @@ export function matchPromotion(plan: ShardPlan, promotion: ShardPromotion): Shar
       file.firstOffset === object.firstOffset &&
       file.lastOffset === object.lastOffset &&
       file.recordCount === object.recordCount &&
-      (file.format ?? 'ndjson') === (object.format ?? 'ndjson');
+      (file.format ?? 'ndjson') === (object.format ?? 'ndjson') &&
+      // A candidate's SHA-256 and size are voted for: the manifest lists those.
+      (object.candidate === undefined ||
+        (file.sha256 === object.candidate.sha256 && file.bytes === object.candidate.bytes));
     if (!same)
       throw new PromotionRecordError(`${where}: promoted ${file.key}, the voted plan has ${object.finalKey}`);
   });

@@ -1,9 +1,11 @@
 /**
- * One shard's promotion plan (C3, C5): its covered entries, each copied under the coordinator's prefix and the
- * copy verified (`staged-copy.ts`, `staged-check.ts`), grouped into final objects (`promote/promoter.ts`
- * planFinalObjects). Promote reads the copies, so what a vote is for cannot be rewritten by a processor after it.
+ * One shard's promotion plan (C3, C5), partition by partition: the covered entries, each copied under the
+ * coordinator's prefix and the copy verified (`staged-copy.ts`, `staged-check.ts`), grouped into final objects
+ * (`promote/final-plan.ts` planFinalObjects), and each final object's bytes merged from the verified bytes and
+ * written once as its candidate (`candidates.ts`), which the plan names and promote copies to the final key. What
+ * a vote is for cannot be rewritten by a processor after it.
  *
- * A pure function of the cut pages, the covered entries, the verified copies and the promotion limits: planning
+ * A pure function of the cut pages, the covered entries, the verified bytes and the promotion limits: planning
  * again yields the same bytes, which is how a lost plan is derived again (`promote/voted-plan.ts`).
  */
 import { gunzipSync } from 'node:zlib';
@@ -15,19 +17,22 @@ import { mayHoldStagedTime } from '../../sink/record-time.ts';
 import type { CoordinatorParts } from '../parts.ts';
 import { type PlannedObject, planFinalObjects } from '../promote/final-plan.ts';
 import { censusOf, type FolderCounts, planEncoding, reencodes } from '../promote/folder-plan.ts';
+import { buildObjects } from '../promote/object-bytes.ts';
 import type { ShardPlan } from '../promote/plan-store.ts';
 import { StagedObjectLostError } from '../promote/promoter.ts';
 import { stagedCopyKey } from '../work-objects.ts';
+import { type CandidateRef, findCandidate, writeCandidate } from './candidates.ts';
 import { verifyStagedContents } from './staged-check.ts';
 
 type PlanParts = Pick<CoordinatorParts, 'settings' | 'clients' | 'shape' | 'limits' | 'concurrency'>;
 
 /** Called with each copy's bytes once read (and, when verifying, once it passed every check). */
-type Take = (entry: StagedFileEntry, body: Uint8Array, text: string) => void;
+type Take = (entry: StagedFileEntry, body: Buffer, text: string) => void;
 
 /**
  * The plan of `shard` from its covered entries, one list per partition of its cut pages. `verify`: copy and
- * verify every covered object (prepare); else read the copies a vote already verified (a plan derived again).
+ * verify every covered object and write the candidates (prepare); else read the copies a vote already verified
+ * and find the candidates written then (a plan derived again).
  */
 export async function planShard(
   parts: PlanParts,
@@ -36,40 +41,82 @@ export async function planShard(
   covered: readonly (readonly StagedFileEntry[])[],
   verify: boolean,
 ): Promise<ShardPlan> {
-  const { settings, shape } = parts;
   const { checkpointId, attempt } = record;
-  const pipeline = settings.pipelineId;
-  const copyKeyOf = (entry: StagedFileEntry) => stagedCopyKey(pipeline, checkpointId, attempt, entry.key);
-  // Re-encoded streams (Parquet, time folders) are planned from each copy's rows per folder. So is a stream
+  const ref: CandidateRef = { pipeline: parts.settings.pipelineId, checkpointId, attempt };
+  // A partition's verified bytes are held until its candidates are written: a few partitions at once.
+  const planned = await mapLimit(covered, Math.max(1, Math.floor(parts.concurrency / 4)), (entries) =>
+    planPartition(parts, ref, entries, verify),
+  );
+  const stagedFiles = covered.reduce((sum, entries) => sum + entries.length, 0);
+  const encoding = planEncoding(parts.shape);
+  return {
+    checkpointId,
+    attempt,
+    shard,
+    stagedFiles,
+    objects: planned.flat(),
+    ...(encoding ? { encoding } : {}),
+  };
+}
+
+/** One partition's planned objects, each with its candidate. */
+async function planPartition(
+  parts: PlanParts,
+  ref: CandidateRef,
+  entries: readonly StagedFileEntry[],
+  verify: boolean,
+): Promise<PlannedObject[]> {
+  const { settings, shape, clients } = parts;
+  const copyKeyOf = (entry: StagedFileEntry) =>
+    stagedCopyKey(ref.pipeline, ref.checkpointId, ref.attempt, entry.key);
+  // Re-encoded streams (Parquet, time folders) are planned from each object's rows per folder. So is a stream
   // holding rows staged with a timestamp while time folders were on (switched off since): re-encoded without
   // folders, so that the staged-only field never reaches a final row.
   const census = new Map<string, FolderCounts>();
-  const needsCensus = (entry: StagedFileEntry) => entry.recordCount > 0 && reencodes(shape, entry.stream);
+  const bodies = new Map<string, Buffer>();
   const take: Take = (entry, body, text) => {
-    if (needsCensus(entry) || (entry.recordCount > 0 && mayHoldStagedTime(text))) {
+    bodies.set(entry.key, body);
+    if (
+      (entry.recordCount > 0 && reencodes(shape, entry.stream)) ||
+      (entry.recordCount > 0 && mayHoldStagedTime(text))
+    ) {
       census.set(entry.key, censusOf(entry, body, shape));
     }
   };
-  // Every covered object of the shard is read with bounded concurrency, across its partitions.
-  const all = covered.flat();
   if (verify) {
-    await verifyStagedContents(parts.clients.s3, settings.bucket, all, copyKeyOf, parts.concurrency, take);
+    await verifyStagedContents(clients.s3, settings.bucket, entries, copyKeyOf, parts.concurrency, take);
   } else {
-    const withRows = all.filter((entry) => entry.recordCount > 0);
-    await censusOfCopies(parts, withRows, copyKeyOf, take);
+    const withRows = entries.filter((entry) => entry.recordCount > 0);
+    await readCopies(parts, withRows, copyKeyOf, take);
   }
-  let stagedFiles = 0;
-  const objects: PlannedObject[] = [];
-  for (const entries of covered) {
-    stagedFiles += entries.length;
-    objects.push(...planFinalObjects(pipeline, entries, parts.limits, shape, census));
-  }
-  const encoding = planEncoding(shape);
-  return { checkpointId, attempt, shard, stagedFiles, objects, ...(encoding ? { encoding } : {}) };
+  const objects = planFinalObjects(ref.pipeline, entries, parts.limits, shape, census);
+  const read = async (m: { key: string }) => {
+    const body = bodies.get(m.key);
+    if (!body) throw new StagedObjectLostError(m.key, 'not among the verified objects of its partition');
+    return body;
+  };
+  const options = {
+    objects: 2,
+    members: parts.concurrency,
+    maxCachedRows: parts.limits.maxObjectRows ?? Number.POSITIVE_INFINITY,
+  };
+  return buildObjects(
+    ref.pipeline,
+    objects,
+    planEncoding(shape) ?? {},
+    read,
+    options,
+    async (object, body) => ({
+      ...object,
+      candidate: verify
+        ? await writeCandidate(clients.s3, settings.bucket, ref, object, body)
+        : await findCandidate(clients.s3, settings.bucket, ref, body),
+    }),
+  );
 }
 
-/** The census of copies already verified by the vote (a plan derived again). */
-async function censusOfCopies(
+/** The copies already verified by the vote (a plan derived again). */
+async function readCopies(
   parts: PlanParts,
   entries: readonly StagedFileEntry[],
   copyKeyOf: (entry: StagedFileEntry) => string,

@@ -36,6 +36,18 @@ export interface StagedMember extends StagedFileMember {
   readonly misfit?: true;
 }
 
+/**
+ * The object prepare wrote with a final object's bytes (`candidateKey` in `work-objects.ts`), verified and
+ * write-once, which promote copies to the final key pinned to `etag`. The plan's digest, and so the vote, covers it.
+ */
+export interface FinalCandidate {
+  readonly key: string;
+  readonly sha256: string;
+  /** As S3 answered prepare's write (quotes included): promote's copy is conditioned on it. */
+  readonly etag: string;
+  readonly bytes: number;
+}
+
 export interface PlannedObject extends ObjectRange {
   readonly finalKey: string;
   /** Gzip NDJSON (false for Parquet). */
@@ -45,6 +57,11 @@ export interface PlannedObject extends ObjectRange {
   readonly recordCount: number;
   /** In offset order; only members with records. */
   readonly members: readonly StagedMember[];
+  /**
+   * The final object's bytes as prepare merged and verified them. Absent in a plan of the release before
+   * candidates: promote then merges the members' verified copies itself, as that release did.
+   */
+  readonly candidate?: FinalCandidate;
 }
 
 /** How promote encodes re-encoded objects: recorded in the plan, so promote depends on no setting. */

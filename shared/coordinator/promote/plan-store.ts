@@ -91,6 +91,11 @@ export const shardPlanSchema = z
               })
               .strict(),
           ),
+          // Absent in plans of the release before candidates: promote merges the verified copies instead.
+          candidate: z
+            .object({ key: z.string().min(1), sha256, etag: z.string().min(1), bytes: count })
+            .strict()
+            .optional(),
         })
         .strict(),
     ),

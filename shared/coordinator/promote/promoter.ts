@@ -1,17 +1,22 @@
 /**
- * The promoter: writes a voted plan's final objects (C5); the plan itself is made in prepare (`final-plan.ts`).
+ * The promoter: publishes a voted plan's final objects (C5); the plan itself is made in prepare (`final-plan.ts`,
+ * `prepare/plan-shard.ts`).
  *
- * The members' bytes are read from the copies prepare made and verified (`stagedCopyKey`, under the coordinator's
- * prefix, never from the staged keys, which the processor may still rewrite), checked against their recorded
- * SHA-256, and concatenated in offset order (concatenated gzip members are one valid gzip stream; NDJSON
- * concatenates) or, for a re-encoded object, decoded and encoded again (`folder-plan.ts`). The result is written
- * with `If-None-Match: *`; on a 412 the existing object's SHA-256 must equal ours, else
- * {@link FinalObjectConflictError}. A server that ignored the header would simply get the same bytes again.
+ * Each planned object names its candidate: the final object's bytes, merged and verified by prepare and written
+ * once under the attempt's working prefix. Promote copies it to the final key server-side, with
+ * `If-None-Match: *` (write-once) and `x-amz-copy-source-if-match: <the ETag prepare's write returned>`, so the
+ * bytes published are exactly the bytes prepare verified and the vote covers, and none pass through Lambda. S3
+ * answers both refusals with 412: then the final key is read, and an existing object must have the candidate's
+ * SHA-256 (a retry, a concurrent roll-forward), else {@link FinalObjectConflictError}; no object there means the
+ * candidate is not the voted one any more ({@link CandidateLostError}). A plan of the release before candidates
+ * has none: its members' verified copies (`stagedCopyKey`) are read, checked against their recorded SHA-256,
+ * merged (`object-bytes.ts`) and written with `If-None-Match: *`, as that release did.
  *
  * Trust: the promoter writes under `final/`, so it is the one place a forged plan could do harm. Before reading or
  * writing anything it checks the planned object in code ({@link assertPlannedObject}): the final key must be
  * exactly the layout's key for the object's (stream, topic, partition, offset range) — so never a manifest, never
- * another pipeline's key, never a second spelling of a range — and every member must be a staged key of this
+ * another pipeline's key, never a second spelling of a range —, the candidate must be the content-addressed key
+ * of this attempt (never a staged key a processor can write), and every member must be a staged key of this
  * pipeline for the same stream, topic and partition, inside the object's range, in offset order. Prepare applies
  * the same rule to staged entries before planning ({@link assertStagedEntry}).
  */
@@ -19,31 +24,21 @@ import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { mapLimit } from '../../concurrency.ts';
 import { PipelineError } from '../../errors.ts';
-import type { Stream } from '../../ledger/layout.ts';
 import type { StagedFileEntry } from '../../ledger/records.ts';
 import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from '../../sink/layout.ts';
 import type { ManifestFile } from '../../sink/manifest.ts';
-import { encodeNdjson } from '../../sink/ndjson.ts';
-import { getBytes, putIfAbsent } from '../../sink/objects.ts';
-import { encodeParquet } from '../../sink/parquet.ts';
-import { asOutputRow } from '../../sink/record-time.ts';
+import { copyPinned, getBytes, putIfAbsent } from '../../sink/objects.ts';
 import { parseTimeFolder } from '../../sink/time-partitions.ts';
-import { stagedCopyKey } from '../work-objects.ts';
+import { candidateKey, stagedCopyKey } from '../work-objects.ts';
 import {
   DEFAULT_PROMOTION_LIMITS,
+  type FinalCandidate,
   isReencoded,
   type PlanEncoding,
   type PlannedObject,
   type StagedMember,
 } from './final-plan.ts';
-import {
-  type ClassifiedRow,
-  type ClassifyParams,
-  classifyStaged,
-  granularityOf,
-  memberRows,
-  streamMemberRows,
-} from './folder-plan.ts';
+import { buildObjects, PlanRejectedError } from './object-bytes.ts';
 
 /** The plan's objects and limits, planned in prepare (`final-plan.ts`). */
 export {
@@ -55,6 +50,8 @@ export {
   planFinalObjects,
   type StagedMember,
 } from './final-plan.ts';
+/** A planned object is refused before anything is written (`object-bytes.ts`). */
+export { PlanRejectedError } from './object-bytes.ts';
 
 /** A final object already exists with other bytes: C7 forbids changing it, so promotion stops loudly. */
 export class FinalObjectConflictError extends PipelineError {
@@ -83,20 +80,27 @@ export class StagedObjectLostError extends PipelineError {
   }
 }
 
-/** Which attempt's copies a promotion reads: the attempt that verified them and whose plan was voted. */
+/**
+ * A decided checkpoint's candidate is gone or no longer has the voted ETag, and its final object is not there: the
+ * checkpoint cannot roll forward until it is back. Only coordinator roles can write or delete a candidate, so this
+ * means a coordinator defect or an operator (see docs/operations.md).
+ */
+export class CandidateLostError extends PipelineError {
+  constructor(
+    readonly finalKey: string,
+    readonly candidateKey: string,
+    detail: string,
+  ) {
+    super(
+      `candidate ${candidateKey} of final object ${finalKey}, needed by a decided checkpoint, is ${detail}; the checkpoint cannot roll forward`,
+    );
+  }
+}
+
+/** Which attempt's working objects a promotion reads: the attempt that verified them and whose plan was voted. */
 export interface PromotionSource {
   readonly checkpointId: number;
   readonly attempt: number;
-}
-
-/** A planned object is not what the layout allows promote to write: nothing is written. */
-export class PlanRejectedError extends PipelineError {
-  constructor(
-    readonly finalKey: string,
-    detail: string,
-  ) {
-    super(`promotion of ${finalKey} refused: ${detail}`);
-  }
 }
 
 /** A staged entry names an object that is not a staged key of this pipeline for its own partition and range. */
@@ -136,8 +140,11 @@ export function assertStagedEntry(
   }
 }
 
-/** Promote's check of a planned object (see the module comment); throws {@link PlanRejectedError}. */
-export function assertPlannedObject(pipeline: string, object: PlannedObject): void {
+/**
+ * Promote's check of a planned object (see the module comment) of the plan `from` voted for; throws
+ * {@link PlanRejectedError}.
+ */
+export function assertPlannedObject(pipeline: string, object: PlannedObject, from: PromotionSource): void {
   const range: ObjectRange = {
     stream: object.stream,
     topic: object.topic,
@@ -175,6 +182,28 @@ export function assertPlannedObject(pipeline: string, object: PlannedObject): vo
   }
   if (records !== object.recordCount)
     reject(`members hold ${records} records, the plan says ${object.recordCount}`);
+  if (object.candidate) assertCandidate(pipeline, object.candidate, from, reject);
+}
+
+/** A candidate must be this attempt's content-addressed candidate key: never a key a processor can write. */
+function assertCandidate(
+  pipeline: string,
+  candidate: FinalCandidate,
+  from: PromotionSource,
+  reject: (detail: string) => never,
+): void {
+  let expected: string | undefined;
+  try {
+    expected = candidateKey(pipeline, from.checkpointId, from.attempt, candidate.sha256);
+  } catch {
+    expected = undefined;
+  }
+  if (candidate.key !== expected)
+    reject(
+      `candidate ${candidate.key} is not a candidate key of checkpoint ${from.checkpointId} attempt ${from.attempt}`,
+    );
+  if (!Number.isSafeInteger(candidate.bytes) || candidate.bytes < 0 || candidate.etag.length === 0)
+    reject(`candidate ${candidate.key} has no size or ETag`);
 }
 
 /**
@@ -240,20 +269,17 @@ export class Promoter {
     private readonly s3: S3Client,
     private readonly bucket: string,
     private readonly pipeline: string,
-    /** Member objects read at once. */
+    /** Member objects read at once (plans without candidates). */
     private readonly concurrency = 8,
     /**
-     * A re-encoded member of at most this many rows is decoded once per shard and kept until its last object is
-     * written; a larger one is streamed once per object that takes rows from it, holding only those rows (the
+     * Plans without candidates: a re-encoded member of at most this many rows is decoded once per shard and kept
+     * until its last object is written; a larger one is streamed once per object that takes rows from it (the
      * coordinator passes the row cap, so promote's decoded rows stay a function of it).
      */
     private readonly maxCachedRows = DEFAULT_PROMOTION_LIMITS.maxObjectRows!,
   ) {}
 
-  /**
-   * Writes one planned final object (idempotent) and returns its manifest entry. Refuses a forged object. Reads
-   * each member from the copy `from`'s prepare verified, never from its staged key.
-   */
+  /** Publishes one planned object (idempotent) and returns its manifest entry. Refuses a forged object. */
   async promote(
     object: PlannedObject,
     from: PromotionSource,
@@ -263,11 +289,9 @@ export class Promoter {
   }
 
   /**
-   * Writes a shard's planned objects (`concurrency` at once), in plan order. A re-encoded member is read, checked
-   * and decoded ONCE for the whole shard however many objects (folders, slices, misfits) take rows from it, and
-   * released after the last of them: a staged file spread over many folders costs one GET and one decode, not one
-   * per object. A member over `maxCachedRows` is instead streamed per object (one GET each),
-   * holding only that object's rows.
+   * Publishes a shard's planned objects (`concurrency` at once), in plan order: each object with a candidate by
+   * one pinned server-side copy; the objects of a plan without candidates are merged from the verified copies
+   * (`object-bytes.ts`: a re-encoded member read and decoded once for the whole shard) and written.
    */
   async promoteShard(
     objects: readonly PlannedObject[],
@@ -275,133 +299,104 @@ export class Promoter {
     encoding: PlanEncoding = {},
     concurrency = 2,
   ): Promise<ManifestFile[]> {
-    for (const object of objects) assertPlannedObject(this.pipeline, object);
-    const users = new Map<string, number>();
-    for (const object of objects.filter(isReencoded))
-      for (const m of new Set(object.members.map((member) => member.key)))
-        users.set(m, (users.get(m) ?? 0) + 1);
-    const decoded = new Map<string, Promise<ClassifiedRow[]>>();
-    const rowsOf = async (object: PlannedObject, m: StagedMember): Promise<Record<string, unknown>[]> => {
-      // assertPlannedObject checked every member is a staged key of this pipeline.
-      const { gzip, stream } = parseStagedObjectKey(this.pipeline, m.key)!;
-      const params = classifyParamsOf(object, m, stream, encoding);
-      if (m.recordCount > this.maxCachedRows)
-        return streamMemberRows(await this.readMember(m, from), gzip, params, m, object.folder);
-      let rows = decoded.get(m.key);
-      if (!rows) {
-        rows = this.readMember(m, from).then((bytes) => classifyStaged(bytes, gzip, params));
-        decoded.set(m.key, rows);
-      }
-      return memberRows(await rows, m, object.folder);
-    };
-    return mapLimit(objects, concurrency, async (object) => {
-      if (!isReencoded(object)) {
-        const parts = await mapLimit(object.members, this.concurrency, (m) => this.readMember(m, from));
-        return this.write(object, Buffer.concat(parts));
-      }
-      const rows = await mapLimit(object.members, this.concurrency, (m) => rowsOf(object, m));
-      const body = reencode(object, rows, encoding);
-      for (const key of new Set(object.members.map((m) => m.key))) {
-        const left = (users.get(key) ?? 1) - 1;
-        users.set(key, left);
-        if (left === 0) decoded.delete(key);
-      }
-      return this.write(object, body);
-    });
+    for (const object of objects) assertPlannedObject(this.pipeline, object, from);
+    const copied = await mapLimit(objects, Math.max(concurrency, this.concurrency), async (object) =>
+      object.candidate ? this.copyCandidate(object, object.candidate) : undefined,
+    );
+    const merged = objects.filter((object) => !object.candidate);
+    const written = await buildObjects(
+      this.pipeline,
+      merged,
+      encoding,
+      (m) => this.readMember(m, from),
+      { objects: concurrency, members: this.concurrency, maxCachedRows: this.maxCachedRows },
+      (object, body) => this.write(object, body),
+    );
+    let next = 0;
+    return copied.map((file) => file ?? written[next++]!);
   }
 
-  /** A member's verified copy, checked against its voted SHA-256. */
+  /** One pinned copy of the candidate to the final key; a 412 is settled by what the final key holds. */
+  private async copyCandidate(object: PlannedObject, candidate: FinalCandidate): Promise<ManifestFile> {
+    const outcome = await copyPinned(this.s3, this.bucket, {
+      sourceKey: candidate.key,
+      sourceEtag: candidate.etag,
+      key: object.finalKey,
+    });
+    if (outcome !== 'copied') {
+      const existing = await getBytes(this.s3, this.bucket, object.finalKey);
+      if (!existing) {
+        const detail =
+          outcome === 'source-missing' ? 'missing' : `no longer the voted ETag ${candidate.etag}`;
+        throw new CandidateLostError(object.finalKey, candidate.key, detail);
+      }
+      const found = sha256Hex(existing);
+      if (found !== candidate.sha256)
+        throw new FinalObjectConflictError(object.finalKey, candidate.sha256, found);
+    }
+    return manifestFile(object, candidate.bytes, candidate.sha256);
+  }
+
+  /** A member's verified copy (plans without candidates), checked against its voted SHA-256. */
   private async readMember(m: StagedMember, from: PromotionSource): Promise<Buffer> {
     const copy = stagedCopyKey(this.pipeline, from.checkpointId, from.attempt, m.key);
     const bytes = await getBytes(this.s3, this.bucket, copy);
     if (!bytes) throw new StagedObjectLostError(m.key, `missing its verified copy ${copy}`);
-    if (createHash('sha256').update(bytes).digest('hex') !== m.sha256) {
+    if (sha256Hex(bytes) !== m.sha256) {
       throw new StagedObjectLostError(m.key, `changed (its copy ${copy} differs from the voted SHA-256)`);
     }
     return bytes;
   }
 
   private async write(object: PlannedObject, body: Buffer): Promise<ManifestFile> {
-    const sha256 = createHash('sha256').update(body).digest('hex');
-    const md5 = createHash('md5').update(body).digest('hex');
-    const outcome = await putIfAbsent(this.s3, this.bucket, object.finalKey, body, {
-      md5,
-      contentType: object.format === 'parquet' ? 'application/vnd.apache.parquet' : 'application/x-ndjson',
-      metadata: { sha256, 'record-count': String(object.recordCount) },
-    });
+    const sha256 = sha256Hex(body);
+    const outcome = await putIfAbsent(
+      this.s3,
+      this.bucket,
+      object.finalKey,
+      body,
+      finalObjectPut(object, body),
+    );
     if (outcome === 'exists') {
       const existing = await getBytes(this.s3, this.bucket, object.finalKey);
-      const found = existing ? createHash('sha256').update(existing).digest('hex') : '(gone)';
+      const found = existing ? sha256Hex(existing) : '(gone)';
       if (found !== sha256) throw new FinalObjectConflictError(object.finalKey, sha256, found);
     }
-    return {
-      key: object.finalKey,
-      stream: object.stream,
-      topic: object.topic,
-      partition: object.partition,
-      firstOffset: object.firstOffset,
-      lastOffset: object.lastOffset,
-      recordCount: object.recordCount,
-      bytes: body.length,
-      sha256,
-      format: object.format ?? 'ndjson',
-    };
+    return manifestFile(object, body.length, sha256);
   }
 }
 
-/** How a member's rows are classified: the staged file's stream, and the plan's rule (never the settings). */
-function classifyParamsOf(
-  object: PlannedObject,
-  m: StagedMember,
-  stream: Stream,
-  encoding: PlanEncoding,
-): ClassifyParams {
-  return {
-    stream,
-    stagedAt: m.stagedAt ?? 0,
-    ...(object.folder === undefined
-      ? {}
-      : {
-          granularity: granularityOf(object.folder),
-          ...(encoding.folderBounds === undefined ? {} : { bounds: encoding.folderBounds }),
-        }),
-    ...(encoding.timeField === undefined ? {} : { timeField: encoding.timeField }),
-    ...(encoding.columns === undefined ? {} : { columns: encoding.columns }),
-  };
+function sha256Hex(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex');
 }
 
 /**
- * A re-encoded object's bytes from each member's rows of the object's folder and slice (`rows[i]` for member i,
- * which must be the count the plan voted for, else {@link PlanRejectedError}: the plan and the verified bytes
- * disagree), staged timestamp removed, encoded as Parquet with the plan's columns or as NDJSON. A dead-letter
- * object holding schema misfits is ordered by offset (its members may share a chunk's range).
+ * How a final object's bytes are written (a candidate by prepare, or a final object of a plan without candidates):
+ * a content MD5 S3 checks, the content type, and the SHA-256 and record count as metadata (a candidate's are
+ * carried to the final key by the copy).
  */
-function reencode(
-  object: PlannedObject,
-  memberRowLists: readonly (readonly Record<string, unknown>[])[],
-  encoding: PlanEncoding,
-): Buffer {
-  let rows = object.members.flatMap((m, index) => {
-    const found = memberRowLists[index]!;
-    if (found.length !== m.rows) {
-      throw new PlanRejectedError(
-        object.finalKey,
-        `member ${m.key} holds ${found.length} rows for it, the plan says ${m.rows}`,
-      );
-    }
-    return found;
-  });
-  if (object.members.some((m) => m.misfit)) {
-    const offsetOf = (row: Record<string, unknown>) => (row.source as { offset: number }).offset;
-    rows = rows
-      .map((row, index) => ({ row, index }))
-      .sort((a, b) => offsetOf(a.row) - offsetOf(b.row) || a.index - b.index)
-      .map(({ row }) => row);
-  }
-  if (object.format === 'parquet') {
-    if (!encoding.columns)
-      throw new PlanRejectedError(object.finalKey, 'a Parquet object in a plan without columns');
-    return Buffer.from(encodeParquet(encoding.columns, rows.map(asOutputRow)));
-  }
-  return encodeNdjson(rows, object.gzip).body;
+export function finalObjectPut(
+  object: Pick<PlannedObject, 'format' | 'recordCount'>,
+  body: Buffer,
+): { md5: string; contentType: string; metadata: Record<string, string> } {
+  return {
+    md5: createHash('md5').update(body).digest('hex'),
+    contentType: object.format === 'parquet' ? 'application/vnd.apache.parquet' : 'application/x-ndjson',
+    metadata: { sha256: sha256Hex(body), 'record-count': String(object.recordCount) },
+  };
+}
+
+function manifestFile(object: PlannedObject, bytes: number, sha256: string): ManifestFile {
+  return {
+    key: object.finalKey,
+    stream: object.stream,
+    topic: object.topic,
+    partition: object.partition,
+    firstOffset: object.firstOffset,
+    lastOffset: object.lastOffset,
+    recordCount: object.recordCount,
+    bytes,
+    sha256,
+    format: object.format ?? 'ndjson',
+  };
 }
