@@ -4,7 +4,7 @@
  *
  * Every shared variable below stands for one DynamoDB item or S3 object; every `atomic` block that touches them
  * is ONE AWS call (a conditional put, an update, a transaction, a strongly consistent read), named by a
- * `code:` comment after the function of shared/ that makes it. test/model-mapping.test.ts checks those names
+ * `code:` comment after the function of shared/ that makes it. test/model/model-mapping.test.ts checks those names
  * still exist in the code.
  *
  * Mutations (model/mutations.txt): each MUT_* macro weakens one guard the code relies on; scripts/model-check.mjs

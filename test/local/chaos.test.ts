@@ -15,12 +15,12 @@
  */
 import fc from 'fast-check';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { FAULT_KINDS, type FaultKind, type FaultRates } from '../local/faults.ts';
-import { generateOrders } from '../local/generator.ts';
-import { type RunReport, runLocal } from '../local/runner.ts';
-import { mapLimit } from '../shared/concurrency.ts';
-import { type DeliveryGuarantee, parseSettings } from '../shared/config/settings.ts';
-import { freshResources, uniqueName } from './support/aws.ts';
+import { FAULT_KINDS, type FaultKind, type FaultRates } from '../../local/faults.ts';
+import { generateOrders } from '../../local/generator.ts';
+import { type RunReport, runLocal } from '../../local/runner.ts';
+import { mapLimit } from '../../shared/concurrency.ts';
+import { type DeliveryGuarantee, parseSettings } from '../../shared/config/settings.ts';
+import { freshResources, uniqueName } from '../support/aws.ts';
 
 const RUNS = Number(process.env.EOS_CHAOS_RUNS ?? 200);
 const SEED = Number(process.env.EOS_CHAOS_SEED ?? 20261129);
@@ -60,7 +60,7 @@ const scheduleArbitrary: fc.Arbitrary<Schedule> = fc.record({
 
 /** How to rerun one schedule exactly: the same test, given that schedule alone. */
 function replayCommand(s: Schedule): string {
-  return `EOS_CHAOS_SCHEDULE='${JSON.stringify(s)}' npx vitest run test/chaos.test.ts`;
+  return `EOS_CHAOS_SCHEDULE='${JSON.stringify(s)}' npx vitest run test/local/chaos.test.ts`;
 }
 
 let table: string;

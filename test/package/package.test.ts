@@ -25,7 +25,7 @@ import {
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { builtPackage } from './support/cache-package.ts';
+import { builtPackage } from '../support/cache-package.ts';
 
 const ROOT = resolve('.');
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';

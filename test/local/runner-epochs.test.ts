@@ -5,15 +5,15 @@
  * and S3 server, the virtual clock, and the fault schedules of the chaos test.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type FaultRates, NO_FAULTS } from '../local/faults.ts';
-import { generateOrders } from '../local/generator.ts';
-import { runLocal } from '../local/runner.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { parseSettings } from '../shared/config/settings.ts';
-import { EpochLedger } from '../shared/ledger/epoch-switch.ts';
-import { builtinTransform } from '../shared/transforms/registry.ts';
-import type { Transform } from '../shared/transforms/types.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
+import { type FaultRates, NO_FAULTS } from '../../local/faults.ts';
+import { generateOrders } from '../../local/generator.ts';
+import { runLocal } from '../../local/runner.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
+import { builtinTransform } from '../../shared/transforms/registry.ts';
+import type { Transform } from '../../shared/transforms/types.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 
 const HEAVY: FaultRates = {
   crash: 0.3,

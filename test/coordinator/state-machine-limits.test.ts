@@ -5,14 +5,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createLocalCoordinator } from '../local/coordinator-runner.ts';
-import { parseSettings } from '../shared/config/settings.ts';
-import { MAX_SHARDS } from '../shared/coordinator/definition.ts';
-import type { Manifest } from '../shared/sink/manifest.ts';
-import { readManifests } from '../shared/sink/reader.ts';
-import { type SynthesizedCoordinator, synthesizeCoordinator } from './support/asl.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { expectExactlyOnce, range, stageFiles } from './support/staging.ts';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { parseSettings } from '../../shared/config/settings.ts';
+import { MAX_SHARDS } from '../../shared/coordinator/definition.ts';
+import type { Manifest } from '../../shared/sink/manifest.ts';
+import { readManifests } from '../../shared/sink/reader.ts';
+import { type SynthesizedCoordinator, synthesizeCoordinator } from '../support/asl.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 let deployed: SynthesizedCoordinator;

@@ -7,23 +7,23 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import { BatchWriteCommand, DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients } from '../shared/aws/clients.ts';
-import { ManualClock } from '../shared/clock.ts';
-import { mapLimit } from '../shared/concurrency.ts';
-import { parseSettings, type Settings } from '../shared/config/settings.ts';
-import { createCoordinator } from '../shared/coordinator/coordinator.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { mapLimit } from '../../shared/concurrency.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { createCoordinator } from '../../shared/coordinator/coordinator.ts';
 import {
   type CheckpointHead,
   type CheckpointRecord,
   CheckpointStore,
   MAX_ABORT_REASON,
   RECENT_ABORTS,
-} from '../shared/ledger/checkpoints.ts';
-import { CUT_PAGE_BUDGET_BYTES, keys } from '../shared/ledger/layout.ts';
-import { ManifestStore } from '../shared/sink/manifest-store.ts';
-import { freshResources, type TestResources, uniqueName } from './support/aws.ts';
-import { scanPipeline } from './support/ledger.ts';
-import { range, stageFiles } from './support/staging.ts';
+} from '../../shared/ledger/checkpoints.ts';
+import { CUT_PAGE_BUDGET_BYTES, keys } from '../../shared/ledger/layout.ts';
+import { ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { scanPipeline } from '../support/ledger.ts';
+import { range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
