@@ -6,7 +6,7 @@
  * - the `eos` commands' flags, read from the commander program itself (`cli/eos.ts`).
  *
  * Names, defaults and flags come from the code. The settings' prose lives here, keyed by setting name, because the
- * schemas carry no machine-readable descriptions: `test/docs-configuration.test.ts` fails naming any setting that
+ * schemas carry no machine-readable descriptions: `test/docs/generated.test.ts` fails naming any setting that
  * has none (a setting added to a schema without a line here), and any description left for a setting that no
  * longer exists.
  *

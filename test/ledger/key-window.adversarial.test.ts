@@ -161,7 +161,7 @@ describe('resources of the window cache', () => {
     timeout: 60_000,
   }, () => {
     // Not an interleaving: the processor keeps the windows of its last 16 partitions "each up to
-    // idempotencyWindowKeys × 16 bytes" (processor.ts WINDOW_CACHE_PARTITIONS, docs "Idempotency scope"), but
+    // idempotencyWindowKeys × 16 bytes" (key-windows.ts WINDOW_CACHE_PARTITIONS, docs "Idempotency scope"), but
     // KeyWindow.indexOf builds a Map<string, string> of hex strings per bucket on the first lookup of a key not
     // held (every bucket is indexed). Measured here: ~90 bytes of retained heap per key on top of the 16 bytes
     // of entries. At idempotencyWindowKeys 1,000,000 (allowed) 16 windows are ~1.7 GB: the default processor

@@ -89,7 +89,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   /**
    * Hazard (redrive stalls for good on a chunk the planner filled): in a redrive lane the processor writes a `resolved`
    * dead-letter row for every record it drops as a duplicate by key or that the transform turns into state only
-   * (processor.ts `writeObjects` → `redriveOutcomeRow`). That row makes the chunk stage a deadletter object, and so
+   * (staged-objects.ts `writeObjects` → `redriveOutcomeRow`). That row makes the chunk stage a deadletter object, and so
    * one more staged-file entry in its transaction, but the chunk planner (chunks.ts `Tally.tryAdd`) counts a
    * deadletter entry only for a kept record that has a dead letter (`record.deadLetter !== undefined`), and dropped
    * records not at all. A chunk planned at exactly `maxTransactionItems` (100: fence + state items) then holds 101
@@ -171,9 +171,9 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   });
 
   /**
-   * Hazard (cost, item 4): a batch holding a producer duplicate of a key another partition's record holds (an ordinary
+   * Hazard (cost): a batch holding a producer duplicate of a key another partition's record holds (an ordinary
    * duplicate in the steady state, its holder's lane open) now costs one more strongly consistent GetItem per
-   * distinct claimant partition, made one after another: processor.ts `releaseOrphans` reads the claimant's fence
+   * distinct claimant partition, made one after another: claims.ts `Claims.releaseOrphans` reads the claimant's fence
    * for every claim found taken, before it knows the lane is closed (its doc says "one fence read per closed lane
    * met"). The architecture's cost ("add a fresh read of the fence and one conditional put per keyed record") no
    * longer holds for a batch with duplicates; with N holder partitions the batch waits N serial reads. In
@@ -275,7 +275,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   });
 
   /**
-   * Hazard (cost, item 4, minor): "a redelivery costs one fence read" (test/processor/processor.test.ts "steady state") holds in
+   * Hazard (cost, minor): "a redelivery costs one fence read" (test/processor/processor.test.ts "steady state") holds in
    * epoch 0 only. In epoch N >= 1 `startingFence` re-reads through `refreshLane` → `readCurrentFence`: the root fence,
    * then the lane's fence, two strongly consistent GetItems per redelivered batch, although the cached lane's own
    * fence answers the question alone (a lane is current until it is closed, and the switch closes it in the same
@@ -297,7 +297,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   });
 
   /**
-   * Suspicion (item 2): a claim whose claimant names a lane that is closed, for a record at or below that lane's
+   * Suspicion: a claim whose claimant names a lane that is closed, for a record at or below that lane's
    * final fence (staged there just before the switch), is released and its key output again by the new epoch.
    * Why it holds: `releaseOrphans` skips `claimant.offset <= fence.stagedOffset`, and the closed fence keeps the offset
    * the switch read (its condition), so a staged claimant is never released; the new epoch's record (same payload)
@@ -317,7 +317,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   });
 
   /**
-   * Suspicion (item 2, in-transaction mode): claims are written only by staging transactions there, so a claim found
+   * Suspicion (in-transaction mode): claims are written only by staging transactions there, so a claim found
    * taken always belongs to a staged record; a closed lane's claim must never be released. Why it holds: the same
    * offset check keeps it (the claim committed with the fence that passed its offset).
    */
@@ -334,7 +334,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   });
 
   /**
-   * Suspicion (item 2): a redrive round's claim survives the round being closed; a later record with the same key
+   * Suspicion: a redrive round's claim survives the round being closed; a later record with the same key
    * (the same payload) takes it over as an "orphan" and is output twice. Why it holds: the round's record is staged
    * (at or below the round's fence), so the claim is kept and the later record is a duplicate.
    */
@@ -364,7 +364,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   });
 
   /**
-   * Suspicion (item 1): a zombie of the old epoch, paused between its staged write and its claims (its fence read
+   * Suspicion: a zombie of the old epoch, paused between its staged write and its claims (its fence read
    * before the switch), resumes after the new epoch staged the retry of its batch and drops or stages records on the
    * stale fence. Why it holds: the claims go ahead only after a fresh read (`reread` → `refreshFence`), which finds the
    * lane closed (EpochChangedError); nothing of the zombie is staged, its claims are never written, and each record
@@ -405,7 +405,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   });
 
   /**
-   * Suspicion (item 3): a hostile record shapes its dead-letter row so that it carries `resolved: true` and redrive
+   * Suspicion: a hostile record shapes its dead-letter row so that it carries `resolved: true` and redrive
    * takes it as handled; or a round's ordinary dead letter (a new reason) is read as resolved. Why it holds: the
    * processor builds a dead-letter row as `{source, error, raw}` (evaluate.ts `deadLetterOf`), the raw key and value
    * base64, so no record can set a top-level field; `resolved` is read only in round lanes (redrive.ts:276). A
