@@ -257,7 +257,7 @@ describe('promote stays live across output schema and setting changes', () => {
    *
    * Interleaving: Kafka's CreateTime is whatever the producer says. One batch of N records with N distinct hours
    * (a clock bug, replayed history, a hostile client) is one staged file. Prepare's census is cheap (one decode),
-   * votes, and the checkpoint is decided: the plan has N final objects for that one file (folder-plan.ts
+   * votes, and the checkpoint is decided: the plan has N final objects for that one file (folder-pack.ts
    * planFolders: one per folder × partition), each with the same single member. Promote (promoter.ts
    * Promoter.promote, via coordinator.ts promote: `mapLimit(plan.objects, 2, …)`) then, for every one of the N
    * objects, GETs the same verified copy again, decodes ALL its N rows, filters them to one folder and does one
@@ -350,7 +350,7 @@ describe('promote stays live across output schema and setting changes', () => {
 
   /**
    * Hazard (low: a documented bound that does not hold): "Re-encoded objects are limited to 250,000 rows (promote holds
-   * their rows decoded)". planFolders (folder-plan.ts packFolder) only cuts BETWEEN members: a member whose own rows
+   * their rows decoded)". planFolders (folder-pack.ts packFolder) only cuts BETWEEN members: a member whose own rows
    * of one folder exceed the cap is put into an object alone, whatever its size. The processor puts no bound on
    * rows per staged file (a chunk is bounded by transaction items, and a record may emit many rows: an order
    * exploded into line items), so e.g. 10,000 records × 30 rows is one staged file of 300,000 rows, promoted as one
@@ -361,7 +361,7 @@ describe('promote stays live across output schema and setting changes', () => {
    * Expected: no planned object holds more than maxObjectRows rows (an oversized member split by row ranges into
    * several objects, or the processor cutting staged files at the cap).
    *
-   * Guard (folder-plan.ts slicesOf): a member over the cap is sliced at whole offsets (from the census's offset
+   * Guard (folder-pack.ts slicesOf): a member over the cap is sliced at whole offsets (from the census's offset
    * runs), each slice an object whose range is its offsets: the ranges tile the member's, the keys differ.
    */
   it('a single staged file with more rows than the 250,000-row cap is planned as several objects within the cap', () => {

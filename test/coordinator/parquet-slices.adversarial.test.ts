@@ -237,9 +237,9 @@ describe('promote of a decided checkpoint: plans from before an upgrade, row lin
    * Interleaving: a staged file's rows are processor-written bytes, verified only against the SHA-256 the same
    * processor recorded. A faulty or compromised processor stages entry [100, 10100] whose rows include one with
    * lineage offset 50 (or a non-number offset). Its folder is large enough to have offset runs
-   * (> CENSUS_RUNS_MIN_ROWS) and above the row cap, so folder-plan.ts slicesOf cuts it: the first slice is
+   * (> CENSUS_RUNS_MIN_ROWS) and above the row cap, so folder-pack.ts slicesOf cuts it: the first slice is
    * [firstOffset, …] = [100, …], the last ends at lastOffset, and each slice counts only the runs inside it
-   * (folder-plan.ts:427), so the row at offset 50 belongs to no slice; promote's memberRows filters by the same
+   * (slicesOf again), so the row at offset 50 belongs to no slice; promote's memberRows filters by the same
    * range, every member count matches, and the row vanishes: no object holds it, the manifest's counts agree with
    * the objects, `eos verify` passes, nothing is logged. Unsliced (any smaller folder) the same row is written and
    * verify reports it as `outside-range`: the slicing turned a loud defect into a silent loss. (A row whose
