@@ -4,15 +4,15 @@
  * - cold start: import of that bundle in a fresh `node` process (median of several processes);
  * - write speed: rows/s encoding 100k rows of a realistic schema to bytes in memory (median of runs after a warm-up);
  * - compression: snappy file size, and the ratio against the same rows as NDJSON (plain and gzip, what the sink
- *   writes today);
+ *   writes by default);
  * - correctness: DuckDB reads each file back (row count, the `source` struct's type, the timestamp's type).
  *
  * The schema: strings, an int, longs, a double, a boolean, a timestamp, a nullable string, a json column and the
  * lineage struct `source {topic, partition, offset}`. hyparquet-writer is measured through `encodeParquet`, the
- * encoder the sink will use; the others through their documented APIs with the same columns and codec.
+ * encoder the sink uses; the others through their documented APIs with the same columns and codec.
  *
  * Output formats: the same rows as the sink writes them — NDJSON plain, NDJSON gzip (the sink's default
- * so far, the baseline) and Parquet (the sink's encoder) — side by side: write throughput in rows/s and MB/s (the
+ * format, the baseline) and Parquet (the sink's encoder) — side by side: write throughput in rows/s and MB/s (the
  * rows' NDJSON text per second, the same volume for every format, and the file bytes per second), file size and
  * bytes per row, each with its ratio to the baseline timed in the same process, round-robin with the others.
  *
