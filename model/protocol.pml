@@ -163,7 +163,7 @@ chunk:
 #elif defined(MUT_CLAIM_AHEAD_TAKES_EXPIRED)
        :: claimant == 0 || claimant == me || claimExpired ->
 #else
-       :: claimant == 0 || claimant == me ->                 /* attribute_not_exists(pk) OR claimant = :claimant */
+       :: claimant == 0 || (claimant == me && !claimExpired) ->   /* absent, or ours and live (expiresAt >= now) */
 #endif
           claimant = me; claimExpired = false
        :: else ->
