@@ -6,12 +6,13 @@
  *
  * - **begin** (C1, C2): recovery of an expired checkpoint here (before its decision: ABORTED; after it: taken over
  *   and rolled forward), then the cut and the allocation (`begin/allocate.ts`, `begin/switches.ts`).
- * - **prepare** (C3), per shard: the covered entries (`prepare/covered.ts`) copied and verified, planned
- *   (`prepare/plan-shard.ts`), the plan written (`promote/plan-store.ts`) and the vote with its digest.
+ * - **prepare** (C3), per shard: the covered entries (`prepare/covered.ts`) read once and verified, planned and
+ *   merged into write-once candidate final objects (`prepare/plan-shard.ts`), the plan written
+ *   (`promote/plan-store.ts`) and the vote with its digest, which covers the candidates.
  * - **decide** (C4): BEGUN → PREPARED only if every shard voted; PREPARED → COMMITTING. From here the checkpoint
  *   only rolls forward; before it, recovery presumes abort.
- * - **promote** (C5), per shard, only while COMMITTING: the voted plan (`promote/voted-plan.ts`) written as final
- *   objects (`promote/promoter.ts`) and a promotion record.
+ * - **promote** (C5), per shard, only while COMMITTING: the voted plan (`promote/voted-plan.ts`) published, one
+ *   pinned server-side copy of each candidate to its final key (`promote/promoter.ts`), and a promotion record.
  * - **commit** (C5, C7): manifest N (`commit/manifest.ts`), then COMMITTING → COMMITTED.
  * - **cleanup**, per shard, once COMMITTED: staged objects and entries at or below the cut
  *   (`cleanup/partition.ts`), working objects, superseded cut pages; shard 0 also catches up on earlier cleanups
@@ -237,9 +238,11 @@ class CheckpointCoordinator implements Coordinator {
       'PREPARED',
       'COMMITTING',
     ]);
-    // A retry after this shard's vote counted: the decision may already have moved on.
-    if (record.status !== 'BEGUN') return { shard: input.shard, count: 0 };
-    const plan = await this.planShard(record, input.shard, true);
+    // A retry after this shard's vote counted: the decision may already have moved on. Or, still BEGUN, after this
+    // shard voted in this attempt: its plan and candidates are written and the vote names them; reading the staged
+    // objects again could only find one rewritten since, and fail a shard whose vote stands.
+    if (record.status !== 'BEGUN' || record.votes?.has(input.shard)) return { shard: input.shard, count: 0 };
+    const plan = await this.planShard(record, input.shard);
     const { checkpointId, attempt, shard } = input;
     const digest = await this.parts.plans.writePlan(plan);
     const now = this.clock.now();
@@ -248,11 +251,11 @@ class CheckpointCoordinator implements Coordinator {
     return { shard, count: plan.stagedFiles };
   }
 
-  /** One shard's plan from its covered entries (C2), verified (C3) when `verify` (`prepare/plan-shard.ts`). */
-  private async planShard(record: CheckpointRecord, shard: number, verify: boolean): Promise<ShardPlan> {
+  /** One shard's plan from its covered entries (C2), verified (C3) and its candidates written (`prepare/plan-shard.ts`). */
+  private async planShard(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
     const covered: StagedFileEntry[][] = [];
     for (const cut of await this.store.readCut(record, shard)) covered.push(await this.coveredEntries(cut));
-    return planShard(this.parts, record, shard, covered, verify);
+    return planShard(this.parts, record, shard, covered);
   }
 
   /** C2: the entries with previous cut < lastOffset ≤ cut in one partition, each checked (`prepare/covered.ts`). */
@@ -328,9 +331,9 @@ class CheckpointCoordinator implements Coordinator {
     return { shard: input.shard, count: files.length };
   }
 
-  /** The plan `shard` voted for, digest-checked, or derived again from the ledger (`promote/voted-plan.ts`). */
+  /** The plan `shard` voted for, digest-checked (`promote/voted-plan.ts`). */
   private async readVotedPlan(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
-    return loadVotedPlan(this.parts, record, shard, () => this.planShard(record, shard, false));
+    return loadVotedPlan(this.parts, record, shard);
   }
 
   // ── commit ────────────────────────────────────────────────────────────────────────────────────────────────
@@ -395,7 +398,7 @@ class CheckpointCoordinator implements Coordinator {
       removed += await cleanPartition(this.parts, cut);
     if (input.shard === 0) {
       await this.parts.plans.deleteCheckpoint(record.checkpointId);
-      // Late writes of zombie steps of earlier checkpoints (plans, verified copies) go too: nothing reads them.
+      // Late writes of zombie steps of earlier checkpoints (plans, candidates) go too: nothing reads them.
       await this.parts.plans.deleteCheckpointsBelow(record.checkpointId, this.parts.orphanSweepLimit);
       // The previous committed cut is superseded by this one (begin reads only the last committed cut).
       await this.store.deleteCut(record.previousCutId);
@@ -451,8 +454,8 @@ class CheckpointCoordinator implements Coordinator {
         return this.abort(raw);
       }
     }
-    // The attempt's working objects go, its verified copies too; an attempt aborted by lease expiry in begin
-    // keeps them until checkpoint N's cleanup deletes every attempt's.
+    // The attempt's working objects go, its candidates too; an attempt aborted by lease expiry in begin keeps
+    // them until checkpoint N's cleanup deletes every attempt's.
     await this.parts.plans.deleteAttempt(checkpointId, attempt);
     // Again here (idempotent): a retried abort whose first run marked the attempt ABORTED but died before
     // markAborted deleted the pages finds the head already ABORTED and would otherwise leave them behind.

@@ -43,7 +43,7 @@ export interface CoordinatorParts {
   readonly store: CheckpointStore;
   /** The staged entries the processors wrote. */
   readonly ledger: StagedEntries;
-  /** Plans, promotion records and verified copies. */
+  /** Plans, promotion records and candidates. */
   readonly plans: PlanStore;
   readonly manifests: ManifestStore;
   readonly replays: ReplayStore;

@@ -4,7 +4,7 @@
  * with direct S3/DynamoDB writes — the rights a compromised processor had before the layout moved plans out of its
  * prefix — so these tests prove the checks in code, independently of IAM and the bucket policy.
  */
-import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
+import { CopyObjectCommand, DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../shared/clock.ts';
@@ -12,7 +12,6 @@ import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { sweepOrphans } from '../../shared/coordinator/cleanup/orphans.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
 import type { BeginOutput } from '../../shared/coordinator/messages.ts';
-import { copyStagedObject } from '../../shared/coordinator/prepare/staged-copy.ts';
 import { PlanDigestMismatchError, PlanStore } from '../../shared/coordinator/promote/plan-store.ts';
 import {
   type PlannedObject,
@@ -31,6 +30,7 @@ import { getBytes, headObject, listObjects } from '../../shared/sink/objects.ts'
 import { CommittedFileError, readCommitted } from '../../shared/sink/reader.ts';
 import { verifySink } from '../../shared/sink/verify.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { keysUnder } from '../support/checkpoint-steps.ts';
 import { expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
@@ -74,7 +74,7 @@ async function put(key: string, body: string | Buffer): Promise<void> {
 }
 
 describe('a forged plan has no effect', () => {
-  it('17: a plan rewritten after the vote to promote onto manifest 2 writes nothing there; the real commit succeeds and the next checkpoint commits', async () => {
+  it('17: a plan rewritten after the vote to promote onto manifest 2 writes nothing there and stops the roll-forward loudly; the plan restored, the real commit succeeds and the next checkpoint commits', async () => {
     const s = setup();
     const pl = s.settings.pipelineId;
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
@@ -86,14 +86,25 @@ describe('a forged plan has no effect', () => {
     // The attack: rewrite the voted plan so that promote writes manifest 2 (listing anything it likes).
     const record = await s.store.readRecord(1);
     const key = planKey(pl, 1, 1, 0, record!.planDigests!['0']!);
-    const plan = JSON.parse((await getBytes(res.clients.s3, res.bucket, key))!.toString('utf8'));
+    const voted = (await getBytes(res.clients.s3, res.bucket, key))!;
+    const plan = JSON.parse(voted.toString('utf8'));
     plan.objects[0].finalKey = manifestKey(pl, 2);
     await put(key, JSON.stringify(plan));
     // Read alone, the forged plan is refused by its digest…
     await expect(s.plans.readPlan(1, 1, 0, record?.planDigests?.['0'])).rejects.toBeInstanceOf(
       PlanDigestMismatchError,
     );
-    // …and promote re-derives the voted plan from the ledger: the real final object, nothing at manifest 2.
+    // …and so it is by promote and commit, every time: nothing at manifest 2, no final object, no manifest 1.
+    for (let retry = 0; retry < 2; retry++) {
+      await expect(s.core.promote({ ...ref, shard: 0 })).rejects.toBeInstanceOf(PlanDigestMismatchError);
+      // Commit reads the plan and the (never written) promotion record at once: either refusal may come first.
+      await expect(s.core.commit(ref)).rejects.toThrow(/is not the plan its shard voted for|is missing/);
+    }
+    expect(await headObject(res.clients.s3, res.bucket, manifestKey(pl, 2))).toBeUndefined();
+    expect(await headObject(res.clients.s3, res.bucket, manifestKey(pl, 1))).toBeUndefined();
+    expect(await keysUnder(res, `${pl}/final/`)).toEqual([]);
+    // The voted plan restored (an operator: its previous version), the decided checkpoint rolls forward.
+    await put(key, voted);
     for (const shard of begun.shards) await s.core.promote({ ...ref, shard });
     expect(await headObject(res.clients.s3, res.bucket, manifestKey(pl, 2))).toBeUndefined();
     expect(await s.core.commit(ref)).toMatchObject({ checkpointId: 1, files: 1, records: 5 });
@@ -185,8 +196,15 @@ describe('a forged plan has no effect', () => {
     const finals: string[] = [];
     for await (const o of listObjects(res.clients.s3, res.bucket, `${pl}/`)) finals.push(o.key);
     expect(finals.filter((key) => !key.startsWith(`${pl}/_inprogress/`))).toEqual([]);
-    // The genuine object passes the same check (reading the copy prepare would have verified).
-    await copyStagedObject(res.clients.s3, res.bucket, member.key, stagedCopyKey(pl, 1, 1, member.key));
+    // The genuine object passes the same check (a plan without candidates: promote reads the copy the prepare of
+    // the release before candidates would have verified).
+    await res.clients.s3.send(
+      new CopyObjectCommand({
+        Bucket: res.bucket,
+        Key: stagedCopyKey(pl, 1, 1, member.key),
+        CopySource: `${res.bucket}/${member.key}`,
+      }),
+    );
     await expect(promoter.promote(good, from)).resolves.toMatchObject({ key: good.finalKey, recordCount: 5 });
   });
 });

@@ -5,6 +5,7 @@
  * Real DynamoDB Local and S3 server (the vitest global setup); staged files written as the processor writes them
  * (test/support/staging.ts stamps stagedAt with the current time, so record times are relative to Date.now()).
  */
+import { CopyObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
@@ -12,7 +13,7 @@ import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
 import { PlanStore, type ShardPlan, shardPlanSchema } from '../../shared/coordinator/promote/plan-store.ts';
 import type { PlannedObject } from '../../shared/coordinator/promote/promoter.ts';
-import { checkpointAttemptPrefix } from '../../shared/coordinator/work-objects.ts';
+import { checkpointAttemptPrefix, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { finalObjectKey } from '../../shared/sink/layout.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
@@ -203,6 +204,16 @@ describe('promote of a decided checkpoint: plans from before an upgrade, row lin
     expect(plan.encoding?.folderBounds).toBeDefined();
     const { folderBounds: _bounds, ...oldEncoding } = plan.encoding ?? {};
     const oldPlan: ShardPlan = { ...plan, encoding: oldEncoding, objects: oldObjects };
+    // That prepare verified a copy of each member under the attempt's folder, which its promote reads.
+    for (const m of object!.members) {
+      await res.clients.s3.send(
+        new CopyObjectCommand({
+          Bucket: settings.bucket,
+          Key: stagedCopyKey(settings.pipelineId, ref.checkpointId, ref.attempt, m.key),
+          CopySource: `${settings.bucket}/${m.key}`,
+        }),
+      );
+    }
     const digest = await new PlanStore(res.clients.s3, settings.bucket, settings.pipelineId).writePlan(
       oldPlan,
     );

@@ -12,6 +12,7 @@ import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
 import { censusOf, outputShapeOf } from '../../shared/coordinator/promote/folder-plan.ts';
+import { WorkObjectMissingError } from '../../shared/coordinator/promote/plan-store.ts';
 import { PlanRejectedError, Promoter, planFinalObjects } from '../../shared/coordinator/promote/promoter.ts';
 import { checkpointWorkPrefix, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
 import type { StagedFileEntry } from '../../shared/ledger/records.ts';
@@ -77,7 +78,7 @@ async function steps(core: Coordinator, execution: string) {
 }
 
 describe('planning and promoting by time folder', () => {
-  it('writes one Parquet file per folder and partition, late rows in their own; a retried promote and a lost plan give the same bytes', async () => {
+  it('writes one Parquet file per folder and partition, late rows in their own; a retried promote gives the same bytes, a lost plan stops it until restored', async () => {
     const { settings, core, manifests } = setup();
     await stageFiles(res.clients, settings, [
       { partition: 0, firstOffset: 0, lastOffset: 3, rows: rows(0, 0, [H7, H7, H3, H8]) },
@@ -100,16 +101,20 @@ describe('planning and promoting by time folder', () => {
       const bytes = await getBytes(res.clients.s3, settings.bucket, o.key);
       first.set(o.key, createHash('sha256').update(bytes!).digest('hex'));
     }
-    // The plans are lost: promote derives them again from the ledger and the copies, and must match the vote.
+    // The plans are lost: promote fails loudly (nothing is derived again), and goes on once they are restored.
     const work = `${checkpointWorkPrefix(settings.pipelineId)}`;
-    let lost = 0;
+    const lost = new Map<string, Buffer>();
     for await (const o of listObjects(res.clients.s3, settings.bucket, work)) {
       if (/\/plan-\d+-[0-9a-f]{64}\.json$/.test(o.key)) {
+        lost.set(o.key, (await getBytes(res.clients.s3, settings.bucket, o.key))!);
         await res.clients.s3.send(new DeleteObjectCommand({ Bucket: settings.bucket, Key: o.key }));
-        lost++;
       }
     }
-    expect(lost).toBe(begun.shards.length);
+    expect(lost.size).toBe(begun.shards.length);
+    for (const shard of begun.shards)
+      await expect(core.promote({ ...ref, shard })).rejects.toBeInstanceOf(WorkObjectMissingError);
+    for (const [key, body] of lost)
+      await res.clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: body }));
     for (const shard of begun.shards) await core.promote({ ...ref, shard });
     await core.commit(ref);
 

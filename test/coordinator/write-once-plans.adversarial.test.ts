@@ -1,11 +1,11 @@
 /**
- * Adversarial interleavings of the content-addressed plans and the copy re-check: plan keys
- * `plan-<shard>-<sha256>.json` written once, last-writer-wins votes, promote/commit read the plan the voted
- * digest names and fall back to deriving it from the ledger; prepare verifies an existing copy after
- * 'source-missing'. Against DynamoDB Local and s3rver. Attacks write only what a processor may write (staged
- * objects under its prefix, ledger items of its pipeline); S3 answers are injected with middleware on the
- * coordinator's own clients. The write-once guards (`If-None-Match: *` on plans and copies) run on the local S3
- * server's own answer (412), as on S3.
+ * Adversarial interleavings of the content-addressed plans and candidates: plan keys `plan-<shard>-<sha256>.json`
+ * and candidate keys `candidate-<sha256>` written once, last-writer-wins votes, promote/commit read the plan the
+ * voted digest names and fail loudly without it (no plan is derived again). Against DynamoDB Local and s3rver.
+ * Attacks write only what a processor may write (staged objects under its prefix, ledger items of its pipeline);
+ * S3 answers are injected with middleware on the coordinator's own clients. The write-once guards
+ * (`If-None-Match: *` on plans, candidates and final objects) run on the local S3 server's own answer (412), as
+ * on S3.
  */
 import {
   CopyObjectCommand,
@@ -166,22 +166,39 @@ describe('a plan write S3 answers 409 ConditionalRequestConflict', () => {
   });
 });
 
-describe('the fallback after a lost plan (operator or coordinator defect) trusts nothing processor-writable', () => {
-  it('a lost plan, then the processor rewrites the staged object in place: the derived plan has the voted digest and promote reads the verified copies (the original rows)', async () => {
+describe('a lost plan (operator or coordinator defect) stops the roll-forward loudly, trusting nothing processor-writable', () => {
+  it('a lost plan fails promote and commit loudly, writes nothing and keeps failing, whatever the processor rewrites meanwhile; the plan restored, the checkpoint rolls forward with the verified rows', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
     await s.core.prepare({ ...ref, shard: 0 });
     await s.core.decide(ref);
-    for (const key of await keysUnder(res, planPrefix(s, ref.checkpointId, ref.attempt)))
+    const lost = new Map<string, Buffer>();
+    for (const key of await keysUnder(res, planPrefix(s, ref.checkpointId, ref.attempt))) {
+      lost.set(key, (await getBytes(res.clients.s3, res.bucket, key))!);
       await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: key }));
+    }
+    expect(lost.size).toBe(1);
     // The processor overwrites its staged object (same key, entry untouched): the fence says nothing here.
     const forged = encodeNdjson(
       defaultRows(e1!).map((row) => ({ ...row, forged: true })),
       s.settings.gzip,
     );
     await res.clients.s3.send(new PutObjectCommand({ Bucket: res.bucket, Key: e1!.key, Body: forged.body }));
+    for (let retry = 0; retry < 2; retry++) {
+      await expect(s.core.promote({ ...ref, shard: 0 })).rejects.toBeInstanceOf(WorkObjectMissingError);
+      await expect(s.core.commit(ref)).rejects.toBeInstanceOf(WorkObjectMissingError);
+    }
+    expect(await keysUnder(res, `${s.settings.pipelineId}/final/`)).toEqual([]);
+    expect(await keysUnder(res, `${s.settings.pipelineId}/_manifests/`)).toEqual([]);
+    // Decided: never aborted (C4).
+    expect((await s.core.abort({ ...ref, error: { Error: 'WorkObjectMissingError' } })).outcome).toBe(
+      'decided',
+    );
+    // An operator restores the plan (its previous version on the versioned bucket): the checkpoint rolls forward.
+    for (const [key, body] of lost)
+      await res.clients.s3.send(new PutObjectCommand({ Bucket: res.bucket, Key: key, Body: body }));
     await s.core.promote({ ...ref, shard: 0 });
     await s.core.commit(ref);
     await s.core.cleanup({ ...ref, shard: 0 });
@@ -201,7 +218,7 @@ describe('the fallback after a lost plan (operator or coordinator defect) trusts
       await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: key }));
     await swapEntry(res, s.settings, e1!, 'a2');
     await expect(s.core.promote({ ...ref, shard: 0 })).rejects.toBeInstanceOf(WorkObjectMissingError);
-    // A garbage item in the covered range (planShard throws): still the plan's own error.
+    // A garbage item in the covered range: still the plan's own error (the ledger is not read again).
     await doc.send(
       new PutCommand({
         TableName: s.settings.ledgerTable,
@@ -215,7 +232,7 @@ describe('the fallback after a lost plan (operator or coordinator defect) trusts
   });
 });
 
-describe('write-once plans and copies', () => {
+describe('write-once plans and candidates', () => {
   it('the local S3 server refuses a second write of a key with If-None-Match, put or copy (412): the object keeps its first bytes', async () => {
     const base = `write-once-harness-${Date.now()}`;
     const put = await putIfAbsent(res.clients.s3, res.bucket, `${base}/a`, Buffer.from('first'));
@@ -267,13 +284,14 @@ describe('write-once plans and copies', () => {
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 10) });
   });
 
-  it('(on the server’s write-once guard) overlapping runs; the processor rewrites the SAME staged key and its entry between them: the later run refuses the first copy, no decision on mixed bytes; the next attempt commits', async () => {
+  it('overlapping runs; the processor rewrites the SAME staged key and its entry between them: each run merges only bytes it verified, under keys naming them, and the voted plan is committed, never mixed bytes', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
+    const first = (await getBytes(res.clients.s3, res.bucket, e1!.key))!;
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
-    let runBError: unknown;
     let fired = false;
+    let swapped: Buffer | undefined;
     const runA = s.coordinatorFor({
       hook: async (service, command, input, phase) => {
         if (
@@ -285,36 +303,36 @@ describe('write-once plans and copies', () => {
         ) {
           fired = true;
           await swapEntry(res, s.settings, e1!, e1!.attemptId); // same key, other bytes, entry to match
-          try {
-            await s.coordinatorFor().prepare({ ...ref, shard: 0 });
-          } catch (error) {
-            runBError = error;
-          }
+          swapped = await getBytes(res.clients.s3, res.bucket, e1!.key);
+          await s.coordinatorFor().prepare({ ...ref, shard: 0 }); // run B: the new bytes, its own candidate
         }
       },
     });
-    await runA.prepare({ ...ref, shard: 0 }); // votes last, for the first copy's bytes
+    await runA.prepare({ ...ref, shard: 0 }); // votes last, for the candidate of the first bytes
     expect(fired).toBe(true);
-    expect(runBError).toBeInstanceOf(StagedObjectInvalidError);
-    // Run B's failure is caught into abort: the attempt aborts before any decision.
-    expect((await s.core.abort({ ...ref, error: { Error: 'StagedObjectInvalidError' } })).outcome).toBe(
-      'aborted',
+    // One member each: a candidate is the bytes its run verified, under the key their SHA-256 names.
+    const candidates = await keysUnder(
+      res,
+      `${checkpointAttemptPrefix(s.settings.pipelineId, ref.checkpointId, ref.attempt)}candidate-`,
     );
-    const b2 = await s.core.begin({ execution: 'e2' });
-    const ref2 = { execution: 'e2', checkpointId: b2.checkpointId, attempt: b2.attempt };
-    expect(ref2).toMatchObject({ checkpointId: 1, attempt: 2 });
-    const next = s.coordinatorFor();
-    for (const shard of b2.shards) await next.prepare({ ...ref2, shard });
-    await finish(next, ref2, b2.shards);
+    expect(candidates).toHaveLength(2);
+    const bodies = await Promise.all(candidates.map((key) => getBytes(res.clients.s3, res.bucket, key)));
+    expect(bodies.map((b) => b!.toString('base64')).sort()).toEqual(
+      [first, swapped!].map((b) => b.toString('base64')).sort(),
+    );
+    await finish(s.core, ref, begun.shards);
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
+    // The last vote was run A's: the first bytes are committed.
+    const rows = await committedOffsets(res.clients, s.settings);
+    expect(rows.some((r) => 'swapped' in r.row)).toBe(false);
   });
 
-  it('(on the server’s write-once guard) a retried prepare finds the source gone and an earlier copy of OTHER bytes than the entry now names: it refuses the copy (no vote for it)', async () => {
+  it('a retried prepare finds the staged object gone (rewritten with its entry since an earlier run wrote its candidates): it fails as missing, no vote for the earlier candidates', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
-    // Run A copies and verifies the first bytes, then dies before its vote.
+    // Run A verifies the first bytes and writes their candidate, then dies before its plan and vote.
     let died = false;
     const runA = s.coordinatorFor({
       hook: async (service, command, input, phase) => {
@@ -342,17 +360,23 @@ describe('write-once plans and copies', () => {
   });
 });
 
-describe('a copy S3 answers 409 ConditionalRequestConflict', () => {
-  it('a 409 on the copy of a sound staged object fails prepare transiently (not "missing", no abort); the retried prepare copies, votes, and the checkpoint commits', async () => {
-    // S3 documents 409 on CopyObject with If-None-Match as "retry the upload".
+describe('a candidate write S3 answers 409 ConditionalRequestConflict', () => {
+  it('a 409 on the candidate write of a sound staged object fails prepare transiently (no abort); the retried prepare writes it, votes, and the checkpoint commits', async () => {
+    // S3 documents 409 on a PutObject with If-None-Match as "retry the upload".
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
     let fired = false;
     const run = s.coordinatorFor({
-      hook: async (service, command, _input, phase) => {
-        if (!fired && phase === 'before' && service === 's3' && command === 'CopyObjectCommand') {
+      hook: async (service, command, input, phase) => {
+        if (
+          !fired &&
+          phase === 'before' &&
+          service === 's3' &&
+          command === 'PutObjectCommand' &&
+          String(input.Key).includes('/candidate-')
+        ) {
           fired = true;
           throw s3Error(409, 'ConditionalRequestConflict');
         }

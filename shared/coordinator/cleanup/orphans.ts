@@ -4,7 +4,7 @@
  * promoted; deleted once older than the grace period, which exceeds the processor's timeout so that an object
  * whose transaction is still on its way is never taken for an orphan.
  *
- * The coordinator's own leftovers under `_coordinator/` (plans and verified copies of staged objects that a zombie
+ * The coordinator's own leftovers under `_coordinator/` (plans and candidate final objects that a zombie
  * step wrote after its attempt's abort or its checkpoint's cleanup) are not staged objects and not swept here:
  * every cleanup deletes those of checkpoints below the one it cleans (`PlanStore.deleteCheckpointsBelow`).
  */

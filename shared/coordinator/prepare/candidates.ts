@@ -12,7 +12,7 @@
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../../errors.ts';
-import { getObject, headObject, putOnce } from '../../sink/objects.ts';
+import { getObject, putOnce } from '../../sink/objects.ts';
 import type { FinalCandidate, PlannedObject } from '../promote/final-plan.ts';
 import { finalObjectPut } from '../promote/promoter.ts';
 import { candidateKey } from '../work-objects.ts';
@@ -54,21 +54,4 @@ export async function writeCandidate(
     etag = stored.etag;
   }
   return { key, sha256, etag, bytes: body.length };
-}
-
-/**
- * The candidate an earlier run of this attempt wrote for `body` (a plan derived again: nothing is written), with
- * the ETag it has now; a candidate that is not there throws {@link CandidateConflictError}.
- */
-export async function findCandidate(
-  s3: S3Client,
-  bucket: string,
-  ref: CandidateRef,
-  body: Buffer,
-): Promise<FinalCandidate> {
-  const sha256 = createHash('sha256').update(body).digest('hex');
-  const key = candidateKey(ref.pipeline, ref.checkpointId, ref.attempt, sha256);
-  const head = await headObject(s3, bucket, key);
-  if (!head?.ETag) throw new CandidateConflictError(key, 'it is not there');
-  return { key, sha256, etag: head.ETag, bytes: body.length };
 }

@@ -1,18 +1,16 @@
 /**
- * One shard's promotion plan (C3, C5), partition by partition: the covered entries, each copied under the
- * coordinator's prefix and the copy verified (`staged-copy.ts`, `staged-check.ts`), grouped into final objects
- * (`promote/final-plan.ts` planFinalObjects), and each final object's bytes merged from the verified bytes and
- * written once as its candidate (`candidates.ts`), which the plan names and promote copies to the final key. What
- * a vote is for cannot be rewritten by a processor after it.
+ * One shard's promotion plan (C3, C5), partition by partition: the covered entries, each staged object read once
+ * and verified (`staged-check.ts`), grouped into final objects (`promote/final-plan.ts` planFinalObjects), and
+ * each final object's bytes merged from those verified bytes and written once as its candidate
+ * (`candidates.ts`), which the plan names and promote copies to the final key. What a vote is for cannot be
+ * rewritten by a processor after it: the staged objects are never read again.
  *
- * A pure function of the cut pages, the covered entries, the verified bytes and the promotion limits: planning
- * again yields the same bytes, which is how a lost plan is derived again (`promote/voted-plan.ts`).
+ * A pure function of the cut pages, the covered entries, the verified bytes and the promotion limits: two runs of
+ * one shard over the same entries plan the same bytes (and name the same content-addressed candidates).
  */
-import { gunzipSync } from 'node:zlib';
 import { mapLimit } from '../../concurrency.ts';
 import type { CheckpointRecord } from '../../ledger/checkpoints.ts';
 import type { StagedFileEntry } from '../../ledger/records.ts';
-import { getBytes } from '../../sink/objects.ts';
 import { mayHoldStagedTime } from '../../sink/record-time.ts';
 import type { CoordinatorParts } from '../parts.ts';
 import { type PlannedObject, planFinalObjects } from '../promote/final-plan.ts';
@@ -20,32 +18,23 @@ import { censusOf, type FolderCounts, planEncoding, reencodes } from '../promote
 import { buildObjects } from '../promote/object-bytes.ts';
 import type { ShardPlan } from '../promote/plan-store.ts';
 import { StagedObjectLostError } from '../promote/promoter.ts';
-import { stagedCopyKey } from '../work-objects.ts';
-import { type CandidateRef, findCandidate, writeCandidate } from './candidates.ts';
+import { type CandidateRef, writeCandidate } from './candidates.ts';
 import { verifyStagedContents } from './staged-check.ts';
 
 type PlanParts = Pick<CoordinatorParts, 'settings' | 'clients' | 'shape' | 'limits' | 'concurrency'>;
 
-/** Called with each copy's bytes once read (and, when verifying, once it passed every check). */
-type Take = (entry: StagedFileEntry, body: Buffer, text: string) => void;
-
-/**
- * The plan of `shard` from its covered entries, one list per partition of its cut pages. `verify`: copy and
- * verify every covered object and write the candidates (prepare); else read the copies a vote already verified
- * and find the candidates written then (a plan derived again).
- */
+/** The plan of `shard` from its covered entries, one list per partition of its cut pages, its candidates written. */
 export async function planShard(
   parts: PlanParts,
   record: Pick<CheckpointRecord, 'checkpointId' | 'attempt'>,
   shard: number,
   covered: readonly (readonly StagedFileEntry[])[],
-  verify: boolean,
 ): Promise<ShardPlan> {
   const { checkpointId, attempt } = record;
   const ref: CandidateRef = { pipeline: parts.settings.pipelineId, checkpointId, attempt };
   // A partition's verified bytes are held until its candidates are written: a few partitions at once.
   const planned = await mapLimit(covered, Math.max(1, Math.floor(parts.concurrency / 4)), (entries) =>
-    planPartition(parts, ref, entries, verify),
+    planPartition(parts, ref, entries),
   );
   const stagedFiles = covered.reduce((sum, entries) => sum + entries.length, 0);
   const encoding = planEncoding(parts.shape);
@@ -64,31 +53,18 @@ async function planPartition(
   parts: PlanParts,
   ref: CandidateRef,
   entries: readonly StagedFileEntry[],
-  verify: boolean,
 ): Promise<PlannedObject[]> {
   const { settings, shape, clients } = parts;
-  const copyKeyOf = (entry: StagedFileEntry) =>
-    stagedCopyKey(ref.pipeline, ref.checkpointId, ref.attempt, entry.key);
   // Re-encoded streams (Parquet, time folders) are planned from each object's rows per folder. So is a stream
   // holding rows staged with a timestamp while time folders were on (switched off since): re-encoded without
   // folders, so that the staged-only field never reaches a final row.
   const census = new Map<string, FolderCounts>();
   const bodies = new Map<string, Buffer>();
-  const take: Take = (entry, body, text) => {
+  await verifyStagedContents(clients.s3, settings.bucket, entries, parts.concurrency, (entry, body, text) => {
     bodies.set(entry.key, body);
-    if (
-      (entry.recordCount > 0 && reencodes(shape, entry.stream)) ||
-      (entry.recordCount > 0 && mayHoldStagedTime(text))
-    ) {
+    if (entry.recordCount > 0 && (reencodes(shape, entry.stream) || mayHoldStagedTime(text)))
       census.set(entry.key, censusOf(entry, body, shape));
-    }
-  };
-  if (verify) {
-    await verifyStagedContents(clients.s3, settings.bucket, entries, copyKeyOf, parts.concurrency, take);
-  } else {
-    const withRows = entries.filter((entry) => entry.recordCount > 0);
-    await readCopies(parts, withRows, copyKeyOf, take);
-  }
+  });
   const objects = planFinalObjects(ref.pipeline, entries, parts.limits, shape, census);
   const read = async (m: { key: string }) => {
     const body = bodies.get(m.key);
@@ -108,24 +84,7 @@ async function planPartition(
     options,
     async (object, body) => ({
       ...object,
-      candidate: verify
-        ? await writeCandidate(clients.s3, settings.bucket, ref, object, body)
-        : await findCandidate(clients.s3, settings.bucket, ref, body),
+      candidate: await writeCandidate(clients.s3, settings.bucket, ref, object, body),
     }),
   );
-}
-
-/** The copies already verified by the vote (a plan derived again). */
-async function readCopies(
-  parts: PlanParts,
-  entries: readonly StagedFileEntry[],
-  copyKeyOf: (entry: StagedFileEntry) => string,
-  take: Take,
-): Promise<void> {
-  await mapLimit(entries, parts.concurrency, async (entry) => {
-    const key = copyKeyOf(entry);
-    const body = await getBytes(parts.clients.s3, parts.settings.bucket, key);
-    if (!body) throw new StagedObjectLostError(entry.key, `missing its verified copy ${key}`);
-    take(entry, body, (entry.gzip ? gunzipSync(body) : Buffer.from(body)).toString('utf8'));
-  });
 }

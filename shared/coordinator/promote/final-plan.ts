@@ -111,7 +111,7 @@ export function isReencoded(object: PlannedObject): boolean {
 /**
  * Groups one partition's covered entries (any streams) into final objects. Pure and deterministic. With a `shape`
  * that re-encodes a stream (Parquet, time folders), that stream is planned by `folder-pack.ts` from the census of
- * its verified copies; every other stream is packed from whole staged files, whose bytes promote concatenates.
+ * its verified objects; every other stream is packed from whole staged files, whose bytes are concatenated.
  */
 export function planFinalObjects(
   pipeline: string,

@@ -1,16 +1,18 @@
 /**
  * Re-encoded final objects: Parquet output, and time-partitioned output of either format. Such an object is not a
- * concatenation of staged bytes: promote decodes its members (the verified copies), keeps the rows of the
- * object's folder, removes the staged-only timestamp and encodes them. Prepare, which reads every covered copy
- * anyway (C3), takes a census of each one: its rows per time folder ({@link censusOf}); `folder-pack.ts` packs
- * the members into objects from it. Each member records how many of its rows go to the object, and promote
- * refuses to write an object whose members do not give exactly that.
+ * concatenation of staged bytes: its members are decoded (the staged bytes prepare verified, when prepare merges
+ * the object's candidate), the rows of the object's folder kept, the staged-only timestamp removed and the rows
+ * encoded again (`object-bytes.ts`). Prepare, which reads every covered object anyway (C3), takes a census of each
+ * one: its rows per time folder ({@link censusOf}); `folder-pack.ts` packs the members into objects from it. Each
+ * member records how many of its rows go to the object, and an object whose members do not give exactly that is
+ * refused.
  *
- * Bounds keep promote's work a function of the staged input, never of record content:
+ * Bounds keep the work of merging a function of the staged input, never of record content:
  * - the folders of one staged file are bounded around its `stagedAt` (`record-time.ts` assignFolders);
  * - a member whose rows of one folder exceed the row cap is sliced by offset ranges (`folder-pack.ts`);
- * - promote decodes each member once per shard, not once per object (`promoter.ts` promoteShard), and streams a
- *   member over the row cap once per object instead, holding only that object's rows ({@link streamMemberRows});
+ * - each member is decoded once per partition (prepare) or shard (promote of a plan without candidates), not once
+ *   per object (`object-bytes.ts` buildObjects), and a member over the row cap is streamed once per object
+ *   instead, holding only that object's rows ({@link streamMemberRows});
  * - every staged row's lineage offset lies within its entry's range, else prepare refuses the entry
  *   ({@link StagedRowLineageError}): slices and misfit order go by offset, and a row outside would vanish.
  *

@@ -1,8 +1,8 @@
 /**
  * The coordinator's working objects (keys in `work-objects.ts`): per checkpoint attempt and shard, the promotion
- * plan prepare wrote and the manifest entries promote produced; per attempt, the verified copies of the covered
- * staged objects (written by `staged-copy.ts`, deleted here with the rest of the attempt or checkpoint). Step
- * Functions passes only (checkpoint, attempt, shard); the lists live here.
+ * plan prepare wrote and the manifest entries promote produced; per attempt, the candidate final objects (written
+ * by `prepare/candidates.ts`, deleted here with the rest of the attempt or checkpoint). Step Functions passes only
+ * (checkpoint, attempt, shard); the lists live here.
  *
  * Trust: the bucket's layout keeps these under a prefix only coordinator roles may write, but the commit path does
  * not rely on that alone. A plan is written once under a key that names its SHA-256, the SHA-256 is recorded with
@@ -259,20 +259,20 @@ export class PlanStore {
     await this.deletePrefix(checkpointAttemptPrefix(this.pipeline, checkpointId, attempt));
   }
 
-  /** Removes every attempt's working objects of a checkpoint, verified copies included (cleanup after commit). */
+  /** Removes every attempt's working objects of a checkpoint, candidates included (cleanup after commit). */
   async deleteCheckpoint(checkpointId: number): Promise<void> {
     await this.deletePrefix(`${checkpointWorkPrefix(this.pipeline)}${padCheckpointId(checkpointId)}/`);
   }
 
   /**
    * Removes working objects of checkpoints below `checkpointId` (which must be committed, so every one below it is
-   * too, and none of their plans or copies is read again): what a zombie step wrote after its checkpoint's
+   * too, and none of their plans or candidates is read again): what a zombie step wrote after its checkpoint's
    * cleanup or its attempt's abort, or an attempt aborted by lease expiry whose checkpoint's cleanup was passed
    * over. Keys sort by checkpoint id, so the listing stops at the first key of `checkpointId` or above: when
    * nothing is left over, this costs one List request. Returns the keys deleted (at most `limit`).
    *
    * The listing starts at the lowest checkpoint, not after the cleaned-up mark: a zombie step writes under its
-   * own, long cleaned-up checkpoint (a late copy of attempt 1 after checkpoint 1 committed on attempt 2), so
+   * own, long cleaned-up checkpoint (a late candidate of attempt 1 after checkpoint 1 committed on attempt 2), so
    * leftovers sort below the mark too. What cleanup deleted before costs nothing to list again.
    */
   async deleteCheckpointsBelow(checkpointId: number, limit: number): Promise<string[]> {

@@ -65,9 +65,10 @@ export class FinalObjectConflictError extends PipelineError {
 }
 
 /**
- * The verified copy of a staged object vanished or changed after the decision: the checkpoint cannot roll forward
- * until it is back. Only coordinator roles can write or delete a copy, so this means a coordinator defect, an
- * operator, or a checkpoint decided by a release before the copies (see docs/operations.md).
+ * The verified bytes of a staged object a plan names are not there: at promote, the verified copy a plan without
+ * candidates reads vanished or changed after the decision, and the checkpoint cannot roll forward until it is back
+ * (only coordinator roles can write or delete a copy: a coordinator defect or an operator, see
+ * docs/operations.md); at prepare, a planned member is not among the objects it verified (a defect).
  */
 export class StagedObjectLostError extends PipelineError {
   constructor(

@@ -3,50 +3,33 @@
  * content-addressed), used only if its bytes hash to that digest.
  *
  * The vote is a plain `SET planDigests.#shard`, so of two overlapping prepare runs of one shard (a Step Functions
- * retry while the first invocation still runs) the last vote wins. That is sound because each run writes its own
- * plan under its own digest before its vote, and a plan votes only for SHA-256s its run checked on the copies
- * promote reads (a copy key is a function of the attempt and staged key, and copies are write-once: every run of
- * the attempt verifies the first copy made there, `staged-copy.ts`). So any recorded digest names a plan that can
- * roll forward. "First vote wins" would need a condition on the vote and a second way for a losing run to learn
- * the winner's digest; content addressing needs neither.
+ * retry while the first invocation still runs) the last vote wins. That is sound because each run writes its
+ * candidates and then its own plan under its own digest before its vote, and a plan names only candidates its run
+ * merged from bytes it verified (content-addressed and write-once, `prepare/candidates.ts`). So any recorded
+ * digest names a plan that can roll forward. "First vote wins" would need a condition on the vote and a second
+ * way for a losing run to learn the winner's digest; content addressing needs neither.
  *
- * If that plan is missing or does not hash to its digest (only a coordinator role, an operator or a defect can
- * cause this: the prefix is closed to processors), it is derived again from the ledger, the same pure planning
- * prepare did, and used only if its digest is the voted one, so nothing unvoted is ever promoted; a changed
- * ledger just leaves the original error standing (loud, never wrong). The derived plan is not written back: the
- * key is write-once, and a repair there is the operator's (the error is logged each time).
+ * A plan that is missing or does not hash to its digest (only a coordinator role, an operator or a defect can
+ * cause this: the prefix is closed to processors) fails promote and commit loudly, every time, with
+ * {@link WorkObjectMissingError} or {@link PlanDigestMismatchError}; the checkpoint stays COMMITTING (never
+ * aborted: C4) and rolls forward once the plan is back (the bucket is versioned: its previous version). It is not
+ * derived again: the candidates' ETags exist only in the plan, and planning again would read the staged objects,
+ * which the processor may have rewritten since the vote and which promote's and commit's roles may not read.
  */
 import type { CheckpointRecord } from '../../ledger/checkpoints.ts';
 import type { CoordinatorParts } from '../parts.ts';
-import { PlanDigestMismatchError, planDigest, type ShardPlan, WorkObjectMissingError } from './plan-store.ts';
+import type { PlanDigestMismatchError, ShardPlan, WorkObjectMissingError } from './plan-store.ts';
 
-/** The voted plan of `shard`; `derive` plans it again from the ledger without verifying (prepare's planning). */
+/** The voted plan of `shard`; throws {@link PlanDigestMismatchError} or {@link WorkObjectMissingError}. */
 export async function loadVotedPlan(
-  parts: Pick<CoordinatorParts, 'plans' | 'log'>,
+  parts: Pick<CoordinatorParts, 'plans'>,
   record: CheckpointRecord,
   shard: number,
-  derive: () => Promise<ShardPlan>,
 ): Promise<ShardPlan> {
-  const digest = record.planDigests?.[String(shard)];
-  try {
-    return await parts.plans.readPlan(record.checkpointId, record.attempt, shard, digest);
-  } catch (error) {
-    if (!(error instanceof PlanDigestMismatchError || error instanceof WorkObjectMissingError)) throw error;
-    if (digest === undefined) throw error;
-    let derived: ShardPlan;
-    try {
-      derived = await derive();
-    } catch {
-      // The ledger no longer yields a plan at all (an entry the processor rewrote): the plan's error is the cause.
-      throw error;
-    }
-    if (planDigest(derived) !== digest) throw error;
-    parts.log.error('a coordinator plan did not match its vote: derived it again from the ledger', {
-      checkpointId: record.checkpointId,
-      attempt: record.attempt,
-      shard,
-      cause: error.message,
-    });
-    return derived;
-  }
+  return parts.plans.readPlan(
+    record.checkpointId,
+    record.attempt,
+    shard,
+    record.planDigests?.[String(shard)],
+  );
 }

@@ -1,9 +1,9 @@
 /**
- * Adversarial interleavings of the verified copies: prepare copies each covered staged object under
- * `<pl>/_coordinator/<N>/<attempt>/staged/` and verifies the copy, promote reads only the copies, cleanup and abort
- * delete them. Against DynamoDB Local and s3rver; attacks write only what a processor may write (staged objects
- * under its prefix, ledger items of its pipeline). Interleavings are injected with middleware on the coordinator's
- * own clients.
+ * Adversarial interleavings of the candidates: prepare reads each covered staged object once, merges each final
+ * object into a candidate under `<pl>/_coordinator/<N>/<attempt>/` (write-once, content-addressed), promote
+ * copies only the candidates the voted plan names, cleanup and abort delete them. Against DynamoDB Local and
+ * s3rver; attacks write only what a processor may write (staged objects under its prefix, ledger items of its
+ * pipeline). Interleavings are injected with middleware on the coordinator's own clients.
  */
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -11,7 +11,8 @@ import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
-import { checkpointAttemptPrefix, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
+import { shardPlanSchema } from '../../shared/coordinator/promote/plan-store.ts';
+import { candidateKey, checkpointAttemptPrefix } from '../../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { getBytes } from '../../shared/sink/objects.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
@@ -20,7 +21,7 @@ import { committedOffsets, expectExactlyOnce, range, stageFiles } from '../suppo
 
 let res: TestResources;
 beforeAll(async () => {
-  res = await freshResources('verified-copies');
+  res = await freshResources('candidates-adv');
 });
 
 type Hook = (
@@ -44,7 +45,7 @@ function hookedClients(hook: Hook): AwsClients {
         await hook(service, String(context.commandName), input, 'after');
         return result;
       },
-      { step: 'initialize', name: 'verifiedCopiesHook' },
+      { step: 'initialize', name: 'candidatesHook' },
     );
   }
   return clients;
@@ -54,7 +55,7 @@ function setup() {
   const settings: Settings = parseSettings({
     ledgerTable: res.table,
     bucket: res.bucket,
-    pipelineId: uniqueName('verified-copies'),
+    pipelineId: uniqueName('candidates-adv'),
     checkpointLeaseSeconds: 600,
     orphanGraceSeconds: 3600,
   });
@@ -73,8 +74,8 @@ function setup() {
 describe('two prepare runs of one attempt and shard', () => {
   it('a processor that swaps an entry between two overlapping prepare runs of one shard cannot stall the decided checkpoint (plan file vs voted digest)', async () => {
     // Run A (a Step Functions retry's predecessor still running, e.g. after Lambda.SdkClientException) reads the
-    // ledger and copies K1, writes plan PA; the processor swaps the entry to K2; run B copies K2 (another copy
-    // key), writes plan PB over PA and votes DB; then run A votes DA. The record says DA, the plan file is PB.
+    // ledger and K1, writes its candidates and plan PA; the processor swaps the entry to K2; run B reads K2, writes
+    // its candidates and plan PB and votes DB; then run A votes DA. The record says DA, the last plan file is PB.
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
@@ -91,17 +92,26 @@ describe('two prepare runs of one attempt and shard', () => {
       ) {
         fired = true;
         await swapEntry(res, s.settings, e1!, 'a2');
-        await s.core.prepare({ ...ref, shard: 0 }); // run B: copies K2, writes PB, votes DB
+        await s.core.prepare({ ...ref, shard: 0 }); // run B: reads K2, writes PB, votes DB
       }
     });
     await runA.prepare({ ...ref, shard: 0 }); // then votes DA
     expect(fired).toBe(true);
-    // Both runs made verified copies (different copy keys); the vote counts one shard.
-    const copies = await keysUnder(
-      res,
-      `${checkpointAttemptPrefix(s.settings.pipelineId, ref.checkpointId, ref.attempt)}staged/`,
-    );
-    expect(copies).toHaveLength(2);
+    // Both runs wrote a plan; every candidate under the attempt is one a plan names (none is overwritten: the
+    // keys name their bytes); the vote counts one shard.
+    const prefix = checkpointAttemptPrefix(s.settings.pipelineId, ref.checkpointId, ref.attempt);
+    const work = await keysUnder(res, prefix);
+    const plans = work.filter((key) => key.includes('/plan-'));
+    expect(plans).toHaveLength(2);
+    const named = new Set<string>();
+    for (const key of plans) {
+      const plan = shardPlanSchema.parse(
+        JSON.parse((await getBytes(res.clients.s3, res.bucket, key))!.toString()),
+      );
+      for (const object of plan.objects) named.add(object.candidate!.key);
+    }
+    expect(work.filter((key) => key.startsWith(`${prefix}candidate-`)).sort()).toEqual([...named].sort());
+    expect((await s.store.readRecord(ref.checkpointId))?.votes).toEqual(new Set([0]));
     await s.core.decide(ref);
     expect(await s.store.readHead()).toMatchObject({ status: 'COMMITTING' });
     // C4: after the decision the checkpoint only rolls forward. It must be able to.
@@ -111,24 +121,29 @@ describe('two prepare runs of one attempt and shard', () => {
     await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
 
-  it('a retried prepare after the vote whose staged object the processor deleted meanwhile verifies the existing copy instead of aborting the attempt', async () => {
-    // Liveness only (before the decision, nothing is lost): documents that 'source-missing' wins over an existing
-    // verified copy of the same attempt. On S3 the 404 of the source may come before the 412 of If-None-Match.
+  it('a retried prepare after the vote whose staged object the processor deleted meanwhile keeps the vote instead of aborting the attempt', async () => {
+    // Liveness only (before the decision, nothing is lost): a shard whose vote is in is not prepared again, so a
+    // staged object gone since cannot fail it.
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const begun = await s.core.begin({ execution: 'e1' });
     const ref = { execution: 'e1', checkpointId: begun.checkpointId, attempt: begun.attempt };
     await s.core.prepare({ ...ref, shard: 0 });
-    const copy = stagedCopyKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, e1!.key);
-    expect(await getBytes(res.clients.s3, res.bucket, copy)).toBeDefined();
+    // One member: the candidate's bytes are the staged bytes, its key named by the entry's SHA-256.
+    const candidate = candidateKey(s.settings.pipelineId, ref.checkpointId, ref.attempt, e1!.sha256);
+    expect(await getBytes(res.clients.s3, res.bucket, candidate)).toBeDefined();
     await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: e1!.key }));
-    // The retry (e.g. the first run's response was lost) finds the shard's vote in and its copy verified.
+    // The retry (e.g. the first run's response was lost) finds the shard's vote in.
     await expect(s.core.prepare({ ...ref, shard: 0 })).resolves.toMatchObject({ shard: 0 });
+    await s.core.decide(ref);
+    await s.core.promote({ ...ref, shard: 0 });
+    await s.core.commit(ref);
+    await expectExactlyOnce(res.clients, s.settings, { 'orders#0': range(0, 5) });
   });
 });
 
 describe('cleanup of an earlier checkpoint against a later decided one', () => {
-  it('a late cleanup of checkpoint 1 (catch-up and deleteCheckpointsBelow) while checkpoint 2 is COMMITTING leaves 2 its copies; 2 rolls forward after lease expiry', async () => {
+  it('a late cleanup of checkpoint 1 (catch-up and deleteCheckpointsBelow) while checkpoint 2 is COMMITTING leaves 2 its candidates; 2 rolls forward after lease expiry', async () => {
     const s = setup();
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const b1 = await s.core.begin({ execution: 'e1' });
@@ -146,20 +161,14 @@ describe('cleanup of an earlier checkpoint against a later decided one', () => {
     expect(ref2.checkpointId).toBe(2);
     for (const shard of b2.shards) await s.core.prepare({ ...ref2, shard });
     await s.core.decide(ref2);
-    const copies2 = await keysUnder(
-      res,
-      `${checkpointAttemptPrefix(s.settings.pipelineId, 2, ref2.attempt)}staged/`,
-    );
+    const candidates2 = `${checkpointAttemptPrefix(s.settings.pipelineId, 2, ref2.attempt)}candidate-`;
+    const copies2 = await keysUnder(res, candidates2);
     expect(copies2).toHaveLength(2);
     // e1's cleanup arrives late (a retry), every shard of it, past the orphan grace (its sweep is live too).
     s.clock.advance(3_601_000);
     for (const shard of b1.shards) await s.core.cleanup({ ...ref1, shard });
-    expect(
-      (
-        await keysUnder(res, `${checkpointAttemptPrefix(s.settings.pipelineId, 2, ref2.attempt)}staged/`)
-      ).sort(),
-    ).toEqual(copies2.sort());
-    // e2 dies; e3 takes over after the lease and rolls 2 forward from its copies.
+    expect((await keysUnder(res, candidates2)).sort()).toEqual(copies2.sort());
+    // e2 dies; e3 takes over after the lease and rolls 2 forward from its candidates.
     s.clock.advance(601_000);
     const b3 = await s.core.begin({ execution: 'e3' });
     expect(b3).toMatchObject({ action: 'commit', checkpointId: 2 });
@@ -172,7 +181,7 @@ describe('cleanup of an earlier checkpoint against a later decided one', () => {
   });
 
   it.each([1, 2, 3])(
-    "abort racing decide (decide lands after the abort's ledger read #%i) never deletes the decided attempt's copies",
+    "abort racing decide (decide lands after the abort's ledger read #%i) never deletes the decided attempt's candidates",
     async (at) => {
       const s = setup();
       await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
@@ -196,7 +205,7 @@ describe('cleanup of an earlier checkpoint against a later decided one', () => {
     },
   );
 
-  it('a zombie prepare of a lease-aborted attempt that copies after the checkpoint committed on a later attempt leaves copies only until the next cleanup', async () => {
+  it('a zombie prepare of a lease-aborted attempt that writes a candidate after the checkpoint committed on a later attempt leaves it only until the next cleanup', async () => {
     const s = setup();
     const [e1] = await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
     const b1 = await s.core.begin({ execution: 'dead' });
@@ -207,8 +216,8 @@ describe('cleanup of an earlier checkpoint against a later decided one', () => {
     expect(ref2).toMatchObject({ checkpointId: 1, attempt: 2 });
     for (const shard of b2.shards) await s.core.prepare({ ...ref2, shard });
     await finish(s.core, ref2, b2.shards);
-    // The zombie prepare of attempt 1 passed its status check long ago; its copy lands now.
-    const late = stagedCopyKey(s.settings.pipelineId, 1, ref1.attempt, e1!.key);
+    // The zombie prepare of attempt 1 passed its status check long ago; its candidate lands now.
+    const late = candidateKey(s.settings.pipelineId, 1, ref1.attempt, e1!.sha256);
     await res.clients.s3.send(new PutObjectCommand({ Bucket: res.bucket, Key: late, Body: 'zombie' }));
     await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 5, lastOffset: 9 }]);
     const b3 = await s.core.begin({ execution: 'e3' });
@@ -221,8 +230,8 @@ describe('cleanup of an earlier checkpoint against a later decided one', () => {
   });
 });
 
-describe('what the copies cost at scale (measured on s3rver, printed)', () => {
-  it('one prepare shard with 1,000 covered objects: one copy and one read each; abort deletes them all in one step', async () => {
+describe('what prepare costs at scale (measured on s3rver, printed)', () => {
+  it('one prepare shard with 1,000 covered objects: one read each, no copy, one candidate; abort deletes it in one step', async () => {
     const s = setup();
     const files = 1000;
     await stageFiles(
@@ -230,9 +239,12 @@ describe('what the copies cost at scale (measured on s3rver, printed)', () => {
       s.settings,
       Array.from({ length: files }, (_, i) => ({ partition: 0, firstOffset: i * 2, lastOffset: i * 2 + 1 })),
     );
-    let copies = 0;
-    const counted = s.coordinatorFor(async (service, command, _input, phase) => {
-      if (service === 's3' && command === 'CopyObjectCommand' && phase === 'before') copies++;
+    const seen = { copies: 0, reads: 0, candidates: 0 };
+    const counted = s.coordinatorFor(async (service, command, input, phase) => {
+      if (service !== 's3' || phase !== 'before') return;
+      if (command === 'CopyObjectCommand') seen.copies++;
+      if (command === 'GetObjectCommand') seen.reads++;
+      if (command === 'PutObjectCommand' && String(input.Key).includes('/candidate-')) seen.candidates++;
     });
     const b = await counted.begin({ execution: 'e1' });
     expect(b.shards).toEqual([0]);
@@ -240,12 +252,13 @@ describe('what the copies cost at scale (measured on s3rver, printed)', () => {
     const t0 = performance.now();
     await counted.prepare({ ...ref, shard: 0 });
     const prepareMs = performance.now() - t0;
-    expect(copies).toBe(files);
+    // 2,000 records in one partition: one final object (2,000 members at most), so one candidate.
+    expect(seen).toEqual({ copies: 0, reads: files, candidates: 1 });
     const t1 = performance.now();
     expect((await counted.abort({ ...ref, error: { Error: 'States.Timeout' } })).outcome).toBe('aborted');
     const abortMs = performance.now() - t1;
     console.log(
-      `copies at scale: prepare of ${files} objects in one shard ${prepareMs.toFixed(0)} ms; abort ${abortMs.toFixed(0)} ms`,
+      `candidates at scale: prepare of ${files} objects in one shard ${prepareMs.toFixed(0)} ms; abort ${abortMs.toFixed(0)} ms`,
     );
     expect(await keysUnder(res, `${s.settings.pipelineId}/_coordinator/`)).toEqual([]);
   }, 300_000);
