@@ -77,6 +77,11 @@ Record rec[MAXCID + 1];     /* rec[0]: the empty cut before the first checkpoint
 /* ── S3: working objects, final objects, manifests ────────────────────────────────────────────────────── */
 typedef Plan { bool written; byte first[NP]; byte last[NP]; byte content[NP] };   /* content 0: no object */
 Plan plan[(MAXCID + 1) * (MAXATT + 1)];
+/* Candidates: the final objects' bytes prepare merged from what it verified, written once under keys that name
+   those bytes (candidateKey), per attempt: bit CBIT(p, content) for a candidate of partition p with that content.
+   Promote copies the one its voted plan names to the final key, pinned to its ETag. */
+byte cand[(MAXCID + 1) * (MAXATT + 1)];
+#define CBIT(p, c) BIT((p) * 4 + ((c) >> ((p) * NO)))
 typedef Promotion { bool written; int files };   /* files: bitmask of final-object slots */
 Promotion promo[(MAXCID + 1) * (MAXATT + 1)];
 #define WORK(c, a) ((c) * (MAXATT + 1) + (a))
@@ -281,6 +286,21 @@ proctype Stager(byte p) {
 #define CONFLICT goto conflict
 /* A step that fails on a condition a fault-free run never meets (progress): only after faults. */
 #define STUCK assert(faulty); goto conflict
+/* Prepare's candidates, merged from the bytes its first step verified (the plan's contents), each written once
+   under the key its bytes name (If-None-Match: *; a 412 finds the same bytes). */
+#define CANDIDATES \
+  atomic {                                    /* code: writeCandidate(), putOnce() (If-None-Match: *) */ \
+    FAULT; \
+    p = 0; \
+    do \
+    :: p < NP -> \
+       content = plan[WORK(cid, att)].content[p]; \
+       if :: content != 0 -> cand[WORK(cid, att)] = cand[WORK(cid, att)] | CBIT(p, content) :: else -> skip fi; \
+       p++ \
+    :: else -> break \
+    od; \
+    p = 0; content = 0 \
+  }
 
 #ifdef MUT_TRANSITION_NO_ATTEMPT
 #define HATT_OK true
@@ -408,7 +428,8 @@ s_prepare:
     FAULT;
     ok = rec[cid].att == att && (rec[cid].status == BEGUN || rec[cid].status == PREPARED ||
                                  rec[cid].status == COMMITTING);
-    if :: !ok -> CONFLICT :: ok && rec[cid].status != BEGUN -> goto s_decide :: else -> skip fi;
+    /* A retry after this shard's vote counted, or after it voted in this attempt: its plan and candidates stand. */
+    if :: !ok -> CONFLICT :: ok && (rec[cid].status != BEGUN || rec[cid].vote != 0) -> goto s_decide :: else -> skip fi;
     /* code: StagedEntries.entries: previousCut < lastOffset <= cut; code: planFinalObjects() */
     p = 0;
     do
@@ -435,6 +456,9 @@ s_prepare:
     od;
     p = 0; o = 0; first = 0; last = 0; content = 0
   }
+#ifndef MUT_VOTE_BEFORE_CANDIDATES
+  CANDIDATES;
+#endif
   atomic {                                    /* code: PlanStore.writePlan, then CheckpointStore.vote (TransactWriteItems) */
     FAULT;
     plan[WORK(cid, att)].written = true;
@@ -445,6 +469,9 @@ s_prepare:
 #endif
     if :: ok -> rec[cid].vote = att; hLive = true; hLease++ :: else -> CONFLICT fi   /* the last vote wins */
   }
+#ifdef MUT_VOTE_BEFORE_CANDIDATES
+  CANDIDATES;
+#endif
 
 s_decide:
   atomic {                                                   /* code: CheckpointCoordinator.decide */
@@ -510,17 +537,14 @@ s_promote:
   }
   do
   :: p < NP ->
-     atomic {                            /* code: Promoter.promote: members read, then putIfAbsent() (If-None-Match: *) */
+     atomic {   /* code: Promoter.promoteShard: copyPinned() of the candidate (x-amz-copy-source-if-match, If-None-Match: *) */
        FAULT;
        content = plan[WORK(cid, att)].content[p];
        if
        :: content != 0 ->
           first = plan[WORK(cid, att)].first[p]; last = plan[WORK(cid, att)].last[p];
-          if                                                 /* StagedObjectLostError */
-          :: ((content & BIT(REC(p, 0))) != 0 && entry[REC(p, 0)] != 1) ||
-             ((content & BIT(REC(p, 1))) != 0 && entry[REC(p, 1)] != 1) -> STUCK
-          :: else -> skip
-          fi;
+          /* The copy's source is the candidate the plan names, never a staged object. */
+          if :: (cand[WORK(cid, att)] & CBIT(p, content)) == 0 -> STUCK :: else -> skip fi;   /* CandidateLostError */
 #ifdef MUT_FINAL_KEY_PER_EXECUTION
           slot = SLOT(p, first, last, e % NSALT);
 #else
@@ -615,8 +639,8 @@ s_abort:
 #endif
     /* code: CheckpointStore.transition (CheckpointCoordinator.markAborted) */
     if :: ABORTABLE(cid) -> hStatus = ABORTED; rec[cid].status = ABORTED :: else -> skip fi;
-    /* code: PlanStore.deleteAttempt */
-    plan[WORK(cid, att)].written = false; promo[WORK(cid, att)].written = false;
+    /* code: PlanStore.deleteAttempt (plans, candidates, promotion records) */
+    plan[WORK(cid, att)].written = false; promo[WORK(cid, att)].written = false; cand[WORK(cid, att)] = 0;
     goto stopped
   }
 
