@@ -28,7 +28,7 @@ import { generateOrders } from '../local/generator.ts';
 import { DEFAULT_BATCHING_WINDOW_MS } from '../local/msk-emulator.ts';
 import { createBucket, createLedgerTable } from '../local/provision.ts';
 import { type RunObserver, type RunReport, runLocal } from '../local/runner.ts';
-import { ByteCounter, type ByteCounts, type CountedCall } from '../shared/aws/call-counter.ts';
+import { ByteCounter, type ByteCounts, CallCounter, type CountedCall } from '../shared/aws/call-counter.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { type DeliveryGuarantee, parseSettings, type Settings } from '../shared/config/settings.ts';
 import { COORDINATOR_STEPS, type CoordinatorStep } from '../shared/coordinator/definition.ts';
@@ -141,6 +141,16 @@ export interface E2eRun {
   attribution: ByteAttribution;
   objects: FinalObjects;
   steps: StepTimes;
+  calls: E2eCalls;
+}
+
+/** AWS calls of a run: per batch (an acknowledged delivery, one partition's records) and by operation. */
+export interface E2eCalls {
+  batches: number;
+  processor: Record<string, number>;
+  coordinator: Record<string, number>;
+  /** Processor and coordinator calls over the batches. */
+  perBatch: number;
 }
 
 export interface ModeSummary {
@@ -161,6 +171,8 @@ export interface ModeSummary {
   /** Medians over the runs. */
   finalObjectsPer1000Records: number;
   oneMemberShare: number;
+  /** AWS calls (processor and coordinator) per batch, over the runs. */
+  callsPerBatch: Spread;
 }
 
 export interface E2eResult {
@@ -187,6 +199,8 @@ export interface E2eResult {
   };
   /** Per pair, exactly-once bytes per record ÷ at-least-once's. */
   bytesRatio: Spread;
+  /** Per pair, exactly-once AWS calls per batch (processor and coordinator) ÷ at-least-once's. */
+  callsPerBatchRatio: Spread;
   /** Per pair, the bytes ratio had promote copied one-member final objects server-side (no read, no write). */
   bytesRatioWithServerSideCopy: Spread;
   /** Per pair, the bytes ratio had promote neither read the copies again nor written final objects (the floor). */
@@ -277,6 +291,8 @@ export interface Probe {
   readonly stepEvents: Array<{ step: CoordinatorStep; phase: 'before' | 'after'; at: number }>;
   readonly processor: ByteCounter;
   readonly coordinator: ByteCounter;
+  /** Every AWS call by operation, the processors' and the coordinator's apart. */
+  readonly calls: { readonly processor: CallCounter; readonly coordinator: CallCounter };
 }
 
 export function probe(): Probe {
@@ -289,6 +305,7 @@ export function probe(): Probe {
     stepEvents: [],
     processor: new ByteCounter({ keepCalls: true }),
     coordinator: new ByteCounter({ keepCalls: true }),
+    calls: { processor: new CallCounter(), coordinator: new CallCounter() },
     observer: {},
   };
   let acknowledged = 0;
@@ -296,6 +313,8 @@ export function probe(): Probe {
     clients: (clients, role) => {
       if (role === 'processor') p.processor.attach(clients);
       if (role === 'coordinator') p.coordinator.attach(clients);
+      if (role === 'processor') p.calls.processor.attach(clients);
+      if (role === 'coordinator') p.calls.coordinator.attach(clients);
     },
     started: (at) => {
       p.started = at;
@@ -557,6 +576,14 @@ export async function runEndToEnd(
     attribution: attributeBytes(settings.pipelineId, processorCalls, coordinatorCalls),
     objects: finalObjectsOf(settings.pipelineId, processorCalls, coordinatorCalls),
     steps: stepTimes(p.stepEvents),
+    calls: {
+      batches: p.acks.length,
+      processor: p.calls.processor.snapshot(),
+      coordinator: p.calls.coordinator.snapshot(),
+      perBatch: Number(
+        ((p.calls.processor.total() + p.calls.coordinator.total()) / Math.max(1, p.acks.length)).toFixed(2),
+      ),
+    },
   };
   return { run, settings, probe: p, manifests };
 }
@@ -590,6 +617,10 @@ function summary(runs: readonly E2eRun[]): ModeSummary {
     ),
     oneMemberShare: Number(
       median(runs.map((r) => r.objects.oneMemberObjects / Math.max(1, r.objects.finalObjects))).toFixed(3),
+    ),
+    callsPerBatch: spreadOf(
+      runs.map((r) => r.calls.perBatch),
+      2,
     ),
   };
 }
@@ -684,6 +715,10 @@ export async function measureEndToEnd(config: E2eConfig = E2E_DEFAULTS): Promise
     },
     bytesRatio: spreadOf(
       eo.map((run, i) => run.bytesPerRecord / Math.max(1e-9, alo[i]!.bytesPerRecord)),
+      2,
+    ),
+    callsPerBatchRatio: spreadOf(
+      eo.map((run, i) => run.calls.perBatch / Math.max(1e-9, alo[i]!.calls.perBatch)),
       2,
     ),
     bytesRatioWithServerSideCopy: spreadOf(

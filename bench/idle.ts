@@ -38,10 +38,39 @@ export interface IdleResult {
   dashboards: number;
   /** Metric names × the one dimension set each is emitted with. */
   customMetrics: number;
+  /** The default stack's batching and memory settings, for the cost model. */
+  defaults: StackDefaults;
+}
+
+export interface StackDefaults {
+  batchSize: number;
+  maxBatchingWindowSeconds: number;
+  checkpointIntervalMinutes: number;
+  processorMemoryMb: number;
+  coordinatorMemoryMb: number;
+  monitorMemoryMb: number;
+}
+
+/** The memory of the stack's functions whose logical id contains `name` (the largest, if several). */
+function memoryOf(template: Template, name: string): number {
+  const sizes = Object.entries(template.findResources('AWS::Lambda::Function'))
+    .filter(([id]) => id.includes(name))
+    .map(([, resource]) =>
+      Number((resource as { Properties?: { MemorySize?: unknown } }).Properties?.MemorySize),
+    );
+  const known = sizes.filter((size) => Number.isFinite(size));
+  if (known.length === 0)
+    throw new Error(`no Lambda function named like ${name} with a MemorySize in the stack`);
+  return Math.max(...known);
 }
 
 /** The default stack's alarms and dashboards (bundling skipped: only the resources are counted). */
-function countStackResources(): { alarms: number; dashboards: number; intervalMinutes: number } {
+function countStackResources(): {
+  alarms: number;
+  dashboards: number;
+  intervalMinutes: number;
+  defaults: StackDefaults;
+} {
   const app = new App({
     builtinCloudFormationValidation: false,
     context: { ...PIPELINE_FEATURE_FLAGS, 'aws:cdk:bundling-stacks': [] },
@@ -56,10 +85,19 @@ function countStackResources(): { alarms: number; dashboards: number; intervalMi
   });
   const template = Template.fromStack(stack);
   const count = (type: string) => Object.keys(template.findResources(type)).length;
+  const config = stack.pipeline.config;
   return {
     alarms: count('AWS::CloudWatch::Alarm'),
     dashboards: count('AWS::CloudWatch::Dashboard'),
-    intervalMinutes: stack.pipeline.config.checkpointIntervalMinutes,
+    intervalMinutes: config.checkpointIntervalMinutes,
+    defaults: {
+      batchSize: config.batchSize,
+      maxBatchingWindowSeconds: config.maxBatchingWindowSeconds,
+      checkpointIntervalMinutes: config.checkpointIntervalMinutes,
+      processorMemoryMb: config.processorMemoryMb,
+      coordinatorMemoryMb: memoryOf(template, 'Coordinator'),
+      monitorMemoryMb: memoryOf(template, 'Monitor'),
+    },
   };
 }
 
@@ -102,5 +140,6 @@ export async function measureIdle(base: { table: string; bucket: string }): Prom
     alarms: stack.alarms,
     dashboards: stack.dashboards,
     customMetrics: Object.keys(METRIC).length,
+    defaults: stack.defaults,
   };
 }

@@ -2,16 +2,17 @@
 import type { BundleResult } from './bundle.ts';
 import type { CheckpointResult } from './checkpoint.ts';
 import type { ColdStartResult } from './cold-start.ts';
-import type { CostLine, IdleCost, RateCost } from './cost.ts';
+import type { IdleCost } from './cost.ts';
 import type { E2eResult, VisibilityResult } from './e2e.ts';
 import type { FirstRunResult } from './first-run.ts';
 import type { IdleResult } from './idle.ts';
+import { type CostResults, costSection } from './report-cost.ts';
 import { e2eExplanation, e2eSection } from './report-e2e.ts';
 import { calls, spread, verdict } from './report-format.ts';
 import type { ThroughputResult } from './run.ts';
 import type { KeyWriteRates, ScaleResult } from './scale.ts';
 
-export interface BenchResults {
+export interface BenchResults extends CostResults {
   generatedAt: string;
   machine: { node: string; note: string };
   workload: { recordBytes: number; customerPool: number; runs: number; recordsPerRun: number };
@@ -28,13 +29,10 @@ export interface BenchResults {
   throughput: ThroughputResult[];
   checkpoints: CheckpointResult[];
   bundles: BundleResult[];
-  cost: { pricesAsOf: string; perMillionRecords: Record<string, CostLine> };
   idle: IdleResult;
   /** The fixed monthly cost of a deployed pipeline that receives nothing, USD. */
   idle_cost_per_month_usd: number;
   idle_cost: IdleCost;
-  /** Everything the pipeline costs in a month at a steady rate, per million records, USD. */
-  cost_per_million_at_rates: RateCost[];
   /** End to end (bench/e2e.ts): exactly-once sustained records/s ÷ at-least-once's, median of the pairs. */
   ratio_eo_alo_e2e?: number;
   /** S3 bytes through Lambda per committed record, exactly-once ÷ at-least-once, median of the pairs. */
@@ -156,8 +154,8 @@ export function renderMarkdown(r: BenchResults): string {
     ...throughputSection(r),
     ...e2eSection(r.e2e, r.visibility),
     ...checkpointsAndBundlesSection(r),
-    ...costSection(r),
-    ...idleAndRatesSection(r),
+    ...costSection(r, r.e2e?.callsPerBatchRatio),
+    ...idleSection(r),
   ];
   return `${lines.join('\n')}\n`;
 }
@@ -279,28 +277,10 @@ function checkpointsAndBundlesSection(r: BenchResults): string[] {
   ];
 }
 
-/** List-price cost per million records of each configuration. */
-function costSection(r: BenchResults): string[] {
+/** The fixed monthly cost of an idle pipeline. */
+function idleSection(r: BenchResults): string[] {
   return [
-    `## Cost per million records (USD, list prices as of ${r.cost.pricesAsOf}, \`bench/prices.json\`)`,
-    '',
-    '| configuration | DynamoDB writes | DynamoDB reads | S3 requests | Step Functions | Lambda | total |',
-    '|---|---|---|---|---|---|---|',
-    ...Object.entries(r.cost.perMillionRecords).map(
-      ([name, c]) =>
-        `| ${name} | ${c.dynamodbWrites} | ${c.dynamodbReads} | ${c.s3Requests} | ${c.stepFunctions} | ${c.lambda} | ${c.total} |`,
-    ),
-    '',
-    'Assumptions are listed in `bench/cost.ts`: batch 500, ledger items under 1 KB, Lambda at 1,024 MB billed for',
-    'the locally measured time, the coordinator cost per staged file from the 1,000-file checkpoint.',
-    '',
-  ];
-}
-
-/** The fixed monthly cost of an idle pipeline, and the whole cost at steady rates. */
-function idleAndRatesSection(r: BenchResults): string[] {
-  return [
-    '## What an idle pipeline costs, and the cost at a steady rate',
+    '## What an idle pipeline costs',
     '',
     `Every ${r.idle.checkpointIntervalMinutes}-minute checkpoint interval the schedule starts one coordinator execution and one`,
     `monitor run. An execution that finds nothing to commit makes ${r.idle.emptyCheckpoint.lambdaInvocations} Lambda`,
@@ -314,16 +294,6 @@ function idleAndRatesSection(r: BenchResults): string[] {
     '',
     "The dashboard is free within the account's first three. A longer `checkpointIntervalMinutes` divides the",
     'Step Functions, Lambda and DynamoDB parts; the alarms and dashboard are the floor.',
-    '',
-    '| records/s | records per batch | staged files per checkpoint | USD per month | USD per million records |',
-    '|---|---|---|---|---|',
-    ...r.cost_per_million_at_rates.map(
-      (c) =>
-        `| ${c.recordsPerSecond} | ${c.recordsPerBatch} | ${c.stagedFilesPerCheckpoint} | ${c.perMonth} | ${c.perMillionRecords} |`,
-    ),
-    '',
-    'At 1 record/s every batch holds one record and every checkpoint commits about sixty tiny files, so the fixed',
-    "costs of batches and checkpoints dominate; the model's assumptions are in `bench/cost.ts` (`costAtRates`).",
     '',
   ];
 }

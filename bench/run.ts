@@ -2,7 +2,8 @@
  * `npm run bench`: the processor's throughput and AWS calls per batch under each delivery guarantee, the
  * checkpoint's commit time against the number of staged files, the bundle size and module initialisation time,
  * the processor's cold start (bench/cold-start.ts), the whole pipeline end to end (bench/e2e.ts: sustained
- * throughput, S3 bytes through Lambda, visibility latency), and a cost model per million records. One process, against the local parts; every configuration after a
+ * throughput, S3 bytes through Lambda, visibility latency), and the counts behind the monthly cost model (bench/counts.ts,
+ * shipped as cli/cost-counts.json for `eos cost`). One process, against the local parts; every configuration after a
  * warm-up, several runs, median reported; the modes interleaved run by run so that background load hits them
  * alike. Writes `bench/results.json` and `docs/benchmark.md`.
  *
@@ -23,7 +24,8 @@ import { createProcessor, type Processor } from '../shared/processor/processor.t
 import { measureBundles } from './bundle.ts';
 import { measureCheckpoints } from './checkpoint.ts';
 import { measureColdStart } from './cold-start.ts';
-import { costAtRates, costModel, idleMonthlyCost } from './cost.ts';
+import { costFigures, idleMonthlyCost } from './cost.ts';
+import { measureCostCounts, writeCostCounts } from './counts.ts';
 import { E2E_DEFAULTS, measureEndToEnd, measureVisibility, VISIBILITY_DEFAULTS } from './e2e.ts';
 import { measureFirstRun } from './first-run.ts';
 import { measureIdle } from './idle.ts';
@@ -220,6 +222,10 @@ async function main(): Promise<void> {
     progress('an idle pipeline');
     const idle = await measureIdle(base);
     const idleCost = idleMonthlyCost(idle);
+    progress('the counts behind the cost model (bench/counts.ts)');
+    const costCounts = await measureCostCounts(base, idle, 'npm run bench');
+    writeCostCounts(costCounts.counts);
+    const cost = costFigures(costCounts.counts);
     progress('bundles');
     const bundles = await measureBundles(root);
     progress('the processor cold start (bench/cold-start.ts)');
@@ -260,11 +266,19 @@ async function main(): Promise<void> {
       throughput,
       checkpoints,
       bundles,
-      cost: costModel({ eo, alo, eoKeys: find('exactly-once', 500, true), checkpoints }),
+      cost,
+      cost_counts: costCounts.counts,
+      cost_measurements: { batches: [...costCounts.batches], checkpoints: [...costCounts.checkpoints] },
+      cost_month_eo_10k_100p: cost.headline.exactlyOnce.total,
+      cost_ratio_eo_alo: Number(
+        (cost.headline.exactlyOnce.total / cost.headline.atLeastOnce.total).toFixed(3),
+      ),
+      calls_per_batch_e2e_eo: e2e.exactlyOnce.callsPerBatch.median,
+      calls_per_batch_e2e_alo: e2e.atLeastOnce.callsPerBatch.median,
+      calls_per_batch_e2e_ratio: e2e.callsPerBatchRatio.median,
       idle,
       idle_cost_per_month_usd: idleCost.perMonth.total,
       idle_cost: idleCost,
-      cost_per_million_at_rates: costAtRates({ eo, checkpoints, idle, idleCost }, [1, 100, 10_000]),
       ratio_eo_alo_e2e: e2e.ratio.median,
       bytes_through_lambda_ratio: e2e.bytesRatio.median,
       visibility_p50_ms: atDefault.p50Ms.median,
@@ -290,7 +304,11 @@ async function main(): Promise<void> {
         `end to end, exactly-once / at-least-once sustained: ${results.ratio_eo_alo_e2e}\n` +
         `S3 bytes through Lambda per record, exactly-once / at-least-once: ${results.bytes_through_lambda_ratio}\n` +
         `visibility p50 / p99 at ${E2E_DEFAULTS.checkpointIntervalMs} ms: ${results.visibility_p50_ms} / ${results.visibility_p99_ms} ms\n` +
-        `processor init: ${results.init_ms_processor} ms\n`,
+        `processor init: ${results.init_ms_processor} ms\n` +
+        `monthly cost at 10,000 records/s over 100 partitions, exactly-once: ${results.cost_month_eo_10k_100p} USD ` +
+        `(${results.cost_ratio_eo_alo} × at-least-once)\n` +
+        `calls per batch end to end, exactly-once: ${results.calls_per_batch_e2e_eo} ` +
+        `(${results.calls_per_batch_e2e_ratio} × at-least-once)\n`,
     );
   } finally {
     clearInterval(sampler);

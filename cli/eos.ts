@@ -4,7 +4,7 @@
  * `eos verify` checks a bucket's committed output, `eos read` prints it, `eos status` reads a pipeline's ledger
  * and cluster, `eos epoch` shows and opens epochs,
  * `eos redrive` sends dead letters back through the exactly-once path, `eos replay` reprocesses a range into a new
- * output generation.
+ * output generation, `eos cost` prints the monthly bill at a steady rate from the benchmark's counted calls.
  *
  * Only the commands' definitions load here; each command loads its implementation (the AWS SDK, the emulator,
  * the local parts) when it runs, so that `--help` and `--version` stay quick and the operator commands never
@@ -14,6 +14,7 @@ import './preamble.ts';
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
+import { type CostDependencies, registerCostCommand } from './cost.ts';
 import { type EpochDependencies, registerEpochCommand } from './epoch.ts';
 import { reportFailure } from './failures.ts';
 import { type LocalDependencies, registerLocalCommand } from './local.ts';
@@ -33,6 +34,7 @@ export interface ProgramDependencies {
   readonly epoch?: EpochDependencies;
   readonly redrive?: RedriveDependencies;
   readonly replay?: ReplayDependencies;
+  readonly cost?: CostDependencies;
 }
 
 function packageVersion(): string {
@@ -59,6 +61,7 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
   registerEpochCommand(program, deps.epoch);
   registerRedriveCommand(program, deps.redrive);
   registerReplayCommand(program, deps.replay);
+  registerCostCommand(program, deps.cost);
   // Commander's own usage errors (an unknown option, a bad value) throw instead of exiting: main() maps them to
   // 2, as the commands' own usage errors, and help and --version to 0.
   for (const command of [program, ...program.commands]) command.exitOverride();

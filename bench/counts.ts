@@ -1,0 +1,305 @@
+/**
+ * The counts behind the cost model (cli/cost-model.ts), measured on the local parts and fitted: the processor's
+ * calls per batch under each guarantee at two batch sizes, and a checkpoint's calls at five shapes that tell its
+ * terms apart (a fixed part, per shard, per partition, per staged file, per final object). `npm run bench` writes
+ * them to `cli/cost-counts.json`, which ships with the package for `eos cost`; alone, after a change to the
+ * processor or the coordinator:
+ *
+ *   npx tsx bench/counts.ts        (starts the local parts, about a minute)
+ *
+ * test/bench/cost-model.test.ts measures a shape the fit never saw and checks the model predicts its counts.
+ */
+import '../local/polyfills.ts';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { CheckpointShape, CostCounts, Prices, ProcessorCounts } from '../cli/cost-model.ts';
+import { createLocalCoordinator } from '../local/coordinator-runner.ts';
+import { CallCounter } from '../shared/aws/call-counter.ts';
+import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
+import { type DeliveryGuarantee, parseSettings } from '../shared/config/settings.ts';
+import { MAX_SHARDS } from '../shared/coordinator/definition.ts';
+import { DEFAULT_PROMOTION_LIMITS } from '../shared/coordinator/promote/final-plan.ts';
+import { createProcessor } from '../shared/processor/processor.ts';
+import { finalPrefix } from '../shared/sink/layout.ts';
+import { listObjects } from '../shared/sink/objects.ts';
+import { fitBatch, fitCheckpointCalls, fitCheckpointTerms } from './cost-fit.ts';
+import { type IdleResult, measureIdle } from './idle.ts';
+import { median } from './stats.ts';
+import { batchEvent, CUSTOMER_POOL } from './workload.ts';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const COST_COUNTS_FILE = join(root, 'cli', 'cost-counts.json');
+export const PRICES_FILE = join(root, 'bench', 'prices.json');
+const RECORDS_PER_FILE = 5;
+
+/** A checkpoint to measure: `partitions` partitions with `filesPerPartition` staged files each. */
+export interface CheckpointSpec {
+  readonly partitions: number;
+  readonly filesPerPartition: number;
+  /** Promotion's member limit (default the coordinator's): a low one makes several final objects a partition. */
+  readonly maxMembers?: number;
+}
+
+/**
+ * Five shapes whose (1, shards, partitions, files, final objects) rows are independent: files alone vary from
+ * the first to the second, final objects alone from the second to the fourth, and 20 partitions deal to fewer
+ * shards than partitions.
+ */
+export const FIT_SHAPES: readonly CheckpointSpec[] = [
+  { partitions: 2, filesPerPartition: 2 },
+  { partitions: 2, filesPerPartition: 6 },
+  { partitions: 5, filesPerPartition: 2 },
+  { partitions: 2, filesPerPartition: 6, maxMembers: 2 },
+  { partitions: 20, filesPerPartition: 1 },
+];
+
+export interface MeasuredCheckpoint {
+  readonly spec: CheckpointSpec;
+  readonly status: string;
+  readonly shape: CheckpointShape;
+  readonly calls: Record<string, number>;
+  readonly transactionItems: number;
+  readonly lambdaInvocations: number;
+  readonly historyEvents: number;
+  /** Summed over the coordinator's invocations. */
+  readonly invocationMs: number;
+}
+
+let seq = 0;
+const tag = () => `${process.pid}-${Date.now().toString(36)}-${++seq}`;
+
+async function finalObjectCount(bucket: string, pipeline: string): Promise<number> {
+  const clients = createAwsClients();
+  try {
+    let count = 0;
+    for await (const _ of listObjects(clients.s3, bucket, finalPrefix(pipeline))) count++;
+    return count;
+  } finally {
+    clients.s3.destroy();
+    clients.dynamodb.destroy();
+  }
+}
+
+/**
+ * Stages the spec's files on a fresh pipeline, then counts the calls of the one checkpoint that covers them.
+ * `instrument` sees the coordinator's clients before it runs (a test adds calls through it).
+ */
+export async function measureCheckpoint(
+  base: { table: string; bucket: string },
+  spec: CheckpointSpec,
+  instrument?: (clients: AwsClients, pipeline: string) => void,
+): Promise<MeasuredCheckpoint> {
+  const settings = parseSettings({
+    ledgerTable: base.table,
+    bucket: base.bucket,
+    pipelineId: `cost-cp-${tag()}`,
+    idempotencyKey: 'none',
+  });
+  const clients = createAwsClients();
+  const processor = createProcessor({ settings, clients });
+  for (let file = 0; file < spec.filesPerPartition; file++) {
+    for (let partition = 0; partition < spec.partitions; partition++) {
+      await processor.processEvent(batchEvent(partition, file * RECORDS_PER_FILE, RECORDS_PER_FILE));
+    }
+  }
+  const calls = new CallCounter().attach(clients);
+  instrument?.(clients, settings.pipelineId);
+  const outcome = await createLocalCoordinator({
+    settings,
+    clients,
+    ...(spec.maxMembers ? { promotionLimits: { maxMembers: spec.maxMembers } } : {}),
+  }).runCheckpoint();
+  const finalObjects = await finalObjectCount(settings.bucket, settings.pipelineId);
+  return {
+    spec,
+    status: outcome.status,
+    shape: {
+      shards: Math.min(MAX_SHARDS, spec.partitions),
+      partitions: spec.partitions,
+      stagedFiles: spec.partitions * spec.filesPerPartition,
+      finalObjects,
+    },
+    calls: calls.snapshot(),
+    transactionItems: calls.transactionItems(),
+    lambdaInvocations: outcome.invocations.length,
+    historyEvents: outcome.events,
+    invocationMs: outcome.invocations.reduce((a, i) => a + i.durationMs, 0),
+  };
+}
+
+export interface MeasuredBatches {
+  readonly mode: DeliveryGuarantee;
+  readonly records: number;
+  /** Distinct state keys (customers) in each batch. */
+  readonly stateKeys: number;
+  /** Per batch, steady state (after a warm-up). */
+  readonly calls: Record<string, number>;
+  readonly transactionItems: number;
+  readonly ms: number;
+}
+
+/** `batches` batches of `records` records of one partition, after two of warm-up: calls, items and time per batch. */
+export async function measureBatches(
+  base: { table: string; bucket: string },
+  mode: DeliveryGuarantee,
+  records: number,
+  batches = 6,
+): Promise<MeasuredBatches> {
+  const settings = parseSettings({
+    ledgerTable: base.table,
+    bucket: base.bucket,
+    pipelineId: `cost-batch-${tag()}`,
+    deliveryGuarantee: mode,
+    idempotencyKey: 'none',
+  });
+  const clients = createAwsClients();
+  const processor = createProcessor({ settings, clients });
+  let offset = 0;
+  const next = async () => {
+    const started = performance.now();
+    await processor.processEvent(batchEvent(0, offset, records));
+    offset += records;
+    return performance.now() - started;
+  };
+  await next();
+  await next();
+  const calls = new CallCounter().attach(clients);
+  const times: number[] = [];
+  for (let i = 0; i < batches; i++) times.push(await next());
+  return {
+    mode,
+    records,
+    stateKeys: Math.min(records, CUSTOMER_POOL),
+    calls: Object.fromEntries(Object.entries(calls.snapshot()).map(([op, n]) => [op, n / batches])),
+    transactionItems: calls.transactionItems() / batches,
+    ms: Number(median(times).toFixed(2)),
+  };
+}
+
+/** Two batch sizes with different numbers of distinct state keys, so items per key and per batch separate. */
+export const BATCH_SIZES = [20, 500] as const;
+
+export function fitProcessor(small: MeasuredBatches, large: MeasuredBatches): ProcessorCounts {
+  const operations = [...new Set([...Object.keys(small.calls), ...Object.keys(large.calls)])].sort();
+  const items = fitBatch(
+    { x: small.stateKeys, y: small.transactionItems },
+    { x: large.stateKeys, y: large.transactionItems },
+  );
+  return {
+    calls: Object.fromEntries(
+      operations.map((op) => [
+        op,
+        fitBatch(
+          { x: small.records, y: small.calls[op] ?? 0 },
+          { x: large.records, y: large.calls[op] ?? 0 },
+        ),
+      ]),
+    ),
+    transactionItems: { fixed: items.fixed, perStateKey: items.perRecord },
+    ms: fitBatch({ x: small.records, y: small.ms }, { x: large.records, y: large.ms }),
+  };
+}
+
+export function fitCheckpoints(measured: readonly MeasuredCheckpoint[]): CostCounts['checkpoint'] {
+  const shapes = measured.map((m) => m.shape);
+  const invocations = measured.reduce((a, m) => a + m.lambdaInvocations, 0);
+  return {
+    calls: fitCheckpointCalls(
+      shapes,
+      measured.map((m) => m.calls),
+    ),
+    transactionItems: fitCheckpointTerms(
+      shapes,
+      measured.map((m) => m.transactionItems),
+    ),
+    lambdaInvocations: fitCheckpointTerms(
+      shapes,
+      measured.map((m) => m.lambdaInvocations),
+    ),
+    historyEvents: fitCheckpointTerms(
+      shapes,
+      measured.map((m) => m.historyEvents),
+    ),
+    msPerInvocation: Number((measured.reduce((a, m) => a + m.invocationMs, 0) / invocations).toFixed(1)),
+  };
+}
+
+export function readPrices(): Prices {
+  return JSON.parse(readFileSync(PRICES_FILE, 'utf8')) as Prices;
+}
+
+export interface CostCountsRun {
+  readonly counts: CostCounts;
+  readonly batches: readonly MeasuredBatches[];
+  readonly checkpoints: readonly MeasuredCheckpoint[];
+}
+
+/** Measures and fits everything the cost model needs; `idle` from bench/idle.ts (the stack and the monitor). */
+export async function measureCostCounts(
+  base: { table: string; bucket: string },
+  idle: IdleResult,
+  by: string,
+): Promise<CostCountsRun> {
+  const batches: MeasuredBatches[] = [];
+  const processor = {} as Record<'exactly-once' | 'at-least-once', ProcessorCounts>;
+  for (const mode of ['exactly-once', 'at-least-once'] as const) {
+    const [small, large] = [
+      await measureBatches(base, mode, BATCH_SIZES[0]),
+      await measureBatches(base, mode, BATCH_SIZES[1]),
+    ];
+    batches.push(small, large);
+    processor[mode] = fitProcessor(small, large);
+  }
+  const checkpoints: MeasuredCheckpoint[] = [];
+  for (const spec of FIT_SHAPES) checkpoints.push(await measureCheckpoint(base, spec));
+  const failed = checkpoints.find((c) => c.status !== 'committed');
+  if (failed)
+    throw new Error(`a measured checkpoint did not commit: ${JSON.stringify(failed.spec)}: ${failed.status}`);
+  const counts: CostCounts = {
+    measuredAt: new Date().toISOString(),
+    by,
+    defaults: idle.defaults,
+    maxShards: MAX_SHARDS,
+    promotionLimits: {
+      maxObjectBytes: DEFAULT_PROMOTION_LIMITS.maxObjectBytes,
+      maxMembers: DEFAULT_PROMOTION_LIMITS.maxMembers,
+      maxObjectRows: DEFAULT_PROMOTION_LIMITS.maxObjectRows!,
+    },
+    stateKeys: CUSTOMER_POOL,
+    processor,
+    checkpoint: fitCheckpoints(checkpoints),
+    monitor: idle.monitor.calls,
+    stack: { alarms: idle.alarms, dashboards: idle.dashboards, customMetrics: idle.customMetrics },
+    prices: readPrices(),
+  };
+  return { counts, batches, checkpoints };
+}
+
+export function writeCostCounts(counts: CostCounts): void {
+  writeFileSync(COST_COUNTS_FILE, `${JSON.stringify(counts, null, 2)}\n`);
+}
+
+async function main(): Promise<void> {
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+  const { startLocalParts } = await import('../local/parts.ts');
+  const { createBucket, createLedgerTable } = await import('../local/provision.ts');
+  const parts = await startLocalParts();
+  Object.assign(process.env, parts.env);
+  try {
+    const clients = createAwsClients();
+    const base = { table: 'cost-ledger', bucket: 'cost-bucket' };
+    await Promise.all([
+      createLedgerTable(clients.dynamodb, base.table),
+      createBucket(clients.s3, base.bucket),
+    ]);
+    const idle = await measureIdle(base);
+    const { counts } = await measureCostCounts(base, idle, 'npx tsx bench/counts.ts');
+    writeCostCounts(counts);
+    process.stdout.write(`wrote ${COST_COUNTS_FILE}\n`);
+  } finally {
+    await parts.stop();
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === resolve(process.argv[1])) await main();

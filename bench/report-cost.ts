@@ -1,0 +1,163 @@
+/** The benchmark page's monthly cost section: the model's bill at a few rates, and the counts it multiplies. */
+import type { Bill, CheckpointTerms, CostCounts } from '../cli/cost-model.ts';
+import type { CostFigures } from './cost.ts';
+import type { MeasuredBatches, MeasuredCheckpoint } from './counts.ts';
+import { calls } from './report-format.ts';
+import type { Spread } from './stats.ts';
+
+export interface CostResults {
+  cost: CostFigures;
+  /** The counts `eos cost` ships (cli/cost-counts.json), as this run measured and fitted them. */
+  cost_counts: CostCounts;
+  /** The measurements behind the fit. */
+  cost_measurements: { batches: MeasuredBatches[]; checkpoints: MeasuredCheckpoint[] };
+  /** Monthly USD, exactly-once, 10,000 records/s of 1 KB over 100 partitions, the stack's defaults otherwise. */
+  cost_month_eo_10k_100p: number;
+  /** The same month exactly-once ÷ at-least-once. */
+  cost_ratio_eo_alo: number;
+  /** End to end (bench/e2e.ts): AWS calls of the processors and the coordinator per batch, median of the runs. */
+  calls_per_batch_e2e_eo?: number;
+  calls_per_batch_e2e_alo?: number;
+  /** Per round, exactly-once's calls per batch ÷ at-least-once's, median. */
+  calls_per_batch_e2e_ratio?: number;
+}
+
+const usd = (n: number) => n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+
+function billRows(eo: Bill, alo: Bill): string[] {
+  return [
+    '| line | exactly-once: quantity | USD | at-least-once: quantity | USD |',
+    '|---|---|---|---|---|',
+    ...eo.lines.map((line, i) => {
+      const other = alo.lines[i]!;
+      const q = (l: typeof line) => `${Math.round(l.quantity).toLocaleString('en-US')} ${l.unit}`;
+      return `| ${line.item} | ${q(line)} | ${usd(line.usd)} | ${q(other)} | ${usd(other.usd)} |`;
+    }),
+    `| **total** | | **${usd(eo.total)}** | | **${usd(alo.total)}** |`,
+  ];
+}
+
+function terms(t: CheckpointTerms): string {
+  const parts = [
+    t.fixed ? `${t.fixed}` : '',
+    t.perShard ? `${t.perShard}·shards` : '',
+    t.perPartition ? `${t.perPartition}·partitions` : '',
+    t.perStagedFile ? `${t.perStagedFile}·files` : '',
+    t.perFinalObject ? `${t.perFinalObject}·objects` : '',
+  ].filter(Boolean);
+  return parts.join(' + ') || '0';
+}
+
+function countsRows(c: CostCounts): string[] {
+  const cp = c.checkpoint;
+  return [
+    '| counted | exactly-once | at-least-once |',
+    '|---|---|---|',
+    ...(['calls per batch of n records', 'transaction items per batch', 'ms per batch (local)'] as const).map(
+      (what) => {
+        const of = (mode: 'exactly-once' | 'at-least-once') => {
+          const p = c.processor[mode];
+          if (what === 'transaction items per batch')
+            return `${p.transactionItems.fixed} + ${p.transactionItems.perStateKey}·state keys`;
+          if (what === 'ms per batch (local)') return `${p.ms.fixed} + ${p.ms.perRecord}·n`;
+          return Object.entries(p.calls)
+            .map(([op, t]) => `${op} ${t.fixed}${t.perRecord ? ` + ${t.perRecord}·n` : ''}`)
+            .join(', ');
+        };
+        return `| ${what} | ${of('exactly-once')} | ${of('at-least-once')} |`;
+      },
+    ),
+    ...Object.entries(cp.calls).map(([op, t]) => `| checkpoint: ${op} | ${terms(t)} | — |`),
+    `| checkpoint: transaction items | ${terms(cp.transactionItems)} | — |`,
+    `| checkpoint: Lambda invocations | ${terms(cp.lambdaInvocations)} (${cp.msPerInvocation} ms each, local) | — |`,
+    `| checkpoint: history events | ${terms(cp.historyEvents)} | — |`,
+    `| monitor run, each interval | ${calls(c.monitor)} | ${calls(c.monitor)} |`,
+  ];
+}
+
+function e2eCallsLine(r: CostResults, ratio?: Spread): string[] {
+  if (r.calls_per_batch_e2e_eo === undefined) return [];
+  return [
+    `End to end (bench/e2e.ts, the pipeline as it runs), the processors and the coordinator together make`,
+    `**${r.calls_per_batch_e2e_eo}** AWS calls per batch exactly-once (\`calls_per_batch_e2e_eo\`) against`,
+    `${r.calls_per_batch_e2e_alo} at-least-once: **${r.calls_per_batch_e2e_ratio}×**`,
+    `(\`calls_per_batch_e2e_ratio\`${ratio ? `, ${ratio.min}–${ratio.max} over the rounds` : ''}). Its batches`,
+    'are small (a backlog drained at the batch size of the run over few partitions, checkpoints every 500 ms), so',
+    "the coordinator's calls per checkpoint weigh more per batch there than at the rates below.",
+    '',
+  ];
+}
+
+/** Which option is cheapest where, from the rows (so the sentence follows the figures). */
+function whereCheapest(c: CostFigures): string[] {
+  const byOption = new Map<string, string[]>();
+  for (const row of c.rows) {
+    const at = `${row.recordsPerSecond.toLocaleString('en-US')}/s over ${row.partitions}`;
+    byOption.set(row.cheapest, [...(byOption.get(row.cheapest) ?? []), at]);
+  }
+  const parts = [...byOption].map(([option, rows]) => `${option} at ${rows.join(', ')}`);
+  const eoNever = !byOption.has('exactly-once');
+  return [
+    `USD a month. Cheapest: ${parts.join('; ')}.${eoNever ? ' Exactly-once is cheapest in no row here:' : ''}`,
+    ...(eoNever
+      ? [
+          "its bill follows its batches (a transaction with the batch's keyed-state items at 2 write units each, and",
+          'a PUT), and a batch per partition per window makes them many and small until they fill; each checkpoint',
+          'adds its fixed and per-shard calls. What it buys over the others is exactly-once output with keyed state.',
+        ]
+      : []),
+  ];
+}
+
+export function costSection(r: CostResults, e2eRatio?: Spread): string[] {
+  const c = r.cost;
+  const h = c.headline;
+  return [
+    '## Monthly cost (`eos cost`)',
+    '',
+    `List prices of ${h.input.recordsPerSecond.toLocaleString('en-US')} records/s of ${h.input.recordBytes} B over`,
+    `${h.input.partitions} partitions, every other input at the stack's defaults (batching window`,
+    `${h.input.batchingWindowSeconds} s, batch size ${h.input.batchSize}, a checkpoint every ${h.input.checkpointIntervalMinutes} min) and the`,
+    `workload's ${h.input.stateKeys} state keys: **${usd(r.cost_month_eo_10k_100p)} USD a month exactly-once**`,
+    `(\`cost_month_eo_10k_100p\`), **${r.cost_ratio_eo_alo}×** at-least-once's (\`cost_ratio_eo_alo\`). Prices as of`,
+    `${c.pricesAsOf} (\`bench/prices.json\`, with their sources); counts measured ${c.countsMeasuredAt}.`,
+    '',
+    ...billRows(h.exactlyOnce, h.atLeastOnce),
+    '',
+    ...e2eCallsLine(r, e2eRatio),
+    'How the bill is made (cli/cost-model.ts, `eos cost` prints the same for any input):',
+    '',
+    '- **Batches.** MSK delivers each partition on its own: at R records/s over P partitions and a batching window',
+    '  W, each partition makes a batch every window of R·W/P records, capped by the batch size (then R ÷ batch',
+    '  size batches a second); below one record per partition per window every record is a batch. A batch is one',
+    '  processor invocation and, exactly-once, one staged file — so more partitions mean more, smaller batches.',
+    '- **Calls per batch** and **per checkpoint** are the counts below, measured by `bench/counts.ts` on the local',
+    '  parts with a call-counting middleware and fitted exactly: per batch from batches of 20 and 500 records, per',
+    '  checkpoint from five checkpoints whose shapes tell apart a fixed part and the parts per shard (partitions',
+    '  dealt to at most 16), per partition, per staged file and per final object. test/bench/cost-model.test.ts',
+    '  checks the fit predicts the counts of checkpoints and batches it never saw, and that a call added per staged',
+    '  file moves it.',
+    '- **Pricing.** A transactional write item is 2 write units (items under 1 KB), a read 1 read unit; S3',
+    '  PUT/COPY/LIST and GET/HEAD classes; Lambda billed for the locally measured time per batch and per coordinator',
+    "  invocation at the stack's memory (DynamoDB Local and s3rver are not AWS: an approximation); Step Functions",
+    "  transitions as half the history events; the stack's alarms, dashboard and metrics.",
+    '- **Firehose** bills an MSK source per GB, without the 5 KB rounding per record of other sources; it is',
+    '  at-least-once and keeps no keyed state. **Managed Flink** bills KPU-hours, one KPU more for orchestration;',
+    '  the KPUs a job needs are assumed from a throughput per KPU (`bench/prices.json`: an assumption, `eos cost',
+    '  --flink-kpus` sets them). Neither counts the MSK cluster, which all four share, nor S3 storage.',
+    '',
+    '| records/s | partitions | records per batch | exactly-once | at-least-once | Firehose | Managed Flink | cheapest |',
+    '|---|---|---|---|---|---|---|---|',
+    ...c.rows.map(
+      (row) =>
+        `| ${row.recordsPerSecond.toLocaleString('en-US')} | ${row.partitions} | ${row.recordsPerBatch} | ${usd(row.exactlyOnce)} | ${usd(row.atLeastOnce)} | ${usd(row.firehose)} | ${usd(row.managedFlink)} | ${row.cheapest} |`,
+    ),
+    '',
+    ...whereCheapest(c),
+    '',
+    'The counts (n: records in the batch; shards: min(16, partitions)):',
+    '',
+    ...countsRows(r.cost_counts),
+    '',
+  ];
+}

@@ -1,0 +1,413 @@
+/**
+ * The monthly bill of a pipeline at a steady rate, from the AWS calls the benchmark counted (`cli/cost-counts.json`,
+ * written by `npm run bench` or `npx tsx bench/counts.ts`) and the list prices it copied there with their date.
+ * Pure: `eos cost` (cli/cost.ts) and the benchmark's page (bench/cost.ts) both price through it.
+ *
+ * Traffic: MSK delivers each partition's records in batches of its own, so at R records/s over P partitions and a
+ * batching window W every partition makes a batch each window holding R·W/P records, unless the batch size caps
+ * it first (then R / batch size batches a second) or fewer records than partitions arrive in a window (then every
+ * record is a batch of its own). Each batch is one processor invocation and, exactly-once, one staged file.
+ * Calls per batch are linear in its records (fitted from two measured batch sizes); transaction items are a fixed
+ * part plus one per distinct state key the batch touches. A checkpoint's calls are a fixed part plus parts per
+ * shard (partitions dealt to at most `maxShards`), per partition, per staged file and per final object, fitted
+ * from measured checkpoints of five shapes; the final objects of a partition are its files cut by the promotion
+ * limits (members, rows and bytes, bytes taken as the records' size: an upper bound, since staged files are
+ * compressed).
+ */
+
+/** How a count grows with the size of a batch. */
+export interface BatchTerms {
+  readonly fixed: number;
+  readonly perRecord: number;
+}
+
+/** How a count grows with the shape of a checkpoint. */
+export interface CheckpointTerms {
+  readonly fixed: number;
+  readonly perShard: number;
+  readonly perPartition: number;
+  readonly perStagedFile: number;
+  readonly perFinalObject: number;
+}
+
+export interface CheckpointShape {
+  readonly shards: number;
+  readonly partitions: number;
+  readonly stagedFiles: number;
+  readonly finalObjects: number;
+}
+
+export interface ProcessorCounts {
+  /** Calls per batch by operation (`dynamodb:TransactWriteItems`, `s3:PutObject`, …). */
+  readonly calls: Record<string, BatchTerms>;
+  /** Items written through transactions per batch: fixed, plus one per distinct state key (`perStateKey`). */
+  readonly transactionItems: { readonly fixed: number; readonly perStateKey: number };
+  /** Measured milliseconds per batch on the local parts (what Lambda would bill is assumed to follow it). */
+  readonly ms: BatchTerms;
+}
+
+export interface CheckpointCounts {
+  readonly calls: Record<string, CheckpointTerms>;
+  readonly transactionItems: CheckpointTerms;
+  readonly lambdaInvocations: CheckpointTerms;
+  /** The interpreter's history events; Step Functions bills about half of them as state transitions. */
+  readonly historyEvents: CheckpointTerms;
+  /** Measured milliseconds per coordinator invocation (the checkpoints' wall time over their invocations). */
+  readonly msPerInvocation: number;
+}
+
+export interface Prices {
+  readonly region: string;
+  readonly asOf: string;
+  readonly dynamodb: {
+    readonly writeRequestUnitPerMillion: number;
+    readonly readRequestUnitPerMillion: number;
+  };
+  readonly s3: { readonly putCopyPostListPer1000: number; readonly getHeadPer1000: number };
+  readonly stepFunctions: { readonly standardTransitionPer1000: number };
+  readonly lambda: { readonly arm64GbSecond: number; readonly requestsPerMillion: number };
+  readonly cloudWatch: {
+    readonly alarmStandardPerMonth: number;
+    readonly dashboardPerMonth: number;
+    readonly customMetricPerMonth: number;
+  };
+  readonly firehose: { readonly mskSourcePerGb: number; readonly source: string };
+  readonly managedFlink: {
+    readonly kpuHour: number;
+    readonly orchestrationKpus: number;
+    readonly assumedBytesPerSecondPerKpu: number;
+    readonly source: string;
+  };
+}
+
+/** What the benchmark measured, as shipped with the package. */
+export interface CostCounts {
+  readonly measuredAt: string;
+  readonly by: string;
+  /** The stack's defaults, read from its configuration. */
+  readonly defaults: {
+    readonly batchSize: number;
+    readonly maxBatchingWindowSeconds: number;
+    readonly checkpointIntervalMinutes: number;
+    readonly processorMemoryMb: number;
+    readonly coordinatorMemoryMb: number;
+    readonly monitorMemoryMb: number;
+  };
+  readonly maxShards: number;
+  readonly promotionLimits: {
+    readonly maxObjectBytes: number;
+    readonly maxMembers: number;
+    readonly maxObjectRows: number;
+  };
+  /** The benchmark workload's pool of state keys: at most this many distinct keys per batch, by default. */
+  readonly stateKeys: number;
+  readonly processor: { readonly 'exactly-once': ProcessorCounts; readonly 'at-least-once': ProcessorCounts };
+  readonly checkpoint: CheckpointCounts;
+  /** One monitor run (every checkpoint interval), by operation. */
+  readonly monitor: Record<string, number>;
+  /** Counted in the synthesized default stack. */
+  readonly stack: { readonly alarms: number; readonly dashboards: number; readonly customMetrics: number };
+  readonly prices: Prices;
+}
+
+export interface CostInput {
+  readonly recordsPerSecond: number;
+  readonly recordBytes: number;
+  readonly partitions: number;
+  readonly checkpointIntervalMinutes: number;
+  readonly batchingWindowSeconds: number;
+  readonly batchSize: number;
+  /** Distinct state keys a batch can touch (0: a transform without keyed state). */
+  readonly stateKeys: number;
+  /** Managed Flink KPUs; default from the assumed throughput per KPU. */
+  readonly flinkKpus?: number;
+}
+
+export interface BillLine {
+  readonly item: string;
+  readonly quantity: number;
+  readonly unit: string;
+  readonly usd: number;
+}
+
+export interface Bill {
+  readonly lines: readonly BillLine[];
+  readonly total: number;
+}
+
+export interface Traffic {
+  readonly batchesPerSecond: number;
+  readonly recordsPerBatch: number;
+  readonly checkpointsPerMonth: number;
+  readonly checkpoint: CheckpointShape;
+}
+
+export interface MonthlyCost {
+  readonly input: CostInput;
+  readonly pricesAsOf: string;
+  readonly countsMeasuredAt: string;
+  readonly traffic: Traffic;
+  readonly exactlyOnce: Bill;
+  readonly atLeastOnce: Bill;
+  readonly firehose: Bill;
+  readonly managedFlink: Bill;
+}
+
+export const MONTH_SECONDS = 30 * 24 * 3600;
+const MONTH_HOURS = MONTH_SECONDS / 3600;
+const PUT_CLASS = [
+  's3:PutObject',
+  's3:CopyObject',
+  's3:ListObjectsV2',
+  's3:CreateMultipartUpload',
+  's3:UploadPart',
+];
+const GET_CLASS = ['s3:GetObject', 's3:HeadObject'];
+const DDB_READS = ['dynamodb:Query', 'dynamodb:GetItem', 'dynamodb:BatchGetItem', 'dynamodb:Scan'];
+const DDB_PLAIN_WRITES = [
+  'dynamodb:PutItem',
+  'dynamodb:UpdateItem',
+  'dynamodb:DeleteItem',
+  'dynamodb:BatchWriteItem',
+];
+
+function sum(calls: Record<string, number>, operations: readonly string[]): number {
+  return operations.reduce((n, operation) => n + (calls[operation] ?? 0), 0);
+}
+
+const round = (value: number, digits: number) => Number(value.toFixed(digits));
+
+/** Calls of one batch of `records` records, by operation. */
+export function batchCalls(counts: ProcessorCounts, records: number): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(counts.calls).map(([operation, t]) => [operation, t.fixed + t.perRecord * records]),
+  );
+}
+
+export function batchTransactionItems(counts: ProcessorCounts, stateKeys: number): number {
+  return counts.transactionItems.fixed + counts.transactionItems.perStateKey * stateKeys;
+}
+
+function atShape(t: CheckpointTerms, shape: CheckpointShape): number {
+  return (
+    t.fixed +
+    t.perShard * shape.shards +
+    t.perPartition * shape.partitions +
+    t.perStagedFile * shape.stagedFiles +
+    t.perFinalObject * shape.finalObjects
+  );
+}
+
+/** One checkpoint of `shape`: its calls by operation, transaction items, Lambda invocations and history events. */
+export function checkpointCalls(counts: CheckpointCounts, shape: CheckpointShape) {
+  return {
+    calls: Object.fromEntries(Object.entries(counts.calls).map(([op, t]) => [op, atShape(t, shape)])),
+    transactionItems: atShape(counts.transactionItems, shape),
+    lambdaInvocations: atShape(counts.lambdaInvocations, shape),
+    historyEvents: atShape(counts.historyEvents, shape),
+  };
+}
+
+/** Batches, their size and the shape of a checkpoint at a steady rate (see the module's comment). */
+export function trafficOf(counts: CostCounts, input: CostInput): Traffic {
+  const { recordsPerSecond: rate, partitions, batchingWindowSeconds: window, batchSize } = input;
+  const perPartitionWindow = window > 0 ? partitions / window : Number.POSITIVE_INFINITY;
+  const batchesPerSecond = rate <= 0 ? 0 : Math.max(rate / batchSize, Math.min(perPartitionWindow, rate));
+  const recordsPerBatch = batchesPerSecond > 0 ? rate / batchesPerSecond : 0;
+  const intervalSeconds = input.checkpointIntervalMinutes * 60;
+  const files = batchesPerSecond * intervalSeconds;
+  const touched = Math.min(partitions, files);
+  const limits = counts.promotionLimits;
+  const perPartition = (x: number) => (touched > 0 ? x / touched : 0);
+  const filesEach = perPartition(files);
+  const recordsEach = perPartition(rate * intervalSeconds);
+  const objectsEach =
+    touched > 0
+      ? Math.max(
+          1,
+          Math.ceil(filesEach / limits.maxMembers),
+          Math.ceil(recordsEach / limits.maxObjectRows),
+          Math.ceil((recordsEach * input.recordBytes) / limits.maxObjectBytes),
+        )
+      : 0;
+  return {
+    batchesPerSecond,
+    recordsPerBatch,
+    checkpointsPerMonth: MONTH_SECONDS / intervalSeconds,
+    checkpoint: {
+      shards: Math.min(counts.maxShards, Math.max(1, touched)),
+      partitions: touched,
+      stagedFiles: files,
+      finalObjects: touched * objectsEach,
+    },
+  };
+}
+
+interface Usage {
+  calls: Record<string, number>;
+  transactionItems: number;
+  invocations: number;
+  gbSeconds: number;
+  transitions: number;
+}
+
+function addUsage(into: Usage, from: Usage, times: number): void {
+  for (const [op, n] of Object.entries(from.calls)) into.calls[op] = (into.calls[op] ?? 0) + n * times;
+  into.transactionItems += from.transactionItems * times;
+  into.invocations += from.invocations * times;
+  into.gbSeconds += from.gbSeconds * times;
+  into.transitions += from.transitions * times;
+}
+
+const emptyUsage = (): Usage => ({
+  calls: {},
+  transactionItems: 0,
+  invocations: 0,
+  gbSeconds: 0,
+  transitions: 0,
+});
+
+function line(item: string, quantity: number, unit: string, usd: number): BillLine {
+  return { item, quantity: Math.round(quantity), unit, usd: round(usd, 2) };
+}
+
+function billOf(usage: Usage, counts: CostCounts, withDashboard: boolean): Bill {
+  const p = counts.prices;
+  const puts = sum(usage.calls, PUT_CLASS);
+  const gets = sum(usage.calls, GET_CLASS);
+  const wru = usage.transactionItems * 2 + sum(usage.calls, DDB_PLAIN_WRITES);
+  const rru = sum(usage.calls, DDB_READS);
+  const { alarms, dashboards, customMetrics } = counts.stack;
+  const cloudWatch =
+    alarms * p.cloudWatch.alarmStandardPerMonth +
+    (withDashboard ? dashboards * p.cloudWatch.dashboardPerMonth : 0) +
+    customMetrics * p.cloudWatch.customMetricPerMonth;
+  const lines = [
+    line('S3 PUT/COPY/LIST requests', puts, 'requests', (puts * p.s3.putCopyPostListPer1000) / 1000),
+    line('S3 GET/HEAD requests', gets, 'requests', (gets * p.s3.getHeadPer1000) / 1000),
+    line('DynamoDB write request units', wru, 'WRU', (wru * p.dynamodb.writeRequestUnitPerMillion) / 1e6),
+    line('DynamoDB read request units', rru, 'RRU', (rru * p.dynamodb.readRequestUnitPerMillion) / 1e6),
+    line(
+      'Lambda requests',
+      usage.invocations,
+      'invocations',
+      (usage.invocations * p.lambda.requestsPerMillion) / 1e6,
+    ),
+    line('Lambda duration', usage.gbSeconds, 'GB-s', usage.gbSeconds * p.lambda.arm64GbSecond),
+    line(
+      'Step Functions state transitions',
+      usage.transitions,
+      'transitions',
+      (usage.transitions * p.stepFunctions.standardTransitionPer1000) / 1000,
+    ),
+    line(
+      `CloudWatch (${alarms} alarms, ${withDashboard ? `${dashboards} dashboard, ` : ''}${customMetrics} metrics)`,
+      alarms + customMetrics,
+      'alarms and metrics',
+      cloudWatch,
+    ),
+  ];
+  return {
+    lines,
+    total: round(
+      lines.reduce((a, l) => a + l.usd, 0),
+      2,
+    ),
+  };
+}
+
+function processorUsage(
+  counts: CostCounts,
+  mode: keyof CostCounts['processor'],
+  input: CostInput,
+  traffic: Traffic,
+): Usage {
+  const processor = counts.processor[mode];
+  const n = traffic.recordsPerBatch;
+  const ms = Math.max(1, processor.ms.fixed + processor.ms.perRecord * n);
+  return {
+    calls: batchCalls(processor, n),
+    transactionItems: batchTransactionItems(processor, Math.min(n, input.stateKeys)),
+    invocations: 1,
+    gbSeconds: (ms / 1000) * (counts.defaults.processorMemoryMb / 1024),
+    transitions: 0,
+  };
+}
+
+/** The monitor's run each checkpoint interval (billed duration: the coordinator's measured per invocation). */
+function monitorUsage(counts: CostCounts): Usage {
+  return {
+    calls: { ...counts.monitor },
+    transactionItems: 0,
+    invocations: 1,
+    gbSeconds: (counts.checkpoint.msPerInvocation / 1000) * (counts.defaults.monitorMemoryMb / 1024),
+    transitions: 0,
+  };
+}
+
+function checkpointUsage(counts: CostCounts, shape: CheckpointShape): Usage {
+  const c = checkpointCalls(counts.checkpoint, shape);
+  return {
+    calls: c.calls,
+    transactionItems: c.transactionItems,
+    invocations: c.lambdaInvocations,
+    gbSeconds:
+      c.lambdaInvocations *
+      (counts.checkpoint.msPerInvocation / 1000) *
+      (counts.defaults.coordinatorMemoryMb / 1024),
+    transitions: c.historyEvents / 2,
+  };
+}
+
+/** The month's bill of each option at a steady rate: this pipeline both ways, Firehose and Managed Flink. */
+export function monthlyCost(counts: CostCounts, input: CostInput): MonthlyCost {
+  const traffic = trafficOf(counts, input);
+  const batchesPerMonth = traffic.batchesPerSecond * MONTH_SECONDS;
+  const eo = emptyUsage();
+  addUsage(eo, processorUsage(counts, 'exactly-once', input, traffic), batchesPerMonth);
+  addUsage(eo, checkpointUsage(counts, traffic.checkpoint), traffic.checkpointsPerMonth);
+  addUsage(eo, monitorUsage(counts), traffic.checkpointsPerMonth);
+  const alo = emptyUsage();
+  addUsage(alo, processorUsage(counts, 'at-least-once', input, traffic), batchesPerMonth);
+  addUsage(alo, monitorUsage(counts), traffic.checkpointsPerMonth);
+  const p = counts.prices;
+  const bytesPerSecond = input.recordsPerSecond * input.recordBytes;
+  const gb = (bytesPerSecond * MONTH_SECONDS) / 2 ** 30;
+  const kpus =
+    input.flinkKpus ?? Math.max(1, Math.ceil(bytesPerSecond / p.managedFlink.assumedBytesPerSecondPerKpu));
+  const kpuHours = (kpus + p.managedFlink.orchestrationKpus) * MONTH_HOURS;
+  const firehoseLines = [line('Firehose ingestion, MSK source', gb, 'GB', gb * p.firehose.mskSourcePerGb)];
+  const flinkLines = [
+    line(
+      `Managed Flink, ${kpus} KPU + ${p.managedFlink.orchestrationKpus} orchestration`,
+      kpuHours,
+      'KPU-hours',
+      kpuHours * p.managedFlink.kpuHour,
+    ),
+  ];
+  const total = (lines: readonly BillLine[]) =>
+    round(
+      lines.reduce((a, l) => a + l.usd, 0),
+      2,
+    );
+  return {
+    input,
+    pricesAsOf: p.asOf,
+    countsMeasuredAt: counts.measuredAt,
+    traffic,
+    exactlyOnce: billOf(eo, counts, true),
+    atLeastOnce: billOf(alo, counts, true),
+    firehose: { lines: firehoseLines, total: total(firehoseLines) },
+    managedFlink: { lines: flinkLines, total: total(flinkLines) },
+  };
+}
+
+/** The options by monthly total, cheapest first. */
+export function cheapestFirst(cost: MonthlyCost): Array<{ option: string; total: number }> {
+  return [
+    { option: 'this pipeline, exactly-once', total: cost.exactlyOnce.total },
+    { option: 'this pipeline, at-least-once', total: cost.atLeastOnce.total },
+    { option: 'Firehose', total: cost.firehose.total },
+    { option: 'Managed Flink', total: cost.managedFlink.total },
+  ].sort((a, b) => a.total - b.total);
+}

@@ -1,0 +1,164 @@
+/**
+ * The cost model (cli/cost-model.ts) against calls counted on the real local parts: the fit of bench/counts.ts
+ * predicts, exactly, the calls of checkpoints and batches it never saw; the counts `eos cost` ships
+ * (cli/cost-counts.json) are the ones the code makes now (rerun `npx tsx bench/counts.ts` after changing the
+ * processor or the coordinator); and a call added per staged file moves the fit and the bill.
+ */
+
+import { readFileSync } from 'node:fs';
+import { HeadObjectCommand } from '@aws-sdk/client-s3';
+import type { MetadataBearer, MiddlewareStack } from '@smithy/types';
+import { beforeAll, describe, expect, it } from 'vitest';
+import {
+  BATCH_SIZES,
+  COST_COUNTS_FILE,
+  FIT_SHAPES,
+  fitCheckpoints,
+  fitProcessor,
+  type MeasuredCheckpoint,
+  measureBatches,
+  measureCheckpoint,
+} from '../../bench/counts.ts';
+import {
+  batchCalls,
+  batchTransactionItems,
+  type CheckpointCounts,
+  type CostCounts,
+  checkpointCalls,
+  monthlyCost,
+  trafficOf,
+} from '../../cli/cost-model.ts';
+import type { AwsClients } from '../../shared/aws/clients.ts';
+import { parseStagedObjectKey } from '../../shared/sink/layout.ts';
+import { freshResources, type TestResources } from '../support/aws.ts';
+
+const shipped = JSON.parse(readFileSync(COST_COUNTS_FILE, 'utf8')) as CostCounts;
+
+/** The fitted counts of the calls, without the measured time (which varies run to run). */
+function callTerms(c: CheckpointCounts) {
+  const { msPerInvocation: _time, ...terms } = c;
+  return terms;
+}
+
+function predicted(fit: CheckpointCounts, m: MeasuredCheckpoint) {
+  const p = checkpointCalls(fit, m.shape);
+  // Terms may be fractions: round the sums so that 0.1 + 0.2 compares as the count it predicts.
+  const count = (n: number) => Math.round(n * 1e6) / 1e6;
+  const nonZero = Object.fromEntries(
+    Object.entries(p.calls)
+      .filter(([, n]) => count(n) !== 0)
+      .map(([op, n]) => [op, count(n)]),
+  );
+  return {
+    calls: nonZero,
+    transactionItems: count(p.transactionItems),
+    lambdaInvocations: count(p.lambdaInvocations),
+    historyEvents: count(p.historyEvents),
+  };
+}
+
+/** A coordinator that HEADs every staged object it reads: one more call per staged file. */
+function headEachStagedRead(clients: AwsClients, pipeline: string): void {
+  type Stack = MiddlewareStack<object, MetadataBearer>;
+  (clients.s3.middlewareStack as unknown as Stack).add(
+    (next, context) => async (args) => {
+      const input = args.input as { Bucket?: string; Key?: string };
+      if (context.commandName === 'GetObjectCommand' && parseStagedObjectKey(pipeline, input.Key)) {
+        await clients.s3.send(new HeadObjectCommand({ Bucket: input.Bucket, Key: input.Key }));
+      }
+      return next(args);
+    },
+    { step: 'initialize', name: 'headEachStagedRead' },
+  );
+}
+
+let res: TestResources;
+let base: { table: string; bucket: string };
+let measured: MeasuredCheckpoint[];
+
+beforeAll(async () => {
+  res = await freshResources('cost');
+  base = { table: res.table, bucket: res.bucket };
+  measured = [];
+  for (const spec of FIT_SHAPES) measured.push(await measureCheckpoint(base, spec));
+}, 240_000);
+
+describe('checkpoint counts', () => {
+  it('every measured shape commits, and the shapes determine the fit', () => {
+    expect(measured.map((m) => m.status)).toEqual(FIT_SHAPES.map(() => 'committed'));
+    const fit = fitCheckpoints(measured);
+    for (const m of measured) expect(predicted(fit, m)).toEqual(pick(m));
+  });
+
+  it('predicts the calls of checkpoints whose shapes the fit never saw', async () => {
+    const fit = fitCheckpoints(measured);
+    const unseen = [
+      { partitions: 3, filesPerPartition: 5, maxMembers: 2 },
+      { partitions: 18, filesPerPartition: 2 },
+    ];
+    for (const spec of unseen) {
+      const m = await measureCheckpoint(base, spec);
+      expect(m.status).toBe('committed');
+      expect(m.shape.finalObjects).toBe(
+        spec.partitions * Math.ceil(spec.filesPerPartition / (spec.maxMembers ?? 2000)),
+      );
+      expect(predicted(fit, m)).toEqual(pick(m));
+    }
+  }, 120_000);
+
+  it('cli/cost-counts.json holds the counts the coordinator makes now (else: npx tsx bench/counts.ts)', () => {
+    expect(callTerms(shipped.checkpoint)).toEqual(callTerms(fitCheckpoints(measured)));
+  });
+
+  it('a call added per staged file moves the fit by one per file, and the bill with it', async () => {
+    const mutated: MeasuredCheckpoint[] = [];
+    for (const spec of FIT_SHAPES) mutated.push(await measureCheckpoint(base, spec, headEachStagedRead));
+    const fit = fitCheckpoints(mutated);
+    expect(fit.calls['s3:HeadObject']).toEqual({
+      fixed: 0,
+      perShard: 0,
+      perPartition: 0,
+      perStagedFile: 1,
+      perFinalObject: 0,
+    });
+    const input = {
+      recordsPerSecond: 10_000,
+      recordBytes: 1024,
+      partitions: 100,
+      checkpointIntervalMinutes: 1,
+      batchingWindowSeconds: 1,
+      batchSize: 500,
+      stateKeys: 40,
+    };
+    const before = monthlyCost(shipped, input);
+    const after = monthlyCost({ ...shipped, checkpoint: { ...shipped.checkpoint, calls: fit.calls } }, input);
+    const gets = (c: typeof before) => c.exactlyOnce.lines.find((l) => l.item.startsWith('S3 GET'))!;
+    const files = trafficOf(shipped, input).checkpoint.stagedFiles * (30 * 24 * 60);
+    expect(gets(after).quantity - gets(before).quantity).toBe(Math.round(files));
+    expect(after.exactlyOnce.total).toBeGreaterThan(before.exactlyOnce.total);
+  }, 120_000);
+});
+
+function pick(m: MeasuredCheckpoint) {
+  return {
+    calls: m.calls,
+    transactionItems: m.transactionItems,
+    lambdaInvocations: m.lambdaInvocations,
+    historyEvents: m.historyEvents,
+  };
+}
+
+describe('processor counts', () => {
+  for (const mode of ['exactly-once', 'at-least-once'] as const) {
+    it(`${mode}: the fit from batches of ${BATCH_SIZES.join(' and ')} predicts a batch of 100, and ships`, async () => {
+      const small = await measureBatches(base, mode, BATCH_SIZES[0], 3);
+      const large = await measureBatches(base, mode, BATCH_SIZES[1], 3);
+      const fit = fitProcessor(small, large);
+      const unseen = await measureBatches(base, mode, 100, 3);
+      expect(batchCalls(fit, 100)).toEqual(unseen.calls);
+      expect(batchTransactionItems(fit, unseen.stateKeys)).toBe(unseen.transactionItems);
+      expect(shipped.processor[mode].calls).toEqual(fit.calls);
+      expect(shipped.processor[mode].transactionItems).toEqual(fit.transactionItems);
+    }, 60_000);
+  }
+});
