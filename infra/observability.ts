@@ -28,8 +28,8 @@
  *
  * Besides the alarms: a Contributor Insights rule over the processor's log group sums redelivered records dropped
  * by topic and partition (the processor logs one line per partition with drops), so a burst on one partition shows
- * on the dashboard without a custom metric per partition; and dashboard graphs of commit latency, the ledger ages,
- * uncommitted records and the offset lag.
+ * on the dashboard without a custom metric per partition; and the dashboard (`dashboard.ts`): graphs of commit
+ * latency, the ledger ages, uncommitted records and the offset lag.
  */
 import { Duration, Stack } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
@@ -47,6 +47,7 @@ import {
   metricDimensionsMap,
   REDELIVERY_DROPS_LOG,
 } from '../shared/observability/names.ts';
+import { buildPipelineDashboard } from './dashboard.ts';
 
 export interface PipelineObservabilityProps {
   readonly pipelineId: string;
@@ -78,44 +79,6 @@ export const DEFAULT_DUPLICATE_BURST_THRESHOLD = 100;
 /** The default of {@link PipelineObservabilityProps.offsetLagThreshold}. */
 export const DEFAULT_OFFSET_LAG_THRESHOLD = 100_000;
 
-/**
- * A dashboard widget of a Contributor Insights rule's top contributors. CloudWatch dashboards have such a widget
- * (a metric widget with `insightRule`), aws-cdk-lib no class for it: this writes its JSON.
- */
-class ContributorInsightsWidget extends cloudwatch.ConcreteWidget {
-  constructor(
-    private readonly options: {
-      readonly title: string;
-      readonly ruleName: string;
-      readonly region: string;
-      readonly width: number;
-      readonly height: number;
-    },
-  ) {
-    super(options.width, options.height);
-  }
-
-  toJson(): unknown[] {
-    return [
-      {
-        type: 'metric',
-        width: this.width,
-        height: this.height,
-        x: this.x,
-        y: this.y,
-        properties: {
-          title: this.options.title,
-          region: this.options.region,
-          view: 'timeSeries',
-          stacked: false,
-          insightRule: { ruleName: this.options.ruleName, maxContributorCount: 10, orderBy: 'Sum' },
-          legend: { position: 'bottom' },
-        },
-      },
-    ];
-  }
-}
-
 export class PipelineObservability extends Construct {
   readonly alarms: {
     readonly checkpointFailed: cloudwatch.Alarm;
@@ -143,7 +106,6 @@ export class PipelineObservability extends Construct {
     private readonly props: PipelineObservabilityProps,
   ) {
     super(scope, id);
-    const interval = props.checkpointInterval;
     const pl = props.pipelineId;
     const failedExecutions = new cloudwatch.MathExpression({
       label: 'failed, timed out or aborted executions',
@@ -156,6 +118,43 @@ export class PipelineObservability extends Construct {
       period: Duration.minutes(5),
     });
     this.alarms = {
+      ...this.progressAlarms(pl, failedExecutions),
+      ...this.securityAlarms(pl),
+      offsetLagHigh: this.offsetLagAlarm(pl),
+    };
+    const replay = props.replayProcessor;
+    if (replay) {
+      // The generation is in the name, as in the function's id: a new generation's alarm is a new alarm.
+      this.replayProcessorErrors = this.alarm(
+        `ReplayG${replay.generation}ProcessorErrors`,
+        replay.function.metricErrors({ statistic: 'Sum', period: Duration.minutes(5) }),
+        {
+          alarmDescription: `Pipeline ${pl}: replay processor invocations of generation ${replay.generation} failed; its mapping retries the batch, and persistent errors stall that partition of the replay (the live output is not affected). First: read the replay processor's logs.`,
+          threshold: 1,
+          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        },
+      );
+    }
+    if (props.processorLogGroup)
+      this.redeliveryDropsRule = this.redeliveryDropsInsightRule(props.processorLogGroup);
+    this.dashboard = buildPipelineDashboard(this, {
+      ...props,
+      offsetLagThreshold: props.offsetLagThreshold ?? DEFAULT_OFFSET_LAG_THRESHOLD,
+      alarms: [
+        ...Object.values(this.alarms),
+        ...(this.replayProcessorErrors ? [this.replayProcessorErrors] : []),
+      ],
+      failedExecutions,
+      redeliveryDropsRuleName: this.redeliveryDropsRule?.ruleName,
+      metric: (name, statistic, period) => this.pipelineMetric(name, statistic, period),
+    });
+  }
+
+  /** The alarms of a pipeline that stopped making progress: checkpoints, commits, dead letters, the processor. */
+  private progressAlarms(pl: string, failedExecutions: cloudwatch.IMetric) {
+    const { props } = this;
+    const interval = props.checkpointInterval;
+    return {
       checkpointFailed: this.alarm('CheckpointFailed', failedExecutions, {
         alarmDescription: `Pipeline ${pl}: a checkpoint execution failed or aborted; staged data waits for the next one (C6). Run "eos status".`,
         threshold: 1,
@@ -200,25 +199,7 @@ export class PipelineObservability extends Construct {
           treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
         },
       ),
-      ...this.securityAlarms(pl),
-      offsetLagHigh: this.offsetLagAlarm(pl),
     };
-    const replay = props.replayProcessor;
-    if (replay) {
-      // The generation is in the name, as in the function's id: a new generation's alarm is a new alarm.
-      this.replayProcessorErrors = this.alarm(
-        `ReplayG${replay.generation}ProcessorErrors`,
-        replay.function.metricErrors({ statistic: 'Sum', period: Duration.minutes(5) }),
-        {
-          alarmDescription: `Pipeline ${pl}: replay processor invocations of generation ${replay.generation} failed; its mapping retries the batch, and persistent errors stall that partition of the replay (the live output is not affected). First: read the replay processor's logs.`,
-          threshold: 1,
-          treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-        },
-      );
-    }
-    if (props.processorLogGroup)
-      this.redeliveryDropsRule = this.redeliveryDropsInsightRule(props.processorLogGroup);
-    this.dashboard = this.buildDashboard(failedExecutions);
   }
 
   /** The mapping's own lag metric (AWS/Lambda `OffsetLag`, dimension FunctionName): nothing here emits it. */
@@ -322,144 +303,5 @@ export class PipelineObservability extends Construct {
     alarm.addAlarmAction(new actions.SnsAction(this.props.alarmTopic));
     alarm.addOkAction(new actions.SnsAction(this.props.alarmTopic));
     return alarm;
-  }
-
-  private buildDashboard(failedExecutions: cloudwatch.IMetric): cloudwatch.Dashboard {
-    const { processor, stateMachine, pipelineId } = this.props;
-    const fiveMinutes = Duration.minutes(5);
-    const sum = (name: MetricName) => this.pipelineMetric(name, 'Sum', fiveMinutes);
-    const dashboard = new cloudwatch.Dashboard(this, 'Dashboard', {
-      dashboardName: `eos-${pipelineId}`,
-      defaultInterval: Duration.hours(6),
-    });
-    dashboard.addWidgets(
-      new cloudwatch.AlarmStatusWidget({
-        title: 'Alarms',
-        width: 24,
-        height: 3,
-        alarms: [
-          ...Object.values(this.alarms),
-          ...(this.replayProcessorErrors ? [this.replayProcessorErrors] : []),
-        ],
-      }),
-    );
-    dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
-        title: 'Records',
-        width: 12,
-        left: [
-          sum(METRIC.recordsStaged),
-          sum(METRIC.duplicatesByOffset),
-          sum(METRIC.duplicatesByKey),
-          sum(METRIC.deadLettered),
-        ],
-      }),
-      new cloudwatch.GraphWidget({
-        title: 'Source and key anomalies (each one alarms)',
-        width: 12,
-        left: [
-          sum(METRIC.offsetsWentBackwards),
-          sum(METRIC.fenceJumps),
-          sum(METRIC.keyConflicts),
-          sum(METRIC.eventsRejected),
-        ],
-      }),
-      new cloudwatch.GraphWidget({
-        title: 'Consumer lag (offsets behind, per the event source mapping)',
-        width: 12,
-        left: [
-          new cloudwatch.MathExpression({
-            label: 'OffsetLag',
-            // No schema braces: matches OffsetLag under whatever dimension set the mapping reports it with.
-            expression: `SEARCH('Namespace="AWS/Lambda" MetricName="${AWS_LAMBDA_METRIC.offsetLag}" FunctionName="${processor.functionName}"', 'Maximum', 60)`,
-            period: Duration.minutes(1),
-          }),
-        ],
-        leftAnnotations: [
-          {
-            value: this.props.offsetLagThreshold ?? DEFAULT_OFFSET_LAG_THRESHOLD,
-            label: 'OffsetLagHigh alarm threshold',
-          },
-        ],
-      }),
-    );
-    dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
-        title: 'Processor',
-        width: 12,
-        left: [processor.metricInvocations(), processor.metricErrors(), processor.metricThrottles()],
-        right: [processor.metricDuration({ statistic: 'p99' })],
-      }),
-      new cloudwatch.GraphWidget({
-        title: 'Checkpoints',
-        width: 12,
-        left: [
-          stateMachine.metricSucceeded({ statistic: 'Sum' }),
-          failedExecutions,
-          this.pipelineMetric(METRIC.consecutiveAborts, 'Maximum', fiveMinutes),
-        ],
-        right: [
-          stateMachine.metric('ExecutionTime', { statistic: 'p90', label: 'checkpoint duration p90 (ms)' }),
-          this.pipelineMetric(METRIC.checkpointDuration, 'p90', fiveMinutes),
-        ],
-      }),
-    );
-    dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
-        title: 'Ledger ages (seconds)',
-        width: 24,
-        left: [
-          this.pipelineMetric(METRIC.oldestUncommittedStagedAge, 'Maximum', this.props.checkpointInterval),
-          this.pipelineMetric(METRIC.lastCommitAge, 'Maximum', this.props.checkpointInterval),
-        ],
-        leftAnnotations: [
-          {
-            value: this.props.noCommitIntervals * this.props.checkpointInterval.toSeconds(),
-            label: 'NoCommit alarm threshold',
-          },
-        ],
-        // The monitor's own failures show up here before the NoCommit alarm's missing-data rule fires.
-        right: [this.props.monitor.metricErrors({ statistic: 'Sum', label: 'monitor errors' })],
-      }),
-    );
-    dashboard.addWidgets(
-      new cloudwatch.GraphWidget({
-        title: 'Freshness: commit latency, staging to visibility (ms)',
-        width: 12,
-        left: [
-          this.pipelineMetric(METRIC.commitLatency, 'Maximum', fiveMinutes),
-          this.pipelineMetric(METRIC.commitLatency, 'p50', fiveMinutes),
-        ],
-      }),
-      new cloudwatch.GraphWidget({
-        title: 'Records staged, not committed yet (all partitions)',
-        width: 12,
-        left: [this.pipelineMetric(METRIC.uncommittedRecords, 'Maximum', this.props.checkpointInterval)],
-      }),
-    );
-    const replay = this.props.replayProcessor?.function;
-    if (replay) {
-      dashboard.addWidgets(
-        new cloudwatch.GraphWidget({
-          title: `Replay processor (generation ${this.props.replayProcessor!.generation})`,
-          width: 24,
-          left: [replay.metricInvocations(), replay.metricErrors(), replay.metricThrottles()],
-          right: [replay.metricDuration({ statistic: 'p99' })],
-        }),
-      );
-    }
-    if (this.redeliveryDropsRule) {
-      dashboard.addWidgets(
-        new ContributorInsightsWidget({
-          title:
-            'Redelivered records dropped, top partitions (a burst: offsets went backwards or a group reset)',
-          ruleName: this.redeliveryDropsRule.ruleName,
-          region: Stack.of(this).region,
-          width: 24,
-          height: 6,
-        }),
-      );
-    }
-    return dashboard;
   }
 }
