@@ -8,7 +8,7 @@
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import middy from '@middy/core';
 import { createAwsClients } from '../shared/aws/clients.ts';
-import { settingsFromEnv } from '../shared/config/settings.ts';
+import { DEFAULT_PIPELINE_ID, settingsFromEnv } from '../shared/config/settings.ts';
 import {
   type Coordinator,
   type CoordinatorLog,
@@ -26,7 +26,7 @@ import { METRIC } from '../shared/observability/names.ts';
 import { createTelemetry, recordCheckpoint } from '../shared/observability/telemetry.ts';
 
 const telemetry = createTelemetry({
-  pipeline: process.env.EOS_PIPELINE_ID || 'orders',
+  pipeline: process.env.EOS_PIPELINE_ID || DEFAULT_PIPELINE_ID,
   component: 'coordinator',
 });
 

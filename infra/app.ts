@@ -9,6 +9,7 @@
  */
 import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
+import { DEFAULT_PIPELINE_ID } from '../shared/config/settings.ts';
 import {
   InvalidSettingError,
   NotATransformError,
@@ -21,7 +22,7 @@ import { ExactlyOncePipelineStack, PIPELINE_FEATURE_FLAGS } from './stack.ts';
 
 const app = new App({ context: { ...PIPELINE_FEATURE_FLAGS } });
 try {
-  const pipelineId = String(app.node.tryGetContext('pipelineId') ?? 'orders');
+  const pipelineId = String(app.node.tryGetContext('pipelineId') ?? DEFAULT_PIPELINE_ID);
   const stackName = String(app.node.tryGetContext('stackName') ?? `ExactlyOncePipeline-${pipelineId}`);
   const stack = new ExactlyOncePipelineStack(app, stackName, {
     description: `Exactly-once pipeline ${pipelineId}: Amazon MSK to S3 via Lambda, DynamoDB and Step Functions`,

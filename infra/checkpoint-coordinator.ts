@@ -27,7 +27,7 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as sfn from 'aws-cdk-lib/aws-stepfunctions';
 import { Construct } from 'constructs';
-import { ENV_NAMES } from '../shared/config/settings.ts';
+import { DEFAULT_PIPELINE_ID, ENV_NAMES } from '../shared/config/settings.ts';
 import {
   buildCoordinatorDefinition,
   COORDINATOR_STEPS,
@@ -78,7 +78,7 @@ export class CheckpointCoordinator extends Construct {
 
   constructor(scope: Construct, id: string, props: CheckpointCoordinatorProps) {
     super(scope, id);
-    this.pipelineId = props.environment[ENV_NAMES.pipelineId] ?? 'orders';
+    this.pipelineId = props.environment[ENV_NAMES.pipelineId] ?? DEFAULT_PIPELINE_ID;
     const interval = props.interval ?? Duration.seconds(60);
     const minutes = interval.toSeconds() / 60;
     if (!Number.isInteger(minutes) || minutes < 1) {

@@ -103,6 +103,12 @@ const outputColumns = z
     return columns.data;
   });
 
+/**
+ * The pipeline id when nothing names one: the setting's default, and so the default of the stack, the coordinator's
+ * telemetry and the `eos` commands.
+ */
+export const DEFAULT_PIPELINE_ID = 'orders';
+
 const pipelineId = z
   .string()
   .regex(/^[a-z0-9][a-z0-9-]{0,62}$/, 'lower-case letters, digits and dashes, at most 63 characters');
@@ -110,7 +116,7 @@ const pipelineId = z
 export const settingsSchema = z
   .object({
     /** Names this pipeline in every ledger key and S3 prefix: several pipelines can share a table and bucket. */
-    pipelineId: pipelineId.default('orders'),
+    pipelineId: pipelineId.default(DEFAULT_PIPELINE_ID),
     /** The DynamoDB table holding fences, staged-file entries, claims, keyed state and checkpoints. */
     ledgerTable: z.string().min(3).max(255),
     /** The S3 bucket of the file sink. */
