@@ -7,7 +7,7 @@
  *   after it they retry and, if still failing, end in `CheckpointCommitIncomplete` for the next execution to roll
  *   forward. Payloads are references (checkpoint id, attempt, ≤ 16 shard numbers), never file lists.
  * - One BundledFunction per step (entry `functions/coordinator.ts`, handler = the step's name), each with a role
- *   of its own granted only what its step does (checked against its calls in `test/state-machine-iam.test.ts`):
+ *   of its own granted only what its step does (checked against its calls in `test/coordinator/state-machine-iam.test.ts`):
  *   DynamoDB item actions on the table ARN with a `dynamodb:LeadingKeys` condition naming the item kinds the step
  *   touches (`shared/ledger/layout.ts`), S3 object actions on the prefixes it reads or writes
  *   (`shared/sink/layout.ts`, `work-objects.ts`) — only promote writes final data, only commit manifests, only

@@ -6,7 +6,7 @@ import { fenceLeadingKeys } from '../shared/ledger/fences.ts';
 import { keys } from '../shared/ledger/layout.ts';
 
 /**
- * DynamoDB actions the processor makes (checked against its calls in `test/infra-iam.test.ts`): the fence read,
+ * DynamoDB actions the processor makes (checked against its calls in `test/infra/iam.test.ts`): the fence read,
  * claims ahead, and the staging transaction's Put and Update items. No Query, Scan or Delete.
  */
 export const PROCESSOR_DYNAMODB_ACTIONS = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];

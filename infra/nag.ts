@@ -2,7 +2,7 @@
  * cdk-nag (AwsSolutions pack) acknowledgements for an {@link ExactlyOncePipeline}. Each one names the exact
  * finding (rule and, for IAM5, the resource or action) on the exact construct, with the reason it is accepted;
  * nothing is acknowledged stack-wide, so a new finding anywhere fails the nag test. Every reason states a fact the
- * infra tests check (`test/infra-nag.test.ts`, `test/security-iam.test.ts`).
+ * infra tests check (`test/infra/nag.test.ts`, `test/infra/security-iam.test.ts`).
  */
 import { type CfnElement, Stack, Validations } from 'aws-cdk-lib';
 import type * as iam from 'aws-cdk-lib/aws-iam';
@@ -69,7 +69,7 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
       if (granted.includes(`/${prefix}*"`)) acknowledge(role(fn), prefixFinding(prefix), REASONS.prefix);
     }
   }
-  // Operator roles (imported by ARN or of the app) carry the grants of grantOperate, on the same prefixes.
+  // Operator roles (imported by ARN or of the app) carry the grants of grantOperate (`operator-grants.ts`), on the same prefixes.
   for (const operator of pipeline.operatorRoles) {
     const granted = grantedResources(operator);
     for (const prefix of allPrefixes) {

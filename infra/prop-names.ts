@@ -5,7 +5,7 @@
 export type DurationUnit = 'seconds' | 'minutes' | 'days';
 
 /**
- * Each setting of `config.ts` and the prop that carries it (`test/construct-api.test.ts` fails naming a setting
+ * Each setting of `config.ts` and the prop that carries it (`test/infra/construct-api.test.ts` fails naming a setting
  * added to the schema without a prop here; `pipeline-props.ts`, which indexes its props by these names, fails to compile on a name that is not a prop).
  */
 const PROPS = {

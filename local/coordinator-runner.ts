@@ -149,7 +149,7 @@ const machines = new Map<string, StateMachine>();
  * The interpreter for `definition`, made once per definition and process. Validation (asl-validator, through
  * ajv) costs 1.5-2 s of CPU on this machine the first time, a fifth of a short `eos local` run, so only a
  * definition the caller brings is validated here. The built-in one ({@link localDefinition}) is the deployable
- * definition, which test/infra-local.test.ts and test/state-machine.test.ts validate with asl-validator.
+ * definition, which test/infra/local-layout.test.ts and test/coordinator/state-machine.test.ts validate with asl-validator.
  * `source` (the definition's JSON, the key) is taken before the first run: the interpreter is not trusted to leave
  * the object as it found it.
  */
