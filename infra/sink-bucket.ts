@@ -2,8 +2,8 @@
  * The file sink's bucket: versioned (a final object is never changed once visible, C7, and versions make an
  * accidental overwrite or delete recoverable for `noncurrentVersionExpirationDays`, a year by default), TLS-only,
  * no public access, encrypted, access-logged, with a lifecycle rule on the in-progress prefix as a backstop behind
- * the orphan sweep and checkpoint cleanup. Its write boundaries (who may write which prefix) are added by
- * `security.ts` once the roles exist.
+ * the orphan sweep and checkpoint cleanup. Its write boundaries (who may write which prefix) are written by
+ * `security.ts` and put on it by `bucket-protection.ts` once the roles exist.
  */
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type * as kms from 'aws-cdk-lib/aws-kms';
