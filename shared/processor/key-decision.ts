@@ -20,6 +20,12 @@ export interface KeyFacts {
   readonly external: ReadonlyMap<string, ClaimHolder>;
   /** Offsets dead-lettered because DynamoDB refused their state, with the reason. */
   readonly stateRefused: ReadonlyMap<number, string>;
+  /**
+   * Offsets at or below the fence that another invocation staged: whether each became output or a dead letter is
+   * not known here, so none of them holds its key in this decision; the ledger (its claim, the key window) says who
+   * does.
+   */
+  readonly unknownOutcome?: ReadonlySet<number>;
 }
 
 export interface KeyDecision {
@@ -49,12 +55,14 @@ export function sameRecord(holder: ClaimHolder, digest: string): boolean {
  */
 export function decideKeys(facts: KeyFacts): KeyDecision {
   const { topic, partition, originals, stagedOffset, external, stateRefused } = facts;
+  const unknown = facts.unknownOutcome ?? new Set<number>();
   const dropped = new Set<number>();
   const conflicts = new Map<number, KeyConflict>();
   const holders = new Map<string, EvaluatedRecord>();
   for (const record of originals) {
     const key = record.idempotencyKey;
-    if (key !== undefined && !holders.has(key) && !stateRefused.has(record.offset)) holders.set(key, record);
+    const mayHold = !stateRefused.has(record.offset) && !unknown.has(record.offset);
+    if (key !== undefined && !holders.has(key) && mayHold) holders.set(key, record);
   }
   const pending = originals
     .filter((record) => record.offset > stagedOffset)

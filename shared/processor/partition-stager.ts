@@ -98,6 +98,10 @@ export class PartitionStager {
   private readonly claimsAhead: boolean;
   /** Claims ahead written (or none to write): only once per batch, after its first staged write. */
   private claimed = true;
+  /** The claims ahead have been written: a record that comes to hold its key later claims it in the transaction. */
+  private claimsWritten = false;
+  /** Offsets of the batch another invocation staged meanwhile (their outcome is not known here). */
+  private readonly foreign = new Set<number>();
   /** Claims held, and records whose claim goes into the transaction in `ahead` mode (expired takeovers). */
   private readonly holds: HeldClaims;
   private writes = 0;
@@ -174,10 +178,26 @@ export class PartitionStager {
       stagedOffset: this.known.stagedOffset,
       external: this.external,
       stateRefused: this.stateRefused,
+      unknownOutcome: this.foreign,
     });
     this.pending = decision.pending;
     this.dropped = decision.dropped;
     this.conflicts = decision.conflicts;
+    if (this.claimsAhead && this.claimsWritten) this.claimNewHolders();
+  }
+
+  /**
+   * After the claims ahead, a record can come to hold its key without a claim of its own: the heir of a record
+   * refused its state, or the next record with the key when the first one was staged by another invocation
+   * (output or a dead letter: not known here). Its claim goes into the fenced transaction, on condition that no
+   * other record holds the key; if one does, the transaction says who and the record is judged against it.
+   */
+  private claimNewHolders(): void {
+    const { held, takeovers } = this.holds;
+    for (const record of this.pending) {
+      if (record.idempotencyKey === undefined || this.dropped.has(record.offset)) continue;
+      if (!held.has(record.offset)) takeovers.add(record.offset);
+    }
   }
 
   /** The window's holders of the batch's keys become `external`, as claims found taken do in global scope. */
@@ -203,7 +223,12 @@ export class PartitionStager {
 
   /** After a re-read: what another invocation staged meanwhile is dropped (P2). */
   private async reread(): Promise<void> {
+    const fenceBefore = this.known.stagedOffset;
     this.setFence(await this.parts.judge.moved(this.attempt.prints, this.known, this.attempt.startedAt));
+    for (const record of this.originals) {
+      const stagedElsewhere = record.offset > fenceBefore && record.offset <= this.known.stagedOffset;
+      if (stagedElsewhere) this.foreign.add(record.offset);
+    }
     await this.loadWindow();
     const before = this.pending.length;
     this.decide();
@@ -265,16 +290,16 @@ export class PartitionStager {
     const before = this.pending.length;
     await this.reread();
     const { topic, partition } = this;
-    this.resolveTaken(
-      await this.parts.claims.claimAhead(
-        this.pending,
-        this.dropped,
-        this.holds,
-        topic,
-        partition,
-        this.attempt.attemptId,
-      ),
+    const taken = await this.parts.claims.claimAhead(
+      this.pending,
+      this.dropped,
+      this.holds,
+      topic,
+      partition,
+      this.attempt.attemptId,
     );
+    this.claimsWritten = true;
+    this.resolveTaken(taken);
     return (
       this.pending.length !== before ||
       chunk.kept.some(

@@ -148,15 +148,13 @@ describe('the heir in a later chunk than the refused record', () => {
 });
 
 describe('a second attempt of the same batch racing the handover', () => {
-  // Confirmed. Attempt B of the batch reads the fence (4) and pauses after its first staged write, before its claims
-  // ahead. Attempt A claims ahead, is refused 5's state, and commits the chunk that dead-letters 5 and releases its
-  // claim (fence 9); the heir 10 is in A's next chunk. B resumes: its re-read finds 5..9 staged by another
-  // invocation, but B never learnt that 5 was refused, so its key decision (decideKeys: the batch's first record with
-  // K that B's own attempt did not refuse) still takes 5 as K's holder, and 10 (another payload) is a conflict. B
-  // commits 10 as a dead letter "already claimed by orders#0#5"; A's heir chunk then fails on the fence. 10 is never
-  // output, K's claim stays released naming 5, a dead letter: the heir is judged against a record that holds
-  // nothing, as the handover was meant to rule out. Without B (test above) 10 is output holding K.
-  it.fails('the heir is output holding the key, whichever attempt stages it', async () => {
+  // Attempt B of the batch reads the fence (4) and pauses after its first staged write, before its claims ahead.
+  // Attempt A claims ahead, is refused 5's state, and commits the chunk that dead-letters 5 and releases its claim
+  // (fence 9); the heir 10 is in A's next chunk. B resumes: its re-read finds 5..9 staged by another invocation,
+  // and B cannot know whether 5 became output or a dead letter, so 5 holds no key in B's decision: 10 holds K if
+  // the ledger says nobody else does, claimed inside B's fenced transaction (the released claim is taken over).
+  // Judging 10 against 5 from the batch alone would dead-letter it as a conflict with a record that holds nothing.
+  it('the heir is output holding the key, whichever attempt stages it', async () => {
     const settings = settingsFor({ maxTransactionItems: 8 });
     const clock = new ManualClock();
     await fill(settings, clock);
@@ -268,5 +266,58 @@ describe('the refused record’s claim taken over by another partition before th
     expect((await claimOf(settings, 'K'))?.claimant).toBe('orders#1#0');
     expect(await staged(settings, 'output')).toEqual([...FILLED, '0@6', '0@7', '0@8', '0@9', '1@0']);
     expect(await staged(settings, 'deadletter')).toEqual(['0@5', '0@10']);
+  });
+});
+
+describe('a record staged by another attempt of the same batch', () => {
+  // The counterpart of the race above: 5 (K) is output, not refused. Attempt B writes its claims ahead (5's claim
+  // names 5) and pauses; attempt A confirms 5's claim, commits 5..10 and pauses before its next chunk. B's staging
+  // transaction fails on the fence; its re-read finds 5..10 staged by another invocation and takes no key from them,
+  // so 11 claims K inside B's fenced transaction: the claim names 5, live, so the transaction is refused with 5 as
+  // holder, and 11 (another payload) is dead-lettered as 5's conflict. Not knowing 5's outcome never lets 11 out.
+  it('the next record with the key is judged against the holder the ledger names', async () => {
+    const settings = settingsFor({ maxTransactionItems: 8 });
+    const clock = new ManualClock();
+    await fill(settings, clock);
+    clock.advance(1_000);
+    const batch = () =>
+      mskEvent([
+        spec(5, 'add:customer', 'K'),
+        ...range(6, 10).map((offset) => spec(offset, `add:s${offset}`, `k-${offset}`)),
+        spec(11, 'add:other', 'K'),
+      ]);
+    const bPaused = gate();
+    const bGo = gate();
+    let paused = false;
+    const b = container(settings, clock, {
+      hooks: {
+        async onStep(step: string) {
+          if (step !== 'after-claims' || paused) return;
+          paused = true;
+          bPaused.open();
+          await bGo.opened;
+        },
+      },
+    }).processEvent(batch());
+    await bPaused.opened;
+    let raced = false;
+    const a = await container(settings, clock, {
+      hooks: {
+        async onStep(step: string) {
+          if (step !== 'after-transaction' || raced) return;
+          raced = true;
+          bGo.open();
+          await b;
+        },
+      },
+    }).processEvent(batch());
+    expect(raced).toBe(true);
+    expect(a.partitions[0]?.stagedOffset).toBe(11);
+    expect(await staged(settings, 'output')).toEqual([
+      ...FILLED,
+      ...range(5, 10).map((offset) => `0@${offset}`),
+    ]);
+    expect(await staged(settings, 'deadletter')).toEqual(['0@11']);
+    expect((await claimOf(settings, 'K'))?.claimant).toBe('orders#0#5');
   });
 });
