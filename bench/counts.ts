@@ -5,7 +5,7 @@
  * them to `cli/cost-counts.json`, which ships with the package for `eos cost`; alone, after a change to the
  * processor or the coordinator:
  *
- *   npx tsx bench/counts.ts        (starts the local parts, about a minute)
+ *   npm run bench:counts        (starts the local parts; under a minute)
  *
  * test/bench/cost-model.test.ts measures a shape the fit never saw and checks the model predicts its counts.
  */
@@ -294,7 +294,7 @@ async function main(): Promise<void> {
       createBucket(clients.s3, base.bucket),
     ]);
     const idle = await measureIdle(base);
-    const { counts } = await measureCostCounts(base, idle, 'npx tsx bench/counts.ts');
+    const { counts } = await measureCostCounts(base, idle, 'npm run bench:counts');
     writeCostCounts(counts);
     process.stdout.write(`wrote ${COST_COUNTS_FILE}\n`);
   } finally {

@@ -7,6 +7,7 @@ import '../local/polyfills.ts';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { parseSettings } from '../shared/config/settings.ts';
+import { TransientAwsError } from '../shared/errors.ts';
 import type { MskEvent } from '../shared/kafka/event.ts';
 import { FENCE_SHARDS, fenceKeys } from '../shared/ledger/fences.ts';
 import { keys } from '../shared/ledger/layout.ts';
@@ -62,6 +63,24 @@ function eventOf(partitions: number, from: number, size: number): MskEvent {
   return event;
 }
 
+const DELIVERY_ATTEMPTS = 5;
+
+/**
+ * One delivery, retried as the event source mapping retries a batch whose invocation failed transiently: a
+ * thousand partitions at once can exhaust the local S3 server's sockets on a busy machine.
+ */
+async function deliver(run: () => Promise<unknown>): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await run();
+      return;
+    } catch (error) {
+      if (!(error instanceof TransientAwsError) || attempt >= DELIVERY_ATTEMPTS) throw error;
+      process.stderr.write(`[bench] scale: ${error.message}; delivering again (attempt ${attempt + 1})\n`);
+    }
+  }
+}
+
 export async function measureScale(
   base: { table: string; bucket: string },
   partitions = Number(process.env.BENCH_SCALE_PARTITIONS ?? 1000),
@@ -77,7 +96,7 @@ export async function measureScale(
   const processor = createProcessor({ settings, clients });
   const staging = performance.now();
   for (let round = 0; round < filesPerPartition; round++) {
-    await processor.processEvent(eventOf(partitions, round * 5, 5));
+    await deliver(() => processor.processEvent(eventOf(partitions, round * 5, 5)));
     process.stderr.write(`[bench] scale: staged round ${round + 1}/${filesPerPartition}\n`);
   }
   const stageSeconds = (performance.now() - staging) / 1000;

@@ -1,7 +1,7 @@
 /**
  * The cost model (cli/cost-model.ts) against calls counted on the real local parts: the fit of bench/counts.ts
  * predicts, exactly, the calls of checkpoints and batches it never saw; the counts `eos cost` ships
- * (cli/cost-counts.json) are the ones the code makes now (rerun `npx tsx bench/counts.ts` after changing the
+ * (cli/cost-counts.json) are the ones the code makes now (rerun `npm run bench:counts` after changing the
  * processor or the coordinator); and a call added per staged file moves the fit and the bill.
  */
 
@@ -106,7 +106,7 @@ describe('checkpoint counts', () => {
     }
   }, 120_000);
 
-  it('cli/cost-counts.json holds the counts the coordinator makes now (else: npx tsx bench/counts.ts)', () => {
+  it('cli/cost-counts.json holds the counts the coordinator makes now (else: npm run bench:counts)', () => {
     expect(callTerms(shipped.checkpoint)).toEqual(callTerms(fitCheckpoints(measured)));
   });
 
