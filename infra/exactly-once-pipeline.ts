@@ -55,7 +55,7 @@ import { grantOperators } from './operator-grants.ts';
 import {
   attachMapping,
   createMonitor,
-  createProcessor,
+  createProcessorFunction,
   createReplay,
   type PipelineReplay,
 } from './pipeline-functions.ts';
@@ -170,7 +170,7 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
       ? { registryNames: transformModule.glueRegistryNames }
       : undefined;
     this.registrySecretArns = transformModule?.registrySecretArns ?? [];
-    this.processor = createProcessor(this, 'Processor', entry, removalPolicy);
+    this.processor = createProcessorFunction(this, 'Processor', entry, removalPolicy);
     grantTransformReads(this, this.processor);
     const withMapping = props.eventSourceMapping !== false;
     this.kafka = withMapping ? attachMapping(this, this.processor) : undefined;

@@ -45,7 +45,7 @@ export interface PipelineReplay extends ReplayConfig {
  * The processor, or with `replay` the replay processor: the same bundle, settings and grants, plus
  * `EOS_REPLAY_GENERATION` and a read of the replay plans.
  */
-export function createProcessor(
+export function createProcessorFunction(
   pipeline: PipelineParts,
   id: string,
   entry: string,
@@ -144,7 +144,7 @@ export function createReplay(
   removalPolicy: RemovalPolicy,
   withMapping: boolean,
 ): PipelineReplay {
-  const processor = createProcessor(
+  const processor = createProcessorFunction(
     pipeline,
     `ReplayG${replay.generation}Processor`,
     entry,
