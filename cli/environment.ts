@@ -8,15 +8,11 @@
  * variables this holds; `withSettingFlags` lays a command's flags over them.
  */
 import { InvalidArgumentError } from 'commander';
-import type { DEFAULT_PIPELINE_ID as SETTINGS_DEFAULT_PIPELINE_ID } from '../shared/config/settings.ts';
+import { DEFAULT_PIPELINE_ID } from '../shared/config/pipeline-id.ts';
 import { endpointUrl } from './options.ts';
 
-/**
- * The pipeline id when neither `--pipeline` nor `EOS_PIPELINE_ID` names one: `shared/config/settings.ts`'s
- * DEFAULT_PIPELINE_ID. Repeated as its type pins it (tsc fails if they differ), so that `eos --help` does not load
- * the settings module and zod with it.
- */
-export const DEFAULT_PIPELINE_ID: typeof SETTINGS_DEFAULT_PIPELINE_ID = 'orders';
+/** The pipeline id when neither `--pipeline` nor `EOS_PIPELINE_ID` names one. */
+export { DEFAULT_PIPELINE_ID };
 
 export type Service = 'dynamodb' | 's3';
 

@@ -4,10 +4,12 @@
  * In Lambda the settings come from environment variables (`EOS_*`, see {@link ENV_NAMES}); in tests and the local
  * runner they are passed as an object. Both go through {@link parseSettings}.
  */
+
 import { z } from 'zod';
 import { InvalidSettingError } from '../errors.ts';
 import { isValidTopicName } from '../kafka/event.ts';
 import { COLUMN_TYPES, type ColumnDefinition } from '../transforms/api.ts';
+import { DEFAULT_PIPELINE_ID } from './pipeline-id.ts';
 
 /** How committed objects are foldered by record time (`sink/time-partitions.ts` names the folders). */
 export const TIME_PARTITIONINGS = ['none', 'day', 'hour'] as const;
@@ -103,11 +105,7 @@ const outputColumns = z
     return columns.data;
   });
 
-/**
- * The pipeline id when nothing names one: the setting's default, and so the default of the stack, the coordinator's
- * telemetry and the `eos` commands.
- */
-export const DEFAULT_PIPELINE_ID = 'orders';
+export { DEFAULT_PIPELINE_ID } from './pipeline-id.ts';
 
 const pipelineId = z
   .string()
