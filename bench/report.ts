@@ -106,11 +106,11 @@ function explanations(r: BenchResults): string[] {
   }
   if (r.scale && (r.scale.status !== 'committed' || r.scale.commitSeconds >= 10)) {
     lines.push(
-      `- **\`commit_s_1000p\`: ${r.scale.commitSeconds} s against 10 s** (${r.scale.status}). Prepare copies every covered staged`,
-      `  object server-side and verifies the copy (so that promote reads nothing a processor can rewrite): ${r.scale.stagedFiles}`,
-      '  CopyObjects and reads against one local S3 server process on this 2-core machine. On S3 the copies run at',
-      "  the coordinator's concurrency with no shared CPU; the checkpoint of 1,000 staged files above shows the",
-      '  cost per file.',
+      `- **\`commit_s_1000p\`: ${r.scale.commitSeconds} s against 10 s** (${r.scale.status}). Prepare reads every covered`,
+      `  staged object (${r.scale.stagedFiles} GetObjects) and writes each final object as a candidate, promote copies`,
+      '  the candidates into place, all against one local S3 server process on this 2-core machine. On S3 these run',
+      "  at the coordinator's concurrency with no shared CPU; the checkpoint of 1,000 staged files above and the",
+      "  cost model's counts (below) show the calls per file, per partition and per shard.",
     );
   }
   if (r.coldStart && !r.coldStart.met) {
