@@ -152,16 +152,15 @@ describe('the deployed bucket policy and the pinned copy to the final key', () =
 });
 
 describe("prepare's memory", () => {
-  it.fails("prepare holds a few final objects' worth of staged bytes at once, not a partition's whole backlog", async () => {
-    // CONFIRMED. prepare/plan-shard.ts planPartition keeps every verified staged body of a partition in a map
-    // until all its candidates are written, and planShard runs concurrency/4 (4) partitions at once: prepare's
-    // memory is the covered bytes of 4 partitions, unbounded (a backlog after an outage, or a hot partition
-    // between checkpoints, is gigabytes against a 1,024 MB coordinator Lambda). Before the candidates, prepare
-    // held only the objects being verified (at most `concurrency` bodies) and promote at most two final objects
-    // (PromotionLimits.maxObjectBytes: "give it twice this much memory"). A prepare that runs out of memory fails
-    // before its vote, the attempt aborts, and the next checkpoint covers the same backlog and more: it never
-    // commits again (L1). Here: one partition of 200 staged objects planned into final objects of 4 objects each;
-    // the staged bytes read and not yet written as a candidate peak at the whole partition.
+  it("prepare holds a few final objects' worth of staged bytes at once, not a partition's whole backlog", async () => {
+    // Prepare merges every final object from verified staged bytes before the vote; a partition's backlog (after an
+    // outage, or a hot partition between checkpoints) may be gigabytes against a 1,024 MB coordinator Lambda. Held
+    // all at once, a prepare runs out of memory before its vote, the attempt aborts, and the next checkpoint covers
+    // the same backlog and more: it never commits again (L1). So prepare holds the objects being read (at most
+    // `concurrency`) and a few final objects being merged (PromotionLimits.maxObjectBytes, as promote: "give it
+    // twice this much memory"), shared by the partitions of its shard (prepare/plan-partition.ts). Here: one
+    // partition of 200 staged objects planned into final objects of 4 objects each; the staged bytes read and not
+    // yet written as a candidate stay within that.
     const files = 200;
     const probe = await stageFiles(res.clients, setup().settings, [
       { partition: 0, firstOffset: 0, lastOffset: 9 },
