@@ -206,30 +206,64 @@ export class StagedEntries {
   }
 
   /**
-   * Deletes ledger items (see {@link deleteEntry}), up to `chunk` per transaction. A chunk whose transaction is
-   * cancelled because some entry is already gone (a concurrent or earlier cleanup) falls back to one delete per
-   * item. Returns how many this call deleted.
+   * Deletes ledger items (see {@link deleteEntry}), up to `chunk` per transaction, whatever partitions they lie
+   * in. A transaction cancelled because some entries are already gone (a concurrent or earlier cleanup) or name
+   * another object is sent again without exactly those (DynamoDB names them in its cancellation reasons), so a
+   * retried cleanup costs a call more per chunk, not a call per item; only a cancellation that names none of them
+   * falls back to one delete per item. Returns how many this call deleted.
    */
   async deleteEntries(targets: readonly DeleteTarget[], chunk = 100, concurrency = 4): Promise<number> {
     const chunks: DeleteTarget[][] = [];
     for (let i = 0; i < targets.length; i += chunk) chunks.push(targets.slice(i, i + chunk));
-    const deleted = await mapLimit(chunks, concurrency, async (part) => {
-      const whole = await sendConditional(
-        this.doc,
-        new TransactWriteCommand({
-          TransactItems: part.map((target) => ({
-            Delete: { TableName: this.table, ...deleteInput(target) },
-          })),
-        }),
-        'dynamodb:TransactWriteItems(delete staged entries)',
-        { lost: someEntryGone },
-      );
-      if (whole !== undefined) return part.length;
-      let count = 0;
-      for (const target of part) if (await this.deleteEntry(target)) count++;
-      return count;
-    });
+    const deleted = await mapLimit(chunks, concurrency, (part) => this.deleteChunk(part));
     return deleted.reduce((sum, n) => sum + n, 0);
+  }
+
+  /** One transaction of deletes, sent again without the items whose condition failed (see deleteEntries). */
+  private async deleteChunk(part: readonly DeleteTarget[]): Promise<number> {
+    let pending = part;
+    // Each round drops at least one item, and a concurrent cleanup can only remove items: a few rounds suffice.
+    for (let round = 0; round < 3 && pending.length > 0; round++) {
+      const failed = await this.transactDeletes(pending);
+      if (failed === undefined) return pending.length;
+      if (failed.size === 0) break;
+      pending = pending.filter((_, index) => !failed.has(index));
+    }
+    let count = 0;
+    for (const target of pending) if (await this.deleteEntry(target)) count++;
+    return count;
+  }
+
+  /**
+   * Undefined when the transaction deleted every target; else the indexes of the targets whose condition failed
+   * (empty when DynamoDB did not say which: the caller falls back to one delete per item).
+   */
+  private async transactDeletes(part: readonly DeleteTarget[]): Promise<Set<number> | undefined> {
+    let reasons: { Code?: string }[] | undefined;
+    await sendConditional(
+      this.doc,
+      new TransactWriteCommand({
+        TransactItems: part.map((target) => ({
+          Delete: { TableName: this.table, ...deleteInput(target) },
+        })),
+      }),
+      'dynamodb:TransactWriteItems(delete staged entries)',
+      {
+        lost: (error) => {
+          if (!someEntryGone(error)) return false;
+          reasons = cancellationReasons(error);
+          return true;
+        },
+      },
+    );
+    if (reasons === undefined) return undefined;
+    const failed = new Set<number>();
+    if (reasons.length === part.length) {
+      reasons.forEach((reason, index) => {
+        if (reason.Code === 'ConditionalCheckFailed') failed.add(index);
+      });
+    }
+    return failed;
   }
 }
 

@@ -7,14 +7,14 @@ import { isTransient } from '../../aws/classify.ts';
 import { type CheckpointRecord, CutPagesError } from '../../ledger/checkpoints.ts';
 import type { CoordinatorParts } from '../parts.ts';
 import { shardList } from '../shards.ts';
-import { cleanPartition } from './partition.ts';
+import { cleanPartitions } from './partition.ts';
 
 /** Most earlier checkpoints one cleanup catches up on. */
 const CATCH_UP_LIMIT = 10;
 
 type CatchUpParts = Pick<
   CoordinatorParts,
-  'settings' | 'clients' | 'clock' | 'log' | 'store' | 'ledger' | 'plans'
+  'settings' | 'clients' | 'clock' | 'log' | 'store' | 'ledger' | 'plans' | 'concurrency'
 >;
 
 /**
@@ -66,7 +66,7 @@ async function catchUpOne(parts: CatchUpParts, earlier: CheckpointRecord): Promi
   if (paged && typeof earlier.cutId === 'string' && earlier.cutId !== '') {
     try {
       for (const shard of shardList(earlier.shardCount))
-        for (const cut of await parts.store.readCut(earlier, shard)) await cleanPartition(parts, cut);
+        await cleanPartitions(parts, await parts.store.readCut(earlier, shard));
     } catch (error) {
       // Its pages are gone (a pipeline older than the mark): nothing to walk; later cuts cover its partitions
       // whenever they move again.

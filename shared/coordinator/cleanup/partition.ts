@@ -1,7 +1,18 @@
 /**
- * Cleanup of one partition once a checkpoint covering it is COMMITTED: everything at or below its committed cut
- * is promoted, so its staged objects and entries go (leftovers of earlier cleanups too).
+ * Cleanup of partitions once a checkpoint covering them is COMMITTED: everything at or below a partition's
+ * committed cut is promoted, so its staged objects and entries go (leftovers of earlier cleanups too).
+ *
+ * The deletes of many partitions are gathered and sent together: staged objects in S3 DeleteObjects of up to
+ * 1,000 keys, ledger entries in transactions of up to `maxTransactionItems` deletes, whichever partitions they
+ * come from. A shard's cleanup therefore makes one Query per partition (the ledger keys each partition's entries
+ * under its own partition key, and only a read finds every item at or below the cut, empty files and stray items
+ * included) and deletes that grow with the staged files, not with the partitions.
+ *
+ * Objects go before entries, batch by batch: a cleanup cut off between the two leaves entries whose objects are
+ * gone, which its retry (or the catch-up) deletes again — S3 deletes of absent keys succeed. The other order
+ * would leave objects no entry names, for the orphan sweep.
  */
+import { mapLimit } from '../../concurrency.ts';
 import type { CutEntry } from '../../ledger/checkpoints.ts';
 import { parsePartitionId } from '../../ledger/layout.ts';
 import type { DeleteTarget } from '../../ledger/staged-entries.ts';
@@ -9,15 +20,24 @@ import { deleteKeys } from '../../sink/objects.ts';
 import type { CoordinatorParts } from '../parts.ts';
 import { assertStagedEntry, StagedEntryRejectedError } from '../promote/promoter.ts';
 
+type CleanupParts = Pick<CoordinatorParts, 'settings' | 'clients' | 'ledger' | 'log'> &
+  Partial<Pick<CoordinatorParts, 'concurrency'>>;
+
+/** Deletes gathered before they are sent: a multiple of DeleteObjects' 1,000 keys, and memory stays bounded. */
+export const CLEANUP_FLUSH_AT = 5_000;
+
+/** What one partition's cleanup deletes: every ledger item at or below the cut, and the objects it may delete. */
+interface PartitionDeletes {
+  readonly targets: DeleteTarget[];
+  readonly objects: string[];
+}
+
 /**
- * Deletes the partition's staged objects and entries up to `cut.cut`; returns the entries deleted. Only a key that
- * is the staged key of exactly its entry is deleted: an entry naming anything else (a manifest, a final object,
- * another partition's object) is processor-written and untrusted, so only its ledger item goes, with a log line.
+ * The ledger items of `cut`'s partition up to `cut.cut`, to delete. Only a key that is the staged key of exactly
+ * its entry is an object to delete: an entry naming anything else (a manifest, a final object, another
+ * partition's object) is processor-written and untrusted, so only its ledger item goes, with a log line.
  */
-export async function cleanPartition(
-  parts: Pick<CoordinatorParts, 'settings' | 'clients' | 'ledger' | 'log'>,
-  cut: CutEntry,
-): Promise<number> {
+async function partitionDeletes(parts: CleanupParts, cut: CutEntry): Promise<PartitionDeletes> {
   const { settings, log } = parts;
   const { topic, partition } = parsePartitionId(cut.partition);
   const targets: DeleteTarget[] = [];
@@ -49,6 +69,40 @@ export async function cleanPartition(
       });
     }
   }
-  await deleteKeys(parts.clients.s3, settings.bucket, objects);
-  return parts.ledger.deleteEntries(targets, settings.maxTransactionItems);
+  return { targets, objects };
+}
+
+/** Sends gathered deletes: the objects first, then their entries (see the module comment). */
+async function sendDeletes(parts: CleanupParts, batch: PartitionDeletes): Promise<number> {
+  const { settings } = parts;
+  await deleteKeys(parts.clients.s3, settings.bucket, batch.objects);
+  return parts.ledger.deleteEntries(batch.targets, settings.maxTransactionItems);
+}
+
+/**
+ * Deletes the staged objects and entries of every partition of `cuts` up to its cut, gathered across partitions
+ * (see the module comment); returns the ledger items deleted.
+ */
+export async function cleanPartitions(parts: CleanupParts, cuts: readonly CutEntry[]): Promise<number> {
+  let gathered: PartitionDeletes = { targets: [], objects: [] };
+  let deleted = 0;
+  const flush = async () => {
+    const batch = gathered;
+    gathered = { targets: [], objects: [] };
+    deleted += await sendDeletes(parts, batch);
+  };
+  await mapLimit(cuts, parts.concurrency ?? 16, async (cut) => {
+    const found = await partitionDeletes(parts, cut);
+    // One at a time, not spread: a partition's backlog can pass the arguments a call may take.
+    for (const target of found.targets) gathered.targets.push(target);
+    for (const key of found.objects) gathered.objects.push(key);
+    if (gathered.targets.length >= CLEANUP_FLUSH_AT) await flush();
+  });
+  if (gathered.targets.length > 0) await flush();
+  return deleted;
+}
+
+/** One partition's cleanup: {@link cleanPartitions} of its cut alone. */
+export async function cleanPartition(parts: CleanupParts, cut: CutEntry): Promise<number> {
+  return cleanPartitions(parts, [cut]);
 }
