@@ -4,9 +4,10 @@
  *
  * The deletes of many partitions are gathered and sent together: staged objects in S3 DeleteObjects of up to
  * 1,000 keys, ledger entries in transactions of up to `maxTransactionItems` deletes, whichever partitions they
- * come from. A shard's cleanup therefore makes one Query per partition (the ledger keys each partition's entries
- * under its own partition key, and only a read finds every item at or below the cut, empty files and stray items
- * included) and deletes that grow with the staged files, not with the partitions.
+ * come from. Cleaning from the ledger therefore makes one Query per partition (the ledger keys each partition's
+ * entries under its own partition key, and only a read finds every item at or below the cut, empty files and
+ * stray items included) and deletes that grow with the staged files, not with the partitions. A shard whose voted
+ * plan names every covered entry skips the Queries (`shard.ts`); the catch-up of earlier cleanups reads the ledger.
  *
  * Objects go before entries, batch by batch: a cleanup cut off between the two leaves entries whose objects are
  * gone, which its retry (or the catch-up) deletes again — S3 deletes of absent keys succeed. The other order
@@ -20,14 +21,14 @@ import { deleteKeys } from '../../sink/objects.ts';
 import type { CoordinatorParts } from '../parts.ts';
 import { assertStagedEntry, StagedEntryRejectedError } from '../promote/promoter.ts';
 
-type CleanupParts = Pick<CoordinatorParts, 'settings' | 'clients' | 'ledger' | 'log'> &
+export type CleanupParts = Pick<CoordinatorParts, 'settings' | 'clients' | 'ledger' | 'log'> &
   Partial<Pick<CoordinatorParts, 'concurrency'>>;
 
 /** Deletes gathered before they are sent: a multiple of DeleteObjects' 1,000 keys, and memory stays bounded. */
 export const CLEANUP_FLUSH_AT = 5_000;
 
-/** What one partition's cleanup deletes: every ledger item at or below the cut, and the objects it may delete. */
-interface PartitionDeletes {
+/** Ledger items to delete, and the staged objects that go with them. */
+export interface StagedDeletes {
   readonly targets: DeleteTarget[];
   readonly objects: string[];
 }
@@ -37,7 +38,7 @@ interface PartitionDeletes {
  * its entry is an object to delete: an entry naming anything else (a manifest, a final object, another
  * partition's object) is processor-written and untrusted, so only its ledger item goes, with a log line.
  */
-async function partitionDeletes(parts: CleanupParts, cut: CutEntry): Promise<PartitionDeletes> {
+async function partitionDeletes(parts: CleanupParts, cut: CutEntry): Promise<StagedDeletes> {
   const { settings, log } = parts;
   const { topic, partition } = parsePartitionId(cut.partition);
   const targets: DeleteTarget[] = [];
@@ -73,10 +74,25 @@ async function partitionDeletes(parts: CleanupParts, cut: CutEntry): Promise<Par
 }
 
 /** Sends gathered deletes: the objects first, then their entries (see the module comment). */
-async function sendDeletes(parts: CleanupParts, batch: PartitionDeletes): Promise<number> {
+async function sendDeletes(parts: CleanupParts, batch: StagedDeletes): Promise<number> {
   const { settings } = parts;
   await deleteKeys(parts.clients.s3, settings.bucket, batch.objects);
   return parts.ledger.deleteEntries(batch.targets, settings.maxTransactionItems);
+}
+
+/**
+ * Sends deletes gathered from anywhere (the cleanup's plan, `shard.ts`), {@link CLEANUP_FLUSH_AT} entries at a time
+ * with their objects; `objects[i]` goes with `targets[i]`. Returns the ledger items deleted.
+ */
+export async function deleteStaged(parts: CleanupParts, deletes: StagedDeletes): Promise<number> {
+  let deleted = 0;
+  for (let i = 0; i < deletes.targets.length; i += CLEANUP_FLUSH_AT) {
+    deleted += await sendDeletes(parts, {
+      targets: deletes.targets.slice(i, i + CLEANUP_FLUSH_AT),
+      objects: deletes.objects.slice(i, i + CLEANUP_FLUSH_AT),
+    });
+  }
+  return deleted;
 }
 
 /**
@@ -84,7 +100,7 @@ async function sendDeletes(parts: CleanupParts, batch: PartitionDeletes): Promis
  * (see the module comment); returns the ledger items deleted.
  */
 export async function cleanPartitions(parts: CleanupParts, cuts: readonly CutEntry[]): Promise<number> {
-  let gathered: PartitionDeletes = { targets: [], objects: [] };
+  let gathered: StagedDeletes = { targets: [], objects: [] };
   let deleted = 0;
   const flush = async () => {
     const batch = gathered;
