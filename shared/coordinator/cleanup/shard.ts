@@ -10,7 +10,9 @@
  * already deleted or not the voted one, a covered entry that is no member, a member outside the cut — and the
  * shard is cleaned from the ledger instead (`cleanPartitions`: a Query per partition, from offset 0, leftovers of
  * earlier cleanups included). Either way only what this COMMITTED checkpoint covered goes: nothing a later
- * checkpoint needs.
+ * checkpoint needs. What the plan path leaves is what prepare passed over: a stray copy of an entry at another
+ * entry's key (processor-written, logged by prepare), which nothing reads once a committed cut is past it, and
+ * leftovers of an earlier cleanup, which the catch-up reads the ledger for.
  *
  * Each entry's delete is still conditioned on the entry naming the member's object. A processor cannot write at
  * or below the cut (every staging transaction is conditioned on the fence, which is past it), so the condition
