@@ -12,8 +12,7 @@
  *   last record out, the final checkpoint included) is reported beside it;
  * - S3 object bytes moved through Lambda (GetObject bodies read, PutObject/UploadPart bodies written, by the
  *   processor and the coordinator; server-side copies move none) per committed record, in the same runs, attributed
- *   by what the key is (staged, a prepare copy, final, manifest, plan) and what a server-side copy of the final
- *   objects that are exactly one staged object would save;
+ *   by what the key is (staged, candidate, final, manifest, plan);
  * - where exactly-once's checkpoint time goes: each state machine step's span (one Lambda invocation, or a Map of
  *   them) per committed checkpoint;
  * - visibility latency: input appended at a steady rate below capacity, each record's time from its append to the
@@ -37,11 +36,11 @@ import {
   finalPrefix,
   inProgressPrefix,
   manifestsPrefix,
-  parseFinalKey,
   parseStagedObjectKey,
 } from '../shared/sink/layout.ts';
 import type { Manifest } from '../shared/sink/manifest.ts';
 import { readManifests } from '../shared/sink/reader.ts';
+import { listKeys } from '../shared/sink/verify.ts';
 import { median, percentile, type Spread, spreadOf } from './stats.ts';
 
 export interface E2eConfig {
@@ -77,12 +76,14 @@ export interface ByteAttribution {
   stagedWritten: number;
   /** Processor: final objects written directly (at-least-once). */
   directFinalWritten: number;
-  /** Coordinator, prepare: the first full read of each verified copy of a staged object. */
-  prepareCopyRead: number;
-  /** Coordinator, promote: reads of the copies again, to concatenate them into final objects. */
-  promoteCopyRead: number;
-  /** Coordinator, promote: final objects written. */
-  promoteFinalWritten: number;
+  /** Coordinator, prepare: staged objects read to verify them and merge their bytes. */
+  prepareStagedRead: number;
+  /** Coordinator, prepare: candidate final objects written (promote copies them into place server-side). */
+  candidateWritten: number;
+  /** Coordinator, promote: reads of candidates or of copies of staged objects (plans made before candidates). */
+  promoteRead: number;
+  /** Coordinator: final objects written through Lambda (promote copies candidates server-side instead). */
+  finalWritten: number;
   /** Coordinator: manifests written. */
   manifestWritten: number;
   /** Coordinator: plans and promoted markers (its working objects) written and read. */
@@ -92,14 +93,10 @@ export interface ByteAttribution {
   other: number;
 }
 
-/** The final objects a run wrote, and those that are exactly one staged object (a promote that only copies). */
+/** The objects a run left: final objects in the bucket, and staged objects the processors wrote. */
 export interface FinalObjects {
   finalObjects: number;
   stagedObjects: number;
-  /** Final objects whose range holds exactly one staged object of the same stream and partition. */
-  oneMemberObjects: number;
-  /** Their bytes (each read once by promote and written once: twice this passes through Lambda). */
-  oneMemberBytes: number;
 }
 
 export interface StepTimes {
@@ -170,7 +167,6 @@ export interface ModeSummary {
   betweenStepsMs: number;
   /** Medians over the runs. */
   finalObjectsPer1000Records: number;
-  oneMemberShare: number;
   /** AWS calls (processor and coordinator) per batch, over the runs. */
   callsPerBatch: Spread;
 }
@@ -201,10 +197,6 @@ export interface E2eResult {
   bytesRatio: Spread;
   /** Per pair, exactly-once AWS calls per batch (processor and coordinator) ÷ at-least-once's. */
   callsPerBatchRatio: Spread;
-  /** Per pair, the bytes ratio had promote copied one-member final objects server-side (no read, no write). */
-  bytesRatioWithServerSideCopy: Spread;
-  /** Per pair, the bytes ratio had promote neither read the copies again nor written final objects (the floor). */
-  bytesRatioWithoutPromoteRewrite: Spread;
 }
 
 export interface VisibilityResult {
@@ -224,11 +216,8 @@ export interface VisibilityResult {
   /** Median over the runs of the median checkpoint execution (begin started → commit returned). */
   checkpointMs: number;
   checkpointsCommitted: Spread;
-  /** Medians over the runs: final objects that are exactly one staged object, and S3 bytes through Lambda. */
-  oneMemberShare: number;
+  /** Median over the runs: S3 bytes through Lambda per record. */
   bytesPerRecord: number;
-  /** What a server-side copy of the one-member objects would take off bytesPerRecord (their read and write). */
-  serverSideCopySavesPerRecord: number;
 }
 
 export interface VisibilityConfig {
@@ -383,7 +372,7 @@ export function steadyRate(
   };
 }
 
-type KeyKind = 'staged' | 'final' | 'manifest' | 'copy' | 'work' | 'other';
+type KeyKind = 'staged' | 'final' | 'manifest' | 'candidate' | 'copy' | 'work' | 'other';
 
 function kindOf(pipeline: string, key: string): KeyKind {
   if (key.startsWith(inProgressPrefix(pipeline))) return 'staged';
@@ -391,14 +380,15 @@ function kindOf(pipeline: string, key: string): KeyKind {
   if (key.startsWith(manifestsPrefix(pipeline))) return 'manifest';
   const work = checkpointWorkPrefix(pipeline);
   if (key.startsWith(work)) {
-    // <work><checkpoint>/<attempt>/staged/…: prepare's copies of staged objects.
+    // <work><checkpoint>/<attempt>/candidate-<sha256>, or …/<attempt>/staged/… for plans made before candidates.
     const rest = key.slice(work.length).split('/');
+    if (rest[2]?.startsWith('candidate-')) return 'candidate';
     return rest[2] === STAGED_COPY_DIR ? 'copy' : 'work';
   }
   return 'other';
 }
 
-/** Attributes every counted byte by role, direction and key (first read of a copy: prepare; later: promote). */
+/** Attributes every counted byte by role, direction and key. */
 export function attributeBytes(
   pipeline: string,
   processor: readonly CountedCall[],
@@ -407,9 +397,10 @@ export function attributeBytes(
   const a: ByteAttribution = {
     stagedWritten: 0,
     directFinalWritten: 0,
-    prepareCopyRead: 0,
-    promoteCopyRead: 0,
-    promoteFinalWritten: 0,
+    prepareStagedRead: 0,
+    candidateWritten: 0,
+    promoteRead: 0,
+    finalWritten: 0,
     manifestWritten: 0,
     workWritten: 0,
     workRead: 0,
@@ -421,57 +412,40 @@ export function attributeBytes(
     else if (call.direction === 'written' && kind === 'final') a.directFinalWritten += call.bytes;
     else a.other += call.bytes;
   }
-  const copiesRead = new Set<string>();
   for (const call of coordinator) {
     const kind = kindOf(pipeline, call.key);
-    if (call.direction === 'read' && kind === 'copy') {
-      if (copiesRead.has(call.key)) a.promoteCopyRead += call.bytes;
-      else a.prepareCopyRead += call.bytes;
-      copiesRead.add(call.key);
-    } else if (call.direction === 'written' && kind === 'final') a.promoteFinalWritten += call.bytes;
-    else if (call.direction === 'written' && kind === 'manifest') a.manifestWritten += call.bytes;
+    const read = call.direction === 'read';
+    if (read && kind === 'staged') a.prepareStagedRead += call.bytes;
+    else if (!read && kind === 'candidate') a.candidateWritten += call.bytes;
+    else if (read && (kind === 'candidate' || kind === 'copy')) a.promoteRead += call.bytes;
+    else if (!read && kind === 'final') a.finalWritten += call.bytes;
+    else if (!read && kind === 'manifest') a.manifestWritten += call.bytes;
     else if (kind === 'work') {
-      if (call.direction === 'written') a.workWritten += call.bytes;
-      else a.workRead += call.bytes;
+      if (read) a.workRead += call.bytes;
+      else a.workWritten += call.bytes;
     } else a.other += call.bytes;
   }
   return a;
 }
 
-/** Final objects written by the coordinator, and which of them are exactly one staged object. */
-export function finalObjectsOf(
+/** The final objects in the bucket once a run ended (listed with clients of their own: not counted), and the staged
+ * objects its processors wrote. */
+export async function finalObjectsOf(
+  bucket: string,
   pipeline: string,
   processor: readonly CountedCall[],
-  coordinator: readonly CountedCall[],
-): FinalObjects {
-  const staged = processor.flatMap((call) => {
-    const parsed = call.direction === 'written' ? parseStagedObjectKey(pipeline, call.key) : undefined;
-    return parsed ? [parsed] : [];
-  });
-  const written = new Map<string, number>();
-  for (const call of [...processor, ...coordinator]) {
-    if (call.direction === 'written' && kindOf(pipeline, call.key) === 'final')
-      written.set(call.key, call.bytes);
+): Promise<FinalObjects> {
+  const staged = processor.filter(
+    (call) => call.direction === 'written' && parseStagedObjectKey(pipeline, call.key) !== undefined,
+  );
+  const clients = createAwsClients();
+  try {
+    const finals = await listKeys(clients.s3, bucket, finalPrefix(pipeline));
+    return { finalObjects: finals.length, stagedObjects: new Set(staged.map((c) => c.key)).size };
+  } finally {
+    clients.dynamodb.destroy();
+    clients.s3.destroy();
   }
-  let oneMemberObjects = 0;
-  let oneMemberBytes = 0;
-  for (const [key, bytes] of written) {
-    const range = parseFinalKey(pipeline, key);
-    if (!range) continue; // at-least-once's direct keys carry an attempt id: no promote, nothing to save
-    const members = staged.filter(
-      (s) =>
-        s.stream === range.stream &&
-        s.topic === range.topic &&
-        s.partition === range.partition &&
-        s.firstOffset >= range.firstOffset &&
-        s.lastOffset <= range.lastOffset,
-    ).length;
-    if (members === 1) {
-      oneMemberObjects++;
-      oneMemberBytes += bytes;
-    }
-  }
-  return { finalObjects: written.size, stagedObjects: staged.length, oneMemberObjects, oneMemberBytes };
 }
 
 /** Step spans per committed checkpoint, from the step events (executions run one at a time; each opens with begin). */
@@ -574,7 +548,7 @@ export async function runEndToEnd(
     bytes: { processor: p.processor.snapshot(), coordinator: p.coordinator.snapshot(), total },
     bytesPerRecord: Number((total / Math.max(1, committed)).toFixed(1)),
     attribution: attributeBytes(settings.pipelineId, processorCalls, coordinatorCalls),
-    objects: finalObjectsOf(settings.pipelineId, processorCalls, coordinatorCalls),
+    objects: await finalObjectsOf(settings.bucket, settings.pipelineId, processorCalls),
     steps: stepTimes(p.stepEvents),
     calls: {
       batches: p.acks.length,
@@ -614,9 +588,6 @@ function summary(runs: readonly E2eRun[]): ModeSummary {
     betweenStepsMs: Math.round(median(runs.map((r) => r.steps.betweenStepsMs))),
     finalObjectsPer1000Records: Number(
       median(runs.map((r) => (r.objects.finalObjects * 1000) / Math.max(1, r.committed))).toFixed(2),
-    ),
-    oneMemberShare: Number(
-      median(runs.map((r) => r.objects.oneMemberObjects / Math.max(1, r.objects.finalObjects))).toFixed(3),
     ),
     callsPerBatch: spreadOf(
       runs.map((r) => r.calls.perBatch),
@@ -681,11 +652,6 @@ export async function measureEndToEnd(config: E2eConfig = E2E_DEFAULTS): Promise
       ? [ratio3(run.steady.recordsPerSecond, other.steady.recordsPerSecond)]
       : [];
   });
-  const withCopy = (run: E2eRun) =>
-    (run.bytes.total - 2 * run.objects.oneMemberBytes) / Math.max(1, run.committed);
-  const noPromoteRewrite = (run: E2eRun) =>
-    (run.bytes.total - run.attribution.promoteCopyRead - run.attribution.promoteFinalWritten) /
-    Math.max(1, run.committed);
   return {
     config,
     runs,
@@ -719,14 +685,6 @@ export async function measureEndToEnd(config: E2eConfig = E2E_DEFAULTS): Promise
     ),
     callsPerBatchRatio: spreadOf(
       eo.map((run, i) => run.calls.perBatch / Math.max(1e-9, alo[i]!.calls.perBatch)),
-      2,
-    ),
-    bytesRatioWithServerSideCopy: spreadOf(
-      eo.map((run, i) => withCopy(run) / Math.max(1e-9, alo[i]!.bytesPerRecord)),
-      2,
-    ),
-    bytesRatioWithoutPromoteRewrite: spreadOf(
-      eo.map((run, i) => noPromoteRewrite(run) / Math.max(1e-9, alo[i]!.bytesPerRecord)),
       2,
     ),
   };
@@ -805,7 +763,7 @@ export async function runVisibility(
     checkpointsCommitted: report.checkpoints.committed,
     commitPeriodMs: gaps.length ? Math.round(median(gaps)) : 0,
     checkpointMs: steps.executionMs,
-    objects: finalObjectsOf(settings.pipelineId, p.processor.calls(), p.coordinator.calls()),
+    objects: await finalObjectsOf(settings.bucket, settings.pipelineId, p.processor.calls()),
     bytesPerRecord: (p.processor.total() + p.coordinator.total()) / Math.max(1, input.length),
     settings,
     probe: p,
@@ -850,13 +808,7 @@ export async function measureVisibility(
       commitPeriodMs: spreadOf(runs.map((r) => r.commitPeriodMs)),
       checkpointMs: Math.round(median(runs.map((r) => r.checkpointMs))),
       checkpointsCommitted: spreadOf(runs.map((r) => r.checkpointsCommitted)),
-      oneMemberShare: Number(
-        median(runs.map((r) => r.objects.oneMemberObjects / Math.max(1, r.objects.finalObjects))).toFixed(3),
-      ),
       bytesPerRecord: Number(median(runs.map((r) => r.bytesPerRecord)).toFixed(1)),
-      serverSideCopySavesPerRecord: Number(
-        median(runs.map((r) => (2 * r.objects.oneMemberBytes) / config.records)).toFixed(1),
-      ),
     };
   });
 }

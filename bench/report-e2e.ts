@@ -8,8 +8,8 @@ export function e2eExplanation(e: E2eResult): string[] {
   const steps = Object.entries(eo.stepMs)
     .map(([step, ms]) => `${step} ${ms}`)
     .join(', ');
-  const promote = round1(
-    eo.bytesPerRecordByKind.promoteCopyRead + eo.bytesPerRecordByKind.promoteFinalWritten,
+  const prepare = round1(
+    eo.bytesPerRecordByKind.prepareStagedRead + eo.bytesPerRecordByKind.candidateWritten,
   );
   return [
     `- **End to end: ${spread(e.ratio)} against 0.8.** Exactly-once's processors alone are not the gap: with its`,
@@ -18,8 +18,8 @@ export function e2eExplanation(e: E2eResult): string[] {
     `  ${spread(e.deferred.checkpointShare)} × that: a checkpoint over a backlog takes ${eo.executionMs} ms (median; ms per`,
     `  step: ${steps}; ${eo.betweenStepsMs} ms between steps), so one is running nearly all the time, and here its`,
     '  Lambdas share one Node process, one DynamoDB Local and one s3rver on two cores with the processors. Its S3',
-    `  work is ${promote} B per record read and written again by promote, ${eo.bytesPerRecordByKind.prepareCopyRead} B read by`,
-    `  prepare to verify the copies and ${round1(eo.bytesPerRecordByKind.workWritten + eo.bytesPerRecordByKind.workRead)} B of plans.`,
+    `  work is ${prepare} B per record read and written by prepare (each staged object read once, each candidate`,
+    `  written once; promote copies server-side) and ${round1(eo.bytesPerRecordByKind.workWritten + eo.bytesPerRecordByKind.workRead)} B of plans.`,
     "  On AWS the coordinator's steps run in Lambdas of their own, so they would not take CPU from the processors;",
     '  how much of the gap remains there is not measured here.',
   ];
@@ -59,9 +59,10 @@ function visibilityNotes(
 const BYTE_KINDS: Array<[keyof ByteAttribution, string]> = [
   ['stagedWritten', 'processor: staged objects written'],
   ['directFinalWritten', 'processor: final objects written directly'],
-  ['prepareCopyRead', 'prepare: copies of staged objects read to verify them'],
-  ['promoteCopyRead', 'promote: the copies read again'],
-  ['promoteFinalWritten', 'promote: final objects written'],
+  ['prepareStagedRead', 'prepare: staged objects read to verify and merge them'],
+  ['candidateWritten', 'prepare: candidate final objects written'],
+  ['promoteRead', 'promote: objects read (it copies candidates server-side)'],
+  ['finalWritten', 'coordinator: final objects written through Lambda'],
   ['manifestWritten', 'commit: manifests written'],
   ['workWritten', 'coordinator working objects (plans, promoted markers) written'],
   ['workRead', 'coordinator working objects read'],
@@ -170,13 +171,11 @@ function e2eTimeSpent(e: E2eResult): string[] {
   ];
 }
 
-/** The S3 bytes through Lambda per committed record, by kind, and what promote's rewrite costs of them. */
+/** The S3 bytes through Lambda per committed record, by kind, and where exactly-once's extra bytes go. */
 function e2eBytes(e: E2eResult, paced: readonly VisibilityResult[]): string[] {
   const eo = e.exactlyOnce;
   const alo = e.atLeastOnce;
-  const promote = round1(
-    eo.bytesPerRecordByKind.promoteCopyRead + eo.bytesPerRecordByKind.promoteFinalWritten,
-  );
+  const kinds = eo.bytesPerRecordByKind;
   return [
     '',
     '### S3 bytes through Lambda, per committed record (`bytes_through_lambda_ratio`)',
@@ -190,33 +189,26 @@ function e2eBytes(e: E2eResult, paced: readonly VisibilityResult[]): string[] {
     `| **total** | ${spread(eo.bytesPerRecord)} | ${spread(alo.bytesPerRecord)} |`,
     '',
     'Counted by SDK middleware on the processor’s and the coordinator’s S3 clients (`ByteCounter` in',
-    '`shared/aws/call-counter.ts`): PutObject bodies written, GetObject bodies read; prepare’s server-side',
-    'CopyObject of each staged object moves no bytes through Lambda and counts nothing.',
+    '`shared/aws/call-counter.ts`): PutObject bodies written, GetObject bodies read; promote’s server-side',
+    'CopyObject of each candidate into place moves no bytes through Lambda and counts nothing.',
     '',
-    `Promote reads every staged byte again and writes it again: ${promote} B per record of exactly-once’s`,
-    `${eo.bytesPerRecord.median}. Over a backlog a checkpoint covers many staged objects per partition and merges them,`,
-    `so few final objects are exactly one staged object (${Math.round(eo.oneMemberShare * 100)} % here) and a server-side`,
-    `copy of those would change the ratio only to ${spread(e.bytesRatioWithServerSideCopy)}.`,
+    `Exactly-once moves each record’s bytes three times: the processor stages them (${kinds.stagedWritten} B), prepare`,
+    `reads them once to verify them against the ledger (${kinds.prepareStagedRead} B) and writes the merged candidate`,
+    `(${kinds.candidateWritten} B); the rest is plans (${round1(kinds.workWritten + kinds.workRead)} B) and manifests`,
+    `(${kinds.manifestWritten} B). Merging keeps the files per day down: exactly-once writes`,
+    `${eo.finalObjectsPer1000Records} final objects per 1,000 records here, at-least-once ${alo.finalObjectsPer1000Records}`,
+    '(one per batch).',
     ...(paced.length
       ? [
-          `At a steady ${paced[0]!.paceRecordsPerSecond} records/s (the visibility runs below) checkpoints are small, and there`,
-          'a server-side copy would matter more:',
           '',
-          '| checkpoint interval (ms) | final objects that are one staged object | S3 bytes through Lambda per record | a server-side copy of those would save |',
-          '|---|---|---|---|',
-          ...paced.map(
-            (v) =>
-              `| ${v.checkpointIntervalMs} | ${Math.round(v.oneMemberShare * 100)} % | ${v.bytesPerRecord} | ${v.serverSideCopySavesPerRecord} B per record |`,
-          ),
+          `At a steady ${paced[0]!.paceRecordsPerSecond} records/s (the visibility runs below) checkpoints are small and`,
+          'plans and manifests weigh more per record:',
           '',
-          '(Per record, the plans and manifests of small checkpoints weigh more than over a backlog.)',
+          '| checkpoint interval (ms) | S3 bytes through Lambda per record |',
+          '|---|---|',
+          ...paced.map((v) => `| ${v.checkpointIntervalMs} | ${v.bytesPerRecord} |`),
         ]
       : []),
-    'Without any rewrite at promote (the staged object left where it is and made visible by the manifest alone, or',
-    `copied server-side whatever its size) the ratio would be ${spread(e.bytesRatioWithoutPromoteRewrite)} — the floor`,
-    'while prepare reads each copy once to verify it. Merging costs those reads and writes but keeps the files per',
-    `day down: exactly-once writes ${eo.finalObjectsPer1000Records} final objects per 1,000 records here, at-least-once`,
-    `${alo.finalObjectsPer1000Records} (one per batch); one final object per staged object would be the staged count.`,
   ];
 }
 

@@ -5,12 +5,13 @@
  * throughput, S3 bytes through Lambda, visibility latency), and the counts behind the monthly cost model (bench/counts.ts,
  * shipped as cli/cost-counts.json for `eos cost`). One process, against the local parts; every configuration after a
  * warm-up, several runs, median reported; the modes interleaved run by run so that background load hits them
- * alike. Writes `bench/results.json` and `docs/benchmark.md`.
+ * alike. Writes `bench/results.json` and `docs/benchmark.md`. `npm run bench -- --only e2e,cost` reruns those sections
+ * and keeps the others from the last results.
  *
  * Figures are from DynamoDB Local and s3rver on this machine: absolute numbers are not AWS's, ratios between
  * modes measured in the same run are the point.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -187,8 +188,155 @@ function slowdown(offsetsOnly: ThroughputResult, keyed: ThroughputResult): numbe
   return Number((offsetsOnly.recordsPerSecond / keyed.recordsPerSecond).toFixed(2));
 }
 
+type Base = { table: string; bucket: string };
+type Fragment = Partial<BenchResults>;
+
+/** The processor alone: throughput and calls per batch by mode and batch size, and what keys cost. */
+async function throughputSection(base: Base): Promise<Fragment> {
+  const throughput = await measureThroughput(base);
+  const find = (mode: DeliveryGuarantee, batchSize: number, keys = false, scope = 'global') =>
+    throughput.find(
+      (r) =>
+        r.mode === mode &&
+        r.batchSize === batchSize &&
+        r.idempotencyKeys === keys &&
+        (!keys || r.idempotencyScope === scope),
+    )!;
+  const eo = find('exactly-once', 500);
+  const alo = find('at-least-once', 500);
+  return {
+    workload: {
+      recordBytes: recordBytes(),
+      customerPool: CUSTOMER_POOL,
+      runs: RUNS,
+      recordsPerRun: RECORDS_PER_RUN,
+    },
+    ratio_eo_alo_batch500: Number((eo.recordsPerSecond / alo.recordsPerSecond).toFixed(3)),
+    calls_per_batch_eo_steady: eo.callsPerBatchSteadyTotal,
+    calls_per_batch_alo_steady: alo.callsPerBatchSteadyTotal,
+    calls_per_batch_eo_keys_steady: find('exactly-once', 500, true).callsPerBatchSteadyTotal,
+    calls_per_batch_eo_keyed_partition_steady: find('exactly-once', 500, true, 'partition')
+      .callsPerBatchSteadyTotal,
+    keyed_partition_slowdown: slowdown(eo, find('exactly-once', 500, true, 'partition')),
+    keyed_global_slowdown: slowdown(eo, find('exactly-once', 500, true)),
+    throughput,
+  };
+}
+
+/** A checkpoint's time by staged files, and one over 1,000 partitions. */
+async function checkpointSection(base: Base): Promise<Fragment> {
+  const checkpoints = await measureCheckpoints(base, [10, 100, 1000]);
+  progress('a checkpoint over 1,000 partitions (bench/scale.ts)');
+  const scale = await measureScale(base);
+  const keyWrites = keyWriteRates('bench', 'orders', 1000);
+  return {
+    checkpoints,
+    commit_s_1000p: scale.commitSeconds,
+    max_writes_per_key_per_s_1000p: keyWrites.maxWritesPerKeyPerSecond,
+    scale,
+    keyWrites,
+  };
+}
+
+/** An idle pipeline's fixed bill, and the counted calls behind the monthly cost model (shipped for `eos cost`). */
+async function costSection(base: Base): Promise<Fragment> {
+  const idle = await measureIdle(base);
+  const idleCost = idleMonthlyCost(idle);
+  progress('the counts behind the cost model (bench/counts.ts)');
+  const costCounts = await measureCostCounts(base, idle, 'npm run bench');
+  writeCostCounts(costCounts.counts);
+  const cost = costFigures(costCounts.counts);
+  return {
+    idle,
+    idle_cost_per_month_usd: idleCost.perMonth.total,
+    idle_cost: idleCost,
+    cost,
+    cost_counts: costCounts.counts,
+    cost_measurements: { batches: [...costCounts.batches], checkpoints: [...costCounts.checkpoints] },
+    cost_month_eo_10k_100p: cost.headline.exactlyOnce.total,
+    cost_ratio_eo_alo: Number((cost.headline.exactlyOnce.total / cost.headline.atLeastOnce.total).toFixed(3)),
+  };
+}
+
+/** Bundle sizes, module initialisation and the processor's cold start. */
+async function startupSection(): Promise<Fragment> {
+  const bundles = await measureBundles(root);
+  progress('the processor cold start (bench/cold-start.ts)');
+  const coldStart = await measureColdStart(COLD_START_RUNS);
+  return { bundles, coldStart, init_ms_processor: coldStart.init_ms_processor };
+}
+
+/** The whole pipeline end to end: sustained throughput, bytes and calls, and visibility latency. */
+async function e2eSection(): Promise<Fragment> {
+  const e2e = await measureEndToEnd(E2E_DEFAULTS);
+  progress('visibility latency');
+  const visibility = await measureVisibility(VISIBILITY_DEFAULTS, E2E_DEFAULTS);
+  const atDefault = visibility.find((v) => v.checkpointIntervalMs === E2E_DEFAULTS.checkpointIntervalMs)!;
+  return {
+    e2e,
+    visibility,
+    ratio_eo_alo_e2e: e2e.ratio.median,
+    bytes_through_lambda_ratio: e2e.bytesRatio.median,
+    calls_per_batch_e2e_eo: e2e.exactlyOnce.callsPerBatch.median,
+    calls_per_batch_e2e_alo: e2e.atLeastOnce.callsPerBatch.median,
+    calls_per_batch_e2e_ratio: e2e.callsPerBatchRatio.median,
+    visibility_p50_ms: atDefault.p50Ms.median,
+    visibility_p99_ms: atDefault.p99Ms.median,
+  };
+}
+
+async function firstRunSection(): Promise<Fragment> {
+  const firstRun = await measureFirstRun(root);
+  progress(`first run: ${firstRun.seconds}s, ${firstRun.verdict}`);
+  return { firstRun, first_run_s: firstRun.seconds };
+}
+
+/** The benchmark's sections in the order they run; `--only a,b` reruns those and keeps the rest of results.json. */
+const SECTIONS: Record<string, { title: string; run: (base: Base) => Promise<Fragment> }> = {
+  throughput: { title: 'the processor alone', run: throughputSection },
+  checkpoints: { title: 'checkpoints', run: checkpointSection },
+  cost: { title: 'an idle pipeline and the cost model', run: costSection },
+  startup: { title: 'bundles and the cold start', run: () => startupSection() },
+  e2e: { title: 'the whole pipeline end to end', run: () => e2eSection() },
+  'first-run': { title: 'a first run: npm start in a fresh clone', run: () => firstRunSection() },
+};
+
+/** The sections `--only` names (every section without it); a one-line error on an unknown name. */
+export function sectionsToRun(argv: readonly string[]): string[] {
+  const at = argv.indexOf('--only');
+  if (at < 0) return Object.keys(SECTIONS);
+  const names = (argv[at + 1] ?? '').split(',').filter(Boolean);
+  const unknown = names.filter((name) => !(name in SECTIONS));
+  if (names.length === 0 || unknown.length > 0) {
+    throw new Error(
+      `--only takes sections from ${Object.keys(SECTIONS).join(', ')}` +
+        (unknown.length ? `: unknown ${unknown.join(', ')}` : ''),
+    );
+  }
+  return names;
+}
+
+function summaryLines(results: BenchResults): string {
+  return (
+    `ratio exactly-once / at-least-once at batch 500: ${results.ratio_eo_alo_batch500}\n` +
+    `calls per batch, exactly-once steady state: ${results.calls_per_batch_eo_steady}\n` +
+    `end to end, exactly-once / at-least-once sustained: ${results.ratio_eo_alo_e2e}\n` +
+    `S3 bytes through Lambda per record, exactly-once / at-least-once: ${results.bytes_through_lambda_ratio}\n` +
+    `visibility p50 / p99 at ${E2E_DEFAULTS.checkpointIntervalMs} ms: ${results.visibility_p50_ms} / ${results.visibility_p99_ms} ms\n` +
+    `processor init: ${results.init_ms_processor} ms\n` +
+    `monthly cost at 10,000 records/s over 100 partitions, exactly-once: ${results.cost_month_eo_10k_100p} USD ` +
+    `(${results.cost_ratio_eo_alo} × at-least-once)\n` +
+    `calls per batch end to end, exactly-once: ${results.calls_per_batch_e2e_eo} ` +
+    `(${results.calls_per_batch_e2e_ratio} × at-least-once)\n`
+  );
+}
+
 async function main(): Promise<void> {
   const startedAt = Date.now();
+  const sections = sectionsToRun(process.argv.slice(2));
+  const resultsFile = join(root, 'bench', 'results.json');
+  const partial = sections.length < Object.keys(SECTIONS).length;
+  const previous: Fragment = partial ? JSON.parse(readFileSync(resultsFile, 'utf8')) : {};
   // The 1-minute load average every 10 s: on a shared 2-core machine it tells whether other work ran alongside.
   const loads = [loadavg()[0]!];
   const sampler = setInterval(() => loads.push(loadavg()[0]!), 10_000);
@@ -204,116 +352,40 @@ async function main(): Promise<void> {
       createLedgerTable(clients.dynamodb, base.table),
       createBucket(clients.s3, base.bucket),
     ]);
-
-    const throughput = await measureThroughput(base);
-    const find = (mode: DeliveryGuarantee, batchSize: number, keys = false, scope = 'global') =>
-      throughput.find(
-        (r) =>
-          r.mode === mode &&
-          r.batchSize === batchSize &&
-          r.idempotencyKeys === keys &&
-          (!keys || r.idempotencyScope === scope),
-      )!;
-    progress('checkpoints');
-    const checkpoints = await measureCheckpoints(base, [10, 100, 1000]);
-    progress('a checkpoint over 1,000 partitions (bench/scale.ts)');
-    const scale = await measureScale(base);
-    const keyWrites = keyWriteRates('bench', 'orders', 1000);
-    progress('an idle pipeline');
-    const idle = await measureIdle(base);
-    const idleCost = idleMonthlyCost(idle);
-    progress('the counts behind the cost model (bench/counts.ts)');
-    const costCounts = await measureCostCounts(base, idle, 'npm run bench');
-    writeCostCounts(costCounts.counts);
-    const cost = costFigures(costCounts.counts);
-    progress('bundles');
-    const bundles = await measureBundles(root);
-    progress('the processor cold start (bench/cold-start.ts)');
-    const coldStart = await measureColdStart(COLD_START_RUNS);
-    progress('the whole pipeline end to end');
-    const e2e = await measureEndToEnd(E2E_DEFAULTS);
-    progress('visibility latency');
-    const visibility = await measureVisibility(VISIBILITY_DEFAULTS, E2E_DEFAULTS);
-    const atDefault = visibility.find((v) => v.checkpointIntervalMs === E2E_DEFAULTS.checkpointIntervalMs)!;
-    progress('a first run: npm start in a fresh clone (bench/first-run.ts)');
-    const firstRun = await measureFirstRun(root);
-    progress(`first run: ${firstRun.seconds}s, ${firstRun.verdict}`);
-    const eo = find('exactly-once', 500);
-    const alo = find('at-least-once', 500);
-    const results: BenchResults = {
+    let measured: Fragment = {};
+    for (const name of sections) {
+      progress(SECTIONS[name]!.title);
+      measured = { ...measured, ...(await SECTIONS[name]!.run(base)) };
+    }
+    const results = {
+      ...previous,
+      ...measured,
       generatedAt: new Date().toISOString(),
       machine: {
         node: process.version,
         note:
           `DynamoDB Local + s3rver on loopback, not AWS latencies; ${cpus().length} cores, 1-minute load average ` +
           `${median(loads).toFixed(1)} (median of ${loads.length} samples, max ${Math.max(...loads).toFixed(1)}): the ` +
-          'benchmark alone keeps it near 2, more means other work shared the machine',
+          'benchmark alone keeps it near 2, more means other work shared the machine' +
+          (partial ? `; this run measured ${sections.join(', ')}, the rest is from the run before` : ''),
       },
-      workload: {
-        recordBytes: recordBytes(),
-        customerPool: CUSTOMER_POOL,
-        runs: RUNS,
-        recordsPerRun: RECORDS_PER_RUN,
-      },
-      ratio_eo_alo_batch500: Number((eo.recordsPerSecond / alo.recordsPerSecond).toFixed(3)),
-      calls_per_batch_eo_steady: eo.callsPerBatchSteadyTotal,
-      calls_per_batch_alo_steady: alo.callsPerBatchSteadyTotal,
-      calls_per_batch_eo_keys_steady: find('exactly-once', 500, true).callsPerBatchSteadyTotal,
-      calls_per_batch_eo_keyed_partition_steady: find('exactly-once', 500, true, 'partition')
-        .callsPerBatchSteadyTotal,
-      keyed_partition_slowdown: slowdown(eo, find('exactly-once', 500, true, 'partition')),
-      keyed_global_slowdown: slowdown(eo, find('exactly-once', 500, true)),
-      throughput,
-      checkpoints,
-      bundles,
-      cost,
-      cost_counts: costCounts.counts,
-      cost_measurements: { batches: [...costCounts.batches], checkpoints: [...costCounts.checkpoints] },
-      cost_month_eo_10k_100p: cost.headline.exactlyOnce.total,
-      cost_ratio_eo_alo: Number(
-        (cost.headline.exactlyOnce.total / cost.headline.atLeastOnce.total).toFixed(3),
-      ),
-      calls_per_batch_e2e_eo: e2e.exactlyOnce.callsPerBatch.median,
-      calls_per_batch_e2e_alo: e2e.atLeastOnce.callsPerBatch.median,
-      calls_per_batch_e2e_ratio: e2e.callsPerBatchRatio.median,
-      idle,
-      idle_cost_per_month_usd: idleCost.perMonth.total,
-      idle_cost: idleCost,
-      ratio_eo_alo_e2e: e2e.ratio.median,
-      bytes_through_lambda_ratio: e2e.bytesRatio.median,
-      visibility_p50_ms: atDefault.p50Ms.median,
-      visibility_p99_ms: atDefault.p99Ms.median,
-      init_ms_processor: coldStart.init_ms_processor,
-      first_run_s: firstRun.seconds,
-      firstRun,
-      commit_s_1000p: scale.commitSeconds,
-      max_writes_per_key_per_s_1000p: keyWrites.maxWritesPerKeyPerSecond,
-      scale,
-      keyWrites,
-      e2e,
-      visibility,
-      coldStart,
       durationSeconds: Math.round((Date.now() - startedAt) / 1000),
-    };
-    writeFileSync(join(root, 'bench', 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+    } as BenchResults;
+    writeFileSync(resultsFile, `${JSON.stringify(results, null, 2)}\n`);
     writeFileSync(join(root, 'docs', 'benchmark.md'), renderBenchmarkPageOf(results));
     progress(`done in ${results.durationSeconds}s: bench/results.json, docs/benchmark.md`);
-    process.stdout.write(
-      `ratio exactly-once / at-least-once at batch 500: ${results.ratio_eo_alo_batch500}\n` +
-        `calls per batch, exactly-once steady state: ${results.calls_per_batch_eo_steady}\n` +
-        `end to end, exactly-once / at-least-once sustained: ${results.ratio_eo_alo_e2e}\n` +
-        `S3 bytes through Lambda per record, exactly-once / at-least-once: ${results.bytes_through_lambda_ratio}\n` +
-        `visibility p50 / p99 at ${E2E_DEFAULTS.checkpointIntervalMs} ms: ${results.visibility_p50_ms} / ${results.visibility_p99_ms} ms\n` +
-        `processor init: ${results.init_ms_processor} ms\n` +
-        `monthly cost at 10,000 records/s over 100 partitions, exactly-once: ${results.cost_month_eo_10k_100p} USD ` +
-        `(${results.cost_ratio_eo_alo} × at-least-once)\n` +
-        `calls per batch end to end, exactly-once: ${results.calls_per_batch_e2e_eo} ` +
-        `(${results.calls_per_batch_e2e_ratio} × at-least-once)\n`,
-    );
+    process.stdout.write(summaryLines(results));
   } finally {
     clearInterval(sampler);
     await parts.stop();
   }
 }
 
-await main();
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  try {
+    await main();
+  } catch (error) {
+    process.stderr.write(`bench: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.exitCode = 1;
+  }
+}
