@@ -100,6 +100,9 @@ export interface CostRow {
   recordsPerBatch: number;
   exactlyOnce: number;
   atLeastOnce: number;
+  /** Both with the benchmark workload's keyed-state items per batch (which Firehose and Flink do not keep). */
+  exactlyOnceWithState: number;
+  atLeastOnceWithState: number;
   firehose: number;
   managedFlink: number;
   cheapest: string;
@@ -108,12 +111,22 @@ export interface CostRow {
 export interface CostFigures {
   pricesAsOf: string;
   countsMeasuredAt: string;
-  /** 10,000 records/s of 1 KB over 100 partitions, every other input at the stack's defaults. */
+  /**
+   * 10,000 records/s of 1 KB over 100 partitions, every other input at the stack's defaults, no keyed state: the
+   * workload Firehose and Flink can also run, so the four compare like for like.
+   */
   headline: MonthlyCost;
+  /** The same with the benchmark workload's keyed-state items per batch: exactly-once against at-least-once. */
+  headlineWithState: MonthlyCost;
   rows: CostRow[];
 }
 
-function costAt(counts: CostCounts, recordsPerSecond: number, partitions: number): MonthlyCost {
+function costAt(
+  counts: CostCounts,
+  recordsPerSecond: number,
+  partitions: number,
+  stateKeys = 0,
+): MonthlyCost {
   const d = counts.defaults;
   return monthlyCost(counts, {
     recordsPerSecond,
@@ -122,7 +135,7 @@ function costAt(counts: CostCounts, recordsPerSecond: number, partitions: number
     checkpointIntervalMinutes: d.checkpointIntervalMinutes,
     batchingWindowSeconds: d.maxBatchingWindowSeconds,
     batchSize: d.batchSize,
-    stateKeys: counts.stateKeys,
+    stateKeys,
   });
 }
 
@@ -130,6 +143,7 @@ export function costFigures(counts: CostCounts): CostFigures {
   const rows = COST_PARTITIONS.flatMap((partitions) =>
     COST_RATES.map((rate) => {
       const c = costAt(counts, rate, partitions);
+      const keyed = costAt(counts, rate, partitions, counts.stateKeys);
       const options: Array<[string, number]> = [
         ['exactly-once', c.exactlyOnce.total],
         ['at-least-once', c.atLeastOnce.total],
@@ -142,6 +156,8 @@ export function costFigures(counts: CostCounts): CostFigures {
         recordsPerBatch: Number(c.traffic.recordsPerBatch.toFixed(1)),
         exactlyOnce: c.exactlyOnce.total,
         atLeastOnce: c.atLeastOnce.total,
+        exactlyOnceWithState: keyed.exactlyOnce.total,
+        atLeastOnceWithState: keyed.atLeastOnce.total,
         firehose: c.firehose.total,
         managedFlink: c.managedFlink.total,
         cheapest: options.sort((a, b) => a[1] - b[1])[0]![0],
@@ -152,6 +168,7 @@ export function costFigures(counts: CostCounts): CostFigures {
     pricesAsOf: counts.prices.asOf,
     countsMeasuredAt: counts.measuredAt,
     headline: costAt(counts, 10_000, 100),
+    headlineWithState: costAt(counts, 10_000, 100, counts.stateKeys),
     rows,
   };
 }

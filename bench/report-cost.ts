@@ -101,11 +101,24 @@ function whereCheapest(c: CostFigures): string[] {
     `USD a month. Cheapest: ${parts.join('; ')}.${eoNever ? ' Exactly-once is cheapest in no row here:' : ''}`,
     ...(eoNever
       ? [
-          "its bill follows its batches (a transaction with the batch's keyed-state items at 2 write units each, and",
-          'a PUT), and a batch per partition per window makes them many and small until they fill; each checkpoint',
-          'adds its fixed and per-shard calls. What it buys over the others is exactly-once output with keyed state.',
+          'its bill follows its batches (a transaction of 2 write units a item, and a PUT), and a batch per partition',
+          'per window makes them many and small until they fill; each checkpoint adds its fixed and per-shard calls.',
+          'What it buys over the others is exactly-once output, with keyed state if wanted.',
         ]
       : []),
+  ];
+}
+
+/** The headline again with keyed state, which only this pipeline keeps: what it costs in each mode. */
+function withStateLines(c: CostFigures): string[] {
+  const k = c.headlineWithState;
+  const eo = k.exactlyOnce.total;
+  const alo = k.atLeastOnce.total;
+  return [
+    `With keyed state (the benchmark workload's ${k.input.stateKeys} state items per batch, \`eos cost --state-keys\`), the`,
+    `same traffic costs ${usd(eo)} USD exactly-once and ${usd(alo)} at-least-once (${(eo / alo).toFixed(2)}×): each state item`,
+    'is a DynamoDB write per batch (2 write units in the exactly-once transaction, 1 at-least-once), which Firehose',
+    'and Flink (whose state lives in the job) do not bill. The table below gives both for each rate.',
   ];
 }
 
@@ -117,12 +130,15 @@ export function costSection(r: CostResults, e2eRatio?: Spread): string[] {
     '',
     `List prices of ${h.input.recordsPerSecond.toLocaleString('en-US')} records/s of ${h.input.recordBytes} B over`,
     `${h.input.partitions} partitions, every other input at the stack's defaults (batching window`,
-    `${h.input.batchingWindowSeconds} s, batch size ${h.input.batchSize}, a checkpoint every ${h.input.checkpointIntervalMinutes} min) and the`,
-    `workload's ${h.input.stateKeys} state keys: **${usd(r.cost_month_eo_10k_100p)} USD a month exactly-once**`,
-    `(\`cost_month_eo_10k_100p\`), **${r.cost_ratio_eo_alo}×** at-least-once's (\`cost_ratio_eo_alo\`). Prices as of`,
-    `${c.pricesAsOf} (\`bench/prices.json\`, with their sources); counts measured ${c.countsMeasuredAt}.`,
+    `${h.input.batchingWindowSeconds} s, batch size ${h.input.batchSize}, a checkpoint every ${h.input.checkpointIntervalMinutes} min), no keyed`,
+    `state (what Firehose and Flink can run too): **${usd(r.cost_month_eo_10k_100p)} USD a month exactly-once**`,
+    `(\`cost_month_eo_10k_100p\`), **${r.cost_ratio_eo_alo}×** at-least-once's (\`cost_ratio_eo_alo\`), against`,
+    `${usd(h.firehose.total)} for Firehose. Prices as of ${c.pricesAsOf} (\`bench/prices.json\`, with their sources);`,
+    `counts measured ${c.countsMeasuredAt}.`,
     '',
     ...billRows(h.exactlyOnce, h.atLeastOnce),
+    '',
+    ...withStateLines(c),
     '',
     ...e2eCallsLine(r, e2eRatio),
     'How the bill is made (cli/cost-model.ts, `eos cost` prints the same for any input):',
@@ -147,11 +163,11 @@ export function costSection(r: CostResults, e2eRatio?: Spread): string[] {
     '  the KPUs a job needs are assumed from a throughput per KPU (`bench/prices.json`: an assumption, `eos cost',
     '  --flink-kpus` sets them). Neither counts the MSK cluster, which all four share, nor S3 storage.',
     '',
-    '| records/s | partitions | records per batch | exactly-once | at-least-once | Firehose | Managed Flink | cheapest |',
-    '|---|---|---|---|---|---|---|---|',
+    `| records/s | partitions | records per batch | exactly-once | at-least-once | Firehose | Managed Flink | cheapest | exactly-once, ${c.headlineWithState.input.stateKeys} state keys | at-least-once, ${c.headlineWithState.input.stateKeys} state keys |`,
+    '|---|---|---|---|---|---|---|---|---|---|',
     ...c.rows.map(
       (row) =>
-        `| ${row.recordsPerSecond.toLocaleString('en-US')} | ${row.partitions} | ${row.recordsPerBatch} | ${usd(row.exactlyOnce)} | ${usd(row.atLeastOnce)} | ${usd(row.firehose)} | ${usd(row.managedFlink)} | ${row.cheapest} |`,
+        `| ${row.recordsPerSecond.toLocaleString('en-US')} | ${row.partitions} | ${row.recordsPerBatch} | ${usd(row.exactlyOnce)} | ${usd(row.atLeastOnce)} | ${usd(row.firehose)} | ${usd(row.managedFlink)} | ${row.cheapest} | ${usd(row.exactlyOnceWithState)} | ${usd(row.atLeastOnceWithState)} |`,
     ),
     '',
     ...whereCheapest(c),

@@ -98,7 +98,7 @@ export function costInput(raw: RawOptions, counts: CostCounts): CostInput {
     checkpointIntervalMinutes: raw.checkpointIntervalMinutes ?? d.checkpointIntervalMinutes,
     batchingWindowSeconds: raw.batchingWindowSeconds ?? d.maxBatchingWindowSeconds,
     batchSize: raw.batchSize ?? d.batchSize,
-    stateKeys: raw.stateKeys ?? counts.stateKeys,
+    stateKeys: raw.stateKeys ?? 0,
     ...(raw.flinkKpus === undefined ? {} : { flinkKpus: raw.flinkKpus }),
   };
 }
@@ -131,8 +131,9 @@ export function registerCostCommand(program: Command, deps: CostDependencies = {
     .option('--batch-size <n>', 'records per batch at most (default: the stack’s)', integer(1, 10_000))
     .option(
       '--state-keys <n>',
-      'distinct keyed-state items a batch can touch (default: the benchmark workload’s; 0 without keyed state)',
+      'distinct keyed-state items a batch touches, if the transform keeps keyed state (Firehose and Flink keep none)',
       integer(0),
+      0,
     )
     .option(
       '--flink-kpus <n>',

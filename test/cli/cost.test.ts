@@ -30,7 +30,7 @@ const headlineInput = {
   checkpointIntervalMinutes: counts.defaults.checkpointIntervalMinutes,
   batchingWindowSeconds: counts.defaults.maxBatchingWindowSeconds,
   batchSize: counts.defaults.batchSize,
-  stateKeys: counts.stateKeys,
+  stateKeys: 0,
 };
 
 const usd = (n: number) => n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
