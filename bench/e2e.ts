@@ -49,6 +49,8 @@ export interface E2eConfig {
   readonly partitions: number;
   /** Records per partition per invocation (the event source mapping's batch size). */
   readonly batchSize: number;
+  /** The event source mapping's batching window, ms (default the emulator's, as MSK's own default). */
+  readonly batchingWindowMs?: number;
   readonly checkpointIntervalMs: number;
   /** The exactly-once runs' idempotency key source (`none`: offset dedupe only, as the processor benchmark). */
   readonly idempotencyKey: string;
@@ -746,6 +748,7 @@ export async function runVisibility(
     seed: e2e.seed,
     checkpointIntervalMs: interval,
     batchSize: e2e.batchSize,
+    ...(e2e.batchingWindowMs === undefined ? {} : { batchingWindowMs: e2e.batchingWindowMs }),
     paceRecordsPerSecond,
     observer: p.observer,
   });

@@ -30,6 +30,7 @@ import { measureCostCounts, writeCostCounts } from './counts.ts';
 import { E2E_DEFAULTS, measureEndToEnd, measureVisibility, VISIBILITY_DEFAULTS } from './e2e.ts';
 import { measureFirstRun } from './first-run.ts';
 import { measureIdle } from './idle.ts';
+import { measureStackDefaultsLatency } from './latency.ts';
 import type { BenchResults } from './report.ts';
 import { keyWriteRates, measureScale } from './scale.ts';
 import { median } from './stats.ts';
@@ -272,7 +273,11 @@ async function e2eSection(): Promise<Fragment> {
   progress('visibility latency');
   const visibility = await measureVisibility(VISIBILITY_DEFAULTS, E2E_DEFAULTS);
   const atDefault = visibility.find((v) => v.checkpointIntervalMs === E2E_DEFAULTS.checkpointIntervalMs)!;
+  progress("latency at the stack's defaults (bench/latency.ts)");
+  const latency = await measureStackDefaultsLatency();
   return {
+    latency_defaults: latency,
+    latency_defaults_max_ms: latency.maxMs,
     e2e,
     visibility,
     ratio_eo_alo_e2e: e2e.ratio.median,

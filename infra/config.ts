@@ -68,7 +68,7 @@ const deploymentShape = {
   /** Records per invocation (Lambda allows up to 10,000, bounded by the 6 MB payload). */
   batchSize: int(1, 10_000).default(500),
   /** How long the mapping gathers records before invoking (seconds, 0–300). */
-  maxBatchingWindowSeconds: int(0, 300).default(1),
+  maxBatchingWindowSeconds: int(0, 300).default(5),
   /**
    * Where a new consumer group starts: the earliest retained record, only new ones, or the first record at or after
    * `startingPositionTimestamp`. Cannot change after the mapping is created.

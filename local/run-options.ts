@@ -26,6 +26,8 @@ export interface RunOptions {
   readonly invocationMs?: number;
   readonly topic?: string;
   readonly batchSize?: number;
+  /** The event source mapping's batching window, ms: a batch not full waits this long; default the emulator's. */
+  readonly batchingWindowMs?: number;
   readonly maxPartitionsPerEvent?: number;
   /** Attempts of one batch before the run gives up on an error that was not injected; default 25. */
   readonly maxAttemptsPerBatch?: number;

@@ -141,11 +141,12 @@ export class Run {
   }
 
   private newEmulator(): MskEmulator {
-    const { batchSize, maxPartitionsPerEvent } = this.options;
+    const { batchSize, batchingWindowMs, maxPartitionsPerEvent } = this.options;
     return new MskEmulator({
       log: this.log,
       clock: this.clock,
       ...(batchSize ? { batchSize } : {}),
+      ...(batchingWindowMs === undefined ? {} : { maxBatchingWindowMs: batchingWindowMs }),
       ...(maxPartitionsPerEvent ? { maxPartitionsPerEvent } : {}),
     });
   }

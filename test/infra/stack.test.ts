@@ -31,7 +31,7 @@ describe('the Kafka event source mapping', () => {
       EventSourceArn: CLUSTER_ARN,
       Topics: ['orders'],
       BatchSize: 500,
-      MaximumBatchingWindowInSeconds: 1,
+      MaximumBatchingWindowInSeconds: 5,
       StartingPosition: 'TRIM_HORIZON',
       AmazonManagedKafkaEventSourceConfig: { ConsumerGroupId: 'eos-orders' },
       FunctionName: {
@@ -43,13 +43,13 @@ describe('the Kafka event source mapping', () => {
   it('takes its settings from props', () => {
     const { template: custom } = synthesize({
       batchSize: 2000,
-      maxBatchingWindow: Duration.seconds(5),
+      maxBatchingWindow: Duration.seconds(7),
       startingPosition: 'LATEST',
       consumerGroupId: 'my-group',
     });
     custom.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
       BatchSize: 2000,
-      MaximumBatchingWindowInSeconds: 5,
+      MaximumBatchingWindowInSeconds: 7,
       StartingPosition: 'LATEST',
       AmazonManagedKafkaEventSourceConfig: { ConsumerGroupId: 'my-group' },
     });
