@@ -165,8 +165,8 @@ export class CheckpointCoordinator extends Construct {
           objects: [],
         };
       case 'prepare':
-        // CopyObject of each covered staged object into the attempt's folder is s3:GetObject on the source and
-        // s3:PutObject on the copy; the copy is then read back and verified.
+        // Each covered staged object is read once and verified; the final objects' bytes are written once each as
+        // candidates under the attempt's folder, beside the plan (a retried prepare reads what it wrote).
         return {
           dynamodb: [
             [[...read, ...write], checkpoint],
@@ -183,7 +183,8 @@ export class CheckpointCoordinator extends Construct {
         return {
           // UpdateItem: the lease renewal on the head.
           dynamodb: [[[...read, ...write], checkpoint]],
-          // No access to the staged prefix: promote reads only prepare's verified copies under the work prefix.
+          // No access to the staged prefix: promote reads the plan and copies prepare's candidates (CopyObject is
+          // s3:GetObject on the source, s3:PutObject on the final object) from the work prefix.
           objects: [
             [work, ['s3:GetObject', 's3:PutObject']],
             [final, ['s3:GetObject', 's3:PutObject']],
@@ -206,7 +207,8 @@ export class CheckpointCoordinator extends Construct {
         };
       case 'cleanup':
       case 'abort':
-        // PutItem: the orphan sweep's resume mark; DeleteItem: cut pages no checkpoint needs any more.
+        // PutItem: the orphan sweep's resume mark; DeleteItem: cut pages no checkpoint needs any more. Cleanup
+        // reads the shard's voted plan (the staged files it names are what it deletes); abort reads no plan.
         return {
           dynamodb: [
             [[...read, ...write, 'dynamodb:PutItem', 'dynamodb:DeleteItem'], checkpoint],
@@ -214,7 +216,7 @@ export class CheckpointCoordinator extends Construct {
           ],
           objects: [
             [staged, ['s3:GetObject', 's3:DeleteObject']],
-            [work, ['s3:DeleteObject']],
+            [work, step === 'cleanup' ? ['s3:GetObject', 's3:DeleteObject'] : ['s3:DeleteObject']],
           ],
         };
     }

@@ -14,8 +14,9 @@
  * - **promote** (C5), per shard, only while COMMITTING: the voted plan (`promote/voted-plan.ts`) published, one
  *   pinned server-side copy of each candidate to its final key (`promote/promoter.ts`), and a promotion record.
  * - **commit** (C5, C7): manifest N (`commit/manifest.ts`), then COMMITTING → COMMITTED.
- * - **cleanup**, per shard, once COMMITTED: staged objects and entries at or below the cut
- *   (`cleanup/partition.ts`), working objects, superseded cut pages; shard 0 also catches up on earlier cleanups
+ * - **cleanup**, per shard, once COMMITTED: staged objects and entries at or below the cut, named by the shard's
+ *   voted plan (`cleanup/shard.ts`; from the ledger when the plan cannot say), superseded cut pages, and once every
+ *   shard is clean the checkpoint's working objects; shard 0 also catches up on earlier cleanups
  *   (`cleanup/catch-up.ts`) and sweeps orphans and crashed begins' pages (`cleanup/orphans.ts`,
  *   `cleanup/pending-cuts.ts`).
  * - **abort** (C6), for any failure before the decision: BEGUN|PREPARED → ABORTED with the reason; staged entries
@@ -47,8 +48,8 @@ import type { StagedFileEntry } from '../ledger/records.ts';
 import { allocateCheckpoint, BUSY } from './begin/allocate.ts';
 import { catchUpCleanups } from './cleanup/catch-up.ts';
 import { sweepCoordinatorOrphans } from './cleanup/orphans.ts';
-import { cleanPartition } from './cleanup/partition.ts';
 import { sweepPendingCuts } from './cleanup/pending-cuts.ts';
+import { cleanShard } from './cleanup/shard.ts';
 import { commitLatency } from './commit/latency.ts';
 import { buildManifest } from './commit/manifest.ts';
 import {
@@ -393,11 +394,8 @@ class CheckpointCoordinator implements Coordinator {
     // First, and before this checkpoint deletes the previous cut's pages: earlier checkpoints whose cleanup never
     // completed are cleaned up now, from their own cut pages.
     if (input.shard === 0) await catchUpCleanups(this.parts, record);
-    let removed = 0;
-    for (const cut of await this.store.readCut(record, input.shard))
-      removed += await cleanPartition(this.parts, cut);
+    const removed = await cleanShard(this.parts, record, input.shard);
     if (input.shard === 0) {
-      await this.parts.plans.deleteCheckpoint(record.checkpointId);
       // Late writes of zombie steps of earlier checkpoints (plans, candidates) go too: nothing reads them.
       await this.parts.plans.deleteCheckpointsBelow(record.checkpointId, this.parts.orphanSweepLimit);
       // The previous committed cut is superseded by this one (begin reads only the last committed cut).
@@ -409,6 +407,9 @@ class CheckpointCoordinator implements Coordinator {
     if (await this.store.markShardCleaned(record.checkpointId, record.attempt, input.shard)) {
       // Every shard is done: the mark moves here only from the checkpoint before (else the catch-up moves it).
       await this.store.writeCleanedMark(record.checkpointId - 1, record.checkpointId, this.clock.now());
+      // Only now do the plans go: each shard's cleanup reads its own. If this is lost, the next checkpoint's
+      // cleanup deletes them with the other checkpoints below it.
+      await this.parts.plans.deleteCheckpoint(record.checkpointId);
     }
     return { shard: input.shard, count: removed };
   }

@@ -195,3 +195,55 @@ describe('plannedDeletes', () => {
     expect(refused(planOf([key(0, 10, 14)]))).toBe(false);
   });
 });
+
+describe("the coordinator's cleanup step", () => {
+  /** Cleans every shard through the coordinator, shard 0 first, with counted clients; what each shard called. */
+  async function cleanupSteps(settings: Settings, record: CheckpointRecord, shards: readonly number[]) {
+    const clients = createAwsClients();
+    const calls = new CallCounter().attach(clients);
+    const core = createCoordinator({ settings, clients });
+    const ref = { execution: 'exec', checkpointId: record.checkpointId, attempt: record.attempt };
+    const perShard: Array<Record<string, number>> = [];
+    let removed = 0;
+    for (const shard of shards) {
+      calls.reset();
+      removed += (await core.cleanup({ ...ref, shard })).count;
+      perShard.push(calls.snapshot());
+    }
+    return { removed, perShard, core, ref };
+  }
+
+  it('cleans every shard from its voted plan, shard 0 first: no ledger read a partition, plans gone at the end', async () => {
+    const few = await committed(16, 2, 1);
+    const many = await committed(48, 2, 1);
+    const runs: Array<Awaited<ReturnType<typeof cleanupSteps>>> = [];
+    for (const run of [few, many]) {
+      expect(run.shards).toHaveLength(16);
+      const cleaned = await cleanupSteps(run.settings, run.record, run.shards);
+      expect(cleaned.removed).toBe(run.settings === few.settings ? 32 : 96);
+      expect(await stagedKeys(run.settings)).toEqual(run.above);
+      // The plans stay until every shard is clean (each shard reads its own), then go.
+      const work = checkpointAttemptPrefix(
+        run.settings.pipelineId,
+        run.record.checkpointId,
+        run.record.attempt,
+      );
+      const left = [];
+      for await (const object of listObjects(res.clients.s3, run.settings.bucket, work))
+        left.push(object.key);
+      expect(left).toEqual([]);
+      runs.push(cleaned);
+    }
+    // Three times the partitions, the same ledger reads: every shard after the first read its plan, not the ledger.
+    const queries = (run: (typeof runs)[number]) => run.perShard.map((calls) => calls['dynamodb:Query'] ?? 0);
+    expect(queries(runs[1]!)).toEqual(queries(runs[0]!));
+    for (const calls of runs[1]!.perShard.slice(1)) expect(calls['s3:GetObject']).toBe(1);
+  });
+
+  it('a shard cleaned again after the plans are gone deletes nothing more and fails nothing', async () => {
+    const { settings, record, shards, above } = await committed(6, 2, 1);
+    const { core, ref } = await cleanupSteps(settings, record, shards);
+    for (const shard of shards) expect((await core.cleanup({ ...ref, shard })).count).toBe(0);
+    expect(await stagedKeys(settings)).toEqual(above);
+  });
+});
