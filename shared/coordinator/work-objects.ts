@@ -8,7 +8,7 @@
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/plan-<shard>-<SHA-256 of the plan's bytes>.json
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/candidate-<SHA-256 of the candidate's bytes>
  * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/promoted-<shard>.json
- * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/staged/<the staged key below _inprogress/>   (earlier plans)
+ * <pipeline>/_coordinator/<N, 12 digits>/<attempt>/staged/<the staged key below _inprogress/>   (read only)
  * ```
  * A candidate is a final object's bytes, merged by prepare from the staged bytes it verified, and copied
  * server-side to its final key by promote, pinned to the ETag prepare's write returned: what was verified is what

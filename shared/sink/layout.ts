@@ -6,9 +6,12 @@
  * <pl>/_inprogress/<stream>/topic=<t>/partition=<p>/<first>-<last>.<attempt>.ndjson[.gz]  staged (P3)
  *        written by: the processor only (stagedStreamPrefix); deleted by: cleanup and the orphan sweep
  * <pl>/_coordinator/<N>/<attempt>/plan-<shard>-<sha256>.json, promoted-<shard>.json         working objects
- * <pl>/_coordinator/<N>/<attempt>/staged/<the staged key below _inprogress/>                verified copies
- *        written by: the coordinator only (checkpointWorkPrefix, stagedCopyKey in work-objects.ts); promote
- *        reads staged data only from these copies, never from `_inprogress/` (C3)
+ * <pl>/_coordinator/<N>/<attempt>/candidate-<sha256 of its bytes>                           candidates (C3, C5)
+ * <pl>/_coordinator/<N>/<attempt>/staged/<the staged key below _inprogress/>                plans without candidates
+ *        written by: the coordinator only (checkpointWorkPrefix, candidateKey in work-objects.ts); a candidate
+ *        is a final object's bytes, merged by prepare from the staged bytes it verified, which promote copies to
+ *        the final key: promote never reads `_inprogress/` (C3). `staged/` holds the verified copies of plans
+ *        without candidates, which promote still reads; nothing writes them any more
  * <pl>/_manifests/<N, 12 digits>.json                                                       manifests (C7)
  *        written by: commit only (manifestsPrefix)
  * <pl>/final/<stream>/topic=<t>/partition=<p>/<first>-<last>.<ext>                         final data (C5)
@@ -24,9 +27,10 @@
  * collide with the old epoch's.
  * Offsets in keys are zero-padded to 20 digits so that keys sort in offset order. The processor can write nothing
  * outside its two staged stream prefixes, and nothing the coordinator trusts lives there: plans moved out of
- * `_inprogress/` (a processor could rewrite them), staged objects are promoted from the copies prepare verified
- * (not from the staged keys the processor may rewrite), and manifests moved out of `final/` (so a Hive-style reader
- * of `final/` sees data objects only, and a role that may write final data cannot write a manifest).
+ * `_inprogress/` (a processor could rewrite them), final objects are copied from the candidates prepare merged
+ * from the bytes it verified (never from the staged keys the processor may rewrite), and manifests moved out of
+ * `final/` (so a Hive-style reader of `final/` sees data objects only, and a role that may write final data cannot
+ * write a manifest).
  */
 import { LANE_PATTERN } from '../ledger/epochs.ts';
 import { padCheckpointId, padOffset, type Stream } from '../ledger/layout.ts';
