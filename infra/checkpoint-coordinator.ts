@@ -11,7 +11,7 @@
  *   DynamoDB item actions on the table ARN with a `dynamodb:LeadingKeys` condition naming the item kinds the step
  *   touches (`shared/ledger/layout.ts`), S3 object actions on the prefixes it reads or writes
  *   (`shared/sink/layout.ts`, `work-objects.ts`) — only promote writes final data, only commit manifests, only
- *   prepare reads the processor-writable staged prefix (promote reads prepare's verified copies) —,
+ *   prepare reads the processor-writable staged prefix (promote copies prepare's candidates) —,
  *   `s3:ListBucket` only with an `s3:prefix` condition, KMS only through S3 and DynamoDB.
  * - An EventBridge rule starts an execution every `interval` (default 60 s; EventBridge's floor is one minute).
  */

@@ -530,8 +530,8 @@ s_promote:
     /* code: CheckpointStore.renewLease */
     if :: hId == cid && hAtt == att && hStatus == COMMITTING -> hLive = true; hLease++ :: else -> skip fi;
     /* code: PlanStore.readPlan, CheckpointCoordinator.readVotedPlan: the plan under this attempt's prefix whose key
-       the recorded digest names. A digest recorded by another attempt's prepare names none there, and the plan
-       derived again names this attempt, so its digest is never that one: PlanDigestMismatchError, every time. */
+       the recorded digest names. A digest recorded by another attempt's prepare names none there, and a lost plan
+       is not derived again: WorkObjectMissingError or PlanDigestMismatchError, every time, until restored. */
     if :: !plan[WORK(cid, att)].written || rec[cid].vote != att -> STUCK :: else -> skip fi
     files = 0; p = 0
   }

@@ -258,14 +258,12 @@ describe('promote stays live across output schema and setting changes', () => {
    * Interleaving: Kafka's CreateTime is whatever the producer says. One batch of N records with N distinct hours
    * (a clock bug, replayed history, a hostile client) is one staged file. Prepare's census is cheap (one decode),
    * votes, and the checkpoint is decided: the plan has N final objects for that one file (folder-pack.ts
-   * planFolders: one per folder × partition), each with the same single member. Promote (promoter.ts
-   * Promoter.promote, via coordinator.ts promote: `mapLimit(plan.objects, 2, …)`) then, for every one of the N
-   * objects, GETs the same verified copy again, decodes ALL its N rows, filters them to one folder and does one
-   * conditional PUT: N GETs + N PUTs + N² row decodes in ONE Lambda invocation per shard. Measured here with the
-   * local S3 server: N = 1,000 takes ~16 s and N = 2,000 ~31 s of promote against ~0.2 s of prepare. An MSK batch
-   * holds up to 10,000 records, and a shard promotes every partition dealt to it (at most 16 shards: with 20,000
+   * planFolders: one per folder × partition), each with the same single member. Building those N objects one at a
+   * time, each from all its member's rows, is N reads + N writes + N² row decodes in ONE Lambda invocation per shard
+   * (measured on the local S3 server when promote worked that way: N = 1,000 took ~16 s, N = 2,000 ~31 s). An MSK
+   * batch holds up to 10,000 records, and a shard handles every partition dealt to it (at most 16 shards: with 20,000
    * partitions a shard holds 1,250), so a handful of such partitions in one shard exceed the 900 s Lambda limit.
-   * After the decision the checkpoint can only roll forward (C4): promote times out, is retried, times out again,
+   * After the decision the checkpoint can only roll forward (C4): the step times out, is retried, times out again,
    * and since only one checkpoint is ever in flight (C1) the whole pipeline stops committing. Without time folders the
    * number of final objects was bounded by the staged input (32 MiB / 2,000 files per object), never by record
    * content.

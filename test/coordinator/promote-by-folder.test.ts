@@ -1,7 +1,8 @@
 /**
- * Time folders at the coordinator: planning by time folder from the census of the verified copies, Parquet promote,
- * retried promote and a plan derived again after it was lost (same bytes, same keys: C5), a row that does not fit
- * the Parquet columns committed once as a schema-mismatch dead letter, promote refusing a plan the copies do not back, and the
+ * Time folders at the coordinator: planning by time folder from the census of the staged bytes prepare verified,
+ * Parquet candidates, a retried promote (same bytes, same keys: C5) and a lost plan that stops it until restored, a
+ * row that does not fit the Parquet columns committed once as a schema-mismatch dead letter, promote refusing a plan
+ * its members do not back, and the
  * size/row limit splitting a folder. Real DynamoDB Local and S3 server; staged files are written as the processor
  * writes them with time folders on (rows carry `source.timestamp`).
  */

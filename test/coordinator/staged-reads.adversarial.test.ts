@@ -126,8 +126,8 @@ async function countCommitted(settings: Settings): Promise<number> {
 }
 
 describe('prepare reads the objects, promote reads them again', () => {
-  // Guard: prepare copies each covered object under the coordinator's prefix and verifies the copy;
-  // promote reads only the copy, so the processor's rewrite of its staged key after the vote changes nothing.
+  // Guard: prepare reads and verifies each covered object once and writes the candidates under the coordinator's
+  // prefix; promote copies only those, so the processor's rewrite of its staged key after the vote changes nothing.
   it('a staged object the processor overwrites after the vote does not stall the decided checkpoint', async () => {
     const { settings, clock, core } = setup();
     const good = gzipSync(Buffer.from(rowsText(0, 2)));

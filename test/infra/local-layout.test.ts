@@ -98,8 +98,8 @@ describe('the bucket prefixes', () => {
     expect(may(objectPatterns(steps.promote, 's3:PutObject'), keys.final)).toBe(true);
     expect(may(objectPatterns(steps.commit, 's3:PutObject'), keys.manifest)).toBe(true);
     expect(may(objectPatterns(steps.prepare, 's3:PutObject'), keys.plan)).toBe(true);
-    // Promote copies from the verified copies prepare made under the coordinator's prefix, never from staged
-    // objects (the processor could still rewrite those): it has no access to the staged prefix at all.
+    // Promote copies from the candidates prepare wrote under the coordinator's prefix, never from staged objects
+    // (the processor could still rewrite those): it has no access to the staged prefix at all.
     expect(may(objectPatterns(steps.prepare, 's3:GetObject'), keys.staged)).toBe(true);
     expect(may(objectPatterns(steps.promote, 's3:GetObject'), keys.staged)).toBe(false);
     for (const step of COORDINATOR_STEPS) {

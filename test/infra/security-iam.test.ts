@@ -12,7 +12,7 @@ import type { ExactlyOncePipelineProps } from '../../infra/exactly-once-pipeline
 import { autoDeleteHandlerRoleArn } from '../../infra/security.ts';
 import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
 import { COORDINATOR_STEPS } from '../../shared/coordinator/definition.ts';
-import { planKey, promotedKey, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
+import { candidateKey, planKey, promotedKey } from '../../shared/coordinator/work-objects.ts';
 import { keys } from '../../shared/ledger/layout.ts';
 import { finalObjectKey, manifestKey, type ObjectRange, stagedObjectKey } from '../../shared/sink/layout.ts';
 import { resolveIntrinsics } from '../support/asl.ts';
@@ -46,8 +46,9 @@ const OBJECTS = {
   finalDeadLetter: finalObjectKey(PL, range('deadletter'), true),
   plan: planKey(PL, 7, 1, 0, 'a'.repeat(64)),
   promoted: promotedKey(PL, 7, 1, 0),
-  // What promote reads (and what the write boundaries protect): prepare's verified copy of a staged object.
-  stagedCopy: stagedCopyKey(PL, 7, 1, STAGED_OUTPUT),
+  // What promote copies into place (and what the write boundaries protect): a final object's bytes, merged by
+  // prepare from the staged bytes it verified.
+  candidate: candidateKey(PL, 7, 1, 'b'.repeat(64)),
   stagedOutput: STAGED_OUTPUT,
   stagedDeadLetter: stagedObjectKey(PL, range('deadletter'), 'attempt-1', true),
 } as const;
@@ -76,7 +77,7 @@ const OBJECT_WRITERS: Record<ObjectName, { put: Role[]; delete: Role[] }> = {
   finalDeadLetter: { put: ['promote'], delete: [] },
   plan: { put: ['prepare', 'promote'], delete: ['cleanup', 'abort'] },
   promoted: { put: ['prepare', 'promote'], delete: ['cleanup', 'abort'] },
-  stagedCopy: { put: ['prepare', 'promote'], delete: ['cleanup', 'abort'] },
+  candidate: { put: ['prepare', 'promote'], delete: ['cleanup', 'abort'] },
   stagedOutput: { put: ['processor'], delete: ['cleanup', 'abort'] },
   stagedDeadLetter: { put: ['processor'], delete: ['cleanup', 'abort'] },
 };
@@ -196,36 +197,31 @@ describe('write boundaries, identity and bucket policy together (exactly-once)',
     expect(s.decide(identity, s.itemRequest(principal, 'dynamodb:UpdateItem', ITEMS.fence))).toBe('allow');
   });
 
-  it("keeps the verified copies promote reads out of the processor's reach, and promote off the staged prefix", () => {
-    const copy = OBJECTS.stagedCopy;
-    expect(copy.startsWith(`${PL}/_coordinator/`), copy).toBe(true);
+  it("keeps the candidates promote copies out of the processor's reach, and promote off the staged prefix", () => {
+    const candidate = OBJECTS.candidate;
+    expect(candidate.startsWith(`${PL}/_coordinator/`), candidate).toBe(true);
     const can = (role: Role, action: string, key: string): Decision => {
       const { principal, identity } = s.asRole(role);
       return s.decide(identity, s.objectRequest(principal, action, key));
     };
-    // The processor can neither replace nor remove a copy (the bucket policy denies it explicitly), nor read one.
-    expect(can('processor', 's3:PutObject', copy)).toBe('explicit-deny');
-    expect(can('processor', 's3:DeleteObject', copy)).toBe('explicit-deny');
-    expect(can('processor', 's3:GetObject', copy)).toBe('implicit-deny');
-    // Prepare copies (GetObject on the staged source, PutObject on the copy) and reads the copy back to verify it.
+    // The processor can neither replace nor remove a candidate (the bucket policy denies it explicitly), nor read one.
+    expect(can('processor', 's3:PutObject', candidate)).toBe('explicit-deny');
+    expect(can('processor', 's3:DeleteObject', candidate)).toBe('explicit-deny');
+    expect(can('processor', 's3:GetObject', candidate)).toBe('implicit-deny');
+    // Prepare reads the staged objects and writes the candidates (a retried prepare reads what it wrote).
     expect(can('prepare', 's3:GetObject', OBJECTS.stagedOutput)).toBe('allow');
-    expect(can('prepare', 's3:PutObject', copy)).toBe('allow');
-    expect(can('prepare', 's3:GetObject', copy)).toBe('allow');
-    // Promote reads the copy, and nothing under the processor-writable staged prefix.
-    expect(can('promote', 's3:GetObject', copy)).toBe('allow');
+    expect(can('prepare', 's3:PutObject', candidate)).toBe('allow');
+    expect(can('prepare', 's3:GetObject', candidate)).toBe('allow');
+    // Promote copies the candidate (s3:GetObject on the source), and reads nothing under the staged prefix.
+    expect(can('promote', 's3:GetObject', candidate)).toBe('allow');
     expect(can('promote', 's3:GetObject', OBJECTS.stagedOutput)).toBe('implicit-deny');
     expect(can('promote', 's3:GetObject', OBJECTS.stagedDeadLetter)).toBe('implicit-deny');
-    // Cleanup and abort delete copies; nobody deletes a version of one.
-    expect(can('cleanup', 's3:DeleteObject', copy)).toBe('allow');
-    expect(can('abort', 's3:DeleteObject', copy)).toBe('allow');
-    expect(can('cleanup', 's3:DeleteObjectVersion', copy)).not.toBe('allow');
-    // Another pipeline's copies are out of reach of this pipeline's prepare and promote.
-    const foreign = stagedCopyKey(
-      'orders-eu',
-      7,
-      1,
-      stagedObjectKey('orders-eu', range('output'), 'a', true),
-    );
+    // Cleanup and abort delete candidates; nobody deletes a version of one.
+    expect(can('cleanup', 's3:DeleteObject', candidate)).toBe('allow');
+    expect(can('abort', 's3:DeleteObject', candidate)).toBe('allow');
+    expect(can('cleanup', 's3:DeleteObjectVersion', candidate)).not.toBe('allow');
+    // Another pipeline's candidates are out of reach of this pipeline's prepare and promote.
+    const foreign = candidateKey('orders-eu', 7, 1, 'c'.repeat(64));
     expect(can('prepare', 's3:PutObject', foreign)).toBe('implicit-deny');
     expect(can('promote', 's3:GetObject', foreign)).toBe('implicit-deny');
   });

@@ -7,7 +7,8 @@
  * A member whose rows of one folder exceed the row cap is split by offset ranges ({@link planFolders}): each slice
  * is an object of its own whose range is the slice's offsets, so keys stay distinct and ranges tile.
  *
- * Pure functions of the entries and their census, so a plan derived again is the same plan (C5).
+ * Pure functions of the entries and their census, so a retried prepare plans the same objects under the same keys
+ * (C5).
  */
 import { PipelineError } from '../../errors.ts';
 import type { StagedFileEntry } from '../../ledger/records.ts';
