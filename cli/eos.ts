@@ -14,6 +14,7 @@ import './preamble.ts';
 import { readFileSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
+import { registerCheckpointCommand } from './checkpoint.ts';
 import { type CostDependencies, registerCostCommand } from './cost.ts';
 import { type EpochDependencies, registerEpochCommand } from './epoch.ts';
 import { reportFailure } from './failures.ts';
@@ -61,6 +62,7 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
   registerEpochCommand(program, deps.epoch);
   registerRedriveCommand(program, deps.redrive);
   registerReplayCommand(program, deps.replay);
+  registerCheckpointCommand(program);
   registerCostCommand(program, deps.cost);
   // Commander's own usage errors (an unknown option, a bad value) throw instead of exiting: main() maps them to
   // 2, as the commands' own usage errors, and help and --version to 0.

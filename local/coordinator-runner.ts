@@ -14,6 +14,7 @@
  *   invocation; throwing from them injects a crash at that step — before its effects, or after them with the
  *   result lost (throw `InjectedCrashError` from `shared/errors.ts`: the definition retries it like any
  *   transient failure; any other error is treated as a deterministic failure).
+ * - `hooks.failedStep(step, payload, error)` sees each failed invocation's own error (`eos checkpoint` names it).
  * - Retry waits are overridden to 0 ms, so retries are instant.
  * - `definition` + `functionSteps` (FunctionName/ARN → step) run another definition, e.g. the synthesized one.
  *   Without them, {@link localDefinition} is used.
@@ -45,6 +46,11 @@ import type { PromotionLimits } from '../shared/coordinator/promote/promoter.ts'
 export interface CoordinatorHooks {
   beforeStep?(step: CoordinatorStep, payload: unknown): void | Promise<void>;
   afterStep?(step: CoordinatorStep, payload: unknown, result: unknown): void | Promise<void>;
+  /**
+   * A step's invocation failed with `error` (the state machine then retries it, aborts or ends incomplete): the
+   * Fail state keeps only its own error name, so this is where the step's own error can be seen.
+   */
+  failedStep?(step: CoordinatorStep, payload: unknown, error: unknown): void;
 }
 
 export interface LocalCoordinatorOptions {
@@ -203,6 +209,7 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
         });
         return { Payload: result } as unknown as JsonValue;
       } catch (error) {
+        options.hooks?.failedStep?.(step, Payload, error);
         invocations.push({
           step,
           payloadBytes: size(Payload),
