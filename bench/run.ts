@@ -233,6 +233,7 @@ async function checkpointSection(base: Base): Promise<Fragment> {
   return {
     checkpoints,
     commit_s_1000p: scale.commitSeconds,
+    ...(scale.callsTotal === undefined ? {} : { checkpoint_calls_1000p: scale.callsTotal }),
     max_writes_per_key_per_s_1000p: keyWrites.maxWritesPerKeyPerSecond,
     scale,
     keyWrites,

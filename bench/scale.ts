@@ -1,10 +1,12 @@
 /**
- * Scale: a checkpoint over 1,000 Kafka partitions and 10,000 staged files (`commit_s_1000p`, measured),
+ * Scale: a checkpoint over 1,000 Kafka partitions and 10,000 staged files (`commit_s_1000p` and its AWS calls,
+ * `checkpoint_calls_1000p`, measured),
  * and the most writes one DynamoDB partition key takes at 1,000 partitions staging once a second each
  * (`max_writes_per_key_per_s_1000p`, from the ledger layout: every item a staging transaction writes, by key).
  */
 import '../local/polyfills.ts';
 import { createLocalCoordinator } from '../local/coordinator-runner.ts';
+import { CallCounter } from '../shared/aws/call-counter.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { parseSettings } from '../shared/config/settings.ts';
 import { TransientAwsError } from '../shared/errors.ts';
@@ -23,6 +25,10 @@ export interface ScaleResult {
   /** The checkpoint that covers them, begin to cleanup, seconds. */
   readonly commitSeconds: number;
   readonly lambdaInvocations: number;
+  /** AWS calls of that checkpoint (every step), by operation, counted on the coordinator's own clients. */
+  readonly calls?: Record<string, number>;
+  /** Their sum (`checkpoint_calls_1000p`). */
+  readonly callsTotal?: number;
 }
 
 export interface KeyWriteRates {
@@ -100,8 +106,10 @@ export async function measureScale(
     process.stderr.write(`[bench] scale: staged round ${round + 1}/${filesPerPartition}\n`);
   }
   const stageSeconds = (performance.now() - staging) / 1000;
+  const coordinatorClients = createAwsClients();
+  const counter = new CallCounter().attach(coordinatorClients);
   const started = performance.now();
-  const outcome = await createLocalCoordinator({ settings, clients }).runCheckpoint();
+  const outcome = await createLocalCoordinator({ settings, clients: coordinatorClients }).runCheckpoint();
   const commitSeconds = (performance.now() - started) / 1000;
   process.stderr.write(
     `[bench] checkpoint over ${partitions} partitions, ${partitions * filesPerPartition} staged files: ${outcome.status} in ${commitSeconds.toFixed(1)}s\n`,
@@ -113,5 +121,7 @@ export async function measureScale(
     status: outcome.status,
     commitSeconds: Number(commitSeconds.toFixed(1)),
     lambdaInvocations: outcome.invocations.length,
+    calls: counter.snapshot(),
+    callsTotal: counter.total(),
   };
 }

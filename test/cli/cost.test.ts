@@ -76,10 +76,13 @@ describe('eos cost', () => {
     const at = async (partitions: string) =>
       JSON.parse((await eos(['--records-per-second', '10000', '--partitions', partitions, '--json'])).out);
     const few = await at('4');
-    const many = await at('100');
+    const many = await at('1000');
+    const window = counts.defaults.maxBatchingWindowSeconds;
     expect(few.traffic.recordsPerBatch).toBe(counts.defaults.batchSize);
-    expect(many.traffic.recordsPerBatch).toBe(100);
-    expect(many.traffic.batchesPerSecond).toBe(100);
+    // 10 records/s a partition: a batch each window, of 10 × window records, below the batch size.
+    expect(10 * window).toBeLessThan(counts.defaults.batchSize);
+    expect(many.traffic.recordsPerBatch).toBe(10 * window);
+    expect(many.traffic.batchesPerSecond).toBe(1000 / window);
     expect(many.exactlyOnce.total).toBeGreaterThan(few.exactlyOnce.total);
   });
 
