@@ -16,6 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { Command } from 'commander';
 import { registerCheckpointCommand } from './checkpoint.ts';
 import { type CostDependencies, registerCostCommand } from './cost.ts';
+import { registerDeliverCommand } from './deliver.ts';
 import { type EpochDependencies, registerEpochCommand } from './epoch.ts';
 import { reportFailure } from './failures.ts';
 import { type LocalDependencies, registerLocalCommand } from './local.ts';
@@ -63,6 +64,7 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
   registerRedriveCommand(program, deps.redrive);
   registerReplayCommand(program, deps.replay);
   registerCheckpointCommand(program);
+  registerDeliverCommand(program);
   registerCostCommand(program, deps.cost);
   // Commander's own usage errors (an unknown option, a bad value) throw instead of exiting: main() maps them to
   // 2, as the commands' own usage errors, and help and --version to 0.

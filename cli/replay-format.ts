@@ -13,8 +13,8 @@ export function formatPlanned({ plan, skipped, existing }: PlannedReplay, pipeli
     ...plan.ranges.map((r) => `  ${r.lane}-${r.partition}: offsets ${r.from}..${r.to}`),
     ...skipped.map((s) => `  partition ${s.partition} skipped: ${s.reason}`),
     'next:',
-    `  1. deploy the replay mapping: the pipeline's replay prop { generation: ${plan.generation} } (docs/deploy.md)`,
-    `  2. eos replay --pipeline ${pipeline} --switch ${plan.generation}: readers move to it once every range is committed`,
+    `  1. deploy the replay mapping: the pipeline's replay prop { generation: ${plan.generation} } (docs/deploy.md); on a laptop: eos deliver --generation ${plan.generation} --input <file>`,
+    `  2. eos replay --pipeline ${pipeline} --switch ${plan.generation}: readers move to it once every range is committed (on a laptop: at the next eos checkpoint)`,
     `  3. after the switch, remove the replay prop and deploy again`,
   ];
   return `${lines.join('\n')}\n`;
