@@ -26,6 +26,7 @@ import {
   UnknownTransformError,
 } from '../shared/errors.ts';
 import type { ColumnDefinition } from '../shared/transforms/api.ts';
+import { TRANSFORM_API_SPECIFIER } from '../shared/transforms/load.ts';
 import { BUILTIN_TRANSFORMS } from '../shared/transforms/registry.ts';
 import type { TransformChoice } from './config.ts';
 
@@ -150,6 +151,8 @@ function checkIsTransform(
     const outfile = join(dir, 'probe.mjs');
     buildSync({
       stdin: { contents: probe, resolveDir: dirname(module.file), loader: 'js' },
+      // As the processor's bundle does (scripts/bundle.mjs): the API is this package's, wherever the module lives.
+      alias: { [TRANSFORM_API_SPECIFIER]: TRANSFORM_API },
       outfile,
       bundle: true,
       format: 'esm',

@@ -19,7 +19,7 @@
 // chunks/), which the CDK asset takes whole; `bundleFiles` lists it.
 //
 // Usage: node scripts/bundle.mjs <entry.ts> <outdir>   → <outdir>/index.mjs (+ <outdir>/chunks/*.mjs)
-import { mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { dirname, extname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { build, transform } from 'esbuild';
@@ -65,6 +65,24 @@ export const leanZodLocales = {
   },
 };
 
+/** The transform API of this package: its TypeScript source in the repository, its compiled module installed. */
+const TRANSFORM_API = ['ts', 'js']
+  .map((ext) => join(PROJECT_ROOT, 'shared', 'transforms', `api.${ext}`))
+  .find((file) => existsSync(file));
+
+/**
+ * A user's transform imports `msk-exactly-once-pipeline/transform`; it is this package's own module wherever the
+ * transform lives (a folder with nothing installed, another copy of the package beside it): the processor checks
+ * definitions against this one.
+ */
+export const ownTransformApi = {
+  name: 'own-transform-api',
+  setup(build) {
+    if (TRANSFORM_API === undefined) return;
+    build.onResolve({ filter: /^msk-exactly-once-pipeline\/transform$/ }, () => ({ path: TRANSFORM_API }));
+  },
+};
+
 /**
  * `options.bundleAwsSdk` (default true): `false` leaves the SDK to the Lambda runtime (the benchmark's comparison).
  * `options.onMetafile`: called with esbuild's metafile (what went into which file), for tests of the bundle.
@@ -89,7 +107,7 @@ export async function bundleHandler(entry, outdir, options = {}) {
     keepNames: false,
     mainFields: ['module', 'main'],
     external: options.bundleAwsSdk === false ? ['@aws-sdk/*'] : [],
-    plugins: [leanZodLocales, projectNames],
+    plugins: [leanZodLocales, projectNames, ownTransformApi],
     // ESM bundles of CommonJS dependencies still call require(): give them one.
     banner: {
       js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",

@@ -196,6 +196,26 @@ export class TransformModuleNotFoundError extends PipelineError {
   }
 }
 
+/**
+ * A transform module imports something that does not resolve from where the module lives (a package not installed
+ * in the user's project). The transform API itself always resolves (`transforms/load.ts`).
+ */
+export class TransformDependencyMissingError extends PipelineError {
+  constructor(
+    readonly path: string,
+    readonly dependency: string,
+    options?: { cause?: unknown },
+  ) {
+    const pkg = dependency.startsWith('@')
+      ? dependency.split('/').slice(0, 2).join('/')
+      : dependency.split('/')[0];
+    super(
+      `transform module ${path} imports '${dependency}', which does not resolve from its folder: install it there (npm install ${pkg}) or import it by a relative path`,
+      options,
+    );
+  }
+}
+
 /** A transform module loads but has no export of that name. `found` lists the exports it has. */
 export class TransformExportMissingError extends PipelineError {
   constructor(

@@ -9,12 +9,14 @@
  * `functions/processor-handler.ts`).
  */
 import { existsSync } from 'node:fs';
+import Module, { register } from 'node:module';
 import { extname, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import type { FieldFormat } from '../decode/formats.ts';
 import { registrySecretLookup } from '../decode/registry-secret.ts';
 import {
   NotATransformError,
+  TransformDependencyMissingError,
   TransformExportMissingError,
   TransformModuleNotFoundError,
   UnknownTransformError,
@@ -81,6 +83,77 @@ function pick(
   return [defined[0]!, module[defined[0]!] as AnyTransformDefinition];
 }
 
+/** The name a user's transform module imports the transform API by (package.json `exports`). */
+export const TRANSFORM_API_SPECIFIER = 'msk-exactly-once-pipeline/transform';
+
+/**
+ * A resolve hook for modules loaded by path: a transform that lives outside this package (the user's own
+ * repository, no `npm install` of the pipeline there) still finds the transform API — this package's own, the one
+ * the runner checks definitions against. Where the specifier resolves on its own (the package installed beside the
+ * transform), that resolution wins. Kept as a data URL: the hook runs on the loader thread, which loads no
+ * TypeScript, and the installed package ships no extra file for it.
+ */
+const API_FALLBACK_HOOK = `
+let fallbacks = {};
+export function initialize(data) { fallbacks = data; }
+export async function resolve(specifier, context, next) {
+  try {
+    return await next(specifier, context);
+  } catch (error) {
+    if (error && error.code === 'ERR_MODULE_NOT_FOUND' && Object.hasOwn(fallbacks, specifier))
+      return { url: fallbacks[specifier], shortCircuit: true };
+    throw error;
+  }
+}`;
+
+let apiFallbackRegistered = false;
+
+type ResolveFilename = (this: unknown, request: string, ...rest: unknown[]) => string;
+
+/**
+ * Both loaders need the fallback: a `.ts` transform in a folder without a package.json of `"type": "module"` is
+ * compiled to CommonJS by tsx, and its import of the API becomes a require(), which module hooks do not see on
+ * Node 20; `Module._resolveFilename` is where CommonJS resolves (the hook tsx itself wraps).
+ */
+function registerApiFallback(): void {
+  if (apiFallbackRegistered) return;
+  apiFallbackRegistered = true;
+  const api = new URL(import.meta.url.endsWith('.ts') ? './api.ts' : './api.js', import.meta.url);
+  register(`data:text/javascript,${encodeURIComponent(API_FALLBACK_HOOK)}`, {
+    data: { [TRANSFORM_API_SPECIFIER]: api.href },
+  });
+  const cjs = Module as unknown as { _resolveFilename: ResolveFilename };
+  const resolveFilename = cjs._resolveFilename;
+  cjs._resolveFilename = function (this: unknown, request: string, ...rest: unknown[]): string {
+    try {
+      return resolveFilename.call(this, request, ...rest);
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (request === TRANSFORM_API_SPECIFIER && code === 'MODULE_NOT_FOUND') return fileURLToPath(api);
+      throw error;
+    }
+  };
+}
+
+/** What a module that does not resolve is called in Node's CommonJS and ESM errors. */
+const UNRESOLVED = /^Cannot find (?:module|package) '([^']+)'/;
+
+async function importTransformModule(file: string): Promise<Record<string, unknown>> {
+  try {
+    return (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  } catch (error) {
+    const { code, message } = error as { code?: unknown; message?: unknown };
+    const missing = typeof message === 'string' ? UNRESOLVED.exec(message)?.[1] : undefined;
+    if (
+      (code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND') &&
+      missing &&
+      !missing.startsWith('/')
+    )
+      throw new TransformDependencyMissingError(file, missing, { cause: error });
+    throw error;
+  }
+}
+
 /**
  * Loads the transform `ref` names. Relative module paths resolve against `cwd` (default: the process's working
  * directory). Throws {@link UnknownTransformError}, {@link TransformModuleNotFoundError},
@@ -104,7 +177,8 @@ export async function loadTransform(ref: string, cwd: string = process.cwd()): P
   }
   const file = resolve(cwd, parsed.path);
   if (!existsSync(file)) throw new TransformModuleNotFoundError(file);
-  const module = (await import(pathToFileURL(file).href)) as Record<string, unknown>;
+  registerApiFallback();
+  const module = await importTransformModule(file);
   const [exportName, definition] = pick(file, module, parsed.exportName);
   await loadDecoders(definition);
   return { definition, transform: toTransform(definition, secretsFor(definition)), file, exportName };
