@@ -7,6 +7,11 @@
  * committed output of a short real pipeline run under the pipeline id `orders`, and the AWS endpoint variables
  * point at those parts. So `eos verify`, `eos read` and `eos status` in the docs run against real committed
  * output, and `eos local` starts its own parts as it does for a user.
+ *
+ * A block marked `sh runnable laptop` is a runbook drill (docs/operations.md, "Drills on a laptop"): it runs as a
+ * user runs it against parts of their own, with the endpoint variables naming the test's parts and
+ * `EOS_LEDGER_TABLE`/`EOS_BUCKET` a table and bucket of the drills' own (no other `EOS_*` variable), the drill
+ * blocks one after another in the docs' order (the first writes the transform the others use).
  */
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -17,17 +22,21 @@ import { NO_FAULTS } from '../../local/faults.ts';
 import { generateOrders } from '../../local/generator.ts';
 import { runLocal } from '../../local/runner.ts';
 import { parseSettings } from '../../shared/config/settings.ts';
-import { freshResources } from '../support/aws.ts';
+import { freshResources, uniqueName } from '../support/aws.ts';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const RUNNABLE = /^```sh runnable[^\n]*\n([\s\S]*?)^```$/gm;
+const RUNNABLE = /^```sh runnable([^\n]*)\n([\s\S]*?)^```$/gm;
 /** One block's budget: `eos local` starts DynamoDB Local (a JVM) and the S3 server itself. */
 const BLOCK_TIMEOUT_MS = 150_000;
+/** A drill runs eight or so commands, each a process of its own. */
+const DRILL_TIMEOUT_MS = 300_000;
 
 interface RunnableBlock {
   readonly file: string;
   readonly line: number;
   readonly script: string;
+  /** A runbook drill, run against the test's parts as against a user's own (`sh runnable laptop`). */
+  readonly laptop: boolean;
 }
 
 /** The documents the tour and the guides live in. */
@@ -42,12 +51,16 @@ function runnableBlocks(file: string, text: string): RunnableBlock[] {
   const blocks: RunnableBlock[] = [];
   for (const match of text.matchAll(RUNNABLE)) {
     const line = text.slice(0, match.index).split('\n').length;
-    blocks.push({ file, line, script: match[1]! });
+    blocks.push({ file, line, script: match[2]!, laptop: /(^|\s)laptop(\s|$)/.test(match[1]!) });
   }
   return blocks;
 }
 
-function run(script: string, env: NodeJS.ProcessEnv): Promise<{ code: number | null; output: string }> {
+function run(
+  script: string,
+  env: NodeJS.ProcessEnv,
+  timeoutMs = BLOCK_TIMEOUT_MS,
+): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn('bash', ['-euo', 'pipefail', '-c', script], { cwd: root, env });
     let output = '';
@@ -57,7 +70,7 @@ function run(script: string, env: NodeJS.ProcessEnv): Promise<{ code: number | n
     child.stderr.on('data', (chunk: Buffer) => {
       output += chunk.toString();
     });
-    const timer = setTimeout(() => child.kill('SIGKILL'), BLOCK_TIMEOUT_MS - 5_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs - 5_000);
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
@@ -70,8 +83,22 @@ const blocks = documentedFiles().flatMap((file) =>
   runnableBlocks(file, readFileSync(join(root, file), 'utf8')),
 );
 
+/** What stages in a drill (after `eos local`, which commits what it stages itself). */
+const STAGES = /\beos (deliver|redrive|epoch --start-new)\b/;
+/** A check of the committed result: verify, read, status, or replay's progress. */
+const CHECKS = /\beos (verify|read|status)\b|\beos replay\s*(#|$)/;
+
+/** A drill stages something, commits it with `eos checkpoint`, then checks the result. */
+function drillEndsWithCheckpointAndCheck(script: string): boolean {
+  const lines = script.split('\n').filter((line) => !line.trim().startsWith('#'));
+  const stage = lines.findIndex((line) => STAGES.test(line));
+  const checkpoint = lines.findLastIndex((line) => /\beos checkpoint\b/.test(line));
+  return stage >= 0 && checkpoint > stage && lines.some((line, i) => i > checkpoint && CHECKS.test(line));
+}
+
 describe('runnable docs', () => {
   let env: NodeJS.ProcessEnv;
+  let laptopEnv: NodeJS.ProcessEnv;
   const userEnv = (from: NodeJS.ProcessEnv): NodeJS.ProcessEnv =>
     Object.fromEntries(
       Object.entries(from).filter(
@@ -101,6 +128,15 @@ describe('runnable docs', () => {
       EOS_LEDGER_TABLE: table,
       AWS_REGION: process.env.AWS_REGION ?? 'us-east-1',
     };
+    // The drills' own table and bucket (eos local creates them), on the parts the variables name.
+    laptopEnv = {
+      ...userEnv(process.env),
+      AWS_ENDPOINT_URL_DYNAMODB: process.env.AWS_ENDPOINT_URL_DYNAMODB,
+      AWS_ENDPOINT_URL_S3: process.env.AWS_ENDPOINT_URL_S3,
+      AWS_REGION: process.env.AWS_REGION ?? 'us-east-1',
+      EOS_LEDGER_TABLE: uniqueName('drills'),
+      EOS_BUCKET: uniqueName('drills'),
+    };
   }, BLOCK_TIMEOUT_MS);
 
   it('finds the runnable blocks of the tour (a marker typo would silently test nothing)', () => {
@@ -112,25 +148,43 @@ describe('runnable docs', () => {
     expect(blocks.some((block) => /eos read\b/.test(block.script))).toBe(true);
   });
 
+  it('runs a drill of every runbook procedure on a laptop, each ending with eos checkpoint and a check', () => {
+    const drills = blocks.filter((block) => block.laptop);
+    for (const procedure of [/eos redrive\b/, /eos epoch --start-new\b/, /eos deliver --generation\b/]) {
+      const drill = drills.find((block) => procedure.test(block.script));
+      expect(drill, `no drill runs ${procedure}`).toBeDefined();
+      expect(drillEndsWithCheckpointAndCheck(drill!.script), `${drill!.file}:${drill!.line}`).toBe(true);
+    }
+  });
+
   // A block that runs `eos local` starts a JVM (DynamoDB Local) with a start-up deadline: it runs first and alone.
   // The short commands then run concurrently (mostly process start-up).
-  const startsLocalParts = (block: RunnableBlock) => /eos local(?! --help)/.test(block.script);
-  const ordered = [...blocks.filter(startsLocalParts), ...blocks.filter((block) => !startsLocalParts(block))];
+  const startsLocalParts = (block: RunnableBlock) =>
+    !block.laptop && /eos local(?! --help)/.test(block.script);
+  // Then the drills, one after another in the docs' order; then the rest.
+  const ordered = [
+    ...blocks.filter(startsLocalParts),
+    ...blocks.filter((block) => block.laptop),
+    ...blocks.filter((block) => !startsLocalParts(block) && !block.laptop),
+  ];
   for (const block of ordered) {
     const title = `${relative(root, join(root, block.file))}:${block.line}: ${block.script
       .split('\n')
       .find((l) => l.trim() && !l.startsWith('#'))
       ?.trim()}`;
-    (startsLocalParts(block) ? it : it.concurrent)(
+    const alone = startsLocalParts(block) || block.laptop;
+    const timeout = block.laptop ? DRILL_TIMEOUT_MS : BLOCK_TIMEOUT_MS;
+    (alone ? it : it.concurrent)(
       `runs ${title}`,
       async ({ expect }) => {
         // `eos local` runs as on a user's machine: its own parts, its own table and bucket. It honours `EOS_*` and the
         // AWS endpoint variables, which here name the committed output above (a table whose fences a fresh emulated
         // topic would rightly take for offsets gone backwards).
-        const { code, output } = await run(block.script, startsLocalParts(block) ? userEnv(env) : env);
+        const blockEnv = block.laptop ? laptopEnv : startsLocalParts(block) ? userEnv(env) : env;
+        const { code, output } = await run(block.script, blockEnv, timeout);
         expect(code, `${block.file}:${block.line} exited ${code}:\n${output}`).toBe(0);
       },
-      BLOCK_TIMEOUT_MS,
+      timeout,
     );
   }
 });
