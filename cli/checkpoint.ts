@@ -63,7 +63,7 @@ export interface CheckpointReport {
   readonly inFlight?: InFlightCheckpoint;
   /** Aborted, incomplete or failed: why (the abort's reason, the Fail state's cause). */
   readonly reason?: string;
-  /** Aborted, incomplete or failed: the first error a step of this execution met. */
+  /** Aborted, incomplete or failed: the last error a step of this execution met (the one that ended it). */
   readonly stepError?: string;
   readonly durationMs: number;
 }
@@ -133,7 +133,7 @@ function progress(everyMs: number, writeError: (text: string) => void) {
   };
 }
 
-/** One execution with what the command needs to say about it: the commit's counts and the first step error. */
+/** One execution with what the command needs to say about it: the commit's counts and the last step error. */
 async function execute(
   settings: Settings,
   clients: AwsClients,
@@ -145,7 +145,7 @@ async function execute(
     import('node:crypto'),
   ]);
   let committed: CommitOutput | undefined;
-  let firstError: unknown;
+  let lastError: unknown;
   const shown = progress(deps.progressEveryMs ?? PROGRESS_EVERY_MS, writeError);
   try {
     const local = createLocalCoordinator({
@@ -163,12 +163,13 @@ async function execute(
         },
         failedStep: (_step, _payload, error) => {
           shown.ended();
-          firstError ??= error;
+          // The last failure is what ended the execution (its retries ran out); earlier ones were retried past.
+          lastError = error;
         },
       },
     });
     const outcome = await local.runCheckpoint();
-    return { outcome, committed, firstError };
+    return { outcome, committed, lastError };
   } finally {
     shown.stop();
   }
@@ -181,7 +182,7 @@ async function reportOf(
   run: Awaited<ReturnType<typeof execute>>,
   durationMs: number,
 ): Promise<CheckpointReport> {
-  const { outcome, committed, firstError } = run;
+  const { outcome, committed, lastError } = run;
   const action = (outcome.output as { checkpoint?: { action?: string } } | undefined)?.checkpoint?.action;
   const base = {
     status: outcome.status,
@@ -208,7 +209,7 @@ async function reportOf(
   return {
     ...base,
     ...(failureReason(outcome) === undefined ? {} : { reason: failureReason(outcome)! }),
-    ...(firstError === undefined ? {} : { stepError: errorText(firstError) }),
+    ...(lastError === undefined ? {} : { stepError: errorText(lastError) }),
   };
 }
 
@@ -253,8 +254,8 @@ export async function runCheckpoint(
     const run = await execute(settings, clients, deps, writeError);
     // A table, bucket or endpoint that cannot be used aborts the checkpoint (or fails it) like any error; it is
     // the environment, not the checkpoint, that is wrong: said as every command says it (exit 3).
-    if (run.outcome.status !== 'committed' && run.firstError !== undefined) {
-      if (classifyFailure(run.firstError).code === EXIT.aws) throw run.firstError;
+    if (run.outcome.status !== 'committed' && run.lastError !== undefined) {
+      if (classifyFailure(run.lastError).code === EXIT.aws) throw run.lastError;
     }
     const report = await reportOf(settings, clients, run, Date.now() - started);
     write(

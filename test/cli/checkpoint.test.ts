@@ -2,9 +2,9 @@
  * `eos checkpoint` through `main()` (what bin/eos.mjs runs), against the real local parts: one execution of the
  * deployable state machine, its outcome on one line (or as JSON), and the exit code an operator's script tests.
  */
-import { DeleteObjectCommand, ListObjectsV2Command } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, ListObjectsV2Command, PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { runCheckpoint } from '../../cli/checkpoint.ts';
+import { formatCheckpoint, runCheckpoint } from '../../cli/checkpoint.ts';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { systemClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
@@ -12,7 +12,7 @@ import { createCoordinator } from '../../shared/coordinator/coordinator.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { planReplay, replayStatus, requestSwitch } from '../../shared/replay/replay.ts';
-import { inProgressPrefix } from '../../shared/sink/layout.ts';
+import { inProgressPrefix, manifestKey } from '../../shared/sink/layout.ts';
 import { readCommitted } from '../../shared/sink/reader.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
 import { eos } from '../support/eos.ts';
@@ -134,6 +134,24 @@ describe('eos checkpoint', () => {
     expect(run.out).toContain(staged);
   });
 
+  it('says when a checkpoint is decided but not committed, and that the next execution after the lease rolls it forward', async () => {
+    const settings = settingsIn(res, 'clickpt');
+    await stage(settings);
+    // Another manifest where checkpoint 1's must go: the commit step fails on every retry.
+    await res.clients.s3.send(
+      new PutObjectCommand({
+        Bucket: settings.bucket,
+        Key: manifestKey(settings.pipelineId, 1),
+        Body: '{"not": "this checkpoint\'s manifest"}',
+      }),
+    );
+    const run = await eos(args(settings));
+    expect(run.code).toBe(1);
+    expect(run.out).toMatch(
+      /^checkpoint 1 is decided but not committed \(ManifestConflictError: .+\): run eos checkpoint again once its lease has run out \(600 s, EOS_CHECKPOINT_LEASE_SECONDS\): it rolls the checkpoint forward\n$/,
+    );
+  });
+
   it('names the generation a checkpoint switched readers to', async () => {
     const settings = settingsIn(res, 'clickpt');
     const records = orderRecords(0, 0, 6);
@@ -188,5 +206,22 @@ describe('eos checkpoint', () => {
       /^progress: (begin|prepare|decide|promote|commit|cleanup) \(\d+ steps? run, [\d.]+ s\)$/m,
     );
     expect(out.join('')).toBe('checkpoint 1 committed: 6 rows in 1 file\n');
+  });
+
+  it('says what failed when an execution fails outright', () => {
+    const report = {
+      status: 'failed' as const,
+      checkpointId: 4,
+      execution: 'x',
+      rolledForward: false,
+      switchedGenerations: [],
+      reason:
+        'CheckpointAbortFailed: the abort step failed; the next execution recovers the checkpoint once its lease expires',
+      stepError: 'Error: boom',
+      durationMs: 1,
+    };
+    expect(formatCheckpoint(report, 600)).toBe(
+      'checkpoint 4 failed: CheckpointAbortFailed: the abort step failed; the next execution recovers the checkpoint once its lease expires (Error: boom)\n',
+    );
   });
 });
