@@ -6,19 +6,15 @@
  * Items of a chunk: 1 fence + 1 staged entry per stream with rows + 1 claim per kept keyed record (unless the
  * claims were written ahead) + 1 per distinct state key. With partition-scoped idempotency, claims are replaced by
  * at most 2 key-window buckets, and a chunk holds at most {@link BUCKET_ENTRIES} kept keyed records (so its keys
- * fill the open bucket and at most one new one). A chunk also ends before its folded state would break
- * one item's update: more than {@link MAX_STATE_FIELDS} fields on one state key, a field both set and added on
- * one key, a folded sum outside the safe integers, or state items past {@link TRANSACTION_STATE_BUDGET_BYTES}. Evaluation dead-letters any record whose
- * effects alone break these bounds, so every record fits a chunk of its own.
+ * fill the open bucket and at most one new one). A chunk also ends before its folded state would break one item's
+ * update (`shared/transforms/state-fold.ts`: a field taking two operations, a folded sum outside the safe integers,
+ * too many fields on one key) or state items past {@link TRANSACTION_STATE_BUDGET_BYTES}. Evaluation
+ * dead-letters any record whose effects alone break these bounds, so every record fits a chunk of its own.
  */
 import { PipelineError } from '../errors.ts';
 import { BUCKET_ENTRIES } from '../ledger/key-window.ts';
-import {
-  type EvaluatedRecord,
-  MAX_STATE_FIELDS,
-  stateItemBytes,
-  TRANSACTION_STATE_BUDGET_BYTES,
-} from './evaluate.ts';
+import { StateFold } from '../transforms/state-fold.ts';
+import { type EvaluatedRecord, stateItemBytes, TRANSACTION_STATE_BUDGET_BYTES } from './evaluate.ts';
 
 export interface Chunk {
   /** Every record of the chunk, in offset order, including those dropped as duplicates by key. */
@@ -29,19 +25,13 @@ export interface Chunk {
   readonly lastOffset: number;
 }
 
-/** Field names folded on one state key so far: set (`fields`) or added (`add`, with the folded sum). */
-interface FoldedFields {
-  readonly set: Set<string>;
-  readonly added: Map<string, number>;
-}
-
 class Tally {
   output = false;
   deadLetter = false;
   claims = 0;
   windowKeys = 0;
   stateBytes = 0;
-  readonly stateKeys = new Map<string, FoldedFields>();
+  readonly stateKeys = new StateFold();
 
   /** Adds the record if the chunk still fits afterwards; leaves the tally unchanged and returns false if not. */
   tryAdd(record: EvaluatedRecord, countClaim: boolean, maxItems: number, keyWindow: boolean): boolean {
@@ -60,41 +50,12 @@ class Tally {
     if (items > maxItems) return false;
     const bytes = record.state.reduce((sum, delta) => sum + stateItemBytes(delta), 0);
     if (this.stateBytes + bytes > TRANSACTION_STATE_BUDGET_BYTES) return false;
-    if (!this.foldFits(record)) return false;
+    if (!this.stateKeys.tryTake(record.state)) return false;
     this.output ||= record.output.length > 0;
     this.deadLetter ||= record.deadLetter !== undefined;
     this.claims += countClaim ? 1 : 0;
     this.windowKeys += windowKey;
     this.stateBytes += bytes;
-    for (const delta of record.state) {
-      const folded = this.stateKeys.get(delta.key) ?? {
-        set: new Set<string>(),
-        added: new Map<string, number>(),
-      };
-      for (const name of Object.keys(delta.fields)) folded.set.add(name);
-      for (const [name, value] of Object.entries(delta.add))
-        folded.added.set(name, (folded.added.get(name) ?? 0) + value);
-      this.stateKeys.set(delta.key, folded);
-    }
-    return true;
-  }
-
-  private foldFits(record: EvaluatedRecord): boolean {
-    const trial = new Map<string, FoldedFields>();
-    for (const delta of record.state) {
-      const known = trial.get(delta.key) ?? this.stateKeys.get(delta.key);
-      const set = new Set([...(known?.set ?? []), ...Object.keys(delta.fields)]);
-      const added = new Map(known?.added ?? []);
-      for (const [name, value] of Object.entries(delta.add)) {
-        const sum = (added.get(name) ?? 0) + value;
-        // A folded sum the document client cannot marshal would fail the transaction on every retry.
-        if (!Number.isSafeInteger(sum)) return false;
-        added.set(name, sum);
-      }
-      if (set.size + added.size > MAX_STATE_FIELDS) return false;
-      for (const name of set) if (added.has(name)) return false;
-      trial.set(delta.key, { set, added });
-    }
     return true;
   }
 }
@@ -120,7 +81,7 @@ export function planChunk(
   }
   if (end === 0) {
     // Unreachable (an assertion): evaluation dead-letters a record whose effects alone exceed these bounds,
-    // its own deltas folded by the rules of foldFits included (L1).
+    // its own deltas folded by the same rules included (L1).
     throw new PipelineError(
       `record at offset ${records[0]!.offset} alone needs more than ${maxItems} transaction items`,
     );

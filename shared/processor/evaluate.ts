@@ -26,6 +26,14 @@ import {
 import { InvalidSettingError } from '../errors.ts';
 import { strictUtf8 } from '../kafka/event.ts';
 import type { DecodedRecord, Lineage } from '../kafka/record.ts';
+import {
+  ownStateDelta,
+  stateDeltaProblem,
+  stateItemBytes,
+  stateShapeProblem,
+  TRANSACTION_STATE_BUDGET_BYTES,
+} from '../transforms/state-delta.ts';
+import { stateFoldProblem } from '../transforms/state-fold.ts';
 import type {
   DeadLetterRow,
   OutputRow,
@@ -33,6 +41,17 @@ import type {
   Transform,
   TransformResult,
 } from '../transforms/types.ts';
+
+// Keyed state's bounds and fold live with the transform result they bound; the evaluation's importers find them here.
+export {
+  MAX_FIELD_NAME_BYTES,
+  MAX_FIELD_VALUE_BYTES,
+  MAX_STATE_FIELDS,
+  RESERVED_STATE_FIELDS,
+  stateItemBytes,
+  TRANSACTION_STATE_BUDGET_BYTES,
+} from '../transforms/state-delta.ts';
+export { foldState } from '../transforms/state-fold.ts';
 
 export interface EvaluatedRecord {
   readonly offset: number;
@@ -80,36 +99,10 @@ const DEFAULT_LIMITS: EffectLimits = { maxTransactionItems: 100 };
  * would fail the batch on every retry and stall the partition. Such a record is poison instead (P6).
  */
 export const MAX_KEY_BYTES = 1024;
-/** Most fields (`fields` and `add` together) of one state item, folded over a chunk too (see chunks.ts). */
-export const MAX_STATE_FIELDS = 100;
-/** Longest state field name (UTF-8 bytes). */
-export const MAX_FIELD_NAME_BYTES = 255;
-/** Longest descriptive (`fields`) value (UTF-8 bytes). With the two bounds above a state item stays < 150 KB. */
-export const MAX_FIELD_VALUE_BYTES = 1024;
 /** Largest output row, as NDJSON with its lineage: a sane bound on what one record may write. */
 export const MAX_ROW_BYTES = 1024 * 1024;
-/**
- * Most bytes of state items in one staging transaction (DynamoDB caps a transaction at 4 MB; the rest is left
- * for the fence, entries and claims). One record's state must fit alone; chunks.ts ends a chunk before it.
- */
-export const TRANSACTION_STATE_BUDGET_BYTES = 3 * 1024 * 1024;
 /** Longest error text kept in a dead-letter row (a transform's exception message may be anything). */
 export const MAX_ERROR_CHARS = 1000;
-
-/**
- * State field names the ledger's state item uses itself (`pk`, `sk`, `stateKey`; `expiresAt` is the table's TTL
- * attribute, so a state field of that name would let TTL delete the aggregate), and names that break folding in
- * plain objects.
- */
-export const RESERVED_STATE_FIELDS: ReadonlySet<string> = new Set([
-  'pk',
-  'sk',
-  'stateKey',
-  'expiresAt',
-  '__proto__',
-  'constructor',
-  'prototype',
-]);
 
 function framed(hash: ReturnType<typeof createHash>, base64: string | null): void {
   if (base64 === null) {
@@ -265,14 +258,8 @@ function shapeProblem(result: unknown): string | undefined {
   }
   if (!Array.isArray(result.state)) return 'transform returned state that is not an array';
   for (const delta of result.state as unknown[]) {
-    if (!isPlainObject(delta) || typeof delta.key !== 'string')
-      return 'transform returned a state delta without a key';
-    if (!isPlainObject(delta.fields) || !Object.values(delta.fields).every((v) => typeof v === 'string')) {
-      return `state delta "${delta.key}": fields must map names to strings`;
-    }
-    if (!isPlainObject(delta.add) || !Object.values(delta.add).every((v) => typeof v === 'number')) {
-      return `state delta "${delta.key}": add must map names to numbers`;
-    }
+    const problem = stateShapeProblem(delta);
+    if (problem) return problem;
   }
   if (result.body !== undefined && !isPlainObject(result.body))
     return 'transform returned a body that is not an object';
@@ -283,77 +270,7 @@ function shapeProblem(result: unknown): string | undefined {
 
 /** Why one state delta cannot be one ledger item, or undefined. */
 function deltaProblem(delta: StateDelta): string | undefined {
-  const keyIssue = keyProblem('state key', delta.key);
-  if (keyIssue) return keyIssue;
-  const at = `state delta "${delta.key.slice(0, 100)}"`;
-  const fieldNames = Object.keys(delta.fields);
-  const addNames = Object.keys(delta.add);
-  if (fieldNames.length + addNames.length > MAX_STATE_FIELDS) {
-    return `${at} has more than ${MAX_STATE_FIELDS} fields`;
-  }
-  for (const name of [...fieldNames, ...addNames]) {
-    if (RESERVED_STATE_FIELDS.has(name)) return `${at}: field name "${name}" is reserved`;
-    if (name === '' || LONE_SURROGATE.test(name) || Buffer.byteLength(name) > MAX_FIELD_NAME_BYTES) {
-      return `${at}: field name must be 1-${MAX_FIELD_NAME_BYTES} bytes of well-formed text`;
-    }
-  }
-  const both = fieldNames.find((name) => Object.hasOwn(delta.add, name));
-  if (both !== undefined) return `${at}: field "${both}" is both set and added`;
-  for (const [name, value] of Object.entries(delta.fields)) {
-    if (LONE_SURROGATE.test(value) || Buffer.byteLength(value) > MAX_FIELD_VALUE_BYTES) {
-      return `${at}: field "${name}" must be at most ${MAX_FIELD_VALUE_BYTES} bytes of well-formed text`;
-    }
-  }
-  for (const [name, value] of Object.entries(delta.add)) {
-    // Integers only, and safe ones: the document client refuses to marshal an unsafe number (a stall), and
-    // floats would make state depend on chunking (folded here in binary doubles, summed by DynamoDB in decimal).
-    // chunks.ts keeps every folded sum safe too.
-    if (!Number.isSafeInteger(value)) {
-      return `${at}: add "${name}" must be an integer within ±(2^53 - 1), got ${value}`;
-    }
-  }
-  return undefined;
-}
-
-/**
- * An upper bound of the bytes a state delta's item adds to a transaction, sized as DynamoDB sizes items (UTF-8
- * bytes of names and strings, at most 21 bytes per number), with room for the pipeline prefix and `sk`.
- */
-export function stateItemBytes(delta: StateDelta): number {
-  let bytes = 2 * Buffer.byteLength(delta.key) + 200;
-  for (const [name, value] of Object.entries(delta.fields))
-    bytes += Buffer.byteLength(name) + Buffer.byteLength(value);
-  for (const name of Object.keys(delta.add)) bytes += Buffer.byteLength(name) + 21;
-  return bytes;
-}
-
-/**
- * Why a record's own deltas cannot be folded into one update per state key, or undefined: the rules of chunks.ts's
- * fold (a field both set and added on one key, a folded sum outside the safe integers, more than
- * {@link MAX_STATE_FIELDS} fields on one key). Each delta may be fine alone while their fold is not; such a record
- * would fit no chunk, even one of its own, and stall its partition.
- */
-function foldProblem(deltas: readonly StateDelta[]): string | undefined {
-  const byKey = new Map<string, { set: Set<string>; added: Map<string, number> }>();
-  for (const delta of deltas) {
-    const folded = byKey.get(delta.key) ?? { set: new Set<string>(), added: new Map<string, number>() };
-    const at = `state key "${delta.key.slice(0, 100)}"`;
-    for (const name of Object.keys(delta.fields)) folded.set.add(name);
-    for (const [name, value] of Object.entries(delta.add)) {
-      const sum = (folded.added.get(name) ?? 0) + value;
-      if (!Number.isSafeInteger(sum)) {
-        return `${at}: the adds to field "${name}" sum to ${sum}, outside ±(2^53 - 1)`;
-      }
-      folded.added.set(name, sum);
-    }
-    const both = [...folded.set].find((name) => folded.added.has(name));
-    if (both !== undefined) return `${at}: field "${both}" is both set and added by this record`;
-    if (folded.set.size + folded.added.size > MAX_STATE_FIELDS) {
-      return `${at}: this record's deltas touch more than ${MAX_STATE_FIELDS} fields`;
-    }
-    byKey.set(delta.key, folded);
-  }
-  return undefined;
+  return keyProblem('state key', delta.key) ?? stateDeltaProblem(delta);
 }
 
 /** Why the effects of an ok result cannot be applied in one transaction, or undefined. */
@@ -367,7 +284,7 @@ function effectsProblem(
     const problem = deltaProblem(delta);
     if (problem) return problem;
   }
-  const folding = foldProblem(result.state);
+  const folding = stateFoldProblem(result.state);
   if (folding) return folding;
   const stateKeys = new Set(result.state.map((delta) => delta.key)).size;
   // A chunk holding only this record: the fence, its output entry, its claim (or key-window buckets), one item per
@@ -395,15 +312,6 @@ function effectsProblem(
 
 function messageOf(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-}
-
-/** Copies a delta into null-prototype objects, so folding and key lookups never reach Object.prototype. */
-function ownDelta(delta: StateDelta): StateDelta {
-  return {
-    key: delta.key,
-    fields: Object.assign(Object.create(null) as Record<string, string>, delta.fields),
-    add: Object.assign(Object.create(null) as Record<string, number>, delta.add),
-  };
 }
 
 /**
@@ -468,25 +376,5 @@ export function evaluateRecord(
   if ('missing' in keyed && (limits.missingIdempotencyKey ?? 'dead-letter') === 'dead-letter') {
     return deadLetterOf(counted, `no idempotency key: ${keyed.missing}`);
   }
-  return { ...counted, idempotencyKey: key, output, state: transformed.state.map(ownDelta) };
-}
-
-/** Sums deltas per state key: a transaction may touch each item once. Null-prototype objects throughout. */
-export function foldState(deltas: Iterable<StateDelta>): StateDelta[] {
-  const folded = new Map<
-    string,
-    { key: string; fields: Record<string, string>; add: Record<string, number> }
-  >();
-  for (const delta of deltas) {
-    const current = folded.get(delta.key) ?? {
-      key: delta.key,
-      fields: Object.create(null) as Record<string, string>,
-      add: Object.create(null) as Record<string, number>,
-    };
-    for (const [field, value] of Object.entries(delta.fields)) current.fields[field] = value;
-    for (const [field, value] of Object.entries(delta.add))
-      current.add[field] = (current.add[field] ?? 0) + value;
-    folded.set(delta.key, current);
-  }
-  return [...folded.values()];
+  return { ...counted, idempotencyKey: key, output, state: transformed.state.map(ownStateDelta) };
 }

@@ -26,6 +26,16 @@ const isPlainObject = (value: unknown): value is Record<string, unknown> =>
 
 const poison = (error: string): TransformResult => ({ kind: 'poison', error });
 
+/** A state update with `fields` and `add` left out given as empty, as the processor's deltas always have them. */
+function withDefaults(update: unknown): unknown {
+  if (!isPlainObject(update)) return update;
+  return {
+    ...update,
+    fields: update.fields === undefined ? {} : update.fields,
+    add: update.add === undefined ? {} : update.add,
+  };
+}
+
 /** The user's function with its type parameters erased: the adapter checks what it returns at run time. */
 type ErasedTransform = (record: TransformInput<unknown, unknown>) => TransformOutput<unknown> | Error;
 
@@ -88,11 +98,12 @@ export function toTransform(definition: AnyTransformDefinition, deps: AdapterDep
     if (idempotencyKey !== undefined && typeof idempotencyKey !== 'string') {
       return poison(`transform ${name} returned an idempotencyKey that is not a string`);
     }
+    const state: unknown = output.state ?? [];
     return {
       kind: 'ok',
       rows: rows as Record<string, unknown>[],
-      // The shape of each delta is checked by evaluateRecord, as for every transform.
-      state: (output.state ?? []) as readonly StateDelta[],
+      // The shape of each delta is checked by evaluateRecord, as for every transform; an operation left out is none.
+      state: (Array.isArray(state) ? state.map(withDefaults) : state) as readonly StateDelta[],
       ...(jsonValues && isPlainObject(value) ? { body: value } : {}),
       ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
     };

@@ -34,10 +34,25 @@
 
 import type { FieldFormat } from '../decode/formats.ts';
 import { InvalidTransformDefinitionError, PipelineError } from '../errors.ts';
-import type { StateDelta } from './types.ts';
+import type { LatestValue } from './types.ts';
 
 export type { FieldFormat, Framing, RegistrySpec } from '../decode/formats.ts';
-export type { StateDelta } from './types.ts';
+export type { LatestValue, StateDelta } from './types.ts';
+
+/**
+ * One state key's update as a transform returns it: `key`, and any of the operations, each a map of field names
+ * (a field takes one operation). `fields` set text; `add` adds integers; `min` and `max` keep the smallest and
+ * largest number given; `latest` keeps the value whose time (`at`) is greatest, ties going to a number over a
+ * string, the larger number, the greater text as UTF-8 bytes. Applied exactly once with the record.
+ */
+export interface StateUpdate {
+  readonly key: string;
+  readonly fields?: Readonly<Record<string, string>>;
+  readonly add?: Readonly<Record<string, number>>;
+  readonly min?: Readonly<Record<string, number>>;
+  readonly max?: Readonly<Record<string, number>>;
+  readonly latest?: Readonly<Record<string, LatestValue>>;
+}
 export { InvalidTransformDefinitionError };
 
 /** Column types of output rows, as JSON values in the NDJSON sink and as the Parquet types noted. */
@@ -111,8 +126,8 @@ export interface TransformInput<V = unknown, K = string> {
 export interface TransformOutput<Row> {
   /** Output rows, each checked against the schema. */
   readonly rows?: readonly Row[];
-  /** Keyed-state deltas: per state key, descriptive fields set and integer fields added. */
-  readonly state?: readonly StateDelta[];
+  /** Keyed-state updates: per state key, fields set, added, kept smallest, largest or latest ({@link StateUpdate}). */
+  readonly state?: readonly StateUpdate[];
   /**
    * The record's business idempotency key, used when the `idempotencyKey` setting is `transform` (ignored
    * otherwise). Absent: the key source found nothing, which dead-letters the record by default (reason

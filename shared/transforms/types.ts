@@ -10,6 +10,13 @@
 import type { FieldFormat } from '../decode/formats.ts';
 import type { DecodedRecord, Lineage, RawHeader } from '../kafka/record.ts';
 
+/** A value with its time: of the values a `latest` field is given, the one with the greatest time is kept. */
+export interface LatestValue {
+  readonly value: string | number;
+  /** A non-negative integer: epoch milliseconds, or any number that grows with the value's age. */
+  readonly at: number;
+}
+
 export interface StateDelta {
   /** Identifies the state entry, e.g. `cust-007#USD` (`#` is fine: the ledger key's prefix is fixed). */
   readonly key: string;
@@ -17,6 +24,12 @@ export interface StateDelta {
   readonly fields: Record<string, string>;
   /** Numeric fields added to the entry. */
   readonly add: Record<string, number>;
+  /** Numeric fields that keep the smallest value they were given. */
+  readonly min?: Record<string, number>;
+  /** Numeric fields that keep the largest value they were given. */
+  readonly max?: Record<string, number>;
+  /** Fields that keep the value with the greatest time ({@link LatestValue}; ties: see `state-order.ts`). */
+  readonly latest?: Record<string, LatestValue>;
 }
 
 export type TransformResult =
