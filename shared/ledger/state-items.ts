@@ -1,14 +1,20 @@
 /**
- * Keyed-state items: the transform's per-key deltas as DynamoDB updates (SET of fields, ADD of numbers), applied
- * inside the staging transaction (EXACTLY_ONCE) or on their own ({@link applyState}: AT_LEAST_ONCE and NONE), and
- * the errors that name the state keys DynamoDB refused, which the processor resolves record by record.
+ * Keyed-state items: the transform's per-key deltas as DynamoDB updates (`state-update.ts`: SET of fields, ADD of
+ * numbers, min, max and latest on conditions), applied inside the staging transaction (EXACTLY_ONCE) or on their
+ * own ({@link applyState}: AT_LEAST_ONCE and NONE), and the errors that name the state keys DynamoDB refused,
+ * which the processor resolves record by record.
  */
 import { GetCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons, isLimitExceeded } from '../aws/classify.ts';
-import { MAX_TRANSACTION_ITEMS, send, type TableRef, type TransactItem } from '../aws/dynamo.ts';
+import { MAX_TRANSACTION_ITEMS, send, type TableRef } from '../aws/dynamo.ts';
 import { ItemLimitExceededError, PipelineError } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
 import { keys } from './layout.ts';
+import { plainItem } from './state-fields.ts';
+import { beliefsOf, learn } from './state-knowledge.ts';
+import { guessesFor, planOf, stateItem } from './state-update.ts';
+
+export { stateItem };
 
 /**
  * DynamoDB refused an ADD because the state field it adds to holds something other than a number (a field set as
@@ -45,6 +51,29 @@ export class StateItemTooLargeError extends ItemLimitExceededError {
   }
 }
 
+/**
+ * The conditions of min, max or latest fields did not hold: the stored item is not as this container believed it
+ * (another writer moved a field, or it was changed behind the pipeline), or a field holds another operation than
+ * the update's. Nothing of the transaction was applied. `stored` holds each refused item as the refusal returned
+ * it (undefined: no item), which the ledger has learnt; `learnt` says whether the update, sent again, would differ.
+ * The processor dead-letters the records whose operation meets a field of another (`processor/state-refusal.ts`)
+ * and stages the chunk again; a refusal that teaches nothing and names no such record fails the batch.
+ */
+export class StateConditionError extends PipelineError {
+  constructor(
+    readonly stateKeys: readonly string[],
+    readonly stored: ReadonlyMap<string, Record<string, unknown> | undefined>,
+    readonly learnt: boolean,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `keyed state is not as the update's conditions say (${stateKeys.join(', ')}): a min, max or latest field ` +
+        'was moved by another writer, or a field holds another operation',
+      options,
+    );
+  }
+}
+
 /** DynamoDB's words for an ADD (or another operand) meeting an attribute of the wrong type. */
 const WRONG_TYPE = /incorrect (operand|data) type|operand type/i;
 
@@ -60,33 +89,6 @@ export interface DirectStateTransaction extends StateRefusalContext {
   readonly pipeline: string;
 }
 
-/** One delta as a transaction item: SET of its fields, ADD of its numbers, no condition. */
-export function stateItem(table: string, pipeline: string, delta: StateDelta): TransactItem {
-  const names: Record<string, string> = {};
-  const values: Record<string, unknown> = { ':stateKey': delta.key };
-  const sets = ['stateKey = :stateKey'];
-  const adds: string[] = [];
-  Object.entries(delta.fields).forEach(([field, value], i) => {
-    names[`#f${i}`] = field;
-    values[`:f${i}`] = value;
-    sets.push(`#f${i} = :f${i}`);
-  });
-  Object.entries(delta.add).forEach(([field, value], i) => {
-    names[`#a${i}`] = field;
-    values[`:a${i}`] = value;
-    adds.push(`#a${i} :a${i}`);
-  });
-  return {
-    Update: {
-      TableName: table,
-      Key: keys.state(pipeline, delta.key),
-      UpdateExpression: `SET ${sets.join(', ')}${adds.length ? ` ADD ${adds.join(', ')}` : ''}`,
-      ExpressionAttributeNames: Object.keys(names).length ? names : undefined,
-      ExpressionAttributeValues: values,
-    },
-  };
-}
-
 /** A transaction of more items than DynamoDB takes: a defect of the planner, named, never retried. */
 export function tooManyItems(context: StateRefusalContext, items: number): ItemLimitExceededError {
   return new ItemLimitExceededError(
@@ -98,12 +100,34 @@ export function tooManyItems(context: StateRefusalContext, items: number): ItemL
 }
 
 /**
+ * What a refusal of the conditions of these state items teaches: each item as returned, learnt as what the table
+ * holds, and whether the updates' guesses differ now (`state-update.ts`).
+ */
+function conditionRefusal(
+  refused: ReadonlyArray<{ delta: StateDelta; item: Record<string, unknown> | undefined }>,
+  error: unknown,
+): StateConditionError {
+  const stored = new Map<string, Record<string, unknown> | undefined>();
+  let learnt = false;
+  for (const { delta, item } of refused) {
+    stored.set(delta.key, item);
+    const plan = planOf(delta);
+    if (plan === undefined) continue;
+    learn(plan.table, plan.pipeline, delta.key, item);
+    const next = guessesFor(delta, beliefsOf(plan.table, plan.pipeline, delta.key));
+    for (const [field, { guess }] of plan.guesses) if (next.get(field)?.guess !== guess) learnt = true;
+  }
+  return new StateConditionError([...stored.keys()], stored, learnt, { cause: error });
+}
+
+/**
  * A cancelled transaction whose keyed-state items (its last `txn.state.length` items) DynamoDB refused: an ADD
- * meeting a field that is not a number, or an item over a limit. Anything else is left to the caller.
+ * meeting a field that is not a number, a min, max or latest condition that did not hold, or an item over a limit.
+ * Anything else is left to the caller.
  */
 export function explainStateCancellation(
   txn: StateRefusalContext,
-  reasons: ReadonlyArray<{ Code?: string; Message?: string }>,
+  reasons: ReadonlyArray<{ Code?: string; Message?: string; Item?: Record<string, unknown> }>,
   labels: readonly string[],
   error: unknown,
 ): void {
@@ -119,6 +143,12 @@ export function explainStateCancellation(
       { cause: error },
     );
   }
+  const conditions = txn.state.flatMap((delta, i) => {
+    const reason = reasons[stateStart + i];
+    if (reason?.Code !== 'ConditionalCheckFailed') return [];
+    return [{ delta, item: reason.Item === undefined ? undefined : plainItem(reason.Item) }];
+  });
+  if (conditions.length > 0) throw conditionRefusal(conditions, error);
   // A limit (an item over 400 KB): the same on every retry, so structural, never transient.
   const refused = reasons.flatMap((reason, i) => (reason.Code === 'ValidationError' ? [i] : []));
   const detail = refused.map((i) => reasons[i]?.Message ?? 'ValidationError').join('; ');
@@ -180,9 +210,10 @@ export function explainStateRefusal(
 
 /**
  * AT_LEAST_ONCE / NONE: one chunk's keyed-state deltas (folded per key, planned within DynamoDB's limits as a
- * staging chunk is) in one transaction, without fence or condition. A retried batch adds its deltas again: the
- * duplication those guarantees accept. A refused item throws as in the staging transaction:
- * {@link StateTypeConflictError} or {@link StateItemTooLargeError}, which the processor resolves record by record.
+ * staging chunk is) in one transaction, without fence. A retried batch adds its deltas again: the duplication
+ * those guarantees accept (min, max and latest stay exact: applying a value twice is applying it once). A refused
+ * item throws as in the staging transaction: {@link StateTypeConflictError}, {@link StateConditionError} or
+ * {@link StateItemTooLargeError}, which the processor resolves record by record.
  */
 export async function applyState(at: TableRef, txn: DirectStateTransaction): Promise<void> {
   if (txn.state.length === 0) return;
@@ -200,8 +231,8 @@ export async function applyState(at: TableRef, txn: DirectStateTransaction): Pro
 }
 
 /**
- * A keyed-state item as stored (strongly consistent), or undefined: read only after a
- * {@link StateTypeConflictError}, to find which added fields hold something other than a number.
+ * A keyed-state item as stored (strongly consistent), or undefined: read only after a refusal, to find which
+ * records meet a field they cannot update. Its min, max and latest fields are learnt (`state-knowledge.ts`).
  */
 export async function readState(
   at: TableRef,
@@ -214,5 +245,6 @@ export async function readState(
     'dynamodb:GetItem',
     { missingTable: at.table },
   );
+  learn(at.table, pipeline, stateKey, Item);
   return Item;
 }

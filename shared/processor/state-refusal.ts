@@ -1,20 +1,34 @@
 /**
  * Which records of a chunk DynamoDB refused for their keyed state, the same on every retry (L1, L3, P6): an ADD to a
- * field stored as text, or growth of an item past its 400 KB limit. The ledger names the refused items
- * (`StateTypeConflictError`, `StateItemTooLargeError`); this module reads them as stored now and finds exactly the
+ * field stored as text, an operation on a field another operation holds (a max on a sum, an add to a min…), or
+ * growth of an item past its 400 KB limit. The ledger names the refused items (`StateTypeConflictError`,
+ * `StateConditionError`, `StateItemTooLargeError`); this module reads them as stored now and finds exactly the
  * records to dead-letter, so the rest of the chunk is applied. Shared by the exactly-once staging path and the
  * direct path of the weaker guarantees: every guarantee dead-letters the same records.
+ *
+ * A `StateConditionError` may name no such record: a min, max or latest field was not as this container believed
+ * (another writer moved it). The ledger has learnt the item, so the chunk is staged again as it is, and the update
+ * goes out with the right guesses (`shared/ledger/state-update.ts`).
  */
 import { StateItemTooLargeError, StateTypeConflictError } from '../ledger/staging-ledger.ts';
+import { storedField } from '../ledger/state-fields.ts';
+import { StateConditionError } from '../ledger/state-items.ts';
+import { isOrdered, operationsOf, type StateOperation } from '../transforms/state-delta.ts';
 import type { EvaluatedRecord } from './evaluate.ts';
 import { oversizedStateRecords } from './state-size.ts';
 
 /** Reads a keyed-state item as stored (strongly consistent), or undefined. */
 export type StateReader = (stateKey: string) => Promise<Record<string, unknown> | undefined>;
 
+export type StateRefusal = StateTypeConflictError | StateItemTooLargeError | StateConditionError;
+
 /** Whether an error is a refusal of keyed state this module resolves record by record. */
-export function isStateRefusal(error: unknown): error is StateTypeConflictError | StateItemTooLargeError {
-  return error instanceof StateTypeConflictError || error instanceof StateItemTooLargeError;
+export function isStateRefusal(error: unknown): error is StateRefusal {
+  return (
+    error instanceof StateTypeConflictError ||
+    error instanceof StateItemTooLargeError ||
+    error instanceof StateConditionError
+  );
 }
 
 /**
@@ -25,17 +39,114 @@ export function isStateRefusal(error: unknown): error is StateTypeConflictError 
  * the partition) and its retry judges again.
  */
 export async function refusedStateRecords(
-  error: StateTypeConflictError | StateItemTooLargeError,
+  error: StateRefusal,
   records: readonly EvaluatedRecord[],
   read: StateReader,
   refused: ReadonlyMap<number, string>,
 ): Promise<Map<number, string>> {
+  if (error instanceof StateConditionError) return conditionRefusals(error, records, read, refused);
   const found =
     error instanceof StateTypeConflictError
       ? await wrongTypeAdds(records, error.stateKeys, read)
       : await oversizedState(records, error.stateKeys, read);
   if (found.size === 0 || [...found.keys()].every((offset) => refused.has(offset))) throw error;
   return found;
+}
+
+/**
+ * The records to dead-letter for refused conditions (none when only a belief was wrong), or the error again when
+ * the refusal teaches nothing: no such record, and the update would be sent with the same guesses. An item the
+ * refusal did not return is read (learnt by the ledger as it is read).
+ */
+async function conditionRefusals(
+  error: StateConditionError,
+  records: readonly EvaluatedRecord[],
+  read: StateReader,
+  refused: ReadonlyMap<number, string>,
+): Promise<Map<number, string>> {
+  const stored = new Map(error.stored);
+  let learnt = error.learnt;
+  for (const [key, item] of error.stored) {
+    if (item !== undefined) continue;
+    const now = await read(key);
+    stored.set(key, now);
+    if (now !== undefined) learnt = true;
+  }
+  const found = otherOperations(records, stored);
+  const fresh = [...found.keys()].some((offset) => !refused.has(offset));
+  if (!fresh && !learnt) throw error;
+  return found;
+}
+
+/** How a reason names the operation a field holds, and what a record does to it. */
+const HELD: Readonly<Record<StateOperation, string>> = {
+  set: 'text',
+  add: 'a sum',
+  min: 'a min',
+  max: 'a max',
+  latest: 'a latest value',
+};
+const DOES: Readonly<Record<StateOperation, string>> = {
+  set: 'sets it',
+  add: 'adds to it',
+  min: 'takes its min',
+  max: 'takes its max',
+  latest: 'takes its latest value',
+};
+
+/** Whether an update of `operation` is refused on a field holding `held` (an add to text: `wrongTypeAdds`). */
+function refusedOn(held: StateOperation, operation: StateOperation): boolean {
+  return held !== operation && (isOrdered(held) || isOrdered(operation));
+}
+
+/**
+ * The records (offset order) whose operation meets a field of a refused item that another operation holds, as
+ * stored or as an earlier record of the chunk leaves it, with a reason naming key, field and both operations.
+ */
+export function otherOperations(
+  records: readonly EvaluatedRecord[],
+  stored: ReadonlyMap<string, Record<string, unknown> | undefined>,
+): Map<number, string> {
+  const fields = new Map<string, Map<string, StateOperation>>();
+  for (const [key, item] of stored) {
+    const held = new Map<string, StateOperation>();
+    for (const name of Object.keys(item ?? {})) {
+      const field = storedField(item!, name);
+      if (field !== undefined) held.set(name, field.operation);
+    }
+    fields.set(key, held);
+  }
+  const found = new Map<number, string>();
+  for (const record of records) {
+    const reason = otherOperation(record, fields);
+    if (reason !== undefined) {
+      found.set(record.offset, reason);
+      continue;
+    }
+    for (const delta of record.state) {
+      const held = fields.get(delta.key);
+      for (const [field, operation] of operationsOf(delta))
+        if (!held?.has(field)) held?.set(field, operation);
+    }
+  }
+  return found;
+}
+
+function otherOperation(
+  record: EvaluatedRecord,
+  fields: ReadonlyMap<string, ReadonlyMap<string, StateOperation>>,
+): string | undefined {
+  for (const delta of record.state) {
+    for (const [field, operation] of operationsOf(delta)) {
+      const held = fields.get(delta.key)?.get(field);
+      if (held === undefined || !refusedOn(held, operation)) continue;
+      return (
+        `state key ${JSON.stringify(delta.key.slice(0, 100))}: field ${JSON.stringify(field)} holds ` +
+        `${HELD[held]}, and this record ${DOES[operation]}: a state field keeps one operation`
+      );
+    }
+  }
+  return undefined;
 }
 
 /** The first field `add` adds to that the stored state item holds as something other than a number. */

@@ -14,6 +14,9 @@
  * an add that grows nothing would be dead-lettered next to a record that does grow the item.
  * The judgement runs only after DynamoDB refused a chunk, so the steady state pays nothing for it.
  */
+import { companionOf } from '../ledger/state-fields.ts';
+import { latestOrderKey } from '../transforms/state-order.ts';
+import type { StateDelta } from '../transforms/types.ts';
 import type { EvaluatedRecord } from './evaluate.ts';
 import { stateItemBytes } from './evaluate.ts';
 
@@ -110,21 +113,42 @@ class ItemSize {
     return this.total;
   }
 
-  /** The size after a delta (this one is left as it is). */
-  after(fields: Readonly<Record<string, string>>, add: Readonly<Record<string, number>>): ItemSize {
+  /**
+   * The size after a delta (this one is left as it is). A min, max or latest field is counted as written, with
+   * its companion: an upper bound, as the update may leave it as it is.
+   */
+  after(delta: StateDelta): ItemSize {
     const next = new ItemSize(new Map(this.attributes), new Map(this.spans), this.total);
-    for (const [name, value] of Object.entries(fields)) {
+    for (const [name, value] of Object.entries(delta.fields)) {
       next.put(name, Buffer.byteLength(value));
       next.spans.delete(name);
     }
-    for (const [name, delta] of Object.entries(add)) {
+    for (const [name, value] of [...Object.entries(delta.min ?? {}), ...Object.entries(delta.max ?? {})]) {
+      next.putNumber(name, value);
+      next.put(companionOf(name), valueBytes({ op: 'max' })); // a min's companion is as large
+    }
+    for (const [name, latest] of Object.entries(delta.latest ?? {})) {
+      if (typeof latest.value === 'number') next.putNumber(name, latest.value);
+      else {
+        next.put(name, Buffer.byteLength(latest.value));
+        next.spans.delete(name);
+      }
+      next.put(companionOf(name), valueBytes({ op: 'latest', at: latest.at, order: latestOrderKey(latest) }));
+    }
+    for (const [name, add] of Object.entries(delta.add)) {
       const before = next.spans.get(name);
-      const span = before === undefined ? spanOf(delta) : sumSpan(before, spanOf(delta));
+      const span = before === undefined ? spanOf(add) : sumSpan(before, spanOf(add));
       next.spans.set(name, span);
       // The sum's sign is not known here: counted as negative (a byte more).
       next.put(name, numberBytes(digitsOf(span)));
     }
     return next;
+  }
+
+  /** A number written as it is (not added to). */
+  private putNumber(name: string, value: number): void {
+    this.spans.set(name, spanOf(value));
+    this.put(name, valueBytes(value));
   }
 
   private put(name: string, value: number): void {
@@ -154,7 +178,7 @@ export function oversizedStateRecords(
         grown.get(delta.key) ??
         items.get(delta.key) ??
         ItemSize.of(stored.get(delta.key), stateItemBytes({ key: delta.key, fields: {}, add: {} }));
-      const next = current.after(delta.fields, delta.add);
+      const next = current.after(delta);
       if (next.bytes > MAX_ITEM_BYTES) {
         over = { key: delta.key, bytes: next.bytes };
         break;
