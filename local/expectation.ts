@@ -24,9 +24,10 @@ import type { IdempotencyKeySource, MissingIdempotencyKey } from '../shared/conf
 import type { DecodedRecord, Lineage } from '../shared/kafka/record.ts';
 import type { Stream } from '../shared/ledger/layout.ts';
 import { type EffectLimits, evaluateRecord } from '../shared/processor/evaluate.ts';
+import { foldState } from '../shared/transforms/state-fold.ts';
 import type { StateDelta, Transform } from '../shared/transforms/types.ts';
 
-/** A keyed aggregate as exported: the state entry's descriptive fields and its totals. */
+/** A keyed aggregate as exported: the state entry's descriptive fields, its totals, its min, max and latest values. */
 export type Aggregate = Record<string, string | number>;
 
 export interface ExpectOptions {
@@ -185,11 +186,34 @@ function winners(expectation: Expectation, rows: Iterable<CommittedRow>): Map<st
   return chosen;
 }
 
-function addState(aggregates: Map<string, Aggregate>, state: readonly StateDelta[]): void {
-  for (const delta of state) {
-    const aggregate = aggregates.get(delta.key) ?? { ...delta.fields };
-    for (const [name, add] of Object.entries(delta.add)) aggregate[name] = Number(aggregate[name] ?? 0) + add;
-    aggregates.set(delta.key, aggregate);
+/**
+ * The aggregates of the records applied: the first delta's fields, adds summed, and min, max and latest folded as
+ * the ledger keeps them (whatever order the records are applied in, `shared/transforms/state-fold.ts`).
+ */
+class Aggregates {
+  private readonly sums = new Map<string, Aggregate>();
+  private readonly ordered = new Map<string, StateDelta>();
+
+  apply(state: readonly StateDelta[]): void {
+    for (const delta of state) {
+      const aggregate = this.sums.get(delta.key) ?? { ...delta.fields };
+      for (const [name, add] of Object.entries(delta.add))
+        aggregate[name] = Number(aggregate[name] ?? 0) + add;
+      this.sums.set(delta.key, aggregate);
+      const before = this.ordered.get(delta.key);
+      const [folded] = foldState([...(before ? [before] : []), { ...delta, fields: {}, add: {} }]);
+      this.ordered.set(delta.key, folded!);
+    }
+  }
+
+  get all(): Map<string, Aggregate> {
+    const all = new Map<string, Aggregate>();
+    for (const [key, sums] of this.sums) {
+      const { min = {}, max = {}, latest = {} } = this.ordered.get(key) ?? { key };
+      const values = Object.fromEntries(Object.entries(latest).map(([name, { value }]) => [name, value]));
+      all.set(key, { ...sums, ...min, ...max, ...values });
+    }
+    return all;
   }
 }
 
@@ -205,7 +229,7 @@ export function resolveExpectation(
   const identities = new Map<string, Stream>();
   const identityOf = new Map<string, string>();
   const rowOf = new Map<string, Stream>();
-  const aggregates = new Map<string, Aggregate>();
+  const aggregates = new Aggregates();
   let conflicts = 0;
   for (const fate of expectation.fates.values()) {
     const own = `lineage:${fate.lineage}`;
@@ -214,7 +238,7 @@ export function resolveExpectation(
       identities.set(own, stream);
       identityOf.set(fate.lineage, own);
       rowOf.set(fate.lineage, stream);
-      addState(aggregates, fate.state);
+      aggregates.apply(fate.state);
       continue;
     }
     const winner = expectation.fates.get(chosen.get(fate.group)!)!;
@@ -230,9 +254,9 @@ export function resolveExpectation(
     if (fate !== winner) continue;
     identities.set(identity, 'output');
     rowOf.set(fate.lineage, 'output');
-    addState(aggregates, fate.state);
+    aggregates.apply(fate.state);
   }
-  return { identities, identityOf, rowOf, aggregates, conflicts };
+  return { identities, identityOf, rowOf, aggregates: aggregates.all, conflicts };
 }
 
 function sameAggregate(a: Aggregate | undefined, b: Aggregate | undefined): boolean {
