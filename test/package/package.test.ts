@@ -30,23 +30,37 @@ import { builtPackage } from '../support/cache-package.ts';
 const ROOT = resolve('.');
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-/** A string only the user's transform contains: found in the processor's bundle, it proves the transform is in. */
-const MARKER = 'scratch-app-transform-51d9';
-const TOPIC = 'page-views';
-const CLUSTER_ARN =
-  'arn:aws:kafka:eu-west-1:123456789012:cluster/demo/1a2b3c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d-2';
+const DEPLOY_PAGE = readFileSync(join(ROOT, 'docs', 'deploy.md'), 'utf8');
+
+/** A code block of docs/deploy.md: the first ```ts block after `heading`. */
+function deployBlock(heading: string): string {
+  const at = DEPLOY_PAGE.indexOf(heading);
+  const block = at < 0 ? undefined : /```ts\n([\s\S]*?)```/.exec(DEPLOY_PAGE.slice(at))?.[1];
+  if (!block) throw new Error(`docs/deploy.md has no ts block after ${heading}`);
+  return block;
+}
+
+/** The user's app and transform, exactly as docs/deploy.md shows them. */
+const APP_TS = deployBlock('## In your own CDK app');
+const TRANSFORM_TS = deployBlock('For example `my-transforms/page-views.ts`');
+/** What the docs' files name: found in the synthesized template and bundle, they prove the files were used. */
+const MARKER = /name: '([^']+)'/.exec(TRANSFORM_TS)![1]!;
+const TOPIC = /topic: '([^']+)'/.exec(APP_TS)![1]!;
+const CLUSTER_ARN = /mskClusterArn: '([^']+)'/.exec(APP_TS)![1]!;
+const STACK = /new Stack\(app, '([^']+)'/.exec(APP_TS)![1]!;
 
 interface Manifest {
   readonly version: string;
 }
+
 const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as Manifest;
 
-function run(command: string, args: readonly string[], cwd: string): string {
+function run(command: string, args: readonly string[], cwd: string, env: NodeJS.ProcessEnv = {}): string {
   return execFileSync(command, args, {
     cwd,
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, npm_config_update_notifier: 'false', npm_config_fund: 'false' },
+    env: { ...process.env, npm_config_update_notifier: 'false', npm_config_fund: 'false', ...env },
   });
 }
 
@@ -81,44 +95,6 @@ function scratchLock(name: string): string {
   return JSON.stringify(lock, null, 2);
 }
 
-const APP_TS = `import { App, Stack } from 'aws-cdk-lib';
-import { ExactlyOncePipeline, type ExactlyOncePipelineProps } from 'msk-exactly-once-pipeline';
-
-const props: ExactlyOncePipelineProps = {
-  mskClusterArn: ${JSON.stringify(CLUSTER_ARN)},
-  mskVpcId: 'vpc-0123456789abcdef0',
-  topic: ${JSON.stringify(TOPIC)},
-  transform: { entry: 'page-views.ts', exportName: 'pageViews' },
-};
-const app = new App({ outdir: 'cdk.out' });
-const stack = new Stack(app, 'ScratchPipeline', { env: { account: '123456789012', region: 'eu-west-1' } });
-new ExactlyOncePipeline(stack, 'P', props);
-app.synth();
-`;
-
-const TRANSFORM_TS = `import { defineTransform, RejectRecord } from 'msk-exactly-once-pipeline/transform';
-
-interface PageView {
-  readonly userId: string;
-  readonly page: string;
-  readonly at: number;
-}
-
-export const pageViews = defineTransform<PageView>({
-  name: ${JSON.stringify(MARKER)},
-  value: { format: 'json' },
-  schema: { userId: 'string', page: 'string', at: 'timestamp' },
-  transform({ value }) {
-    if (value === null) throw new RejectRecord('tombstone');
-    const day = new Date(value.at).toISOString().slice(0, 10);
-    return {
-      rows: [{ userId: value.userId, page: value.page, at: value.at }],
-      state: [{ key: \`\${value.userId}#\${day}\`, fields: { userId: value.userId, day }, add: { views: 1 } }],
-    };
-  },
-});
-`;
-
 const TSCONFIG = {
   compilerOptions: {
     target: 'ES2022',
@@ -129,7 +105,7 @@ const TSCONFIG = {
     types: ['node'],
     outDir: 'build',
   },
-  files: ['app.ts', 'page-views.ts'],
+  files: ['app.ts', 'my-transforms/page-views.ts'],
 };
 
 interface CfnResource {
@@ -166,7 +142,8 @@ describe('the package, installed from its tarball into a CDK app outside the rep
     writeFileSync(join(app, 'package-lock.json'), scratchLock('scratch-cdk-app'));
     run(NPM, ['install', '--offline', '--omit=dev', '--no-audit', tarball], app);
     writeFileSync(join(app, 'app.ts'), APP_TS);
-    writeFileSync(join(app, 'page-views.ts'), TRANSFORM_TS);
+    mkdirSync(join(app, 'my-transforms'));
+    writeFileSync(join(app, 'my-transforms', 'page-views.ts'), TRANSFORM_TS);
     writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(TSCONFIG, null, 2));
     // The user's build: the repository's TypeScript compiler, the app's own settings and node_modules.
     const tsc = spawnSync(process.execPath, [TSC, '-p', 'tsconfig.json'], { cwd: app, encoding: 'utf8' });
@@ -211,10 +188,15 @@ describe('the package, installed from its tarball into a CDK app outside the rep
 
   describe('synthesized by plain Node.js', () => {
     beforeAll(() => {
-      run(process.execPath, [join('build', 'app.js')], app);
-      const template = JSON.parse(
-        readFileSync(join(app, 'cdk.out', 'ScratchPipeline.template.json'), 'utf8'),
-      ) as { Resources: Record<string, CfnResource> };
+      // As the cdk CLI runs an app: the assembly folder and the account and region it resolves, in variables.
+      run(process.execPath, [join('build', 'app.js')], app, {
+        CDK_OUTDIR: 'cdk.out',
+        CDK_DEFAULT_ACCOUNT: '123456789012',
+        CDK_DEFAULT_REGION: 'eu-west-1',
+      });
+      const template = JSON.parse(readFileSync(join(app, 'cdk.out', `${STACK}.template.json`), 'utf8')) as {
+        Resources: Record<string, CfnResource>;
+      };
       resources = Object.values(template.Resources);
     }, 600_000);
 
