@@ -17,6 +17,7 @@ import { Command } from 'commander';
 import { registerCheckpointCommand } from './checkpoint.ts';
 import { type CostDependencies, registerCostCommand } from './cost.ts';
 import { registerDeliverCommand } from './deliver.ts';
+import { type EncodeDependencies, registerEncodeCommand } from './encode.ts';
 import { type EpochDependencies, registerEpochCommand } from './epoch.ts';
 import { reportFailure } from './failures.ts';
 import { type LocalDependencies, registerLocalCommand } from './local.ts';
@@ -37,6 +38,7 @@ export interface ProgramDependencies {
   readonly redrive?: RedriveDependencies;
   readonly replay?: ReplayDependencies;
   readonly cost?: CostDependencies;
+  readonly encode?: EncodeDependencies;
 }
 
 function packageVersion(): string {
@@ -66,6 +68,7 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
   registerCheckpointCommand(program);
   registerDeliverCommand(program);
   registerCostCommand(program, deps.cost);
+  registerEncodeCommand(program, deps.encode);
   // Commander's own usage errors (an unknown option, a bad value) throw instead of exiting: main() maps them to
   // 2, as the commands' own usage errors, and help and --version to 0.
   for (const command of [program, ...program.commands]) command.exitOverride();

@@ -15,6 +15,8 @@ declare module 'avro-js/lib/schemas.js' {
     /** Reads one value filling `buf`; throws on a truncated buffer or trailing data. */
     fromBuffer(buf: Buffer, resolver?: AvroResolver, noCheck?: boolean): unknown;
     toBuffer(value: unknown): Buffer;
+    /** Whether `value` can be written as this type (test input: `local/encode.ts`). */
+    isValid(value: unknown): boolean;
   }
   interface AvroField {
     getName(): string;
