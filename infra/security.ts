@@ -9,17 +9,18 @@
  * | `<pl>/final/`         | promote, write-once (and the processor   | nobody                             |
  * |                       | under at-least-once / none)              |                                    |
  * | `<pl>/_coordinator/`  | prepare, promote (plans, promotion       | cleanup, abort                     |
- * |                       | records, prepare's verified copies of    |                                    |
- * |                       | staged objects, which promote reads)     |                                    |
+ * |                       | records, prepare's candidates, which     |                                    |
+ * |                       | promote copies into final/)              |                                    |
  * | `<pl>/_inprogress/`   | the processor                            | cleanup, abort                     |
  *
  * Every other principal of the account is denied (puts, ACLs, tags, deletes of objects and versions). Pipelines
  * sharing a bucket each add their own statements, for their own prefixes, with Sids that name the pipeline.
  *
  * Write-once: a put under `_manifests/` or `final/` without `If-None-Match: *` is denied to everyone, its writer
- * included, so not even the commit or promote role can replace a committed object; a CopyObject there is refused
- * too (S3 refuses copies into a prefix whose policy requires the header), and so is a multipart upload (its
- * CreateMultipartUpload and UploadPart carry no such header). The pipeline writes both with single PutObjects.
+ * included, so not even the commit or promote role can replace a committed object. A CopyObject there is held to
+ * the same rule (S3's conditional copies carry the header's condition key), so promote's copy of a candidate sends
+ * it; a multipart upload is refused (its CreateMultipartUpload and UploadPart carry no such header). Commit writes
+ * manifests with single PutObjects.
  *
  * The bucket itself: the changes that would undo all of this (its policy, lifecycle rules that could expire
  * committed objects, versioning, replication, object lock, default encryption, ownership, ACL, public access
@@ -91,8 +92,8 @@ export interface SinkWriters {
   /** Final data: put by promote (and the processor under the weaker guarantees), deleted by nobody. */
   readonly finalData: PrefixWriters;
   /**
-   * The coordinator's plans, promotion results and verified copies of staged objects (what promote reads, so the
-   * processor must never write here): put by prepare and promote, deleted by cleanup and abort.
+   * The coordinator's plans, promotion results and candidates (what promote copies into final/, so the processor
+   * must never write here): put by prepare and promote, deleted by cleanup and abort.
    */
   readonly coordinatorWork: PrefixWriters;
   /** Staged objects: put by the processor, deleted by cleanup and abort. */

@@ -61,28 +61,8 @@ async function recordStepCalls(): Promise<StepCall[]> {
   const clients = createAwsClients();
   const recorded: StepCall[] = [];
   let current: CoordinatorStep | undefined;
-  // S3 sets s3:if-none-match on a CopyObject that sends the header (conditional copies), as on a PutObject:
-  // promote's copy of a candidate to its final key carries it. The IAM model of test/support/iam.ts judges a copy
-  // without it, so the destination's put is given the copy's header here (runs first, in the same tick as the
-  // recording below).
-  let copyCondition: { key: string; ifNoneMatch: string } | undefined;
-  clients.s3.middlewareStack.add(
-    (next, context) => async (args) => {
-      const input = args.input as { Key?: string; IfNoneMatch?: string };
-      copyCondition =
-        context.commandName === 'CopyObjectCommand' && input.IfNoneMatch !== undefined
-          ? { key: String(input.Key), ifNoneMatch: input.IfNoneMatch }
-          : undefined;
-      return next(args);
-    },
-    { step: 'initialize', name: 'copyCondition', priority: 'high' },
-  );
-  const withCopyCondition = (call: Call): Call =>
-    call.action === 's3:PutObject' && call.context === undefined && copyCondition?.key === call.target
-      ? { ...call, context: { 's3:if-none-match': copyCondition.ifNoneMatch } }
-      : call;
   recordCalls(clients, (found) => {
-    if (current) for (const call of found) recorded.push({ step: current, call: withCopyCondition(call) });
+    if (current) for (const call of found) recorded.push({ step: current, call });
   });
   const clock = new ManualClock(Date.now() + 120_000);
   let failPrepare = true;

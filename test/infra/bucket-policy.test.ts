@@ -154,7 +154,7 @@ describe('committed objects are write-once at the IAM layer', () => {
     expect(s.decide(commit, 's3:PutObject', MANIFEST)).toBe('explicit-deny');
   });
 
-  it('a final object: promote writes it only with If-None-Match: * (so never by a copy)', () => {
+  it('a final object: promote writes it only with If-None-Match: * (its copy of a candidate sends the header)', () => {
     expect(s.decide(promote, 's3:PutObject', FINAL, writeOnce)).toBe('allow');
     expect(s.decide(promote, 's3:PutObject', FINAL)).toBe('explicit-deny');
   });

@@ -67,13 +67,20 @@ function s3Calls(command: string, input: Record<string, unknown>): Call[] {
         },
       ];
     case 'CopyObjectCommand': {
-      // IAM authorises a copy as s3:GetObject on the source and s3:PutObject on the destination, never with
-      // s3:if-none-match (S3 refuses a copy into a prefix whose policy requires the header, with it or without).
+      // IAM authorises a copy as s3:GetObject on the source and s3:PutObject on the destination; since S3's
+      // conditional copies (2025-10-29) a copy that sends If-None-Match carries s3:if-none-match as a PutObject does.
       const source = decodeURI(String(input.CopySource)).replace(/^\//, '');
       const sourceKey = source.slice(source.indexOf('/') + 1);
       return [
         { action: 's3:GetObject', target: sourceKey, leadingKeys: [] },
-        { action: 's3:PutObject', target: String(input.Key), leadingKeys: [] },
+        {
+          action: 's3:PutObject',
+          target: String(input.Key),
+          leadingKeys: [],
+          ...(input.IfNoneMatch === undefined
+            ? {}
+            : { context: { 's3:if-none-match': String(input.IfNoneMatch) } }),
+        },
       ];
     }
     case 'DeleteObjectsCommand':
