@@ -159,7 +159,7 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   deletionProtection: 'DynamoDB deletion protection on the ledger table.',
   pointInTimeRecovery: 'DynamoDB point-in-time recovery on the ledger table.',
   encryption:
-    '`s3` (SSE-S3) or `kms` (one customer-managed key with rotation for bucket, table and alarm topic). Prepare verifies every staged object by its bytes either way (SHA-256, NDJSON, row count), never by its ETag; promote pins its copy of each candidate to the ETag S3 answered prepare's write with, which under `kms` is not an MD5 (a re-upload of the same bytes gets another).',
+    '`s3` (SSE-S3) or `kms` (one customer-managed key with rotation for bucket, table and alarm topic). Prepare verifies every staged object by its bytes either way (SHA-256, NDJSON, row count), never by its ETag; promote pins its copy of each candidate to the ETag S3 answered the write of prepare with, which under `kms` is not an MD5 (a re-upload of the same bytes gets another).',
   noncurrentVersionExpirationDays:
     'Noncurrent versions of committed objects (final data, manifests) are deleted after this many days. Staged and coordinator work objects keep theirs 3 days.',
   inProgressExpirationDays:
