@@ -21,6 +21,8 @@ export interface LocalCommandOptions {
   readonly format?: string;
   /** `--partition-by none|day|hour`: the final objects' time folders (EOS_TIME_PARTITIONING). */
   readonly partitionBy?: string;
+  /** `--time-field`: the output column whose time files a row (EOS_TIME_FIELD). */
+  readonly timeField?: string;
   readonly faults: FaultRates;
   readonly seed: number;
   readonly checkpointInterval: number;

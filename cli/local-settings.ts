@@ -37,6 +37,8 @@ export interface SettingFlags {
   readonly format?: string;
   /** `--partition-by none|day|hour`. */
   readonly partitionBy?: string;
+  /** `--time-field <column>`. */
+  readonly timeField?: string;
 }
 
 /** Each flag that sets a setting: [setting, flag as written, option property]. */
@@ -47,6 +49,7 @@ const SETTING_FLAGS = [
   ['missingIdempotencyKey', '--missing-idempotency-key', 'missingIdempotencyKey'],
   ['outputFormat', '--format', 'format'],
   ['timePartitioning', '--partition-by', 'partitionBy'],
+  ['timeField', '--time-field', 'timeField'],
 ] as const satisfies readonly (readonly [keyof Settings, string, keyof SettingFlags])[];
 
 export interface LocalSettings {

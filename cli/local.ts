@@ -116,6 +116,10 @@ function withInputOptions(command: Command): Command {
       ).choices(['none', 'day', 'hour']),
     )
     .option(
+      '--time-field <column>',
+      "with --partition-by: the output column whose time files a row (default $EOS_TIME_FIELD, else the record's Kafka timestamp)",
+    )
+    .option(
       '--guarantee <g>',
       `${GUARANTEES.join(' | ')} (default $EOS_DELIVERY_GUARANTEE, else ${LOCAL_DEFAULTS.guarantee})`,
       oneOf(GUARANTEES),

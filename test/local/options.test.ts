@@ -20,6 +20,7 @@ import { createAwsClients } from '../../shared/aws/clients.ts';
 import { type FinalRow, readFinalRows } from '../../shared/sink/verify.ts';
 
 const WORDS = 'test/fixtures/local/words.ts';
+const CLICKS = 'test/fixtures/transforms/clicks.ts';
 
 function tempFile(name: string, text: string): string {
   const file = join(mkdtempSync(join(tmpdir(), 'eos-opt-')), name);
@@ -159,6 +160,32 @@ describe('eos local: EOS_* variables and flags reach the run', () => {
 });
 
 describe('eos local --transform with the user’s own module and input', () => {
+  it('--time-field files each row in the time folder of that column, not of its Kafka timestamp', async () => {
+    // Both within the week a record may lag its staging (older rows are filed by when they were staged).
+    const hour = (ms: number) => new Date(ms).toISOString().slice(0, 13).replace('T', '/hour=');
+    const at = Date.now() - 3 * 86_400_000;
+    const kafka = Date.now() - 86_400_000;
+    const view = (viewId: string) =>
+      JSON.stringify({
+        partition: 0,
+        key: 'u',
+        value: JSON.stringify({ viewId, userId: 'u', page: '/', at }),
+        timestamp: kafka,
+      });
+    const input = tempFile('views.jsonl', [view('v1'), view('v2')].join('\n'));
+    const args = ['--input', input, '--transform', CLICKS, ...quick, '--idempotency-key', 'transform'];
+    const run = await local([...args, '--partition-by', 'hour', '--time-field', 'at']);
+    expect(run.errors).toBe('');
+    expect(run.code).toBe(0);
+    const keys = new Set(run.rows.filter((r) => r.stream === 'output').map((r) => r.key));
+    expect([...keys]).toEqual([expect.stringContaining(`/dt=${hour(at)}/`)]);
+    expect(keys.size).toBeGreaterThan(0);
+    // Without it, the Kafka timestamp files them.
+    const byKafka = await local([...args, '--partition-by', 'hour']);
+    const kafkaKeys = [...new Set(byKafka.rows.filter((r) => r.stream === 'output').map((r) => r.key))];
+    expect(kafkaKeys).toEqual([expect.stringContaining(`/dt=${hour(kafka)}/`)]);
+  }, 180_000);
+
   it('runs a user transform file named by path#export over an input file with text and binary lines', async () => {
     const input = tempFile(
       'words.jsonl',
