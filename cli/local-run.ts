@@ -209,7 +209,8 @@ async function runInParts(
     settings,
     input,
     partitions: options.partitions,
-    faults: options.faults,
+    // Poison is a generated record the transform rejects: in a file of the user's, a rejection is the transform's.
+    faults: options.input === undefined ? options.faults : { ...options.faults, poison: 0 },
     seed: options.seed,
     checkpointIntervalMs: options.checkpointInterval,
     transform,

@@ -214,6 +214,29 @@ describe('eos local --transform with the user’s own module and input', () => {
     expect(dead).toEqual([expect.objectContaining({ error: expect.stringMatching(/./) })]);
   }, 180_000);
 
+  it("does not count the transform's own rejections of a file's records as injected poison", async () => {
+    const input = tempFile(
+      'words.jsonl',
+      [
+        '{"partition":0,"key":"a","value":"{\\"word\\":\\"kafka\\",\\"n\\":2}"}',
+        '{"partition":0,"key":"c","value":"not json"}',
+      ].join('\n'),
+    );
+    const run = await local([
+      '--input',
+      input,
+      '--transform',
+      `${WORDS}#words`,
+      ...noKeys,
+      '--partitions',
+      '2',
+    ]);
+    expect(run.code).toBe(0);
+    expect(run.report).toMatchObject({ records: { deadLettered: 1 } });
+    expect(run.report!.faults.poison).toBe(0);
+    expect(run.text).not.toMatch(/poison [1-9]/);
+  }, 180_000);
+
   it('finds the only transform a module exports when the path has no #export (./path, as a user writes it)', async () => {
     const input = tempFile(
       'two.jsonl',
