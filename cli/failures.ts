@@ -110,7 +110,8 @@ function awsFailure(error: AwsLikeError): string | undefined {
 
 /**
  * A package the command imports that is not installed, named: from an installed copy of eos (`npm install`),
- * `eos local` needs the emulator and the local parts, which are development dependencies of the repository.
+ * `eos local`, `checkpoint` and `deliver` need the emulator, the local parts or the state machine interpreter,
+ * which are development dependencies of the repository.
  */
 function missingPackage(error: unknown): string | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
@@ -119,8 +120,9 @@ function missingPackage(error: unknown): string | undefined {
   const name = /Cannot find (?:package|module) '([^']+)'/.exec(message)?.[1] ?? 'a module';
   const shortName = /^(?:@[^/]+\/)?[^/]+/.exec(name.replace(/^.*\/node_modules\//, ''))?.[0] ?? name;
   return (
-    `${shortName} is not installed: eos local needs the repository's development dependencies ` +
-    '(run it from a clone: git clone …, npm ci, npm start); verify, read, query and status work installed'
+    `${shortName} is not installed: eos local, checkpoint and deliver need the repository's development ` +
+    'dependencies (run them from a clone: git clone …, npm ci, npm start); verify, read, query, status, state, ' +
+    'encode and cost work installed'
   );
 }
 

@@ -354,7 +354,7 @@ describe('classifyFailure: AWS errors by name, code and status', () => {
         { code: 'ERR_MODULE_NOT_FOUND' },
       ),
       3,
-      /^@aws\/s3-server is not installed: eos local needs the repository's development dependencies/,
+      /^@aws\/s3-server is not installed: eos local, checkpoint and deliver need the repository's development dependencies/,
     ],
     [new TypeError('x is undefined'), 1, /^TypeError: x is undefined \(unexpected; rerun with --debug/],
   ])('%s → exit %i', (error, code, message) => {

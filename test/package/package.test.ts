@@ -265,7 +265,7 @@ describe('the package, installed from its tarball into a CDK app outside the rep
       expect(local.status).toBe(3);
       expect(local.stderr.trim().split('\n')).toHaveLength(1);
       expect(local.stderr).toMatch(
-        /^error: [\w@/-]+ is not installed: eos local needs the repository's development dependencies/,
+        /^error: [\w@/-]+ is not installed: eos local, checkpoint and deliver need the repository's development dependencies/,
       );
     });
   });
