@@ -6,17 +6,21 @@
  *
  * ```
  * eos read --bucket <bucket> [--pipeline orders] [--stream output|deadletter] [--endpoint URL] > out.ndjson
+ * eos read --export-dir <dir written by eos local --export> [--pipeline …] [--stream …]
  * ```
  */
 import type { Writable } from 'node:stream';
 import { type Command, Option } from 'commander';
 import { STREAMS, type Stream } from '../shared/ledger/layout.ts';
 import { operatorEnvironment } from './environment.ts';
+import { EXPORT_DIR_HELP, exportDirObjects, readLocation } from './export-dir.ts';
 import { ViolationFoundError } from './failures.ts';
 import { ENDPOINT_HELP, endpointUrl } from './options.ts';
 
 export interface ReadOptions {
-  readonly bucket: string;
+  /** The bucket to read; or `exportDir`, an `eos local --export` folder. */
+  readonly bucket?: string;
+  readonly exportDir?: string;
   readonly pipeline: string;
   readonly stream: Stream;
   readonly endpoint?: string;
@@ -40,8 +44,12 @@ export async function runRead(options: ReadOptions, deps: ReadDependencies = {})
   const clients = createAwsClients(environment.variables, endpoint === undefined ? {} : { endpoint });
   let count = 0;
   try {
-    const { bucket, pipeline, stream } = options;
-    for await (const record of readCommitted({ s3: clients.s3, bucket, pipeline, stream })) {
+    const { bucket, exportDir, pipeline, stream } = options;
+    const where =
+      exportDir === undefined
+        ? { s3: clients.s3, ...(bucket === undefined ? {} : { bucket }) }
+        : { objects: await exportDirObjects(exportDir, pipeline) };
+    for await (const record of readCommitted({ ...where, pipeline, stream })) {
       const line = `${JSON.stringify(record.row)}\n`;
       if (!out.write(line)) await new Promise((resume) => out.once('drain', resume));
       count++;
@@ -64,14 +72,23 @@ export function registerReadCommand(program: Command, deps: ReadDependencies = {
     .option('--bucket <name>', 'the sink bucket (default: $EOS_BUCKET)')
     .option('--pipeline <id>', 'the pipeline id (default $EOS_PIPELINE_ID, else orders)')
     .addOption(new Option('--stream <stream>', 'which stream').choices([...STREAMS]).default('output'))
+    .option('--export-dir <dir>', EXPORT_DIR_HELP)
     .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
-    .action(async (raw: { bucket?: string; pipeline?: string; stream: Stream; endpoint?: string }) => {
-      const environment = operatorEnvironment(deps.env);
-      const bucket = environment.requiredBucket(raw.bucket);
-      const pipeline = environment.pipelineId(raw.pipeline);
-      await runRead(
-        { bucket, pipeline, stream: raw.stream, ...(raw.endpoint ? { endpoint: raw.endpoint } : {}) },
-        deps,
-      );
-    });
+    .action(
+      async (raw: {
+        bucket?: string;
+        exportDir?: string;
+        pipeline?: string;
+        stream: Stream;
+        endpoint?: string;
+      }) => {
+        const environment = operatorEnvironment(deps.env);
+        const where = readLocation(raw, environment);
+        const pipeline = environment.pipelineId(raw.pipeline);
+        await runRead(
+          { ...where, pipeline, stream: raw.stream, ...(raw.endpoint ? { endpoint: raw.endpoint } : {}) },
+          deps,
+        );
+      },
+    );
 }

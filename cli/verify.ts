@@ -1,11 +1,13 @@
 /**
  * `eos verify --bucket B [--pipeline P]`: checks a pipeline's committed layout (see `shared/sink/verify.ts`):
  * its manifests under `<P>/_manifests/` and its data under `<P>/final/`. The form `--prefix <P>/final/` also
- * works and names the same pipeline. Exit 0 when every invariant holds, 1 when one does not (cli/failures.ts).
+ * works and names the same pipeline. `--export-dir DIR` checks an `eos local --export DIR` folder instead of a bucket.
+ * Exit 0 when every invariant holds, 1 when one does not (cli/failures.ts).
  */
 import { type Command, InvalidArgumentError } from 'commander';
 import type { VerifyProgress, VerifyResult } from '../shared/sink/verify.ts';
 import { operatorEnvironment } from './environment.ts';
+import { EXPORT_DIR_HELP, readLocation } from './export-dir.ts';
 import { ENDPOINT_HELP, endpointUrl } from './options.ts';
 
 export interface VerifyDependencies {
@@ -18,7 +20,9 @@ export interface VerifyDependencies {
 }
 
 export interface VerifyCommandOptions {
-  readonly bucket: string;
+  /** The bucket to check; or `exportDir`, an `eos local --export` folder. */
+  readonly bucket?: string;
+  readonly exportDir?: string;
   readonly pipeline?: string;
   readonly prefix?: string;
   readonly json?: boolean;
@@ -44,15 +48,19 @@ export async function runVerifyCommand(
       : { pipeline: environment.pipelineId(options.pipeline) };
   if (which.prefix !== undefined) checkPrefix(which.prefix);
   const endpoint = environment.endpoint(options.endpoint);
-  const [{ createAwsClients }, { formatVerifyResult, verifySink }] = await Promise.all([
+  const [{ createAwsClients }, { formatVerifyResult, verifySink }, { folderObjects }] = await Promise.all([
     import('../shared/aws/clients.ts'),
     import('../shared/sink/verify.ts'),
+    import('../shared/sink/folder-objects.ts'),
   ]);
   const clients = createAwsClients(environment.variables, endpoint === undefined ? {} : { endpoint });
   try {
+    const where =
+      options.exportDir === undefined
+        ? { s3: clients.s3, ...(options.bucket === undefined ? {} : { bucket: options.bucket }) }
+        : { objects: folderObjects(options.exportDir) };
     const result = await verifySink({
-      s3: clients.s3,
-      bucket: options.bucket,
+      ...where,
       ...which,
       onProgress: progressLines(deps),
     });
@@ -94,10 +102,11 @@ export function registerVerifyCommand(program: Command, deps: VerifyDependencies
       'the pipeline id, its root prefix in the bucket (default $EOS_PIPELINE_ID, else orders)',
     )
     .option('--prefix <prefix>', "older form: the pipeline's final prefix, <pipeline>/final/")
+    .option('--export-dir <dir>', EXPORT_DIR_HELP)
     .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
     .option('--json', 'print the result as JSON', false)
-    .action(async (options: Omit<VerifyCommandOptions, 'bucket'> & { bucket?: string }) => {
-      const bucket = operatorEnvironment(deps.env).requiredBucket(options.bucket);
-      process.exitCode = (await runVerifyCommand({ ...options, bucket }, deps)).exitCode;
+    .action(async (options: VerifyCommandOptions) => {
+      const where = readLocation(options, operatorEnvironment(deps.env));
+      process.exitCode = (await runVerifyCommand({ ...options, ...where }, deps)).exitCode;
     });
 }

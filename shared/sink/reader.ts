@@ -20,12 +20,34 @@ import { ndjsonLines } from './ndjson.ts';
 import { getBytes } from './objects.ts';
 import { decodeParquetRows } from './parquet-read.ts';
 
+/**
+ * Where committed objects are read from, when not from a bucket through `s3`: a copy of one (an `eos local
+ * --export` folder). Its manifests must be checked gap-free and chained as `ManifestStore` checks a bucket's.
+ */
+export interface CommittedObjects {
+  manifests(): AsyncIterable<Manifest>;
+  /** The bytes of a key a manifest lists, or undefined when there is no such object. */
+  bytes(key: string): Promise<Uint8Array | undefined>;
+}
+
 export interface ReadCommittedOptions {
-  readonly s3: S3Client;
-  readonly bucket: string;
+  /** The bucket to read, through `s3`; or `objects` instead. */
+  readonly s3?: S3Client;
+  readonly bucket?: string;
+  readonly objects?: CommittedObjects;
   readonly pipeline: string;
   /** Which stream's records; default `output`. */
   readonly stream?: Stream;
+}
+
+function objectsOf(options: Omit<ReadCommittedOptions, 'stream'>): CommittedObjects {
+  if (options.objects) return options.objects;
+  const { s3, bucket, pipeline } = options;
+  if (!s3 || bucket === undefined) throw new TypeError('readCommitted needs s3 and bucket, or objects');
+  return {
+    manifests: () => new ManifestStore(s3, bucket, pipeline).all(),
+    bytes: (key) => getBytes(s3, bucket, key),
+  };
 }
 
 /** A committed record and where it sits in the log. */
@@ -63,8 +85,8 @@ export function assertFinalDataKey(pipeline: string, file: ManifestFile): void {
   }
 }
 
-async function readBody(s3: S3Client, bucket: string, file: ManifestFile): Promise<Buffer> {
-  const body = await getBytes(s3, bucket, file.key);
+async function readBody(objects: CommittedObjects, file: ManifestFile): Promise<Buffer> {
+  const body = await objects.bytes(file.key);
   if (!body) throw new CommittedFileError(file.key, 'is listed by a manifest but does not exist');
   const sha256 = createHash('sha256').update(body).digest('hex');
   if (body.length !== file.bytes || sha256 !== file.sha256) {
@@ -80,11 +102,10 @@ async function readBody(s3: S3Client, bucket: string, file: ManifestFile): Promi
  * A listed file's rows, decoded line by line (its whole text may be longer than one string can be). The lines are counted in a first pass, so a file whose count differs yields nothing.
  */
 async function* readFile(
-  s3: S3Client,
-  bucket: string,
+  objects: CommittedObjects,
   file: ManifestFile,
 ): AsyncGenerator<Record<string, unknown>> {
-  const body = await readBody(s3, bucket, file);
+  const body = await readBody(objects, file);
   if (file.key.endsWith('.parquet')) {
     let rows: Record<string, unknown>[];
     try {
@@ -116,12 +137,14 @@ export function readCommittedFile(
   file: ManifestFile,
 ): AsyncGenerator<Record<string, unknown>> {
   assertFinalDataKey(options.pipeline, file);
-  return readFile(options.s3, options.bucket, file);
+  return readFile(objectsOf(options), file);
 }
 
 /** Every committed manifest, in order (gap-free and chained, else `ManifestLogError`). */
-export function readManifests(options: Omit<ReadCommittedOptions, 'stream'>): AsyncGenerator<Manifest> {
-  return new ManifestStore(options.s3, options.bucket, options.pipeline).all();
+export async function* readManifests(
+  options: Omit<ReadCommittedOptions, 'stream'>,
+): AsyncGenerator<Manifest> {
+  yield* objectsOf(options).manifests();
 }
 
 /**
@@ -131,10 +154,11 @@ export function readManifests(options: Omit<ReadCommittedOptions, 'stream'>): As
  */
 export async function* readCommitted(options: ReadCommittedOptions): AsyncGenerator<CommittedRecord> {
   const stream = options.stream ?? 'output';
+  const objects = objectsOf(options);
   const seen = new Set<string>();
   const manifests: Manifest[] = [];
   const view = new GenerationView();
-  for await (const manifest of readManifests(options)) {
+  for await (const manifest of objects.manifests()) {
     for (const file of manifest.files) {
       // A file listed twice would be read twice: refuse it rather than yield duplicates (C7).
       if (seen.has(file.key)) throw new CommittedFileError(file.key, 'is listed twice in the manifest log');
@@ -149,7 +173,7 @@ export async function* readCommitted(options: ReadCommittedOptions): AsyncGenera
       if (file.stream !== stream) continue;
       const visibility = view.visibility(file);
       if (visibility === 'none') continue;
-      for await (const row of readFile(options.s3, options.bucket, file)) {
+      for await (const row of readFile(objects, file)) {
         if (visibility === 'rows' && !view.shows(file.topic, file.partition, offsetOf(file, row))) continue;
         yield { checkpointId: manifest.checkpointId, file, row };
       }

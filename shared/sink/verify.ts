@@ -33,6 +33,7 @@ import {
   topicOfLane,
 } from '../ledger/epochs.ts';
 import { STREAMS, type Stream } from '../ledger/layout.ts';
+import type { KeyedObjects } from './folder-objects.ts';
 import { type GenerationSwitch, parseGenerationSwitch, type ReplayRange } from './generation-switch.ts';
 import { FINAL_DIR, finalPrefix, manifestsPrefix, parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
@@ -66,8 +67,10 @@ export interface Problem {
 }
 
 interface VerifyCommon {
-  readonly s3: S3Client;
-  readonly bucket: string;
+  /** The bucket, read through `s3`; or `objects`, a folder copy of one (`folder-objects.ts`). */
+  readonly s3?: S3Client;
+  readonly bucket?: string;
+  readonly objects?: KeyedObjects;
   /** Parallel GETs; default 16. */
   readonly concurrency?: number;
   /** Called after each manifest and each object read: a large bucket takes minutes. */
@@ -158,12 +161,20 @@ function lineageOf(row: Record<string, unknown>): Lineage | undefined {
   return source as Lineage;
 }
 
+function objectsOf(options: VerifyOptions): KeyedObjects {
+  if (options.objects) return options.objects;
+  const { s3, bucket } = options;
+  if (!s3 || bucket === undefined) throw new TypeError('verify needs s3 and bucket, or objects');
+  return { list: (prefix) => listKeys(s3, bucket, prefix), get: (key) => getBytes(s3, bucket, key) };
+}
+
 /** Every row of every object under the final prefix, listed or not. */
 export async function readFinalRows(options: VerifyOptions): Promise<FinalRow[]> {
   const prefix = finalPrefix(pipelineOf(options));
-  const keys = await listKeys(options.s3, options.bucket, prefix);
+  const objects = objectsOf(options);
+  const keys = await objects.list(prefix);
   const perKey = await mapLimit(keys, options.concurrency ?? 16, async (key) => {
-    const body = await getBytes(options.s3, options.bucket, key);
+    const body = await objects.get(key);
     const stream = streamOfKey(prefix, key) ?? 'output';
     return body ? (await parseRows(key, body)).map((row) => ({ key, stream, row })) : [];
   });
@@ -349,7 +360,8 @@ class Checker {
 
 async function readManifests(options: VerifyOptions, pipeline: string, checker: Checker) {
   const prefix = manifestsPrefix(pipeline);
-  const manifestKeys = await listKeys(options.s3, options.bucket, prefix);
+  const objects = objectsOf(options);
+  const manifestKeys = await objects.list(prefix);
   const named = manifestKeys.flatMap((key) => {
     const match = MANIFEST_NAME.exec(key.slice(prefix.length));
     if (!match) checker.problem('manifest-unreadable', 'not named <12 digits>.json', key);
@@ -357,7 +369,7 @@ async function readManifests(options: VerifyOptions, pipeline: string, checker: 
   });
   let done = 0;
   const read = await mapLimit(named, options.concurrency ?? 16, async ({ key, id }) => {
-    const body = await getBytes(options.s3, options.bucket, key);
+    const body = await objects.get(key);
     options.onProgress?.({ phase: 'manifests', done: ++done, total: named.length });
     try {
       const manifest = JSON.parse(body?.toString('utf8') ?? '') as Manifest;
@@ -372,7 +384,7 @@ async function readManifests(options: VerifyOptions, pipeline: string, checker: 
 }
 
 async function checkFile(options: VerifyOptions, file: ManifestFile, checker: Checker) {
-  const body = await getBytes(options.s3, options.bucket, file.key);
+  const body = await objectsOf(options).get(file.key);
   if (!body) {
     checker.problem('missing-object', 'listed by a manifest but absent', file.key);
     return [];
@@ -460,9 +472,9 @@ export async function verifySink(options: VerifyOptions): Promise<VerifyResult> 
       `no manifest under ${manifestsPrefix(pipeline)}: a wrong pipeline, or nothing committed yet`,
     );
   }
-  const objects = await listKeys(options.s3, options.bucket, prefix);
+  const present = await objectsOf(options).list(prefix);
   let unlisted = 0;
-  for (const key of objects) {
+  for (const key of present) {
     if (listed.has(key)) continue;
     unlisted++;
     checker.problem('unlisted-object', 'under the final prefix but listed by no manifest', key);

@@ -1,11 +1,16 @@
 /** `eos read` and the committed reader over a pipeline with several committed checkpoints. */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { registerReadCommand } from '../../cli/read.ts';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { exportRun } from '../../local/results.ts';
 import { parseSettings } from '../../shared/config/settings.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
+import { finalPrefix } from '../../shared/sink/layout.ts';
 import { freshResources, uniqueName } from '../support/aws.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 
@@ -72,6 +77,39 @@ describe('eos read', () => {
       .map((line) => JSON.parse(line) as { source: { offset: number }; error: string });
     expect(deadRows).toHaveLength(1);
     expect(deadRows[0]!.source.offset).toBe(2);
+
+    // The same from an `eos local --export` folder, once the bucket is gone: the same lines, in the same order.
+    const dir = mkdtempSync(join(tmpdir(), 'eos-read-export-'));
+    await exportRun(res.clients, res.bucket, finalPrefix(settings.pipelineId), new Map(), dir);
+    for (const stream of ['output', 'deadletter']) {
+      const fromBucket = collector();
+      const fromDir = collector();
+      const read = async (out: Writable, where: string[]) => {
+        const command = new Command().exitOverride();
+        registerReadCommand(command, { out });
+        await command.parseAsync(['read', ...where, '--pipeline', settings.pipelineId, '--stream', stream], {
+          from: 'user',
+        });
+      };
+      await read(fromBucket.out, ['--bucket', res.bucket]);
+      await read(fromDir.out, ['--export-dir', dir]);
+      expect(fromDir.lines()).toEqual(fromBucket.lines());
+      expect(fromDir.lines().length).toBeGreaterThan(0);
+    }
+  });
+
+  it('refuses --export-dir with --bucket, and a folder that holds no export of the pipeline', async () => {
+    const program = new Command().exitOverride().configureOutput({ writeErr: () => {} });
+    registerReadCommand(program);
+    await expect(
+      program.parseAsync(['read', '--bucket', 'b', '--export-dir', '/tmp'], { from: 'user' }),
+    ).rejects.toThrow('--bucket and --export-dir cannot be combined');
+    const empty = mkdtempSync(join(tmpdir(), 'eos-read-empty-'));
+    const again = new Command().exitOverride().configureOutput({ writeErr: () => {} });
+    registerReadCommand(again);
+    await expect(
+      again.parseAsync(['read', '--export-dir', empty, '--pipeline', 'p1'], { from: 'user' }),
+    ).rejects.toThrow(`${empty} holds no export of pipeline p1`);
   });
 
   it('refuses an unknown stream', async () => {
