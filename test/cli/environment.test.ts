@@ -107,7 +107,7 @@ describe('the operator environment', () => {
     expect(status.err).toMatch(/--table is required \(or set EOS_LEDGER_TABLE\)/);
     const verify = await eosWith(['verify'], env);
     expect(verify.code).toBe(2);
-    expect(verify.err).toMatch(/--bucket is required \(or set EOS_BUCKET\)/);
+    expect(verify.err).toMatch(/--bucket or --export-dir is required \(or set EOS_BUCKET\)/);
     const replay = await eosWith(['replay', '--athena-view'], env);
     expect(replay.code).toBe(2);
     expect(replay.err).toMatch(/--bucket is required \(or set EOS_BUCKET\)/);

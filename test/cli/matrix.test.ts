@@ -48,7 +48,11 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     },
   },
   verify: {
-    'no args': { args: [], code: 2, line: /^error: --bucket is required \(or set EOS_BUCKET\)$/ },
+    'no args': {
+      args: [],
+      code: 2,
+      line: /^error: --bucket or --export-dir is required \(or set EOS_BUCKET\)$/,
+    },
     'bad flag': { args: ['--bucket', 'b', '--bogus'], code: 2, line: /^error: unknown option '--bogus'$/ },
     'unreachable endpoint': {
       args: ['--bucket', 'b', '--endpoint', UNREACHABLE],
@@ -64,7 +68,11 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'no region': { args: ['--bucket', 'b'], code: 3, line: /^error: no AWS region: set AWS_REGION/ },
   },
   read: {
-    'no args': { args: [], code: 2, line: /^error: --bucket is required \(or set EOS_BUCKET\)$/ },
+    'no args': {
+      args: [],
+      code: 2,
+      line: /^error: --bucket or --export-dir is required \(or set EOS_BUCKET\)$/,
+    },
     'bad flag': {
       args: ['--bucket', 'b', '--stream', 'sideways'],
       code: 2,
