@@ -25,6 +25,7 @@ import { type QueryDependencies, registerQueryCommand } from './query.ts';
 import { type ReadDependencies, registerReadCommand } from './read.ts';
 import { type RedriveDependencies, registerRedriveCommand } from './redrive.ts';
 import { type ReplayDependencies, registerReplayCommand } from './replay.ts';
+import { addServiceEndpointFlags } from './service-endpoints.ts';
 import { registerStatusCommand, type StatusDependencies } from './status.ts';
 import { registerVerifyCommand, type VerifyDependencies } from './verify.ts';
 
@@ -72,6 +73,7 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
   // Commander's own usage errors (an unknown option, a bad value) throw instead of exiting: main() maps them to
   // 2, as the commands' own usage errors, and help and --version to 0.
   for (const command of [program, ...program.commands]) command.exitOverride();
+  for (const command of program.commands) addServiceEndpointFlags(command);
   return program;
 }
 

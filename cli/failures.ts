@@ -16,6 +16,7 @@
  */
 import { CommanderError, InvalidArgumentError } from 'commander';
 import { OptionError } from '../local/errors.ts';
+import { failedCallTarget } from '../shared/aws/call-target.ts';
 import { MissingResourceError, PipelineError } from '../shared/errors.ts';
 
 export const EXIT = { ok: 0, violation: 1, usage: 2, aws: 3 } as const;
@@ -126,6 +127,13 @@ function missingPackage(error: unknown): string | undefined {
   );
 }
 
+/** `message` prefixed with the service and endpoint the failed call went to, when the error says. */
+function naming(error: unknown, message: string): string {
+  const target = failedCallTarget(error);
+  if (target === undefined) return message;
+  return `${target.service}${target.endpoint === undefined ? '' : ` at ${target.endpoint}`}: ${message}`;
+}
+
 /** The exit code and the one line to print for anything a command threw. */
 export function classifyFailure(error: unknown): Failure {
   // Before CommanderError, which it extends: thrown by an action (a missing --bucket), nothing printed it yet.
@@ -140,16 +148,23 @@ export function classifyFailure(error: unknown): Failure {
   if (error instanceof ViolationFoundError) return { code: EXIT.violation, message: oneLine(error.message) };
   if (typeof error === 'object' && error !== null) {
     const aws = awsFailure(error as AwsLikeError);
-    if (aws !== undefined) return { code: EXIT.aws, message: aws };
+    if (aws !== undefined) return { code: EXIT.aws, message: naming(error, aws) };
     // An AWS error wrapped by our own (a transient failure, a missing resource) is classified by its cause.
     const cause = (error as { cause?: unknown }).cause;
     if (cause !== undefined && typeof cause === 'object' && cause !== null) {
       const inner = awsFailure(cause as AwsLikeError);
-      if (inner !== undefined) return { code: EXIT.aws, message: inner };
+      if (inner !== undefined) return { code: EXIT.aws, message: naming(cause, inner) };
     }
   }
   // A table, bucket or local part that is missing or does not answer: AWS (or its local stand-in) unusable.
   if (error instanceof MissingResourceError) return { code: EXIT.aws, message: oneLine(error.message) };
+  // An AWS call that failed some other way, even wrapped by our own error: most often an answer that is not the
+  // service's (the endpoint of another server: DynamoDB Local's reply where S3's XML was expected).
+  const failedCall = [error, (error as { cause?: unknown } | null)?.cause].find((e) => failedCallTarget(e));
+  if (failedCall !== undefined) {
+    const detail = failedCall instanceof Error ? oneLine(failedCall.message) : String(failedCall);
+    return { code: EXIT.aws, message: naming(failedCall, `failed: ${detail} (is that endpoint right?)`) };
+  }
   // Our other errors (a bad input file or setting) say what is wrong: bad usage or input.
   if (error instanceof PipelineError) return { code: EXIT.usage, message: oneLine(error.message) };
   const missing = missingPackage(error);

@@ -44,7 +44,7 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'unreachable endpoint': {
       args: ['--endpoint', UNREACHABLE, '--records', '10'],
       code: 3,
-      line: /^error: cannot reach AWS: connect ECONNREFUSED 127\.0\.0\.1:1/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: connect ECONNREFUSED 127\.0\.0\.1:1/,
     },
   },
   verify: {
@@ -57,15 +57,15 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'unreachable endpoint': {
       args: ['--bucket', 'b', '--endpoint', UNREACHABLE],
       code: 3,
-      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: connect ECONNREFUSED/,
     },
     'missing bucket': {
       args: ['--bucket', 'eos-no-such-bucket'],
       code: 3,
-      line: /^error: not found: .*\(NoSuchBucket; check the --bucket\/--table names/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(NoSuchBucket; check the --bucket\/--table names/,
     },
-    'no credentials': { args: ['--bucket', 'b'], code: 3, line: /^error: no AWS credentials: / },
-    'no region': { args: ['--bucket', 'b'], code: 3, line: /^error: no AWS region: set AWS_REGION/ },
+    'no credentials': { args: ['--bucket', 'b'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
+    'no region': { args: ['--bucket', 'b'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: set AWS_REGION/ },
   },
   read: {
     'no args': {
@@ -81,15 +81,15 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'unreachable endpoint': {
       args: ['--bucket', 'b', '--endpoint', UNREACHABLE],
       code: 3,
-      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: connect ECONNREFUSED/,
     },
     'missing bucket': {
       args: ['--bucket', 'eos-no-such-bucket'],
       code: 3,
-      line: /^error: not found: .*NoSuchBucket/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*NoSuchBucket/,
     },
-    'no credentials': { args: ['--bucket', 'b'], code: 3, line: /^error: no AWS credentials: / },
-    'no region': { args: ['--bucket', 'b'], code: 3, line: /^error: no AWS region: / },
+    'no credentials': { args: ['--bucket', 'b'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
+    'no region': { args: ['--bucket', 'b'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: / },
   },
   query: {
     'no args': { args: [], code: 2, line: /^error: missing required argument 'sql'$/ },
@@ -101,22 +101,22 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'unreachable endpoint': {
       args: ['SELECT count(*) FROM output', '--bucket', 'b', '--endpoint', UNREACHABLE],
       code: 3,
-      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: connect ECONNREFUSED/,
     },
     'missing bucket': {
       args: ['SELECT count(*) FROM output', '--bucket', 'eos-no-such-bucket'],
       code: 3,
-      line: /^error: not found: .*NoSuchBucket/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*NoSuchBucket/,
     },
     'no credentials': {
       args: ['SELECT count(*) FROM output', '--bucket', 'b'],
       code: 3,
-      line: /^error: no AWS credentials: /,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: /,
     },
     'no region': {
       args: ['SELECT count(*) FROM output', '--bucket', 'b'],
       code: 3,
-      line: /^error: no AWS region: /,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: /,
     },
   },
   status: {
@@ -129,15 +129,15 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'unreachable endpoint': {
       args: ['--table', 't', '--endpoint', UNREACHABLE],
       code: 3,
-      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: connect ECONNREFUSED/,
     },
     'missing table': {
       args: ['--table', 'eos-no-such-table'],
       code: 3,
-      line: /^error: not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
     },
-    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: no AWS credentials: / },
-    'no region': { args: ['--table', 't'], code: 3, line: /^error: no AWS region: / },
+    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
+    'no region': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: / },
   },
   epoch: {
     'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
@@ -149,15 +149,15 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'unreachable endpoint': {
       args: ['--table', 't', '--endpoint', UNREACHABLE],
       code: 3,
-      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: connect ECONNREFUSED/,
     },
     'missing table': {
       args: ['--table', 'eos-no-such-table'],
       code: 3,
-      line: /^error: not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
     },
-    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: no AWS credentials: / },
-    'no region': { args: ['--table', 't'], code: 3, line: /^error: no AWS region: / },
+    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
+    'no region': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: / },
   },
   replay: {
     'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
@@ -169,15 +169,15 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'unreachable endpoint': {
       args: ['--table', 't', '--endpoint', UNREACHABLE],
       code: 3,
-      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: connect ECONNREFUSED/,
     },
     'missing table': {
       args: ['--table', 'eos-no-such-table'],
       code: 3,
-      line: /^error: not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
     },
-    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: no AWS credentials: / },
-    'no region': { args: ['--table', 't'], code: 3, line: /^error: no AWS region: / },
+    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
+    'no region': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: / },
   },
   redrive: {
     'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
@@ -189,27 +189,27 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
     'unreachable endpoint': {
       args: ['--table', 'eos-t', '--bucket', 'eos-b', '--endpoint', UNREACHABLE],
       code: 3,
-      line: /^error: cannot reach AWS: connect ECONNREFUSED/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: connect ECONNREFUSED/,
     },
     'missing bucket': {
       args: ['--table', EXISTING, '--bucket', 'eos-no-such-bucket'],
       code: 3,
-      line: /^error: not found: .*\(NoSuchBucket; check the --bucket\/--table names/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(NoSuchBucket; check the --bucket\/--table names/,
     },
     'missing table': {
       args: ['--table', 'eos-no-such-table', '--bucket', EXISTING],
       code: 3,
-      line: /^error: not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
     },
     'no credentials': {
       args: ['--table', 'eos-t', '--bucket', 'eos-b'],
       code: 3,
-      line: /^error: no AWS credentials: /,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: /,
     },
     'no region': {
       args: ['--table', 'eos-t', '--bucket', 'eos-b'],
       code: 3,
-      line: /^error: no AWS region: /,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: /,
     },
   },
 };
@@ -313,7 +313,7 @@ describe('eos CLI matrix: exit code and one line on stderr, no stack', () => {
   it('--debug adds the stack to the line', async () => {
     const { code, stderr } = await run('verify', ['--bucket', 'b', '--endpoint', UNREACHABLE, '--debug']);
     expect(code).toBe(3);
-    expect(stderr).toMatch(/^error: cannot reach AWS: .*\n.*ECONNREFUSED[\s\S]*\n\s+at /);
+    expect(stderr).toMatch(/^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: .*\n.*ECONNREFUSED[\s\S]*\n\s+at /);
   });
 
   it('an AWS_ENDPOINT_URL that is not a URL is bad usage (2), not an unreachable host', async () => {
