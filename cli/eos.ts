@@ -26,6 +26,7 @@ import { type ReadDependencies, registerReadCommand } from './read.ts';
 import { type RedriveDependencies, registerRedriveCommand } from './redrive.ts';
 import { type ReplayDependencies, registerReplayCommand } from './replay.ts';
 import { addServiceEndpointFlags } from './service-endpoints.ts';
+import { registerStateCommand, type StateDependencies } from './state.ts';
 import { registerStatusCommand, type StatusDependencies } from './status.ts';
 import { registerVerifyCommand, type VerifyDependencies } from './verify.ts';
 
@@ -40,6 +41,7 @@ export interface ProgramDependencies {
   readonly replay?: ReplayDependencies;
   readonly cost?: CostDependencies;
   readonly encode?: EncodeDependencies;
+  readonly state?: StateDependencies;
 }
 
 function packageVersion(): string {
@@ -63,6 +65,7 @@ Exit codes (every command): 0 ok; 1 the check found a violation; 2 bad usage or 
   registerReadCommand(program, deps.read);
   registerQueryCommand(program, deps.query);
   registerStatusCommand(program, deps.status);
+  registerStateCommand(program, deps.state);
   registerEpochCommand(program, deps.epoch);
   registerRedriveCommand(program, deps.redrive);
   registerReplayCommand(program, deps.replay);
