@@ -1,6 +1,7 @@
 // Runs s3rver, an S3-compatible server, in its own process. It needs the OpenSSL legacy provider (else any
 // paged ListObjectsV2 answers 500), which can only be enabled when Node starts, hence a child process.
-// Usage: node --openssl-legacy-provider local/s3-server.cjs <directory> <accessKeyId> <secretAccessKey>
+// Usage: node --openssl-legacy-provider local/s3-server.cjs <directory> <accessKeyId> <secretAccessKey> [port]
+// (port: default a free one; a user starting it by hand names one, docs/local.md)
 // Prints {"port": N} on its first stdout line once listening; exits when stdin closes (its parent is gone).
 //
 // s3rver 3.7.1 is patched here rather than forked: two of its filesystem store's methods (put, copy, delete) and
@@ -267,9 +268,14 @@ FilesystemStore.prototype.deleteObject = function deleteObjectTolerantly(bucket,
   });
 };
 
-const [directory, accessKeyId, secretAccessKey] = process.argv.slice(2);
+const [directory, accessKeyId, secretAccessKey, portArgument = '0'] = process.argv.slice(2);
+const port = Number(portArgument);
+if (!directory || !accessKeyId || !secretAccessKey || !Number.isInteger(port) || port < 0 || port > 65535) {
+  process.stderr.write('usage: s3-server.cjs <directory> <accessKeyId> <secretAccessKey> [port 0-65535]\n');
+  process.exit(2);
+}
 DUMMY_ACCOUNT.createKeyPair(accessKeyId, secretAccessKey);
-const server = new S3rver({ port: 0, address: '127.0.0.1', directory, silent: true });
+const server = new S3rver({ port, address: '127.0.0.1', directory, silent: true });
 server.run().then(
   ({ port }) => process.stdout.write(`${JSON.stringify({ port })}\n`),
   (error) => {
