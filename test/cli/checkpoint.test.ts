@@ -188,7 +188,9 @@ describe('eos checkpoint', () => {
     });
     const missing = await eos(['checkpoint', '--table', 'no-such-table', '--bucket', res.bucket]);
     expect(missing.code).toBe(3);
-    expect(missing.err).toMatch(/^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*no-such-table|^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: /);
+    expect(missing.err).toMatch(
+      /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*no-such-table|^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: /,
+    );
     expect(missing.err.split('\n')).toHaveLength(2);
   });
 

@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { main } from '../../cli/eos.ts';
-import { createFieldDecoder } from '../../shared/decode/index.ts';
 import type { FieldFormat } from '../../shared/decode/formats.ts';
+import { createFieldDecoder } from '../../shared/decode/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'eos-encode-'));
 const AVSC = join(dir, 'reading.avsc');

@@ -64,8 +64,16 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
       code: 3,
       line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(NoSuchBucket; check the --bucket\/--table names/,
     },
-    'no credentials': { args: ['--bucket', 'b'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
-    'no region': { args: ['--bucket', 'b'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: set AWS_REGION/ },
+    'no credentials': {
+      args: ['--bucket', 'b'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: /,
+    },
+    'no region': {
+      args: ['--bucket', 'b'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: set AWS_REGION/,
+    },
   },
   read: {
     'no args': {
@@ -88,8 +96,16 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
       code: 3,
       line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*NoSuchBucket/,
     },
-    'no credentials': { args: ['--bucket', 'b'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
-    'no region': { args: ['--bucket', 'b'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: / },
+    'no credentials': {
+      args: ['--bucket', 'b'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: /,
+    },
+    'no region': {
+      args: ['--bucket', 'b'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: /,
+    },
   },
   query: {
     'no args': { args: [], code: 2, line: /^error: missing required argument 'sql'$/ },
@@ -136,8 +152,16 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
       code: 3,
       line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
     },
-    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
-    'no region': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: / },
+    'no credentials': {
+      args: ['--table', 't'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: /,
+    },
+    'no region': {
+      args: ['--table', 't'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: /,
+    },
   },
   epoch: {
     'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
@@ -156,8 +180,16 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
       code: 3,
       line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
     },
-    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
-    'no region': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: / },
+    'no credentials': {
+      args: ['--table', 't'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: /,
+    },
+    'no region': {
+      args: ['--table', 't'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: /,
+    },
   },
   replay: {
     'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
@@ -176,8 +208,16 @@ const MATRIX: Record<Command, Partial<Record<Case, Row>>> = {
       code: 3,
       line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*\(ResourceNotFoundException; check the --bucket\/--table names/,
     },
-    'no credentials': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: / },
-    'no region': { args: ['--table', 't'], code: 3, line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: / },
+    'no credentials': {
+      args: ['--table', 't'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS credentials: /,
+    },
+    'no region': {
+      args: ['--table', 't'],
+      code: 3,
+      line: /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?no AWS region: /,
+    },
   },
   redrive: {
     'no args': { args: [], code: 2, line: /^error: --table is required \(or set EOS_LEDGER_TABLE\)$/ },
@@ -313,7 +353,9 @@ describe('eos CLI matrix: exit code and one line on stderr, no stack', () => {
   it('--debug adds the stack to the line', async () => {
     const { code, stderr } = await run('verify', ['--bucket', 'b', '--endpoint', UNREACHABLE, '--debug']);
     expect(code).toBe(3);
-    expect(stderr).toMatch(/^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: .*\n.*ECONNREFUSED[\s\S]*\n\s+at /);
+    expect(stderr).toMatch(
+      /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: .*\n.*ECONNREFUSED[\s\S]*\n\s+at /,
+    );
   });
 
   it('an AWS_ENDPOINT_URL that is not a URL is bad usage (2), not an unreachable host', async () => {

@@ -167,7 +167,9 @@ describe('eos state', () => {
   it('exits 3 with one line when the table is not there', async () => {
     const run = await state(['--table', 'no-such-table', '--pipeline', 'p', '--key', 'k']);
     expect(run.code).toBe(3);
-    expect(run.err).toMatch(/^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*ResourceNotFoundException/);
+    expect(run.err).toMatch(
+      /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*ResourceNotFoundException/,
+    );
     expect(run.err.trim().split('\n')).toHaveLength(1);
   });
 });

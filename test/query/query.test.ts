@@ -244,8 +244,16 @@ describe('eos query over a local run', () => {
   it('AWS unusable or the SQL missing: exit 3 or 2, one line', async () => {
     const cases: [string[], number, RegExp][] = [
       [[], 2, /^error: missing required argument 'sql'$/],
-      [['SELECT 1', '--bucket', 'b', '--endpoint', 'http://127.0.0.1:1'], 3, /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: /],
-      [['SELECT 1', '--bucket', 'eos-no-such-bucket'], 3, /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*NoSuchBucket/],
+      [
+        ['SELECT 1', '--bucket', 'b', '--endpoint', 'http://127.0.0.1:1'],
+        3,
+        /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: /,
+      ],
+      [
+        ['SELECT 1', '--bucket', 'eos-no-such-bucket'],
+        3,
+        /^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?not found: .*NoSuchBucket/,
+      ],
       [
         ['SELECT 1', '--bucket', bucket, '--format', 'xml'],
         2,

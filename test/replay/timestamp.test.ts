@@ -363,7 +363,10 @@ describe('eos replay --from-timestamp', () => {
         '--endpoint',
         'http://127.0.0.1:1',
       ]),
-    ).toMatchObject({ code: 3, err: expect.stringMatching(/^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: /) });
+    ).toMatchObject({
+      code: 3,
+      err: expect.stringMatching(/^error: (?:(?:DynamoDB|S3)(?: at \S+)?: )?cannot reach AWS: /),
+    });
     expect(await eos([...base, '--from-timestamp', at(5), '--kafka-auth', 'kerberos'])).toMatchObject({
       code: 2,
       err: expect.stringMatching(/expected one of iam, scram-sha-512/),
