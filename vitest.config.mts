@@ -8,6 +8,7 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
  * first; the rest fill the other worker meanwhile.
  */
 const SLOW_FIRST = [
+  'runnable.test.ts',
   'chaos.test.ts',
   'model-check.test.ts',
   'package.test.ts',

@@ -51,8 +51,9 @@ export function checkOutputPaths(options: Pick<LocalCommandOptions, 'report' | '
     writable('--report', dirname(file), 'the folder');
   }
   if (options.export !== undefined) {
-    const dir = resolve(options.export);
-    if (existsSync(dir)) writable('--export', dir, 'the folder');
-    else writable('--export', dirname(dir), 'the parent folder');
+    // The export makes its folders (`.eos-local/run` in a fresh clone); the nearest one that exists must be writable.
+    let dir = resolve(options.export);
+    while (!existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir);
+    writable('--export', dir, 'the folder');
   }
 }

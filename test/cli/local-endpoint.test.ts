@@ -10,7 +10,15 @@
  *   parts, the AWS SDK or a dev dependency.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -195,6 +203,9 @@ describe('which endpoints eos local uses', () => {
   });
 });
 
+const NOT_A_FOLDER = join(mkdtempSync(join(tmpdir(), 'eos-export-')), 'a-file');
+writeFileSync(NOT_A_FOLDER, '');
+
 describe('eos local: --report and --export are checked before anything starts', () => {
   it.each([
     [
@@ -202,8 +213,9 @@ describe('eos local: --report and --export are checked before anything starts', 
       /^error: --report: the folder \/nonexistent\/eos does not exist/,
     ],
     [
-      ['--export', '/nonexistent/eos/out'],
-      /^error: --export: the parent folder \/nonexistent\/eos does not exist/,
+      // The export makes missing folders, under the nearest one that exists: here a file.
+      ['--export', join(NOT_A_FOLDER, 'runs', 'out')],
+      new RegExp(`^error: --export: the folder ${NOT_A_FOLDER} does not exist or is not a folder`),
     ],
     [['--report', tmpdir()], /^error: --report: .* is a folder; name a file/],
   ])('%j', async (args, line) => {
@@ -254,7 +266,7 @@ describe('eos local: --report and --export are checked before anything starts', 
     }
     expect({ code, stderr }).toEqual({
       code: 2,
-      stderr: expect.stringMatching(/--export: the parent folder .* is not writable/),
+      stderr: expect.stringMatching(/--export: the folder .* is not writable/),
     });
   }, 180_000);
 });
