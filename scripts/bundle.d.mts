@@ -1,6 +1,8 @@
 import type { Metafile, Plugin } from 'esbuild';
 
 export const leanZodLocales: Plugin;
+/** Stands an empty module in for bowser, the SDK's browser user-agent parser, which no Node code path calls. */
+export const noBrowserUserAgent: Plugin;
 /** Resolves `msk-exactly-once-pipeline/transform` to this package's own transform API, wherever the importer lives. */
 export const ownTransformApi: Plugin;
 /** Keeps function and class names in this project's own modules (the build minifies every other name). */

@@ -65,6 +65,22 @@ export const leanZodLocales = {
   },
 };
 
+/**
+ * The AWS SDK's browser user-agent parser (`createUserAgentStringParsingProvider`, which imports `bowser` lazily)
+ * is exported by @aws-sdk/core's Node build but called by nothing in it; esbuild still emits its 35 KB chunk. An
+ * empty module stands in for bowser, so the functions carry no browser code.
+ */
+export const noBrowserUserAgent = {
+  name: 'no-browser-user-agent',
+  setup(build) {
+    build.onResolve({ filter: /^bowser$/ }, () => ({ path: 'bowser', namespace: 'no-browser-user-agent' }));
+    build.onLoad({ filter: /.*/, namespace: 'no-browser-user-agent' }, () => ({
+      contents: 'export default undefined;',
+      loader: 'js',
+    }));
+  },
+};
+
 /** The transform API of this package: its TypeScript source in the repository, its compiled module installed. */
 const TRANSFORM_API = ['ts', 'js']
   .map((ext) => join(PROJECT_ROOT, 'shared', 'transforms', `api.${ext}`))
@@ -107,7 +123,7 @@ export async function bundleHandler(entry, outdir, options = {}) {
     keepNames: false,
     mainFields: ['module', 'main'],
     external: options.bundleAwsSdk === false ? ['@aws-sdk/*'] : [],
-    plugins: [leanZodLocales, projectNames, ownTransformApi],
+    plugins: [leanZodLocales, projectNames, ownTransformApi, noBrowserUserAgent],
     // ESM bundles of CommonJS dependencies still call require(): give them one.
     banner: {
       js: "import { createRequire } from 'node:module'; const require = createRequire(import.meta.url);",
