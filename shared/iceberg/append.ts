@@ -1,0 +1,253 @@
+/**
+ * A checkpoint's Parquet files appended to an Iceberg table as one snapshot, exactly once.
+ *
+ * 1. Load the table. If a snapshot of it already names this pipeline's checkpoint (`eos.checkpoint-id` in its
+ *    summary), that snapshot is the answer: a retry, or a second invocation of the same commit step, never appends
+ *    twice. Otherwise the table is created (first commit) or its schema and spec brought to the output's.
+ * 2. Write the manifest of the files and the snapshot's manifest list (the new manifest, then the parent's).
+ *    Their keys under `<table>/metadata/` are the snapshot id and a digest of the bytes, and the bytes are a
+ *    function of the checkpoint and the parent: an attempt on the same parent rewrites the same objects (write-once,
+ *    `If-None-Match`), one on another parent writes another list and never changes a list a committed snapshot
+ *    names. The snapshot id is the checkpoint's ({@link snapshotIdOf}) whatever the parent.
+ * 3. Commit the new metadata with the catalog's compare-and-swap. On `conflict` another writer (another
+ *    checkpoint's commit, table maintenance, this same checkpoint's zombie) moved the table: reload and go again
+ *    from 1, which either finds the checkpoint committed or rebases it onto the new parent. Bounded attempts.
+ */
+import { createHash } from 'node:crypto';
+import type { S3Client } from '@aws-sdk/client-s3';
+import { type Clock, systemClock } from '../clock.ts';
+import { PipelineError } from '../errors.ts';
+import { getBytes, putIfAbsent } from '../sink/objects.ts';
+import type { ColumnDefinition } from '../transforms/api.ts';
+import type { Catalog, TableState } from './catalog.ts';
+import { type DataFile, encodeManifest } from './manifest-file.ts';
+import {
+  addedManifestEntry,
+  decodeManifestList,
+  encodeManifestList,
+  type ManifestListEntry,
+} from './manifest-list.ts';
+import {
+  type PartitionSettings,
+  type PartitionSpec,
+  partitionOnlyColumns,
+  partitionSpec,
+} from './partition-spec.ts';
+import { type IcebergSchema, icebergSchema } from './schema.ts';
+import {
+  appendSnapshot,
+  createTableMetadata,
+  currentSchema,
+  defaultSpec,
+  nextSnapshotBase,
+  type Snapshot,
+  snapshotIdOf,
+  snapshotOfCheckpoint,
+  type TableMetadata,
+  withSchema,
+  withSpec,
+} from './table-metadata.ts';
+
+/** The table a pipeline's output is appended to. */
+export interface IcebergTable {
+  /** `s3://<bucket>/<table root>` without a trailing slash: where a new table is created and its metadata goes. */
+  readonly location: string;
+  /** The transform's declared columns (`transform.columns`). */
+  readonly columns: readonly ColumnDefinition[];
+  readonly partitioning: PartitionSettings;
+  /** Properties of a new table. */
+  readonly properties?: Readonly<Record<string, string>>;
+}
+
+export interface CheckpointAppend {
+  readonly table: IcebergTable;
+  /** The checkpoint's committed Parquet files, partition tuples in the order of {@link tableLayout}'s spec. */
+  readonly dataFiles: readonly DataFile[];
+  readonly pipelineId: string;
+  readonly checkpointId: number;
+  /** The lanes (epochs, generations, redrives) whose records the files hold. */
+  readonly lanes: readonly string[];
+  readonly clock?: Clock;
+  /** Loads and commits before giving up on conflicts; default {@link DEFAULT_COMMIT_ATTEMPTS}. */
+  readonly maxAttempts?: number;
+}
+
+export interface AppendResult {
+  /** `appended` by this call, or found `already-committed` by an earlier attempt. */
+  readonly outcome: 'appended' | 'already-committed';
+  readonly snapshotId: bigint;
+  /** The table's state this call committed, or loaded when it found the checkpoint committed. */
+  readonly state: TableState;
+  /** Whether main's history holds the snapshot (false: the table was rolled back past it). */
+  readonly inMainHistory: boolean;
+  /** Commits tried (1 without a conflict). */
+  readonly attempts: number;
+}
+
+/** Every attempt met a conflict: other writers kept moving the table. The caller retries later. */
+export class IcebergCommitConflictError extends PipelineError {}
+
+export const DEFAULT_COMMIT_ATTEMPTS = 10;
+
+/** The schema, partition spec and partition-only columns of the table, evolved from `current` when given. */
+export function tableLayout(
+  table: IcebergTable,
+  current?: TableMetadata,
+): {
+  schema: IcebergSchema;
+  lastColumnId: number;
+  spec: PartitionSpec;
+  lastPartitionId: number;
+  partitionColumns: string[];
+} {
+  const partitionColumns = partitionOnlyColumns(table.columns, table.partitioning);
+  const { schema, lastColumnId } = icebergSchema(table.columns, {
+    partitionColumns,
+    ...(current ? { previous: currentSchema(current), lastColumnId: current['last-column-id'] } : {}),
+  });
+  const { spec, lastPartitionId } = partitionSpec(schema, table.columns, table.partitioning, {
+    ...(current ? { previous: defaultSpec(current), lastPartitionId: current['last-partition-id'] } : {}),
+  });
+  return { schema, lastColumnId, spec, lastPartitionId, partitionColumns };
+}
+
+/** The metadata to append to: the table created, or its schema and spec brought to the output's. */
+function baseMetadata(table: IcebergTable, state: TableState | undefined, nowMs: number): TableMetadata {
+  const layout = tableLayout(table, state?.metadata);
+  if (!state) {
+    return createTableMetadata({
+      location: table.location,
+      nowMs,
+      ...layout,
+      ...(table.properties ? { properties: table.properties } : {}),
+    });
+  }
+  return withSpec(
+    withSchema(state.metadata, layout.schema, layout.lastColumnId),
+    layout.spec,
+    layout.lastPartitionId,
+  );
+}
+
+/** `s3://bucket/key` as its parts. */
+function objectOf(location: string): { bucket: string; key: string } {
+  const match = /^s3a?:\/\/([^/]+)\/(.+)$/.exec(location);
+  if (!match) throw new PipelineError(`${location} is not an s3:// location`);
+  return { bucket: match[1] as string, key: match[2] as string };
+}
+
+function digest(bytes: Buffer): string {
+  return createHash('sha256').update(bytes).digest('hex').slice(0, 32);
+}
+
+/** Writes `bytes` once under `<table>/metadata/<name>-<digest>.avro`; the location written. */
+async function writeMetadataObject(
+  s3: S3Client,
+  metadata: TableMetadata,
+  name: string,
+  bytes: Buffer,
+): Promise<string> {
+  const location = `${metadata.location}/metadata/${name}-${digest(bytes)}.avro`;
+  const { bucket, key } = objectOf(location);
+  // A key named by its bytes' digest: an object already there holds these bytes.
+  await putIfAbsent(s3, bucket, key, bytes, { contentType: 'application/octet-stream' });
+  return location;
+}
+
+async function parentManifests(s3: S3Client, parent: Snapshot | undefined): Promise<ManifestListEntry[]> {
+  if (!parent) return [];
+  const { bucket, key } = objectOf(parent['manifest-list']);
+  const bytes = await getBytes(s3, bucket, key);
+  if (!bytes)
+    throw new PipelineError(`the manifest list ${parent['manifest-list']} of the table's head is missing`);
+  return decodeManifestList(bytes);
+}
+
+/** The next metadata: manifest and manifest list written, the snapshot appended to `base`. */
+async function nextMetadata(
+  s3: S3Client,
+  request: CheckpointAppend,
+  base: TableMetadata,
+  state: TableState | undefined,
+  nowMs: number,
+): Promise<TableMetadata> {
+  const snapshotId = snapshotIdOf(request.pipelineId, request.checkpointId);
+  const { parentSnapshotId, sequenceNumber } = nextSnapshotBase(base);
+  const parent = base.snapshots.find((snapshot) => snapshot['snapshot-id'] === parentSnapshotId);
+  const [schema, spec] = [currentSchema(base), defaultSpec(base)];
+  const files = request.dataFiles;
+  const added: ManifestListEntry[] = [];
+  if (files.length > 0) {
+    const manifest = encodeManifest({ schema, spec, snapshotId, files });
+    const path = await writeMetadataObject(s3, base, `${snapshotId}-m0`, manifest);
+    added.push(
+      addedManifestEntry({
+        path,
+        length: manifest.length,
+        schema,
+        spec,
+        files,
+        snapshotId,
+        sequenceNumber: BigInt(sequenceNumber),
+      }),
+    );
+  }
+  const list = encodeManifestList({
+    snapshotId,
+    parentSnapshotId,
+    sequenceNumber: BigInt(sequenceNumber),
+    manifests: [...added, ...(await parentManifests(s3, parent))],
+  });
+  const manifestList = await writeMetadataObject(s3, base, `snap-${snapshotId}`, list);
+  return appendSnapshot(base, {
+    snapshotId,
+    manifestList,
+    nowMs,
+    ...(state ? { previousLocation: state.location } : {}),
+    added: {
+      dataFiles: files.length,
+      records: files.reduce((sum, file) => sum + file.recordCount, 0),
+      filesSize: files.reduce((sum, file) => sum + file.fileSizeInBytes, 0),
+      partitions: new Set(
+        files.map((file) => JSON.stringify(file.partition, (_k, v) => (typeof v === 'bigint' ? `${v}` : v))),
+      ).size,
+    },
+    pipelineId: request.pipelineId,
+    checkpointId: request.checkpointId,
+    lanes: request.lanes,
+  });
+}
+
+/** Appends the checkpoint's files as one snapshot, or finds it appended (see the module comment). */
+export async function appendCheckpoint(
+  catalog: Catalog,
+  s3: S3Client,
+  request: CheckpointAppend,
+): Promise<AppendResult> {
+  const clock = request.clock ?? systemClock;
+  const maxAttempts = request.maxAttempts ?? DEFAULT_COMMIT_ATTEMPTS;
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const state = await catalog.load();
+    const found = state && snapshotOfCheckpoint(state.metadata, request.pipelineId, request.checkpointId);
+    if (state && found) {
+      const { snapshot, inMainHistory } = found;
+      return {
+        outcome: 'already-committed',
+        snapshotId: snapshot['snapshot-id'],
+        state,
+        inMainHistory,
+        attempts: attempt - 1,
+      };
+    }
+    const nowMs = clock.now();
+    const next = await nextMetadata(s3, request, baseMetadata(request.table, state, nowMs), state, nowMs);
+    const committed = await catalog.commit(state, next);
+    if (committed !== 'conflict') {
+      const snapshotId = snapshotIdOf(request.pipelineId, request.checkpointId);
+      return { outcome: 'appended', snapshotId, state: committed, inMainHistory: true, attempts: attempt };
+    }
+  }
+  throw new IcebergCommitConflictError(
+    `checkpoint ${request.checkpointId} met a conflict on each of ${maxAttempts} commits to ${request.table.location}`,
+  );
+}
