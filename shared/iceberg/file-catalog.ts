@@ -17,7 +17,8 @@
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { getBytes, listObjects, putOnce } from '../sink/objects.ts';
 import type { Catalog, Committed, TableState } from './catalog.ts';
-import { parseTableMetadata, type TableMetadata, tableMetadataJson } from './table-metadata.ts';
+import { parseTableMetadata, tableMetadataJson } from './metadata-json.ts';
+import type { TableMetadata } from './table-metadata.ts';
 
 const VERSION_FILE = /\/v(\d+)\.metadata\.json$/;
 

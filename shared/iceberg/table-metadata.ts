@@ -9,8 +9,7 @@
  * which checkpoint each snapshot is ({@link snapshotOfCheckpoint}).
  *
  * Metadata another writer committed (table maintenance) may hold fields this module does not model: they are kept
- * as they are. Snapshot ids use all 63 bits, more than a double holds exactly, so the JSON is read and written with
- * large integers as bigint ({@link parseTableMetadata}, {@link tableMetadataJson}).
+ * as they are. Snapshot ids are bigint (all 63 bits are used); `metadata-json.ts` reads and writes the JSON.
  */
 import { createHash } from 'node:crypto';
 import { PipelineError } from '../errors.ts';
@@ -314,44 +313,5 @@ export function appendSnapshot(metadata: TableMetadata, append: AppendedSnapshot
       { 'timestamp-ms': timestamp, 'snapshot-id': append.snapshotId },
     ],
     'metadata-log': metadataLog.slice(Math.max(0, metadataLog.length - keep)),
-  };
-}
-
-const BIG = '\u0000eos-bigint:';
-const BIG_TEXT = /"\\u0000eos-bigint:(-?\d+)"/g;
-const TOKENS = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
-const ID_KEYS = new Set(['snapshot-id', 'parent-snapshot-id', 'current-snapshot-id']);
-
-/** The metadata's JSON text, bigint values written as the integers they are. */
-export function tableMetadataJson(metadata: TableMetadata): string {
-  const text = JSON.stringify(
-    metadata,
-    (_key, value) => (typeof value === 'bigint' ? `${BIG}${value}` : value),
-    2,
-  );
-  return text.replace(BIG_TEXT, '$1');
-}
-
-/** Metadata JSON (any writer's), integers beyond a double's exact range and every snapshot id read as bigint. */
-export function parseTableMetadata(text: string): TableMetadata {
-  const marked = text.replace(TOKENS, (token) =>
-    token.startsWith('"') || !/^-?\d{16,}$/.test(token) ? token : `"\\u0000eos-bigint:${token}"`,
-  );
-  const parsed = JSON.parse(marked, (key, value) => {
-    if (typeof value === 'string' && value.startsWith(BIG)) return BigInt(value.slice(BIG.length));
-    if (ID_KEYS.has(key) && typeof value === 'number') return value < 0 ? undefined : BigInt(value);
-    return value;
-  }) as TableMetadata;
-  if (parsed['format-version'] !== 2) {
-    throw new IcebergMetadataError(
-      `table metadata of format version ${String(parsed['format-version'])}, not 2`,
-    );
-  }
-  return {
-    ...parsed,
-    refs: parsed.refs ?? {},
-    snapshots: parsed.snapshots ?? [],
-    'snapshot-log': parsed['snapshot-log'] ?? [],
-    'metadata-log': parsed['metadata-log'] ?? [],
   };
 }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { parseTableMetadata, tableMetadataJson } from '../../shared/iceberg/metadata-json.ts';
 import { partitionSpec } from '../../shared/iceberg/partition-spec.ts';
 import { icebergSchema } from '../../shared/iceberg/schema.ts';
 import {
@@ -10,11 +11,9 @@ import {
   IcebergMetadataError,
   mainHistory,
   nextSnapshotBase,
-  parseTableMetadata,
   snapshotIdOf,
   snapshotOfCheckpoint,
   type TableMetadata,
-  tableMetadataJson,
   tableUuidOf,
   withSchema,
   withSpec,
