@@ -5,7 +5,7 @@
  *   base          shared/errors.ts, shared/clock.ts, shared/concurrency.ts, shared/aws/
  *   record model  shared/kafka/, shared/decode/, shared/transforms/
  *   settings      shared/config/ (validates topics and columns by the record model's rules)
- *   storage       shared/ledger/ (DynamoDB), shared/sink/ (S3 and output formats)
+ *   storage       shared/ledger/ (DynamoDB), shared/sink/ (S3 and output formats), shared/iceberg/ (table metadata)
  *   use cases     shared/{processor,coordinator,replay,redrive,query,status,observability}/
  *   entry points  functions/, cli/, infra/, local/
  * Type-only imports count: a layer that needs a higher layer's type has its seam in the wrong place. The ledger
@@ -15,7 +15,7 @@
 const BASE = '^shared/(errors|clock|concurrency)\\.ts$|^shared/aws/';
 const RECORD_MODEL = '^shared/(kafka|decode|transforms)/';
 const SETTINGS = '^shared/config/';
-const STORAGE = '^shared/(ledger|sink)/';
+const STORAGE = '^shared/(ledger|sink|iceberg)/';
 const USE_CASES = '^shared/(processor|coordinator|replay|redrive|query|status|observability)/';
 const ENTRY_POINTS = '^(functions|cli|infra|local)/';
 
@@ -59,8 +59,8 @@ module.exports = {
     below(
       'ledger-imports-sink',
       '^shared/ledger/',
-      ['^shared/sink/'],
-      'the ledger (DynamoDB) never depends on the S3 sink',
+      ['^shared/(sink|iceberg)/'],
+      'the ledger (DynamoDB) never depends on the S3 sink or the table format',
     ),
     {
       name: 'no-cycle',
