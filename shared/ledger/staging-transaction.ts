@@ -36,7 +36,13 @@ import { fenceKeys } from './fences.ts';
 import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
 import { keys } from './layout.ts';
 import type { ClaimItem, FenceIdentity, StagedFileEntry } from './records.ts';
-import { explainStateCancellation, explainStateRefusal, stateItem, tooManyItems } from './state-items.ts';
+import {
+  believeCommitted,
+  explainStateCancellation,
+  explainStateRefusal,
+  stateItem,
+  tooManyItems,
+} from './state-items.ts';
 
 /** The fence is not at the value this invocation started from: someone else staged (P2). */
 export class FenceMovedError extends PipelineError {
@@ -174,6 +180,7 @@ export async function stage(at: TableRef, txn: StagingTransaction): Promise<void
       explainStateRefusal(txn, planned.labels, error);
     },
   });
+  believeCommitted(txn.state);
 }
 
 function explainCancellation(

@@ -12,9 +12,9 @@ import type { StateDelta } from '../transforms/types.ts';
 import { keys } from './layout.ts';
 import { plainItem } from './state-fields.ts';
 import { beliefsOf, learn } from './state-knowledge.ts';
-import { guessesFor, planOf, stateItem } from './state-update.ts';
+import { believeCommitted, guessesFor, planOf, stateItem } from './state-update.ts';
 
-export { stateItem };
+export { believeCommitted, stateItem };
 
 /**
  * DynamoDB refused an ADD because the state field it adds to holds something other than a number (a field set as
@@ -228,6 +228,7 @@ export async function applyState(at: TableRef, txn: DirectStateTransaction): Pro
       explainStateRefusal(txn, labels, error);
     },
   });
+  believeCommitted(txn.state);
 }
 
 /**

@@ -11,8 +11,9 @@
  * that happens: the stored value is the join of every value applied, whatever the belief was.
  *
  * Beliefs come from stored items (a read, a cancelled condition: the truth at that moment, which replaces what
- * was believed) and from updates as they are sent (assumed applied: a transaction that then fails leaves a
- * belief a retry corrects). At most {@link MAX_KEYS} keys are remembered, the least recently used forgotten.
+ * was believed) and from updates once their transaction committed (`believeCommitted` in `state-update.ts`),
+ * never from updates in flight, whose transaction may yet fail. At most {@link MAX_KEYS} keys are remembered,
+ * the least recently used forgotten.
  */
 import { compareUtf8, latestOrderKey } from '../transforms/state-order.ts';
 import type { LatestValue } from '../transforms/types.ts';
@@ -46,7 +47,7 @@ export function beliefsOf(table: string, pipeline: string, stateKey: string): Re
   return found;
 }
 
-/** Believes the update about to be sent moves these fields to these values. */
+/** Believes a committed update moved these fields to these values. */
 export function assume(
   table: string,
   pipeline: string,

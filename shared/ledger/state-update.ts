@@ -36,6 +36,8 @@ export interface StatePlan {
   readonly table: string;
   readonly pipeline: string;
   readonly guesses: ReadonlyMap<string, { readonly operation: OrderedOperation; readonly guess: Guess }>;
+  /** What the fields hold once the update committed: believed only then ({@link believeCommitted}). */
+  readonly moved: ReadonlyMap<string, Belief>;
 }
 
 const plans = new WeakMap<StateDelta, StatePlan>();
@@ -156,10 +158,7 @@ export function stateItem(table: string, pipeline: string, delta: StateDelta): T
     if (operation === 'latest') expression.latest(`l${i}`, field, delta.latest![field]!, guess);
     else expression.number(`o${i}`, field, operation, delta[operation]![field]!, guess);
   });
-  if (guesses.size > 0) {
-    plans.set(delta, { table, pipeline, guesses });
-    assume(table, pipeline, delta.key, movedBy(delta, guesses));
-  }
+  if (guesses.size > 0) plans.set(delta, { table, pipeline, guesses, moved: movedBy(delta, guesses) });
   const { names, values, sets, adds, conditions } = expression;
   return {
     Update: {
@@ -176,4 +175,18 @@ export function stateItem(table: string, pipeline: string, delta: StateDelta): T
         : {}),
     },
   };
+}
+
+/**
+ * Believes what the updates of these deltas (sent by {@link stateItem} in a transaction that committed) left
+ * their fields holding. Only a committed update is believed: a belief taken when an update is sent would be seen
+ * by another writer of the same container before the update commits or fails, and two transactions that each
+ * skip a field on the other's unfinished apply would refuse each other on every retry. A belief from a commit can
+ * only be behind the stored field (it only moves by the join), so a `skip` it suggests is always right.
+ */
+export function believeCommitted(deltas: readonly StateDelta[]): void {
+  for (const delta of deltas) {
+    const plan = plans.get(delta);
+    if (plan !== undefined) assume(plan.table, plan.pipeline, delta.key, plan.moved);
+  }
 }

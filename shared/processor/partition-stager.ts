@@ -47,7 +47,12 @@ import type { KeyConflict } from './observer.ts';
 import type { ReplayMode } from './replay-mode.ts';
 import { type Counts, NO_COUNTS, type PartitionReport } from './report.ts';
 import { entryFor, type StagedObject, writeObjects } from './staged-objects.ts';
-import { isStateRefusal, refusedStateRecords } from './state-refusal.ts';
+import {
+  isStateRefusal,
+  MAX_CONDITION_RELEARNING,
+  onlyRelearnt,
+  refusedStateRecords,
+} from './state-refusal.ts';
 
 /** The container-wide parts a stager works with (built once by `Processor`). */
 export interface StagerParts {
@@ -95,6 +100,8 @@ export class PartitionStager {
   private readonly windowScope: boolean;
   private window: KeyWindow | undefined;
   private windowMismatches = 0;
+  /** Condition refusals that only taught the ledger (see `MAX_CONDITION_RELEARNING`). */
+  private relearnt = 0;
   private readonly claimsAhead: boolean;
   /** Claims ahead written (or none to write): only once per batch, after its first staged write. */
   private claimed = true;
@@ -399,6 +406,9 @@ export class PartitionStager {
     // Throws the refusal when it finds nothing new to dead-letter (see refusedStateRecords).
     const read = (stateKey: string) => this.ctx.ledger.readState(this.ctx.settings.pipelineId, stateKey);
     const found = await refusedStateRecords(error, chunk.kept, read, this.stateRefused);
+    if (onlyRelearnt(error, found, this.stateRefused) && ++this.relearnt > MAX_CONDITION_RELEARNING) {
+      throw error;
+    }
     for (const [offset, reason] of found) this.stateRefused.set(offset, reason);
     this.decide();
     if (this.claimsAhead) {

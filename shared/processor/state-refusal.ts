@@ -17,6 +17,23 @@ import { isOrdered, operationsOf, type StateOperation } from '../transforms/stat
 import type { EvaluatedRecord } from './evaluate.ts';
 import { oversizedStateRecords } from './state-size.ts';
 
+/**
+ * Condition refusals in a row that only taught the ledger (no record to dead-letter) before the batch fails. Beliefs
+ * rest only on committed updates and stored items, so each such refusal means another writer committed the key
+ * since it was learnt: a partition meets a few under contention. The bound keeps a defect or a writer outside the
+ * protocol from holding an invocation in the loop until it times out; the batch's retry starts afresh.
+ */
+export const MAX_CONDITION_RELEARNING = 25;
+
+/** Whether a refusal that dead-letters `found` taught nothing beyond the records `refused` already. */
+export function onlyRelearnt(
+  error: StateRefusal,
+  found: ReadonlyMap<number, string>,
+  refused: ReadonlyMap<number, string>,
+): boolean {
+  return error instanceof StateConditionError && [...found.keys()].every((offset) => refused.has(offset));
+}
+
 /** Reads a keyed-state item as stored (strongly consistent), or undefined. */
 export type StateReader = (stateKey: string) => Promise<Record<string, unknown> | undefined>;
 

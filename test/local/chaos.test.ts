@@ -3,7 +3,8 @@
  * size, partitions, batching, checkpoint interval, a rate for every fault kind, the seed), each schedule runs the
  * whole local pipeline (emulator, processor, state machine coordinator) on a virtual clock, and:
  * - under exactly-once every schedule ends with 0 lost, 0 duplicated, aggregates equal to those of the
- *   deduplicated input, and `eos verify` passing;
+ *   deduplicated input (sums, and the min, max and latest the workload keeps beside them, whose updates are
+ *   conditional and race across partitions on shared keys), and `eos verify` passing;
  * - the same schedules under at-least-once show duplicates on some, and under none losses on some.
  *
  * 200 schedules by default, `EOS_CHAOS_RUNS=1000` for more; `EOS_CHAOS_SEED` picks another set of schedules.
@@ -21,6 +22,7 @@ import { type RunReport, runLocal } from '../../local/runner.ts';
 import { mapLimit } from '../../shared/concurrency.ts';
 import { type DeliveryGuarantee, parseSettings } from '../../shared/config/settings.ts';
 import { freshResources, uniqueName } from '../support/aws.ts';
+import { orderedOrdersTransform } from '../transforms/ordered-orders.ts';
 
 const RUNS = Number(process.env.EOS_CHAOS_RUNS ?? 200);
 const SEED = Number(process.env.EOS_CHAOS_SEED ?? 20261129);
@@ -106,6 +108,7 @@ async function runSchedule(s: Schedule, guarantee: DeliveryGuarantee): Promise<R
     clock: 'virtual',
     batchSize: s.batchSize,
     maxPartitionsPerEvent: s.maxPartitionsPerEvent,
+    transform: orderedOrdersTransform,
   });
   return report;
 }

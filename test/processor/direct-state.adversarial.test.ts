@@ -1,0 +1,74 @@
+/**
+ * The direct path of the weaker guarantees (at-least-once, none) under a writer outside the protocol: a min, max or
+ * latest update is sent on conditions that state the ledger's guess, and a cancelled condition teaches the ledger
+ * the stored item before the chunk is sent again. Inside the protocol each such refusal means another writer
+ * committed, so it ends; a writer that keeps deleting and rewriting the item behind the pipeline would refuse every
+ * try, and the invocation must fail the batch (its retry starts afresh) rather than loop until it times out.
+ * Real DynamoDB Local.
+ */
+import { DeleteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { ledgerDocumentClient } from '../../shared/aws/clients.ts';
+import { keys } from '../../shared/ledger/layout.ts';
+import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
+import { StateConditionError } from '../../shared/ledger/state-items.ts';
+import { forgetStateKnowledge } from '../../shared/ledger/state-knowledge.ts';
+import { applyDirectState } from '../../shared/processor/direct-state.ts';
+import type { EvaluatedRecord } from '../../shared/processor/evaluate.ts';
+import { MAX_CONDITION_RELEARNING } from '../../shared/processor/state-refusal.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+
+let res: TestResources;
+beforeAll(async () => {
+  res = await freshResources('dstate');
+});
+
+function record(offset: number, high: number): EvaluatedRecord {
+  return {
+    offset,
+    timestamp: 0,
+    source: { topic: 'orders', partition: 0, offset },
+    raw: { key: null, value: null, headers: {} },
+    digest: `d${offset}`,
+    idempotencyKey: undefined,
+    output: [{ offset }],
+    deadLetter: undefined,
+    state: [{ key: 'sensor', fields: {}, add: {}, max: { high } }],
+  } as unknown as EvaluatedRecord;
+}
+
+describe('the direct path under a writer outside the protocol', () => {
+  it('a key deleted and rewritten behind the pipeline before every try fails the batch after a bounded number of refusals', async () => {
+    forgetStateKnowledge();
+    const pipeline = uniqueName('outside');
+    const real = new StagingLedger(res.clients.dynamodb, res.table);
+    const doc = ledgerDocumentClient(res.clients.dynamodb);
+    const key = keys.state(pipeline, 'sensor');
+    let tries = 0;
+    // Before each try the outsider flips the item: gone, then a max above the record's, then gone again.
+    const ledger: Parameters<typeof applyDirectState>[0]['ledger'] = {
+      readState: (p, k) => real.readState(p, k),
+      applyState: async (txn) => {
+        tries += 1;
+        if (tries % 2 === 1) await doc.send(new DeleteCommand({ TableName: res.table, Key: key }));
+        else {
+          await doc.send(
+            new UpdateCommand({
+              TableName: res.table,
+              Key: key,
+              UpdateExpression: 'SET stateKey = :k, high = :h, #c = :c',
+              ExpressionAttributeNames: { '#c': '@high' },
+              ExpressionAttributeValues: { ':k': 'sensor', ':h': 100, ':c': { op: 'max' } },
+            }),
+          );
+        }
+        return real.applyState(txn);
+      },
+    };
+    // Seed a belief the first delete will contradict.
+    await real.applyState({ pipeline, topic: 'orders', partition: 0, state: [record(0, 50).state[0]!] });
+    const target = { ledger, pipeline, topic: 'orders', partition: 0, maxItems: 100 };
+    await expect(applyDirectState(target, [record(1, 40)])).rejects.toBeInstanceOf(StateConditionError);
+    expect(tries).toBe(MAX_CONDITION_RELEARNING + 1);
+  });
+});
