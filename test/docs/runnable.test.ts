@@ -155,6 +155,12 @@ describe('runnable docs', () => {
       expect(drill, `no drill runs ${procedure}`).toBeDefined();
       expect(drillEndsWithCheckpointAndCheck(drill!.script), `${drill!.file}:${drill!.line}`).toBe(true);
     }
+    // A user's transforms live in a folder of their own, outside the clone.
+    const transforms = drills.flatMap((block) =>
+      [...block.script.matchAll(/(?:--transform[ =]|EOS_TRANSFORM=)(\S+)/g)].map((m) => m[1]!),
+    );
+    expect(transforms.length).toBeGreaterThanOrEqual(4);
+    for (const path of transforms) expect(path, 'a drill transform inside the clone').toMatch(/^\.\.\//);
   });
 
   // A block that runs `eos local` starts a JVM (DynamoDB Local) with a start-up deadline: it runs first and alone.

@@ -2,8 +2,8 @@
  * A user's transform lives in the user's repository, not in this package: loaded by path from a folder outside the
  * package, with nothing installed there, it still finds the transform API, whether tsx compiles it as CommonJS (no
  * package.json beside it) or as an ES module; and an import that does not resolve there fails in one line naming
- * the module and what to install. Each case runs in a fresh Node process with tsx's loader, as `eos local` does
- * (vitest's own module runner would hide how Node resolves).
+ * the module and what to install. Each case runs in a fresh Node process with tsx's loaders registered as
+ * `bin/eos.mjs` registers them (vitest's own module runner would hide how Node resolves).
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
@@ -14,7 +14,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const TSX = join(ROOT, 'node_modules', '.bin', 'tsx');
+const LOADERS = pathToFileURL(join(ROOT, 'bin', 'tsx-loaders.mjs')).href;
 
 const TRANSFORM = `import { defineTransform, RejectRecord } from 'msk-exactly-once-pipeline/transform';
 export default defineTransform({
@@ -38,11 +38,12 @@ function folder(files: Record<string, string>): string {
 
 /** Loads `file` with loadTransform in a fresh process; its stdout (the transform's name) or its error's message. */
 async function loadInProcess(file: string): Promise<{ ok: boolean; out: string }> {
-  const script = join(dirname(file), 'load.mts');
+  const script = join(dirname(file), 'load.mjs');
   const load = pathToFileURL(join(ROOT, 'shared', 'transforms', 'load.ts')).href;
   writeFileSync(
     script,
-    `import { loadTransform } from '${load}';
+    `await import('${LOADERS}');
+const { loadTransform } = await import('${load}');
 try {
   const loaded = await loadTransform(process.argv[2]);
   process.stdout.write(loaded.definition.name);
@@ -51,7 +52,10 @@ try {
 }
 `,
   );
-  const { stdout } = await promisify(execFile)(TSX, [script, file], { cwd: dirname(file), timeout: 60_000 });
+  const { stdout } = await promisify(execFile)(process.execPath, [script, file], {
+    cwd: dirname(file),
+    timeout: 60_000,
+  });
   return { ok: !stdout.startsWith('ERROR '), out: stdout };
 }
 
@@ -59,6 +63,14 @@ describe('a transform outside the package', { timeout: 90_000 }, () => {
   it('loads from a folder with nothing installed and no package.json (compiled as CommonJS)', async () => {
     const dir = folder({ 'outside.ts': TRANSFORM });
     expect(await loadInProcess(join(dir, 'outside.ts'))).toEqual({ ok: true, out: 'outside' });
+  });
+
+  it('loads from a folder with no package.json when it imports a module of its own beside it', async () => {
+    const dir = folder({
+      'base.ts': TRANSFORM,
+      'outside.ts': `import base from './base.ts';\nimport { defineTransform } from 'msk-exactly-once-pipeline/transform';\nexport default defineTransform({ ...base, name: 'wrapped' });\n`,
+    });
+    expect(await loadInProcess(join(dir, 'outside.ts'))).toEqual({ ok: true, out: 'wrapped' });
   });
 
   it('loads from a folder whose package.json says it is an ES module', async () => {
