@@ -161,7 +161,10 @@ function withRunOptions(command: Command): Command {
       '--reuse',
       'run even when the table or bucket already holds this pipeline (an earlier run against the same endpoints); the verdict then judges those rows too',
     )
-    .option('--export <dir>', 'write the final objects, manifests and keyed aggregates to this directory')
+    .option(
+      '--export <dir>',
+      'write the final objects, manifests and keyed aggregates to this directory (replacing an earlier export of the pipeline)',
+    )
     .option('--report <file.json>', 'also write the report as JSON')
     .option(
       '--endpoint <url>',

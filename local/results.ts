@@ -2,7 +2,7 @@
  * Reading a run's results back from the local parts: keyed aggregates from the ledger, and the export of the
  * bucket's final prefix and the aggregates to a directory (`eos local --export DIR`).
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { BatchGetCommand, DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -54,8 +54,9 @@ export async function readAggregates(
 
 /**
  * Writes every object under `prefix` to `dir/bucket/<key>` and the aggregates to `dir/aggregates.json`. When
- * `prefix` is a pipeline's final prefix, its manifests (`<pl>/_manifests/`, outside `final/` since the manifests
- * moved out of the data prefix) are exported too, so the export stays readable as committed output.
+ * `prefix` is a pipeline's final prefix, its manifests (`<pl>/_manifests/`, outside `final/`) are exported too, so
+ * the export stays readable as committed output, and an earlier export of that pipeline in `dir` is replaced, not
+ * merged: objects of another run that its manifests do not list would make the copy fail `eos verify`.
  */
 export async function exportRun(
   clients: AwsClients,
@@ -66,7 +67,10 @@ export async function exportRun(
 ): Promise<{ objects: number }> {
   const objectKeys = await listKeys(clients.s3, bucket, prefix);
   const pipeline = prefix.endsWith(`/${FINAL_DIR}/`) ? prefix.slice(0, -`/${FINAL_DIR}/`.length) : undefined;
-  if (pipeline) objectKeys.push(...(await listKeys(clients.s3, bucket, manifestsPrefix(pipeline))));
+  if (pipeline) {
+    objectKeys.push(...(await listKeys(clients.s3, bucket, manifestsPrefix(pipeline))));
+    rmSync(join(dir, 'bucket', ...pipeline.split('/')), { recursive: true, force: true });
+  }
   for (const key of objectKeys) {
     const response = await clients.s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
     const target = join(dir, 'bucket', ...key.split('/'));

@@ -1,10 +1,11 @@
 /**
  * `eos verify --export-dir`: an `eos local --export` folder checked as its bucket is, after the local parts are
- * gone — the same verdict and counts, and a folder whose copy was changed fails as a bucket would.
+ * gone — the same verdict and counts, and a folder whose copy was changed fails as a bucket would. Exporting again
+ * replaces the earlier export of the pipeline.
  */
-import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runVerifyCommand } from '../../cli/verify.ts';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
@@ -34,6 +35,18 @@ describe('eos verify --export-dir', () => {
 
     const quiet = { write: () => {}, writeError: () => {} };
     const pipeline = settings.pipelineId;
+    // An earlier export of the same pipeline in the folder (another run's objects) is replaced, not merged.
+    const stale = join(
+      dir,
+      'bucket',
+      ...finalPrefix(pipeline).split('/').filter(Boolean),
+      'output',
+      'stale.ndjson.gz',
+    );
+    mkdirSync(dirname(stale), { recursive: true });
+    writeFileSync(stale, 'another run');
+    await exportRun(res.clients, res.bucket, finalPrefix(settings.pipelineId), new Map(), dir);
+    expect(existsSync(stale)).toBe(false);
     const fromBucket = await runVerifyCommand({ bucket: res.bucket, pipeline }, quiet);
     const fromDir = await runVerifyCommand({ exportDir: dir, pipeline }, quiet);
     expect(fromBucket.exitCode).toBe(0);
