@@ -192,7 +192,7 @@ export function registerDeliverCommand(program: Command, deps: DeliverDependenci
     .option('--topic <name>', `the topic (default the first of $EOS_TOPICS, else ${LOCAL_DEFAULT_TOPIC})`)
     .option(
       '--partitions <p>',
-      "the topic's partitions (as eos local's)",
+      "the topic's partitions (as eos local's; at least as many as the --input file names)",
       integer(1, 1000),
       LOCAL_DEFAULTS.partitions,
     )
@@ -231,11 +231,17 @@ backwards: eos epoch); 2 bad usage, settings or input, or a batch the processor 
         }
       }
       const output = command.configureOutput();
-      await runDeliver(raw, {
-        ...deps,
-        write: deps.write ?? ((text) => (output.writeOut ?? process.stdout.write.bind(process.stdout))(text)),
-        writeError:
-          deps.writeError ?? ((text) => (output.writeErr ?? process.stderr.write.bind(process.stderr))(text)),
-      });
+      const { partitionsFor } = await import('./local-input.ts');
+      await runDeliver(
+        { ...raw, partitions: await partitionsFor(raw, command) },
+        {
+          ...deps,
+          write:
+            deps.write ?? ((text) => (output.writeOut ?? process.stdout.write.bind(process.stdout))(text)),
+          writeError:
+            deps.writeError ??
+            ((text) => (output.writeErr ?? process.stderr.write.bind(process.stderr))(text)),
+        },
+      );
     });
 }

@@ -1,11 +1,30 @@
 /** What an `eos local` run reads and writes besides the pipeline: its input records and its output paths. */
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import type { Command } from 'commander';
 import { OptionError } from '../local/errors.ts';
 import type { InputRecord } from '../local/input.ts';
 import { LOCAL_DEFAULTS } from './local-defaults.ts';
 import type { LocalCommandOptions } from './local-options.ts';
 import type { LocalSettings } from './local-settings.ts';
+
+/**
+ * `--partitions` as given, or, left at its default with an `--input` file, at least as many as the file names. A
+ * file that cannot be read leaves the default: reading it for the run reports what is wrong with it.
+ */
+export async function partitionsFor(
+  raw: { readonly input?: string | undefined; readonly partitions: number },
+  command: Command,
+): Promise<number> {
+  if (raw.input === undefined || command.getOptionValueSource('partitions') !== 'default')
+    return raw.partitions;
+  const { partitionsOfInput } = await import('../local/input.ts');
+  try {
+    return partitionsOfInput(raw.input, raw.partitions);
+  } catch {
+    return raw.partitions;
+  }
+}
 
 /** The input to run: the file's records, or the seeded generator's. Throws before anything runs. */
 export async function inputFor(options: LocalCommandOptions, local: LocalSettings): Promise<InputRecord[]> {

@@ -20,6 +20,7 @@ import {
   MAX_BATCH_SIZE,
   MISSING_KEY_CHOICES,
 } from './local-defaults.ts';
+import { partitionsFor } from './local-input.ts';
 import { LOCAL_SCENARIOS, type LocalCommandOptions, type LocalDependencies } from './local-options.ts';
 import { runLocalCommand } from './local-run.ts';
 import { ENDPOINT_HELP, endpointUrl, integer, oneOf } from './options.ts';
@@ -102,7 +103,12 @@ function withInputOptions(command: Command): Command {
       `records per partition per invocation, as the event source mapping's batch size (default ${LOCAL_DEFAULTS.batchSize})`,
       integer(1, MAX_BATCH_SIZE),
     )
-    .option('--partitions <p>', 'partitions of the topic', integer(1, 1000), LOCAL_DEFAULTS.partitions)
+    .option(
+      '--partitions <p>',
+      'partitions of the topic (with --input: at least as many as the file names)',
+      integer(1, 1000),
+      LOCAL_DEFAULTS.partitions,
+    )
     .addOption(
       new Option(
         '--format <format>',
@@ -203,7 +209,11 @@ dead-lettered; 2 bad usage, setting or input (nothing ran); 3 the endpoints cann
     )
     .action(async (raw: Omit<LocalCommandOptions, 'faults'> & { faults: string }, command: Command) => {
       await checkTopic(raw.topic, command);
-      const options: LocalCommandOptions = { ...raw, faults: await parseFaults(raw.faults, command) };
+      const options: LocalCommandOptions = {
+        ...raw,
+        faults: await parseFaults(raw.faults, command),
+        partitions: await partitionsFor(raw, command),
+      };
       try {
         process.exitCode = await runLocalCommand(options, deps);
       } catch (error) {

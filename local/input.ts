@@ -127,3 +127,15 @@ export function readInputFile(file: string, partitions: number): InputRecord[] {
   }
   return parseInputText(file, text, partitions);
 }
+
+/** The most partitions `--partitions` takes. */
+export const MAX_PARTITIONS = 1000;
+
+/**
+ * The partitions a run over `file` has when `--partitions` is not given: as many as the file names (its highest
+ * partition + 1), and at least `atLeast` (the default), so a file of a 3-partition topic runs without the flag.
+ */
+export function partitionsOfInput(file: string, atLeast: number): number {
+  const records = readInputFile(file, MAX_PARTITIONS);
+  return records.reduce((most, record) => Math.max(most, record.partition + 1), atLeast);
+}

@@ -215,7 +215,7 @@ describe('eos deliver', () => {
       bad,
       '{"partition": 0, "key": "a", "value": "b"}\n{"partition": 5, "key": "a", "value": "b"}\n',
     );
-    expect(await eos(['deliver', '--input', bad, ...target(settings)])).toMatchObject({
+    expect(await eos(['deliver', '--input', bad, '--partitions', '2', ...target(settings)])).toMatchObject({
       code: 2,
       err: expect.stringMatching(
         /^error: .*bad\.jsonl:2: partition 5 is out of range \(--partitions 2: 0\.\.1\)\n$/,
@@ -225,6 +225,27 @@ describe('eos deliver', () => {
     const noPlan = await eos(['deliver', '--input', file, '--generation', '4', ...target(settings)]);
     expect(noPlan.code).toBe(2);
     expect(noPlan.err).toMatch(/^error: .*generation 4.*\n$/);
+  });
+
+  it('without --partitions, delivers to as many partitions as the file names', async () => {
+    const settings = settingsIn(res, 'clideliver');
+    const file = join(dir, 'three.jsonl');
+    writeFileSync(
+      file,
+      [0, 1, 2]
+        .map((partition) => JSON.stringify({ partition, key: `k${partition}`, value: 'not an order' }))
+        .join('\n'),
+    );
+    const delivered = await eos(['deliver', '--input', file, '--json', ...target(settings)]);
+    expect(delivered.code).toBe(0);
+    const { partitions } = JSON.parse(delivered.out) as {
+      partitions: { partition: number; records: number }[];
+    };
+    expect(partitions.map((p) => [p.partition, p.records])).toEqual([
+      [0, 1],
+      [1, 1],
+      [2, 1],
+    ]);
   });
 
   it('gives the records without a timestamp of their own the file modification time', async () => {
