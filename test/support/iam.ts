@@ -24,6 +24,35 @@ export type Statement = {
 
 type Template = Parameters<typeof resolveIntrinsics>[1];
 
+const PARTIQL_ACTIONS: Record<string, string> = {
+  INSERT: 'dynamodb:PartiQLInsert',
+  UPDATE: 'dynamodb:PartiQLUpdate',
+  DELETE: 'dynamodb:PartiQLDelete',
+  SELECT: 'dynamodb:PartiQLSelect',
+};
+
+/**
+ * A PartiQL statement as IAM sees it: its action by its verb, and the partition key it names, as a parameter
+ * (`'pk': ?`, the n-th `?` of the statement) or a literal (`'pk': 'x'`); a statement that names none is recorded
+ * with an empty key, which no LeadingKeys condition allows.
+ */
+function partiqlAction({
+  Statement,
+  Parameters = [],
+}: {
+  Statement: string;
+  Parameters?: unknown[];
+}): [string, string] {
+  const verb = Statement.trim().split(/\s+/)[0]!.toUpperCase();
+  const action = PARTIQL_ACTIONS[verb] ?? `dynamodb:PartiQL${verb}`;
+  const literal = /['"]pk['"]\s*(?::|=)\s*'([^']*)'/.exec(Statement);
+  if (literal) return [action, literal[1]!];
+  const placeholder = /['"]pk['"]\s*(?::|=)\s*\?/.exec(Statement);
+  if (!placeholder) return [action, ''];
+  const index = (Statement.slice(0, placeholder.index).match(/\?/g) ?? []).length;
+  return [action, String(Parameters[index] ?? '')];
+}
+
 function dynamoActions(command: string, input: Record<string, unknown>): Array<[string, string]> {
   const key = (item: { Key?: { pk?: unknown }; Item?: { pk?: unknown } }) =>
     String(item.Key?.pk ?? item.Item?.pk);
@@ -39,6 +68,9 @@ function dynamoActions(command: string, input: Record<string, unknown>): Array<[
         }[kind]!;
         return [`dynamodb:${action}`, key(body as never)];
       });
+    case 'BatchExecuteStatementCommand':
+      // IAM authorises each statement by its PartiQL action, on the item whose pk it names.
+      return (input.Statements as Array<{ Statement: string; Parameters?: unknown[] }>).map(partiqlAction);
     case 'QueryCommand':
       return [
         ['dynamodb:Query', String((input.ExpressionAttributeValues as Record<string, unknown>)[':pk'])],
