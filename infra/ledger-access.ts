@@ -7,9 +7,16 @@ import { keys } from '../shared/ledger/layout.ts';
 
 /**
  * DynamoDB actions the processor makes (checked against its calls in `test/infra/iam.test.ts`): the fence read,
- * claims ahead, and the staging transaction's Put and Update items. No Query, Scan or Delete.
+ * claims ahead (created in batches of PartiQL INSERTs, which BatchExecuteStatement authorises as
+ * `dynamodb:PartiQLInsert` per statement, else confirmed by UpdateItem), and the staging transaction's Put and
+ * Update items. No Query, Scan or Delete, and no other PartiQL statement.
  */
-export const PROCESSOR_DYNAMODB_ACTIONS = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
+export const PROCESSOR_DYNAMODB_ACTIONS = [
+  'dynamodb:GetItem',
+  'dynamodb:PutItem',
+  'dynamodb:UpdateItem',
+  'dynamodb:PartiQLInsert',
+];
 /** Partition-scoped idempotency reads a partition's key window with one Query, on those keys only. */
 export const PROCESSOR_KEY_WINDOW_ACTIONS = ['dynamodb:Query'];
 

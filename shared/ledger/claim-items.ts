@@ -1,8 +1,8 @@
 /**
  * Idempotency claims (P4): one item per idempotency key and output generation, naming the record that holds the
- * key (`claimant`, `digest`). The processor writes them ahead of its staging transaction ({@link claimAhead}),
- * puts or takes them over inside it ({@link claimPut}), and releases the ones a batch that failed for good wrote
- * ({@link releaseClaims}).
+ * key (`claimant`, `digest`). The processor writes them ahead of its staging transaction ({@link claimAhead}:
+ * created in batches where absent, `claim-batch.ts`; else one conditional update per key), puts or takes them over
+ * inside it ({@link claimPut}), and releases the ones a batch that failed for good wrote ({@link releaseClaims}).
  *
  * Claims written ahead list the attempts that created or confirmed them (`holders`); a claim a staging transaction
  * puts lists the committing attempt, which never leaves. A claim left without holders is marked released (expired),
@@ -13,6 +13,7 @@ import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { send, sendConditional, type TableRef } from '../aws/dynamo.ts';
 import { mapLimit } from '../concurrency.ts';
 import { PipelineError } from '../errors.ts';
+import { insertClaims } from './claim-batch.ts';
 import { generationOfLane } from './epochs.ts';
 import { keys } from './layout.ts';
 import { type ClaimItem, parseClaimant } from './records.ts';
@@ -177,14 +178,39 @@ function claimAheadUpdate(table: string, pipeline: string, claim: ClaimItem, now
 }
 
 /**
- * Writes claims ahead of the staging transaction, as conditional updates in parallel: absent, or already naming
- * this claimant with this digest (a retry of the same record). Returns who holds the keys another record holds (the
- * processor compares digests: duplicate or conflict) and the claims it holds now. A claim written here whose record
- * never commits stays until the record's retry re-claims it as its own and commits it, or until the batch fails
- * deterministically and releases it ({@link releaseClaims}). Each claim created or confirmed lists `attemptId`
- * among its holders: a release removes only its own attempt.
+ * Writes claims ahead of the staging transaction: absent, or already naming this claimant with this digest (a
+ * retry of the same record). Absent claims are created in batches ({@link insertClaims}: one INSERT per key, each
+ * failing on its own when its item exists); every key a batch did not create goes through the per-key
+ * create-or-confirm update ({@link claimAheadKeys}). Returns who holds the keys another record holds (the
+ * processor compares digests: duplicate or conflict) and the claims it holds now. A claim written here whose
+ * record never commits stays until the record's retry re-claims it as its own and commits it, or until the batch
+ * fails deterministically and releases it ({@link releaseClaims}). Each claim created or confirmed lists
+ * `attemptId` among its holders: a release removes only its own attempt.
  */
 export async function claimAhead(
+  at: TableRef,
+  pipeline: string,
+  claims: readonly ClaimItem[],
+  now: number,
+  attemptId: string,
+): Promise<ClaimsAhead> {
+  const inserts = claims.map((claim) => ({
+    key: keys.claim(pipeline, claim.idempotencyKey, claimGeneration(claim.claimant)),
+    claim,
+  }));
+  const { created, undecided } = await insertClaims(at, inserts, attemptId);
+  const rest = await claimAheadKeys(
+    at,
+    pipeline,
+    undecided.map(({ claim }) => claim),
+    now,
+    attemptId,
+  );
+  return { ...rest, held: [...created.map(({ claim }) => claim), ...rest.held] };
+}
+
+/** Claims ahead one conditional update per key, in parallel: create, or confirm a live claim of the same record. */
+async function claimAheadKeys(
   at: TableRef,
   pipeline: string,
   claims: readonly ClaimItem[],

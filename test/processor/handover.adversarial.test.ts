@@ -167,7 +167,11 @@ describe('a slow attempt of the same batch after the refused record’s claim wa
     let updates = 0;
     aClients.dynamodb.middlewareStack.add(
       (next, context) => async (args) => {
-        if (context.commandName === 'UpdateItemCommand' && updates++ === 0) {
+        // The claim ahead of a fresh key is a batch of INSERTs; of a key held already, an UpdateItem.
+        const claimWrite =
+          context.commandName === 'UpdateItemCommand' ||
+          context.commandName === 'BatchExecuteStatementCommand';
+        if (claimWrite && updates++ === 0) {
           aAtClaim.open();
           await bDone.opened;
         }

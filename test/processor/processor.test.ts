@@ -269,7 +269,7 @@ describe('processor', () => {
     expect(rows.map((r) => r.row.source)).toEqual([{ topic: 'orders', partition: 0, offset: 0 }]);
   });
 
-  it('steady state with idempotency keys written ahead: one small transaction per batch, claims as parallel conditional updates', async () => {
+  it('steady state with idempotency keys written ahead: one small transaction per batch, claims created in batches of 25', async () => {
     const settings = settingsFor();
     const clients = createAwsClients();
     const calls = new CallCounter().attach(clients);
@@ -277,11 +277,12 @@ describe('processor', () => {
     await processor.processEvent(mskEvent(orderRecords(0, 0, 50)));
     calls.reset();
     await processor.processEvent(mskEvent(orderRecords(0, 50, 150)));
-    // The fence is read fresh before claims go ahead (a stale cached fence must not claim anything). A claim is an
-    // UpdateItem: it adds this attempt to the claim's holders (a release removes only its own attempt).
+    // The fence is read fresh before claims go ahead (a stale cached fence must not claim anything). Absent claims
+    // are created by PartiQL INSERTs, 25 per BatchExecuteStatement, each naming this attempt its holder (a release
+    // removes only its own attempt); only a key already held would cost an UpdateItem of its own.
     expect(calls.snapshot()).toEqual({
       'dynamodb:GetItem': 1,
-      'dynamodb:UpdateItem': 150,
+      'dynamodb:BatchExecuteStatement': 6,
       'dynamodb:TransactWriteItems': 1,
       's3:PutObject': 1,
     });

@@ -36,6 +36,10 @@ const keyed = (partition: number, offset: number, key: string): RecordSpec => ({
   headers: { 'idempotency-key': key },
 });
 
+/** A write of a claim: an UpdateItem, or a batch of INSERTs creating claims ahead (`claim-batch.ts`). */
+const isClaimWrite = (commandName: unknown): boolean =>
+  commandName === 'UpdateItemCommand' || commandName === 'BatchExecuteStatementCommand';
+
 function outputCounts(settings: Settings): Promise<Record<string, number>> {
   return stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId);
 }
@@ -185,8 +189,8 @@ describe('a release racing a confirm leaves the claim live', () => {
         if (context.commandName === 'TransactWriteItemsCommand') {
           throw Object.assign(new Error('refused for good'), { name: 'ValidationException' });
         }
-        // UpdateItems of A: 1 claim ahead, 2 leave holders, 3 mark released.
-        if (context.commandName === 'UpdateItemCommand' && ++updates === 3) {
+        // Claim writes of A: 1 claim ahead (a batch of INSERTs), 2 leave holders, 3 mark released.
+        if (isClaimWrite(context.commandName) && ++updates === 3) {
           aBetween.open();
           await bConfirmed.opened;
         }
@@ -366,7 +370,7 @@ describe('release racing an in-transaction put of the same record (claimWrite ch
         if (context.commandName === 'TransactWriteItemsCommand') {
           throw Object.assign(new Error('refused for good'), { name: 'ValidationException' });
         }
-        if (context.commandName === 'UpdateItemCommand' && ++updates === 3) {
+        if (isClaimWrite(context.commandName) && ++updates === 3) {
           aBetween.open();
           await bCommitted.opened;
         }

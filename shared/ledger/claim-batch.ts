@@ -1,0 +1,140 @@
+/**
+ * Claims created in batches (P4): PartiQL `INSERT` statements, up to {@link MAX_BATCH_STATEMENTS} per
+ * BatchExecuteStatement. An INSERT creates its item only if no item has its key, and fails on its own
+ * (`DuplicateItem`) otherwise, whatever the other statements of the call do: each key is still decided by its own
+ * condition, as a conditional put would. The batch only ever creates; every key it did not create (an existing
+ * claim: the record's own, another record's, an expired one; or a statement that failed for any other reason) is
+ * left to the caller's per-key create-or-confirm write (`claim-items.ts`), which decides it as it always did.
+ */
+import { BatchExecuteStatementCommand } from '@aws-sdk/lib-dynamodb';
+import { send, type TableRef } from '../aws/dynamo.ts';
+import type { ItemKey } from './layout.ts';
+import type { ClaimItem } from './records.ts';
+
+/** DynamoDB's limit on the statements of one BatchExecuteStatement. */
+export const MAX_BATCH_STATEMENTS = 25;
+
+/** BatchExecuteStatement calls in flight at once: a 500-record batch makes 20. */
+const BATCH_CONCURRENCY = 8;
+
+/** A claim to create: its item key and the claim, listing `attemptId` as its only holder. */
+export interface ClaimInsert {
+  readonly key: ItemKey;
+  readonly claim: ClaimItem;
+}
+
+/** What the batches did: claims created, and claims left to the per-key write. */
+export interface InsertedClaims {
+  readonly created: ClaimInsert[];
+  readonly undecided: ClaimInsert[];
+}
+
+/**
+ * The INSERT of a claim: exactly the attributes the per-key write creates (pk, sk, idempotencyKey, claimant,
+ * digest, expiresAt, and holders as a string set), as parameters (the document client marshals the Set to SS).
+ * Table names cannot hold a double quote, so quoting the name is enough.
+ */
+export function claimInsertStatement(table: string, { key, claim }: ClaimInsert, attemptId: string) {
+  return {
+    Statement:
+      `INSERT INTO "${table}" VALUE {'pk': ?, 'sk': ?, 'idempotencyKey': ?, 'claimant': ?, 'digest': ?, ` +
+      `'expiresAt': ?, 'holders': ?}`,
+    Parameters: [
+      key.pk,
+      key.sk,
+      claim.idempotencyKey,
+      claim.claimant,
+      claim.digest,
+      claim.expiresAt,
+      new Set([attemptId]),
+    ],
+  };
+}
+
+/**
+ * A statement refused for a missing permission: thrown, never left to the per-key write, so a role without
+ * `dynamodb:PartiQLInsert` fails loudly instead of paying one call per record unnoticed.
+ */
+export class ClaimInsertDeniedError extends Error {
+  override readonly name = 'AccessDeniedException';
+}
+
+/** Batches of distinct item keys (DynamoDB refuses a whole call naming one item twice); repeats go per key. */
+function batchesOf(inserts: readonly ClaimInsert[]): { batches: ClaimInsert[][]; repeats: ClaimInsert[] } {
+  const seen = new Set<string>();
+  const distinct: ClaimInsert[] = [];
+  const repeats: ClaimInsert[] = [];
+  for (const insert of inserts) {
+    const id = `${insert.key.pk}\u0000${insert.key.sk}`;
+    if (seen.has(id)) repeats.push(insert);
+    else {
+      seen.add(id);
+      distinct.push(insert);
+    }
+  }
+  const batches: ClaimInsert[][] = [];
+  for (let i = 0; i < distinct.length; i += MAX_BATCH_STATEMENTS) {
+    batches.push(distinct.slice(i, i + MAX_BATCH_STATEMENTS));
+  }
+  return { batches, repeats };
+}
+
+/** How one batch's statements came out: created, or left to the per-key write. */
+function sortResponses(
+  batch: readonly ClaimInsert[],
+  responses: readonly { Error?: { Code?: string; Message?: string } }[],
+  result: InsertedClaims,
+): void {
+  batch.forEach((insert, i) => {
+    const response = responses[i];
+    // A response missing for a statement says nothing of it: the per-key write decides it.
+    if (response !== undefined && response.Error === undefined) {
+      result.created.push(insert);
+      return;
+    }
+    if (response?.Error?.Code === 'AccessDenied') {
+      throw new ClaimInsertDeniedError(`claim insert refused: ${response.Error.Message ?? 'access denied'}`);
+    }
+    result.undecided.push(insert);
+  });
+}
+
+/**
+ * Creates the claims that are absent, in batches. A call that fails as a whole is classified as `send` does (a
+ * transient failure fails the invocation for the mapping's retry); once one has failed no further call starts,
+ * and the failure is thrown once the calls in flight have ended. A statement that failed on its own is left
+ * `undecided`: for `DuplicateItem` (the item exists), and for any other reason (throttled, a conflict, an internal
+ * error), since the per-key write retries and classifies it as before; only `AccessDenied` is thrown
+ * ({@link ClaimInsertDeniedError}).
+ */
+export async function insertClaims(
+  at: TableRef,
+  inserts: readonly ClaimInsert[],
+  attemptId: string,
+): Promise<InsertedClaims> {
+  const { batches, repeats } = batchesOf(inserts);
+  const result: InsertedClaims = { created: [], undecided: [...repeats] };
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const worker = async (): Promise<void> => {
+    while (next < batches.length && !failure) {
+      const batch = batches[next++]!;
+      try {
+        const output = await send(
+          at.doc,
+          new BatchExecuteStatementCommand({
+            Statements: batch.map((insert) => claimInsertStatement(at.table, insert, attemptId)),
+          }),
+          'dynamodb:BatchExecuteStatement(claims)',
+          { missingTable: at.table },
+        );
+        sortResponses(batch, output.Responses ?? [], result);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(BATCH_CONCURRENCY, batches.length) }, worker));
+  if (failure) throw failure.error;
+  return result;
+}
