@@ -4,7 +4,9 @@
  * rest on another writer's update that has not committed. When it did, two partitions of one container whose
  * transactions failed for other reasons (a throttle, a moved fence, a refused field) left beliefs that made each
  * other's next guesses wrong, and on a virtual clock they refused each other forever: the chaos test's at-least-once
- * run of a min/max/latest workload never finished. Real DynamoDB Local.
+ * run of a min/max/latest workload never finished. Beside them: a belief is of one table, pipeline and key, and
+ * the guess compares values as DynamoDB's condition does at the edges (±0, the smallest and largest numbers, ties
+ * of latest). Real DynamoDB Local.
  */
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -14,7 +16,7 @@ import { FenceMovedError, NO_FENCE, StagingLedger } from '../../shared/ledger/st
 import { StateConditionError, StateTypeConflictError } from '../../shared/ledger/state-items.ts';
 import { forgetStateKnowledge } from '../../shared/ledger/state-knowledge.ts';
 import { readStateItem } from '../../shared/ledger/state-read.ts';
-import type { StateDelta } from '../../shared/transforms/types.ts';
+import type { LatestValue, StateDelta } from '../../shared/transforms/types.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 
 let res: TestResources;
@@ -145,5 +147,94 @@ describe('a belief rests only on what committed', () => {
     expect(Math.max(...tries)).toBeLessThanOrEqual(2);
     expect(await values(pipeline, 'a')).toEqual({ high: 5 });
     expect(await values(pipeline, 'b')).toEqual({ high: 5 });
+  });
+});
+
+/** Sends the update again after a refusal that taught the ledger something, once at most; returns the refusals. */
+async function applyLearning(pipeline: string, state: StateDelta[]): Promise<number> {
+  const txn = () => ({ pipeline, topic: 'orders', partition: 0, state: state.map((d) => ({ ...d })) });
+  try {
+    await ledger().applyState(txn());
+    return 0;
+  } catch (error) {
+    if (!(error instanceof StateConditionError)) throw error;
+    expect(error.learnt).toBe(true);
+    await ledger().applyState(txn());
+    return 1;
+  }
+}
+
+describe('a belief is of one table, one pipeline, one key', () => {
+  it('the same key in another pipeline of the table, or in another table, commits on its first try', async () => {
+    const first = uniqueName('one');
+    const second = uniqueName('two');
+    const elsewhere = await freshResources('stateadv2');
+    const other = new StagingLedger(elsewhere.clients.dynamodb, elsewhere.table);
+    const high = delta('shared', { max: { high: 100 }, latest: { last: { value: 'z', at: 9 } } });
+    await ledger().applyState({ pipeline: first, topic: 'orders', partition: 0, state: [high] });
+    // A belief of the first pipeline's item used for either would guess skip, refused on the absent item.
+    const low = () => [delta('shared', { max: { high: 50 }, latest: { last: { value: 'a', at: 3 } } })];
+    await ledger().applyState({ pipeline: second, topic: 'orders', partition: 0, state: low() });
+    await other.applyState({ pipeline: first, topic: 'orders', partition: 0, state: low() });
+    expect(await values(second, 'shared')).toEqual({ high: 50, last: 'a' });
+    expect(
+      (
+        await readStateItem(
+          { doc: ledgerDocumentClient(elsewhere.clients.dynamodb), table: elsewhere.table },
+          first,
+          'shared',
+        )
+      )?.values,
+    ).toEqual({ high: 50, last: 'a' });
+    expect(await values(first, 'shared')).toEqual({ high: 100, last: 'z' });
+  });
+});
+
+describe('DynamoDB compares as the guess does', () => {
+  // A comparison on which the guess and the condition disagree would be refused on every try, teaching nothing:
+  // the batch would fail forever. Each value goes out from a warm container (beliefs of every earlier value) or
+  // a cold one, alternately; each is refused at most once, and that refusal teaches.
+  const NUMBERS = [0.3, -0, 1e-130, 0, -1e-130, 2 ** 53 - 1, 0.1 + 0.2, -(2 ** 53 - 1), 0.1, -0.3, 1e-130];
+
+  it('min and max of ±0, ±1e-130, ±(2^53 - 1) and 0.1 + 0.2 hold the join, cold or warm', async () => {
+    for (const cold of [false, true]) {
+      const pipeline = uniqueName('numbers');
+      const refusals: number[] = [];
+      for (const [i, value] of NUMBERS.entries()) {
+        if (cold || i % 3 === 0) forgetStateKnowledge();
+        refusals.push(
+          await applyLearning(pipeline, [delta('n', { min: { low: value }, max: { high: value } })]),
+        );
+      }
+      expect(await values(pipeline, 'n')).toEqual({ low: -(2 ** 53 - 1), high: 2 ** 53 - 1 });
+      expect(refusals.every((r) => r <= 1)).toBe(true);
+    }
+  });
+
+  it('latest at equal and extreme times (numbers above strings, -0 as 0, UTF-8 order) holds the join, cold or warm', async () => {
+    const top = Number.MAX_SAFE_INTEGER;
+    const latest: LatestValue[] = [
+      { value: 'b', at: 5 },
+      { value: -0, at: 5 },
+      { value: '\u{1F600}', at: 5 },
+      { value: 0, at: 5 },
+      { value: '\uFFFF', at: 5 },
+      { value: -1e-130, at: 5 },
+      { value: 1e-130, at: 5 },
+      { value: 'z', at: 4 },
+      { value: '', at: top },
+      { value: 'a', at: top },
+      { value: -(2 ** 53 - 1), at: top },
+      { value: 'b', at: top },
+    ];
+    for (const cold of [false, true]) {
+      const pipeline = uniqueName('ties');
+      for (const [i, value] of latest.entries()) {
+        if (cold || i % 3 === 0) forgetStateKnowledge();
+        await applyLearning(pipeline, [delta('t', { latest: { last: value } })]);
+        if (i === 6) expect(await values(pipeline, 't')).toEqual({ last: 1e-130 });
+      }
+      expect(await values(pipeline, 't')).toEqual({ last: -(2 ** 53 - 1) });
+    }
   });
 });

@@ -3,7 +3,8 @@
  * latest update is sent on conditions that state the ledger's guess, and a cancelled condition teaches the ledger
  * the stored item before the chunk is sent again. Inside the protocol each such refusal means another writer
  * committed, so it ends; a writer that keeps deleting and rewriting the item behind the pipeline would refuse every
- * try, and the invocation must fail the batch (its retry starts afresh) rather than loop until it times out.
+ * try, and the invocation must fail the batch (its retry starts afresh) rather than loop until it times out. A record
+ * whose operation meets a field another operation holds is dead-lettered the same whatever the container believes.
  * Real DynamoDB Local.
  */
 import { DeleteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
@@ -70,5 +71,47 @@ describe('the direct path under a writer outside the protocol', () => {
     const target = { ledger, pipeline, topic: 'orders', partition: 0, maxItems: 100 };
     await expect(applyDirectState(target, [record(1, 40)])).rejects.toBeInstanceOf(StateConditionError);
     expect(tries).toBe(MAX_CONDITION_RELEARNING + 1);
+  });
+});
+
+describe('a record mixing operations on a field, on every retry', () => {
+  function on(offset: number, change: Partial<EvaluatedRecord['state'][number]>): EvaluatedRecord {
+    const base = record(offset, 0);
+    return { ...base, state: [{ key: 'sensor', fields: {}, add: {}, ...change }] } as EvaluatedRecord;
+  }
+
+  it('is dead-lettered with the same reason warm, cold, and after another writer moved the field', async () => {
+    forgetStateKnowledge();
+    const pipeline = uniqueName('mixed');
+    const real = new StagingLedger(res.clients.dynamodb, res.table);
+    const batch = [
+      on(0, { max: { high: 5 } }),
+      on(1, { min: { high: 3 } }),
+      on(2, { latest: { high: { value: 'x', at: 1 } } }),
+      on(3, { add: { high: 1 } }),
+      on(4, { fields: { high: 'text' } }),
+      on(5, { max: { high: 7 } }),
+    ];
+    const target = { ledger: real, pipeline, topic: 'orders', partition: 0, maxItems: 8 };
+    const reasons = async () =>
+      (await applyDirectState(target, batch)).records.flatMap((r) =>
+        r.deadLetter === undefined ? [] : [[r.offset, r.deadLetter.error]],
+      );
+    const first = await reasons();
+    expect(first.map(([offset]) => offset)).toEqual([1, 2, 3, 4]);
+    expect(await reasons()).toEqual(first);
+    forgetStateKnowledge();
+    expect(await reasons()).toEqual(first);
+    // Another writer moves the max past what this container believes it to be.
+    await ledgerDocumentClient(res.clients.dynamodb).send(
+      new UpdateCommand({
+        TableName: res.table,
+        Key: keys.state(pipeline, 'sensor'),
+        UpdateExpression: 'SET high = :h',
+        ExpressionAttributeValues: { ':h': 9 },
+      }),
+    );
+    expect(await reasons()).toEqual(first);
+    expect((await real.readState(pipeline, 'sensor'))?.high).toBe(9);
   });
 });
