@@ -64,14 +64,22 @@ export class StateConditionError extends PipelineError {
     readonly stateKeys: readonly string[],
     readonly stored: ReadonlyMap<string, Record<string, unknown> | undefined>,
     readonly learnt: boolean,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; turned?: readonly string[] },
   ) {
     super(
       `keyed state is not as the update's conditions say (${stateKeys.join(', ')}): a min, max or latest field ` +
         'was moved by another writer, or a field holds another operation',
-      options,
+      { cause: options?.cause },
     );
+    this.turned = options?.turned ?? [];
   }
+
+  /**
+   * The fields (`<state key>\u0000<field>`) the refusal turned from an `apply` guess to a `skip`: the stored field
+   * was found ahead of the value sent. Within the protocol a field turns once per chunk (a stored field only moves
+   * on, so the `skip` stays right), which is what tells a refusal that makes progress from one that repeats.
+   */
+  readonly turned: readonly string[];
 }
 
 /** DynamoDB's words for an ADD (or another operand) meeting an attribute of the wrong type. */
@@ -108,6 +116,7 @@ function conditionRefusal(
   error: unknown,
 ): StateConditionError {
   const stored = new Map<string, Record<string, unknown> | undefined>();
+  const turned: string[] = [];
   let learnt = false;
   for (const { delta, item } of refused) {
     stored.set(delta.key, item);
@@ -115,9 +124,13 @@ function conditionRefusal(
     if (plan === undefined) continue;
     learn(plan.table, plan.pipeline, delta.key, item);
     const next = guessesFor(delta, beliefsOf(plan.table, plan.pipeline, delta.key));
-    for (const [field, { guess }] of plan.guesses) if (next.get(field)?.guess !== guess) learnt = true;
+    for (const [field, { guess }] of plan.guesses) {
+      const now = next.get(field)?.guess;
+      if (now !== guess) learnt = true;
+      if (guess === 'apply' && now === 'skip') turned.push(`${delta.key}\u0000${field}`);
+    }
   }
-  return new StateConditionError([...stored.keys()], stored, learnt, { cause: error });
+  return new StateConditionError([...stored.keys()], stored, learnt, { cause: error, turned });
 }
 
 /**

@@ -57,8 +57,21 @@ export function assume(
   if (moved.size === 0) return;
   const id = slot(table, pipeline, stateKey);
   const fields = new Map(beliefs.get(id) ?? []);
-  for (const [field, belief] of moved) fields.set(field, belief);
+  for (const [field, belief] of moved) fields.set(field, furthest(fields.get(field), belief));
   remember(id, fields);
+}
+
+/**
+ * The further along of two beliefs about one field: another partition's commit believed late (its transaction
+ * answered after a later one) must not set a belief back, which would make the next guess a refused `apply`.
+ */
+function furthest(known: Belief | undefined, committed: Belief): Belief {
+  if (known?.operation !== committed.operation) return committed;
+  if (known.operation === 'latest' && committed.operation === 'latest')
+    return compareUtf8(known.order, committed.order) >= 0 ? known : committed;
+  if (known.operation === 'latest' || committed.operation === 'latest') return committed;
+  const ahead = known.operation === 'min' ? known.value <= committed.value : known.value >= committed.value;
+  return ahead ? known : committed;
 }
 
 /** Believes what a stored item (read now, or returned by a cancelled condition) holds; `undefined`: no item. */

@@ -10,12 +10,7 @@
 import { planChunk } from './chunks.ts';
 import { deadLetterOf, type EvaluatedRecord, foldState } from './evaluate.ts';
 import type { ProcessorLedger } from './ledger-port.ts';
-import {
-  isStateRefusal,
-  MAX_CONDITION_RELEARNING,
-  onlyRelearnt,
-  refusedStateRecords,
-} from './state-refusal.ts';
+import { isStateRefusal, RelearningBound, refusedStateRecords } from './state-refusal.ts';
 
 export interface DirectState {
   /** The batch's records, those refused for their state turned into dead letters. */
@@ -46,7 +41,7 @@ export async function applyDirectState(
   let records = evaluated;
   let transactions = 0;
   let next = 0;
-  let relearnt = 0;
+  const bound = new RelearningBound();
   while (next < records.length) {
     // No claims: this guarantee does not dedupe by key.
     const chunk = planChunk(records.slice(next), NOTHING_DROPPED, maxItems, () => false);
@@ -60,7 +55,7 @@ export async function applyDirectState(
       if (!isStateRefusal(error)) throw error;
       // Nothing of the refused transaction was applied: the chunk is planned again without the refused state.
       const found = await refusedStateRecords(error, chunk.kept, read, refused);
-      if (onlyRelearnt(error, found, refused) && ++relearnt > MAX_CONDITION_RELEARNING) throw error;
+      bound.judge(error, found, refused);
       for (const [offset, reason] of found) refused.set(offset, reason);
       records = records.map((record) => {
         const reason = found.get(record.offset);
@@ -68,6 +63,7 @@ export async function applyDirectState(
       });
       continue;
     }
+    bound.committed();
     next += chunk.records.length;
   }
   return { records, transactions };

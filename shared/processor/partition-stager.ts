@@ -47,12 +47,7 @@ import type { KeyConflict } from './observer.ts';
 import type { ReplayMode } from './replay-mode.ts';
 import { type Counts, NO_COUNTS, type PartitionReport } from './report.ts';
 import { entryFor, type StagedObject, writeObjects } from './staged-objects.ts';
-import {
-  isStateRefusal,
-  MAX_CONDITION_RELEARNING,
-  onlyRelearnt,
-  refusedStateRecords,
-} from './state-refusal.ts';
+import { isStateRefusal, RelearningBound, refusedStateRecords } from './state-refusal.ts';
 
 /** The container-wide parts a stager works with (built once by `Processor`). */
 export interface StagerParts {
@@ -100,8 +95,8 @@ export class PartitionStager {
   private readonly windowScope: boolean;
   private window: KeyWindow | undefined;
   private windowMismatches = 0;
-  /** Condition refusals that only taught the ledger (see `MAX_CONDITION_RELEARNING`). */
-  private relearnt = 0;
+  /** Condition refusals of the chunk that made no progress (see `MAX_CONDITION_RELEARNING`). */
+  private readonly relearning = new RelearningBound();
   private readonly claimsAhead: boolean;
   /** Claims ahead written (or none to write): only once per batch, after its first staged write. */
   private claimed = true;
@@ -370,6 +365,7 @@ export class PartitionStager {
       return false;
     }
     this.reportCommitted(chunk, from);
+    this.relearning.committed();
     this.setFence({ stagedOffset: chunk.lastOffset, identity, updatedAt: ctx.clock.now() });
     this.afterCommitWindow(chunk, from, keyWindow);
     // Released or handed over by the transaction: no longer this attempt's to release if the batch fails.
@@ -406,9 +402,7 @@ export class PartitionStager {
     // Throws the refusal when it finds nothing new to dead-letter (see refusedStateRecords).
     const read = (stateKey: string) => this.ctx.ledger.readState(this.ctx.settings.pipelineId, stateKey);
     const found = await refusedStateRecords(error, chunk.kept, read, this.stateRefused);
-    if (onlyRelearnt(error, found, this.stateRefused) && ++this.relearnt > MAX_CONDITION_RELEARNING) {
-      throw error;
-    }
+    this.relearning.judge(error, found, this.stateRefused);
     for (const [offset, reason] of found) this.stateRefused.set(offset, reason);
     this.decide();
     if (this.claimsAhead) {

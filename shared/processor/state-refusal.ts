@@ -18,20 +18,38 @@ import type { EvaluatedRecord } from './evaluate.ts';
 import { oversizedStateRecords } from './state-size.ts';
 
 /**
- * Condition refusals in a row that only taught the ledger (no record to dead-letter) before the batch fails. Beliefs
- * rest only on committed updates and stored items, so each such refusal means another writer committed the key
- * since it was learnt: a partition meets a few under contention. The bound keeps a defect or a writer outside the
- * protocol from holding an invocation in the loop until it times out; the batch's retry starts afresh.
+ * Condition refusals of one chunk that made no progress before the batch fails. A refusal makes progress when it
+ * turns a field's guess from `apply` to `skip` (the stored field was ahead of the value): within the protocol a
+ * field turns at most once per chunk, since beliefs rest only on committed updates and stored items and a stored
+ * field only moves on. So a chunk meets at most as many progressing refusals as it has min, max and latest fields,
+ * however cold the container or hot the key; only a writer outside the protocol (an item deleted and rewritten
+ * behind the pipeline) refuses without progress, and the bound keeps it from holding the invocation in the loop
+ * until it times out. The batch's retry starts afresh.
  */
 export const MAX_CONDITION_RELEARNING = 25;
 
-/** Whether a refusal that dead-letters `found` taught nothing beyond the records `refused` already. */
-export function onlyRelearnt(
-  error: StateRefusal,
-  found: ReadonlyMap<number, string>,
-  refused: ReadonlyMap<number, string>,
-): boolean {
-  return error instanceof StateConditionError && [...found.keys()].every((offset) => refused.has(offset));
+/** Counts a partition's condition refusals that only taught the ledger, per chunk (see `MAX_CONDITION_RELEARNING`). */
+export class RelearningBound {
+  private readonly turned = new Set<string>();
+  private idle = 0;
+
+  /** A chunk committed: the next one starts its count afresh. */
+  committed(): void {
+    this.turned.clear();
+    this.idle = 0;
+  }
+
+  /**
+   * Judges a refusal that dead-letters `found` (with `refused` the records dead-lettered before it): throws `error`
+   * when it is one refusal too many that dead-letters nothing new and turns no new guess.
+   */
+  judge(error: StateRefusal, found: ReadonlyMap<number, string>, refused: ReadonlyMap<number, string>): void {
+    if (!(error instanceof StateConditionError)) return;
+    if ([...found.keys()].some((offset) => !refused.has(offset))) return;
+    const fresh = error.turned.filter((field) => !this.turned.has(field));
+    for (const field of fresh) this.turned.add(field);
+    if (fresh.length === 0 && ++this.idle > MAX_CONDITION_RELEARNING) throw error;
+  }
 }
 
 /** Reads a keyed-state item as stored (strongly consistent), or undefined. */

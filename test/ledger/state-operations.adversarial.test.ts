@@ -14,7 +14,7 @@ import { ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import { keys } from '../../shared/ledger/layout.ts';
 import { FenceMovedError, NO_FENCE, StagingLedger } from '../../shared/ledger/staging-ledger.ts';
 import { StateConditionError, StateTypeConflictError } from '../../shared/ledger/state-items.ts';
-import { forgetStateKnowledge } from '../../shared/ledger/state-knowledge.ts';
+import { assume, beliefsOf, forgetStateKnowledge } from '../../shared/ledger/state-knowledge.ts';
 import { readStateItem } from '../../shared/ledger/state-read.ts';
 import type { LatestValue, StateDelta } from '../../shared/transforms/types.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
@@ -236,5 +236,30 @@ describe('DynamoDB compares as the guess does', () => {
       }
       expect(await values(pipeline, 't')).toEqual({ last: -(2 ** 53 - 1) });
     }
+  });
+
+  it('a commit believed after a later one of the same field (its answer came late) does not set the belief back', () => {
+    const at = ['t', 'p', 'k'] as const;
+    assume(
+      ...at,
+      new Map([
+        ['high', { operation: 'max', value: 10 }],
+        ['low', { operation: 'min', value: 1 }],
+      ]),
+    );
+    assume(
+      ...at,
+      new Map([
+        ['high', { operation: 'max', value: 5 }],
+        ['low', { operation: 'min', value: 4 }],
+      ]),
+    );
+    assume(...at, new Map([['last', { operation: 'latest', order: 'b' }]]));
+    assume(...at, new Map([['last', { operation: 'latest', order: 'a' }]]));
+    expect(Object.fromEntries(beliefsOf(...at))).toEqual({
+      high: { operation: 'max', value: 10 },
+      low: { operation: 'min', value: 1 },
+      last: { operation: 'latest', order: 'b' },
+    });
   });
 });

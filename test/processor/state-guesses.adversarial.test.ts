@@ -127,13 +127,13 @@ const COLD_KEYS = Array.from({ length: 135 }, (_, i) => `sensor-${i}`);
 const COLD_RECORDS = COLD_KEYS.length / 5;
 
 describe('the relearning bound on a legitimate workload', () => {
-  it.fails('at-least-once: a container that has not met the keys applies a long batch whose values leave the stored maxima as they are', async () => {
+  it('at-least-once: a container that has not met the keys applies a long batch whose values leave the stored maxima as they are', async () => {
     // One writer, no contention. The stored maxima were written earlier (another container, or this one before
     // a cold start or before the keys left its 10,000-key memory). maxTransactionItems 8: six state keys a chunk,
     // 27 chunks. Each chunk's first try guesses `apply` for keys it holds no belief of; DynamoDB refuses (the
     // stored max is above), the ledger learns, the second try skips and commits: one refusal a chunk, each one
-    // only teaching. The bound counts them per batch and no committed chunk resets it, so the 26th chunk's
-    // refusal fails the batch (and again on every retry that lands in a container without the beliefs).
+    // turning the chunk's guesses to skips: progress, which the bound never counts (it counts, per chunk, the
+    // refusals that turn no guess), so 27 refusals in a batch do not fail it.
     const pipeline = uniqueName('cold');
     const keys = Array.from({ length: 162 }, (_, i) => `sensor-${i}`);
     await seedMaxima(pipeline, keys, 100);
@@ -148,9 +148,9 @@ describe('the relearning bound on a legitimate workload', () => {
     expect(await values(pipeline, 'sensor-161')).toEqual({ high: 100 });
   });
 
-  it.fails('exactly-once: a cold container stages a long batch whose values leave the stored maxima as they are, without failing it', async () => {
-    // The staging loop counts the same refusals (one a chunk, each only teaching) in the same per-batch counter:
-    // the 26th fails the batch, which the processor reports as a partition stopped on a structural error.
+  it('exactly-once: a cold container stages a long batch whose values leave the stored maxima as they are, without failing it', async () => {
+    // The staging loop judges the same refusals (one a chunk, each turning guesses) by the same bound: were they
+    // counted, the 26th would fail the batch, reported as a partition stopped on a structural error.
     const settings = settingsFor();
     await seedMaxima(settings.pipelineId, COLD_KEYS, 100);
     forgetStateKnowledge();
@@ -166,9 +166,9 @@ describe('the relearning bound on a legitimate workload', () => {
     expect(outcome).toMatchObject({ partitions: [{ stagedRows: COLD_RECORDS, chunks: COLD_RECORDS }] });
   });
 
-  it.fails('none: a cold container writes every row of a long batch whose values leave the stored maxima as they are', async () => {
-    // Under `none` a failed batch is acknowledged as it stands: the bound firing on the 26th chunk drops the
-    // batch's rows (the state goes first, the rows after it), on a workload with no fault and no other writer.
+  it('none: a cold container writes every row of a long batch whose values leave the stored maxima as they are', async () => {
+    // Under `none` a failed batch is acknowledged as it stands: a bound firing here would drop the batch's rows
+    // (the state goes first, the rows after it), on a workload with no fault and no other writer.
     const settings = settingsFor({ deliveryGuarantee: 'none' });
     await seedMaxima(settings.pipelineId, COLD_KEYS, 100);
     forgetStateKnowledge();
@@ -214,12 +214,12 @@ describe('the relearning bound on a legitimate workload', () => {
 });
 
 describe('the relearning bound under other writers of the same keys', () => {
-  it.fails('a writer a little behind another on a hot latest key applies a long batch (each chunk refused once)', async () => {
+  it('a writer a little behind another on a hot latest key applies a long batch (each chunk refused once)', async () => {
     // Two partitions whose records carry nearly the same times write `last` of one key ("global"), in another
     // container each. Before each chunk of this writer the other commits a value just later than the chunk's:
     // this writer's `apply` (its belief is the other's previous value, below its own) is refused, it learns,
     // skips and commits. One refusal a chunk, each meaning another writer committed: the lock-free progress the
-    // loop relies on. The per-batch bound still fails the batch at the 26th chunk.
+    // loop relies on, which the bound must not count.
     const pipeline = uniqueName('hot');
     const other = await otherContainer();
     let moved = -1;
@@ -248,11 +248,11 @@ describe('the relearning bound under other writers of the same keys', () => {
     expect(await values(pipeline, 'global')).toEqual({ last: `other-${10 * 134 + 1}` });
   });
 
-  it.fails('a chunk whose keys other writers pass one at a time between its tries commits once it has learnt them all', async () => {
+  it('a chunk whose keys other writers pass one at a time between its tries commits once it has learnt them all', async () => {
     // One record, thirty keys (maxTransactionItems 40). Before each try another container moves one more of the
     // keys past this record's value: each refusal names the one key moved and teaches it, the next try skips it
-    // and is refused on the next. Thirty refusals that each mean another writer committed, in one chunk: a bound
-    // that does not grow with the keys of the chunk fails it (and its retry, while other writers keep at it).
+    // and is refused on the next. Thirty refusals that each mean another writer committed, in one chunk: each
+    // turns a new guess, so a bound that counts refusals without progress lets the chunk commit.
     const pipeline = uniqueName('many');
     const other = await otherContainer();
     const keys = Array.from({ length: 30 }, (_, i) => `region-${i}`);
