@@ -94,7 +94,7 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   missingIdempotencyKey:
     'A record in which the idempotency key source finds nothing (a missing header or field, a transform returning no key): `dead-letter` writes it to the dead-letter stream with the reason `no idempotency key: <source> …`; `offset-only` processes it with offset dedupe only. Counted either way (`missingKeys`, metric `IdempotencyKeysMissing`).',
   claimWrite:
-    'How idempotency claims are written: `ahead` (parallel conditional puts that name their claimant, before the staging transaction) or `in-transaction` (inside the staging transactions).',
+    'How idempotency claims are written: `ahead` (before the staging transaction, in batches of conditional inserts that name their claimant) or `in-transaction` (inside the staging transactions).',
   idempotencyScope:
     'Where idempotency keys are remembered: `global` (one claim item per key: duplicates caught across partitions, one conditional write per keyed record) or `partition` (a window of recent keys per Kafka partition, written in its staging transaction: no extra call per batch; only for keys that never cross partitions, such as the Kafka message key). See [idempotency scope](architecture.md#idempotency-scope).',
   idempotencyWindowKeys:

@@ -141,7 +141,7 @@ export const settingsSchema = z
      */
     missingIdempotencyKey: z.enum(MISSING_IDEMPOTENCY_KEY).default('dead-letter'),
     /**
-     * How idempotency claims are written: `ahead` (default) as parallel conditional puts naming their claimant,
+     * How idempotency claims are written: `ahead` (default) as batches of conditional inserts naming their claimant,
      * before the staging transaction (P1's sanctioned shortcut, docs/architecture.md: one small transaction per
      * batch instead of one 100-item transaction per ~95 records); `in-transaction` inside the staging transactions.
      */

@@ -175,7 +175,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
    * duplicate in the steady state, its holder's lane open) now costs one more strongly consistent GetItem per
    * distinct claimant partition, made one after another: claims.ts `Claims.releaseOrphans` reads the claimant's fence
    * for every claim found taken, before it knows the lane is closed (its doc says "one fence read per closed lane
-   * met"). The architecture's cost ("add a fresh read of the fence and one conditional put per keyed record") no
+   * met"). The architecture's cost (a fresh read of the fence and the claims ahead in batches of 25) no
    * longer holds for a batch with duplicates; with N holder partitions the batch waits N serial reads. In
    * `in-transaction` mode every cancelled claim (ClaimsTakenError) pays the same.
    */
