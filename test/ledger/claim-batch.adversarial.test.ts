@@ -5,6 +5,7 @@
  * lost after DynamoDB applied it (the SDK resends it), a call paused until another attempt has acted.
  */
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
+import type { InitializeMiddleware, MetadataBearer, MiddlewareStack } from '@smithy/types';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CallCounter } from '../../shared/aws/call-counter.ts';
 import { type AwsClients, createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
@@ -59,12 +60,15 @@ async function claimOf(pipeline: string, key: string) {
 const plain = (value: unknown): unknown =>
   typeof value === 'object' && value !== null && 'S' in value ? (value as { S: unknown }).S : value;
 
-type Middleware = Parameters<AwsClients['dynamodb']['middlewareStack']['add']>[0];
+type Middleware = InitializeMiddleware<object, MetadataBearer>;
 
 /** Clients with `middleware` at the initialize step (before the SDK's retries). */
 function clientsWith(name: string, middleware: Middleware): AwsClients {
   const clients = createAwsClients();
-  clients.dynamodb.middlewareStack.add(middleware, { step: 'initialize', name });
+  (clients.dynamodb.middlewareStack as unknown as MiddlewareStack<object, MetadataBearer>).add(middleware, {
+    step: 'initialize',
+    name,
+  });
   return clients;
 }
 
