@@ -27,7 +27,12 @@ export interface ClaimInsert {
 export interface InsertedClaims {
   readonly created: ClaimInsert[];
   readonly undecided: ClaimInsert[];
+  /** Repeats of a key listed earlier: decided after the first of their key (`claim-items.ts`). */
+  readonly repeats: ClaimInsert[];
 }
+
+/** Told of each claim as it is created (or confirmed), so a failure later in the call still knows it held it. */
+export type OnHeld = (claim: ClaimItem) => void;
 
 /**
  * The INSERT of a claim: exactly the attributes the per-key write creates (pk, sk, idempotencyKey, claimant,
@@ -84,19 +89,22 @@ function sortResponses(
   batch: readonly ClaimInsert[],
   responses: readonly { Error?: { Code?: string; Message?: string } }[],
   result: InsertedClaims,
+  onHeld: OnHeld,
 ): void {
+  let denied: string | undefined;
   batch.forEach((insert, i) => {
     const response = responses[i];
     // A response missing for a statement says nothing of it: the per-key write decides it.
     if (response !== undefined && response.Error === undefined) {
       result.created.push(insert);
+      onHeld(insert.claim);
       return;
     }
-    if (response?.Error?.Code === 'AccessDenied') {
-      throw new ClaimInsertDeniedError(`claim insert refused: ${response.Error.Message ?? 'access denied'}`);
-    }
+    if (response?.Error?.Code === 'AccessDenied') denied ??= response.Error.Message ?? 'access denied';
     result.undecided.push(insert);
   });
+  // Thrown once every statement of the call is sorted: the claims it created are held (and released) all the same.
+  if (denied !== undefined) throw new ClaimInsertDeniedError(`claim insert refused: ${denied}`);
 }
 
 /**
@@ -111,9 +119,10 @@ export async function insertClaims(
   at: TableRef,
   inserts: readonly ClaimInsert[],
   attemptId: string,
+  onHeld: OnHeld = () => {},
 ): Promise<InsertedClaims> {
   const { batches, repeats } = batchesOf(inserts);
-  const result: InsertedClaims = { created: [], undecided: [...repeats] };
+  const result: InsertedClaims = { created: [], undecided: [], repeats };
   let next = 0;
   let failure: { error: unknown } | undefined;
   const worker = async (): Promise<void> => {
@@ -128,7 +137,7 @@ export async function insertClaims(
           'dynamodb:BatchExecuteStatement(claims)',
           { missingTable: at.table },
         );
-        sortResponses(batch, output.Responses ?? [], result);
+        sortResponses(batch, output.Responses ?? [], result, onHeld);
       } catch (error) {
         failure ??= { error };
       }

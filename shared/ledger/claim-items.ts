@@ -13,7 +13,7 @@ import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { send, sendConditional, type TableRef } from '../aws/dynamo.ts';
 import { mapLimit } from '../concurrency.ts';
 import { PipelineError } from '../errors.ts';
-import { insertClaims } from './claim-batch.ts';
+import { insertClaims, type OnHeld } from './claim-batch.ts';
 import { generationOfLane } from './epochs.ts';
 import { keys } from './layout.ts';
 import { type ClaimItem, parseClaimant } from './records.ts';
@@ -185,7 +185,8 @@ function claimAheadUpdate(table: string, pipeline: string, claim: ClaimItem, now
  * processor compares digests: duplicate or conflict) and the claims it holds now. A claim written here whose
  * record never commits stays until the record's retry re-claims it as its own and commits it, or until the batch
  * fails deterministically and releases it ({@link releaseClaims}). Each claim created or confirmed lists
- * `attemptId` among its holders: a release removes only its own attempt.
+ * `attemptId` among its holders: a release removes only its own attempt. `onHeld` is told of each claim as soon as
+ * it is created or confirmed, so that when this call fails partway the caller still releases what it wrote.
  */
 export async function claimAhead(
   at: TableRef,
@@ -193,20 +194,35 @@ export async function claimAhead(
   claims: readonly ClaimItem[],
   now: number,
   attemptId: string,
+  onHeld: OnHeld = () => {},
 ): Promise<ClaimsAhead> {
   const inserts = claims.map((claim) => ({
     key: keys.claim(pipeline, claim.idempotencyKey, claimGeneration(claim.claimant)),
     claim,
   }));
-  const { created, undecided } = await insertClaims(at, inserts, attemptId);
-  const rest = await claimAheadKeys(
+  const { created, undecided, repeats } = await insertClaims(at, inserts, attemptId, onHeld);
+  const firsts = await claimAheadKeys(
     at,
     pipeline,
     undecided.map(({ claim }) => claim),
     now,
     attemptId,
+    onHeld,
   );
-  return { ...rest, held: [...created.map(({ claim }) => claim), ...rest.held] };
+  // A key listed twice is held by its first record: the repeats are decided once the first is.
+  const later = await claimAheadKeys(
+    at,
+    pipeline,
+    repeats.map(({ claim }) => claim),
+    now,
+    attemptId,
+    onHeld,
+  );
+  return {
+    taken: [...firsts.taken, ...later.taken],
+    expired: [...firsts.expired, ...later.expired],
+    held: [...created.map(({ claim }) => claim), ...firsts.held, ...later.held],
+  };
 }
 
 /** Claims ahead one conditional update per key, in parallel: create, or confirm a live claim of the same record. */
@@ -216,6 +232,7 @@ async function claimAheadKeys(
   claims: readonly ClaimItem[],
   now: number,
   attemptId: string,
+  onHeld: OnHeld,
 ): Promise<ClaimsAhead> {
   const result: ClaimsAhead = { taken: [], expired: [], held: [] };
   let next = 0;
@@ -234,6 +251,7 @@ async function claimAheadKeys(
           },
         );
         result.held.push(claim);
+        onHeld(claim);
       } catch (error) {
         if (!isConditionFailed(error)) {
           failure ??= { error };

@@ -114,8 +114,9 @@ export class StagingLedger {
     claims: readonly ClaimItem[],
     now: number,
     attemptId: string,
+    onHeld?: (claim: ClaimItem) => void,
   ): Promise<ClaimsAhead> {
-    return claimAhead(this.at, pipeline, claims, now, attemptId);
+    return claimAhead(this.at, pipeline, claims, now, attemptId, onHeld);
   }
 
   /** AT_LEAST_ONCE / NONE: one chunk's keyed-state deltas, without fence (`state-items.ts`). */

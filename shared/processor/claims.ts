@@ -65,14 +65,18 @@ export class Claims {
     partition: number,
     attemptId: string,
   ): Promise<ClaimHolder[]> {
-    const claims = this.claimsFor(
-      pending.filter((record) => !dropped.has(record.offset)),
-      topic,
-      partition,
+    const keyed = pending.filter(
+      (record) => record.idempotencyKey !== undefined && !dropped.has(record.offset),
     );
+    const claims = this.claimsFor(keyed, topic, partition);
     if (claims.length === 0) return [];
     const { ledger, settings, clock } = this.ctx;
-    const found = await ledger.claimAhead(settings.pipelineId, claims, clock.now(), attemptId);
+    // Held from the moment each is written: a call that then fails for good still releases every claim it wrote.
+    const offsets = new Map(claims.map((claim, i) => [claim, keyed[i]!.offset]));
+    const found = await ledger.claimAhead(settings.pipelineId, claims, clock.now(), attemptId, (claim) => {
+      const offset = offsets.get(claim);
+      if (offset !== undefined) held.set(offset, claim);
+    });
     const orphaned = await this.releaseOrphans(found.taken, topic, partition);
     const expired = new Set([...found.expired, ...orphaned]);
     const heldKeys = new Map(found.held.map((claim) => [claim.idempotencyKey, claim]));

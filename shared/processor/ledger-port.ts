@@ -49,6 +49,8 @@ export interface ProcessorLedger {
     claims: readonly ClaimItem[],
     now: number,
     attemptId: string,
+    /** Told of each claim as it is created or confirmed (a failure later in the call still held it). */
+    onHeld?: (claim: ClaimItem) => void,
   ): Promise<ClaimsAhead>;
   /** Keyed state without fence (at-least-once and none). */
   applyState(txn: DirectStateTransaction): Promise<void>;

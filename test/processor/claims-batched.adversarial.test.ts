@@ -107,13 +107,11 @@ const transactionsRefused = () =>
 describe('a batch that fails for good while writing its claims ahead', () => {
   // The property (docs/architecture.md, P4 claims paragraph): an attempt that fails for good releases its hold on
   // the claims it wrote ahead, so "a failed batch does not block a duplicate elsewhere". The release after a
-  // failure (`Claims.releaseAfter`) releases the attempt's `held` claims; `held` is filled only from what
-  // `claimAhead` returns. When `claimAhead` throws, it returns nothing: every claim the batches of INSERTs created
-  // before the failure lists the attempt as holder, is live until its TTL, and names a record that is not output
-  // (the partition is stopped). A producer duplicate of such a key on another partition is acknowledged as a
-  // duplicate with no effect. Not lost yet: if the stopped batch is staged later (the fault fixed, the mapping's
-  // retry confirms the claim), the key is output once; lost if that batch is never staged (the records leave the
-  // topic's retention while the partition is stopped, or the batch is skipped).
+  // failure (`Claims.releaseAfter`) releases the attempt's `held` claims, so each claim must join `held` as it is
+  // written, not only when `claimAhead` returns: a call that fails partway returns nothing. Were it otherwise, every
+  // claim created before the failure would list the attempt as holder until its TTL and name a record that is not
+  // output (the partition is stopped), and a producer duplicate of such a key on another partition would be
+  // acknowledged as a duplicate with no effect (lost, if the stopped batch is never staged).
 
   it('control: a staging transaction refused for good releases every claim the batches of INSERTs created; the duplicate elsewhere is staged', async () => {
     const settings = settingsFor();
@@ -129,8 +127,8 @@ describe('a batch that fails for good while writing its claims ahead', () => {
   // Interleaving: the first call's statement for a3 is refused AccessDenied (withheld from DynamoDB, reported
   // refused: a grant that does not cover every key, or IAM's propagation during a policy change); its 24 other
   // statements and the second call's 5 create their claims. `sortResponses` throws ClaimInsertDeniedError, the
-  // batch stops (AccessDeniedException is not transient), and the 29 created claims are never released.
-  it.fails('a statement refused AccessDenied: the claims the other INSERTs created are released, and a duplicate elsewhere is staged', async () => {
+  // batch stops (AccessDeniedException is not transient); the 29 created claims must be released.
+  it('a statement refused AccessDenied: the claims the other INSERTs created are released, and a duplicate elsewhere is staged', async () => {
     const settings = settingsFor();
     const clients = clientsWith('denyOneStatement', (next, context) => async (args) => {
       if (context.commandName !== 'BatchExecuteStatementCommand') return next(args);
@@ -158,7 +156,7 @@ describe('a batch that fails for good while writing its claims ahead', () => {
   // this attempt their holder. The per-key-only code before the batches had the same hole, narrower: a failed
   // update stopped further updates from starting, so only those already done (at most the 32 in flight, plus the
   // ones before) outlived it; now every claim the INSERTs created does.
-  it.fails('the per-key update refused for good: the claims the INSERTs created are released, and a duplicate elsewhere is staged', async () => {
+  it('the per-key update refused for good: the claims the INSERTs created are released, and a duplicate elsewhere is staged', async () => {
     const settings = settingsFor();
     const own = keyed(0, 29, 'a29');
     await ledgerDocumentClient(res.clients.dynamodb).send(
@@ -192,7 +190,7 @@ describe('a batch that fails for good while writing its claims ahead', () => {
 
   // Interleaving: the two calls run at once; the one carrying a25…a29 is refused as a whole for good, the other
   // creates a0…a24. `insertClaims` throws once both have ended, with the 25 created claims unreported.
-  it.fails('a call refused as a whole after another call created its claims: those claims are released, and a duplicate elsewhere is staged', async () => {
+  it('a call refused as a whole after another call created its claims: those claims are released, and a duplicate elsewhere is staged', async () => {
     const settings = settingsFor();
     const clients = clientsWith('refuseSecondCall', (next, context) => async (args) => {
       if (context.commandName === 'BatchExecuteStatementCommand') {
