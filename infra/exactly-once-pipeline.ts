@@ -76,9 +76,11 @@ import {
 } from './transform-entry.ts';
 
 export {
+  claimLeadingKeys,
   keyWindowLeadingKeys,
   monitorLeadingKeys,
   OPERATOR_REPLAY_PLAN_ACTIONS,
+  PROCESSOR_CLAIM_INSERT_ACTIONS,
   PROCESSOR_DYNAMODB_ACTIONS,
   PROCESSOR_KEY_WINDOW_ACTIONS,
   processorLeadingKeys,

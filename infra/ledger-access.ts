@@ -7,16 +7,25 @@ import { keys } from '../shared/ledger/layout.ts';
 
 /**
  * DynamoDB actions the processor makes (checked against its calls in `test/infra/iam.test.ts`): the fence read,
- * claims ahead (created in batches of PartiQL INSERTs, which BatchExecuteStatement authorises as
- * `dynamodb:PartiQLInsert` per statement, else confirmed by UpdateItem), and the staging transaction's Put and
- * Update items. No Query, Scan or Delete, and no other PartiQL statement.
+ * claims ahead confirmed by UpdateItem, and the staging transaction's Put and Update items. No Query, Scan or
+ * Delete, and no PartiQL statement but the claims' INSERTs ({@link PROCESSOR_CLAIM_INSERT_ACTIONS}).
  */
-export const PROCESSOR_DYNAMODB_ACTIONS = [
-  'dynamodb:GetItem',
-  'dynamodb:PutItem',
-  'dynamodb:UpdateItem',
-  'dynamodb:PartiQLInsert',
-];
+export const PROCESSOR_DYNAMODB_ACTIONS = ['dynamodb:GetItem', 'dynamodb:PutItem', 'dynamodb:UpdateItem'];
+
+/**
+ * Claims ahead are created in batches of PartiQL INSERTs, which BatchExecuteStatement authorises as
+ * `dynamodb:PartiQLInsert` per statement. Granted on the claims' keys alone ({@link claimLeadingKeys}), and only
+ * when the request names its key (`Null` on `dynamodb:LeadingKeys` is false): DynamoDB's documentation shows the
+ * leading-keys condition with the item APIs, not with PartiQL, and `ForAllValues` over a key the request does not
+ * carry would match, which would allow an INSERT of any item of the table. If the key is not given, the INSERT is
+ * refused and the processor says so (`ClaimInsertDeniedError`) rather than insert anywhere.
+ */
+export const PROCESSOR_CLAIM_INSERT_ACTIONS = ['dynamodb:PartiQLInsert'];
+
+/** The partition keys of the idempotency claims (`shared/ledger/layout.ts`). */
+export function claimLeadingKeys(pipeline: string): string[] {
+  return [`${pipeline}#CLAIM#*`];
+}
 /** Partition-scoped idempotency reads a partition's key window with one Query, on those keys only. */
 export const PROCESSOR_KEY_WINDOW_ACTIONS = ['dynamodb:Query'];
 
@@ -33,7 +42,7 @@ export function processorLeadingKeys(pipeline: string): string[] {
   return [
     ...fenceLeadingKeys(pipeline),
     `${pipeline}#STAGED#*`,
-    `${pipeline}#CLAIM#*`,
+    ...claimLeadingKeys(pipeline),
     ...keyWindowLeadingKeys(pipeline),
     `${keys.statePrefix(pipeline)}*`,
   ];

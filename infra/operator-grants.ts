@@ -7,8 +7,10 @@ import { fenceLeadingKeys } from '../shared/ledger/fences.ts';
 import { kafkaOffsetsStatements } from './kafka-cluster.ts';
 import { usesIamAuth } from './kafka-source.ts';
 import {
+  claimLeadingKeys,
   keyWindowLeadingKeys,
   OPERATOR_REPLAY_PLAN_ACTIONS,
+  PROCESSOR_CLAIM_INSERT_ACTIONS,
   PROCESSOR_DYNAMODB_ACTIONS,
   processorLeadingKeys,
 } from './ledger-access.ts';
@@ -53,6 +55,14 @@ function grantOperate(pipeline: OperatedPipeline, role: iam.IPrincipal): void {
     [...PROCESSOR_DYNAMODB_ACTIONS],
     processorLeadingKeys(pl),
     `OperateLedgerItems${sid}`,
+  );
+  grantLedger(
+    table,
+    role,
+    [...PROCESSOR_CLAIM_INSERT_ACTIONS],
+    claimLeadingKeys(pl),
+    `OperateClaimInserts${sid}`,
+    { keyRequired: true },
   );
   grantLedger(
     table,

@@ -13,8 +13,10 @@ import { BundledFunction } from './bundled-function.ts';
 import type { PipelineConfig } from './config.ts';
 import { type AttachedKafkaSource, attachKafkaSource } from './kafka-source.ts';
 import {
+  claimLeadingKeys,
   keyWindowLeadingKeys,
   monitorLeadingKeys,
+  PROCESSOR_CLAIM_INSERT_ACTIONS,
   PROCESSOR_DYNAMODB_ACTIONS,
   PROCESSOR_KEY_WINDOW_ACTIONS,
   processorLeadingKeys,
@@ -82,6 +84,14 @@ export function createProcessorFunction(
     },
   });
   grantLedger(table, fn, PROCESSOR_DYNAMODB_ACTIONS, processorLeadingKeys(config.pipelineId));
+  grantLedger(
+    table,
+    fn,
+    PROCESSOR_CLAIM_INSERT_ACTIONS,
+    claimLeadingKeys(config.pipelineId),
+    'ClaimInserts',
+    { keyRequired: true },
+  );
   grantLedger(
     table,
     fn,

@@ -22,13 +22,18 @@ export function grantLedger(
   actions: string[],
   leadingKeys: string[],
   sid = 'LedgerItems',
+  options: { readonly keyRequired?: boolean } = {},
 ): void {
   grantee.grantPrincipal.addToPrincipalPolicy(
     new iam.PolicyStatement({
       sid,
       actions,
       resources: [table.tableArn],
-      conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': leadingKeys } },
+      conditions: {
+        'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': leadingKeys },
+        // `ForAllValues` matches a request that carries no key: required where an action may not say its key.
+        ...(options.keyRequired ? { Null: { 'dynamodb:LeadingKeys': 'false' } } : {}),
+      },
     }),
   );
 }

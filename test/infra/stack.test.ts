@@ -10,6 +10,8 @@ import { pipelinePropsFromContext } from '../../infra/stack.ts';
 import { ENV_NAMES, settingsFromEnv } from '../../shared/config/settings.ts';
 import { InvalidSettingError } from '../../shared/errors.ts';
 import { METRIC, METRICS_NAMESPACE, metricDimensionsMap } from '../../shared/observability/names.ts';
+import { resolveIntrinsics } from '../support/asl.ts';
+import { evaluate, type PolicyStatement } from '../support/iam.ts';
 import {
   actionsOf,
   allStatements,
@@ -94,7 +96,14 @@ describe('least privilege', () => {
     expect(dynamo.length).toBeGreaterThanOrEqual(9); // processor, monitor, 7 coordinator steps
     for (const statement of dynamo) {
       const leading = statement.Condition?.['ForAllValues:StringLike']?.['dynamodb:LeadingKeys'] as string[];
-      expect(Object.keys(statement.Condition ?? {})).toEqual(['ForAllValues:StringLike']);
+      // `Null` only beside it, requiring the key (the claim INSERTs: `ForAllValues` alone matches a request without).
+      const operators = Object.keys(statement.Condition ?? {});
+      expect(operators.filter((o) => o !== 'Null')).toEqual(['ForAllValues:StringLike']);
+      if (operators.includes('Null')) {
+        expect(statement.Condition?.Null).toEqual({ 'dynamodb:LeadingKeys': 'false' });
+        expect(actionsOf(statement)).toEqual(['dynamodb:PartiQLInsert']);
+        expect(leading).toEqual(['orders#CLAIM#*']);
+      }
       expect(leading.length).toBeGreaterThan(0);
       for (const pattern of leading) expect(pattern).toMatch(/^orders#/);
       expect(actionsOf(statement)).not.toContain('dynamodb:Scan');
@@ -102,6 +111,24 @@ describe('least privilege', () => {
     // No role reads every item kind: the monitor reads only what it reports from (test/infra/monitor-iam.test.ts).
     const everything = dynamo.filter((s) => JSON.stringify(s.Condition).includes('"orders#*"'));
     expect(everything).toEqual([]);
+  });
+
+  it('allows a claim INSERT only on a claim key the request names: never another item kind, never without a key', () => {
+    const inserts = statements.filter((s) => actionsOf(s).includes('dynamodb:PartiQLInsert'));
+    expect(inserts.length).toBeGreaterThan(0);
+    const json = template.toJSON() as Parameters<typeof evaluate>[0];
+    const table = String(resolveIntrinsics([inserts[0]!.Resource].flat()[0], json));
+    const decide = (context: Record<string, string | string[]>) =>
+      evaluate(json, statements as unknown as PolicyStatement[], [], {
+        principal: 'arn:aws:iam::123456789012:role/any',
+        action: 'dynamodb:PartiQLInsert',
+        resource: table,
+        context,
+      });
+    expect(decide({ 'dynamodb:LeadingKeys': ['orders#CLAIM#k-1'] })).toBe('allow');
+    expect(decide({ 'dynamodb:LeadingKeys': ['orders#CHECKPOINT'] })).toBe('implicit-deny');
+    expect(decide({ 'dynamodb:LeadingKeys': ['orders#FENCE#orders#0'] })).toBe('implicit-deny');
+    expect(decide({})).toBe('implicit-deny');
   });
 
   it('scopes S3 object actions to the pipeline prefixes and lists only with a prefix condition', () => {

@@ -203,7 +203,7 @@ export function isAllowed(template: Template, statements: readonly Statement[], 
 // A MODEL of IAM's same-account evaluation, not IAM: an explicit Deny in the identity or the resource policy
 // wins; otherwise an Allow in either allows; otherwise the request is implicitly denied. It knows only what the
 // stack's policies use: Action/Resource globs (`*`, `?`), Principal `*` / `{ AWS }` / `{ Service }`, and the
-// condition operators StringEquals/Like, StringNotEquals/NotLike, ArnEquals/Like, ArnNotEquals/NotLike, Bool, and
+// condition operators StringEquals/Like, StringNotEquals/NotLike, ArnEquals/Like, ArnNotEquals/NotLike, Bool, Null, and
 // the `ForAllValues:` / `ForAnyValue:` set qualifiers — with IAM's rules for a key missing from the request (a
 // negated operator matches, a positive one does not, `ForAllValues` over no values matches).
 
@@ -263,6 +263,8 @@ function conditionMatches(
   const values = asList(resolveIntrinsics(expected, template)).map(String);
   const given = context[key];
   const actual = given === undefined ? [] : asList(given).map(String);
+  // `Null: {key: "true"}` asks that the request carry no such key; "false", that it carries it.
+  if (base === 'Null') return (actual.length === 0) === (values[0] === 'true');
   const negated = /Not/.test(base!);
   const positive = base!.replace('Not', '');
   const test = (value: string): boolean =>
