@@ -29,9 +29,35 @@ class SlowFirstSequencer extends BaseSequencer {
   }
 }
 
+/**
+ * Files that need a module graph of their own: they mock modules (`vi.mock`), set environment variables the code
+ * reads when it is imported, capture what the Lambda handlers' loggers and metrics write, or check what a cold
+ * container has not loaded yet. Every other file shares its worker's modules with the files before it (`isolate:
+ * false`): a fresh process per file spent a fifth of the suite importing the AWS SDK again, and files keep apart by
+ * their own table, bucket and pipeline id, not by module state.
+ */
+const ISOLATED = [
+  'test/observability/**',
+  'test/coordinator/handlers.test.ts',
+  'test/coordinator/parquet-slices.adversarial.test.ts',
+  'test/iceberg/manifests.test.ts',
+  'test/processor/cold-start.test.ts',
+  'test/processor/missing-idempotency-key.test.ts',
+  'test/processor/schema-lookup-metric.test.ts',
+  'test/processor/state-guesses.adversarial.test.ts',
+  'test/cli/local-endpoint.test.ts',
+  'test/cli/matrix.test.ts',
+  'test/docs/generated.test.ts',
+  'test/examples/examples.test.ts',
+  'test/infra/monitor-iam.test.ts',
+  'test/local/localstack-event.test.ts',
+  'test/redrive/registry.test.ts',
+  'test/replay/timestamp-lookups.adversarial.test.ts',
+  'test/transforms/e2e.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     globalSetup: ['test/support/global-setup.ts'],
     setupFiles: ['test/support/polyfills.ts'],
     testTimeout: 60_000,
@@ -42,5 +68,12 @@ export default defineConfig({
     maxWorkers: 2,
     sequence: { sequencer: SlowFirstSequencer },
     env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' },
+    projects: [
+      {
+        extends: true,
+        test: { name: 'shared', include: ['test/**/*.test.ts'], exclude: ISOLATED, isolate: false },
+      },
+      { extends: true, test: { name: 'isolated', include: ISOLATED, isolate: true } },
+    ],
   },
 });
