@@ -18,7 +18,8 @@ export const PROCESSOR_DYNAMODB_ACTIONS = ['dynamodb:GetItem', 'dynamodb:PutItem
  * when the request names its key (`Null` on `dynamodb:LeadingKeys` is false): DynamoDB's documentation shows the
  * leading-keys condition with the item APIs, not with PartiQL, and `ForAllValues` over a key the request does not
  * carry would match, which would allow an INSERT of any item of the table. If the key is not given, the INSERT is
- * refused and the processor says so (`ClaimInsertDeniedError`) rather than insert anywhere.
+ * refused and the processor claims per key by UpdateItem instead (saying so once per container), rather than
+ * insert anywhere.
  */
 export const PROCESSOR_CLAIM_INSERT_ACTIONS = ['dynamodb:PartiQLInsert'];
 

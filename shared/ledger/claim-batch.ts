@@ -57,11 +57,35 @@ export function claimInsertStatement(table: string, { key, claim }: ClaimInsert,
 }
 
 /**
- * A statement refused for a missing permission: thrown, never left to the per-key write, so a role without
- * `dynamodb:PartiQLInsert` fails loudly instead of paying one call per record unnoticed.
+ * Whether this container's role was refused an INSERT (`AccessDenied` on a statement). The processor role is granted
+ * `dynamodb:PartiQLInsert` on claim keys only, on condition the request names its key (`infra/ledger-access.ts`);
+ * should IAM not give PartiQL requests that key, every INSERT is refused. Claims then go through the per-key
+ * update, which needs no PartiQL (the cost of one call per record, said once per container on stderr), and no
+ * further INSERT is sent from this container: the pipeline runs, at the old cost, rather than stopping.
  */
-export class ClaimInsertDeniedError extends Error {
-  override readonly name = 'AccessDeniedException';
+let insertsRefused = false;
+
+/** Forgets a refusal (a new container's memory). */
+export function forgetClaimInsertRefusal(): void {
+  insertsRefused = false;
+}
+
+/** Whether INSERTs of claims were refused in this container (see {@link forgetClaimInsertRefusal}). */
+export function claimInsertsRefused(): boolean {
+  return insertsRefused;
+}
+
+function refuseInserts(message: string): void {
+  if (insertsRefused) return;
+  insertsRefused = true;
+  process.stderr.write(
+    `${JSON.stringify({
+      level: 'WARN',
+      message:
+        'claims ahead fall back to one UpdateItem per key: the role may not PartiQLInsert claims ' +
+        `(${message}); grant dynamodb:PartiQLInsert on the ledger's claim keys to batch them`,
+    })}\n`,
+  );
 }
 
 /** Batches of distinct item keys (DynamoDB refuses a whole call naming one item twice); repeats go per key. */
@@ -103,8 +127,7 @@ function sortResponses(
     if (response?.Error?.Code === 'AccessDenied') denied ??= response.Error.Message ?? 'access denied';
     result.undecided.push(insert);
   });
-  // Thrown once every statement of the call is sorted: the claims it created are held (and released) all the same.
-  if (denied !== undefined) throw new ClaimInsertDeniedError(`claim insert refused: ${denied}`);
+  if (denied !== undefined) refuseInserts(denied);
 }
 
 /**
@@ -112,8 +135,7 @@ function sortResponses(
  * transient failure fails the invocation for the mapping's retry); once one has failed no further call starts,
  * and the failure is thrown once the calls in flight have ended. A statement that failed on its own is left
  * `undecided`: for `DuplicateItem` (the item exists), and for any other reason (throttled, a conflict, an internal
- * error), since the per-key write retries and classifies it as before; only `AccessDenied` is thrown
- * ({@link ClaimInsertDeniedError}).
+ * error, `AccessDenied`), since the per-key write retries and classifies it as before.
  */
 export async function insertClaims(
   at: TableRef,
@@ -122,12 +144,17 @@ export async function insertClaims(
   onHeld: OnHeld = () => {},
 ): Promise<InsertedClaims> {
   const { batches, repeats } = batchesOf(inserts);
+  if (insertsRefused) return { created: [], undecided: batches.flat(), repeats };
   const result: InsertedClaims = { created: [], undecided: [], repeats };
   let next = 0;
   let failure: { error: unknown } | undefined;
   const worker = async (): Promise<void> => {
     while (next < batches.length && !failure) {
       const batch = batches[next++]!;
+      if (insertsRefused) {
+        result.undecided.push(...batch);
+        continue;
+      }
       try {
         const output = await send(
           at.doc,

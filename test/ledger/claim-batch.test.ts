@@ -11,7 +11,11 @@ import { CallCounter } from '../../shared/aws/call-counter.ts';
 import { type AwsClients, createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import type { TableRef } from '../../shared/aws/dynamo.ts';
 import { TransientAwsError } from '../../shared/errors.ts';
-import { MAX_BATCH_STATEMENTS } from '../../shared/ledger/claim-batch.ts';
+import {
+  claimInsertsRefused,
+  forgetClaimInsertRefusal,
+  MAX_BATCH_STATEMENTS,
+} from '../../shared/ledger/claim-batch.ts';
 import { claimAhead } from '../../shared/ledger/claim-items.ts';
 import { keys } from '../../shared/ledger/layout.ts';
 import type { ClaimItem } from '../../shared/ledger/records.ts';
@@ -212,13 +216,37 @@ describe('claims ahead in batches', () => {
     expect((await rawClaim(pipeline, 'k1'))?.holders).toEqual({ SS: ['attempt-1'] });
   });
 
-  it('fails loudly on a statement refused for a missing permission, and as a transient failure on a throttled call', async () => {
+  it('claims per key, and sends no more INSERTs, once a statement is refused for a missing permission; fails as a transient failure on a throttled call', async () => {
     const denied = rewritingBatches((responses) => {
       responses[0] = { Error: { Code: 'AccessDenied', Message: 'no dynamodb:PartiQLInsert' } };
     });
-    await expect(
-      claimAhead(refOf(denied), uniqueName('cb'), claimsOf(2), NOW, 'attempt-1'),
-    ).rejects.toMatchObject({ name: 'AccessDeniedException' });
+    const deniedCalls = new CallCounter().attach(denied);
+    const warnings: string[] = [];
+    const write = process.stderr.write;
+    process.stderr.write = ((text: string) => warnings.push(String(text)) > 0) as typeof process.stderr.write;
+    try {
+      const pipeline = uniqueName('cb');
+      const first = claimsOf(2);
+      const found = await claimAhead(refOf(denied), pipeline, first, NOW, 'attempt-1');
+      expect([...found.held].sort(byKey)).toEqual(first);
+      // The refused key went through the per-key update; the next claims are written per key from the start.
+      expect(deniedCalls.snapshot()).toEqual({
+        'dynamodb:BatchExecuteStatement': 1,
+        'dynamodb:UpdateItem': 1,
+      });
+      const later = claimsOf(4).slice(2);
+      expect((await claimAhead(refOf(denied), pipeline, later, NOW, 'attempt-2')).held).toHaveLength(2);
+      expect(deniedCalls.snapshot()).toEqual({
+        'dynamodb:BatchExecuteStatement': 1,
+        'dynamodb:UpdateItem': 3,
+      });
+      expect(claimInsertsRefused()).toBe(true);
+    } finally {
+      process.stderr.write = write;
+      forgetClaimInsertRefusal();
+    }
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toMatch(/claims ahead fall back to one UpdateItem per key/);
 
     const throttled = createAwsClients();
     throttled.dynamodb.middlewareStack.add(

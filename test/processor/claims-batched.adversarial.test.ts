@@ -11,6 +11,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { type AwsClients, createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
+import { forgetClaimInsertRefusal } from '../../shared/ledger/claim-batch.ts';
 import { keys } from '../../shared/ledger/layout.ts';
 import type { ClaimItem } from '../../shared/ledger/records.ts';
 import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
@@ -125,10 +126,11 @@ describe('a batch that fails for good while writing its claims ahead', () => {
   });
 
   // Interleaving: the first call's statement for a3 is refused AccessDenied (withheld from DynamoDB, reported
-  // refused: a grant that does not cover every key, or IAM's propagation during a policy change); its 24 other
-  // statements and the second call's 5 create their claims. `sortResponses` throws ClaimInsertDeniedError, the
-  // batch stops (AccessDeniedException is not transient); the 29 created claims must be released.
-  it('a statement refused AccessDenied: the claims the other INSERTs created are released, and a duplicate elsewhere is staged', async () => {
+  // refused: a grant that does not cover every key, IAM not giving PartiQL requests their key, or a policy change
+  // propagating); its 24 other statements create their claims. a3 goes through the per-key update like any key a
+  // batch did not create, and the container sends no more INSERTs: the batch commits, each record once, and a
+  // duplicate elsewhere is a duplicate.
+  it('a statement refused AccessDenied: its key is claimed per key, the batch commits, each record once', async () => {
     const settings = settingsFor();
     const clients = clientsWith('denyOneStatement', (next, context) => async (args) => {
       if (context.commandName !== 'BatchExecuteStatementCommand') return next(args);
@@ -141,13 +143,18 @@ describe('a batch that fails for good while writing its claims ahead', () => {
       output.Responses.splice(denied, 0, { Error: { Code: 'AccessDenied', Message: 'not authorized' } });
       return result;
     });
-    const failed = await outcome(processorFor(settings, { clients }).processEvent(thirty()));
-    expect(failed).toMatchObject({ name: 'AccessDeniedException' });
-    const { elsewhere, counts } = await duplicateElsewhere(settings, 'a0');
-    expect({ elsewhere, counts }).toMatchObject({
-      elsewhere: { stagedRows: 1, duplicatesByKey: 0 },
-      counts: { a0: 1 },
-    });
+    const write = process.stderr.write;
+    process.stderr.write = (() => true) as typeof process.stderr.write;
+    try {
+      const report = await processorFor(settings, { clients }).processEvent(thirty());
+      expect(report.partitions[0]).toMatchObject({ stagedRows: 30, duplicatesByKey: 0 });
+    } finally {
+      process.stderr.write = write;
+      forgetClaimInsertRefusal();
+    }
+    const { elsewhere, counts } = await duplicateElsewhere(settings, 'a3');
+    expect(elsewhere).toMatchObject({ stagedRows: 0, duplicatesByKey: 1 });
+    expect(counts).toMatchObject({ a0: 1, a3: 1, a29: 1 });
   });
 
   // Interleaving: a29's claim exists already, naming this record (left by a crashed attempt), so its INSERT meets
