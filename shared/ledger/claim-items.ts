@@ -201,28 +201,22 @@ export async function claimAhead(
     claim,
   }));
   const { created, undecided, repeats } = await insertClaims(at, inserts, attemptId, onHeld);
-  const firsts = await claimAheadKeys(
-    at,
-    pipeline,
-    undecided.map(({ claim }) => claim),
-    now,
-    attemptId,
-    onHeld,
-  );
+  const result: ClaimsAhead = { taken: [], expired: [], held: created.map(({ claim }) => claim) };
   // A key listed twice is held by its first record: the repeats are decided once the first is.
-  const later = await claimAheadKeys(
-    at,
-    pipeline,
-    repeats.map(({ claim }) => claim),
-    now,
-    attemptId,
-    onHeld,
-  );
-  return {
-    taken: [...firsts.taken, ...later.taken],
-    expired: [...firsts.expired, ...later.expired],
-    held: [...created.map(({ claim }) => claim), ...firsts.held, ...later.held],
-  };
+  for (const left of [undecided, repeats]) {
+    const decided = await claimAheadKeys(
+      at,
+      pipeline,
+      left.map(({ claim }) => claim),
+      now,
+      attemptId,
+      onHeld,
+    );
+    result.taken.push(...decided.taken);
+    result.expired.push(...decided.expired);
+    result.held.push(...decided.held);
+  }
+  return result;
 }
 
 /** Claims ahead one conditional update per key, in parallel: create, or confirm a live claim of the same record. */

@@ -114,7 +114,7 @@ export class StagingLedger {
     claims: readonly ClaimItem[],
     now: number,
     attemptId: string,
-    onHeld?: (claim: ClaimItem) => void,
+    onHeld: (claim: ClaimItem) => void,
   ): Promise<ClaimsAhead> {
     return claimAhead(this.at, pipeline, claims, now, attemptId, onHeld);
   }

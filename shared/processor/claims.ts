@@ -55,7 +55,8 @@ export class Claims {
   /**
    * Claims the keys of the records still pending, before any staging transaction. Returns the holders of keys
    * another record holds (the caller tells duplicates from conflicts); expired ones join `takeovers` (taken over
-   * inside the fenced transaction); claims created or confirmed join `held`. Safe to repeat: a retry finds its own.
+   * inside the fenced transaction); claims created or confirmed join `held` as each is written. Safe to repeat: a
+   * retry finds its own.
    */
   async claimAhead(
     pending: readonly EvaluatedRecord[],
@@ -79,13 +80,7 @@ export class Claims {
     });
     const orphaned = await this.releaseOrphans(found.taken, topic, partition);
     const expired = new Set([...found.expired, ...orphaned]);
-    const heldKeys = new Map(found.held.map((claim) => [claim.idempotencyKey, claim]));
-    for (const record of pending) {
-      if (record.idempotencyKey === undefined || dropped.has(record.offset)) continue;
-      if (expired.has(record.idempotencyKey)) takeovers.add(record.offset);
-      const claim = heldKeys.get(record.idempotencyKey);
-      if (claim) held.set(record.offset, claim);
-    }
+    for (const record of keyed) if (expired.has(record.idempotencyKey!)) takeovers.add(record.offset);
     await this.ctx.step('after-claims', { topic, partition, chunk: 0 });
     return found.taken.filter((holder) => !orphaned.has(holder.idempotencyKey));
   }

@@ -50,7 +50,7 @@ export interface ProcessorLedger {
     now: number,
     attemptId: string,
     /** Told of each claim as it is created or confirmed (a failure later in the call still held it). */
-    onHeld?: (claim: ClaimItem) => void,
+    onHeld: (claim: ClaimItem) => void,
   ): Promise<ClaimsAhead>;
   /** Keyed state without fence (at-least-once and none). */
   applyState(txn: DirectStateTransaction): Promise<void>;
