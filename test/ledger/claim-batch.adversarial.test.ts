@@ -5,7 +5,6 @@
  * lost after DynamoDB applied it (the SDK resends it), a call paused until another attempt has acted.
  */
 import { GetItemCommand } from '@aws-sdk/client-dynamodb';
-import type { InitializeMiddleware, MetadataBearer, MiddlewareStack } from '@smithy/types';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { CallCounter } from '../../shared/aws/call-counter.ts';
 import { type AwsClients, createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
@@ -14,6 +13,7 @@ import { claimAhead, RELEASED, releaseClaims } from '../../shared/ledger/claim-i
 import { keys } from '../../shared/ledger/layout.ts';
 import type { ClaimItem } from '../../shared/ledger/records.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { claimsLiveUntil, clientsWith, plain } from '../support/claims.ts';
 import { gate } from '../support/hooks.ts';
 
 let res: TestResources;
@@ -29,15 +29,8 @@ const refOf = (clients: AwsClients): TableRef => ({
   table: res.table,
 });
 
-/** Claims of `count` records of orders-0 from offset 0, key `k<offset>`. */
-function claimsOf(count: number): ClaimItem[] {
-  return Array.from({ length: count }, (_, offset) => ({
-    idempotencyKey: `k${offset}`,
-    claimant: `orders#0#${offset}`,
-    digest: `d${offset}`,
-    expiresAt: LIVE,
-  }));
-}
+/** Claims of `count` records of orders-0 from offset 0, key `k<offset>`, live. */
+const claimsOf = (count: number): ClaimItem[] => claimsLiveUntil(count, LIVE);
 
 /** The claim item as stored: claimant, expiresAt and holders (sorted), or undefined when absent. */
 async function claimOf(pipeline: string, key: string) {
@@ -54,22 +47,6 @@ async function claimOf(pipeline: string, key: string) {
     expiresAt: Number(Item.expiresAt?.N),
     holders: [...(Item.holders?.SS ?? [])].sort(),
   };
-}
-
-/** A string attribute of a request as middleware sees it: plain (document client) or typed. */
-const plain = (value: unknown): unknown =>
-  typeof value === 'object' && value !== null && 'S' in value ? (value as { S: unknown }).S : value;
-
-type Middleware = InitializeMiddleware<object, MetadataBearer>;
-
-/** Clients with `middleware` at the initialize step (before the SDK's retries). */
-function clientsWith(name: string, middleware: Middleware): AwsClients {
-  const clients = createAwsClients();
-  (clients.dynamodb.middlewareStack as unknown as MiddlewareStack<object, MetadataBearer>).add(middleware, {
-    step: 'initialize',
-    name,
-  });
-  return clients;
 }
 
 describe('a statement reported failed that DynamoDB applied', () => {

@@ -20,6 +20,7 @@ import { claimAhead } from '../../shared/ledger/claim-items.ts';
 import { keys } from '../../shared/ledger/layout.ts';
 import type { ClaimItem } from '../../shared/ledger/records.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { claimsLiveUntil } from '../support/claims.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -35,15 +36,8 @@ const refOf = (clients: AwsClients): TableRef => ({
   table: res.table,
 });
 
-/** Claims of `count` records of orders-0 from offset 0, key `k<offset>`. */
-function claimsOf(count: number): ClaimItem[] {
-  return Array.from({ length: count }, (_, offset) => ({
-    idempotencyKey: `k${offset}`,
-    claimant: `orders#0#${offset}`,
-    digest: `d${offset}`,
-    expiresAt: LIVE,
-  }));
-}
+/** Claims of `count` records of orders-0 from offset 0, key `k<offset>`, live. */
+const claimsOf = (count: number): ClaimItem[] => claimsLiveUntil(count, LIVE);
 
 async function putClaim(pipeline: string, item: Omit<ClaimItem, 'expiresAt'> & { expiresAt: number }) {
   await ledgerDocumentClient(res.clients.dynamodb).send(

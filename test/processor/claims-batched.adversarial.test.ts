@@ -6,21 +6,20 @@
  * is titled by the property of docs/architecture.md (P4, "Record-level and structural problems") it protects.
  */
 import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
-import type { InitializeMiddleware, MetadataBearer, MiddlewareStack } from '@smithy/types';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type AwsClients, createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
+import { createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import { forgetClaimInsertRefusal } from '../../shared/ledger/claim-batch.ts';
 import { keys } from '../../shared/ledger/layout.ts';
 import type { ClaimItem } from '../../shared/ledger/records.ts';
 import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
-import { recordDigest } from '../../shared/processor/evaluate.ts';
 import { createProcessor, Processor, type ProcessorDeps } from '../../shared/processor/processor.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { clientsWith, digestOfSpec, keyedSpec, plain } from '../support/claims.ts';
 import { crashAt, gate } from '../support/hooks.ts';
 import { stagedOutputCounts } from '../support/ledger.ts';
-import { mskEvent, order, type RecordSpec } from '../support/msk.ts';
+import { mskEvent, order } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -31,22 +30,8 @@ function settingsFor(overrides: Partial<SettingsInput> = {}): Settings {
   return settingsIn(res, 'cbadv', overrides);
 }
 
-const keyed = (partition: number, offset: number, key: string, value = order(key)): RecordSpec => ({
-  partition,
-  offset,
-  key,
-  value,
-  headers: { 'idempotency-key': key },
-});
-
 /** 30 keyed records of orders-0 (keys a0…a29): two BatchExecuteStatement calls, of 25 and 5. */
-const thirty = () => mskEvent(Array.from({ length: 30 }, (_, offset) => keyed(0, offset, `a${offset}`)));
-
-const digestOf = (spec: RecordSpec) =>
-  recordDigest({
-    rawKey: Buffer.from(spec.key!).toString('base64'),
-    rawValue: Buffer.from(spec.value!).toString('base64'),
-  });
+const thirty = () => mskEvent(Array.from({ length: 30 }, (_, offset) => keyedSpec(0, offset, `a${offset}`)));
 
 function processorFor(settings: Settings, extra: Partial<ProcessorDeps> = {}) {
   return createProcessor({ settings, clients: res.clients, ...extra });
@@ -74,26 +59,12 @@ async function claimOf(settings: Settings, key: string) {
 
 /** A producer duplicate (same key, same bytes) of `key` on partition 1, staged now; and every key's outputs. */
 async function duplicateElsewhere(settings: Settings, key: string) {
-  const report = await processorFor(settings).processEvent(mskEvent([keyed(1, 0, key)]));
+  const report = await processorFor(settings).processEvent(mskEvent([keyedSpec(1, 0, key)]));
   const counts = await stagedOutputCounts(res.clients, res.table, res.bucket, settings.pipelineId);
   return { elsewhere: report.partitions[0], counts };
 }
 
-/** A string parameter or attribute value as middleware sees it: plain (document client) or typed. */
-const plain = (value: unknown): unknown =>
-  typeof value === 'object' && value !== null && 'S' in value ? (value as { S: unknown }).S : value;
-
-type Middleware = InitializeMiddleware<object, MetadataBearer>;
 type Statements = Array<{ Parameters: unknown[] }>;
-
-function clientsWith(name: string, middleware: Middleware): AwsClients {
-  const clients = createAwsClients();
-  (clients.dynamodb.middlewareStack as unknown as MiddlewareStack<object, MetadataBearer>).add(middleware, {
-    step: 'initialize',
-    name,
-  });
-  return clients;
-}
 
 const refusedForGood = (name: string) =>
   Object.assign(new Error(`refused for good (${name})`), { name, $metadata: { httpStatusCode: 400 } });
@@ -165,7 +136,7 @@ describe('a batch that fails for good while writing its claims ahead', () => {
   // ones before) outlived it; now every claim the INSERTs created does.
   it('the per-key update refused for good: the claims the INSERTs created are released, and a duplicate elsewhere is staged', async () => {
     const settings = settingsFor();
-    const own = keyed(0, 29, 'a29');
+    const own = keyedSpec(0, 29, 'a29');
     await ledgerDocumentClient(res.clients.dynamodb).send(
       new PutCommand({
         TableName: res.table,
@@ -173,7 +144,7 @@ describe('a batch that fails for good while writing its claims ahead', () => {
           ...keys.claim(settings.pipelineId, 'a29'),
           idempotencyKey: 'a29',
           claimant: 'orders#0#29',
-          digest: digestOf(own),
+          digest: digestOfSpec(own),
           expiresAt: Math.floor(Date.now() / 1000) + 86_400,
           holders: new Set(['attempt-crashed']),
         },
@@ -355,9 +326,15 @@ describe('what reaches the batches', () => {
     const settings = settingsFor();
     const lists: string[][] = [];
     class RecordingLedger extends StagingLedger {
-      override claimAhead(pipeline: string, claims: readonly ClaimItem[], now: number, attemptId: string) {
+      override claimAhead(
+        pipeline: string,
+        claims: readonly ClaimItem[],
+        now: number,
+        attemptId: string,
+        onHeld: (claim: ClaimItem) => void,
+      ) {
         lists.push(claims.map((claim) => claim.idempotencyKey));
-        return super.claimAhead(pipeline, claims, now, attemptId);
+        return super.claimAhead(pipeline, claims, now, attemptId, onHeld);
       }
     }
     const processor = new Processor(
@@ -366,10 +343,10 @@ describe('what reaches the batches', () => {
     );
     const report = await processor.processEvent(
       mskEvent([
-        keyed(0, 0, 'K'),
-        keyed(0, 1, 'K'),
-        keyed(0, 2, 'K', order('K', 'another-customer')),
-        keyed(0, 3, 'J'),
+        keyedSpec(0, 0, 'K'),
+        keyedSpec(0, 1, 'K'),
+        keyedSpec(0, 2, 'K', order('K', 'another-customer')),
+        keyedSpec(0, 3, 'J'),
       ]),
     );
     expect(report.partitions[0]).toMatchObject({ stagedRows: 2, duplicatesByKey: 1, keyConflicts: 1 });

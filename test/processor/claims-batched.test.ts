@@ -9,30 +9,16 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { CallCounter } from '../../shared/aws/call-counter.ts';
 import { createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import { keys } from '../../shared/ledger/layout.ts';
-import { recordDigest } from '../../shared/processor/evaluate.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { digestOfSpec, keyedSpec } from '../support/claims.ts';
 import { scanPipeline } from '../support/ledger.ts';
-import { mskEvent, order, type RecordSpec } from '../support/msk.ts';
+import { mskEvent } from '../support/msk.ts';
 
 let res: TestResources;
 beforeAll(async () => {
   res = await freshResources('claims-batched');
 });
-
-const keyed = (partition: number, offset: number, key: string, value = order(key)): RecordSpec => ({
-  partition,
-  offset,
-  key,
-  value,
-  headers: { 'idempotency-key': key },
-});
-
-const digestOf = (spec: RecordSpec) =>
-  recordDigest({
-    rawKey: Buffer.from(spec.key!).toString('base64'),
-    rawValue: Buffer.from(spec.value!).toString('base64'),
-  });
 
 async function putClaim(pipeline: string, key: string, claimant: string, digest: string, expiresAt: number) {
   await ledgerDocumentClient(res.clients.dynamodb).send(
@@ -53,13 +39,13 @@ async function putClaim(pipeline: string, key: string, claimant: string, digest:
 describe('claims ahead in batches, through the processor', () => {
   it('stages 60 keyed records with 3 claim calls when no key is held, 3 more per key held', async () => {
     const settings = settingsIn(res, 'cbatch');
-    const records = Array.from({ length: 60 }, (_, offset) => keyed(0, offset, `k${offset}`));
+    const records = Array.from({ length: 60 }, (_, offset) => keyedSpec(0, offset, `k${offset}`));
     const now = Math.floor(Date.now() / 1000);
     // k10: another record's with another payload (a conflict); k20: this record's own, left by a crashed attempt;
     // k30: another record's, expired (taken over in the transaction).
     await putClaim(settings.pipelineId, 'k10', 'orders#1#7', 'another-digest', now + 86_400);
-    await putClaim(settings.pipelineId, 'k20', 'orders#0#20', digestOf(records[20]!), now + 86_400);
-    await putClaim(settings.pipelineId, 'k30', 'orders#1#3', digestOf(records[30]!), now - 1);
+    await putClaim(settings.pipelineId, 'k20', 'orders#0#20', digestOfSpec(records[20]!), now + 86_400);
+    await putClaim(settings.pipelineId, 'k30', 'orders#1#3', digestOfSpec(records[30]!), now - 1);
     const clients = createAwsClients();
     const calls = new CallCounter().attach(clients);
 
@@ -85,12 +71,12 @@ describe('claims ahead in batches, through the processor', () => {
     expect(claims.k20).toMatchObject({ claimant: 'orders#0#20' });
     expect(claims.k20?.holders).toEqual(new Set(['attempt-before', expect.any(String)]));
     // Taken over inside the transaction: now this record's, live.
-    expect(claims.k30).toMatchObject({ claimant: 'orders#0#30', digest: digestOf(records[30]!) });
+    expect(claims.k30).toMatchObject({ claimant: 'orders#0#30', digest: digestOfSpec(records[30]!) });
     expect(claims.k30?.expiresAt).toBeGreaterThan(now);
     for (const offset of [0, 29, 59]) {
       expect(claims[`k${offset}`]).toMatchObject({
         claimant: `orders#0#${offset}`,
-        digest: digestOf(records[offset]!),
+        digest: digestOfSpec(records[offset]!),
       });
       expect(claims[`k${offset}`]?.holders).toEqual(new Set([expect.any(String)]));
     }
@@ -98,7 +84,7 @@ describe('claims ahead in batches, through the processor', () => {
 
   it('costs a 500-record batch of fresh keys 20 claim calls and no per-key write', async () => {
     const settings = settingsIn(res, 'cbatch');
-    const records = Array.from({ length: 500 }, (_, offset) => keyed(0, offset, `f${offset}`));
+    const records = Array.from({ length: 500 }, (_, offset) => keyedSpec(0, offset, `f${offset}`));
     const clients = createAwsClients();
     const calls = new CallCounter().attach(clients);
     const report = await createProcessor({ settings, clients }).processEvent(mskEvent(records));

@@ -18,25 +18,16 @@ import { applyDirectState } from '../../shared/processor/direct-state.ts';
 import type { EvaluatedRecord } from '../../shared/processor/evaluate.ts';
 import { MAX_CONDITION_RELEARNING } from '../../shared/processor/state-refusal.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { evaluatedRecord } from '../support/evaluated.ts';
 
 let res: TestResources;
 beforeAll(async () => {
   res = await freshResources('dstate');
 });
 
-function record(offset: number, high: number): EvaluatedRecord {
-  return {
-    offset,
-    timestamp: 0,
-    source: { topic: 'orders', partition: 0, offset },
-    raw: { key: null, value: null, headers: {} },
-    digest: `d${offset}`,
-    idempotencyKey: undefined,
-    output: [{ offset }],
-    deadLetter: undefined,
-    state: [{ key: 'sensor', fields: {}, add: {}, max: { high } }],
-  } as unknown as EvaluatedRecord;
-}
+/** A record taking the max of `high` on the state key `sensor`. */
+const record = (offset: number, high: number): EvaluatedRecord =>
+  evaluatedRecord(offset, [{ key: 'sensor', fields: {}, add: {}, max: { high } }]);
 
 describe('the direct path under a writer outside the protocol', () => {
   it('a key deleted and rewritten behind the pipeline before every try fails the batch after a bounded number of refusals', async () => {
@@ -77,8 +68,7 @@ describe('the direct path under a writer outside the protocol', () => {
 
 describe('a record mixing operations on a field, on every retry', () => {
   function on(offset: number, change: Partial<EvaluatedRecord['state'][number]>): EvaluatedRecord {
-    const base = record(offset, 0);
-    return { ...base, state: [{ key: 'sensor', fields: {}, add: {}, ...change }] } as EvaluatedRecord;
+    return evaluatedRecord(offset, [{ key: 'sensor', fields: {}, add: {}, ...change }]);
   }
 
   it('is dead-lettered with the same reason warm, cold, and after another writer moved the field', async () => {

@@ -16,12 +16,12 @@ import { StateConditionError } from '../../shared/ledger/state-items.ts';
 import { forgetStateKnowledge } from '../../shared/ledger/state-knowledge.ts';
 import { readStateItem } from '../../shared/ledger/state-read.ts';
 import { applyDirectState } from '../../shared/processor/direct-state.ts';
-import type { EvaluatedRecord } from '../../shared/processor/evaluate.ts';
 import { Processor } from '../../shared/processor/processor.ts';
 import type { PartitionReport } from '../../shared/processor/report.ts';
 import { readFinalRows } from '../../shared/sink/verify.ts';
 import type { StateDelta, Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources, uniqueName } from '../support/aws.ts';
+import { evaluatedRecord } from '../support/evaluated.ts';
 import { mskEvent } from '../support/msk.ts';
 
 let res: TestResources;
@@ -31,21 +31,6 @@ beforeAll(async () => {
 
 const ledger = () => new StagingLedger(res.clients.dynamodb, res.table);
 const delta = (key: string, o: Partial<StateDelta>): StateDelta => ({ key, fields: {}, add: {}, ...o });
-
-/** A record at `offset` with these state deltas and one output row. */
-function record(offset: number, state: StateDelta[]): EvaluatedRecord {
-  return {
-    offset,
-    timestamp: 0,
-    source: { topic: 'orders', partition: 0, offset },
-    raw: { key: null, value: null, headers: {} },
-    digest: `d${offset}`,
-    idempotencyKey: undefined,
-    output: [{ offset }],
-    deadLetter: undefined,
-    state,
-  } as unknown as EvaluatedRecord;
-}
 
 /** The real ledger, counting the condition refusals its direct transactions meet. */
 function counting(before?: (txn: Parameters<StagingLedger['applyState']>[0]) => Promise<void>) {
@@ -139,7 +124,7 @@ describe('the relearning bound on a legitimate workload', () => {
     await seedMaxima(pipeline, keys, 100);
     forgetStateKnowledge();
     const { port, seen } = counting();
-    const records = keys.map((key, offset) => record(offset, [delta(key, { max: { high: 1 } })]));
+    const records = keys.map((key, offset) => evaluatedRecord(offset, [delta(key, { max: { high: 1 } })]));
     const target = { ledger: port, pipeline, topic: 'orders', partition: 0, maxItems: 8 };
     const outcome = await applyDirectState(target, records).catch((error: unknown) => error);
     expect(outcome).not.toBeInstanceOf(StateConditionError);
@@ -236,7 +221,7 @@ describe('the relearning bound under other writers of the same keys', () => {
     });
     // maxTransactionItems 8: "global" and five records' own keys a chunk, 27 chunks.
     const records = Array.from({ length: 135 }, (_, offset) =>
-      record(offset, [
+      evaluatedRecord(offset, [
         delta('global', { latest: { last: { value: `mine-${offset}`, at: 10 * offset } } }),
         delta(`own-${offset}`, { add: { n: 1 } }),
       ]),
@@ -267,7 +252,7 @@ describe('the relearning bound under other writers of the same keys', () => {
         state: [delta(key, { latest: { last: { value: 'theirs', at: 2 } } })],
       });
     });
-    const mine = record(
+    const mine = evaluatedRecord(
       0,
       keys.map((key) => delta(key, { latest: { last: { value: 'mine', at: 1 } } })),
     );
@@ -327,7 +312,7 @@ describe('a transaction whose answer is lost', () => {
     const target = { ledger: real, pipeline, topic: 'orders', partition: 0, maxItems: 8 };
     lose.arm();
     await applyDirectState(target, [
-      record(0, [delta('k', { add: { n: 1 }, max: { high: 5 }, min: { low: 5 } })]),
+      evaluatedRecord(0, [delta('k', { add: { n: 1 }, max: { high: 5 }, min: { low: 5 } })]),
     ]);
     expect({ lost: lose.lost, sent: lose.sent }).toEqual({ lost: 1, sent: 2 });
     expect(await values(pipeline, 'k')).toEqual({ n: 1, high: 5, low: 5 });
@@ -347,7 +332,7 @@ describe('a transaction whose answer is lost', () => {
     const { clients, lose } = losingClients('outside');
     const sender = new StagingLedger(clients.dynamodb, res.table);
     const batch = [
-      record(0, [
+      evaluatedRecord(0, [
         delta('k', {
           add: { n: 1 },
           max: { high: 5 },
@@ -363,7 +348,9 @@ describe('a transaction whose answer is lost', () => {
     // make no guess wrong (it is true), and none was taken; the item as stored decides.
     const { port, seen } = counting();
     await applyDirectState({ ...target, ledger: port, partition: 1 }, [
-      record(0, [delta('k', { max: { high: 3 }, min: { low: 7 }, latest: { last: { value: 'w', at: 4 } } })]),
+      evaluatedRecord(0, [
+        delta('k', { max: { high: 3 }, min: { low: 7 }, latest: { last: { value: 'w', at: 4 } } }),
+      ]),
     ]);
     // The mapping's retry of the batch: applying equal values again is applying them once.
     await applyDirectState({ ...target, ledger: port }, batch);
