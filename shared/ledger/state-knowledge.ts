@@ -66,12 +66,12 @@ export function assume(
  * answered after a later one) must not set a belief back, which would make the next guess a refused `apply`.
  */
 function furthest(known: Belief | undefined, committed: Belief): Belief {
-  if (known?.operation !== committed.operation) return committed;
-  if (known.operation === 'latest' && committed.operation === 'latest')
-    return compareUtf8(known.order, committed.order) >= 0 ? known : committed;
-  if (known.operation === 'latest' || committed.operation === 'latest') return committed;
-  const ahead = known.operation === 'min' ? known.value <= committed.value : known.value >= committed.value;
-  return ahead ? known : committed;
+  if (committed.operation === 'latest') {
+    return known?.operation === 'latest' && compareUtf8(known.order, committed.order) >= 0
+      ? known
+      : committed;
+  }
+  return numberStays(committed.operation, committed.value, known) ? known! : committed;
 }
 
 /** Believes what a stored item (read now, or returned by a cancelled condition) holds; `undefined`: no item. */
