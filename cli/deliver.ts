@@ -31,6 +31,8 @@ export interface DeliverCommandOptions {
   readonly generation?: number;
   readonly topic?: string;
   readonly partitions: number;
+  /** `--partitions` left at its default: the file's partitions decide the count. */
+  readonly partitionsFromInput?: boolean;
   readonly batchSize: number;
   readonly table?: string;
   readonly bucket?: string;
@@ -93,13 +95,13 @@ function fileTime(file: string): number {
 /** The settings, the transform as the processor Lambda loads it, and the input records: all checked before any call. */
 async function prepare(options: DeliverCommandOptions, env: NodeJS.ProcessEnv) {
   const environment = operatorEnvironment(env);
-  const [{ settingsFromEnv }, { loadTransform, secretsFor, usesGlue }, adapter, glue, input] =
+  const [{ settingsFromEnv }, { loadTransform, secretsFor, usesGlue }, adapter, glue, { readInput }] =
     await Promise.all([
       import('../shared/config/settings.ts'),
       import('../shared/transforms/load.ts'),
       import('../shared/transforms/adapter.ts'),
       import('../shared/decode/glue-schemas.ts'),
-      import('../local/input.ts'),
+      import('./local-input.ts'),
     ]);
   const variables = environment.withSettingFlags(options);
   const parsed = settingsFromEnv(
@@ -121,8 +123,12 @@ async function prepare(options: DeliverCommandOptions, env: NodeJS.ProcessEnv) {
         glueGetSchemaVersion: glue.glueSchemaVersionLookup(),
       })
     : loaded.transform;
-  const records = input.readInputFile(options.input, options.partitions);
-  return { settings: parsed, transform, records, topic, timestamp: fileTime(options.input) };
+  const { records, partitions } = await readInput(
+    options.input,
+    options.partitions,
+    options.partitionsFromInput,
+  );
+  return { settings: parsed, transform, records, partitions, topic, timestamp: fileTime(options.input) };
 }
 
 /** Progress on stderr every few seconds while records are delivered. */
@@ -141,7 +147,10 @@ export async function runDeliver(
 ): Promise<InputDelivery> {
   const environment = operatorEnvironment(deps.env);
   const endpoint = environment.endpoint(options.endpoint);
-  const { settings, transform, records, topic, timestamp } = await prepare(options, environment.variables);
+  const { settings, transform, records, partitions, topic, timestamp } = await prepare(
+    options,
+    environment.variables,
+  );
   const [{ createAwsClients }, { createProcessor }, { deliverInput }] = await Promise.all([
     import('../shared/aws/clients.ts'),
     import('../shared/processor/processor.ts'),
@@ -158,7 +167,7 @@ export async function runDeliver(
       processor: createProcessor({ settings, clients, transform }),
       records,
       topic,
-      partitions: options.partitions,
+      partitions,
       batchSize: options.batchSize,
       timestamp,
       ...(settings.eventSourceArn === undefined ? {} : { eventSourceArn: settings.eventSourceArn }),
@@ -231,9 +240,9 @@ backwards: eos epoch); 2 bad usage, settings or input, or a batch the processor 
         }
       }
       const output = command.configureOutput();
-      const { partitionsFor } = await import('./local-input.ts');
+      const { partitionsFromInput } = await import('./local-input.ts');
       await runDeliver(
-        { ...raw, partitions: await partitionsFor(raw, command) },
+        { ...raw, partitionsFromInput: partitionsFromInput(raw, command) },
         {
           ...deps,
           write:

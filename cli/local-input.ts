@@ -8,32 +8,42 @@ import { LOCAL_DEFAULTS } from './local-defaults.ts';
 import type { LocalCommandOptions } from './local-options.ts';
 import type { LocalSettings } from './local-settings.ts';
 
-/**
- * `--partitions` as given, or, left at its default with an `--input` file, at least as many as the file names. A
- * file that cannot be read leaves the default: reading it for the run reports what is wrong with it.
- */
-export async function partitionsFor(
-  raw: { readonly input?: string | undefined; readonly partitions: number },
-  command: Command,
-): Promise<number> {
-  if (raw.input === undefined || command.getOptionValueSource('partitions') !== 'default')
-    return raw.partitions;
-  const { partitionsOfInput } = await import('../local/input.ts');
-  try {
-    return partitionsOfInput(raw.input, raw.partitions);
-  } catch {
-    return raw.partitions;
-  }
+/** Whether `--partitions` was left at its default with an `--input` file: the file's partitions decide the count. */
+export function partitionsFromInput(
+  raw: { readonly input?: string | undefined },
+  command: Pick<Command, 'getOptionValueSource'>,
+): boolean {
+  return raw.input !== undefined && command.getOptionValueSource('partitions') === 'default';
 }
 
-/** The input to run: the file's records, or the seeded generator's. Throws before anything runs. */
-export async function inputFor(options: LocalCommandOptions, local: LocalSettings): Promise<InputRecord[]> {
+/**
+ * The records of an `--input` file, and the partitions of the run: `partitions` as given, or (`fromInput`) at
+ * least as many as the file names.
+ */
+export async function readInput(
+  file: string,
+  partitions: number,
+  fromInput: boolean | undefined,
+): Promise<{ records: InputRecord[]; partitions: number }> {
+  const { MAX_PARTITIONS, partitionsOf, readInputFile } = await import('../local/input.ts');
+  if (!fromInput) return { records: readInputFile(file, partitions), partitions };
+  const records = readInputFile(file, MAX_PARTITIONS);
+  return { records, partitions: partitionsOf(records, partitions) };
+}
+
+/**
+ * The input to run, the file's records or the seeded generator's, and the run's partitions. Throws before anything
+ * runs.
+ */
+export async function inputFor(
+  options: LocalCommandOptions,
+  local: LocalSettings,
+): Promise<{ records: InputRecord[]; partitions: number }> {
   if (options.input !== undefined && options.records !== undefined) {
     throw new OptionError('--records', 'cannot be combined with --input (the file decides the records)');
   }
   if (options.input !== undefined) {
-    const { readInputFile } = await import('../local/input.ts');
-    return readInputFile(options.input, options.partitions);
+    return readInput(options.input, options.partitions, options.partitionsFromInput);
   }
   const transform = local.settings.transform;
   if (transform !== LOCAL_DEFAULTS.transform) {
@@ -44,12 +54,13 @@ export async function inputFor(options: LocalCommandOptions, local: LocalSetting
     );
   }
   const { generateOrders } = await import('../local/generator.ts');
-  return generateOrders({
+  const records = generateOrders({
     seed: options.seed,
     records: options.records ?? LOCAL_DEFAULTS.records,
     partitions: options.partitions,
     poisonRate: options.faults.poison,
   });
+  return { records, partitions: options.partitions };
 }
 
 /** `--report` and `--export` must be writable before the run starts: a run of minutes must not end in ENOENT. */

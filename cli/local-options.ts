@@ -7,6 +7,8 @@ export interface LocalCommandOptions {
   readonly input?: string;
   readonly records?: number;
   readonly partitions: number;
+  /** `--partitions` left at its default with `--input`: the file's partitions decide the count. */
+  readonly partitionsFromInput?: boolean;
   /** Flags that set a processor setting: absent, the `EOS_*` variable (or the local default) decides. */
   readonly guarantee?: DeliveryGuarantee;
   readonly transform?: string;

@@ -97,10 +97,10 @@ async function prepareRun(options: LocalCommandOptions, env: NodeJS.ProcessEnv) 
   }
   const { loadLocalTransform } = await import('./local-transform.ts');
   const transform = await loadLocalTransform(local);
-  const input = await inputFor(options, local);
+  const { records: input, partitions } = await inputFor(options, local);
   const recreateTopicWith = await secondGenerationFor(options, input);
   checkOutputPaths(options);
-  return { local, transform, input, recreateTopicWith };
+  return { local, transform, input, partitions, recreateTopicWith };
 }
 
 type Prepared = Awaited<ReturnType<typeof prepareRun>>;
@@ -189,7 +189,7 @@ export async function runLocalCommand(
 async function runInParts(
   options: LocalCommandOptions,
   deps: LocalDependencies,
-  { local, transform, input, recreateTopicWith }: Prepared,
+  { local, transform, input, partitions, recreateTopicWith }: Prepared,
   modules: RunModules,
   io: { readonly write: (text: string) => void; readonly writeError: (text: string) => void },
 ): Promise<number> {
@@ -208,7 +208,7 @@ async function runInParts(
   const { report, aggregates } = await runLocal({
     settings,
     input,
-    partitions: options.partitions,
+    partitions,
     // Poison is a generated record the transform rejects: in a file of the user's, a rejection is the transform's.
     faults: options.input === undefined ? options.faults : { ...options.faults, poison: 0 },
     seed: options.seed,

@@ -20,7 +20,7 @@ import {
   MAX_BATCH_SIZE,
   MISSING_KEY_CHOICES,
 } from './local-defaults.ts';
-import { partitionsFor } from './local-input.ts';
+import { partitionsFromInput } from './local-input.ts';
 import { LOCAL_SCENARIOS, type LocalCommandOptions, type LocalDependencies } from './local-options.ts';
 import { runLocalCommand } from './local-run.ts';
 import { ENDPOINT_HELP, endpointUrl, integer, oneOf } from './options.ts';
@@ -212,7 +212,7 @@ dead-lettered; 2 bad usage, setting or input (nothing ran); 3 the endpoints cann
       const options: LocalCommandOptions = {
         ...raw,
         faults: await parseFaults(raw.faults, command),
-        partitions: await partitionsFor(raw, command),
+        partitionsFromInput: partitionsFromInput(raw, command),
       };
       try {
         process.exitCode = await runLocalCommand(options, deps);

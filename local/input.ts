@@ -128,14 +128,14 @@ export function readInputFile(file: string, partitions: number): InputRecord[] {
   return parseInputText(file, text, partitions);
 }
 
-/** The most partitions `--partitions` takes. */
+/** The most partitions `--partitions` takes: the bound of a file whose partitions decide the count. */
 export const MAX_PARTITIONS = 1000;
 
 /**
- * The partitions a run over `file` has when `--partitions` is not given: as many as the file names (its highest
- * partition + 1), and at least `atLeast` (the default), so a file of a 3-partition topic runs without the flag.
+ * The partitions a run over these records has when `--partitions` is not given: as many as they name (the
+ * highest partition + 1), and at least `atLeast` (the default), so a file of a 3-partition topic runs without the
+ * flag.
  */
-export function partitionsOfInput(file: string, atLeast: number): number {
-  const records = readInputFile(file, MAX_PARTITIONS);
+export function partitionsOf(records: readonly InputRecord[], atLeast: number): number {
   return records.reduce((most, record) => Math.max(most, record.partition + 1), atLeast);
 }
