@@ -50,6 +50,8 @@ export interface CheckpointerOptions {
   readonly onCommitted?: (checkpointId: number) => void;
   /** Optional probe: a step (one Lambda invocation of the state machine) starts, or returns. */
   readonly onStep?: (step: CoordinatorStep, phase: 'before' | 'after') => void;
+  /** The coordinator's changed partitions per shard; default its own. */
+  readonly partitionsPerShard?: number;
 }
 
 export class Checkpointer {
@@ -74,6 +76,7 @@ export class Checkpointer {
       settings: options.settings,
       clients: this.slot.instrument(options.clients),
       clock: options.clock,
+      ...(options.partitionsPerShard ? { partitionsPerShard: options.partitionsPerShard } : {}),
       hooks: {
         beforeStep: (step) => {
           options.onStep?.(step, 'before');

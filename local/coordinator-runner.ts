@@ -60,6 +60,8 @@ export interface LocalCoordinatorOptions {
   readonly hooks?: CoordinatorHooks;
   readonly log?: CoordinatorLog;
   readonly promotionLimits?: Partial<PromotionLimits>;
+  /** Changed partitions per shard; default the coordinator's (`shared/coordinator/shards.ts`). */
+  readonly partitionsPerShard?: number;
   /** An ASL definition whose Lambda tasks name their function by ARN; default {@link localDefinition}. */
   readonly definition?: Record<string, unknown>;
   /** FunctionName (ARN) → step, for `definition`. */
@@ -93,6 +95,11 @@ export interface CheckpointOutcome {
   readonly invocations: readonly StepInvocation[];
   /** History events the interpreter logged (an estimate of Step Functions' count). */
   readonly events: number;
+  /**
+   * State transitions, what a Standard workflow bills: every state entered, inside a Map's iterations too (an
+   * inline Map's iterations themselves are not billed), and every retry of a state.
+   */
+  readonly transitions: number;
   /** The largest state input/output the interpreter saw, in bytes of JSON. */
   readonly maxStateBytes: number;
 }
@@ -177,6 +184,7 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.log ? { log: options.log } : {}),
     ...(options.promotionLimits ? { promotionLimits: options.promotionLimits } : {}),
+    ...(options.partitionsPerShard ? { partitionsPerShard: options.partitionsPerShard } : {}),
   });
   const fallback = localDefinition();
   const definition = options.definition ?? fallback.definition;
@@ -236,11 +244,13 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
       },
     );
     let events = 0;
+    let transitions = 0;
     let maxStateBytes = 0;
     let seenCheckpointId = 0;
     const logged = (async () => {
       for await (const event of run.eventLogs) {
         events++;
+        if (event.type === 'StateEntered' || event.type === 'StateRetried') transitions++;
         const state = (event as { state?: { input?: unknown; output?: unknown } }).state;
         if (!state) continue;
         maxStateBytes = Math.max(maxStateBytes, size(state.input), size(state.output));
@@ -262,6 +272,7 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
         checkpointId: output.checkpoint?.checkpointId ?? 0,
         output,
         events,
+        transitions,
         maxStateBytes,
       };
     } catch (error) {
@@ -281,6 +292,7 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
         error: errorName,
         cause: cause?.message ?? String(error),
         events,
+        transitions,
         maxStateBytes,
       };
     }

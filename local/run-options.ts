@@ -29,6 +29,8 @@ export interface RunOptions {
   /** The event source mapping's batching window, ms: a batch not full waits this long; default the emulator's. */
   readonly batchingWindowMs?: number;
   readonly maxPartitionsPerEvent?: number;
+  /** The coordinator's changed partitions per shard; default its own (a test sets 1 to spread every run's work). */
+  readonly partitionsPerShard?: number;
   /** Attempts of one batch before the run gives up on an error that was not injected; default 25. */
   readonly maxAttemptsPerBatch?: number;
   readonly onProgress?: (progress: Progress) => void;

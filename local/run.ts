@@ -125,6 +125,7 @@ export class Run {
       planner: this.planner,
       random: random.fork('coordinator'),
       faults: this.faultLog,
+      ...(options.partitionsPerShard ? { partitionsPerShard: options.partitionsPerShard } : {}),
     });
     this.containers = new Containers(() => {
       const slot = new AttemptSlot(this.faultLog);

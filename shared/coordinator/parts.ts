@@ -13,6 +13,7 @@ import { ManifestStore } from '../sink/manifest-store.ts';
 import { DEFAULT_PROMOTION_LIMITS, type PromotionLimits } from './promote/final-plan.ts';
 import { type OutputShape, outputShapeOf } from './promote/folder-plan.ts';
 import { PlanStore } from './promote/plan-store.ts';
+import { PARTITIONS_PER_SHARD } from './shards.ts';
 
 /** The sink of the coordinator's log lines (a Powertools Logger fits). */
 export interface CoordinatorLog {
@@ -32,6 +33,8 @@ export interface CoordinatorOptions {
   readonly concurrency?: number;
   /** Most staged objects one orphan sweep examines (it continues from there next time). Default 10,000. */
   readonly orphanSweepLimit?: number;
+  /** Changed partitions per shard (`shards.ts`). Default {@link PARTITIONS_PER_SHARD}. */
+  readonly partitionsPerShard?: number;
 }
 
 export interface CoordinatorParts {
@@ -54,6 +57,8 @@ export interface CoordinatorParts {
   readonly concurrency: number;
   /** Most staged objects one orphan sweep examines. */
   readonly orphanSweepLimit: number;
+  /** Changed partitions per shard. */
+  readonly partitionsPerShard: number;
 }
 
 /** The stores and limits every phase shares, with the options' defaults. */
@@ -75,6 +80,7 @@ export function coordinatorParts(options: CoordinatorOptions): CoordinatorParts 
     shape: outputShapeOf(settings),
     concurrency: options.concurrency ?? 16,
     orphanSweepLimit: options.orphanSweepLimit ?? 10_000,
+    partitionsPerShard: options.partitionsPerShard ?? PARTITIONS_PER_SHARD,
   };
 }
 

@@ -189,7 +189,12 @@ describe('L3: bounded checkpoint items', () => {
       touched.map((partition) => ({ topic: LONG_TOPIC, partition, firstOffset: 6, lastOffset: 9 })),
     );
     const { clients, largest } = measuredClients();
-    const core = createCoordinator({ settings, clients, clock: new ManualClock(Date.now()) });
+    const core = createCoordinator({
+      settings,
+      clients,
+      clock: new ManualClock(Date.now()),
+      partitionsPerShard: 1,
+    });
     const execution = uniqueName('exec');
     const begun = await core.begin({ execution });
     expect(begun).toMatchObject({ action: 'checkpoint', checkpointId: 2, attempt: 1, shards: [0, 1, 2] });
@@ -237,7 +242,12 @@ describe('L3: bounded checkpoint items', () => {
   it('L3: 210 aborts with 2,000-character reasons leave the record and head bounded, and begin still works', async () => {
     const settings = settingsFor(uniqueName('aborts'));
     await stageFiles(res.clients, settings, [{ partition: 0, firstOffset: 0, lastOffset: 2 }]);
-    const core = createCoordinator({ settings, clients: res.clients, clock: new ManualClock(Date.now()) });
+    const core = createCoordinator({
+      settings,
+      clients: res.clients,
+      clock: new ManualClock(Date.now()),
+      partitionsPerShard: 1,
+    });
     const store = new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId);
     const reason = 'r'.repeat(2_000);
     for (let i = 1; i <= ABORTS; i++) {
@@ -309,7 +319,12 @@ describe('L3: bounded checkpoint items', () => {
         Item: { ...keys.checkpointHead(settings.pipelineId), ...head },
       }),
     );
-    const core = createCoordinator({ settings, clients: res.clients, clock: new ManualClock(Date.now()) });
+    const core = createCoordinator({
+      settings,
+      clients: res.clients,
+      clock: new ManualClock(Date.now()),
+      partitionsPerShard: 1,
+    });
     const ref = { execution: 'new', checkpointId: 2, attempt: 1 };
     expect(await core.begin({ execution: 'new' })).toMatchObject({ action: 'checkpoint', checkpointId: 2 });
     await core.prepare({ ...ref, shard: 0 });

@@ -58,7 +58,7 @@ async function committed(
 ) {
   const settings = settingsIn(res, 'cs', input);
   await stageFiles(res.clients, settings, specs(partitions, files));
-  const core = createCoordinator({ settings, clients: res.clients });
+  const core = createCoordinator({ settings, clients: res.clients, partitionsPerShard: 1 });
   const begun = await core.begin({ execution: 'exec' });
   expect(begun.action).toBe('checkpoint');
   const ref = { execution: 'exec', checkpointId: begun.checkpointId, attempt: begun.attempt };
@@ -201,7 +201,7 @@ describe("the coordinator's cleanup step", () => {
   async function cleanupSteps(settings: Settings, record: CheckpointRecord, shards: readonly number[]) {
     const clients = createAwsClients();
     const calls = new CallCounter().attach(clients);
-    const core = createCoordinator({ settings, clients });
+    const core = createCoordinator({ settings, clients, partitionsPerShard: 1 });
     const ref = { execution: 'exec', checkpointId: record.checkpointId, attempt: record.attempt };
     const perShard: Array<Record<string, number>> = [];
     let removed = 0;

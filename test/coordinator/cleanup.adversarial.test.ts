@@ -135,7 +135,7 @@ async function committedPipeline(
   const settings = settingsIn(res, idPrefix);
   await stageFiles(res.clients, settings, specs(2, 0));
   const faulty = faultyClients(fails);
-  const core = createCoordinator({ settings, clients: faulty.clients });
+  const core = createCoordinator({ settings, clients: faulty.clients, partitionsPerShard: 1 });
   const { ref, shards } = await commitOne(core);
   expect(shards).toHaveLength(PARTITIONS);
   const above = (await stageFiles(res.clients, settings, specs(1, 2))).map((e) => e.key).sort();
@@ -239,7 +239,7 @@ describe('cleanup interleavings', () => {
     const clock = new ManualClock(Date.now());
     const clients = createAwsClients();
     const calls = new CallCounter().attach(clients);
-    const core = createCoordinator({ settings, clients, clock });
+    const core = createCoordinator({ settings, clients, clock, partitionsPerShard: 1 });
     // Attempt 1 prepares (its plans written and voted for), then its execution dies before the decision.
     const first = await core.begin({ execution: 'crashed' });
     const firstRef = { execution: 'crashed', checkpointId: first.checkpointId, attempt: first.attempt };

@@ -68,6 +68,7 @@ function setup(promotionLimits?: Partial<PromotionLimits>) {
       settings,
       clients: hook ? hookedClients(hook) : res.clients,
       clock,
+      partitionsPerShard: 1,
       ...(promotionLimits ? { promotionLimits } : {}),
     });
   return {

@@ -46,7 +46,8 @@ function setup() {
   return {
     settings,
     clock,
-    core: createCoordinator({ settings, clients: res.clients, clock }),
+    // One shard per partition: the interleavings are exercised across shards.
+    core: createCoordinator({ settings, clients: res.clients, clock, partitionsPerShard: 1 }),
     store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
     ledger: new StagedEntries(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
     manifests: new ManifestStore(res.clients.s3, settings.bucket, settings.pipelineId),

@@ -67,7 +67,8 @@ function setup(overrides: Partial<SettingsInput> = {}, clients: AwsClients = res
   return {
     settings,
     clock,
-    core: createCoordinator({ settings, clients, clock }),
+    // One shard per partition: the protocol's interleavings are exercised across shards.
+    core: createCoordinator({ settings, clients, clock, partitionsPerShard: 1 }),
     store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
     ledger: new StagedEntries(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
     stage: (specs) => stageFiles(res.clients, settings, specs),
@@ -792,6 +793,7 @@ describe('C7 readers', () => {
             settings,
             clients: res.clients,
             clock,
+            partitionsPerShard: 1,
             hooks: {
               beforeStep: (step) => crash(step, 'before'),
               afterStep: (step) => crash(step, 'after'),

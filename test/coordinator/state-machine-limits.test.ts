@@ -41,6 +41,8 @@ describe('Step Functions limits', () => {
     const local = createLocalCoordinator({
       settings,
       clients: res.clients,
+      // One shard per partition: the fan-out reaches the most shards a checkpoint has.
+      partitionsPerShard: 1,
       definition: deployed.definition,
       functionSteps: deployed.functionSteps,
     });

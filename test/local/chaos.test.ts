@@ -41,6 +41,8 @@ interface Schedule {
   readonly partitions: number;
   readonly batchSize: number;
   readonly maxPartitionsPerEvent: number;
+  /** The coordinator's partitions per shard: 1 spreads a checkpoint over as many shards as partitions moved. */
+  readonly partitionsPerShard: number;
   readonly checkpointIntervalMs: number;
   readonly duplicateRate: number;
   readonly faults: FaultRates;
@@ -53,6 +55,7 @@ const scheduleArbitrary: fc.Arbitrary<Schedule> = fc.record({
   partitions: fc.integer({ min: 2, max: 3 }),
   batchSize: fc.integer({ min: 3, max: 15 }),
   maxPartitionsPerEvent: fc.integer({ min: 1, max: 3 }),
+  partitionsPerShard: fc.constantFrom(1, 64),
   checkpointIntervalMs: fc.integer({ min: 100, max: 800 }),
   duplicateRate: fc.constantFrom(0, 0.1, 0.3),
   faults: fc.record(
@@ -108,6 +111,7 @@ async function runSchedule(s: Schedule, guarantee: DeliveryGuarantee): Promise<R
     clock: 'virtual',
     batchSize: s.batchSize,
     maxPartitionsPerEvent: s.maxPartitionsPerEvent,
+    partitionsPerShard: s.partitionsPerShard,
     transform: orderedOrdersTransform,
   });
   return report;

@@ -20,7 +20,10 @@ export const BUSY: BeginOutput = { action: 'busy', checkpointId: 0, attempt: 0, 
 
 const EMPTY: BeginOutput = { action: 'empty', checkpointId: 0, attempt: 0, shards: [] };
 
-type AllocateParts = Pick<CoordinatorParts, 'settings' | 'store' | 'ledger' | 'replays' | 'log'>;
+type AllocateParts = Pick<
+  CoordinatorParts,
+  'settings' | 'store' | 'ledger' | 'replays' | 'log' | 'partitionsPerShard'
+>;
 
 /** The cut as of now (C2): per partition, the staged offset read now, never below the committed cut. */
 async function readCutNow(parts: AllocateParts, committedId: number) {
@@ -59,7 +62,7 @@ export async function allocateCheckpoint(
     if (aborted?.status === 'ABORTED' && aborted.attempt === head.attempt)
       await store.deleteCut(aborted.cutId);
   }
-  const shardCount = shardCountFor(changed.length);
+  const shardCount = shardCountFor(changed.length, parts.partitionsPerShard);
   // Unique to this begin: two racing begins never write the same pages, and the loser's are never named.
   const cutId = `${padCheckpointId(checkpointId)}#${attempt}#${randomUUID()}`;
   // Noted first: if this begin dies before the allocation names the cut, a later cleanup finds the pages.
