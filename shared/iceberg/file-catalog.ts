@@ -15,9 +15,9 @@
  * folder for the highest N first.
  */
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { getBytes, listObjects, putOnce } from '../sink/objects.ts';
+import { getBytes, listObjects } from '../sink/objects.ts';
 import type { Catalog, Committed, TableState } from './catalog.ts';
-import { parseTableMetadata, tableMetadataJson } from './metadata-json.ts';
+import { parseTableMetadata, tableMetadataJson, writeMetadataJson } from './metadata-json.ts';
 import type { TableMetadata } from './table-metadata.ts';
 
 const VERSION_FILE = /\/v(\d+)\.metadata\.json$/;
@@ -68,13 +68,10 @@ export class FileCatalog implements Catalog {
     if (!Number.isSafeInteger(version) || version < 1) {
       throw new RangeError(`version token ${expected?.version} is not one of this catalog's`);
     }
-    const key = this.metadataKey(version);
-    const written = await putOnce(this.s3, this.bucket, key, Buffer.from(tableMetadataJson(next)), {
-      contentType: 'application/json',
-    });
-    if (written === undefined) return 'conflict';
+    const location = `s3://${this.bucket}/${this.metadataKey(version)}`;
+    if ((await writeMetadataJson(this.s3, location, tableMetadataJson(next))) === 'exists') return 'conflict';
     await this.writeHint(version);
-    return { metadata: next, location: `s3://${this.bucket}/${key}`, version: String(version) };
+    return { metadata: next, location, version: String(version) };
   }
 
   /** The hint's version; undefined when there is none (or it is not a version). */
