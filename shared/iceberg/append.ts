@@ -3,7 +3,10 @@
  *
  * 1. Load the table. If a snapshot of it already names this pipeline's checkpoint (`eos.checkpoint-id` in its
  *    summary), that snapshot is the answer: a retry, or a second invocation of the same commit step, never appends
- *    twice. Otherwise the table is created (first commit) or its schema and spec brought to the output's.
+ *    twice. With a {@link CheckpointAppend.checkpointProperty}, the table's properties answer too: each append sets
+ *    that property to its checkpoint id in the same metadata swap, and a table whose snapshots maintenance expired
+ *    keeps its properties, so a property at or past the checkpoint means it is in. Otherwise the table is created
+ *    (first commit) or its schema and spec brought to the output's.
  * 2. Write the manifest of the files and the snapshot's manifest list (the new manifest, then the parent's).
  *    Their keys under `<table>/metadata/` are the snapshot id and a digest of the bytes, and the bytes are a
  *    function of the checkpoint and the parent: an attempt on the same parent rewrites the same objects (write-once,
@@ -39,6 +42,7 @@ import {
   createTableMetadata,
   currentSchema,
   defaultSpec,
+  mainSnapshotId,
   nextSnapshotBase,
   type Snapshot,
   snapshotIdOf,
@@ -70,15 +74,31 @@ export interface CheckpointAppend {
   readonly clock?: Clock;
   /** Loads and commits before giving up on conflicts; default {@link DEFAULT_COMMIT_ATTEMPTS}. */
   readonly maxAttempts?: number;
+  /**
+   * A table property naming the last checkpoint appended (`eos.<pipeline>.published-checkpoint`): set to this
+   * checkpoint's id by the append, and read as "every checkpoint up to its value is in" (see the module comment).
+   * Only for checkpoints appended in order.
+   */
+  readonly checkpointProperty?: string;
 }
 
 export interface AppendResult {
   /** `appended` by this call, or found `already-committed` by an earlier attempt. */
   readonly outcome: 'appended' | 'already-committed';
+  /** What said it was committed: its snapshot's summary, or (the snapshot expired) the checkpoint property. */
+  readonly foundBy?: 'summary' | 'property';
   readonly snapshotId: bigint;
+  /**
+   * The snapshot's sequence number; when only the property found it (the snapshot is no longer listed), the
+   * sequence number of main's head, which descends from it unless the table was rolled back.
+   */
+  readonly sequenceNumber: number;
   /** The table's state this call committed, or loaded when it found the checkpoint committed. */
   readonly state: TableState;
-  /** Whether main's history holds the snapshot (false: the table was rolled back past it). */
+  /**
+   * Whether main's history holds the snapshot (false: the table was rolled back past it). Found by the property
+   * only, the snapshot is gone and this is true: the caller judges a rollback by sequence numbers.
+   */
   readonly inMainHistory: boolean;
   /** Commits tried (1 without a conflict). */
   readonly attempts: number;
@@ -163,6 +183,46 @@ async function parentManifests(s3: S3Client, parent: Snapshot | undefined): Prom
   return decodeManifestList(bytes);
 }
 
+/** The checkpoint id the table's `property` names; 0 when it names none. */
+export function checkpointOfProperty(metadata: TableMetadata, property: string): number {
+  const value = metadata.properties[property];
+  return value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : 0;
+}
+
+/** The sequence number of main's head; 0 when main has no snapshot listed. */
+export function mainHeadSequence(metadata: TableMetadata): number {
+  const head = mainSnapshotId(metadata);
+  return metadata.snapshots.find((snapshot) => snapshot['snapshot-id'] === head)?.['sequence-number'] ?? 0;
+}
+
+/** The earlier commit of the checkpoint that `state` shows, if any (see the module comment). */
+function committedBefore(
+  state: TableState,
+  request: CheckpointAppend,
+): Omit<AppendResult, 'state' | 'attempts'> | undefined {
+  const found = snapshotOfCheckpoint(state.metadata, request.pipelineId, request.checkpointId);
+  if (found) {
+    return {
+      outcome: 'already-committed',
+      foundBy: 'summary',
+      snapshotId: found.snapshot['snapshot-id'],
+      sequenceNumber: found.snapshot['sequence-number'],
+      inMainHistory: found.inMainHistory,
+    };
+  }
+  const property = request.checkpointProperty;
+  if (property === undefined || checkpointOfProperty(state.metadata, property) < request.checkpointId) {
+    return undefined;
+  }
+  return {
+    outcome: 'already-committed',
+    foundBy: 'property',
+    snapshotId: snapshotIdOf(request.pipelineId, request.checkpointId),
+    sequenceNumber: mainHeadSequence(state.metadata),
+    inMainHistory: true,
+  };
+}
+
 /** The next metadata: manifest and manifest list written, the snapshot appended to `base`. */
 async function nextMetadata(
   s3: S3Client,
@@ -199,7 +259,7 @@ async function nextMetadata(
     manifests: [...added, ...(await parentManifests(s3, parent))],
   });
   const manifestList = await writeMetadataObject(s3, base, `snap-${snapshotId}`, list);
-  return appendSnapshot(base, {
+  const appended = appendSnapshot(base, {
     snapshotId,
     manifestList,
     nowMs,
@@ -216,6 +276,9 @@ async function nextMetadata(
     checkpointId: request.checkpointId,
     lanes: request.lanes,
   });
+  const property = request.checkpointProperty;
+  if (property === undefined) return appended;
+  return { ...appended, properties: { ...appended.properties, [property]: String(request.checkpointId) } };
 }
 
 /** Appends the checkpoint's files as one snapshot, or finds it appended (see the module comment). */
@@ -228,23 +291,21 @@ export async function appendCheckpoint(
   const maxAttempts = request.maxAttempts ?? DEFAULT_COMMIT_ATTEMPTS;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const state = await catalog.load();
-    const found = state && snapshotOfCheckpoint(state.metadata, request.pipelineId, request.checkpointId);
-    if (state && found) {
-      const { snapshot, inMainHistory } = found;
-      return {
-        outcome: 'already-committed',
-        snapshotId: snapshot['snapshot-id'],
-        state,
-        inMainHistory,
-        attempts: attempt - 1,
-      };
-    }
+    const found = state && committedBefore(state, request);
+    if (state && found) return { ...found, state, attempts: attempt - 1 };
     const nowMs = clock.now();
     const next = await nextMetadata(s3, request, baseMetadata(request.table, state, nowMs), state, nowMs);
     const committed = await catalog.commit(state, next);
     if (committed !== 'conflict') {
       const snapshotId = snapshotIdOf(request.pipelineId, request.checkpointId);
-      return { outcome: 'appended', snapshotId, state: committed, inMainHistory: true, attempts: attempt };
+      return {
+        outcome: 'appended',
+        snapshotId,
+        sequenceNumber: committed.metadata['last-sequence-number'],
+        state: committed,
+        inMainHistory: true,
+        attempts: attempt,
+      };
     }
   }
   throw new IcebergCommitConflictError(

@@ -331,4 +331,53 @@ describe('appendCheckpoint', () => {
         .sort(),
     );
   });
+
+  it('sets the checkpoint property in the same swap and takes it as the answer once the snapshot is expired', async () => {
+    const { table, catalog } = newTable();
+    const property = 'eos.orders.published-checkpoint';
+    const file = await dataFile(table, rows(0, 3), 'dt=2026-03-14/hour=07');
+    const one = await appendCheckpoint(catalog, s3, {
+      ...request(table, 1, [file]),
+      checkpointProperty: property,
+    });
+    expect(one).toMatchObject({ outcome: 'appended', sequenceNumber: 1 });
+    expect(one.state.metadata.properties[property]).toBe('1');
+    // Maintenance expires the snapshot (a replace snapshot over the same files at main's head).
+    const state = one.state;
+    const head = state.metadata.snapshots[0]!;
+    const replaced = { ...head, 'snapshot-id': 42n, 'sequence-number': 2, summary: { operation: 'replace' } };
+    const { 'parent-snapshot-id': _parent, ...orphan } = replaced;
+    const expired: TableMetadata = {
+      ...state.metadata,
+      'last-sequence-number': 2,
+      'current-snapshot-id': 42n,
+      refs: { main: { 'snapshot-id': 42n, type: 'branch' } },
+      snapshots: [orphan],
+      'snapshot-log': [],
+    };
+    expect(await catalog.commit(state, expired)).not.toBe('conflict');
+    const keys = await metadataKeys(catalog);
+    const retry = await appendCheckpoint(catalog, s3, {
+      ...request(table, 1, [file]),
+      checkpointProperty: property,
+    });
+    expect(retry).toMatchObject({
+      outcome: 'already-committed',
+      foundBy: 'property',
+      snapshotId: snapshotIdOf('orders', 1),
+      sequenceNumber: 2,
+      attempts: 0,
+    });
+    expect(await metadataKeys(catalog)).toEqual(keys);
+    expect(await readBack(catalog)).toEqual(expected(rows(0, 3)));
+    // Without the property the expired checkpoint is not recognised: the property is what holds it.
+    const blind = await appendCheckpoint(catalog, s3, request(table, 1, [file]));
+    expect(blind.outcome).toBe('appended');
+    // The next checkpoint moves it.
+    const two = await appendCheckpoint(catalog, s3, {
+      ...request(table, 2, [await dataFile(table, rows(3, 2), 'dt=2026-03-14/hour=07')]),
+      checkpointProperty: property,
+    });
+    expect(two.state.metadata.properties[property]).toBe('2');
+  });
 });
