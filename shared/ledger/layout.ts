@@ -18,6 +18,8 @@
  * | orphan sweep mark | `<pl>#CHECKPOINT`                       | `SWEEP`                             |
  * | cleaned-up mark   | `<pl>#CHECKPOINT`                       | `CLEANED`                           |
  * | pending cut       | `<pl>#CHECKPOINT`                       | `PENDINGCUT#<cutId>`                |
+ * | table snapshot N  | `<pl>#CHECKPOINT`                       | `TABLESNAP#<N, 12 digits>`          |
+ * | published mark    | `<pl>#CHECKPOINT`                       | `PUBLISHED`                         |
  * | cut page          | `<pl>#CHECKPOINT#CUT#<cutId>`           | `C#<shard, 2>#<page, 6>` / `U#<page, 6>` |
  *
  * Who writes what (the stack's IAM scopes each role to these leading keys; see `infra/`):
@@ -57,6 +59,9 @@ export interface ItemKey {
 
 const OFFSET_DIGITS = 20;
 const CHECKPOINT_DIGITS = 12;
+
+/** Sort-key prefix of the table snapshot records under the checkpoint pk (above `HEAD`: never in its history). */
+export const TABLE_SNAPSHOT_PREFIX = 'TABLESNAP#';
 
 /** Sort-key prefix of the pending-cut notes under the checkpoint pk. */
 export const PENDING_CUT_PREFIX = 'PENDINGCUT#';
@@ -130,6 +135,13 @@ export const keys = {
     pk: `${pipeline}#CHECKPOINT`,
     sk: `${PENDING_CUT_PREFIX}${cutId}`,
   }),
+  /** The Iceberg snapshot checkpoint N became (coordinator-owned, `table-snapshots.ts`). */
+  tableSnapshot: (pipeline: string, checkpointId: number): ItemKey => ({
+    pk: `${pipeline}#CHECKPOINT`,
+    sk: `${TABLE_SNAPSHOT_PREFIX}${padCheckpointId(checkpointId)}`,
+  }),
+  /** The last checkpoint published to the Iceberg table, every earlier one with it (coordinator-owned). */
+  publishedMark: (pipeline: string): ItemKey => ({ pk: `${pipeline}#CHECKPOINT`, sk: 'PUBLISHED' }),
   cutPagesPk: (pipeline: string, cutId: string): string => `${pipeline}#CHECKPOINT#CUT#${cutId}`,
   /** A page of the partitions whose cut moved, dealt to `shard`. */
   changedCutPage: (pipeline: string, cutId: string, shard: number, page: number): ItemKey => ({
