@@ -1,0 +1,167 @@
+/**
+ * Publishing committed checkpoints to an Iceberg table, each exactly once, in checkpoint order, anchored in the
+ * ledger (`ledger/table-snapshots.ts`).
+ *
+ * Publishing checkpoint N first publishes every earlier committed checkpoint the published mark has not reached,
+ * in order (a publish that failed or never ran is caught up by a later one), at most {@link PUBLISH_CATCH_UP_LIMIT}
+ * per call. Before any of it, the table is checked to still hold what the ledger says is published
+ * (`rollback.ts`). Then for each checkpoint K:
+ *
+ * 1. the ledger records K's snapshot: published; only the mark may lag (a crash between the two writes): move it;
+ * 2. else the table says K is in (its published-checkpoint property at or past K, or a live snapshot whose summary
+ *    names K): the catalog accepted K's swap and the ledger write was lost (the unknown commit state). Record it,
+ *    append nothing;
+ * 3. else append K's data files as one snapshot (`iceberg/append.ts`: compare-and-swap, rebased onto a concurrent
+ *    writer's commit such as compaction), the property set to K in the same swap; then record it and move the mark.
+ *
+ * 2 and 3 are one call of `appendCheckpoint`, which looks at the table before each attempt. The snapshot id is a
+ * function of (pipeline, K), so every attempt, zombie or retry, names the same one, and the ledger refuses a second.
+ */
+import type { S3Client } from '@aws-sdk/client-s3';
+import type { Clock } from '../../clock.ts';
+import { PipelineError } from '../../errors.ts';
+import { type AppendResult, appendCheckpoint, tableLayout } from '../../iceberg/append.ts';
+import type { CheckpointStore } from '../../ledger/checkpoints.ts';
+import type { TableSnapshot, TableSnapshots } from '../../ledger/table-snapshots.ts';
+import type { ManifestStore } from '../../sink/manifest-store.ts';
+import type { CoordinatorLog } from '../parts.ts';
+import { checkpointDataFiles } from './data-files.ts';
+import { assertNotRolledBack, IcebergTableRolledBackError } from './rollback.ts';
+import { type PublishTarget, publishedCheckpointProperty } from './target.ts';
+
+/** Most checkpoints one publish appends; the next publish continues from the mark. */
+export const PUBLISH_CATCH_UP_LIMIT = 10;
+
+/** What publishing works with: the ledger's records and the bucket's manifests, the table and its catalog. */
+export interface PublishParts {
+  readonly pipelineId: string;
+  /** The bucket of the final objects. */
+  readonly bucket: string;
+  readonly s3: S3Client;
+  readonly clock: Clock;
+  readonly log: CoordinatorLog;
+  readonly store: Pick<CheckpointStore, 'readRecord'>;
+  readonly manifests: Pick<ManifestStore, 'read'>;
+  readonly snapshots: Pick<TableSnapshots, 'read' | 'readMark' | 'record' | 'advanceMark'>;
+  readonly target: PublishTarget;
+}
+
+/** A checkpoint asked to be published is not COMMITTED, or its manifest is missing. */
+export class PublishStateError extends PipelineError {}
+
+/** How one checkpoint came to be recorded as published by this call. */
+export interface PublishedCheckpoint {
+  readonly checkpointId: number;
+  readonly snapshotId: bigint;
+  /** `appended` now; `found` in the table (the unknown commit state); `recorded` in the ledger before. */
+  readonly how: 'appended' | 'found' | 'recorded';
+}
+
+export interface PublishOutcome {
+  readonly checkpointId: number;
+  /** The published mark after this call. */
+  readonly publishedUpTo: number;
+  /** The checkpoints this call brought to the mark, in order. */
+  readonly published: readonly PublishedCheckpoint[];
+}
+
+/** Publishes committed checkpoint `checkpointId` and every earlier one not yet published (module comment). */
+export async function publishCheckpoint(parts: PublishParts, checkpointId: number): Promise<PublishOutcome> {
+  await requireCommitted(parts, checkpointId);
+  const { target } = parts;
+  const property = publishedCheckpointProperty(parts.pipelineId);
+  let mark = await parts.snapshots.readMark();
+  assertNotRolledBack(await target.catalog.load(), mark, property, target.table.location);
+  const published: PublishedCheckpoint[] = [];
+  const last = Math.min(checkpointId, mark.upTo + PUBLISH_CATCH_UP_LIMIT);
+  for (let id = mark.upTo + 1; id <= last; id++) {
+    if (id < checkpointId && !(await isCommitted(parts, id))) break;
+    if (id < checkpointId) {
+      parts.log.error('publishing an earlier checkpoint that was not published', {
+        checkpointId: id,
+        by: checkpointId,
+      });
+    }
+    const done = await publishOne(parts, id, property);
+    published.push(done);
+    mark = { upTo: id };
+  }
+  if (mark.upTo < checkpointId) {
+    parts.log.error('the table is behind: later publishes continue from the published mark', {
+      checkpointId,
+      publishedUpTo: mark.upTo,
+    });
+  }
+  return { checkpointId, publishedUpTo: mark.upTo, published };
+}
+
+async function isCommitted(parts: PublishParts, checkpointId: number): Promise<boolean> {
+  return (await parts.store.readRecord(checkpointId))?.status === 'COMMITTED';
+}
+
+async function requireCommitted(parts: PublishParts, checkpointId: number): Promise<void> {
+  const record = await parts.store.readRecord(checkpointId);
+  if (record?.status !== 'COMMITTED') {
+    throw new PublishStateError(
+      `checkpoint ${checkpointId} is ${record?.status ?? 'absent'}: only a COMMITTED checkpoint is published`,
+    );
+  }
+}
+
+/** One checkpoint recorded as published, the mark moved to it (steps 1 to 3 of the module comment). */
+async function publishOne(
+  parts: PublishParts,
+  checkpointId: number,
+  property: string,
+): Promise<PublishedCheckpoint> {
+  const { snapshots, clock } = parts;
+  const recorded = await snapshots.read(checkpointId);
+  if (recorded) {
+    await snapshots.advanceMark(recorded, clock.now());
+    return { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' };
+  }
+  const result = await append(parts, checkpointId, property);
+  if (!result.inMainHistory) {
+    throw new IcebergTableRolledBackError(
+      `the Iceberg table ${parts.target.table.location} holds checkpoint ${checkpointId}'s snapshot ${result.snapshotId} outside main's history (rolled back past it): it is neither recorded nor appended again; restore main to it`,
+    );
+  }
+  const snapshot: Omit<TableSnapshot, 'recordedAt'> = {
+    checkpointId,
+    snapshotId: result.snapshotId,
+    sequenceNumber: result.sequenceNumber,
+  };
+  const written = await snapshots.record(snapshot, clock.now());
+  await snapshots.advanceMark(written, clock.now());
+  const how = result.outcome === 'appended' ? 'appended' : 'found';
+  if (how === 'found') {
+    parts.log.error('the table held a checkpoint the ledger did not record: recorded, not appended again', {
+      checkpointId,
+      snapshotId: String(result.snapshotId),
+      foundBy: result.foundBy,
+    });
+  }
+  return { checkpointId, snapshotId: written.snapshotId, how };
+}
+
+/** Appends the checkpoint's data files, or finds them in the table already. */
+async function append(parts: PublishParts, checkpointId: number, property: string): Promise<AppendResult> {
+  const manifest = await parts.manifests.read(checkpointId);
+  if (!manifest)
+    throw new PublishStateError(`checkpoint ${checkpointId} is COMMITTED but its manifest is missing`);
+  const { table, catalog } = parts.target;
+  const current = await catalog.load();
+  const files = checkpointDataFiles(manifest, parts.bucket, tableLayout(table, current?.metadata));
+  for (const { key, reason } of files.left) {
+    parts.log.error('an output object is left out of the table', { checkpointId, key, reason });
+  }
+  return appendCheckpoint(catalog, parts.s3, {
+    table,
+    dataFiles: files.dataFiles,
+    pipelineId: parts.pipelineId,
+    checkpointId,
+    lanes: files.lanes,
+    clock: parts.clock,
+    checkpointProperty: property,
+  });
+}

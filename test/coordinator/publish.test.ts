@@ -1,0 +1,452 @@
+/**
+ * Publishing committed checkpoints to an Iceberg table, against DynamoDB Local and the local S3 server, the table
+ * read back by icebird (a reader nobody here wrote): one checkpoint is one snapshot whatever is retried, a crash
+ * between the catalog's swap and the ledger's record is recorded without a second append (also once maintenance
+ * expired the snapshot), earlier checkpoints are published first and in order, a concurrent maintenance commit is
+ * rebased onto, and a table rolled back below what the ledger records as published is reported, not appended to.
+ */
+import type { S3Client } from '@aws-sdk/client-s3';
+import { icebergManifests, icebergMetadata, icebergRead } from 'icebird';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { systemClock } from '../../shared/clock.ts';
+import type { Settings } from '../../shared/config/settings.ts';
+import {
+  type PublishParts,
+  PublishStateError,
+  publishCheckpoint,
+} from '../../shared/coordinator/publish/publish.ts';
+import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
+import { publishedCheckpointProperty, publishedTable } from '../../shared/coordinator/publish/target.ts';
+import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
+import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
+import {
+  mainHistory,
+  type Snapshot,
+  snapshotIdOf,
+  type TableMetadata,
+} from '../../shared/iceberg/table-metadata.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { TableSnapshotConflictError, TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
+import { ManifestStore } from '../../shared/sink/manifest-store.ts';
+import type { ColumnDefinition } from '../../shared/transforms/api.ts';
+import { localS3Fetch } from '../iceberg/icebird-s3.ts';
+import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
+import { stageFiles } from '../support/staging.ts';
+
+const COLUMNS: ColumnDefinition[] = [
+  { name: 'n', type: 'long', nullable: false },
+  { name: 'at', type: 'timestamp', nullable: false },
+];
+
+let res: TestResources;
+let s3: S3Client;
+beforeAll(async () => {
+  res = await freshResources('publish');
+  s3 = res.clients.s3;
+  vi.stubGlobal('fetch', localS3Fetch(s3));
+});
+afterAll(() => {
+  vi.unstubAllGlobals();
+});
+
+interface Setup {
+  readonly settings: Settings;
+  readonly catalog: FileCatalog;
+  readonly parts: PublishParts;
+  readonly errors: string[];
+  /** Offsets staged so far on partition 0 (the next checkpoint stages above them). */
+  staged: number;
+}
+
+function setup(): Setup {
+  const settings = settingsIn(res, 'pub', {
+    outputFormat: 'parquet',
+    timePartitioning: 'hour',
+    outputColumns: COLUMNS,
+  });
+  const catalog = new FileCatalog(s3, res.bucket, `${settings.pipelineId}/iceberg/output`);
+  const table = publishedTable({ location: catalog.location, columns: COLUMNS, timePartitioning: 'hour' });
+  const errors: string[] = [];
+  const parts: PublishParts = {
+    pipelineId: settings.pipelineId,
+    bucket: settings.bucket,
+    s3,
+    clock: systemClock,
+    log: { info: () => {}, error: (message) => errors.push(message) },
+    store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
+    manifests: new ManifestStore(s3, settings.bucket, settings.pipelineId),
+    snapshots: new TableSnapshots(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
+    target: { catalog, table },
+  };
+  return { settings, catalog, parts, errors, staged: 0 };
+}
+
+/** Stages `count` rows on two partitions and commits them as the next checkpoint (the local state machine). */
+async function commitNext(setup: Setup, count = 3): Promise<void> {
+  const first = setup.staged;
+  const last = first + count - 1;
+  const rows = (partition: number) =>
+    Array.from({ length: count }, (_, i) => ({
+      n: partition * 1000 + first + i,
+      at: Date.UTC(2026, 2, 14, 7) + first + i,
+      source: { topic: 'orders', partition, offset: first + i },
+    }));
+  await stageFiles(res.clients, setup.settings, [
+    { partition: 0, firstOffset: first, lastOffset: last, rows: rows(0) },
+    { partition: 1, firstOffset: first, lastOffset: last, rows: rows(1) },
+  ]);
+  setup.staged = last + 1;
+  await checkpoint(res, setup.settings);
+}
+
+/** The `n` of every row icebird reads from the table, sorted. */
+async function rowsBack(catalog: FileCatalog): Promise<number[]> {
+  const rows = await icebergRead({ tableUrl: catalog.location });
+  return rows.map((row) => Number((row as { n: bigint | number }).n)).sort((a, b) => a - b);
+}
+
+/** The `n` of the rows the first `staged` offsets of both partitions hold. */
+function expectedRows(staged: number): number[] {
+  const n = Array.from({ length: staged }, (_, i) => i);
+  return [...n, ...n.map((i) => 1000 + i)].sort((a, b) => a - b);
+}
+
+async function metadataOf(catalog: Catalog): Promise<TableMetadata> {
+  const state = await catalog.load();
+  if (!state) throw new Error('the table has no metadata');
+  return state.metadata;
+}
+
+/** The checkpoint ids the table's snapshots name, in the order of the snapshot list. */
+function checkpointsOf(metadata: TableMetadata): string[] {
+  return metadata.snapshots.map((snapshot) => snapshot.summary['eos.checkpoint-id'] ?? '-');
+}
+
+/**
+ * A maintenance commit: a `replace` snapshot at main's head over the same manifest list (what a compaction that
+ * changed nothing would commit), properties kept; with `expire`, every other snapshot dropped from the metadata
+ * as snapshot expiry drops them.
+ */
+async function maintain(catalog: Catalog, { expire = false } = {}): Promise<bigint> {
+  const state = (await catalog.load()) as TableState;
+  const { metadata } = state;
+  const head = metadata.snapshots.find(
+    (s) => s['snapshot-id'] === metadata['current-snapshot-id'],
+  ) as Snapshot;
+  const id = 7_000_000_000_000_000n + BigInt(metadata['last-sequence-number']);
+  const sequence = metadata['last-sequence-number'] + 1;
+  const snapshot: Snapshot = {
+    'snapshot-id': id,
+    'parent-snapshot-id': head['snapshot-id'],
+    'sequence-number': sequence,
+    'timestamp-ms': metadata['last-updated-ms'] + 1,
+    'manifest-list': head['manifest-list'],
+    summary: { operation: 'replace' },
+    'schema-id': metadata['current-schema-id'],
+  };
+  const next: TableMetadata = {
+    ...metadata,
+    'last-sequence-number': sequence,
+    'last-updated-ms': metadata['last-updated-ms'] + 1,
+    'current-snapshot-id': id,
+    refs: { main: { 'snapshot-id': id, type: 'branch' } },
+    snapshots: expire ? [snapshot] : [...metadata.snapshots, snapshot],
+    'snapshot-log': expire
+      ? [{ 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id }]
+      : [...metadata['snapshot-log'], { 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id }],
+  };
+  expect(await catalog.commit(state, next)).not.toBe('conflict');
+  return id;
+}
+
+/** The ledger's snapshot writes, the record failing once as a crash right after the catalog's swap would. */
+function crashingRecord(parts: PublishParts): PublishParts {
+  const real = parts.snapshots;
+  let crashed = false;
+  return {
+    ...parts,
+    snapshots: {
+      read: (id) => real.read(id),
+      readMark: () => real.readMark(),
+      advanceMark: (snapshot, now) => real.advanceMark(snapshot, now),
+      record: (snapshot, now) => {
+        if (!crashed) {
+          crashed = true;
+          return Promise.reject(new Error('crash after the catalog swap, before the ledger write'));
+        }
+        return real.record(snapshot, now);
+      },
+    },
+  };
+}
+
+describe('publishing a committed checkpoint to an Iceberg table', () => {
+  it('makes one snapshot whose rows icebird reads back, its summary naming pipeline, checkpoint and lanes; a retry makes none', async () => {
+    const s = setup();
+    await commitNext(s);
+    const outcome = await publishCheckpoint(s.parts, 1);
+    expect(outcome).toMatchObject({ checkpointId: 1, publishedUpTo: 1 });
+    expect(outcome.published).toEqual([
+      { checkpointId: 1, snapshotId: snapshotIdOf(s.settings.pipelineId, 1), how: 'appended' },
+    ]);
+    const metadata = await metadataOf(s.catalog);
+    expect(metadata.snapshots).toHaveLength(1);
+    expect(metadata.snapshots[0]?.summary).toMatchObject({
+      operation: 'append',
+      'eos.pipeline-id': s.settings.pipelineId,
+      'eos.checkpoint-id': '1',
+      'eos.lanes': 'orders',
+      'added-records': '6',
+      'added-data-files': '2',
+    });
+    expect(metadata.properties[publishedCheckpointProperty(s.settings.pipelineId)]).toBe('1');
+    expect(await rowsBack(s.catalog)).toEqual(expectedRows(3));
+    const recorded = await s.parts.snapshots.read(1);
+    expect(recorded).toMatchObject({ snapshotId: snapshotIdOf(s.settings.pipelineId, 1), sequenceNumber: 1 });
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
+
+    const again = await publishCheckpoint(s.parts, 1);
+    expect(again).toMatchObject({ publishedUpTo: 1, published: [] });
+    expect((await metadataOf(s.catalog)).snapshots).toHaveLength(1);
+    expect(await rowsBack(s.catalog)).toEqual(expectedRows(3));
+  });
+
+  it('partitions the data files by their time folders', async () => {
+    const s = setup();
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    const metadata = await metadataOf(s.catalog);
+    const spec = metadata['partition-specs'].find((p) => p['spec-id'] === metadata['default-spec-id']);
+    expect(spec?.fields.map((field) => [field.name, field.transform])).toEqual([
+      ['dt', 'identity'],
+      ['hour', 'identity'],
+    ]);
+    // Each data file's partition, as icebird reads the table's manifests, is the folder of its key.
+    const manifests = await icebergManifests(await icebergMetadata({ tableUrl: s.catalog.location }));
+    const read = manifests
+      .flatMap(({ entries }) => entries)
+      .map((entry) => `${entry.data_file.file_path} ${Object.values(entry.data_file.partition).join('/')}`)
+      .sort();
+    const manifest = await s.parts.manifests.read(1);
+    const fromKeys = (manifest?.files ?? [])
+      .filter((file) => file.stream === 'output')
+      .map((file) => {
+        const [, dt, hour] = /\/dt=([^/]+)\/hour=(\d\d)\//.exec(file.key) ?? [];
+        return `s3://${res.bucket}/${file.key} ${dt}/${hour}`;
+      })
+      .sort();
+    expect(fromKeys).toHaveLength(2);
+    expect(read).toEqual(fromKeys);
+  });
+
+  it('refuses a checkpoint that is not COMMITTED', async () => {
+    const s = setup();
+    await expect(publishCheckpoint(s.parts, 1)).rejects.toBeInstanceOf(PublishStateError);
+    expect(await s.catalog.load()).toBeUndefined();
+  });
+
+  it('records, and does not append again, a checkpoint whose ledger write was lost after the catalog swap', async () => {
+    const s = setup();
+    await commitNext(s);
+    await expect(publishCheckpoint(crashingRecord(s.parts), 1)).rejects.toThrow(
+      /crash after the catalog swap/,
+    );
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
+    expect(await s.parts.snapshots.read(1)).toBeUndefined();
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(0);
+
+    const retried = await publishCheckpoint(s.parts, 1);
+    expect(retried.published).toEqual([
+      { checkpointId: 1, snapshotId: snapshotIdOf(s.settings.pipelineId, 1), how: 'found' },
+    ]);
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
+    expect(await rowsBack(s.catalog)).toEqual(expectedRows(3));
+    expect(s.errors).toContain(
+      'the table held a checkpoint the ledger did not record: recorded, not appended again',
+    );
+  });
+
+  it('finds a checkpoint in the table properties once maintenance expired its snapshot, and does not append it again', async () => {
+    const s = setup();
+    await commitNext(s);
+    await expect(publishCheckpoint(crashingRecord(s.parts), 1)).rejects.toThrow(/crash/);
+    const replaced = await maintain(s.catalog, { expire: true });
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['-']);
+
+    const retried = await publishCheckpoint(s.parts, 1);
+    expect(retried.published.map((p) => p.how)).toEqual(['found']);
+    const metadata = await metadataOf(s.catalog);
+    expect(metadata.snapshots.map((snapshot) => snapshot['snapshot-id'])).toEqual([replaced]);
+    expect(await rowsBack(s.catalog)).toEqual(expectedRows(3));
+    // Recorded with main's head's sequence number: the snapshot's own is gone with it.
+    expect(await s.parts.snapshots.read(1)).toMatchObject({ sequenceNumber: 2 });
+
+    // The next checkpoint goes on top of the maintenance snapshot.
+    await commitNext(s);
+    const next = await publishCheckpoint(s.parts, 2);
+    expect(next.published.map((p) => [p.checkpointId, p.how])).toEqual([[2, 'appended']]);
+    const after = await metadataOf(s.catalog);
+    expect(checkpointsOf(after)).toEqual(['-', '2']);
+    expect(mainHistory(after)).toEqual([snapshotIdOf(s.settings.pipelineId, 2), replaced]);
+    expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
+  });
+
+  it('skips a published checkpoint whose snapshot maintenance expired', async () => {
+    const s = setup();
+    await commitNext(s);
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 2);
+    await maintain(s.catalog, { expire: true });
+    for (const id of [1, 2]) expect((await publishCheckpoint(s.parts, id)).published).toEqual([]);
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['-']);
+    expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
+  });
+
+  it("publishes the earlier checkpoints first, in order, when the second's publish runs first", async () => {
+    const s = setup();
+    await commitNext(s);
+    await commitNext(s);
+    const outcome = await publishCheckpoint(s.parts, 2);
+    expect(outcome.published.map((p) => [p.checkpointId, p.how])).toEqual([
+      [1, 'appended'],
+      [2, 'appended'],
+    ]);
+    const metadata = await metadataOf(s.catalog);
+    expect(checkpointsOf(metadata)).toEqual(['1', '2']);
+    expect(mainHistory(metadata)).toEqual([
+      snapshotIdOf(s.settings.pipelineId, 2),
+      snapshotIdOf(s.settings.pipelineId, 1),
+    ]);
+    expect(metadata.properties[publishedCheckpointProperty(s.settings.pipelineId)]).toBe('2');
+    expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(2);
+    // The first's publish, late, finds both published.
+    expect((await publishCheckpoint(s.parts, 1)).published).toEqual([]);
+    expect(s.errors).toContain('publishing an earlier checkpoint that was not published');
+  });
+
+  it('rebases onto a maintenance commit that lands between its load and its swap', async () => {
+    const s = setup();
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    await commitNext(s);
+    const inner = s.catalog;
+    let maintenance: bigint | undefined;
+    let commits = 0;
+    const racing: Catalog = {
+      load: () => inner.load(),
+      commit: async (expected, next) => {
+        commits++;
+        if (maintenance === undefined) maintenance = await maintain(inner);
+        return inner.commit(expected, next);
+      },
+    };
+    const outcome = await publishCheckpoint(
+      { ...s.parts, target: { ...s.parts.target, catalog: racing } },
+      2,
+    );
+    expect(outcome.published.map((p) => [p.checkpointId, p.how])).toEqual([[2, 'appended']]);
+    expect(commits).toBe(2);
+    const metadata = await metadataOf(s.catalog);
+    expect(checkpointsOf(metadata)).toEqual(['1', '-', '2']);
+    expect(mainHistory(metadata)).toEqual([
+      snapshotIdOf(s.settings.pipelineId, 2),
+      maintenance,
+      snapshotIdOf(s.settings.pipelineId, 1),
+    ]);
+    expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
+  });
+
+  it('reports a table whose main was rolled back below a published checkpoint in one line, and appends nothing', async () => {
+    const s = setup();
+    await commitNext(s);
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 2);
+    // Main set back to checkpoint 1's snapshot (Iceberg's rollback_to_snapshot): properties stay as they were.
+    const state = (await s.catalog.load()) as TableState;
+    const first = snapshotIdOf(s.settings.pipelineId, 1);
+    const rolledBack: TableMetadata = {
+      ...state.metadata,
+      'current-snapshot-id': first,
+      refs: { main: { 'snapshot-id': first, type: 'branch' } },
+    };
+    expect(await s.catalog.commit(state, rolledBack)).not.toBe('conflict');
+    await commitNext(s);
+
+    const refused = publishCheckpoint(s.parts, 3);
+    await expect(refused).rejects.toBeInstanceOf(IcebergTableRolledBackError);
+    const message = await refused.catch((error: Error) => error.message);
+    expect(message).not.toContain('\n');
+    expect(message).toMatch(/rolled back below checkpoint 2 .*not in main's history/);
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1', '2']);
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(2);
+    // A retry of the published checkpoint reports it too.
+    await expect(publishCheckpoint(s.parts, 2)).rejects.toBeInstanceOf(IcebergTableRolledBackError);
+  });
+
+  it('reports a table whose metadata was set back to a version from before a published checkpoint', async () => {
+    const s = setup();
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    const before = (await s.catalog.load()) as TableState;
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 2);
+    // The version of checkpoint 1 committed again, as an operator restoring an old metadata file would.
+    const current = (await s.catalog.load()) as TableState;
+    expect(await s.catalog.commit(current, before.metadata)).not.toBe('conflict');
+    await commitNext(s);
+    await expect(publishCheckpoint(s.parts, 3)).rejects.toThrow(
+      /rolled back below checkpoint 2 .*published-checkpoint is 1/,
+    );
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
+  });
+
+  it('reports main set back below a published checkpoint whose snapshot maintenance expired', async () => {
+    const s = setup();
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    const old = (await s.catalog.load()) as TableState;
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 2);
+    await maintain(s.catalog, { expire: true });
+    // Main set to checkpoint 1's snapshot again, listed once more, properties as they are now.
+    const state = (await s.catalog.load()) as TableState;
+    const first = old.metadata.snapshots[0] as Snapshot;
+    const rolledBack: TableMetadata = {
+      ...state.metadata,
+      'current-snapshot-id': first['snapshot-id'],
+      refs: { main: { 'snapshot-id': first['snapshot-id'], type: 'branch' } },
+      snapshots: [...state.metadata.snapshots, first],
+    };
+    expect(await s.catalog.commit(state, rolledBack)).not.toBe('conflict');
+    await commitNext(s);
+    await expect(publishCheckpoint(s.parts, 3)).rejects.toThrow(
+      /rolled back below checkpoint 2 .*sequence number 1, below 2/,
+    );
+  });
+});
+
+describe('the ledger record of a published checkpoint', () => {
+  it('takes the same snapshot id again and refuses another one; the mark never skips a checkpoint', async () => {
+    const s = setup();
+    const { snapshots } = s.parts;
+    const first = await snapshots.record({ checkpointId: 1, snapshotId: 11n, sequenceNumber: 1 }, 100);
+    expect(await snapshots.record({ checkpointId: 1, snapshotId: 11n, sequenceNumber: 1 }, 200)).toEqual(
+      first,
+    );
+    await expect(
+      snapshots.record({ checkpointId: 1, snapshotId: 12n, sequenceNumber: 1 }, 300),
+    ).rejects.toBeInstanceOf(TableSnapshotConflictError);
+    const third = await snapshots.record(
+      { checkpointId: 3, snapshotId: 2n ** 63n - 1n, sequenceNumber: 3 },
+      400,
+    );
+    await expect(snapshots.advanceMark(third, 400)).rejects.toBeInstanceOf(TableSnapshotConflictError);
+    await snapshots.advanceMark(first, 500);
+    await snapshots.advanceMark(first, 600);
+    expect(await snapshots.readMark()).toEqual({ upTo: 1, snapshot: first });
+    expect((await snapshots.read(3))?.snapshotId).toBe(2n ** 63n - 1n);
+  });
+});
