@@ -234,6 +234,13 @@ describe('S3TablesCatalog', () => {
     expect(swaps()).toHaveLength(0);
   });
 
+  it('fails a load whose metadata file is missing, naming the table and the file', async () => {
+    table.metadataLocation = `${table.warehouseLocation}/metadata/00000-x.metadata.json`;
+    await expect(catalog().load()).rejects.toThrow(
+      `S3 Tables catalog: the metadata file ${table.metadataLocation} of eos.orders in ${TABLE.tableBucketARN} is missing`,
+    );
+  });
+
   it('fails other answers in one line naming the catalog, the table and the call; transient ones as such', async () => {
     const tables = catalog();
     const location = await tables.warehouseLocation();
