@@ -39,9 +39,12 @@ import {
   buildCoordinatorDefinition,
   COORDINATOR_STEPS,
   type CoordinatorStep,
+  type CoordinatorTask,
   functionArnSubstitution,
+  PUBLISH_STEP,
 } from '../shared/coordinator/definition.ts';
 import type { PromotionLimits } from '../shared/coordinator/promote/promoter.ts';
+import type { PublishTarget } from '../shared/coordinator/publish/target.ts';
 
 export interface CoordinatorHooks {
   beforeStep?(step: CoordinatorStep, payload: unknown): void | Promise<void>;
@@ -51,6 +54,9 @@ export interface CoordinatorHooks {
    * Fail state keeps only its own error name, so this is where the step's own error can be seen.
    */
   failedStep?(step: CoordinatorStep, payload: unknown, error: unknown): void;
+  /** Around the publish step (a definition with `Publish` only); throwing injects a crash as above. */
+  beforePublish?(payload: unknown): void | Promise<void>;
+  afterPublish?(payload: unknown, result: unknown): void | Promise<void>;
 }
 
 export interface LocalCoordinatorOptions {
@@ -65,7 +71,12 @@ export interface LocalCoordinatorOptions {
   /** An ASL definition whose Lambda tasks name their function by ARN; default {@link localDefinition}. */
   readonly definition?: Record<string, unknown>;
   /** FunctionName (ARN) → step, for `definition`. */
-  readonly functionSteps?: Readonly<Record<string, CoordinatorStep>>;
+  readonly functionSteps?: Readonly<Record<string, CoordinatorTask>>;
+  /**
+   * The Iceberg table each committed checkpoint is published to: the definition then has the `Publish` step
+   * (`definition.ts`). Default: none.
+   */
+  readonly publishTarget?: PublishTarget;
   /** Names executions; default a random UUID. */
   readonly executionName?: () => string;
 }
@@ -74,7 +85,7 @@ export const CHECKPOINT_OUTCOMES = ['committed', 'aborted', 'busy', 'empty', 'in
 export type CheckpointOutcomeStatus = (typeof CHECKPOINT_OUTCOMES)[number];
 
 export interface StepInvocation {
-  readonly step: CoordinatorStep;
+  readonly step: CoordinatorTask;
   /** JSON size of the Lambda payload and of its result (Step Functions' limit is 256 KB). */
   readonly payloadBytes: number;
   readonly resultBytes: number;
@@ -109,7 +120,7 @@ export interface LocalCoordinator {
   runCheckpoint(): Promise<CheckpointOutcome>;
 }
 
-const LOCAL_ARN = (step: CoordinatorStep): string =>
+const LOCAL_ARN = (step: CoordinatorTask): string =>
   `arn:aws:lambda:local:000000000000:function:eos-coordinator-${step}`;
 
 /** Replaces `${Name}` placeholders (definitionSubstitutions) throughout a definition. */
@@ -123,16 +134,15 @@ export function substitute(definition: unknown, values: Readonly<Record<string, 
 }
 
 /** The deployable definition with local ARNs in place of the Lambda substitutions. */
-export function localDefinition(): {
+export function localDefinition({ publish = false }: { readonly publish?: boolean } = {}): {
   definition: Record<string, unknown>;
-  functionSteps: Record<string, CoordinatorStep>;
+  functionSteps: Record<string, CoordinatorTask>;
 } {
-  const values = Object.fromEntries(
-    COORDINATOR_STEPS.map((step) => [functionArnSubstitution(step), LOCAL_ARN(step)]),
-  );
+  const steps: CoordinatorTask[] = publish ? [...COORDINATOR_STEPS, PUBLISH_STEP] : [...COORDINATOR_STEPS];
+  const values = Object.fromEntries(steps.map((step) => [functionArnSubstitution(step), LOCAL_ARN(step)]));
   return {
-    definition: substitute(buildCoordinatorDefinition(), values) as Record<string, unknown>,
-    functionSteps: Object.fromEntries(COORDINATOR_STEPS.map((step) => [LOCAL_ARN(step), step])),
+    definition: substitute(buildCoordinatorDefinition({ publish }), values) as Record<string, unknown>,
+    functionSteps: Object.fromEntries(steps.map((step) => [LOCAL_ARN(step), step])),
   };
 }
 
@@ -185,8 +195,9 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
     ...(options.log ? { log: options.log } : {}),
     ...(options.promotionLimits ? { promotionLimits: options.promotionLimits } : {}),
     ...(options.partitionsPerShard ? { partitionsPerShard: options.partitionsPerShard } : {}),
+    ...(options.publishTarget ? { publishTarget: options.publishTarget } : {}),
   });
-  const fallback = localDefinition();
+  const fallback = localDefinition({ publish: options.publishTarget !== undefined });
   const definition = options.definition ?? fallback.definition;
   const functionSteps = options.functionSteps ?? fallback.functionSteps;
   const states = allStates((definition as { States: Record<string, StateJson> }).States);
@@ -202,12 +213,16 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
       const started = performance.now();
       const took = () => Math.round(performance.now() - started);
       try {
-        await options.hooks?.beforeStep?.(step, Payload);
+        await (step === PUBLISH_STEP
+          ? options.hooks?.beforePublish?.(Payload)
+          : options.hooks?.beforeStep?.(step, Payload));
         const result = await (coordinator[step] as (payload: unknown) => Promise<unknown>).call(
           coordinator,
           Payload,
         );
-        await options.hooks?.afterStep?.(step, Payload, result);
+        await (step === PUBLISH_STEP
+          ? options.hooks?.afterPublish?.(Payload, result)
+          : options.hooks?.afterStep?.(step, Payload, result));
         invocations.push({
           step,
           payloadBytes: size(Payload),
@@ -217,7 +232,7 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
         });
         return { Payload: result } as unknown as JsonValue;
       } catch (error) {
-        options.hooks?.failedStep?.(step, Payload, error);
+        if (step !== PUBLISH_STEP) options.hooks?.failedStep?.(step, Payload, error);
         invocations.push({
           step,
           payloadBytes: size(Payload),

@@ -14,6 +14,8 @@
  * - **promote** (C5), per shard, only while COMMITTING: the voted plan (`promote/voted-plan.ts`) published, one
  *   pinned server-side copy of each candidate to its final key (`promote/promoter.ts`), and a promotion record.
  * - **commit** (C5, C7): manifest N (`commit/manifest.ts`), then COMMITTING → COMMITTED.
+ * - **publish**, only with an Iceberg table to publish to, once COMMITTED: the checkpoint (and any earlier one not
+ *   yet published) appended to the table exactly once, anchored in the ledger (`publish/publish.ts`).
  * - **cleanup**, per shard, once COMMITTED: staged objects and entries at or below the cut, named by the shard's
  *   voted plan (`cleanup/shard.ts`; from the ledger when the plan cannot say), superseded cut pages, and once every
  *   shard is clean the checkpoint's working objects; shard 0 also catches up on earlier cleanups
@@ -77,6 +79,9 @@ import { planShard } from './prepare/plan-shard.ts';
 import type { ShardPlan } from './promote/plan-store.ts';
 import { assertPlannedObject, Promoter } from './promote/promoter.ts';
 import { loadVotedPlan } from './promote/voted-plan.ts';
+import type { PublishParts } from './publish/publish.ts';
+import { type PublishOutput, publishParts, publishStep } from './publish/step.ts';
+import type { PublishTarget } from './publish/target.ts';
 import { shardList } from './shards.ts';
 
 /** A step was asked to act on a checkpoint that is not in the status the step needs (superseded, or out of order). */
@@ -97,6 +102,12 @@ export class VotesIncompleteError extends PipelineError {}
 /** The checkpoint statuses (BEGUN, PREPARED, COMMITTING, COMMITTED, ABORTED), stored by the ledger module. */
 export { CHECKPOINT_STATUS, type CheckpointStatus } from '../ledger/checkpoints.ts';
 export type { CoordinatorLog, CoordinatorOptions } from './parts.ts';
+export type { PublishOutput } from './publish/step.ts';
+
+/** The coordinator's options and, when its checkpoints are published to an Iceberg table, that table. */
+export interface CoordinatorSetup extends CoordinatorOptions {
+  readonly publishTarget?: PublishTarget;
+}
 
 export interface Coordinator {
   begin(input: BeginInput): Promise<BeginOutput>;
@@ -104,11 +115,12 @@ export interface Coordinator {
   decide(input: CheckpointRef): Promise<DecideOutput>;
   promote(input: ShardInput): Promise<ShardOutput>;
   commit(input: CheckpointRef): Promise<CommitOutput>;
+  publish(input: CheckpointRef): Promise<PublishOutput>;
   cleanup(input: ShardInput): Promise<ShardOutput>;
   abort(input: AbortInput): Promise<AbortOutput>;
 }
 
-export function createCoordinator(options: CoordinatorOptions): Coordinator {
+export function createCoordinator(options: CoordinatorSetup): Coordinator {
   return new CheckpointCoordinator(options);
 }
 
@@ -118,9 +130,11 @@ class CheckpointCoordinator implements Coordinator {
   private readonly log: CoordinatorLog;
   private readonly clock: Clock;
   private readonly promoter: Promoter;
+  private readonly publishing: PublishParts | undefined;
 
-  constructor(options: CoordinatorOptions) {
+  constructor(options: CoordinatorSetup) {
     this.parts = coordinatorParts(options);
+    this.publishing = options.publishTarget && publishParts(this.parts, options.publishTarget);
     const { settings, clients, store, log, clock, concurrency, limits } = this.parts;
     this.store = store;
     this.log = log;
@@ -385,6 +399,13 @@ class CheckpointCoordinator implements Coordinator {
       if (!(error instanceof CheckpointConflictError)) throw error;
       return (await this.requireRecord(record.checkpointId, record.attempt, ['COMMITTED'])).committedAt;
     }
+  }
+
+  // ── publish ───────────────────────────────────────────────────────────────────────────────────────────────
+
+  async publish(input: CheckpointRef): Promise<PublishOutput> {
+    await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTED']);
+    return publishStep(this.publishing, input.checkpointId);
   }
 
   // ── cleanup ───────────────────────────────────────────────────────────────────────────────────────────────

@@ -16,6 +16,10 @@
  *                                                        └─ Abort failing ─▶ AbortFailed (Fail)
  * ```
  *
+ * With an Iceberg table to publish to ({@link DefinitionOptions.publish}), a `Publish` task runs between Commit and
+ * Cleanup: the committed checkpoint, and any earlier one not yet published, appended to the table. Its failure
+ * never undoes the commit: it goes on to Cleanup, and the next checkpoint's publish catches up.
+ *
  * Step Functions limits: the state data carries references only — the checkpoint id, the attempt and a list of
  * at most {@link MAX_SHARDS} shard numbers; each shard's Lambda reads its partitions from the checkpoint record
  * and its files from the ledger (prepare) or from the plan object prepare wrote (promote). So the payloads stay
@@ -34,13 +38,20 @@ export const COORDINATOR_STEPS = [
 ] as const;
 export type CoordinatorStep = (typeof COORDINATOR_STEPS)[number];
 
+/** The step of a definition that publishes to an Iceberg table; only such a definition has it. */
+export const PUBLISH_STEP = 'publish';
+/** Every Lambda-backed step a definition may have. */
+export type CoordinatorTask = CoordinatorStep | typeof PUBLISH_STEP;
+/** The Task state of the publish step. */
+export const PUBLISH_STATE_NAME = 'Publish';
+
 /** Most shards a checkpoint is split into: bounds every Map's fan-out and the state data. */
 export const MAX_SHARDS = 16;
 /** Map iterations in flight at once. */
 export const MAP_MAX_CONCURRENCY = 8;
 
 /** The `definitionSubstitutions` key that carries each step's Lambda ARN. */
-export function functionArnSubstitution(step: CoordinatorStep): string {
+export function functionArnSubstitution(step: CoordinatorTask): string {
   return `${step[0]!.toUpperCase()}${step.slice(1)}FunctionArn`;
 }
 
@@ -72,6 +83,8 @@ export interface DefinitionOptions {
   readonly taskTimeoutSeconds?: number;
   /** The whole execution's limit; an execution cut off after the decision is rolled forward by the next one. */
   readonly executionTimeoutSeconds?: number;
+  /** A `Publish` task between Commit and Cleanup (an Iceberg table is configured). Default: none. */
+  readonly publish?: boolean;
 }
 
 type Json = Record<string, unknown>;
@@ -92,13 +105,27 @@ const RETRY_AFTER_DECISION: Json[] = [
   { ErrorEquals: ['States.ALL'], IntervalSeconds: 2, BackoffRate: 2, MaxAttempts: 6, MaxDelaySeconds: 60 },
 ];
 
+/**
+ * Publish retries what may pass (transient failures, injected crashes, other writers moving the table); a table
+ * rolled back or a broken record fails the same way each time and is left to the catch.
+ */
+const RETRY_PUBLISH: Json[] = [
+  {
+    ErrorEquals: [...TRANSIENT_ERRORS, 'IcebergCommitConflictError'],
+    IntervalSeconds: 2,
+    BackoffRate: 2,
+    MaxAttempts: 6,
+    MaxDelaySeconds: 60,
+  },
+];
+
 const CATCH_TO_ABORT: Json[] = [{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Abort' }];
 const CATCH_TO_INCOMPLETE: Json[] = [
   { ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'CommitIncomplete' },
 ];
 
 /** A Lambda task; `payload` is a Parameters template, or `'$'` to pass the state's input as it is. */
-function lambdaTask(step: CoordinatorStep, payload: Json | '$', timeoutSeconds: number, rest: Json): Json {
+function lambdaTask(step: CoordinatorTask, payload: Json | '$', timeoutSeconds: number, rest: Json): Json {
   const body = payload === '$' ? { 'Payload.$': '$' } : { Payload: payload };
   return {
     Type: 'Task',
@@ -171,6 +198,18 @@ function abortStates(task: number): Json {
   };
 }
 
+/** The publish task: after Commit, on to Cleanup whatever it answers (see the module comment). */
+function publishState(task: number): Json {
+  return {
+    [PUBLISH_STATE_NAME]: lambdaTask(PUBLISH_STEP, CHECKPOINT_REF, task, {
+      ResultPath: null,
+      Retry: RETRY_PUBLISH,
+      Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.publishError', Next: 'Cleanup' }],
+      Next: 'Cleanup',
+    }),
+  };
+}
+
 /**
  * The coordinator's ASL definition. Lambda ARNs appear as `${BeginFunctionArn}`, `${PrepareFunctionArn}`, ...
  * (see {@link functionArnSubstitution}) for `definitionSubstitutions` to fill.
@@ -229,8 +268,9 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
         ResultPath: null,
         Retry: RETRY_AFTER_DECISION,
         Catch: CATCH_TO_INCOMPLETE,
-        Next: 'Cleanup',
+        Next: options.publish ? PUBLISH_STATE_NAME : 'Cleanup',
       }),
+      ...(options.publish ? publishState(task) : {}),
       // Cleanup failures never undo a commit: what is left is cleaned by the next checkpoint.
       Cleanup: {
         ...shardMap('cleanup', task, RETRY_AFTER_DECISION),

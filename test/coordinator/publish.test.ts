@@ -8,8 +8,10 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import { icebergManifests, icebergMetadata, icebergRead } from 'icebird';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { systemClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
+import { buildCoordinatorDefinition, functionArnSubstitution } from '../../shared/coordinator/definition.ts';
 import {
   type PublishParts,
   PublishStateError,
@@ -17,6 +19,7 @@ import {
 } from '../../shared/coordinator/publish/publish.ts';
 import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
 import { publishedCheckpointProperty, publishedTable } from '../../shared/coordinator/publish/target.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
 import {
@@ -448,5 +451,88 @@ describe('the ledger record of a published checkpoint', () => {
     await snapshots.advanceMark(first, 600);
     expect(await snapshots.readMark()).toEqual({ upTo: 1, snapshot: first });
     expect((await snapshots.read(3))?.snapshotId).toBe(2n ** 63n - 1n);
+  });
+});
+
+describe('the Publish step of the state machine', () => {
+  it('runs between Commit and Cleanup only when a table is configured, and goes on to Cleanup when it fails', () => {
+    const plain = buildCoordinatorDefinition() as { States: Record<string, Record<string, unknown>> };
+    expect(plain.States.Publish).toBeUndefined();
+    expect(plain.States.Commit?.Next).toBe('Cleanup');
+    const publishing = buildCoordinatorDefinition({ publish: true }) as typeof plain;
+    expect(publishing.States.Commit?.Next).toBe('Publish');
+    expect(publishing.States.Publish).toMatchObject({
+      Type: 'Task',
+      Parameters: { FunctionName: `\${${functionArnSubstitution('publish')}}` },
+      ResultPath: null,
+      Next: 'Cleanup',
+      Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.publishError', Next: 'Cleanup' }],
+    });
+    const { Commit: _commit, Publish: _publish, ...rest } = publishing.States;
+    const { Commit: _plainCommit, ...plainRest } = plain.States;
+    expect(rest).toEqual(plainRest);
+  });
+
+  it('publishes each checkpoint the local state machine commits, once through a crash after the catalog swap', async () => {
+    const s = setup();
+    const inner = s.catalog;
+    let crashes = 0;
+    // The catalog takes the swap and the answer is lost: the crash between the swap and the ledger's record.
+    const crashing: Catalog = {
+      load: () => inner.load(),
+      commit: async (expected, next) => {
+        const committed = await inner.commit(expected, next);
+        if (committed !== 'conflict' && crashes++ === 0) throw new InjectedCrashError('publish');
+        return committed;
+      },
+    };
+    const steps: string[] = [];
+    const local = createLocalCoordinator({
+      settings: s.settings,
+      clients: res.clients,
+      publishTarget: { ...s.parts.target, catalog: crashing },
+      hooks: { afterPublish: () => void steps.push('publish'), afterStep: (step) => void steps.push(step) },
+    });
+    await stageFiles(res.clients, s.settings, [
+      {
+        partition: 0,
+        firstOffset: 0,
+        lastOffset: 2,
+        rows: [0, 1, 2].map((n) => ({ n, at: n, source: { topic: 'orders', partition: 0, offset: n } })),
+      },
+    ]);
+    const outcome = await local.runCheckpoint();
+    expect(outcome.status).toBe('committed');
+    expect(crashes).toBe(1);
+    expect(steps.filter((step) => step === 'publish')).toHaveLength(1);
+    expect(steps.slice(steps.indexOf('commit'), steps.indexOf('commit') + 2)).toEqual(['commit', 'publish']);
+    expect(outcome.invocations.filter((i) => i.step === 'publish').map((i) => i.failed)).toEqual([
+      true,
+      false,
+    ]);
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
+    expect(await rowsBack(s.catalog)).toEqual([0, 1, 2]);
+    expect(await s.parts.snapshots.read(1)).toMatchObject({
+      snapshotId: snapshotIdOf(s.settings.pipelineId, 1),
+    });
+
+    // A table rolled back under it: the checkpoint still commits and cleans up; the table is left as it is.
+    const state = (await s.catalog.load()) as TableState;
+    expect(await s.catalog.commit(state, { ...state.metadata, properties: {} })).not.toBe('conflict');
+    await stageFiles(res.clients, s.settings, [
+      {
+        partition: 0,
+        firstOffset: 3,
+        lastOffset: 3,
+        rows: [{ n: 3, at: 3, source: { topic: 'orders', partition: 0, offset: 3 } }],
+      },
+    ]);
+    steps.length = 0;
+    const second = await local.runCheckpoint();
+    expect(second.status).toBe('committed');
+    expect(second.invocations.filter((i) => i.step === 'publish').map((i) => i.failed)).toEqual([true]);
+    expect(steps).toContain('cleanup');
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
   });
 });
