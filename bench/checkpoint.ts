@@ -16,6 +16,8 @@ export interface CheckpointResult {
   transactionItems: number;
   lambdaInvocations: number;
   historyEvents: number;
+  /** State transitions (states entered and retried), what Step Functions bills. */
+  transitions: number;
 }
 
 const PARTITIONS = 4;
@@ -53,6 +55,7 @@ export async function measureCheckpoints(
       transactionItems: calls.transactionItems(),
       lambdaInvocations: outcome.invocations.length,
       historyEvents: outcome.events,
+      transitions: outcome.transitions,
     });
     process.stderr.write(
       `[bench] checkpoint of ${files} staged files: ${outcome.status} in ${seconds.toFixed(2)}s\n`,

@@ -53,12 +53,12 @@ export interface IdleCost {
 /**
  * The fixed monthly cost of a deployed pipeline that receives nothing: the scheduled coordinator executions that
  * find nothing to commit and the monitor runs (one each per checkpoint interval), the alarms, the dashboard, and the
- * monitor's metrics. Step Functions transitions are estimated as half the interpreter's history events, as for
- * checkpoints; the dashboard is billed only beyond the account's first three.
+ * monitor's metrics. Step Functions transitions are the states the interpreter entered, as for checkpoints; the
+ * dashboard is billed only beyond the account's first three.
  */
 export function idleMonthlyCost(idle: IdleResult): IdleCost {
   const executions = MONTH_SECONDS / 60 / idle.checkpointIntervalMinutes;
-  const transitions = idle.emptyCheckpoint.historyEvents / 2;
+  const transitions = idle.emptyCheckpoint.transitions;
   const reads = sum(idle.emptyCheckpoint.calls, DDB_READS) + sum(idle.monitor.calls, DDB_READS);
   const invocations = idle.emptyCheckpoint.lambdaInvocations + 1;
   const parts = {

@@ -20,6 +20,7 @@ import { type AwsClients, createAwsClients } from '../shared/aws/clients.ts';
 import { type DeliveryGuarantee, parseSettings } from '../shared/config/settings.ts';
 import { MAX_SHARDS } from '../shared/coordinator/definition.ts';
 import { DEFAULT_PROMOTION_LIMITS } from '../shared/coordinator/promote/final-plan.ts';
+import { PARTITIONS_PER_SHARD, shardCountFor } from '../shared/coordinator/shards.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { finalPrefix } from '../shared/sink/layout.ts';
 import { listObjects } from '../shared/sink/objects.ts';
@@ -39,19 +40,21 @@ export interface CheckpointSpec {
   readonly filesPerPartition: number;
   /** Promotion's member limit (default the coordinator's): a low one makes several final objects a partition. */
   readonly maxMembers?: number;
+  /** The coordinator's partitions per shard (default its own): a low one gives small shapes several shards. */
+  readonly partitionsPerShard?: number;
 }
 
 /**
  * Five shapes whose (1, shards, partitions, files, final objects) rows are independent: files alone vary from
- * the first to the second, final objects alone from the second to the fourth, and 20 partitions deal to fewer
- * shards than partitions.
+ * the first to the second, final objects alone from the second to the fourth, shards alone from the first to the
+ * third (one shard a partition there), and the last deals 20 partitions to 5 shards.
  */
 export const FIT_SHAPES: readonly CheckpointSpec[] = [
   { partitions: 2, filesPerPartition: 2 },
   { partitions: 2, filesPerPartition: 6 },
-  { partitions: 5, filesPerPartition: 2 },
+  { partitions: 2, filesPerPartition: 2, partitionsPerShard: 1 },
   { partitions: 2, filesPerPartition: 6, maxMembers: 2 },
-  { partitions: 20, filesPerPartition: 1 },
+  { partitions: 20, filesPerPartition: 1, partitionsPerShard: 4 },
 ];
 
 export interface MeasuredCheckpoint {
@@ -60,8 +63,10 @@ export interface MeasuredCheckpoint {
   readonly shape: CheckpointShape;
   readonly calls: Record<string, number>;
   readonly transactionItems: number;
+  readonly statementWrites: number;
   readonly lambdaInvocations: number;
-  readonly historyEvents: number;
+  /** State transitions (states entered and retried), what Step Functions bills. */
+  readonly transitions: number;
   /** Summed over the coordinator's invocations. */
   readonly invocationMs: number;
 }
@@ -109,21 +114,23 @@ export async function measureCheckpoint(
     settings,
     clients,
     ...(spec.maxMembers ? { promotionLimits: { maxMembers: spec.maxMembers } } : {}),
+    ...(spec.partitionsPerShard ? { partitionsPerShard: spec.partitionsPerShard } : {}),
   }).runCheckpoint();
   const finalObjects = await finalObjectCount(settings.bucket, settings.pipelineId);
   return {
     spec,
     status: outcome.status,
     shape: {
-      shards: Math.min(MAX_SHARDS, spec.partitions),
+      shards: shardCountFor(spec.partitions, spec.partitionsPerShard ?? PARTITIONS_PER_SHARD),
       partitions: spec.partitions,
       stagedFiles: spec.partitions * spec.filesPerPartition,
       finalObjects,
     },
     calls: calls.snapshot(),
     transactionItems: calls.transactionItems(),
+    statementWrites: calls.statementWrites(),
     lambdaInvocations: outcome.invocations.length,
-    historyEvents: outcome.events,
+    transitions: outcome.transitions,
     invocationMs: outcome.invocations.reduce((a, i) => a + i.durationMs, 0),
   };
 }
@@ -213,13 +220,17 @@ export function fitCheckpoints(measured: readonly MeasuredCheckpoint[]): CostCou
       shapes,
       measured.map((m) => m.transactionItems),
     ),
+    statementWrites: fitCheckpointTerms(
+      shapes,
+      measured.map((m) => m.statementWrites),
+    ),
     lambdaInvocations: fitCheckpointTerms(
       shapes,
       measured.map((m) => m.lambdaInvocations),
     ),
-    historyEvents: fitCheckpointTerms(
+    transitions: fitCheckpointTerms(
       shapes,
-      measured.map((m) => m.historyEvents),
+      measured.map((m) => m.transitions),
     ),
     msPerInvocation: Number((measured.reduce((a, m) => a + m.invocationMs, 0) / invocations).toFixed(1)),
   };
@@ -261,6 +272,7 @@ export async function measureCostCounts(
     by,
     defaults: idle.defaults,
     maxShards: MAX_SHARDS,
+    partitionsPerShard: PARTITIONS_PER_SHARD,
     promotionLimits: {
       maxObjectBytes: DEFAULT_PROMOTION_LIMITS.maxObjectBytes,
       maxMembers: DEFAULT_PROMOTION_LIMITS.maxMembers,

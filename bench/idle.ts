@@ -23,8 +23,10 @@ export interface IdleRun {
   calls: Record<string, number>;
   transactionItems: number;
   lambdaInvocations: number;
-  /** History events the interpreter logged; Step Functions bills about half as state transitions. */
+  /** History events the interpreter logged. */
   historyEvents: number;
+  /** State transitions (states entered and retried), what Step Functions bills. */
+  transitions: number;
 }
 
 export interface IdleResult {
@@ -117,6 +119,7 @@ export async function measureIdle(base: { table: string; bucket: string }): Prom
     transactionItems: calls.transactionItems(),
     lambdaInvocations: outcome.invocations.length,
     historyEvents: outcome.events,
+    transitions: outcome.transitions,
   };
 
   const monitorCalls = new CallCounter().attach(clients);

@@ -323,11 +323,11 @@ function checkpointsAndBundlesSection(r: BenchResults): string[] {
   return [
     '## Checkpoints',
     '',
-    '| staged files | outcome | commit time (s) | AWS calls | Lambda invocations | history events |',
-    '|---|---|---|---|---|---|',
+    '| staged files | outcome | commit time (s) | AWS calls | Lambda invocations | history events | state transitions |',
+    '|---|---|---|---|---|---|---|',
     ...r.checkpoints.map(
       (c) =>
-        `| ${c.stagedFiles} | ${c.status} | ${c.commitSeconds} | ${c.callsTotal} (${calls(c.calls)}) | ${c.lambdaInvocations} | ${c.historyEvents} |`,
+        `| ${c.stagedFiles} | ${c.status} | ${c.commitSeconds} | ${c.callsTotal} (${calls(c.calls)}) | ${c.lambdaInvocations} | ${c.historyEvents} | ${c.transitions ?? '—'} |`,
     ),
     '',
     '## Bundles',
@@ -355,7 +355,7 @@ function idleSection(r: BenchResults): string[] {
     `Every ${r.idle.checkpointIntervalMinutes}-minute checkpoint interval the schedule starts one coordinator execution and one`,
     `monitor run. An execution that finds nothing to commit makes ${r.idle.emptyCheckpoint.lambdaInvocations} Lambda`,
     `invocation (begin: ${calls(r.idle.emptyCheckpoint.calls)}) and ${r.idle.emptyCheckpoint.historyEvents} history events`,
-    `(begin, the choice, the end: about ${r.idle_cost.stateTransitionsPerExecution} billed transitions, the fewest a`,
+    `(begin, the choice, the end: ${r.idle_cost.stateTransitionsPerExecution} billed transitions, the fewest a`,
     `scheduled execution can make); the monitor makes ${calls(r.idle.monitor.calls)}.`,
     '',
     '| fixed monthly cost, idle (USD) | Step Functions | Lambda | DynamoDB reads | alarms | dashboard | metrics | total |',

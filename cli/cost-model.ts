@@ -9,7 +9,7 @@
  * record is a batch of its own). Each batch is one processor invocation and, exactly-once, one staged file.
  * Calls per batch are linear in its records (fitted from two measured batch sizes); transaction items are a fixed
  * part plus one per distinct state key the batch touches. A checkpoint's calls are a fixed part plus parts per
- * shard (partitions dealt to at most `maxShards`), per partition, per staged file and per final object, fitted
+ * shard (one per `partitionsPerShard` partitions that moved, at most `maxShards`), per partition, per staged file and per final object, fitted
  * from measured checkpoints of five shapes; the final objects of a partition are its files cut by the promotion
  * limits (members, rows and bytes, bytes taken as the records' size: an upper bound, since staged files are
  * compressed).
@@ -49,9 +49,11 @@ export interface ProcessorCounts {
 export interface CheckpointCounts {
   readonly calls: Record<string, CheckpointTerms>;
   readonly transactionItems: CheckpointTerms;
+  /** Writes sent as PartiQL batch statements (one write unit each per KB, not a transaction's two). */
+  readonly statementWrites: CheckpointTerms;
   readonly lambdaInvocations: CheckpointTerms;
-  /** The interpreter's history events; Step Functions bills about half of them as state transitions. */
-  readonly historyEvents: CheckpointTerms;
+  /** State transitions, what a Standard workflow bills: states entered (inside Map iterations too) and retries. */
+  readonly transitions: CheckpointTerms;
   /** Measured milliseconds per coordinator invocation (the checkpoints' wall time over their invocations). */
   readonly msPerInvocation: number;
 }
@@ -94,6 +96,8 @@ export interface CostCounts {
     readonly monitorMemoryMb: number;
   };
   readonly maxShards: number;
+  /** Partitions that moved per shard before a checkpoint gets another (the coordinator's `PARTITIONS_PER_SHARD`). */
+  readonly partitionsPerShard: number;
   readonly promotionLimits: {
     readonly maxObjectBytes: number;
     readonly maxMembers: number;
@@ -198,13 +202,14 @@ function atShape(t: CheckpointTerms, shape: CheckpointShape): number {
   );
 }
 
-/** One checkpoint of `shape`: its calls by operation, transaction items, Lambda invocations and history events. */
+/** One checkpoint of `shape`: its calls by operation, transaction items, Lambda invocations and transitions. */
 export function checkpointCalls(counts: CheckpointCounts, shape: CheckpointShape) {
   return {
     calls: Object.fromEntries(Object.entries(counts.calls).map(([op, t]) => [op, atShape(t, shape)])),
     transactionItems: atShape(counts.transactionItems, shape),
+    statementWrites: atShape(counts.statementWrites, shape),
     lambdaInvocations: atShape(counts.lambdaInvocations, shape),
-    historyEvents: atShape(counts.historyEvents, shape),
+    transitions: atShape(counts.transitions, shape),
   };
 }
 
@@ -235,7 +240,7 @@ export function trafficOf(counts: CostCounts, input: CostInput): Traffic {
     recordsPerBatch,
     checkpointsPerMonth: MONTH_SECONDS / intervalSeconds,
     checkpoint: {
-      shards: Math.min(counts.maxShards, Math.max(1, touched)),
+      shards: Math.min(counts.maxShards, Math.max(1, Math.ceil(touched / counts.partitionsPerShard))),
       partitions: touched,
       stagedFiles: files,
       finalObjects: touched * objectsEach,
@@ -246,6 +251,7 @@ export function trafficOf(counts: CostCounts, input: CostInput): Traffic {
 interface Usage {
   calls: Record<string, number>;
   transactionItems: number;
+  statementWrites: number;
   invocations: number;
   gbSeconds: number;
   transitions: number;
@@ -254,6 +260,7 @@ interface Usage {
 function addUsage(into: Usage, from: Usage, times: number): void {
   for (const [op, n] of Object.entries(from.calls)) into.calls[op] = (into.calls[op] ?? 0) + n * times;
   into.transactionItems += from.transactionItems * times;
+  into.statementWrites += from.statementWrites * times;
   into.invocations += from.invocations * times;
   into.gbSeconds += from.gbSeconds * times;
   into.transitions += from.transitions * times;
@@ -262,6 +269,7 @@ function addUsage(into: Usage, from: Usage, times: number): void {
 const emptyUsage = (): Usage => ({
   calls: {},
   transactionItems: 0,
+  statementWrites: 0,
   invocations: 0,
   gbSeconds: 0,
   transitions: 0,
@@ -275,7 +283,7 @@ function billOf(usage: Usage, counts: CostCounts, withDashboard: boolean): Bill 
   const p = counts.prices;
   const puts = sum(usage.calls, PUT_CLASS);
   const gets = sum(usage.calls, GET_CLASS);
-  const wru = usage.transactionItems * 2 + sum(usage.calls, DDB_PLAIN_WRITES);
+  const wru = usage.transactionItems * 2 + usage.statementWrites + sum(usage.calls, DDB_PLAIN_WRITES);
   const rru = sum(usage.calls, DDB_READS);
   const { alarms, dashboards, customMetrics } = counts.stack;
   const cloudWatch =
@@ -328,6 +336,7 @@ function processorUsage(
   return {
     calls: batchCalls(processor, n),
     transactionItems: batchTransactionItems(processor, Math.min(n, input.stateKeys)),
+    statementWrites: 0,
     invocations: 1,
     gbSeconds: (ms / 1000) * (counts.defaults.processorMemoryMb / 1024),
     transitions: 0,
@@ -339,6 +348,7 @@ function monitorUsage(counts: CostCounts): Usage {
   return {
     calls: { ...counts.monitor },
     transactionItems: 0,
+    statementWrites: 0,
     invocations: 1,
     gbSeconds: (counts.checkpoint.msPerInvocation / 1000) * (counts.defaults.monitorMemoryMb / 1024),
     transitions: 0,
@@ -350,12 +360,13 @@ function checkpointUsage(counts: CostCounts, shape: CheckpointShape): Usage {
   return {
     calls: c.calls,
     transactionItems: c.transactionItems,
+    statementWrites: c.statementWrites,
     invocations: c.lambdaInvocations,
     gbSeconds:
       c.lambdaInvocations *
       (counts.checkpoint.msPerInvocation / 1000) *
       (counts.defaults.coordinatorMemoryMb / 1024),
-    transitions: c.historyEvents / 2,
+    transitions: c.transitions,
   };
 }
 

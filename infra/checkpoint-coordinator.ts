@@ -60,8 +60,11 @@ export interface CheckpointCoordinatorProps {
   readonly encryptionKey?: kms.IKey;
 }
 
-/** A step's ledger access: actions on the items whose partition key matches one of the patterns. */
-type LedgerGrant = readonly [actions: string[], leadingKeys: string[]];
+/**
+ * A step's ledger access: actions on the items whose partition key matches one of the patterns. `keyRequired`
+ * for PartiQL actions: `ForAllValues` matches a request that carries no key, so the grant also requires one.
+ */
+type LedgerGrant = readonly [actions: string[], leadingKeys: string[], options?: { keyRequired: true }];
 type Actions = {
   readonly dynamodb: readonly LedgerGrant[];
   readonly objects: ReadonlyArray<readonly [prefix: string, actions: string[]]>;
@@ -209,10 +212,13 @@ export class CheckpointCoordinator extends Construct {
       case 'abort':
         // PutItem: the orphan sweep's resume mark; DeleteItem: cut pages no checkpoint needs any more. Cleanup
         // reads the shard's voted plan (the staged files it names are what it deletes); abort reads no plan.
+        // Staged entries go in batches of conditional PartiQL deletes (one write unit each, not a transaction's
+        // two), by transaction where a batch leaves one undecided.
         return {
           dynamodb: [
             [[...read, ...write, 'dynamodb:PutItem', 'dynamodb:DeleteItem'], checkpoint],
             [[...read, 'dynamodb:DeleteItem'], stagedEntries],
+            [['dynamodb:PartiQLDelete'], stagedEntries, { keyRequired: true }],
           ],
           objects: [
             [staged, ['s3:GetObject', 's3:DeleteObject']],
@@ -223,12 +229,15 @@ export class CheckpointCoordinator extends Construct {
   }
 
   private grantStep(fn: BundledFunction, actions: Actions, props: CheckpointCoordinatorProps): void {
-    for (const [dynamodbActions, leadingKeys] of actions.dynamodb) {
+    for (const [dynamodbActions, leadingKeys, options] of actions.dynamodb) {
       fn.addToRolePolicy(
         new iam.PolicyStatement({
           actions: dynamodbActions,
           resources: [props.table.tableArn],
-          conditions: { 'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': leadingKeys } },
+          conditions: {
+            'ForAllValues:StringLike': { 'dynamodb:LeadingKeys': leadingKeys },
+            ...(options?.keyRequired ? { Null: { 'dynamodb:LeadingKeys': 'false' } } : {}),
+          },
         }),
       );
     }

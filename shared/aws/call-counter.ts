@@ -12,6 +12,8 @@ export class CallCounter {
   private readonly counts = new Map<string, number>();
   /** Items written through transactions (each costs 2 write request units per KB). */
   private items = 0;
+  /** Writes made by PartiQL batch statements (each costs 1 write request unit per KB, as a single write). */
+  private statements = 0;
 
   /** Adds the counting middleware to both clients (adding it again replaces it). */
   attach(clients: AwsClients): this {
@@ -24,8 +26,10 @@ export class CallCounter {
     const middleware: InitializeMiddleware<object, MetadataBearer> = (next, context) => async (args) => {
       const operation = `${service}:${String(context.commandName).replace(/Command$/, '')}`;
       this.counts.set(operation, (this.counts.get(operation) ?? 0) + 1);
-      const items = (args.input as { TransactItems?: unknown[] }).TransactItems;
-      if (items) this.items += items.length;
+      const input = args.input as { TransactItems?: unknown[]; Statements?: Array<{ Statement?: string }> };
+      if (input.TransactItems) this.items += input.TransactItems.length;
+      for (const { Statement = '' } of input.Statements ?? [])
+        if (/^\s*(INSERT|UPDATE|DELETE)\b/i.test(Statement)) this.statements++;
       return next(args);
     };
     // 'initialize' runs once per call, before the SDK's own retries: calls as the code makes them.
@@ -44,9 +48,15 @@ export class CallCounter {
     return this.items;
   }
 
+  /** Write statements sent in PartiQL batches (BatchExecuteStatement). */
+  statementWrites(): number {
+    return this.statements;
+  }
+
   reset(): void {
     this.counts.clear();
     this.items = 0;
+    this.statements = 0;
   }
 }
 

@@ -17,9 +17,12 @@ import { cancellationReasons } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
 import { classified, queryPages, send, sendConditional } from '../aws/dynamo.ts';
 import { mapLimit } from '../concurrency.ts';
+import { type DeleteTarget, deleteEntriesInBatches } from './entry-deletes.ts';
 import { fenceKeys } from './fences.ts';
 import { type ItemKey, keys, padOffset, partitionId, STREAMS, type Stream } from './layout.ts';
 import type { FenceItem, StagedFileEntry } from './records.ts';
+
+export type { DeleteTarget } from './entry-deletes.ts';
 
 /** Offsets covered by a checkpoint in one partition: `above < lastOffset <= upTo`. */
 export interface OffsetRange {
@@ -39,12 +42,6 @@ export type StagedItem =
       readonly reason: 'malformed' | 'misplaced';
       readonly item: Readonly<Record<string, unknown>>;
     };
-
-/** A ledger item to delete where it lies; `key`: only while it still names that object. */
-export interface DeleteTarget {
-  readonly at: ItemKey;
-  readonly key?: string;
-}
 
 function deleteInput(target: DeleteTarget) {
   const { pk, sk } = target.at;
@@ -206,20 +203,34 @@ export class StagedEntries {
   }
 
   /**
-   * Deletes ledger items (see {@link deleteEntry}), up to `chunk` per transaction, whatever partitions they lie
-   * in. A transaction cancelled because some entries are already gone (a concurrent or earlier cleanup) or name
-   * another object is sent again without exactly those (DynamoDB names them in its cancellation reasons), so a
-   * retried cleanup costs a call more per chunk, not a call per item; only a cancellation that names none of them
-   * falls back to one delete per item. Returns how many this call deleted.
+   * Deletes ledger items (see {@link deleteEntry}), whatever partitions they lie in: in batches of conditional
+   * PartiQL deletes, one write unit each (`entry-deletes.ts`); what a batch leaves undecided, by transactions of up
+   * to `chunk` deletes (two write units each). Returns how many were deleted, an item already gone counted as the
+   * batch's success counts it.
    */
   async deleteEntries(targets: readonly DeleteTarget[], chunk = 100, concurrency = 4): Promise<number> {
+    const batched = await deleteEntriesInBatches(this.doc, this.table, targets, concurrency);
+    return batched.deleted + (await this.deleteByTransactions(batched.undecided, chunk, concurrency));
+  }
+
+  /**
+   * Deletes by transactions of up to `chunk` items. A transaction cancelled because some entries are already gone
+   * (a concurrent or earlier cleanup) or name another object is sent again without exactly those (DynamoDB names
+   * them in its cancellation reasons), so a retried cleanup costs a call more per chunk, not a call per item; only
+   * a cancellation that names none of them falls back to one delete per item. Returns how many this call deleted.
+   */
+  async deleteByTransactions(
+    targets: readonly DeleteTarget[],
+    chunk = 100,
+    concurrency = 4,
+  ): Promise<number> {
     const chunks: DeleteTarget[][] = [];
     for (let i = 0; i < targets.length; i += chunk) chunks.push(targets.slice(i, i + chunk));
     const deleted = await mapLimit(chunks, concurrency, (part) => this.deleteChunk(part));
     return deleted.reduce((sum, n) => sum + n, 0);
   }
 
-  /** One transaction of deletes, sent again without the items whose condition failed (see deleteEntries). */
+  /** One transaction of deletes, sent again without the items whose condition failed (see deleteByTransactions). */
   private async deleteChunk(part: readonly DeleteTarget[]): Promise<number> {
     let pending = part;
     // Each round drops at least one item, and a concurrent cleanup can only remove items: a few rounds suffice.

@@ -52,8 +52,9 @@ function predicted(fit: CheckpointCounts, m: MeasuredCheckpoint) {
   return {
     calls: nonZero,
     transactionItems: count(p.transactionItems),
+    statementWrites: count(p.statementWrites),
     lambdaInvocations: count(p.lambdaInvocations),
-    historyEvents: count(p.historyEvents),
+    transitions: count(p.transitions),
   };
 }
 
@@ -94,7 +95,7 @@ describe('checkpoint counts', () => {
     const fit = fitCheckpoints(measured);
     const unseen = [
       { partitions: 3, filesPerPartition: 5, maxMembers: 2 },
-      { partitions: 18, filesPerPartition: 2 },
+      { partitions: 18, filesPerPartition: 2, partitionsPerShard: 5 },
     ];
     for (const spec of unseen) {
       const m = await measureCheckpoint(base, spec);
@@ -143,8 +144,9 @@ function pick(m: MeasuredCheckpoint) {
   return {
     calls: m.calls,
     transactionItems: m.transactionItems,
+    statementWrites: m.statementWrites,
     lambdaInvocations: m.lambdaInvocations,
-    historyEvents: m.historyEvents,
+    transitions: m.transitions,
   };
 }
 

@@ -90,14 +90,14 @@ describe('cleanShard', () => {
     const { removed, calls } = await cleanAll(settings, record, shards);
     expect(removed).toBe(120);
     expect(await stagedKeys(settings)).toEqual(above);
-    // Per shard: its cut pages (one Query), its plan (one GetObject), one DeleteObjects and one transaction.
+    // Per shard: its cut pages (one Query), its plan (one GetObject), one DeleteObjects and one batch of deletes.
     expect(calls).toEqual({
       'dynamodb:Query': 16,
-      'dynamodb:TransactWriteItems': 16,
+      'dynamodb:BatchExecuteStatement': 16,
       's3:DeleteObjects': 16,
       's3:GetObject': 16,
     });
-    // A retried cleanup finds every entry gone: one cancelled transaction a chunk, no delete per entry.
+    // A retried cleanup finds every entry gone: the same calls, no delete per entry, nothing counted deleted.
     const again = await cleanAll(settings, record, shards);
     expect(again).toEqual({ removed: 0, calls });
     // The entries above the cut are still there for the next checkpoint.

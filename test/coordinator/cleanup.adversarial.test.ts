@@ -144,7 +144,7 @@ async function committedPipeline(
 
 describe('cleanup interleavings', () => {
   it('a shard cut off between its deletes and its mark keeps the plans for its retry, which still reads its plan', async () => {
-    const run = await committedPipeline('ci-cut', (command) => command === 'TransactWriteItemsCommand');
+    const run = await committedPipeline('ci-cut', (command) => command === 'BatchExecuteStatementCommand');
     const [, first, cutOff, ...rest] = run.shards;
     const perShard = new Map<number, Record<string, number>>();
     for (const shard of run.shards) {
@@ -177,7 +177,7 @@ describe('cleanup interleavings', () => {
   });
 
   it('a shard retried after the plans are gone reads the ledger and still deletes everything its cut covers', async () => {
-    const run = await committedPipeline('ci-gone', (command) => command === 'TransactWriteItemsCommand');
+    const run = await committedPipeline('ci-gone', (command) => command === 'BatchExecuteStatementCommand');
     const cutOff = run.shards[3]!;
     for (const shard of run.shards) {
       run.state.armed = shard === cutOff;

@@ -1,0 +1,161 @@
+/**
+ * Staged entries deleted in batches of PartiQL `DELETE` statements, up to {@link MAX_BATCH_STATEMENTS} per
+ * BatchExecuteStatement. Each statement keeps the condition the transactional delete has (the entry still names the
+ * object that was promoted), and is decided on its own: DynamoDB refuses only that statement
+ * (`ConditionalCheckFailed`) when the condition is false, and answers success, deleting nothing, when the item is
+ * already gone. A batch statement is billed as the single write it is: one write unit for an entry under 1 KB,
+ * where a transaction bills two. Cleanup deletes one entry per staged file, so this halves its share of the
+ * ledger's write bill.
+ *
+ * Every delete a batch does not decide (a statement refused for any other reason, or a response missing) is
+ * returned to the caller, which sends it the transactional way as before.
+ */
+import { BatchExecuteStatementCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+import { send } from '../aws/dynamo.ts';
+import { mapLimit } from '../concurrency.ts';
+import { MAX_BATCH_STATEMENTS } from './claim-batch.ts';
+import type { ItemKey } from './layout.ts';
+
+/** A ledger item to delete where it lies; `key`: only while it still names that object. */
+export interface DeleteTarget {
+  readonly at: ItemKey;
+  readonly key?: string;
+}
+
+/** What the batches did: deletes done, refused by their condition, and left to the caller. */
+export interface BatchedDeletes {
+  /**
+   * Statements that succeeded. DynamoDB documents a delete of an absent item as a success; DynamoDB Local refuses
+   * its condition instead. Either way nothing was deleted twice: the count is for logs only.
+   */
+  readonly deleted: number;
+  readonly refused: number;
+  readonly undecided: DeleteTarget[];
+}
+
+/**
+ * Whether this container's role was refused a PartiQL DELETE (`AccessDenied` on a statement). The coordinator's
+ * cleanup is granted `dynamodb:PartiQLDelete` on staged entries only, on condition the request names its key
+ * (`infra/checkpoint-coordinator.ts`); should IAM not give PartiQL requests that key, every statement is refused,
+ * and the container deletes by transaction from then on (said once on stderr) rather than stopping.
+ */
+let deletesRefused = false;
+
+/** Forgets a refusal (a new container's memory). */
+export function forgetEntryDeleteRefusal(): void {
+  deletesRefused = false;
+}
+
+/** Whether PartiQL deletes of staged entries were refused in this container. */
+export function entryDeletesRefused(): boolean {
+  return deletesRefused;
+}
+
+function refuseDeletes(message: string): void {
+  if (deletesRefused) return;
+  deletesRefused = true;
+  process.stderr.write(
+    `${JSON.stringify({
+      level: 'WARN',
+      message:
+        'cleanup deletes staged entries by transaction (two write units each): the role may not PartiQLDelete ' +
+        `them (${message}); grant dynamodb:PartiQLDelete on the ledger's staged entries to batch them`,
+    })}\n`,
+  );
+}
+
+/** A batch refused as a whole: its statements' form, or the action, is not allowed for this account or role. */
+class StatementsRefusedError extends Error {}
+
+const REFUSED_AS_A_WHOLE = new Set(['ValidationException', 'AccessDeniedException']);
+
+function refusedAsAWhole(error: unknown): void {
+  const name = (error as { name?: unknown }).name;
+  if (typeof name === 'string' && REFUSED_AS_A_WHOLE.has(name))
+    throw new StatementsRefusedError(`${name}: ${(error as Error).message}`);
+}
+
+/**
+ * The DELETE of one target, its key and condition as parameters. Table names cannot hold a double quote, so
+ * quoting the name is enough; `key` is quoted as an attribute name, as every name is.
+ */
+export function entryDeleteStatement(table: string, target: DeleteTarget) {
+  const { pk, sk } = target.at;
+  return target.key === undefined
+    ? { Statement: `DELETE FROM "${table}" WHERE "pk" = ? AND "sk" = ?`, Parameters: [pk, sk] }
+    : {
+        Statement: `DELETE FROM "${table}" WHERE "pk" = ? AND "sk" = ? AND "key" = ?`,
+        Parameters: [pk, sk, target.key],
+      };
+}
+
+/** Batches of distinct item keys: DynamoDB refuses a whole call that names one item twice. */
+function batchesOf(targets: readonly DeleteTarget[]): { batches: DeleteTarget[][]; repeats: DeleteTarget[] } {
+  const seen = new Set<string>();
+  const distinct: DeleteTarget[] = [];
+  const repeats: DeleteTarget[] = [];
+  for (const target of targets) {
+    const id = `${target.at.pk}\u0000${target.at.sk}`;
+    if (seen.has(id)) repeats.push(target);
+    else {
+      seen.add(id);
+      distinct.push(target);
+    }
+  }
+  const batches: DeleteTarget[][] = [];
+  for (let i = 0; i < distinct.length; i += MAX_BATCH_STATEMENTS)
+    batches.push(distinct.slice(i, i + MAX_BATCH_STATEMENTS));
+  return { batches, repeats };
+}
+
+/**
+ * Deletes `targets` in batches, `concurrency` calls in flight. A call refused as a whole as invalid or not allowed
+ * returns its targets undecided and refuses PartiQL for the container (see {@link forgetEntryDeleteRefusal});
+ * any other failure of a call is thrown as `send` classifies it (the step's retry sends the deletes again).
+ * Once refused, nothing is sent and every target is returned undecided.
+ */
+export async function deleteEntriesInBatches(
+  documents: DynamoDBDocumentClient,
+  table: string,
+  targets: readonly DeleteTarget[],
+  concurrency = 4,
+): Promise<BatchedDeletes> {
+  if (deletesRefused) return { deleted: 0, refused: 0, undecided: [...targets] };
+  const { batches, repeats } = batchesOf(targets);
+  let deleted = 0;
+  let refused = 0;
+  const undecided: DeleteTarget[] = [...repeats];
+  await mapLimit(batches, concurrency, async (batch) => {
+    let responses: ReadonlyArray<{ Error?: { Code?: string; Message?: string } }>;
+    try {
+      const result = await send(
+        documents,
+        new BatchExecuteStatementCommand({
+          Statements: batch.map((target) => entryDeleteStatement(table, target)),
+        }),
+        'dynamodb:BatchExecuteStatement(delete staged entries)',
+        { explain: refusedAsAWhole },
+      );
+      responses = result.Responses ?? [];
+    } catch (error) {
+      if (!(error instanceof StatementsRefusedError)) throw error;
+      // The transactions, which cleanup has always used, still delete; the container stops sending PartiQL.
+      refuseDeletes(error.message);
+      undecided.push(...batch);
+      return;
+    }
+    let denied: string | undefined;
+    batch.forEach((target, i) => {
+      const response = responses[i];
+      const code = response?.Error?.Code;
+      if (response !== undefined && response.Error === undefined) deleted++;
+      else if (code === 'ConditionalCheckFailed') refused++;
+      else {
+        if (code === 'AccessDenied') denied ??= response?.Error?.Message ?? 'access denied';
+        undecided.push(target);
+      }
+    });
+    if (denied !== undefined) refuseDeletes(denied);
+  });
+  return { deleted, refused, undecided };
+}
