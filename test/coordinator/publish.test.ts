@@ -431,6 +431,59 @@ describe('publishing a committed checkpoint to an Iceberg table', () => {
   });
 });
 
+describe('publishing around maintenance', () => {
+  it('takes a history cut short by an expired snapshot between the head and the published one as holding it', async () => {
+    const s = setup();
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    const c1 = await maintain(s.catalog);
+    await maintain(s.catalog);
+    // Expiry of the middle snapshot only: main's history from its head stops short of checkpoint 1's snapshot.
+    const state = (await s.catalog.load()) as TableState;
+    const cut: TableMetadata = {
+      ...state.metadata,
+      snapshots: state.metadata.snapshots.filter((snapshot) => snapshot['snapshot-id'] !== c1),
+    };
+    expect(await s.catalog.commit(state, cut)).not.toBe('conflict');
+    expect(mainHistory(cut)).not.toContain(snapshotIdOf(s.settings.pipelineId, 1));
+    await commitNext(s);
+    const outcome = await publishCheckpoint(s.parts, 2);
+    expect(outcome.published.map((p) => [p.checkpointId, p.how])).toEqual([[2, 'appended']]);
+    expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
+  });
+
+  it('makes a snapshot of no data file for a checkpoint of dead letters only, so each checkpoint is one snapshot', async () => {
+    const s = setup();
+    await stageFiles(res.clients, s.settings, [
+      {
+        partition: 0,
+        firstOffset: 0,
+        lastOffset: 0,
+        stream: 'deadletter',
+        rows: [{ source: { topic: 'orders', partition: 0, offset: 0 }, error: 'bad', raw: {} }],
+      },
+    ]);
+    await checkpoint(res, s.settings);
+    const outcome = await publishCheckpoint(s.parts, 1);
+    expect(outcome.published.map((p) => p.how)).toEqual(['appended']);
+    const metadata = await metadataOf(s.catalog);
+    expect(metadata.snapshots[0]?.summary).toMatchObject({
+      'eos.checkpoint-id': '1',
+      'eos.lanes': '',
+      'added-data-files': '0',
+      'total-records': '0',
+    });
+    // icebird reads the snapshot's manifest list, empty (its icebergRead refuses a table without data files).
+    const tableMetadata = await icebergMetadata({ tableUrl: s.catalog.location });
+    expect(await icebergManifests(tableMetadata)).toEqual([]);
+    s.staged = 1;
+    await commitNext(s, 2);
+    await publishCheckpoint(s.parts, 2);
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1', '2']);
+    expect(await rowsBack(s.catalog)).toEqual([1, 2, 1001, 1002]);
+  });
+});
+
 describe('the ledger record of a published checkpoint', () => {
   it('takes the same snapshot id again and refuses another one; the mark never skips a checkpoint', async () => {
     const s = setup();

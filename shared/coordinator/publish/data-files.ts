@@ -19,8 +19,11 @@ import { generationOfLane } from '../../ledger/epochs.ts';
 import { parseFinalKey } from '../../sink/layout.ts';
 import type { Manifest, ManifestFile } from '../../sink/manifest.ts';
 
-/** A manifest lists a key that is no final data key of this pipeline: nothing of it is published. */
-export class ManifestFileKeyError extends PipelineError {}
+/**
+ * A manifest's file cannot be a data file of the table (its key is no final data key of this pipeline, or the
+ * table's spec partitions by more than the time folders): nothing of the checkpoint is published.
+ */
+export class PublishDataFileError extends PipelineError {}
 
 /** The table's layout the files are described in (`tableLayout` of `iceberg/append.ts`). */
 export interface DataFileLayout {
@@ -49,7 +52,7 @@ function partitionOf(layout: DataFileLayout, folder: string | undefined, key: st
   return layout.spec.fields.map((field) => {
     const source = layout.schema.fields.find((candidate) => candidate.id === field['source-id']);
     if (!source || field.transform !== 'identity' || !layout.partitionColumns.includes(source.name)) {
-      throw new ManifestFileKeyError(
+      throw new PublishDataFileError(
         `partition field ${field.name} is not a time folder key: the partition of ${key} is its folder only`,
       );
     }
@@ -76,7 +79,7 @@ export function checkpointDataFiles(
   for (const file of manifest.files) {
     const parsed = parseFinalKey(manifest.pipeline, file.key);
     if (!parsed || parsed.stream !== file.stream || parsed.topic !== file.topic) {
-      throw new ManifestFileKeyError(
+      throw new PublishDataFileError(
         `manifest ${manifest.checkpointId} lists ${file.key}, which is no final data key of ${manifest.pipeline}`,
       );
     }

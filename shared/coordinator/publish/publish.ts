@@ -26,7 +26,7 @@ import type { TableSnapshot, TableSnapshots } from '../../ledger/table-snapshots
 import type { ManifestStore } from '../../sink/manifest-store.ts';
 import type { CoordinatorLog } from '../parts.ts';
 import { checkpointDataFiles } from './data-files.ts';
-import { assertNotRolledBack, IcebergTableRolledBackError } from './rollback.ts';
+import { assertNotRolledBack, IcebergTableRolledBackError, missingFromMain } from './rollback.ts';
 import { type PublishTarget, publishedCheckpointProperty } from './target.ts';
 
 /** Most checkpoints one publish appends; the next publish continues from the mark. */
@@ -121,9 +121,11 @@ async function publishOne(
     return { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' };
   }
   const result = await append(parts, checkpointId, property);
-  if (!result.inMainHistory) {
+  const missing =
+    result.inMainHistory || missingFromMain(result.state.metadata, result.snapshotId, result.sequenceNumber);
+  if (typeof missing === 'string') {
     throw new IcebergTableRolledBackError(
-      `the Iceberg table ${parts.target.table.location} holds checkpoint ${checkpointId}'s snapshot ${result.snapshotId} outside main's history (rolled back past it): it is neither recorded nor appended again; restore main to it`,
+      `the Iceberg table ${parts.target.table.location} holds checkpoint ${checkpointId} outside main (${missing}): rolled back past it, it is neither recorded nor appended again; restore main to it`,
     );
   }
   const snapshot: Omit<TableSnapshot, 'recordedAt'> = {

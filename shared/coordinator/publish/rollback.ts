@@ -6,18 +6,50 @@
  *
  * Judged against the published mark (checkpoint M, its snapshot S, sequence number s):
  * - the table has no metadata, or its published-checkpoint property names less than M (an older metadata file);
- * - S is listed but not in main's history (main set back past it);
- * - S is no longer listed (expired) and main's head has a sequence number below s: every snapshot committed after
- *   S, compactions included, has a higher one, so the head is older than S.
+ * - S is listed but main's history, followed through the listed snapshots, does not reach it (main set back past
+ *   it). A history cut short by an expired snapshot cannot say: it is judged as if S were not listed;
+ * - S is not listed (expired) and main's head has a sequence number below s: every snapshot committed after S,
+ *   compactions included, has a higher one, so the head is older than S.
  */
 import { PipelineError } from '../../errors.ts';
 import { checkpointOfProperty, mainHeadSequence } from '../../iceberg/append.ts';
 import type { TableState } from '../../iceberg/catalog.ts';
-import { mainHistory } from '../../iceberg/table-metadata.ts';
+import { mainSnapshotId, type TableMetadata } from '../../iceberg/table-metadata.ts';
 import type { PublishedMark } from '../../ledger/table-snapshots.ts';
 
 /** The table no longer holds a checkpoint the ledger records as published: nothing is appended over it. */
 export class IcebergTableRolledBackError extends PipelineError {}
+
+/** Main's history from its head through the listed snapshots, and whether it ends at a snapshot no longer listed. */
+function history(metadata: TableMetadata): { ids: Set<bigint>; cutShort: boolean } {
+  const byId = new Map(metadata.snapshots.map((snapshot) => [snapshot['snapshot-id'], snapshot]));
+  const ids = new Set<bigint>();
+  let id = mainSnapshotId(metadata);
+  while (id !== undefined && byId.has(id) && !ids.has(id)) {
+    ids.add(id);
+    id = byId.get(id)?.['parent-snapshot-id'];
+  }
+  return { ids, cutShort: id !== undefined && !byId.has(id) };
+}
+
+/**
+ * Why main does not hold snapshot `snapshotId` (sequence number `sequenceNumber`), or undefined when it does (see
+ * the module comment for how an expired snapshot is judged).
+ */
+export function missingFromMain(
+  metadata: TableMetadata,
+  snapshotId: bigint,
+  sequenceNumber: number,
+): string | undefined {
+  const { ids, cutShort } = history(metadata);
+  if (ids.has(snapshotId)) return undefined;
+  const listed = metadata.snapshots.some((candidate) => candidate['snapshot-id'] === snapshotId);
+  if (listed && !cutShort) return `snapshot ${snapshotId} is not in main's history`;
+  const head = mainHeadSequence(metadata);
+  return head < sequenceNumber
+    ? `main's head has sequence number ${head}, below ${sequenceNumber}`
+    : undefined;
+}
 
 /** Why the table does not hold the mark's checkpoint, or undefined when it does. */
 function rollbackOf(
@@ -28,19 +60,9 @@ function rollbackOf(
   const snapshot = mark.snapshot;
   if (mark.upTo === 0 || snapshot === undefined) return undefined;
   if (state === undefined) return 'the table has no metadata';
-  const { metadata } = state;
-  const named = checkpointOfProperty(metadata, property);
+  const named = checkpointOfProperty(state.metadata, property);
   if (named < mark.upTo) return `its ${property} is ${named}`;
-  const listed = metadata.snapshots.some((candidate) => candidate['snapshot-id'] === snapshot.snapshotId);
-  if (listed) {
-    return mainHistory(metadata).includes(snapshot.snapshotId)
-      ? undefined
-      : `snapshot ${snapshot.snapshotId} is not in main's history`;
-  }
-  const head = mainHeadSequence(metadata);
-  return head < snapshot.sequenceNumber
-    ? `main's head has sequence number ${head}, below ${snapshot.sequenceNumber}`
-    : undefined;
+  return missingFromMain(state.metadata, snapshot.snapshotId, snapshot.sequenceNumber);
 }
 
 /** Throws {@link IcebergTableRolledBackError} (one line) when the table lost the mark's checkpoint. */
