@@ -8,12 +8,26 @@
  * (the state machine's Retry absorbs it) or on every invocation of the step in that execution (retries run out:
  * before the decision the checkpoint aborts, after it the execution ends incomplete and the next one rolls it
  * forward once the lease has expired).
+ *
+ * With an Iceberg table ({@link CheckpointerOptions.iceberg}) every checkpoint is also published to it (the
+ * `Publish` step), and the publish step is among those a crash may hit: before it, after it, or right after the
+ * catalog accepted the table's swap and before the ledger recorded it (the unknown commit state).
  */
 
+import type { S3Client } from '@aws-sdk/client-s3';
 import type { AwsClients } from '../shared/aws/clients.ts';
 import type { Settings } from '../shared/config/settings.ts';
-import { COORDINATOR_STEPS, type CoordinatorStep } from '../shared/coordinator/definition.ts';
+import {
+  COORDINATOR_STEPS,
+  type CoordinatorStep,
+  type CoordinatorTask,
+  PUBLISH_STEP,
+} from '../shared/coordinator/definition.ts';
+import { type PublishTarget, publishedTable } from '../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../shared/errors.ts';
+import type { Catalog } from '../shared/iceberg/catalog.ts';
+import { FileCatalog } from '../shared/iceberg/file-catalog.ts';
+import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import {
   type CheckpointOutcome,
   type CheckpointOutcomeStatus,
@@ -31,9 +45,16 @@ import type { Random } from './prng.ts';
 import type { RunClock } from './run-clock.ts';
 
 export interface CoordinatorCrashPlan {
-  readonly step: CoordinatorStep;
-  readonly when: 'before' | 'after';
+  readonly step: CoordinatorTask;
+  /** `swap`: the publish step only, right after the catalog accepted the table's new metadata. */
+  readonly when: 'before' | 'after' | 'swap';
   readonly persistent: boolean;
+}
+
+/** The table a run publishes to: a file catalog in the run's bucket. */
+export interface CheckpointerTable {
+  /** The table's key prefix in the bucket (`<pipeline>/iceberg/output`). */
+  readonly root: string;
 }
 
 export type CheckpointCounts = Record<CheckpointOutcomeStatus, number>;
@@ -52,6 +73,8 @@ export interface CheckpointerOptions {
   readonly onStep?: (step: CoordinatorStep, phase: 'before' | 'after') => void;
   /** The coordinator's changed partitions per shard; default its own. */
   readonly partitionsPerShard?: number;
+  /** Publish every committed checkpoint to this Iceberg table (the settings' output must be Parquet). */
+  readonly iceberg?: CheckpointerTable;
 }
 
 export class Checkpointer {
@@ -72,12 +95,17 @@ export class Checkpointer {
 
   constructor(private readonly options: CheckpointerOptions) {
     this.slot = new AttemptSlot(options.faults);
+    const clients = this.slot.instrument(options.clients);
+    const target = options.iceberg && this.publishTarget(clients.s3, options.iceberg);
     this.local = createLocalCoordinator({
       settings: options.settings,
-      clients: this.slot.instrument(options.clients),
+      clients,
       clock: options.clock,
       ...(options.partitionsPerShard ? { partitionsPerShard: options.partitionsPerShard } : {}),
+      ...(target ? { publishTarget: target } : {}),
       hooks: {
+        beforePublish: () => this.maybeCrash(PUBLISH_STEP, 'before'),
+        afterPublish: () => this.maybeCrash(PUBLISH_STEP, 'after'),
         beforeStep: (step) => {
           options.onStep?.(step, 'before');
           this.maybeCrash(step, 'before');
@@ -116,10 +144,60 @@ export class Checkpointer {
   }
 
   private planCrash(): CoordinatorCrashPlan | undefined {
-    const step = this.options.planner.planCheckpoint(COORDINATOR_STEPS);
-    const when = this.options.random.chance(0.5) ? 'before' : 'after';
-    const persistent = this.options.random.chance(0.5);
+    const { planner, random, iceberg } = this.options;
+    const step: CoordinatorTask | undefined = iceberg
+      ? planner.planCheckpoint([...COORDINATOR_STEPS, PUBLISH_STEP])
+      : planner.planCheckpoint(COORDINATOR_STEPS);
+    let when: CoordinatorCrashPlan['when'] = random.chance(0.5) ? 'before' : 'after';
+    // Drawn only for the publish step: a run without a table draws what it always drew.
+    if (step === PUBLISH_STEP && random.chance(0.5)) when = 'swap';
+    const persistent = random.chance(0.5);
     return step ? { step, when, persistent } : undefined;
+  }
+
+  /** The run's table, its catalog's commits open to a crash right after the swap. */
+  private publishTarget(s3: S3Client, table: CheckpointerTable): PublishTarget {
+    const { settings } = this.options;
+    if (settings.outputFormat !== 'parquet' || settings.outputColumns === undefined) {
+      throw new RangeError('an Iceberg table needs Parquet output (outputFormat parquet, outputColumns)');
+    }
+    const files = new FileCatalog(s3, settings.bucket, table.root);
+    const catalog: Catalog = {
+      load: () => files.load(),
+      commit: async (expected, next) => {
+        const committed = await files.commit(expected, next);
+        if (committed !== 'conflict') this.maybeCrash(PUBLISH_STEP, 'swap');
+        return committed;
+      },
+    };
+    return {
+      catalog,
+      table: publishedTable({
+        location: files.location,
+        columns: settings.outputColumns,
+        timePartitioning: settings.timePartitioning,
+      }),
+    };
+  }
+
+  /**
+   * Publishes the last committed checkpoint once more, without faults, as the next checkpoint's publish would: a
+   * run ends with checkpoints that find nothing to commit, which have no publish step, so a publish that failed
+   * for good in the last committing execution is caught up here. Nothing without a table.
+   */
+  async publishCommitted(): Promise<void> {
+    if (!this.options.iceberg) return;
+    const { settings, clients } = this.options;
+    const store = new CheckpointStore(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
+    const committedId = (await store.readHead())?.committedId ?? 0;
+    const record = committedId > 0 ? await store.readRecord(committedId) : undefined;
+    if (!record) return;
+    this.crash = undefined;
+    await this.local.coordinator.publish({
+      execution: 'final-publish',
+      checkpointId: committedId,
+      attempt: record.attempt,
+    });
   }
 
   /**
@@ -138,7 +216,7 @@ export class Checkpointer {
     return last!;
   }
 
-  private maybeCrash(step: CoordinatorStep, when: 'before' | 'after'): void {
+  private maybeCrash(step: CoordinatorTask, when: CoordinatorCrashPlan['when']): void {
     const crash = this.crash;
     if (!crash || crash.step !== step || crash.when !== when) return;
     if (!crash.persistent && this.crashedOnce) return;

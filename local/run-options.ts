@@ -63,6 +63,12 @@ export interface RunOptions {
    * run's outside it; keyed state stays the run's (a replay does not touch it).
    */
   readonly replayWith?: Transform;
+  /**
+   * Publishes every committed checkpoint to an Iceberg table in the run's bucket (`<pipeline>/iceberg/output`, a
+   * file catalog; `local/table-check.ts`), crashes of the coordinator's publish step among the faults, and judges
+   * the table too: read back by icebird, it must hold each committed row once. Needs Parquet output.
+   */
+  readonly iceberg?: boolean;
 }
 
 /** Where a run's client set works: a processor container, the coordinator, or the runner's own read-back. */

@@ -5,6 +5,7 @@ import type { CheckpointCounts } from './checkpoints.ts';
 import type { Outcome } from './expectation.ts';
 import type { FaultKind } from './faults.ts';
 import type { ReplayReport } from './replay-scenario.ts';
+import type { TableReport } from './table-check.ts';
 
 /** What the redrive scenario did. */
 export interface RedriveReport {
@@ -70,4 +71,6 @@ export interface RunReport {
   readonly redrive?: RedriveReport;
   /** With a replay (`replayWith`). */
   readonly replay?: ReplayReport;
+  /** With an Iceberg table (`iceberg`): what it holds, read back by icebird. */
+  readonly table?: TableReport;
 }

@@ -28,6 +28,7 @@ import { type Delivery, MskEmulator } from './msk-emulator.ts';
 import { seededRandom } from './prng.ts';
 import { RunClock } from './run-clock.ts';
 import type { ClientRole, RunOptions } from './run-options.ts';
+import { runTableRoot } from './table-check.ts';
 
 /** A processor instance with its own clients and fault slot: one attempt at a time, as a Lambda container. */
 interface Container {
@@ -126,6 +127,7 @@ export class Run {
       random: random.fork('coordinator'),
       faults: this.faultLog,
       ...(options.partitionsPerShard ? { partitionsPerShard: options.partitionsPerShard } : {}),
+      ...(options.iceberg ? { iceberg: { root: runTableRoot(options.settings.pipelineId) } } : {}),
     });
     this.containers = new Containers(() => {
       const slot = new AttemptSlot(this.faultLog);

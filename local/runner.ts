@@ -23,6 +23,7 @@ import { replayAfter, replayedTransform } from './replay-scenario.ts';
 import { Run } from './run.ts';
 import type { RunOptions } from './run-options.ts';
 import type { RunReport } from './run-report.ts';
+import { judgeTable } from './table-check.ts';
 
 export type { ClientRole, Progress, RunObserver, RunOptions } from './run-options.ts';
 export type { RedriveReport, RunReport } from './run-report.ts';
@@ -88,6 +89,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
         faults: options.faults.crash > 0,
       })
     : undefined;
+  await run.checkpointer.publishCommitted();
   const durationMs = Date.now() - started;
   expectation ??= await expect();
   if (replayed && options.replayWith) {
@@ -97,12 +99,21 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
     expectation = await expectationUnder(run, options, view);
   }
   const judged = await judge(run.clients, options, expectation, stateOf);
+  const table = options.iceberg ? await judgeTable(run.clients, options.settings) : undefined;
   const phasesMs = {
     drain: drained - started,
     finalCheckpoint: started + durationMs - drained,
     judge: Date.now() - started - durationMs,
   };
-  const report = runReport(run, options, { expectation, judged, durationMs, phasesMs, redriven, replayed });
+  const report = runReport(run, options, {
+    expectation,
+    judged,
+    durationMs,
+    phasesMs,
+    redriven,
+    replayed,
+    table,
+  });
   return { report, aggregates: judged.aggregates };
 }
 
@@ -117,14 +128,16 @@ function runReport(
     readonly phasesMs: RunReport['phasesMs'];
     readonly redriven: RunReport['redrive'];
     readonly replayed: RunReport['replay'];
+    readonly table: Awaited<ReturnType<typeof judgeTable>> | undefined;
   },
 ): RunReport {
-  const { expectation, durationMs, phasesMs, redriven, replayed } = done;
+  const { expectation, durationMs, phasesMs, redriven, replayed, table } = done;
   const { rows, outcome, verify, resolved } = done.judged;
   const violations = [
     ...violationsOf(outcome, verify),
     ...redriveViolations(redriven),
     ...(replayed?.violations ?? []),
+    ...(table?.violations ?? []),
   ];
   const report: RunReport = {
     pipeline: options.settings.pipelineId,
@@ -163,6 +176,7 @@ function runReport(
     ...(options.recreateTopicWith ? { epochsOpened: run.epochsOpened } : {}),
     ...(redriven ? { redrive: redriven } : {}),
     ...(replayed ? { replay: replayed } : {}),
+    ...(table ? { table: table.report } : {}),
   };
   return report;
 }
