@@ -99,6 +99,23 @@ export class CheckpointStateError extends PipelineError {
 /** Decide found shards that did not vote: prepare did not complete for this attempt. */
 export class VotesIncompleteError extends PipelineError {}
 
+/**
+ * A shard step named a shard the checkpoint's attempt was not dealt: its vote would count toward the decision
+ * without the real shard's plan, and its cleanup mark toward the cleanup's end.
+ */
+export class UnknownShardError extends PipelineError {
+  constructor(checkpointId: number, attempt: number, shardCount: number, shard: number) {
+    super(
+      `checkpoint ${checkpointId} attempt ${attempt} has ${shardCount} shard(s): there is no shard ${shard}`,
+    );
+  }
+}
+
+function requireShard(record: CheckpointRecord, shard: number): void {
+  if (shard >= record.shardCount)
+    throw new UnknownShardError(record.checkpointId, record.attempt, record.shardCount, shard);
+}
+
 /** The checkpoint statuses (BEGUN, PREPARED, COMMITTING, COMMITTED, ABORTED), stored by the ledger module. */
 export { CHECKPOINT_STATUS, type CheckpointStatus } from '../ledger/checkpoints.ts';
 export type { CoordinatorLog, CoordinatorOptions } from './parts.ts';
@@ -253,6 +270,7 @@ class CheckpointCoordinator implements Coordinator {
       'PREPARED',
       'COMMITTING',
     ]);
+    requireShard(record, input.shard);
     // A retry after this shard's vote counted: the decision may already have moved on. Or, still BEGUN, after this
     // shard voted in this attempt: its plan and candidates are written and the vote names them; reading the staged
     // objects again could only find one rewritten since, and fail a shard whose vote stands.
@@ -325,6 +343,7 @@ class CheckpointCoordinator implements Coordinator {
 
   async promote(input: ShardInput): Promise<ShardOutput> {
     const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTING', 'COMMITTED']);
+    requireShard(record, input.shard);
     if (record.status === 'COMMITTED') return { shard: input.shard, count: 0 };
     // Shards promote in waves with retries: keep the lease ahead of them, so the next execution does not take
     // over a roll-forward that is alive (harmless, but double work and a false CheckpointFailed).
@@ -412,6 +431,7 @@ class CheckpointCoordinator implements Coordinator {
 
   async cleanup(input: ShardInput): Promise<ShardOutput> {
     const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTED']);
+    requireShard(record, input.shard);
     // First, and before this checkpoint deletes the previous cut's pages: earlier checkpoints whose cleanup never
     // completed are cleaned up now, from their own cut pages.
     if (input.shard === 0) await catchUpCleanups(this.parts, record);

@@ -444,13 +444,15 @@ export class CheckpointStore {
       Update: {
         TableName: this.table,
         Key: keys.checkpoint(this.pipeline, checkpointId),
-        ConditionExpression: 'attempt = :attempt AND #status = :begun',
+        // Only a shard the attempt was dealt votes: decide counts votes against shardCount.
+        ConditionExpression: 'attempt = :attempt AND #status = :begun AND shardCount > :shardNumber',
         // The digest and the vote land together: a yes vote is a vote for exactly these plan bytes.
         UpdateExpression: 'ADD votes :shard SET planDigests.#shard = :digest',
         ExpressionAttributeNames: { '#status': 'status', '#shard': String(shard) },
         ExpressionAttributeValues: {
           ':attempt': attempt,
           ':begun': 'BEGUN',
+          ':shardNumber': shard,
           ':shard': new Set([shard]),
           ':digest': planDigest,
         },

@@ -201,16 +201,12 @@ describe('shard counts changing between attempts and coordinators', () => {
     await expectExactlyOnce(res.clients, settings, want);
   });
 
-  // Defect: a vote is counted whatever shard it names. `prepare` reads the shard's cut pages (none for a shard
-  // the record does not have: zero expected, zero found), plans nothing and votes, the vote's condition checks only
-  // the attempt and BEGUN, and `decide` compares `size(votes)` with `shardCount`. So a prepare of shard 1 on a
-  // one-shard attempt decides the checkpoint without shard 0's vote: COMMITTING, then every promote and commit
-  // fails with PlanDigestMismatchError (shard 0 has no voted plan) and, past the decision, it can neither abort
-  // nor roll forward: the pipeline stalls for good (C4: decide moves on only when every shard voted; L1-L3). The
-  // state machine hands each step the shards its begin named, so only a stray input reaches it (an iteration
-  // re-run by hand with another shard count in mind, now that the count depends on `partitionsPerShard`). Fix:
-  // refuse a shard at or past the record's `shardCount` in prepare, and condition the vote on it.
-  it.fails('a prepare naming a shard the attempt does not have casts no vote: the decision still waits for every shard the record names', async () => {
+  // A vote must name a shard the record has: `decide` compares the votes with `shardCount`, so a vote of a shard
+  // the attempt was not dealt would decide the checkpoint without a real shard's plan, and past the decision it
+  // could neither abort nor roll forward (C4, L1-L3). The state machine hands each step the shards its begin
+  // named; a stray input (an iteration re-run by hand with another shard count in mind) is refused by prepare and
+  // by the vote's condition.
+  it('a prepare naming a shard the attempt does not have casts no vote: the decision still waits for every shard the record names', async () => {
     const settings = settingsIn(res, 'sh');
     const core = createCoordinator({ settings, clients: res.clients });
     await stageFiles(res.clients, settings, files(upTo(3), 0));
@@ -218,7 +214,12 @@ describe('shard counts changing between attempts and coordinators', () => {
     expect(begun.shards).toEqual([0]);
     const ref = { execution: 'one', checkpointId: begun.checkpointId, attempt: begun.attempt };
     // Shard 1 exists only under a coordinator dealing fewer partitions a shard.
-    await core.prepare({ ...ref, shard: 1 }).catch(() => undefined);
+    await expect(core.prepare({ ...ref, shard: 1 })).rejects.toMatchObject({ name: 'UnknownShardError' });
     await expect(core.decide(ref)).rejects.toMatchObject({ name: 'VotesIncompleteError' });
+    // The ledger refuses such a vote too, whoever sends it.
+    const { store } = coordinatorParts({ settings, clients: res.clients });
+    const now = Date.now();
+    await expect(store.vote(ref.checkpointId, ref.attempt, 1, 'f'.repeat(64), now + 60_000, now)).rejects.toThrow();
+    expect((await store.readRecord(ref.checkpointId))?.votes?.has(1) ?? false).toBe(false);
   });
 });

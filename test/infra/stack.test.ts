@@ -96,13 +96,19 @@ describe('least privilege', () => {
     expect(dynamo.length).toBeGreaterThanOrEqual(9); // processor, monitor, 7 coordinator steps
     for (const statement of dynamo) {
       const leading = statement.Condition?.['ForAllValues:StringLike']?.['dynamodb:LeadingKeys'] as string[];
-      // `Null` only beside it, requiring the key (the claim INSERTs: `ForAllValues` alone matches a request without).
+      // `Null` only beside it, requiring the key, on the PartiQL statements (the processor's claim INSERTs, the
+      // cleanup's staged-entry DELETEs): `ForAllValues` alone matches a request without one.
       const operators = Object.keys(statement.Condition ?? {});
       expect(operators.filter((o) => o !== 'Null')).toEqual(['ForAllValues:StringLike']);
+      if (actionsOf(statement).some((action) => action.startsWith('dynamodb:PartiQL')))
+        expect(operators).toContain('Null');
       if (operators.includes('Null')) {
         expect(statement.Condition?.Null).toEqual({ 'dynamodb:LeadingKeys': 'false' });
-        expect(actionsOf(statement)).toEqual(['dynamodb:PartiQLInsert']);
-        expect(leading).toEqual(['orders#CLAIM#*']);
+        const allowed = [
+          JSON.stringify([['dynamodb:PartiQLInsert'], ['orders#CLAIM#*']]),
+          JSON.stringify([['dynamodb:PartiQLDelete'], ['orders#STAGED#*']]),
+        ];
+        expect(allowed).toContain(JSON.stringify([actionsOf(statement), leading]));
       }
       expect(leading.length).toBeGreaterThan(0);
       for (const pattern of leading) expect(pattern).toMatch(/^orders#/);
