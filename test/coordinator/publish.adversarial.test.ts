@@ -5,12 +5,16 @@
  * zombies racing the live publisher, pipelines sharing a table, and maintenance (rollback, expiry, property loss).
  */
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { icebergRead } from 'icebird';
+import { icebergManifests, icebergMetadata, icebergRead } from 'icebird';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { systemClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
-import { type PublishParts, publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
+import {
+  PUBLISH_CATCH_UP_LIMIT,
+  type PublishParts,
+  publishCheckpoint,
+} from '../../shared/coordinator/publish/publish.ts';
 import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
 import { publishedTable } from '../../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
@@ -19,6 +23,8 @@ import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
 import { mainHistory, snapshotIdOf, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
+import { finalObjectKey, parseFinalKey } from '../../shared/sink/layout.ts';
+import type { Manifest } from '../../shared/sink/manifest.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
 import type { ColumnDefinition } from '../../shared/transforms/api.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
@@ -462,5 +468,60 @@ describe('the publish step of the local state machine', () => {
     for (let run = 0; run < 3; run++) expect((await local.runCheckpoint()).status).toBe('empty');
     expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
     expect(await rowsBack(s.catalog)).toEqual([0, 1, 2]);
+  });
+});
+
+describe('limits', () => {
+  it('a table behind by more than the catch-up limit is brought up in order over later publishes, one snapshot each', async () => {
+    const s = setup();
+    const count = PUBLISH_CATCH_UP_LIMIT + 2;
+    for (let i = 0; i < count; i++) await commitNext(s, 1);
+    const first = await publishCheckpoint(s.parts, count);
+    expect(first.publishedUpTo).toBe(PUBLISH_CATCH_UP_LIMIT);
+    expect(first.published.map((p) => p.checkpointId)).toEqual(
+      Array.from({ length: PUBLISH_CATCH_UP_LIMIT }, (_, i) => i + 1),
+    );
+    // A zombie of an early checkpoint in between changes nothing.
+    expect((await publishCheckpoint(s.parts, 3)).published).toEqual([]);
+    const second = await publishCheckpoint(s.parts, count);
+    expect(second.publishedUpTo).toBe(count);
+    const metadata = (await stateOf(s.catalog)).metadata;
+    expect(mainCheckpoints(metadata)).toEqual(Array.from({ length: count }, (_, i) => String(i + 1)));
+    expect(metadata.snapshots).toHaveLength(count);
+    const n = Array.from({ length: count }, (_, i) => i);
+    expect(await rowsBack(s.catalog)).toEqual([...n, ...n.map((i) => 1000 + i)]);
+  });
+
+  it('a checkpoint of thousands of final objects is one snapshot whose manifest lists each once', async () => {
+    const s = setup();
+    await commitNext(s);
+    const real = (await s.parts.manifests.read(1)) as Manifest;
+    const template = real.files.find((file) => file.stream === 'output');
+    if (!template) throw new Error('no output file');
+    const parsed = parseFinalKey(real.pipeline, template.key);
+    if (!parsed) throw new Error('not a final key');
+    const files = Array.from({ length: 3000 }, (_, i) => {
+      const range = { ...parsed, partition: i, firstOffset: 0, lastOffset: 0 };
+      return {
+        ...template,
+        partition: i,
+        firstOffset: 0,
+        lastOffset: 0,
+        key: finalObjectKey(real.pipeline, range, parsed.encoding),
+      };
+    });
+    const big: Manifest = { ...real, files };
+    const parts: PublishParts = {
+      ...s.parts,
+      manifests: { read: async (id) => (id === 1 ? big : s.parts.manifests.read(id)) },
+    };
+    const outcome = await publishCheckpoint(parts, 1);
+    expect(outcome.published.map((p) => p.how)).toEqual(['appended']);
+    const metadata = await icebergMetadata({ tableUrl: s.catalog.location });
+    const manifests = await icebergManifests(metadata);
+    const paths = manifests.flatMap((m) => m.entries.map((e) => e.data_file.file_path));
+    expect(paths).toHaveLength(3000);
+    expect(new Set(paths).size).toBe(3000);
+    expect((await stateOf(s.catalog)).metadata.snapshots[0]?.summary['added-data-files']).toBe('3000');
   });
 });
