@@ -46,8 +46,14 @@ export class FileCatalog implements Catalog {
     return `${this.root}/metadata/version-hint.text`;
   }
 
+  /**
+   * The newest version. A hint found behind it (a commit cut off before its hint, a hint write that failed) is
+   * written again: readers without a catalog go by the hint alone, and a retried commit that finds its version
+   * already made writes no metadata, so it would otherwise never move the hint.
+   */
   async load(): Promise<TableState | undefined> {
-    let version = (await this.hintedVersion()) ?? (await this.listedVersion());
+    const hinted = await this.hintedVersion();
+    let version = hinted ?? (await this.listedVersion());
     let bytes = version === 0 ? undefined : await getBytes(this.s3, this.bucket, this.metadataKey(version));
     for (;;) {
       const newer = await getBytes(this.s3, this.bucket, this.metadataKey(version + 1));
@@ -56,6 +62,7 @@ export class FileCatalog implements Catalog {
       bytes = newer;
     }
     if (bytes === undefined) return undefined;
+    if (version !== hinted) await this.writeHint(version);
     return {
       metadata: parseTableMetadata(bytes.toString('utf8')),
       location: `s3://${this.bucket}/${this.metadataKey(version)}`,
