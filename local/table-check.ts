@@ -9,7 +9,6 @@
  * passes every other request on unchanged.
  */
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { icebergRead } from 'icebird';
 import type { AwsClients } from '../shared/aws/clients.ts';
 import type { Settings } from '../shared/config/settings.ts';
 import { FileCatalog } from '../shared/iceberg/file-catalog.ts';
@@ -119,7 +118,12 @@ export async function judgeTable(
     (s) => Number(s.summary['total-data-files'] ?? 0) > 0,
   );
   const tableRows = hasData
-    ? await withBucketFetch(settings.bucket, s3, () => icebergRead({ tableUrl: catalog.location }))
+    ? await withBucketFetch(settings.bucket, s3, async () => {
+        // Loaded only for a run with a table: icebird is a development dependency, which an installed package
+        // running `eos local` without a table does not have.
+        const { icebergRead } = await import('icebird');
+        return icebergRead({ tableUrl: catalog.location });
+      })
     : [];
   const committed = (await readFinalRows({ s3, bucket: settings.bucket, pipeline })).filter((row) => {
     const parsed = parseFinalKey(pipeline, row.key);
