@@ -219,7 +219,9 @@ describe('shard counts changing between attempts and coordinators', () => {
     // The ledger refuses such a vote too, whoever sends it.
     const { store } = coordinatorParts({ settings, clients: res.clients });
     const now = Date.now();
-    await expect(store.vote(ref.checkpointId, ref.attempt, 1, 'f'.repeat(64), now + 60_000, now)).rejects.toThrow();
+    await expect(
+      store.vote(ref.checkpointId, ref.attempt, 1, 'f'.repeat(64), now + 60_000, now),
+    ).rejects.toThrow();
     expect((await store.readRecord(ref.checkpointId))?.votes?.has(1) ?? false).toBe(false);
   });
 });
