@@ -9,10 +9,10 @@
 import { BatchExecuteStatementCommand } from '@aws-sdk/lib-dynamodb';
 import { send, type TableRef } from '../aws/dynamo.ts';
 import type { ItemKey } from './layout.ts';
+import { distinctBatches, PartiqlRefusal } from './partiql-batches.ts';
 import type { ClaimItem } from './records.ts';
 
-/** DynamoDB's limit on the statements of one BatchExecuteStatement. */
-export const MAX_BATCH_STATEMENTS = 25;
+export { MAX_BATCH_STATEMENTS } from './partiql-batches.ts';
 
 /** BatchExecuteStatement calls in flight at once: a 500-record batch makes 20. */
 const BATCH_CONCURRENCY = 8;
@@ -63,49 +63,20 @@ export function claimInsertStatement(table: string, { key, claim }: ClaimInsert,
  * update, which needs no PartiQL (the cost of one call per record, said once per container on stderr), and no
  * further INSERT is sent from this container: the pipeline runs, at the old cost, rather than stopping.
  */
-let insertsRefused = false;
+const insertRefusal = new PartiqlRefusal(
+  (message) =>
+    'claims ahead fall back to one UpdateItem per key: the role may not PartiQLInsert claims ' +
+    `(${message}); grant dynamodb:PartiQLInsert on the ledger's claim keys to batch them`,
+);
 
 /** Forgets a refusal (a new container's memory). */
 export function forgetClaimInsertRefusal(): void {
-  insertsRefused = false;
+  insertRefusal.forget();
 }
 
 /** Whether INSERTs of claims were refused in this container (see {@link forgetClaimInsertRefusal}). */
 export function claimInsertsRefused(): boolean {
-  return insertsRefused;
-}
-
-function refuseInserts(message: string): void {
-  if (insertsRefused) return;
-  insertsRefused = true;
-  process.stderr.write(
-    `${JSON.stringify({
-      level: 'WARN',
-      message:
-        'claims ahead fall back to one UpdateItem per key: the role may not PartiQLInsert claims ' +
-        `(${message}); grant dynamodb:PartiQLInsert on the ledger's claim keys to batch them`,
-    })}\n`,
-  );
-}
-
-/** Batches of distinct item keys (DynamoDB refuses a whole call naming one item twice); repeats go per key. */
-function batchesOf(inserts: readonly ClaimInsert[]): { batches: ClaimInsert[][]; repeats: ClaimInsert[] } {
-  const seen = new Set<string>();
-  const distinct: ClaimInsert[] = [];
-  const repeats: ClaimInsert[] = [];
-  for (const insert of inserts) {
-    const id = `${insert.key.pk}\u0000${insert.key.sk}`;
-    if (seen.has(id)) repeats.push(insert);
-    else {
-      seen.add(id);
-      distinct.push(insert);
-    }
-  }
-  const batches: ClaimInsert[][] = [];
-  for (let i = 0; i < distinct.length; i += MAX_BATCH_STATEMENTS) {
-    batches.push(distinct.slice(i, i + MAX_BATCH_STATEMENTS));
-  }
-  return { batches, repeats };
+  return insertRefusal.isRefused;
 }
 
 /** How one batch's statements came out: created, or left to the per-key write. */
@@ -127,7 +98,7 @@ function sortResponses(
     if (response?.Error?.Code === 'AccessDenied') denied ??= response.Error.Message ?? 'access denied';
     result.undecided.push(insert);
   });
-  if (denied !== undefined) refuseInserts(denied);
+  if (denied !== undefined) insertRefusal.refuse(denied);
 }
 
 /**
@@ -143,15 +114,15 @@ export async function insertClaims(
   attemptId: string,
   onHeld: OnHeld = () => {},
 ): Promise<InsertedClaims> {
-  const { batches, repeats } = batchesOf(inserts);
-  if (insertsRefused) return { created: [], undecided: batches.flat(), repeats };
+  const { batches, repeats } = distinctBatches(inserts, (insert) => insert.key);
+  if (insertRefusal.isRefused) return { created: [], undecided: batches.flat(), repeats };
   const result: InsertedClaims = { created: [], undecided: [], repeats };
   let next = 0;
   let failure: { error: unknown } | undefined;
   const worker = async (): Promise<void> => {
     while (next < batches.length && !failure) {
       const batch = batches[next++]!;
-      if (insertsRefused) {
+      if (insertRefusal.isRefused) {
         result.undecided.push(...batch);
         continue;
       }

@@ -1,5 +1,5 @@
 /**
- * Staged entries deleted in batches of PartiQL `DELETE` statements, up to {@link MAX_BATCH_STATEMENTS} per
+ * Staged entries deleted in batches of PartiQL `DELETE` statements, up to 25 (`MAX_BATCH_STATEMENTS`) per
  * BatchExecuteStatement. Each statement keeps the condition the transactional delete has (the entry still names the
  * object that was promoted), and is decided on its own: DynamoDB refuses only that statement
  * (`ConditionalCheckFailed`) when the condition is false, and answers success, deleting nothing, when the item is
@@ -13,8 +13,8 @@
 import { BatchExecuteStatementCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { send } from '../aws/dynamo.ts';
 import { mapLimit } from '../concurrency.ts';
-import { MAX_BATCH_STATEMENTS } from './claim-batch.ts';
 import type { ItemKey } from './layout.ts';
+import { distinctBatches, PartiqlRefusal } from './partiql-batches.ts';
 
 /** A ledger item to delete where it lies; `key`: only while it still names that object. */
 export interface DeleteTarget {
@@ -39,29 +39,20 @@ export interface BatchedDeletes {
  * (`infra/checkpoint-coordinator.ts`); should IAM not give PartiQL requests that key, every statement is refused,
  * and the container deletes by transaction from then on (said once on stderr) rather than stopping.
  */
-let deletesRefused = false;
+const deleteRefusal = new PartiqlRefusal(
+  (message) =>
+    'cleanup deletes staged entries by transaction (two write units each): the role may not PartiQLDelete ' +
+    `them (${message}); grant dynamodb:PartiQLDelete on the ledger's staged entries to batch them`,
+);
 
 /** Forgets a refusal (a new container's memory). */
 export function forgetEntryDeleteRefusal(): void {
-  deletesRefused = false;
+  deleteRefusal.forget();
 }
 
 /** Whether PartiQL deletes of staged entries were refused in this container. */
 export function entryDeletesRefused(): boolean {
-  return deletesRefused;
-}
-
-function refuseDeletes(message: string): void {
-  if (deletesRefused) return;
-  deletesRefused = true;
-  process.stderr.write(
-    `${JSON.stringify({
-      level: 'WARN',
-      message:
-        'cleanup deletes staged entries by transaction (two write units each): the role may not PartiQLDelete ' +
-        `them (${message}); grant dynamodb:PartiQLDelete on the ledger's staged entries to batch them`,
-    })}\n`,
-  );
+  return deleteRefusal.isRefused;
 }
 
 /** A batch refused as a whole: its statements' form, or the action, is not allowed for this account or role. */
@@ -89,25 +80,6 @@ export function entryDeleteStatement(table: string, target: DeleteTarget) {
       };
 }
 
-/** Batches of distinct item keys: DynamoDB refuses a whole call that names one item twice. */
-function batchesOf(targets: readonly DeleteTarget[]): { batches: DeleteTarget[][]; repeats: DeleteTarget[] } {
-  const seen = new Set<string>();
-  const distinct: DeleteTarget[] = [];
-  const repeats: DeleteTarget[] = [];
-  for (const target of targets) {
-    const id = `${target.at.pk}\u0000${target.at.sk}`;
-    if (seen.has(id)) repeats.push(target);
-    else {
-      seen.add(id);
-      distinct.push(target);
-    }
-  }
-  const batches: DeleteTarget[][] = [];
-  for (let i = 0; i < distinct.length; i += MAX_BATCH_STATEMENTS)
-    batches.push(distinct.slice(i, i + MAX_BATCH_STATEMENTS));
-  return { batches, repeats };
-}
-
 /**
  * Deletes `targets` in batches, `concurrency` calls in flight. A call refused as a whole as invalid or not allowed
  * returns its targets undecided and refuses PartiQL for the container (see {@link forgetEntryDeleteRefusal});
@@ -120,8 +92,8 @@ export async function deleteEntriesInBatches(
   targets: readonly DeleteTarget[],
   concurrency = 4,
 ): Promise<BatchedDeletes> {
-  if (deletesRefused) return { deleted: 0, refused: 0, undecided: [...targets] };
-  const { batches, repeats } = batchesOf(targets);
+  if (deleteRefusal.isRefused) return { deleted: 0, refused: 0, undecided: [...targets] };
+  const { batches, repeats } = distinctBatches(targets, (target) => target.at);
   let deleted = 0;
   let refused = 0;
   const undecided: DeleteTarget[] = [...repeats];
@@ -140,7 +112,7 @@ export async function deleteEntriesInBatches(
     } catch (error) {
       if (!(error instanceof StatementsRefusedError)) throw error;
       // The transactions, which cleanup has always used, still delete; the container stops sending PartiQL.
-      refuseDeletes(error.message);
+      deleteRefusal.refuse(error.message);
       undecided.push(...batch);
       return;
     }
@@ -155,7 +127,7 @@ export async function deleteEntriesInBatches(
         undecided.push(target);
       }
     });
-    if (denied !== undefined) refuseDeletes(denied);
+    if (denied !== undefined) deleteRefusal.refuse(denied);
   });
   return { deleted, refused, undecided };
 }

@@ -219,7 +219,7 @@ export class StagedEntries {
    * them in its cancellation reasons), so a retried cleanup costs a call more per chunk, not a call per item; only
    * a cancellation that names none of them falls back to one delete per item. Returns how many this call deleted.
    */
-  async deleteByTransactions(
+  private async deleteByTransactions(
     targets: readonly DeleteTarget[],
     chunk = 100,
     concurrency = 4,
