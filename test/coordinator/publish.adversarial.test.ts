@@ -5,37 +5,25 @@
  * zombies racing the live publisher, pipelines sharing a table, and maintenance (rollback, expiry, property loss).
  */
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { icebergManifests, icebergMetadata, icebergRead } from 'icebird';
+import { icebergManifests, icebergMetadata } from 'icebird';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
-import { systemClock } from '../../shared/clock.ts';
-import type { Settings } from '../../shared/config/settings.ts';
 import {
   PUBLISH_CATCH_UP_LIMIT,
   type PublishParts,
   publishCheckpoint,
 } from '../../shared/coordinator/publish/publish.ts';
 import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
-import { publishedTable } from '../../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
 import { mainHistory, snapshotIdOf, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
-import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
-import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
 import { finalObjectKey, parseFinalKey } from '../../shared/sink/layout.ts';
 import type { Manifest } from '../../shared/sink/manifest.ts';
-import { ManifestStore } from '../../shared/sink/manifest-store.ts';
-import type { ColumnDefinition } from '../../shared/transforms/api.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
-import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
-import { checkpoint } from '../support/checkpoint-steps.ts';
+import { freshResources, type TestResources } from '../support/aws.ts';
+import { commitNext as commitWith, type PublishSetup, publishSetup, rowsBack } from '../support/publish.ts';
 import { stageFiles } from '../support/staging.ts';
-
-const COLUMNS: ColumnDefinition[] = [
-  { name: 'n', type: 'long', nullable: false },
-  { name: 'at', type: 'timestamp', nullable: false },
-];
 
 let res: TestResources;
 let s3: S3Client;
@@ -48,63 +36,10 @@ afterAll(() => {
   vi.unstubAllGlobals();
 });
 
-interface Setup {
-  readonly settings: Settings;
-  readonly catalog: FileCatalog;
-  readonly parts: PublishParts;
-  readonly errors: string[];
-  /** Offsets staged so far on partition 0 (the next checkpoint stages above them). */
-  staged: number;
-  /** Added to every row's `n`: pipelines sharing a table write distinct rows. */
-  readonly base: number;
-}
+type Setup = PublishSetup;
 
-function setup(options: { root?: string; base?: number } = {}): Setup {
-  const settings = settingsIn(res, 'pa', {
-    outputFormat: 'parquet',
-    timePartitioning: 'hour',
-    outputColumns: COLUMNS,
-  });
-  const catalog = new FileCatalog(s3, res.bucket, options.root ?? `${settings.pipelineId}/iceberg/output`);
-  const table = publishedTable({ location: catalog.location, columns: COLUMNS, timePartitioning: 'hour' });
-  const errors: string[] = [];
-  const parts: PublishParts = {
-    pipelineId: settings.pipelineId,
-    bucket: settings.bucket,
-    s3,
-    clock: systemClock,
-    log: { info: () => {}, error: (message) => errors.push(message) },
-    store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
-    manifests: new ManifestStore(s3, settings.bucket, settings.pipelineId),
-    snapshots: new TableSnapshots(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
-    target: { catalog, table },
-  };
-  return { settings, catalog, parts, errors, staged: 0, base: options.base ?? 0 };
-}
-
-/** Stages `count` rows on two partitions and commits them as the next checkpoint (the local state machine). */
-async function commitNext(setup: Setup, count = 3): Promise<void> {
-  const first = setup.staged;
-  const last = first + count - 1;
-  const rows = (partition: number) =>
-    Array.from({ length: count }, (_, i) => ({
-      n: setup.base + partition * 1000 + first + i,
-      at: Date.UTC(2026, 2, 14, 7) + first + i,
-      source: { topic: 'orders', partition, offset: first + i },
-    }));
-  await stageFiles(res.clients, setup.settings, [
-    { partition: 0, firstOffset: first, lastOffset: last, rows: rows(0) },
-    { partition: 1, firstOffset: first, lastOffset: last, rows: rows(1) },
-  ]);
-  setup.staged = last + 1;
-  await checkpoint(res, setup.settings);
-}
-
-/** The `n` of every row icebird reads from the table, sorted. */
-async function rowsBack(catalog: FileCatalog): Promise<number[]> {
-  const rows = await icebergRead({ tableUrl: catalog.location });
-  return rows.map((row) => Number((row as { n: bigint | number }).n)).sort((a, b) => a - b);
-}
+const setup = (options: { root?: string; base?: number } = {}): Setup => publishSetup(res, 'pa', options);
+const commitNext = (s: Setup, count?: number) => commitWith(res, s, count);
 
 /** The `n` of the rows of the first `checkpoints` checkpoints of three rows per partition. */
 function rowsOf(checkpoints: number, base = 0): number[] {

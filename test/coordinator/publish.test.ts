@@ -6,11 +6,9 @@
  * rebased onto, and a table rolled back below what the ledger records as published is reported, not appended to.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
-import { icebergManifests, icebergMetadata, icebergRead } from 'icebird';
+import { icebergManifests, icebergMetadata } from 'icebird';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
-import { systemClock } from '../../shared/clock.ts';
-import type { Settings } from '../../shared/config/settings.ts';
 import { buildCoordinatorDefinition, functionArnSubstitution } from '../../shared/coordinator/definition.ts';
 import {
   type PublishParts,
@@ -18,29 +16,21 @@ import {
   publishCheckpoint,
 } from '../../shared/coordinator/publish/publish.ts';
 import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
-import { publishedCheckpointProperty, publishedTable } from '../../shared/coordinator/publish/target.ts';
+import { publishedCheckpointProperty } from '../../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
-import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
 import {
   mainHistory,
   type Snapshot,
   snapshotIdOf,
   type TableMetadata,
 } from '../../shared/iceberg/table-metadata.ts';
-import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
-import { TableSnapshotConflictError, TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
-import { ManifestStore } from '../../shared/sink/manifest-store.ts';
-import type { ColumnDefinition } from '../../shared/transforms/api.ts';
+import { TableSnapshotConflictError } from '../../shared/ledger/table-snapshots.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
-import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { freshResources, type TestResources } from '../support/aws.ts';
 import { checkpoint } from '../support/checkpoint-steps.ts';
+import { commitNext as commitWith, type PublishSetup, publishSetup, rowsBack } from '../support/publish.ts';
 import { stageFiles } from '../support/staging.ts';
-
-const COLUMNS: ColumnDefinition[] = [
-  { name: 'n', type: 'long', nullable: false },
-  { name: 'at', type: 'timestamp', nullable: false },
-];
 
 let res: TestResources;
 let s3: S3Client;
@@ -53,61 +43,10 @@ afterAll(() => {
   vi.unstubAllGlobals();
 });
 
-interface Setup {
-  readonly settings: Settings;
-  readonly catalog: FileCatalog;
-  readonly parts: PublishParts;
-  readonly errors: string[];
-  /** Offsets staged so far on partition 0 (the next checkpoint stages above them). */
-  staged: number;
-}
+type Setup = PublishSetup;
 
-function setup(): Setup {
-  const settings = settingsIn(res, 'pub', {
-    outputFormat: 'parquet',
-    timePartitioning: 'hour',
-    outputColumns: COLUMNS,
-  });
-  const catalog = new FileCatalog(s3, res.bucket, `${settings.pipelineId}/iceberg/output`);
-  const table = publishedTable({ location: catalog.location, columns: COLUMNS, timePartitioning: 'hour' });
-  const errors: string[] = [];
-  const parts: PublishParts = {
-    pipelineId: settings.pipelineId,
-    bucket: settings.bucket,
-    s3,
-    clock: systemClock,
-    log: { info: () => {}, error: (message) => errors.push(message) },
-    store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
-    manifests: new ManifestStore(s3, settings.bucket, settings.pipelineId),
-    snapshots: new TableSnapshots(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
-    target: { catalog, table },
-  };
-  return { settings, catalog, parts, errors, staged: 0 };
-}
-
-/** Stages `count` rows on two partitions and commits them as the next checkpoint (the local state machine). */
-async function commitNext(setup: Setup, count = 3): Promise<void> {
-  const first = setup.staged;
-  const last = first + count - 1;
-  const rows = (partition: number) =>
-    Array.from({ length: count }, (_, i) => ({
-      n: partition * 1000 + first + i,
-      at: Date.UTC(2026, 2, 14, 7) + first + i,
-      source: { topic: 'orders', partition, offset: first + i },
-    }));
-  await stageFiles(res.clients, setup.settings, [
-    { partition: 0, firstOffset: first, lastOffset: last, rows: rows(0) },
-    { partition: 1, firstOffset: first, lastOffset: last, rows: rows(1) },
-  ]);
-  setup.staged = last + 1;
-  await checkpoint(res, setup.settings);
-}
-
-/** The `n` of every row icebird reads from the table, sorted. */
-async function rowsBack(catalog: FileCatalog): Promise<number[]> {
-  const rows = await icebergRead({ tableUrl: catalog.location });
-  return rows.map((row) => Number((row as { n: bigint | number }).n)).sort((a, b) => a - b);
-}
+const setup = (): Setup => publishSetup(res, 'pub');
+const commitNext = (s: Setup, count?: number) => commitWith(res, s, count);
 
 /** The `n` of the rows the first `staged` offsets of both partitions hold. */
 function expectedRows(staged: number): number[] {
