@@ -8,7 +8,7 @@
  * entry asked for is decided or the call fails, and the container's refusal of PartiQL is set only by a refusal.
  * The IAM grant is checked against the calls the deletes make.
  */
-import { DeleteCommand, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { InitializeMiddleware, MetadataBearer, MiddlewareStack } from '@smithy/types';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CallCounter } from '../../shared/aws/call-counter.ts';
@@ -23,6 +23,7 @@ import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
 import { resolveIntrinsics, synthesizeCoordinator } from '../support/asl.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 import { type Call, evaluate, type PolicyStatement, recordCalls, roleStatements } from '../support/iam.ts';
+import { objectsNamed, putStagedEntries } from '../support/staged-entries.ts';
 
 let res: TestResources;
 
@@ -34,29 +35,9 @@ afterEach(() => forgetEntryDeleteRefusal());
 
 const doc = () => ledgerDocumentClient(res.clients.dynamodb);
 
-/** `count` staged entries of `partition`, each naming its own object `obj-<partition>-<i>`. */
-async function entries(pipeline: string, count: number, partition = 0): Promise<DeleteTarget[]> {
-  const targets: DeleteTarget[] = [];
-  for (let i = 0; i < count; i++) {
-    const at = keys.staged(pipeline, 'orders', partition, i, 'output');
-    const key = `obj-${partition}-${i}`;
-    await doc().send(new PutCommand({ TableName: res.table, Item: { ...at, key, lastOffset: i } }));
-    targets.push({ at, key });
-  }
-  return targets;
-}
-
-/** What each target's item names now (undefined: gone). */
-async function naming(targets: readonly DeleteTarget[]): Promise<Array<string | undefined>> {
-  const found: Array<string | undefined> = [];
-  for (const { at } of targets) {
-    const { Item } = await doc().send(
-      new GetCommand({ TableName: res.table, Key: at, ConsistentRead: true }),
-    );
-    found.push(Item?.key as string | undefined);
-  }
-  return found;
-}
+const entries = (pipeline: string, count: number, partition = 0) =>
+  putStagedEntries(res, pipeline, count, partition);
+const naming = (targets: readonly DeleteTarget[]) => objectsNamed(res, targets);
 
 type Statements = Array<{ Statement: string; Parameters?: unknown[] }>;
 type Responses = Array<{ Error?: { Code?: string; Message?: string } }>;

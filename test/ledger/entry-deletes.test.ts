@@ -3,7 +3,7 @@
  * ledger's `deleteEntries`, against DynamoDB Local: each entry decided by its own condition, 25 to a call, and the
  * transactional deletes kept for what a batch does not decide (a refused statement, a refused call).
  */
-import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand } from '@aws-sdk/lib-dynamodb';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CallCounter } from '../../shared/aws/call-counter.ts';
 import { type AwsClients, createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
@@ -12,9 +12,9 @@ import {
   entryDeletesRefused,
   forgetEntryDeleteRefusal,
 } from '../../shared/ledger/entry-deletes.ts';
-import { keys } from '../../shared/ledger/layout.ts';
 import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { objectsNamed, putStagedEntries } from '../support/staged-entries.ts';
 
 let res: TestResources;
 
@@ -24,26 +24,11 @@ beforeAll(async () => {
 
 afterEach(() => forgetEntryDeleteRefusal());
 
-/** `count` staged entries of partition 0, each naming its own object key `obj-<i>`. */
-async function entries(pipeline: string, count: number): Promise<DeleteTarget[]> {
-  const doc = ledgerDocumentClient(res.clients.dynamodb);
-  const targets: DeleteTarget[] = [];
-  for (let i = 0; i < count; i++) {
-    const at = keys.staged(pipeline, 'orders', 0, i, 'output');
-    await doc.send(new PutCommand({ TableName: res.table, Item: { ...at, key: `obj-${i}`, lastOffset: i } }));
-    targets.push({ at, key: `obj-${i}` });
-  }
-  return targets;
-}
+const entries = (pipeline: string, count: number) => putStagedEntries(res, pipeline, count);
 
+/** How many of `targets` are still in the ledger. */
 async function present(targets: readonly DeleteTarget[]): Promise<number> {
-  const doc = ledgerDocumentClient(res.clients.dynamodb);
-  let found = 0;
-  for (const { at } of targets) {
-    const { Item } = await doc.send(new GetCommand({ TableName: res.table, Key: at, ConsistentRead: true }));
-    if (Item) found++;
-  }
-  return found;
+  return (await objectsNamed(res, targets)).filter((key) => key !== undefined).length;
 }
 
 /** Clients whose BatchExecuteStatement calls are answered by `answer` instead of DynamoDB (or pass through). */
@@ -78,7 +63,6 @@ describe('staged entries deleted in batches', () => {
     const ledger = new StagedEntries(clients.dynamodb, res.table, pipeline);
     const asked = targets.map((t, i) => (i === 7 ? { ...t, key: 'another-object' } : t));
     const doc = ledgerDocumentClient(res.clients.dynamodb);
-    const { DeleteCommand } = await import('@aws-sdk/lib-dynamodb');
     await doc.send(new DeleteCommand({ TableName: res.table, Key: targets[30]!.at }));
     expect(await ledger.deleteEntries(asked)).toBe(58);
     expect(calls.snapshot()).toEqual({ 'dynamodb:BatchExecuteStatement': 3 });
