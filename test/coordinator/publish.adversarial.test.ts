@@ -7,7 +7,6 @@
 import { GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { icebergManifests, icebergMetadata } from 'icebird';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import {
   PUBLISH_CATCH_UP_LIMIT,
   type PublishParts,
@@ -23,7 +22,6 @@ import type { Manifest } from '../../shared/sink/manifest.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { commitNext as commitWith, type PublishSetup, publishSetup, rowsBack } from '../support/publish.ts';
-import { stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 let s3: S3Client;
@@ -361,46 +359,6 @@ describe('maintenance and operators between publishes', () => {
     const outcome = await publishCheckpoint(s.parts, 3);
     expect(outcome.published.map((p) => [p.checkpointId, p.how])).toEqual([[3, 'appended']]);
     expect(await rowsBack(s.catalog)).toEqual(rowsOf(3));
-  });
-});
-
-describe('the publish step of the local state machine', () => {
-  // Defect: a Publish whose every retry fails goes on to Cleanup (the commit stands), and only the next
-  // checkpoint's publish catches up. An idle pipeline has no next checkpoint: its begin answers `empty` and the
-  // execution ends at NothingToCommit without a publish, so a committed checkpoint stays out of the table for as
-  // long as no new record arrives, though the catalog is back.
-  it.fails('publishes a committed checkpoint whose publish failed, once the catalog is back, on an idle pipeline', async () => {
-    const s = setup();
-    let down = true;
-    const flaky: Catalog = {
-      load: () => s.catalog.load(),
-      commit: async (expected, next) => {
-        if (down) throw new Error('the catalog is unavailable');
-        return s.catalog.commit(expected, next);
-      },
-    };
-    const local = createLocalCoordinator({
-      settings: s.settings,
-      clients: res.clients,
-      publishTarget: { ...s.parts.target, catalog: flaky },
-    });
-    await stageFiles(res.clients, s.settings, [
-      {
-        partition: 0,
-        firstOffset: 0,
-        lastOffset: 2,
-        rows: [0, 1, 2].map((n) => ({ n, at: n, source: { topic: 'orders', partition: 0, offset: n } })),
-      },
-    ]);
-    const first = await local.runCheckpoint();
-    expect(first.status).toBe('committed');
-    const publishes = first.invocations.filter((i) => i.step === 'publish');
-    expect(publishes.length).toBeGreaterThan(0);
-    expect(publishes.every((i) => i.failed)).toBe(true);
-    down = false;
-    for (let run = 0; run < 3; run++) expect((await local.runCheckpoint()).status).toBe('empty');
-    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
-    expect(await rowsBack(s.catalog)).toEqual([0, 1, 2]);
   });
 });
 
