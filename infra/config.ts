@@ -142,10 +142,20 @@ export const LOG_RETENTION_DAYS = [
 
 /**
  * Settings the construct sets on one function only, from a construct prop, never a deployment setting:
- * `replayGeneration` (`EOS_REPLAY_GENERATION`) is the replay processor's, from the `replay` prop (`replay.ts`).
+ * `replayGeneration` (`EOS_REPLAY_GENERATION`) is the replay processor's, from the `replay` prop (`replay.ts`);
+ * the `iceberg*` settings (`EOS_ICEBERG_*`) are the publish step's, from the `iceberg` prop (`iceberg-table.ts`).
  * Dropped by name, so this module compiles whether or not the settings schema has the key yet.
  */
-const PER_FUNCTION_SETTINGS = ['replayGeneration'] as const;
+const PER_FUNCTION_SETTINGS = [
+  'replayGeneration',
+  'icebergCatalog',
+  'icebergTablePrefix',
+  'icebergDatabase',
+  'icebergTable',
+  'icebergTableBucketArn',
+  'icebergNamespace',
+  'icebergPartitioning',
+] as const;
 type PerFunctionSetting = (typeof PER_FUNCTION_SETTINGS)[number];
 
 function withoutPerFunctionSettings<T extends object>(shape: T): Omit<T, PerFunctionSetting> {

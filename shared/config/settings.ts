@@ -66,6 +66,27 @@ export type MissingIdempotencyKey = (typeof MISSING_IDEMPOTENCY_KEY)[number];
 export const OUTPUT_FORMATS = ['ndjson', 'parquet'] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
+/**
+ * The catalog of the Iceberg table committed checkpoints are published to: the AWS Glue Data Catalog, AWS S3
+ * Tables, or a file catalog in the sink bucket itself (`shared/iceberg/*-catalog.ts`).
+ */
+export const ICEBERG_CATALOGS = ['glue', 's3tables', 'file'] as const;
+export type IcebergCatalogKind = (typeof ICEBERG_CATALOGS)[number];
+
+/** How the Iceberg table is partitioned: by the output's time folders, or not at all (`publish/target.ts`). */
+export const ICEBERG_PARTITIONINGS = ['time-folders', 'none'] as const;
+
+/** Glue database and table names as Athena can name them: lower-case letters, digits and underscores. */
+const glueName = z.string().regex(/^[a-z0-9_]{1,255}$/, 'lower-case letters, digits and underscores');
+
+/** A key prefix in the sink bucket: no leading or trailing slash, no empty or dot segment. */
+const tablePrefix = z
+  .string()
+  .regex(
+    /^(?!.*(^|\/)\.{0,2}(\/|$))[A-Za-z0-9!_.*'()=-]+(\/[A-Za-z0-9!_.*'()=-]+)*$/,
+    'a key prefix in the sink bucket, like <pipelineId>/iceberg/output (no leading or trailing slash)',
+  );
+
 const columnDefinition = z
   .object({
     name: z.string().min(1),
@@ -236,6 +257,32 @@ export const settingsSchema = z
     /** Staged objects no ledger entry references are deleted once older than this; must exceed the processor's timeout (seconds). */
     orphanGraceSeconds: z.coerce.number().int().positive().default(3600),
     /**
+     * The Iceberg table committed checkpoints are published to: its catalog, `glue`, `s3tables` or `file`; unset,
+     * no table. Needs `outputFormat` parquet: the table's data files are the Parquet output objects themselves.
+     */
+    icebergCatalog: z.enum(ICEBERG_CATALOGS).optional(),
+    /**
+     * `glue` and `file`: the table's key prefix in the sink bucket (its metadata goes under `<prefix>/metadata/`).
+     * Unset: `<pipelineId>/iceberg/output`.
+     */
+    icebergTablePrefix: tablePrefix.optional(),
+    /** `glue`: the Glue database of the table. */
+    icebergDatabase: glueName.optional(),
+    /** `glue` and `s3tables`: the table's name. */
+    icebergTable: glueName.optional(),
+    /** `s3tables`: the table bucket's ARN. */
+    icebergTableBucketArn: z
+      .string()
+      .regex(
+        /^arn:aws[a-z-]*:s3tables:[a-z0-9-]+:\d{12}:bucket\/[a-z0-9_-]{3,63}$/,
+        'arn:aws:s3tables:<region>:<account>:bucket/<name>',
+      )
+      .optional(),
+    /** `s3tables`: the namespace of the table in its table bucket. */
+    icebergNamespace: glueName.optional(),
+    /** How the table is partitioned: `time-folders` (unset: the output's time folders) or `none`. */
+    icebergPartitioning: z.enum(ICEBERG_PARTITIONINGS).optional(),
+    /**
      * Set only on the replay mapping's processor (`eos replay`, docs/operations.md): it stages the ranges of this
      * generation's replay plan into the generation's lanes, and nothing else. Unset: the live processor.
      */
@@ -272,6 +319,13 @@ export const ENV_NAMES = {
   topics: 'EOS_TOPICS',
   maxFenceJump: 'EOS_MAX_FENCE_JUMP',
   replayGeneration: 'EOS_REPLAY_GENERATION',
+  icebergCatalog: 'EOS_ICEBERG_CATALOG',
+  icebergTablePrefix: 'EOS_ICEBERG_TABLE_PREFIX',
+  icebergDatabase: 'EOS_ICEBERG_DATABASE',
+  icebergTable: 'EOS_ICEBERG_TABLE',
+  icebergTableBucketArn: 'EOS_ICEBERG_TABLE_BUCKET_ARN',
+  icebergNamespace: 'EOS_ICEBERG_NAMESPACE',
+  icebergPartitioning: 'EOS_ICEBERG_PARTITIONING',
 } as const satisfies Record<keyof Settings, string>;
 
 /**
@@ -306,6 +360,7 @@ export function checkOutputSettings(settings: Settings, label: (key: string) => 
       "required with outputFormat parquet: the transform's columns in normal form (the stack and eos local set it from the transform)",
     );
   }
+  checkIcebergSettings(settings, label);
   if (settings.timeField === undefined) return;
   if (settings.timePartitioning === 'none') {
     throw new InvalidSettingError(label('timeField'), 'only used with timePartitioning day or hour');
@@ -316,6 +371,50 @@ export function checkOutputSettings(settings: Settings, label: (key: string) => 
       label('timeField'),
       `"${settings.timeField}" must name a timestamp or long column of outputColumns`,
     );
+  }
+}
+
+/** The Iceberg settings each catalog takes: any other one set is a mistake, not a setting silently unused. */
+const ICEBERG_FIELDS: Readonly<Record<IcebergCatalogKind, readonly (keyof Settings)[]>> = {
+  glue: ['icebergDatabase', 'icebergTable', 'icebergTablePrefix', 'icebergPartitioning'],
+  s3tables: ['icebergTableBucketArn', 'icebergNamespace', 'icebergTable', 'icebergPartitioning'],
+  file: ['icebergTablePrefix', 'icebergPartitioning'],
+};
+const ICEBERG_REQUIRED: Readonly<Record<IcebergCatalogKind, readonly (keyof Settings)[]>> = {
+  glue: ['icebergDatabase', 'icebergTable'],
+  s3tables: ['icebergTableBucketArn', 'icebergNamespace', 'icebergTable'],
+  file: [],
+};
+const ICEBERG_KEYS = [...new Set(Object.values(ICEBERG_FIELDS).flat())];
+
+/**
+ * The Iceberg table's settings: only with a catalog and Parquet output (the table's data files are the Parquet
+ * output objects as they are), each catalog's own settings given, no other catalog's.
+ */
+function checkIcebergSettings(settings: Settings, label: (key: string) => string): void {
+  const kind = settings.icebergCatalog;
+  if (kind === undefined) {
+    const stray = ICEBERG_KEYS.find((key) => settings[key] !== undefined);
+    if (stray !== undefined) {
+      throw new InvalidSettingError(label(stray), `only used with ${label('icebergCatalog')}`);
+    }
+    return;
+  }
+  if (settings.outputFormat !== 'parquet') {
+    throw new InvalidSettingError(
+      label('icebergCatalog'),
+      "needs outputFormat parquet: the table's data files are the committed Parquet objects",
+    );
+  }
+  const missing = ICEBERG_REQUIRED[kind].find((key) => settings[key] === undefined);
+  if (missing !== undefined) {
+    throw new InvalidSettingError(label(missing), `required with ${label('icebergCatalog')} ${kind}`);
+  }
+  const foreign = ICEBERG_KEYS.find(
+    (key) => settings[key] !== undefined && !ICEBERG_FIELDS[kind].includes(key),
+  );
+  if (foreign !== undefined) {
+    throw new InvalidSettingError(label(foreign), `not used with ${label('icebergCatalog')} ${kind}`);
   }
 }
 
