@@ -54,7 +54,10 @@ export interface CoordinatorHooks {
    * Fail state keeps only its own error name, so this is where the step's own error can be seen.
    */
   failedStep?(step: CoordinatorStep, payload: unknown, error: unknown): void;
-  /** Around the publish step (a definition with `Publish` only); throwing injects a crash as above. */
+  /**
+   * Around the publish step, after Commit or catching up on an idle pipeline (a definition with a table only);
+   * throwing injects a crash as above.
+   */
   beforePublish?(payload: unknown): void | Promise<void>;
   afterPublish?(payload: unknown, result: unknown): void | Promise<void>;
 }
@@ -279,8 +282,9 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
       const output = (await run.result) as { checkpoint?: { action?: string; checkpointId?: number } };
       await logged;
       const action = output.checkpoint?.action;
+      // `publish` found nothing to commit either: it only published a committed checkpoint the table lacked.
       const status: CheckpointOutcomeStatus =
-        action === 'busy' ? 'busy' : action === 'empty' ? 'empty' : 'committed';
+        action === 'busy' ? 'busy' : action === 'empty' || action === 'publish' ? 'empty' : 'committed';
       return {
         ...base,
         status,

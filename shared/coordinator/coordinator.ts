@@ -5,7 +5,9 @@
  * rerun. This class is the steps' facade; their work lives beside it:
  *
  * - **begin** (C1, C2): recovery of an expired checkpoint here (before its decision: ABORTED; after it: taken over
- *   and rolled forward), then the cut and the allocation (`begin/allocate.ts`, `begin/switches.ts`).
+ *   and rolled forward), then the cut and the allocation (`begin/allocate.ts`, `begin/switches.ts`); with nothing
+ *   to commit in a state machine that publishes, the last committed checkpoint when the table lags behind it
+ *   (`begin/publish-lag.ts`).
  * - **prepare** (C3), per shard: the covered entries (`prepare/covered.ts`) read once and verified, planned and
  *   merged into write-once candidate final objects (`prepare/plan-shard.ts`), the plan written
  *   (`promote/plan-store.ts`) and the vote with its digest, which covers the candidates.
@@ -47,7 +49,9 @@ import {
   truncateReason,
 } from '../ledger/checkpoints.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
+import { TableSnapshots } from '../ledger/table-snapshots.ts';
 import { allocateCheckpoint, BUSY } from './begin/allocate.ts';
+import { idleAnswer } from './begin/publish-lag.ts';
 import { catchUpCleanups } from './cleanup/catch-up.ts';
 import { sweepCoordinatorOrphans } from './cleanup/orphans.ts';
 import { sweepPendingCuts } from './cleanup/pending-cuts.ts';
@@ -148,11 +152,16 @@ class CheckpointCoordinator implements Coordinator {
   private readonly clock: Clock;
   private readonly promoter: Promoter;
   private readonly publishing: PublishParts | undefined;
+  /** The published mark, which begin reads on an idle pipeline of a state machine that publishes. */
+  private readonly snapshots: Pick<TableSnapshots, 'readMark'>;
 
   constructor(options: CoordinatorSetup) {
     this.parts = coordinatorParts(options);
     this.publishing = options.publishTarget && publishParts(this.parts, options.publishTarget);
     const { settings, clients, store, log, clock, concurrency, limits } = this.parts;
+    this.snapshots =
+      this.publishing?.snapshots ??
+      new TableSnapshots(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
     this.store = store;
     this.log = log;
     this.clock = clock;
@@ -187,7 +196,9 @@ class CheckpointCoordinator implements Coordinator {
       if (!(await this.abortExpired(head, input.execution, now))) return BUSY;
       head = await this.store.readHead();
     }
-    return allocateCheckpoint(this.parts, head, input.execution, now);
+    const allocated = await allocateCheckpoint(this.parts, head, input.execution, now);
+    if (allocated.action !== 'empty' || !input.publish) return allocated;
+    return idleAnswer(this.parts, this.snapshots, head?.committedId ?? 0);
   }
 
   /** A retried begin of the execution that already allocated: hand back the same checkpoint. */

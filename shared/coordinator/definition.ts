@@ -18,7 +18,16 @@
  *
  * With an Iceberg table to publish to ({@link DefinitionOptions.publish}), a `Publish` task runs between Commit and
  * Cleanup: the committed checkpoint, and any earlier one not yet published, appended to the table. Its failure
- * never undoes the commit: it goes on to Cleanup, and the next checkpoint's publish catches up.
+ * never undoes the commit: it goes on to Cleanup, and the next checkpoint's publish catches up. An idle pipeline
+ * has no next checkpoint, so Begin is told the state machine publishes and, with nothing to commit, answers
+ * `publish` when the published mark is behind the last committed checkpoint; Route sends that to `CatchUpPublish`,
+ * which publishes it and ends at NothingToCommit whatever it answers:
+ *
+ * ```
+ *  Route ─ publish (nothing to commit, the table behind) ─▶ CatchUpPublish ─▶ NothingToCommit
+ * ```
+ *
+ * Without a table the definition has none of this, byte for byte what it was.
  *
  * Step Functions limits: the state data carries references only — the checkpoint id, the attempt and a list of
  * at most {@link MAX_SHARDS} shard numbers; each shard's Lambda reads its partitions from the checkpoint record
@@ -44,6 +53,8 @@ export const PUBLISH_STEP = 'publish';
 export type CoordinatorTask = CoordinatorStep | typeof PUBLISH_STEP;
 /** The Task state of the publish step. */
 export const PUBLISH_STATE_NAME = 'Publish';
+/** The Task state of the publish step on an idle pipeline whose table is behind (begin answered `publish`). */
+export const CATCH_UP_PUBLISH_STATE_NAME = 'CatchUpPublish';
 
 /** Most shards a checkpoint is split into: bounds every Map's fan-out and the state data. */
 export const MAX_SHARDS = 16;
@@ -198,16 +209,34 @@ function abortStates(task: number): Json {
   };
 }
 
-/** The publish task: after Commit, on to Cleanup whatever it answers (see the module comment). */
-function publishState(task: number): Json {
+/** A publish task going on to `next` whatever it answers (see the module comment). */
+function publishTask(task: number, next: string): Json {
+  return lambdaTask(PUBLISH_STEP, CHECKPOINT_REF, task, {
+    ResultPath: null,
+    Retry: RETRY_PUBLISH,
+    Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.publishError', Next: next }],
+    Next: next,
+  });
+}
+
+/** The publish tasks: after Commit, and on an idle pipeline whose table is behind. */
+function publishStates(task: number): Json {
   return {
-    [PUBLISH_STATE_NAME]: lambdaTask(PUBLISH_STEP, CHECKPOINT_REF, task, {
-      ResultPath: null,
-      Retry: RETRY_PUBLISH,
-      Catch: [{ ErrorEquals: ['States.ALL'], ResultPath: '$.publishError', Next: 'Cleanup' }],
-      Next: 'Cleanup',
-    }),
+    [PUBLISH_STATE_NAME]: publishTask(task, 'Cleanup'),
+    [CATCH_UP_PUBLISH_STATE_NAME]: publishTask(task, 'NothingToCommit'),
   };
+}
+
+/** Route's choices; a state machine that publishes also routes begin's `publish`. */
+function routeChoices(publish: boolean): Json[] {
+  return [
+    { Variable: '$.checkpoint.action', StringEquals: 'checkpoint', Next: 'Prepare' },
+    { Variable: '$.checkpoint.action', StringEquals: 'commit', Next: 'Promote' },
+    { Variable: '$.checkpoint.action', StringEquals: 'empty', Next: 'NothingToCommit' },
+    ...(publish
+      ? [{ Variable: '$.checkpoint.action', StringEquals: 'publish', Next: CATCH_UP_PUBLISH_STATE_NAME }]
+      : []),
+  ];
 }
 
 /**
@@ -216,6 +245,7 @@ function publishState(task: number): Json {
  */
 export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Json {
   const task = options.taskTimeoutSeconds ?? 900;
+  const publish = options.publish === true;
   return {
     Comment:
       'Checkpoint coordinator: begin, prepare, decide, promote, commit, cleanup; abort before the decision',
@@ -231,7 +261,7 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
         },
         Next: 'Begin',
       },
-      Begin: lambdaTask('begin', { 'execution.$': '$.execution' }, task, {
+      Begin: lambdaTask('begin', { 'execution.$': '$.execution', ...(publish ? { publish } : {}) }, task, {
         ResultSelector: {
           'action.$': '$.Payload.action',
           'checkpointId.$': '$.Payload.checkpointId',
@@ -245,11 +275,7 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
       }),
       Route: {
         Type: 'Choice',
-        Choices: [
-          { Variable: '$.checkpoint.action', StringEquals: 'checkpoint', Next: 'Prepare' },
-          { Variable: '$.checkpoint.action', StringEquals: 'commit', Next: 'Promote' },
-          { Variable: '$.checkpoint.action', StringEquals: 'empty', Next: 'NothingToCommit' },
-        ],
+        Choices: routeChoices(publish),
         Default: 'AnotherCheckpointInFlight',
       },
       Prepare: { ...shardMap('prepare', task, RETRY_BEFORE_DECISION), Catch: CATCH_TO_ABORT, Next: 'Decide' },
@@ -268,9 +294,9 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
         ResultPath: null,
         Retry: RETRY_AFTER_DECISION,
         Catch: CATCH_TO_INCOMPLETE,
-        Next: options.publish ? PUBLISH_STATE_NAME : 'Cleanup',
+        Next: publish ? PUBLISH_STATE_NAME : 'Cleanup',
       }),
-      ...(options.publish ? publishState(task) : {}),
+      ...(publish ? publishStates(task) : {}),
       // Cleanup failures never undo a commit: what is left is cleaned by the next checkpoint.
       Cleanup: {
         ...shardMap('cleanup', task, RETRY_AFTER_DECISION),

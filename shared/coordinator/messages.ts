@@ -4,12 +4,15 @@
  */
 import { z } from 'zod';
 
-export const BEGIN_ACTIONS = ['checkpoint', 'commit', 'busy', 'empty'] as const;
+export const BEGIN_ACTIONS = ['checkpoint', 'commit', 'busy', 'empty', 'publish'] as const;
 /**
  * - `checkpoint`: a new checkpoint (or attempt) was allocated: prepare it.
  * - `commit`: an expired checkpoint past its decision was taken over: roll it forward (promote, commit).
  * - `busy`: another execution's checkpoint is live (C1): exit cleanly.
  * - `empty`: nothing staged since the last commit: no checkpoint, no manifest, no gap.
+ * - `publish`: as `empty`, but the Iceberg table's published mark is behind the last committed checkpoint (its
+ *   publish failed and no later checkpoint came to catch it up): publish that checkpoint, then end. Only when the
+ *   begin input says the state machine publishes.
  */
 export type BeginAction = (typeof BEGIN_ACTIONS)[number];
 
@@ -21,12 +24,16 @@ export const ABORT_OUTCOMES = ['aborted', 'decided', 'nothing'] as const;
  */
 export type AbortOutcome = (typeof ABORT_OUTCOMES)[number];
 
-export const beginInputSchema = z.object({ execution: z.string().min(1) });
+export const beginInputSchema = z.object({
+  execution: z.string().min(1),
+  /** The state machine has a publish step (an Iceberg table is configured): report a lagging published mark. */
+  publish: z.boolean().optional(),
+});
 export type BeginInput = z.infer<typeof beginInputSchema>;
 
 export interface BeginOutput {
   readonly action: BeginAction;
-  /** 0 for `busy` and `empty`. */
+  /** 0 for `busy` and `empty`; for `publish`, the last committed checkpoint and its attempt. */
   readonly checkpointId: number;
   readonly attempt: number;
   /** Shard numbers 0..n-1 for the Map states (n ≤ MAX_SHARDS); empty for `busy` and `empty`. */

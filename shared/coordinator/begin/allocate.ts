@@ -18,7 +18,8 @@ import { coveredSwitches } from './switches.ts';
 /** Another execution's checkpoint is live, or it won the race: exit cleanly. */
 export const BUSY: BeginOutput = { action: 'busy', checkpointId: 0, attempt: 0, shards: [] };
 
-const EMPTY: BeginOutput = { action: 'empty', checkpointId: 0, attempt: 0, shards: [] };
+/** Nothing staged since the last commit: no checkpoint. */
+export const EMPTY: BeginOutput = { action: 'empty', checkpointId: 0, attempt: 0, shards: [] };
 
 type AllocateParts = Pick<
   CoordinatorParts,
