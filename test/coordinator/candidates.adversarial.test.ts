@@ -11,7 +11,7 @@ import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
-import { shardPlanSchema } from '../../shared/coordinator/promote/plan-store.ts';
+import { shardPlanSchema, workObjectJson } from '../../shared/coordinator/promote/plan-store.ts';
 import { candidateKey, checkpointAttemptPrefix } from '../../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { getBytes } from '../../shared/sink/objects.ts';
@@ -106,7 +106,7 @@ describe('two prepare runs of one attempt and shard', () => {
     const named = new Set<string>();
     for (const key of plans) {
       const plan = shardPlanSchema.parse(
-        JSON.parse((await getBytes(res.clients.s3, res.bucket, key))!.toString()),
+        JSON.parse(workObjectJson((await getBytes(res.clients.s3, res.bucket, key))!)!.toString()),
       );
       for (const object of plan.objects) named.add(object.candidate!.key);
     }

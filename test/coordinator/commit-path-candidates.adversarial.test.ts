@@ -12,7 +12,7 @@ import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
 import type { PromotionLimits } from '../../shared/coordinator/promote/final-plan.ts';
-import { PlanStore, shardPlanSchema } from '../../shared/coordinator/promote/plan-store.ts';
+import { PlanStore, shardPlanSchema, workObjectJson } from '../../shared/coordinator/promote/plan-store.ts';
 import { checkpointAttemptPrefix, planKey, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
 import { CheckpointConflictError } from '../../shared/ledger/checkpoint-records.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
@@ -262,11 +262,13 @@ describe('an upgrade in the middle of a checkpoint', () => {
     const pl = s.settings.pipelineId;
     const newPlan = shardPlanSchema.parse(
       JSON.parse(
-        (await getBytes(
-          res.clients.s3,
-          res.bucket,
-          planKey(pl, ref.checkpointId, ref.attempt, 0, voted.planDigests![`0`]!),
-        ))!.toString(),
+        workObjectJson(
+          (await getBytes(
+            res.clients.s3,
+            res.bucket,
+            planKey(pl, ref.checkpointId, ref.attempt, 0, voted.planDigests![`0`]!),
+          ))!,
+        )!.toString(),
       ),
     );
     expect(newPlan.objects.map((o) => o.members.map((m) => m.key))).toEqual([[e0!.key]]);

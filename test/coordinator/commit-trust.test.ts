@@ -12,7 +12,11 @@ import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { sweepOrphans } from '../../shared/coordinator/cleanup/orphans.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
 import type { BeginOutput } from '../../shared/coordinator/messages.ts';
-import { PlanDigestMismatchError, PlanStore } from '../../shared/coordinator/promote/plan-store.ts';
+import {
+  PlanDigestMismatchError,
+  PlanStore,
+  workObjectJson,
+} from '../../shared/coordinator/promote/plan-store.ts';
 import {
   type PlannedObject,
   PlanRejectedError,
@@ -87,7 +91,7 @@ describe('a forged plan has no effect', () => {
     const record = await s.store.readRecord(1);
     const key = planKey(pl, 1, 1, 0, record!.planDigests!['0']!);
     const voted = (await getBytes(res.clients.s3, res.bucket, key))!;
-    const plan = JSON.parse(voted.toString('utf8'));
+    const plan = JSON.parse(workObjectJson(voted)!.toString('utf8'));
     plan.objects[0].finalKey = manifestKey(pl, 2);
     await put(key, JSON.stringify(plan));
     // Read alone, the forged plan is refused by its digest…

@@ -11,7 +11,12 @@ import { createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
-import { PlanStore, type ShardPlan, shardPlanSchema } from '../../shared/coordinator/promote/plan-store.ts';
+import {
+  PlanStore,
+  type ShardPlan,
+  shardPlanSchema,
+  workObjectJson,
+} from '../../shared/coordinator/promote/plan-store.ts';
 import type { PlannedObject } from '../../shared/coordinator/promote/promoter.ts';
 import { checkpointAttemptPrefix, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
@@ -137,7 +142,7 @@ async function writtenPlan(settings: Settings, ref: Ref, shard: number): Promise
   for await (const o of listObjects(res.clients.s3, settings.bucket, prefix)) keys.push(o.key);
   expect(keys).toHaveLength(1);
   const body = (await getBytes(res.clients.s3, settings.bucket, keys[0]!))!;
-  return shardPlanSchema.parse(JSON.parse(body.toString('utf8'))) as ShardPlan;
+  return shardPlanSchema.parse(JSON.parse(workObjectJson(body)!.toString('utf8'))) as ShardPlan;
 }
 
 describe('promote of a decided checkpoint: plans from before an upgrade, row lineage, memory', () => {

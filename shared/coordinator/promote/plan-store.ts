@@ -12,6 +12,7 @@
  * commit accepts them only if they match the digest-checked plans object for object (`commit/manifest.ts`).
  */
 import { createHash } from 'node:crypto';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { z } from 'zod';
@@ -175,6 +176,38 @@ export function encodePlan(plan: ShardPlan): Buffer {
   return Buffer.from(JSON.stringify(plan), 'utf8');
 }
 
+/**
+ * Largest working object a step inflates. Plans name every staged member with its SHA-256, so they run to megabytes
+ * at a thousand staged files; far above that, the object is not one a coordinator wrote.
+ */
+export const MAX_WORK_OBJECT_BYTES = 256 * 1024 * 1024;
+
+const GZIP_MAGIC = Buffer.from([0x1f, 0x8b]);
+
+/**
+ * How a working object is stored: its JSON gzipped. Plans and promotion records are read back by promote, commit
+ * and cleanup, three reads for each write, and JSON of keys and digests shrinks to about a third; digests and
+ * content-addressed keys stay those of the JSON, so gzip's output (which may differ between zlib builds) never
+ * names or decides anything.
+ */
+export function storedWorkObject(json: Buffer): Buffer {
+  return gzipSync(json);
+}
+
+/**
+ * A working object's JSON from its stored bytes: inflated when gzipped, as is when not (an object written before
+ * they were compressed, still read during an upgrade). Undefined when it does not inflate within
+ * {@link MAX_WORK_OBJECT_BYTES}: the caller reports it as it reports bytes that do not parse.
+ */
+export function workObjectJson(stored: Buffer): Buffer | undefined {
+  if (stored.length < 2 || !stored.subarray(0, 2).equals(GZIP_MAGIC)) return stored;
+  try {
+    return gunzipSync(stored, { maxOutputLength: MAX_WORK_OBJECT_BYTES });
+  } catch {
+    return undefined;
+  }
+}
+
 /** The digest a shard's vote records for `plan`. */
 export function planDigest(plan: ShardPlan): string {
   return sha256Hex(encodePlan(plan));
@@ -196,10 +229,13 @@ export class PlanStore {
     const body = encodePlan(plan);
     const digest = sha256Hex(body);
     const key = planKey(this.pipeline, plan.checkpointId, plan.attempt, plan.shard, digest);
-    const outcome = await putIfAbsent(this.s3, this.bucket, key, body, { contentType: 'application/json' });
+    const outcome = await putIfAbsent(this.s3, this.bucket, key, storedWorkObject(body), {
+      contentType: 'application/json',
+    });
     // Never vote for a plan that is not there as written: what exists under the key must be these bytes.
     const stored = outcome === 'exists' ? await getBytes(this.s3, this.bucket, key) : body;
-    if (stored === undefined || sha256Hex(stored) !== digest) {
+    const json = stored && workObjectJson(stored);
+    if (json === undefined || sha256Hex(json) !== digest) {
       throw new PlanDigestMismatchError(key, 'another plan is stored under this plan key');
     }
     return digest;
@@ -224,7 +260,8 @@ export class PlanStore {
     } catch {
       throw new PlanDigestMismatchError(where, `the recorded digest ${digest} is not a hex SHA-256`);
     }
-    const bytes = await this.get(key);
+    const bytes = workObjectJson(await this.get(key));
+    if (bytes === undefined) throw new PlanDigestMismatchError(key, 'its gzip does not inflate');
     const found = sha256Hex(bytes);
     if (found !== digest) throw new PlanDigestMismatchError(key, `SHA-256 ${found}, voted for ${digest}`);
     const parsed = shardPlanSchema.safeParse(parseJson(bytes));
@@ -242,13 +279,14 @@ export class PlanStore {
   writePromotion(promotion: ShardPromotion): Promise<void> {
     return this.put(
       promotedKey(this.pipeline, promotion.checkpointId, promotion.attempt, promotion.shard),
-      Buffer.from(JSON.stringify(promotion), 'utf8'),
+      storedWorkObject(Buffer.from(JSON.stringify(promotion), 'utf8')),
     );
   }
 
   async readPromotion(checkpointId: number, attempt: number, shard: number): Promise<ShardPromotion> {
     const key = promotedKey(this.pipeline, checkpointId, attempt, shard);
-    const parsed = shardPromotionSchema.safeParse(parseJson(await this.get(key)));
+    const json = workObjectJson(await this.get(key));
+    const parsed = shardPromotionSchema.safeParse(json && parseJson(json));
     if (!parsed.success)
       throw new PromotionRecordError(`promotion record ${key} is malformed: ${parsed.error.message}`);
     return parsed.data;
