@@ -2,6 +2,7 @@
 import type { FaultRates } from '../local/faults.ts';
 import type { LocalParts } from '../local/parts.ts';
 import type { DeliveryGuarantee } from '../shared/config/settings.ts';
+import type { LocalOutput } from './local-output.ts';
 
 export interface LocalCommandOptions {
   readonly input?: string;
@@ -25,6 +26,8 @@ export interface LocalCommandOptions {
   readonly partitionBy?: string;
   /** `--time-field`: the output column whose time files a row (EOS_TIME_FIELD). */
   readonly timeField?: string;
+  /** `--output files|iceberg`: the committed objects, or those and an Iceberg table over them (default files). */
+  readonly output?: LocalOutput;
   readonly faults: FaultRates;
   readonly seed: number;
   readonly checkpointInterval: number;

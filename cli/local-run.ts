@@ -9,6 +9,7 @@ import type { RunReport } from '../local/runner.ts';
 import { LOCAL_DEFAULTS } from './local-defaults.ts';
 import { checkOutputPaths, inputFor } from './local-input.ts';
 import type { LocalCommandOptions, LocalDependencies } from './local-options.ts';
+import { checkOutputFor, formatFlagFor, tableNotExported } from './local-output.ts';
 import { existingPartsEnv, partsPlan } from './local-parts-plan.ts';
 import { secondGenerationFor, withGbpBug } from './local-scenarios.ts';
 
@@ -87,7 +88,9 @@ function stopOnSignal(
 /** What a run checks and loads before anything starts: its settings, transform and input. */
 async function prepareRun(options: LocalCommandOptions, env: NodeJS.ProcessEnv) {
   const { localSettingsWithColumns } = await import('./local-settings.ts');
-  const local = await localSettingsWithColumns(options, env);
+  const format = formatFlagFor(options.output, options.format, env);
+  const local = await localSettingsWithColumns({ ...options, format }, env);
+  checkOutputFor(options.output, local.settings, local.origin);
   if (options.scenario === 'replay' && local.settings.idempotencyScope === 'partition') {
     // A documented limit, not a verdict to discover: the generation's key window starts empty.
     throw new OptionError(
@@ -216,6 +219,7 @@ async function runInParts(
     transform,
     topic: local.topic,
     batchSize: options.batchSize ?? LOCAL_DEFAULTS.batchSize,
+    ...(options.output === 'iceberg' ? { iceberg: true } : {}),
     ...(recreateTopicWith ? { recreateTopicWith } : {}),
     ...(options.scenario === 'redrive' ? { transform: withGbpBug(transform), redriveWith: transform } : {}),
     ...(options.scenario === 'replay' ? { transform: withGbpBug(transform), replayWith: transform } : {}),
@@ -239,6 +243,7 @@ async function runInParts(
     io.write(
       `exported ${objects} objects under ${exportDir}/bucket/ and ${aggregates.size} aggregates to ${exportDir}/aggregates.json\n`,
     );
+    if (report.table) io.write(`${tableNotExported(report.table.location)}\n`);
   }
   return exitCodeFor(report, options.failOnDeadLetter);
 }

@@ -22,6 +22,7 @@ import {
 } from './local-defaults.ts';
 import { partitionsFromInput } from './local-input.ts';
 import { LOCAL_SCENARIOS, type LocalCommandOptions, type LocalDependencies } from './local-options.ts';
+import { LOCAL_OUTPUTS } from './local-output.ts';
 import { runLocalCommand } from './local-run.ts';
 import { ENDPOINT_HELP, endpointUrl, integer, oneOf } from './options.ts';
 
@@ -112,7 +113,7 @@ function withInputOptions(command: Command): Command {
     .addOption(
       new Option(
         '--format <format>',
-        "the committed objects' format (default $EOS_OUTPUT_FORMAT, else ndjson; see docs/output.md)",
+        "the committed objects' format (default $EOS_OUTPUT_FORMAT, else ndjson, or parquet with --output iceberg; see docs/output.md)",
       ).choices(['ndjson', 'parquet']),
     )
     .addOption(
@@ -162,6 +163,12 @@ function withRunOptions(command: Command): Command {
         '--scenario <name>',
         'an operations scenario: recreate-topic (the topic is recreated mid-run; stopped partitions move to a new epoch; verdict per epoch) | redrive (the transform has a bug; after the run its dead letters are redriven with the fix, twice) | replay (the transform has a bug; after the run a range is replayed with the fix into a new generation; readers checked at every checkpoint)',
       ).choices(LOCAL_SCENARIOS),
+    )
+    .addOption(
+      new Option(
+        '--output <kind>',
+        'files: the committed objects and their manifests (the default) | iceberg: also an Iceberg table of them in the bucket, one snapshot per committed checkpoint, read back by icebird and judged (Parquet, exactly-once; see docs/output.md)',
+      ).choices(LOCAL_OUTPUTS),
     )
     .option(
       '--reuse',

@@ -63,6 +63,33 @@ function verdictLine(report: RunReport): string {
   return buts.length === 0 ? verdict : `${verdict} — but ${buts.join('; ')}`;
 }
 
+/** The Iceberg table's lines: where it is and its snapshots, then what icebird read back from it. */
+function tableLines(report: RunReport): string[] {
+  const table = report.table;
+  if (table === undefined) return [];
+  const published =
+    table.publishedUpTo === table.committedUpTo
+      ? `published up to checkpoint ${table.publishedUpTo}`
+      : `published up to checkpoint ${table.publishedUpTo} of ${table.committedUpTo} committed`;
+  const wrong = [
+    table.missing ? `${table.missing} missing` : '',
+    table.extra ? `${table.extra} extra` : '',
+    table.differing ? `${table.differing} differing` : '',
+  ].filter(Boolean);
+  const rows =
+    wrong.length === 0 && table.rows === table.committedRows
+      ? 'each committed row once, contents equal'
+      : `NOT each committed row once: ${wrong.join(', ')}`;
+  return [
+    row('iceberg table', table.location),
+    row(
+      'iceberg snapshots',
+      `${table.snapshots}${table.snapshots === table.committedUpTo ? ', one per committed checkpoint' : ` for ${table.committedUpTo} committed checkpoints`}; ${published}`,
+    ),
+    row('iceberg rows (icebird)', `${table.rows} read back of ${table.committedRows} committed: ${rows}`),
+  ];
+}
+
 export function formatReport(report: RunReport): string {
   const r = report.records;
   const o = report.outcome;
@@ -118,6 +145,7 @@ export function formatReport(report: RunReport): string {
         .split('\n')
         .join(`\n  ${' '.repeat(WIDTH)}`),
     ),
+    ...tableLines(report),
     row('verdict', verdictLine(report)),
   ];
   if (o.differences.length > 0) {

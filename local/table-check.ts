@@ -29,7 +29,14 @@ export interface TableReport {
   readonly location: string;
   /** Snapshots naming a checkpoint of this pipeline. */
   readonly snapshots: number;
+  /** Rows icebird read back from the table. */
   readonly rows: number;
+  /** Committed output rows the table should hold: the final Parquet objects' rows of the live lanes. */
+  readonly committedRows: number;
+  /** Committed rows the table lacks, rows it holds more than were committed, and rows whose contents differ. */
+  readonly missing: number;
+  readonly extra: number;
+  readonly differing: number;
   /** The ledger's published mark, and the last committed checkpoint it should have reached. */
   readonly publishedUpTo: number;
   readonly committedUpTo: number;
@@ -79,22 +86,88 @@ function lineageKey(row: Record<string, unknown>): string {
   return `${String(source?.topic)}/${Number(source?.partition)}/${Number(source?.offset)}`;
 }
 
+/**
+ * A row's contents in one spelling whichever reader decoded it: keys sorted, integers and times as decimal
+ * strings (icebird may give a long as a bigint and a timestamp as a Date where the sink's reader gives numbers).
+ */
+function contents(value: unknown): string {
+  if (value === null || value === undefined) return 'null';
+  if (typeof value === 'bigint' || typeof value === 'number') return String(value);
+  if (value instanceof Date) return String(value.getTime());
+  if (Array.isArray(value)) return `[${value.map(contents).join(',')}]`;
+  if (typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${contents(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
 function counts(keys: readonly string[]): Map<string, number> {
   const out = new Map<string, number>();
   for (const key of keys) out.set(key, (out.get(key) ?? 0) + 1);
   return out;
 }
 
-/** How the table's rows differ from the committed rows, as violations. */
-function rowViolations(table: readonly string[], committed: readonly string[]): string[] {
-  const [inTable, expected] = [counts(table), counts(committed)];
+interface RowComparison {
+  readonly missing: number;
+  readonly extra: number;
+  readonly differing: number;
+}
+
+/** A committed row and the time folder of its object (`dt`, `hour`: the table's partition values). */
+interface CommittedRow {
+  readonly row: Record<string, unknown>;
+  readonly folder: ReadonlyMap<string, string>;
+}
+
+function folderValues(folder: string | undefined): Map<string, string> {
+  return new Map(
+    (folder ?? '')
+      .split('/')
+      .filter(Boolean)
+      .map((part) => part.split('=') as [string, string]),
+  );
+}
+
+/**
+ * A table row's contents without its partition columns where they agree with its object's folder. The data files
+ * do not hold the folder keys (they are partition values in the manifests); a reader may fill them from there, as
+ * the spec asks of identity partitions, or leave them out (undefined), as icebird does: either agrees, another value does not.
+ */
+function tableContents(row: Record<string, unknown>, folder: ReadonlyMap<string, string>): string {
+  const kept = Object.entries(row).filter(
+    ([name, value]) =>
+      !folder.has(name) || !(value === null || value === undefined || String(value) === folder.get(name)),
+  );
+  return contents(Object.fromEntries(kept));
+}
+
+/** How the table's rows differ from the committed rows: by lineage (each once), then by contents. */
+function compareRows(
+  table: readonly Record<string, unknown>[],
+  committed: readonly CommittedRow[],
+): RowComparison {
+  const [inTable, expected] = [
+    counts(table.map(lineageKey)),
+    counts(committed.map(({ row }) => lineageKey(row))),
+  ];
   let missing = 0;
   let extra = 0;
   for (const [key, n] of expected) missing += Math.max(0, n - (inTable.get(key) ?? 0));
   for (const [key, n] of inTable) extra += Math.max(0, n - (expected.get(key) ?? 0));
+  const byLineage = new Map(committed.map((entry) => [lineageKey(entry.row), entry]));
+  const differing = table.filter((row) => {
+    const entry = byLineage.get(lineageKey(row));
+    return entry !== undefined && contents(entry.row) !== tableContents(row, entry.folder);
+  }).length;
+  return { missing, extra, differing };
+}
+
+function rowViolations({ missing, extra, differing }: RowComparison): string[] {
   return [
     ...(missing > 0 ? [`the Iceberg table lacks ${missing} committed rows`] : []),
     ...(extra > 0 ? [`the Iceberg table holds ${extra} rows more than were committed`] : []),
+    ...(differing > 0 ? [`${differing} rows of the Iceberg table differ from the committed rows`] : []),
   ];
 }
 
@@ -129,6 +202,10 @@ export async function judgeTable(
     const parsed = parseFinalKey(pipeline, row.key);
     return row.stream === 'output' && parsed?.encoding === 'parquet' && generationOfLane(parsed.topic) === 0;
   });
+  const comparison = compareRows(
+    tableRows,
+    committed.map(({ key, row }) => ({ row, folder: folderValues(parseFinalKey(pipeline, key)?.folder) })),
+  );
   const violations = [
     ...(publishedUpTo === committedUpTo
       ? []
@@ -138,16 +215,15 @@ export async function judgeTable(
       : [
           `the Iceberg table's snapshots name checkpoints ${named.join(',')}, not 1 to ${committedUpTo} once each`,
         ]),
-    ...rowViolations(
-      tableRows.map((row) => lineageKey(row)),
-      committed.map((row) => lineageKey(row.row)),
-    ),
+    ...rowViolations(comparison),
   ];
   return {
     report: {
       location: catalog.location,
       snapshots: named.length,
       rows: tableRows.length,
+      committedRows: committed.length,
+      ...comparison,
       publishedUpTo,
       committedUpTo,
     },

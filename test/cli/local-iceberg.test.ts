@@ -1,0 +1,125 @@
+/**
+ * `eos local --output iceberg`: a small run under every fault kind reports EXACTLY-ONCE and its table (location,
+ * one snapshot per committed checkpoint, the rows icebird read back, each committed row once) in the text and the
+ * JSON report, and `--export` says the table is not copied; wrong input stops before anything starts, in one line.
+ */
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Command } from 'commander';
+import { describe, expect, it, vi } from 'vitest';
+import { buildProgram } from '../../cli/eos.ts';
+import type { RunReport } from '../../local/runner.ts';
+import { uniqueName } from '../support/aws.ts';
+
+/** Runs `eos local …` in this process against the suite's local parts; what it wrote and its exit code. */
+async function local(args: readonly string[], env: NodeJS.ProcessEnv = process.env) {
+  const out: string[] = [];
+  const errors: string[] = [];
+  const startParts = vi.fn(async () => ({ env: {}, stop: async () => {} }));
+  const root = buildProgram({
+    local: { startParts, write: (t) => out.push(t), writeError: (t) => errors.push(t), progress: false, env },
+  });
+  const quiet = (command: Command) =>
+    command.exitOverride().configureOutput({ writeErr: (t) => errors.push(t), writeOut: () => {} });
+  quiet(root);
+  root.commands.forEach(quiet);
+  const before = process.exitCode;
+  let thrown: unknown;
+  try {
+    await root.parseAsync(['node', 'eos', 'local', ...args]);
+  } catch (error) {
+    thrown = error;
+  }
+  const exitCode = process.exitCode;
+  process.exitCode = before;
+  return {
+    text: out.join(''),
+    errors: errors.join(''),
+    exitCode,
+    thrown,
+    started: startParts.mock.calls.length > 0,
+  };
+}
+
+describe('eos local --output iceberg: wrong input', () => {
+  it.each([
+    [
+      ['--output', 'iceberg', '--format', 'ndjson'],
+      {},
+      /^error: --output iceberg: .*Parquet, but --format is ndjson/,
+    ],
+    [
+      ['--output', 'iceberg'],
+      { EOS_OUTPUT_FORMAT: 'ndjson' },
+      /^error: --output iceberg: .*Parquet, but EOS_OUTPUT_FORMAT is ndjson/,
+    ],
+    [
+      ['--output', 'iceberg', '--guarantee', 'at-least-once'],
+      {},
+      /^error: --output iceberg: .*only exactly-once has \(--guarantee is at-least-once\)/,
+    ],
+  ])('refuses %j (env %j) in one line, starting nothing', async (args, env, message) => {
+    const run = await local(args, { ...process.env, ...env });
+    expect(run.errors).toMatch(message);
+    expect(run.errors.trim().split('\n')).toHaveLength(1);
+    expect(run.exitCode).toBe(2);
+    expect(run.started).toBe(false);
+  });
+
+  it('refuses an output it does not know, naming the choices', async () => {
+    const run = await local(['--output', 'tables']);
+    expect(run.errors).toMatch(
+      /option '--output <kind>' argument 'tables' is invalid\. Allowed choices are files, iceberg/,
+    );
+    expect(run.started).toBe(false);
+  });
+});
+
+describe('eos local --output iceberg: a run', () => {
+  it('reports EXACTLY-ONCE and the table icebird read back, in the text and the JSON report', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'eos-iceberg-'));
+    const env = {
+      ...process.env,
+      EOS_PIPELINE_ID: uniqueName('ice-cli'),
+      EOS_LEDGER_TABLE: uniqueName('ice-cli-ledger'),
+      EOS_BUCKET: uniqueName('ice-cli-bucket'),
+    };
+    const run = await local(
+      [
+        ...['--records', '240', '--partitions', '2', '--seed', '5', '--faults', 'all'],
+        ...['--output', 'iceberg', '--partition-by', 'hour', '--checkpoint-interval', '300'],
+        ...['--report', join(dir, 'report.json'), '--export', dir],
+      ],
+      env,
+    );
+    expect(run.errors).toBe('');
+    expect(run.exitCode).toBe(0);
+    const report = JSON.parse(readFileSync(join(dir, 'report.json'), 'utf8')) as RunReport;
+    expect(report.verdict).toBe('exactly-once');
+    const table = report.table!;
+    const location = `s3://${env.EOS_BUCKET}/${env.EOS_PIPELINE_ID}/iceberg/output`;
+    expect(table).toEqual({
+      location,
+      snapshots: table.committedUpTo,
+      rows: report.records.committed,
+      committedRows: report.records.committed,
+      missing: 0,
+      extra: 0,
+      differing: 0,
+      publishedUpTo: table.committedUpTo,
+      committedUpTo: table.committedUpTo,
+    });
+    expect(table.committedUpTo).toBeGreaterThan(1);
+    expect(report.records.committed).toBeGreaterThan(100);
+    expect(run.text).toContain(`  iceberg table                   ${location}\n`);
+    expect(run.text).toContain(
+      `  iceberg snapshots               ${table.snapshots}, one per committed checkpoint; published up to checkpoint ${table.committedUpTo}\n`,
+    );
+    expect(run.text).toContain(
+      `  iceberg rows (icebird)          ${table.rows} read back of ${table.rows} committed: each committed row once, contents equal\n`,
+    );
+    expect(run.text).toMatch(/verdict {2,}EXACTLY-ONCE\n/);
+    expect(run.text).toContain(`the Iceberg table ${location} is not exported`);
+  }, 300_000);
+});
