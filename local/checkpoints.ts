@@ -10,8 +10,9 @@
  * forward once the lease has expired).
  *
  * With an Iceberg table ({@link CheckpointerOptions.iceberg}) every checkpoint is also published to it (the
- * `Publish` step), and the publish step is among those a crash may hit: before it, after it, or right after the
- * catalog accepted the table's swap and before the ledger recorded it (the unknown commit state).
+ * `Publish` step, and `CatchUpPublish` when an execution finds nothing to commit and the table behind), and the
+ * publish step is among those a crash may hit: before it, after it, or right after the catalog accepted the
+ * table's swap and before the ledger recorded it (the unknown commit state).
  */
 
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -27,7 +28,6 @@ import { type PublishTarget, publishedTable } from '../shared/coordinator/publis
 import { InjectedCrashError } from '../shared/errors.ts';
 import type { Catalog } from '../shared/iceberg/catalog.ts';
 import { FileCatalog } from '../shared/iceberg/file-catalog.ts';
-import { CheckpointStore } from '../shared/ledger/checkpoints.ts';
 import {
   type CheckpointOutcome,
   type CheckpointOutcomeStatus,
@@ -181,36 +181,19 @@ export class Checkpointer {
   }
 
   /**
-   * Publishes the last committed checkpoint once more, without faults, as the next checkpoint's publish would: a
-   * run ends with checkpoints that find nothing to commit, which have no publish step, so a publish that failed
-   * for good in the last committing execution is caught up here. Nothing without a table.
-   */
-  async publishCommitted(): Promise<void> {
-    if (!this.options.iceberg) return;
-    const { settings, clients } = this.options;
-    const store = new CheckpointStore(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
-    const committedId = (await store.readHead())?.committedId ?? 0;
-    const record = committedId > 0 ? await store.readRecord(committedId) : undefined;
-    if (!record) return;
-    this.crash = undefined;
-    await this.local.coordinator.publish({
-      execution: 'final-publish',
-      checkpointId: committedId,
-      attempt: record.attempt,
-    });
-  }
-
-  /**
-   * The end of a run: checkpoints until one finds nothing left to commit. The first may still suffer a planned
-   * crash (the last checkpoint of a run is as exposed as any); the ones after it run clean. An execution left
-   * incomplete or failed holds the lease: the clock jumps past it (instead of waiting) so the next recovers it.
+   * The end of a run: checkpoints until one finds nothing left to commit and nothing to publish (with a table, an
+   * execution that finds nothing to commit publishes a committed checkpoint the table lacks, as on an idle
+   * pipeline). The first may still suffer a planned crash (the last checkpoint of a run is as exposed as any); the
+   * ones after it run clean. An execution left incomplete or failed holds the lease: the clock jumps past it
+   * (instead of waiting) so the next recovers it.
    */
   async final(maxExecutions = 8): Promise<CheckpointOutcome> {
     let last: CheckpointOutcome | undefined;
     for (let i = 0; i < maxExecutions; i++) {
       last = await this.run(i === 0 ? 'planned' : 'none');
-      if (last.status === 'empty') return last;
-      if (last.status === 'committed' || last.status === 'aborted') continue;
+      const published = last.invocations.some((invocation) => invocation.step === PUBLISH_STEP);
+      if (last.status === 'empty' && !published) return last;
+      if (last.status === 'committed' || last.status === 'aborted' || last.status === 'empty') continue;
       this.options.clock.advance((this.options.settings.checkpointLeaseSeconds + 1) * 1000);
     }
     return last!;

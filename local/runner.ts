@@ -89,7 +89,6 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
         faults: options.faults.crash > 0,
       })
     : undefined;
-  await run.checkpointer.publishCommitted();
   const durationMs = Date.now() - started;
   expectation ??= await expect();
   if (replayed && options.replayWith) {

@@ -122,7 +122,7 @@ describe('the publish step of a local run under a forced crash', () => {
     });
   }
 
-  it('leaves the table behind when every publish attempt crashes before it, and the final publish catches it up', async () => {
+  it('leaves the table behind when every publish attempt crashes before it, and the next execution, with nothing to commit, catches it up', async () => {
     const res = await freshResources('icepub');
     const { settings, checkpointer } = await staged(res);
     const outcome = await checkpointer.run({ step: 'publish', when: 'before', persistent: true });
@@ -136,7 +136,16 @@ describe('the publish step of a local run under a forced crash', () => {
     expect(await new FileCatalog(res.clients.s3, res.bucket, runTableRoot(settings.pipelineId)).load()).toBe(
       undefined,
     );
-    await checkpointer.publishCommitted();
+    const idle = await checkpointer.run('none');
+    expect(idle.status).toBe('empty');
+    expect(idle.invocations.map((i) => [i.step, i.failed])).toEqual([
+      ['begin', false],
+      ['publish', false],
+    ]);
     expect((await judgeTable(res.clients, settings)).violations).toEqual([]);
+    // Nothing lags any more: the run's end finds nothing to commit and nothing to publish.
+    const last = await checkpointer.final();
+    expect(last.status).toBe('empty');
+    expect(last.invocations.map((i) => i.step)).toEqual(['begin']);
   });
 });
