@@ -2,13 +2,16 @@
  * `eos verify --bucket B [--pipeline P]`: checks a pipeline's committed layout (see `shared/sink/verify.ts`):
  * its manifests under `<P>/_manifests/` and its data under `<P>/final/`. The form `--prefix <P>/final/` also
  * works and names the same pipeline. `--export-dir DIR` checks an `eos local --export DIR` folder instead of a bucket.
+ * `--table <location>` then checks the pipeline's Iceberg table against the manifest log (`verify-table.ts`).
  * Exit 0 when every invariant holds, 1 when one does not (cli/failures.ts).
  */
 import { type Command, InvalidArgumentError } from 'commander';
+import type { TableAudit } from '../shared/coordinator/publish/table-audit.ts';
 import type { VerifyProgress, VerifyResult } from '../shared/sink/verify.ts';
 import { operatorEnvironment } from './environment.ts';
 import { EXPORT_DIR_HELP, readLocation } from './export-dir.ts';
 import { ENDPOINT_HELP, endpointUrl } from './options.ts';
+import { formatTableAudit, parseTableOption, runTableAudit, TABLE_HELP } from './verify-table.ts';
 
 export interface VerifyDependencies {
   readonly env?: NodeJS.ProcessEnv;
@@ -27,7 +30,15 @@ export interface VerifyCommandOptions {
   readonly prefix?: string;
   readonly json?: boolean;
   readonly endpoint?: string;
+  /** An Iceberg table to check against the manifest log: an S3 location of a file-catalog table, or `default`. */
+  readonly table?: string;
 }
+
+/**
+ * What verify found: the layout check's result, and with `--table` the table audit's under `table`. `ok` is the
+ * verdict of both.
+ */
+export type VerifyCommandResult = VerifyResult & { readonly table?: TableAudit };
 
 /** `<pipeline>/final/` (slashes optional at the ends), as `--prefix` must name it; checked before any call. */
 function checkPrefix(prefix: string): void {
@@ -37,16 +48,35 @@ function checkPrefix(prefix: string): void {
   }
 }
 
+/** The pipeline a checked `--prefix <pipeline>/final/` names. */
+function pipelineOfPrefix(prefix: string): string {
+  return prefix.replace(/^\/+|\/+$/g, '').replace(/\/final$/, '');
+}
+
+/** The table `--table` names and the bucket of the manifests it is checked against; checked before any call. */
+function tableRequest(
+  options: VerifyCommandOptions,
+): { table: ReturnType<typeof parseTableOption>; bucket: string } | undefined {
+  if (options.table === undefined) return undefined;
+  if (options.exportDir !== undefined || options.bucket === undefined) {
+    throw new InvalidArgumentError(
+      '--table checks a table against the manifests in a bucket: it needs --bucket, not --export-dir',
+    );
+  }
+  return { table: parseTableOption(options.table), bucket: options.bucket };
+}
+
 export async function runVerifyCommand(
   options: VerifyCommandOptions,
   deps: VerifyDependencies = {},
-): Promise<{ result: VerifyResult; exitCode: number }> {
+): Promise<{ result: VerifyCommandResult; exitCode: number }> {
   const environment = operatorEnvironment(deps.env);
   const which =
     options.prefix !== undefined && options.pipeline === undefined
       ? { prefix: options.prefix }
       : { pipeline: environment.pipelineId(options.pipeline) };
   if (which.prefix !== undefined) checkPrefix(which.prefix);
+  const table = tableRequest(options);
   const endpoint = environment.endpoint(options.endpoint);
   const [{ createAwsClients }, { formatVerifyResult, verifySink }, { folderObjects }] = await Promise.all([
     import('../shared/aws/clients.ts'),
@@ -59,13 +89,25 @@ export async function runVerifyCommand(
       options.exportDir === undefined
         ? { s3: clients.s3, ...(options.bucket === undefined ? {} : { bucket: options.bucket }) }
         : { objects: folderObjects(options.exportDir) };
-    const result = await verifySink({
+    const layout = await verifySink({
       ...where,
       ...which,
       onProgress: progressLines(deps),
     });
+    const audit =
+      table === undefined
+        ? undefined
+        : await runTableAudit({
+            table: table.table,
+            s3: clients.s3,
+            bucket: table.bucket,
+            pipeline: which.pipeline ?? pipelineOfPrefix(which.prefix ?? ''),
+          });
+    const result: VerifyCommandResult =
+      audit === undefined ? layout : { ...layout, ok: layout.ok && audit.ok, table: audit };
+    const text = [formatVerifyResult(layout, 200), ...(audit ? [formatTableAudit(audit)] : [])].join('\n');
     const write = deps.write ?? ((text: string) => process.stdout.write(text));
-    write(options.json ? `${JSON.stringify(result, null, 2)}\n` : `${formatVerifyResult(result, 200)}\n`);
+    write(options.json ? `${JSON.stringify(result, null, 2)}\n` : `${text}\n`);
     return { result, exitCode: result.ok ? 0 : 1 };
   } finally {
     clients.s3.destroy();
@@ -103,6 +145,7 @@ export function registerVerifyCommand(program: Command, deps: VerifyDependencies
     )
     .option('--prefix <prefix>', "older form: the pipeline's final prefix, <pipeline>/final/")
     .option('--export-dir <dir>', EXPORT_DIR_HELP)
+    .option('--table <location>', TABLE_HELP)
     .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
     .option('--json', 'print the result as JSON', false)
     .action(async (options: VerifyCommandOptions) => {
