@@ -5,8 +5,10 @@
  *    summary), that snapshot is the answer: a retry, or a second invocation of the same commit step, never appends
  *    twice. With a {@link CheckpointAppend.checkpointProperty}, the table's properties answer too: each append sets
  *    that property to its checkpoint id in the same metadata swap, and a table whose snapshots maintenance expired
- *    keeps its properties, so a property at or past the checkpoint means it is in. Otherwise the table is created
- *    (first commit) or its schema and spec brought to the output's.
+ *    keeps its properties, so a property at or past the checkpoint means it was committed. Either answer says
+ *    whether main still holds it ({@link AppendResult.inMainHistory}): main may have been set back past it, and
+ *    its snapshot expired too (the property survives both). Otherwise the table is created (first commit) or its
+ *    schema and spec brought to the output's.
  * 2. Write the manifest of the files and the snapshot's manifest list (the new manifest, then the parent's).
  *    Their keys under `<table>/metadata/` are the snapshot id and a digest of the bytes, and the bytes are a
  *    function of the checkpoint and the parent: an attempt on the same parent rewrites the same objects (write-once,
@@ -45,6 +47,8 @@ import {
   mainSnapshotId,
   nextSnapshotBase,
   type Snapshot,
+  SUMMARY_CHECKPOINT_ID,
+  SUMMARY_PIPELINE_ID,
   snapshotIdOf,
   snapshotOfCheckpoint,
   type TableMetadata,
@@ -97,7 +101,10 @@ export interface AppendResult {
   readonly state: TableState;
   /**
    * Whether main's history holds the snapshot (false: the table was rolled back past it). Found by the property
-   * only, the snapshot is gone and this is true: the caller judges a rollback by sequence numbers.
+   * only, the snapshot is gone: false when main's listed history, walked from its head, reaches a snapshot of an
+   * earlier checkpoint of the pipeline (appends are in checkpoint order, so a head descending from this checkpoint
+   * reaches it, or a snapshot no longer listed, first); true when it cannot say, and the caller judges by sequence
+   * numbers.
    */
   readonly inMainHistory: boolean;
   /** Commits tried (1 without a conflict). */
@@ -195,6 +202,24 @@ export function mainHeadSequence(metadata: TableMetadata): number {
   return metadata.snapshots.find((snapshot) => snapshot['snapshot-id'] === head)?.['sequence-number'] ?? 0;
 }
 
+/**
+ * The checkpoint of the pipeline's snapshot nearest main's head, walking its history through the listed snapshots;
+ * undefined when the walk meets none before it ends (at the first snapshot, or at one no longer listed).
+ */
+export function newestCheckpointInMain(metadata: TableMetadata, pipelineId: string): number | undefined {
+  const byId = new Map(metadata.snapshots.map((snapshot) => [snapshot['snapshot-id'], snapshot]));
+  const seen = new Set<bigint>();
+  for (let id = mainSnapshotId(metadata); id !== undefined && !seen.has(id); ) {
+    seen.add(id);
+    const snapshot = byId.get(id);
+    const checkpoint = snapshot?.summary[SUMMARY_CHECKPOINT_ID];
+    const ours = snapshot?.summary[SUMMARY_PIPELINE_ID] === pipelineId;
+    if (ours && checkpoint !== undefined && /^\d{1,15}$/.test(checkpoint)) return Number(checkpoint);
+    id = snapshot?.['parent-snapshot-id'];
+  }
+  return undefined;
+}
+
 /** The earlier commit of the checkpoint that `state` shows, if any (see the module comment). */
 function committedBefore(
   state: TableState,
@@ -214,12 +239,13 @@ function committedBefore(
   if (property === undefined || checkpointOfProperty(state.metadata, property) < request.checkpointId) {
     return undefined;
   }
+  const newest = newestCheckpointInMain(state.metadata, request.pipelineId);
   return {
     outcome: 'already-committed',
     foundBy: 'property',
     snapshotId: snapshotIdOf(request.pipelineId, request.checkpointId),
     sequenceNumber: mainHeadSequence(state.metadata),
-    inMainHistory: true,
+    inMainHistory: newest === undefined || newest > request.checkpointId,
   };
 }
 

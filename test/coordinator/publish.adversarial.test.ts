@@ -13,10 +13,16 @@ import {
   publishCheckpoint,
 } from '../../shared/coordinator/publish/publish.ts';
 import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
+import { publishedCheckpointProperty } from '../../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
-import { mainHistory, snapshotIdOf, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
+import {
+  mainHistory,
+  type Snapshot,
+  snapshotIdOf,
+  type TableMetadata,
+} from '../../shared/iceberg/table-metadata.ts';
 import { finalObjectKey, parseFinalKey } from '../../shared/sink/layout.ts';
 import type { Manifest } from '../../shared/sink/manifest.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
@@ -87,6 +93,53 @@ function crashingLedger(parts: PublishParts, at: 'record' | 'advanceMark'): Publ
         at === 'advanceMark' && !crashed ? crash() : real.advanceMark(snapshot, now),
     },
   };
+}
+
+/**
+ * A compaction that changed nothing: a `replace` snapshot at main's head over the same manifest list, properties
+ * kept; with `expire`, every other snapshot dropped from the metadata as snapshot expiry drops them. Its id.
+ */
+async function compact(catalog: Catalog, { expire = false } = {}): Promise<bigint> {
+  const state = await stateOf(catalog);
+  const { metadata } = state;
+  const head = metadata.snapshots.find(
+    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
+  );
+  if (!head) throw new Error('the table has no head');
+  const sequence = metadata['last-sequence-number'] + 1;
+  const id = 7_000_000_000_000_000n + BigInt(sequence);
+  const snapshot: Snapshot = {
+    ...head,
+    'snapshot-id': id,
+    'parent-snapshot-id': head['snapshot-id'],
+    'sequence-number': sequence,
+    'timestamp-ms': metadata['last-updated-ms'] + 1,
+    summary: { operation: 'replace' },
+  };
+  const next: TableMetadata = {
+    ...metadata,
+    'last-sequence-number': sequence,
+    'last-updated-ms': snapshot['timestamp-ms'],
+    'current-snapshot-id': id,
+    refs: { main: { 'snapshot-id': id, type: 'branch' } },
+    snapshots: expire ? [snapshot] : [...metadata.snapshots, snapshot],
+  };
+  expect(await catalog.commit(state, next)).not.toBe('conflict');
+  return id;
+}
+
+/** An operator's rollback of main to snapshot `to`, then expiry of every snapshot `keep` does not take. */
+async function setMain(catalog: Catalog, to: bigint, keep: (id: bigint) => boolean): Promise<void> {
+  const state = await stateOf(catalog);
+  const rolledBack: TableMetadata = {
+    ...state.metadata,
+    'current-snapshot-id': to,
+    refs: { main: { 'snapshot-id': to, type: 'branch' } },
+  };
+  const afterRollback = await catalog.commit(state, rolledBack);
+  if (afterRollback === 'conflict') throw new Error('the rollback met a conflict');
+  const snapshots = afterRollback.metadata.snapshots.filter((snapshot) => keep(snapshot['snapshot-id']));
+  expect(await catalog.commit(afterRollback, { ...afterRollback.metadata, snapshots })).not.toBe('conflict');
 }
 
 /** An S3 client whose first put of a key matching `key` crashes the caller right after S3 took it. */
@@ -297,13 +350,11 @@ describe('pipelines sharing one table', () => {
 });
 
 describe('maintenance and operators between publishes', () => {
-  // Defect: a crash after checkpoint 2's swap and before its ledger record, then an operator's rollback of main to
+  // A crash after checkpoint 2's swap and before its ledger record, then an operator's rollback of main to
   // checkpoint 1's snapshot followed by snapshot expiry (the usual pair: expiry drops what the rollback made
   // unreachable). Iceberg's rollback keeps the table's properties, so the published-checkpoint property still says
-  // 2; checkpoint 2's snapshot is gone, so `appendCheckpoint` answers "found by the property" with main's head's
-  // sequence number and `inMainHistory: true`, and publish records 2 as published. The next checkpoint is appended
-  // on top of 1: checkpoint 2's committed rows are in no snapshot, and the ledger says they are.
-  it.fails('never records as published a checkpoint the table lost to a rollback and expiry before the ledger recorded it', async () => {
+  // 2 though no snapshot holds its rows: the table saying 2 is in must not be taken for it.
+  it('never records as published a checkpoint the table lost to a rollback and expiry before the ledger recorded it', async () => {
     const s = setup();
     await commitNext(s);
     await commitNext(s);
@@ -335,6 +386,79 @@ describe('maintenance and operators between publishes', () => {
         .filter((outcome) => outcome instanceof Error)
         .every((e) => e instanceof IcebergTableRolledBackError),
     ).toBe(true);
+    await expectMarkHeld(s);
+  });
+
+  it('refuses a checkpoint lost to a rollback and expiry before the ledger recorded it when main reaches an earlier checkpoint first, and appends it again once the property is set back', async () => {
+    const s = setup();
+    await commitNext(s);
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    // Main set back to a compaction above checkpoint 1: its sequence number is above 1's, the walk says it.
+    const compaction = await compact(s.catalog);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    const second = snapshotIdOf(s.settings.pipelineId, 2);
+    await setMain(s.catalog, compaction, (id) => id !== second);
+    const refused = await publishCheckpoint(s.parts, 2).catch((error: Error) => error);
+    expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
+    expect((refused as Error).message).toMatch(
+      /holds checkpoint 2 outside main \(its snapshot is expired and main's history reaches checkpoint 1's first\).*set eos\..*\.published-checkpoint to 1/,
+    );
+    expect(await s.parts.snapshots.read(2)).toBeUndefined();
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
+    // The operator's way back, as the report says: the property set back to checkpoint 1.
+    const state = await stateOf(s.catalog);
+    const property = publishedCheckpointProperty(s.settings.pipelineId);
+    const setBack = { ...state.metadata, properties: { ...state.metadata.properties, [property]: '1' } };
+    expect(await s.catalog.commit(state, setBack)).not.toBe('conflict');
+    const again = await publishCheckpoint(s.parts, 2);
+    expect(again.published.map((p) => [p.checkpointId, p.how])).toEqual([[2, 'appended']]);
+    expect(mainCheckpoints((await stateOf(s.catalog)).metadata)).toEqual(['1', '-', '2']);
+    expect(await rowsBack(s.catalog)).toEqual(rowsOf(2));
+  });
+
+  it('refuses it by sequence numbers when the history walk cannot say: main set back to a compaction below it, every other snapshot expired', async () => {
+    const s = setup();
+    await commitNext(s);
+    await commitNext(s);
+    // Checkpoint 1's swap unrecorded, then a compaction over it and expiry: 1 is found by the property alone and
+    // recorded with the compaction's sequence number.
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 1)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    const compaction = await compact(s.catalog, { expire: true });
+    expect((await publishCheckpoint(s.parts, 1)).published.map((p) => p.how)).toEqual(['found']);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    await setMain(s.catalog, compaction, (id) => id === compaction);
+    await expect(publishCheckpoint(s.parts, 2)).rejects.toThrow(
+      /holds checkpoint 2 outside main \(its snapshot is expired and main's head has sequence number 2, not above checkpoint 1's 2\)/,
+    );
+    expect(await s.parts.snapshots.read(2)).toBeUndefined();
+    await expectMarkHeld(s);
+  });
+
+  it('finds a checkpoint whose snapshot alone was expired under a compaction, an earlier checkpoint still listed', async () => {
+    const s = setup();
+    await commitNext(s);
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    const second = snapshotIdOf(s.settings.pipelineId, 2);
+    await compact(s.catalog);
+    const state = await stateOf(s.catalog);
+    const cut = state.metadata.snapshots.filter((snapshot) => snapshot['snapshot-id'] !== second);
+    expect(await s.catalog.commit(state, { ...state.metadata, snapshots: cut })).not.toBe('conflict');
+    const outcome = await publishCheckpoint(s.parts, 2);
+    expect(outcome.published.map((p) => [p.checkpointId, p.how])).toEqual([[2, 'found']]);
+    await commitNext(s);
+    expect((await publishCheckpoint(s.parts, 3)).published.map((p) => p.how)).toEqual(['appended']);
+    expect(await rowsBack(s.catalog)).toEqual(rowsOf(3));
     await expectMarkHeld(s);
   });
 

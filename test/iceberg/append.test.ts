@@ -12,6 +12,7 @@ import {
   type CheckpointAppend,
   IcebergCommitConflictError,
   type IcebergTable,
+  newestCheckpointInMain,
   tableLayout,
 } from '../../shared/iceberg/append.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
@@ -379,5 +380,37 @@ describe('appendCheckpoint', () => {
       checkpointProperty: property,
     });
     expect(two.state.metadata.properties[property]).toBe('2');
+  });
+
+  it('found by the property alone, says main does not hold it when main reaches an earlier checkpoint first', async () => {
+    const { table, catalog } = newTable();
+    const property = 'eos.orders.published-checkpoint';
+    const append = async (checkpointId: number, first: number) =>
+      appendCheckpoint(catalog, s3, {
+        ...request(table, checkpointId, [await dataFile(table, rows(first, 2), 'dt=2026-03-14/hour=07')]),
+        checkpointProperty: property,
+      });
+    await append(1, 0);
+    const two = await append(2, 2);
+    expect(newestCheckpointInMain(two.state.metadata, 'orders')).toBe(2);
+    expect(newestCheckpointInMain(two.state.metadata, 'other')).toBeUndefined();
+    // Main set back to checkpoint 1's snapshot and 2's expired: the property still names 2.
+    const first = snapshotIdOf('orders', 1);
+    const back: TableMetadata = {
+      ...two.state.metadata,
+      'current-snapshot-id': first,
+      refs: { main: { 'snapshot-id': first, type: 'branch' } },
+      snapshots: two.state.metadata.snapshots.filter((snapshot) => snapshot['snapshot-id'] === first),
+    };
+    expect(await catalog.commit(two.state, back)).not.toBe('conflict');
+    expect(newestCheckpointInMain(back, 'orders')).toBe(1);
+    expect(await append(2, 2)).toMatchObject({
+      outcome: 'already-committed',
+      foundBy: 'property',
+      inMainHistory: false,
+      attempts: 0,
+    });
+    // A checkpoint the property passed and main's head names is still held.
+    expect(await append(1, 0)).toMatchObject({ foundBy: 'summary', inMainHistory: true });
   });
 });

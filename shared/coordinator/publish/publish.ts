@@ -10,7 +10,8 @@
  * 1. the ledger records K's snapshot: published; only the mark may lag (a crash between the two writes): move it;
  * 2. else the table says K is in (its published-checkpoint property at or past K, or a live snapshot whose summary
  *    names K): the catalog accepted K's swap and the ledger write was lost (the unknown commit state). Record it,
- *    append nothing;
+ *    append nothing; unless main no longer holds it (set back past it, its snapshot perhaps expired since:
+ *    `rollback.ts`), which is refused, K neither recorded nor appended again;
  * 3. else append K's data files as one snapshot (`iceberg/append.ts`: compare-and-swap, rebased onto a concurrent
  *    writer's commit such as compaction), the property set to K in the same swap; then record it and move the mark.
  *
@@ -26,7 +27,7 @@ import type { TableSnapshot, TableSnapshots } from '../../ledger/table-snapshots
 import type { ManifestStore } from '../../sink/manifest-store.ts';
 import type { CoordinatorLog } from '../parts.ts';
 import { checkpointDataFiles } from './data-files.ts';
-import { assertNotRolledBack, IcebergTableRolledBackError, missingFromMain } from './rollback.ts';
+import { assertNotRolledBack, foundMissingFromMain, IcebergTableRolledBackError } from './rollback.ts';
 import { type PublishTarget, publishedCheckpointProperty } from './target.ts';
 
 /** Most checkpoints one publish appends; the next publish continues from the mark. */
@@ -82,9 +83,9 @@ export async function publishCheckpoint(parts: PublishParts, checkpointId: numbe
         by: checkpointId,
       });
     }
-    const done = await publishOne(parts, id, property);
+    const { done, snapshot } = await publishOne(parts, id, property, mark.snapshot);
     published.push(done);
-    mark = { upTo: id };
+    mark = { upTo: id, snapshot };
   }
   if (mark.upTo < checkpointId) {
     parts.log.error('the table is behind: later publishes continue from the published mark', {
@@ -108,32 +109,28 @@ async function requireCommitted(parts: PublishParts, checkpointId: number): Prom
   }
 }
 
-/** One checkpoint recorded as published, the mark moved to it (steps 1 to 3 of the module comment). */
+/**
+ * One checkpoint recorded as published, the mark moved to it (steps 1 to 3 of the module comment); `previous` is
+ * the record of the checkpoint just before it.
+ */
 async function publishOne(
   parts: PublishParts,
   checkpointId: number,
   property: string,
-): Promise<PublishedCheckpoint> {
+  previous: TableSnapshot | undefined,
+): Promise<{ done: PublishedCheckpoint; snapshot: TableSnapshot }> {
   const { snapshots, clock } = parts;
   const recorded = await snapshots.read(checkpointId);
   if (recorded) {
     await snapshots.advanceMark(recorded, clock.now());
-    return { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' };
+    return { done: { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' }, snapshot: recorded };
   }
   const result = await append(parts, checkpointId, property);
-  const missing =
-    result.inMainHistory || missingFromMain(result.state.metadata, result.snapshotId, result.sequenceNumber);
-  if (typeof missing === 'string') {
-    throw new IcebergTableRolledBackError(
-      `the Iceberg table ${parts.target.table.location} holds checkpoint ${checkpointId} outside main (${missing}): rolled back past it, it is neither recorded nor appended again; restore main to it`,
-    );
-  }
-  const snapshot: Omit<TableSnapshot, 'recordedAt'> = {
-    checkpointId,
-    snapshotId: result.snapshotId,
-    sequenceNumber: result.sequenceNumber,
-  };
-  const written = await snapshots.record(snapshot, clock.now());
+  if (result.outcome === 'already-committed') assertFoundInMain(parts, checkpointId, result, previous);
+  const written = await snapshots.record(
+    { checkpointId, snapshotId: result.snapshotId, sequenceNumber: result.sequenceNumber },
+    clock.now(),
+  );
   await snapshots.advanceMark(written, clock.now());
   const how = result.outcome === 'appended' ? 'appended' : 'found';
   if (how === 'found') {
@@ -143,7 +140,31 @@ async function publishOne(
       foundBy: result.foundBy,
     });
   }
-  return { checkpointId, snapshotId: written.snapshotId, how };
+  return { done: { checkpointId, snapshotId: written.snapshotId, how }, snapshot: written };
+}
+
+/**
+ * Throws {@link IcebergTableRolledBackError} when the checkpoint found committed is not in main (set back past it):
+ * it is neither recorded nor appended again. Its snapshot still listed, main can be restored to it; expired, the
+ * property set back to the checkpoint before has it appended again once its data files are in the bucket (expiry
+ * may have deleted them).
+ */
+function assertFoundInMain(
+  parts: PublishParts,
+  checkpointId: number,
+  found: AppendResult,
+  previous: TableSnapshot | undefined,
+): void {
+  const missing = foundMissingFromMain(found, parts.pipelineId, previous);
+  if (missing === undefined) return;
+  const location = parts.target.table.location;
+  const remedy =
+    found.foundBy === 'property'
+      ? `once its data files are in the bucket, set ${publishedCheckpointProperty(parts.pipelineId)} to ${checkpointId - 1} and it is appended again`
+      : 'restore main to it';
+  throw new IcebergTableRolledBackError(
+    `the Iceberg table ${location} holds checkpoint ${checkpointId} outside main (${missing}): rolled back past it, it is neither recorded nor appended again; ${remedy}`,
+  );
 }
 
 /** Appends the checkpoint's data files, or finds them in the table already. */

@@ -12,10 +12,15 @@
  *   compactions included, has a higher one, so the head is older than S.
  */
 import { PipelineError } from '../../errors.ts';
-import { checkpointOfProperty, mainHeadSequence } from '../../iceberg/append.ts';
+import {
+  type AppendResult,
+  checkpointOfProperty,
+  mainHeadSequence,
+  newestCheckpointInMain,
+} from '../../iceberg/append.ts';
 import type { TableState } from '../../iceberg/catalog.ts';
 import { mainSnapshotId, type TableMetadata } from '../../iceberg/table-metadata.ts';
-import type { PublishedMark } from '../../ledger/table-snapshots.ts';
+import type { PublishedMark, TableSnapshot } from '../../ledger/table-snapshots.ts';
 
 /** The table no longer holds a checkpoint the ledger records as published: nothing is appended over it. */
 export class IcebergTableRolledBackError extends PipelineError {}
@@ -49,6 +54,36 @@ export function missingFromMain(
   return head < sequenceNumber
     ? `main's head has sequence number ${head}, below ${sequenceNumber}`
     : undefined;
+}
+
+/**
+ * Why main does not hold the checkpoint `appendCheckpoint` found committed though the ledger has no record of it
+ * (the unknown commit state), or undefined when it does; `previous` is the ledger's record of the checkpoint just
+ * before it. Found by its snapshot's summary, the snapshot is judged as the mark's is ({@link missingFromMain}).
+ * Found by the property only, its snapshot expired: main lost it when its listed history reaches an earlier
+ * checkpoint of the pipeline first ({@link AppendResult.inMainHistory}), or when main's head has a sequence
+ * number not above the previous checkpoint's, which every snapshot descending from this one is above.
+ */
+export function foundMissingFromMain(
+  found: AppendResult,
+  pipelineId: string,
+  previous: TableSnapshot | undefined,
+): string | undefined {
+  const { metadata } = found.state;
+  if (found.foundBy !== 'property') {
+    return found.inMainHistory
+      ? undefined
+      : missingFromMain(metadata, found.snapshotId, found.sequenceNumber);
+  }
+  if (!found.inMainHistory) {
+    const newest = newestCheckpointInMain(metadata, pipelineId);
+    return `its snapshot is expired and main's history reaches checkpoint ${newest}'s first`;
+  }
+  const head = mainHeadSequence(metadata);
+  if (previous !== undefined && head <= previous.sequenceNumber) {
+    return `its snapshot is expired and main's head has sequence number ${head}, not above checkpoint ${previous.checkpointId}'s ${previous.sequenceNumber}`;
+  }
+  return undefined;
 }
 
 /** Why the table does not hold the mark's checkpoint, or undefined when it does. */
