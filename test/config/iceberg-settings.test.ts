@@ -1,13 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { ENV_NAMES, parseSettings, settingsFromEnv, settingsToEnv } from '../../shared/config/settings.ts';
+import {
+  ENV_NAMES,
+  parseSettings,
+  type SettingsInput,
+  settingsFromEnv,
+  settingsToEnv,
+} from '../../shared/config/settings.ts';
 import { InvalidSettingError } from '../../shared/errors.ts';
 
-const PARQUET = {
+const PARQUET: SettingsInput = {
   ledgerTable: 'ledger',
   bucket: 'sink-bucket',
   outputFormat: 'parquet',
   outputColumns: [{ name: 'n', type: 'long', nullable: false }],
-} as const;
+};
 
 const ARN = 'arn:aws:s3tables:eu-west-1:123456789012:bucket/tables';
 
