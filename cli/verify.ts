@@ -136,7 +136,7 @@ export function registerVerifyCommand(program: Command, deps: VerifyDependencies
   return program
     .command('verify')
     .description(
-      "check a pipeline's committed output (manifests and final data): exit 0 when every invariant holds, 1 otherwise",
+      "check a pipeline's committed output (manifests and final data; with --table, its Iceberg table against them): exit 0 when every invariant holds, 1 otherwise",
     )
     .option('--bucket <name>', 'the sink bucket (default: $EOS_BUCKET)')
     .option(

@@ -2,8 +2,8 @@
  * The table audit against checkpoints committed on DynamoDB Local and published to a file-catalog table on the
  * local S3 server: a published table passes (a committed checkpoint not yet published included), and each way the
  * table and the manifest log can disagree is one line: a checkpoint appended twice, a checkpoint's files gone from
- * main's head, a snapshot naming a checkpoint the log does not have, a live file no manifest names. A compaction by
- * another writer is said to be not checked, once, and is no violation.
+ * main's head or listed as another snapshot's, a snapshot naming a checkpoint the log does not have, a live file
+ * no manifest names. A compaction by another writer is said to be not checked, once, and is no violation.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +14,14 @@ import { snapshotIdOf } from '../../shared/iceberg/table-metadata.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { commitNext, type PublishSetup, publishSetup } from '../support/publish.ts';
-import { appendAgain, compact, dropManifest, headOf, nameCheckpoint } from '../support/table-writes.ts';
+import {
+  appendAgain,
+  compact,
+  dropManifest,
+  headOf,
+  nameCheckpoint,
+  readdAsOwn,
+} from '../support/table-writes.ts';
 
 let res: TestResources;
 let s3: S3Client;
@@ -91,6 +98,22 @@ describe('the table audit', () => {
       keys.map((key) => `${key} of checkpoint 2 is not a live data file of main's head`),
     );
     expect(result).toMatchObject({ ok: false, committedFiles: 4, liveFiles: 2, notes: [] });
+  });
+
+  it("reports a checkpoint's files live once but added by another writer's snapshot, not its checkpoint's", async () => {
+    const s = await published(2);
+    const other = 5_000_000_000_000_000_011n;
+    await readdAsOwn(s3, s.catalog, s.settings.pipelineId, 1, other);
+    const own = snapshotIdOf(s.settings.pipelineId, 1);
+    const keys = await dataKeys(s, 1);
+    const result = await audit(s);
+    expect(result.violations).toEqual(
+      keys.map(
+        (key) =>
+          `${key} of checkpoint 1 was added by snapshot ${other}, not by its checkpoint's snapshot ${own}`,
+      ),
+    );
+    expect(result).toMatchObject({ ok: false, liveFiles: 4, notes: [] });
   });
 
   it('reports missing files also when main is cut short by expiry, if no other writer holds any file', async () => {

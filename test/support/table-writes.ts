@@ -238,3 +238,25 @@ export async function nameCheckpoint(
     manifests: head.list,
   });
 }
+
+/**
+ * A snapshot `id` of another writer that lists the checkpoint's files again as its own additions and drops the
+ * checkpoint's manifest: the files stay live once, added by the wrong snapshot.
+ */
+export async function readdAsOwn(
+  s3: S3Client,
+  catalog: Catalog,
+  pipelineId: string,
+  checkpointId: number,
+  id: bigint,
+): Promise<void> {
+  const head = await headOf(s3, catalog);
+  const like = manifestOfCheckpoint(head, pipelineId, checkpointId);
+  const records = (await manifestOf(s3, like)).records.map((record) => ({ ...record, snapshot_id: id }));
+  const manifest = await writeManifest(s3, head, like, id, records);
+  await commitSnapshot(s3, catalog, head, {
+    id,
+    summary: { operation: 'append' },
+    manifests: [manifest, ...head.list.filter((entry) => entry !== like)],
+  });
+}
