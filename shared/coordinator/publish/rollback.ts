@@ -4,12 +4,16 @@
  * ledger records as published would then be missing from the table, and appending the next one over it would make
  * that loss silent. Maintenance, which expires snapshots but never main's head, must not look like a rollback.
  *
- * Judged against the published mark (checkpoint M, its snapshot S, sequence number s):
- * - the table has no metadata, or its published-checkpoint property names less than M (an older metadata file);
+ * Judged against the published mark (checkpoint M, its snapshot S, sequence number s), by main's history alone:
+ * - the table has no metadata;
  * - S is listed but main's history, followed through the listed snapshots, does not reach it (main set back past
  *   it). A history cut short by an expired snapshot cannot say: it is judged as if S were not listed;
  * - S is not listed (expired) and main's head has a sequence number below s: every snapshot committed after S,
- *   compactions included, has a higher one, so the head is older than S.
+ *   compactions included, has a higher one, so the head is older than S. An older metadata file put back is
+ *   caught here: it lists no S and its head is older.
+ * The published-checkpoint property is no evidence of a rollback on its own: a table that lost its properties
+ * (another engine's metadata rewrite, a catalog migration) but whose main holds S goes on; when main lost S too,
+ * a property below M is named in the report.
  */
 import { PipelineError } from '../../errors.ts';
 import {
@@ -95,9 +99,10 @@ function rollbackOf(
   const snapshot = mark.snapshot;
   if (mark.upTo === 0 || snapshot === undefined) return undefined;
   if (state === undefined) return 'the table has no metadata';
+  const missing = missingFromMain(state.metadata, snapshot.snapshotId, snapshot.sequenceNumber);
+  if (missing === undefined) return undefined;
   const named = checkpointOfProperty(state.metadata, property);
-  if (named < mark.upTo) return `its ${property} is ${named}`;
-  return missingFromMain(state.metadata, snapshot.snapshotId, snapshot.sequenceNumber);
+  return named < mark.upTo ? `${missing}; its ${property} is ${named}` : missing;
 }
 
 /** Throws {@link IcebergTableRolledBackError} (one line) when the table lost the mark's checkpoint. */
