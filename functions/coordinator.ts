@@ -4,6 +4,8 @@
  * A thrown error's `name` becomes the Step Functions error name (`TransientAwsError` is retried in place; the
  * rest, before the decision, Catch into abort). JSON logs carry the checkpoint id as correlation id; commit and
  * abort emit the checkpoint metrics the alarms watch (commit also `CommitLatency`, which the commit step computes).
+ * `publish` is deployed only with an Iceberg table (`EOS_ICEBERG_*`, on its function alone): its coordinator also
+ * holds the table's catalog.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import middy from '@middy/core';
@@ -20,6 +22,7 @@ import {
   checkpointRefSchema,
   shardInputSchema,
 } from '../shared/coordinator/messages.ts';
+import { publishTargetFromSettings } from '../shared/coordinator/publish/target-from-settings.ts';
 import { fieldCorrelationId } from '../shared/observability/correlation.ts';
 import { observability } from '../shared/observability/middleware.ts';
 import { METRIC } from '../shared/observability/names.ts';
@@ -43,6 +46,25 @@ function core(): Coordinator {
   return coordinator;
 }
 
+let publisher: Promise<Coordinator> | undefined;
+
+/**
+ * The coordinator with the table it publishes to, built on first use (an S3 Tables catalog asks the service for the
+ * table's location once); a failed build is not kept, so the next invocation tries again.
+ */
+function publishingCore(): Promise<Coordinator> {
+  publisher ??= (async () => {
+    const settings = settingsFromEnv();
+    const clients = createAwsClients();
+    const publishTarget = await publishTargetFromSettings(settings, clients);
+    return createCoordinator({ settings, clients, log, ...(publishTarget ? { publishTarget } : {}) });
+  })().catch((error: unknown) => {
+    publisher = undefined;
+    throw error;
+  });
+  return publisher;
+}
+
 function step<T>(name: string, run: (event: unknown) => Promise<T>) {
   return middy(async (event: unknown): Promise<T> => {
     telemetry.logger.appendKeys({ step: name });
@@ -62,6 +84,10 @@ export const commit = step('commit', async (event) => {
     commitLatencyMs: output.commitLatencyMs,
   });
   return output;
+});
+export const publish = step('publish', async (event) => {
+  const input = checkpointRefSchema.parse(event);
+  return (await publishingCore()).publish(input);
 });
 export const cleanup = step('cleanup', (event) => core().cleanup(shardInputSchema.parse(event)));
 export const abort = step('abort', async (event) => {
