@@ -349,7 +349,7 @@ describe('pipelines sharing one table', () => {
   });
 });
 
-describe('maintenance and operators between publishes', () => {
+describe('maintenance and operators between publishes (C8)', () => {
   // A crash after checkpoint 2's swap and before its ledger record, then an operator's rollback of main to
   // checkpoint 1's snapshot followed by snapshot expiry (the usual pair: expiry drops what the rollback made
   // unreachable). Iceberg's rollback keeps the table's properties, so the published-checkpoint property still says

@@ -123,7 +123,7 @@ function crashingRecord(parts: PublishParts): PublishParts {
   };
 }
 
-describe('publishing a committed checkpoint to an Iceberg table', () => {
+describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
   it('makes one snapshot whose rows icebird reads back, its summary naming pipeline, checkpoint and lanes; a retry makes none', async () => {
     const s = setup();
     await commitNext(s);

@@ -1,6 +1,6 @@
 /**
- * Publishing committed checkpoints to an Iceberg table, each exactly once, in checkpoint order, anchored in the
- * ledger (`ledger/table-snapshots.ts`).
+ * Publishing committed checkpoints to an Iceberg table, each exactly once, in checkpoint order (C8), anchored in
+ * the ledger (`ledger/table-snapshots.ts`).
  *
  * Publishing checkpoint N first publishes every earlier committed checkpoint the published mark has not reached,
  * in order (a publish that failed or never ran is caught up by a later one), at most {@link PUBLISH_CATCH_UP_LIMIT}
