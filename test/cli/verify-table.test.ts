@@ -3,11 +3,12 @@
  * Local and the local S3 server: a published table exits 0 (by its location or as `default`), a table that
  * disagrees with the manifest log exits 1 with one line per violation, the JSON carries the audit under `table`
  * with `ok` the verdict of both checks, and a table that is no file-catalog S3 location is refused before any call.
+ * The table an `eos local --output iceberg` run under every fault kind published passes as `default`.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../cli/eos.ts';
+import { buildProgram, main } from '../../cli/eos.ts';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
-import { freshResources, type TestResources } from '../support/aws.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 import { commitNext, type PublishSetup, publishSetup } from '../support/publish.ts';
 import { nameCheckpoint } from '../support/table-writes.ts';
 
@@ -18,11 +19,15 @@ interface Run {
 }
 
 async function eos(...args: string[]): Promise<Run> {
+  return eosWith(process.env, ...args);
+}
+
+async function eosWith(env: NodeJS.ProcessEnv, ...args: string[]): Promise<Run> {
   const out: string[] = [];
   const err: string[] = [];
   const code = await main(
     ['node', 'eos', 'verify', ...args],
-    { verify: { write: (text) => out.push(text), writeError: () => {} } },
+    { verify: { env, write: (text) => out.push(text), writeError: () => {} } },
     { writeError: (text) => err.push(text), writeOut: (text) => out.push(text) },
   );
   process.exitCode = undefined;
@@ -118,4 +123,42 @@ describe('eos verify --table', () => {
     expect(result.table.ok).toBe(false);
     expect(result.table.violations).toHaveLength(3);
   });
+});
+
+describe('eos verify --table default after eos local --output iceberg', () => {
+  it('passes the table a run under every fault kind published, coordinator crashes around the swap included', async () => {
+    const env = {
+      ...process.env,
+      EOS_PIPELINE_ID: uniqueName('vt-local'),
+      EOS_LEDGER_TABLE: uniqueName('vt-local-ledger'),
+      EOS_BUCKET: uniqueName('vt-local-bucket'),
+    };
+    const out: string[] = [];
+    const program = buildProgram({
+      local: {
+        startParts: async () => ({ env: {}, stop: async () => {} }),
+        write: (text) => out.push(text),
+        writeError: (text) => out.push(text),
+        progress: false,
+        env,
+      },
+    });
+    await program.parseAsync([
+      ...['node', 'eos', 'local', '--records', '240', '--partitions', '2', '--seed', '11'],
+      ...['--faults', 'all', '--output', 'iceberg', '--partition-by', 'hour', '--checkpoint-interval', '300'],
+    ]);
+    const localCode = process.exitCode;
+    process.exitCode = undefined;
+    expect(out.join('')).toMatch(/verdict {2,}EXACTLY-ONCE/);
+    expect(localCode).toBe(0);
+    const run = await eosWith(env, '--table', 'default', '--json');
+    const result = JSON.parse(run.out) as { ok: boolean; table: Record<string, unknown> };
+    expect(result.table).toMatchObject({ ok: true, violations: [], notes: [] });
+    expect(result.table.publishedCheckpoint).toBe(result.table.checkpoints);
+    expect(result.table.liveFiles).toBe(result.table.committedFiles);
+    expect(result.table.checkpoints).toBeGreaterThan(1);
+    expect(result.table.committedFiles).toBeGreaterThan(1);
+    expect(result.ok).toBe(true);
+    expect(run.code).toBe(0);
+  }, 300_000);
 });
