@@ -33,7 +33,10 @@ export interface TableReport {
   readonly rows: number;
   /** Committed output rows the table should hold: the final Parquet objects' rows of the live lanes. */
   readonly committedRows: number;
-  /** Committed rows the table lacks, rows it holds more than were committed, and rows whose contents differ. */
+  /**
+   * By lineage: committed rows the table lacks, and rows it holds more than were committed; then rows of a
+   * committed lineage whose contents (or partition) are no committed row's.
+   */
   readonly missing: number;
   readonly extra: number;
   readonly differing: number;
@@ -108,14 +111,14 @@ function counts(keys: readonly string[]): Map<string, number> {
   return out;
 }
 
-interface RowComparison {
+export interface RowComparison {
   readonly missing: number;
   readonly extra: number;
   readonly differing: number;
 }
 
 /** A committed row and the time folder of its object (`dt`, `hour`: the table's partition values). */
-interface CommittedRow {
+export interface CommittedRow {
   readonly row: Record<string, unknown>;
   readonly folder: ReadonlyMap<string, string>;
 }
@@ -130,20 +133,30 @@ function folderValues(folder: string | undefined): Map<string, string> {
 }
 
 /**
- * A table row's contents without its partition columns where they agree with its object's folder. The data files
- * do not hold the folder keys (they are partition values in the manifests); a reader may fill them from there, as
- * the spec asks of identity partitions, or leave them out (undefined), as icebird does: either agrees, another value does not.
+ * A table row's contents without its partition columns, and the values it gives them. The data files do not hold
+ * the folder keys (they are partition values in the manifests): a reader may fill them from there, as the spec
+ * asks of identity partitions, or leave them out (undefined), as icebird does.
  */
-function tableContents(row: Record<string, unknown>, folder: ReadonlyMap<string, string>): string {
-  const kept = Object.entries(row).filter(
-    ([name, value]) =>
-      !folder.has(name) || !(value === null || value === undefined || String(value) === folder.get(name)),
-  );
-  return contents(Object.fromEntries(kept));
+function tableRow(
+  row: Record<string, unknown>,
+  partitionColumns: ReadonlySet<string>,
+): { readonly contents: string; readonly folder: string | undefined } {
+  const given = [...partitionColumns]
+    .filter((name) => row[name] !== null && row[name] !== undefined)
+    .map((name) => `${name}=${String(row[name])}`);
+  const kept = Object.entries(row).filter(([name]) => !partitionColumns.has(name));
+  return {
+    contents: contents(Object.fromEntries(kept)),
+    folder: given.length === 0 ? undefined : given.join('/'),
+  };
 }
 
-/** How the table's rows differ from the committed rows: by lineage (each once), then by contents. */
-function compareRows(
+/**
+ * How the table's rows differ from the committed rows: by lineage (each once); then by contents, which tell apart
+ * rows of one lineage in two epochs (a recreated topic starts again at offset 0), each row matched to a committed
+ * row of equal contents whose object's folder is the partition the reader gave it, if it gave one.
+ */
+export function compareRows(
   table: readonly Record<string, unknown>[],
   committed: readonly CommittedRow[],
 ): RowComparison {
@@ -155,12 +168,22 @@ function compareRows(
   let extra = 0;
   for (const [key, n] of expected) missing += Math.max(0, n - (inTable.get(key) ?? 0));
   for (const [key, n] of inTable) extra += Math.max(0, n - (expected.get(key) ?? 0));
-  const byLineage = new Map(committed.map((entry) => [lineageKey(entry.row), entry]));
-  const differing = table.filter((row) => {
-    const entry = byLineage.get(lineageKey(row));
-    return entry !== undefined && contents(entry.row) !== tableContents(row, entry.folder);
-  }).length;
-  return { missing, extra, differing };
+  const partitionColumns = new Set(committed.flatMap(({ folder }) => [...folder.keys()]));
+  const folders = new Map<string, string[]>();
+  for (const { row, folder } of committed) {
+    const key = contents(row);
+    folders.set(key, [...(folders.get(key) ?? []), [...folder].map(([k, v]) => `${k}=${v}`).join('/')]);
+  }
+  let unmatched = 0;
+  for (const row of table) {
+    const { contents: key, folder } = tableRow(row, partitionColumns);
+    const left = folders.get(key) ?? [];
+    const at = folder === undefined ? 0 : left.indexOf(folder);
+    if (left.length === 0 || at < 0) unmatched++;
+    else left.splice(at, 1);
+  }
+  // A row of the wrong lineage is extra and unmatched both: counted once, as extra.
+  return { missing, extra, differing: Math.max(0, unmatched - extra) };
 }
 
 function rowViolations({ missing, extra, differing }: RowComparison): string[] {

@@ -10,6 +10,7 @@ import type { Command } from 'commander';
 import { describe, expect, it, vi } from 'vitest';
 import { buildProgram } from '../../cli/eos.ts';
 import type { RunReport } from '../../local/runner.ts';
+import { type CommittedRow, compareRows } from '../../local/table-check.ts';
 import { uniqueName } from '../support/aws.ts';
 
 /** Runs `eos local …` in this process against the suite's local parts; what it wrote and its exit code. */
@@ -122,4 +123,57 @@ describe('eos local --output iceberg: a run', () => {
     expect(run.text).toMatch(/verdict {2,}EXACTLY-ONCE\n/);
     expect(run.text).toContain(`the Iceberg table ${location} is not exported`);
   }, 300_000);
+});
+
+describe('the table check, on rows as icebird gives them', () => {
+  const order = (offset: number, amountMinor: number, topic = 'orders') => ({
+    orderId: `ord-${offset}`,
+    amountMinor,
+    source: { topic, partition: 0, offset },
+  });
+  const hour = new Map([
+    ['dt', '2026-12-01'],
+    ['hour', '07'],
+  ]);
+  // A recreated topic's second generation starts again at offset 0: one lineage, two rows.
+  const orders = [order(1, 100), order(2, 200), order(1, 900)];
+  const committed: CommittedRow[] = orders.map((row) => ({ row, folder: hour }));
+  /** As icebird reads them: longs as bigint, the folder keys absent from the data files left undefined. */
+  const read = (row: ReturnType<typeof order>, partition: Record<string, unknown> = {}) => ({
+    ...row,
+    amountMinor: BigInt(row.amountMinor),
+    source: { ...row.source, offset: BigInt(row.source.offset) },
+    dt: undefined,
+    hour: undefined,
+    ...partition,
+  });
+  const table = orders.map((row) => read(row));
+
+  it.each([
+    ['the committed rows, once each', table, { missing: 0, extra: 0, differing: 0 }],
+    [
+      'partition values a reader filled in from the manifests',
+      orders.map((row) => read(row, { dt: '2026-12-01', hour: '07' })),
+      { missing: 0, extra: 0, differing: 0 },
+    ],
+    ['a row twice', [...table, table[1]!], { missing: 0, extra: 1, differing: 0 }],
+    ['a row left out', table.slice(1), { missing: 1, extra: 0, differing: 0 }],
+    [
+      'a row of other contents',
+      [table[0]!, read(order(2, 201)), table[2]!],
+      { missing: 0, extra: 0, differing: 1 },
+    ],
+    [
+      'one generation row twice, the other left out',
+      [table[0]!, table[1]!, table[0]!],
+      { missing: 0, extra: 0, differing: 1 },
+    ],
+    [
+      'a row in another partition',
+      [read(order(1, 100), { dt: '2026-12-01', hour: '08' }), table[1]!, table[2]!],
+      { missing: 0, extra: 0, differing: 1 },
+    ],
+  ])('%s', (_, rows, expected) => {
+    expect(compareRows(rows, committed)).toEqual(expected);
+  });
 });
