@@ -8,10 +8,11 @@
  */
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
+import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { CallCounter } from '../../shared/aws/call-counter.ts';
-import { createAwsClients } from '../../shared/aws/clients.ts';
+import { createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import {
   buildCoordinatorDefinition,
   CATCH_UP_PUBLISH_STATE_NAME,
@@ -19,6 +20,7 @@ import {
 } from '../../shared/coordinator/definition.ts';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import type { Catalog } from '../../shared/iceberg/catalog.ts';
+import { keys } from '../../shared/ledger/layout.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { commitNext, type PublishSetup, publishSetup, rowsBack } from '../support/publish.ts';
@@ -151,6 +153,31 @@ describe('a committed checkpoint whose publish failed reaches the table on an id
       '3',
     ]);
     expect(await rowsBack(s.catalog)).toEqual([0, 1, 2, 1000, 1001, 1002]);
+  });
+});
+
+describe('an idle execution that cannot tell whether the table is behind', () => {
+  it('ends at NothingToCommit, not failed, and says why in one error line', async () => {
+    const s = setup();
+    await commitNext(res, s);
+    // A published mark whose snapshot id is not a number: reading it fails the same way every time.
+    await ledgerDocumentClient(res.clients.dynamodb).send(
+      new PutCommand({
+        TableName: s.settings.ledgerTable,
+        Item: { ...keys.publishedMark(s.settings.pipelineId), upTo: 1, snapshotId: 'x', sequenceNumber: 1 },
+      }),
+    );
+    const errors: string[] = [];
+    const local = createLocalCoordinator({
+      settings: s.settings,
+      clients: res.clients,
+      publishTarget: s.parts.target,
+      log: { info: () => {}, error: (message) => errors.push(message) },
+    });
+    const idle = await local.runCheckpoint();
+    expect(idle.status).toBe('empty');
+    expect(stepsOf(idle)).toEqual(['begin']);
+    expect(errors).toEqual(['could not tell whether the Iceberg table is behind: nothing published']);
   });
 });
 
