@@ -156,6 +156,22 @@ describe('a committed checkpoint whose publish failed reaches the table on an id
   });
 });
 
+describe("begin's answer on an idle pipeline", () => {
+  it('is publish with the last committed checkpoint only when the state machine publishes and the mark is behind', async () => {
+    const s = setup();
+    for (let i = 0; i < 2; i++) await commitNext(res, s, 1);
+    const core = createLocalCoordinator({ settings: s.settings, clients: res.clients }).coordinator;
+    const lagging = { action: 'publish', checkpointId: 2, attempt: 1, shards: [] };
+    expect(await core.begin({ execution: 'idle-1', publish: true })).toEqual(lagging);
+    // A state machine without a table never asks: its begin answers as it always did.
+    expect(await core.begin({ execution: 'idle-2' })).toMatchObject({ action: 'empty', checkpointId: 0 });
+    await publishCheckpoint(s.parts, 1);
+    expect(await core.begin({ execution: 'idle-3', publish: true })).toEqual(lagging);
+    await publishCheckpoint(s.parts, 2);
+    expect(await core.begin({ execution: 'idle-4', publish: true })).toMatchObject({ action: 'empty' });
+  });
+});
+
 describe('an idle execution that cannot tell whether the table is behind', () => {
   it('ends at NothingToCommit, not failed, and says why in one error line', async () => {
     const s = setup();
