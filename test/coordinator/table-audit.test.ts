@@ -152,6 +152,25 @@ describe('the table audit', () => {
     ]);
   });
 
+  it('reports a property lost to another writer in one line, and still checks the files main names', async () => {
+    const s = await published(2);
+    const property = publishedCheckpointProperty(s.settings.pipelineId);
+    const head = await headOf(s3, s.catalog);
+    const { [property]: _lost, ...kept } = head.metadata.properties;
+    expect(await s.catalog.commit(head.state, { ...head.metadata, properties: kept })).not.toBe('conflict');
+    expect(await audit(s)).toEqual({
+      ok: false,
+      location: s.catalog.location,
+      publishedCheckpoint: 0,
+      checkpoints: 2,
+      snapshots: 2,
+      committedFiles: 4,
+      liveFiles: 4,
+      violations: [`the table's ${property} is 0, below checkpoint 2, which main's history names`],
+      notes: [],
+    });
+  });
+
   it('says once that files a compaction rewrote are not checked, and fails nothing; publishing goes on over it', async () => {
     const s = await published(2);
     const compaction = 5_000_000_000_000_000_007n;

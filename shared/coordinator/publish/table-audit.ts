@@ -5,7 +5,8 @@
  * - Files. Every data file publishing takes from a committed checkpoint at or below the table's published-checkpoint
  *   property (`data-files.ts`: the checkpoint's final Parquet objects of the live output) is a live data file of
  *   main's head exactly once, added by its checkpoint's snapshot; and every live data file under the pipeline's
- *   `final/` prefix is one of those.
+ *   `final/` prefix is one of those. A property that lags main's history (below) is one violation, and the files
+ *   of the checkpoints main names are checked as if it did not lag, not each reported above it.
  * - Snapshots. Every listed snapshot whose summary names this pipeline names a checkpoint that has a manifest, is
  *   that checkpoint's snapshot (`snapshotIdOf`), and no two name one checkpoint; main's history, as far as it is
  *   listed, holds the pipeline's checkpoints one after another in increasing order.
@@ -192,8 +193,11 @@ class Audit {
     }
   }
 
-  /** Main's history: the pipeline's checkpoints one after another, none above the property. */
-  historyInOrder(metadata: TableMetadata, published: number): void {
+  /**
+   * Main's history: the pipeline's checkpoints one after another, none above the property. The newest it names
+   * (0: none).
+   */
+  historyInOrder(metadata: TableMetadata, published: number): number {
     const head = mainSnapshotId(metadata);
     if (head !== undefined && !metadata.snapshots.some((snapshot) => snapshot['snapshot-id'] === head)) {
       this.violation(`main's head ${head} is not a listed snapshot`);
@@ -219,17 +223,18 @@ class Audit {
         `the table's ${this.property} is ${published}, below checkpoint ${previous}, which main's history names`,
       );
     }
+    return previous ?? 0;
   }
 
-  /** The files the log says the table holds (see {@link Expected}). */
-  expected(manifests: readonly Manifest[], published: number): Expected {
+  /** The files the log says the table holds, of the checkpoints up to `upTo` (see {@link Expected}). */
+  expected(manifests: readonly Manifest[], upTo: number): Expected {
     const files = new Map<string, number>();
     const named = new Map<string, { checkpointId: number; left?: string }>();
     const { bucket } = this.parts;
     for (const manifest of manifests) {
       const checkpointId = manifest.checkpointId;
       for (const file of manifest.files) named.set(`s3://${bucket}/${file.key}`, { checkpointId });
-      if (checkpointId > published) continue;
+      if (checkpointId > upTo) continue;
       try {
         const taken = checkpointDataFiles(manifest, bucket, PATHS_ONLY);
         for (const { path } of taken.dataFiles) files.set(canonicalLocation(path), checkpointId);
@@ -263,8 +268,8 @@ class Audit {
     return missing;
   }
 
-  /** Every live data file under the pipeline's `final/` prefix is an expected one. */
-  liveExpected(expected: Expected, head: SnapshotFiles, published: number): void {
+  /** Every live data file under the pipeline's `final/` prefix is an expected one (checkpoints up to `upTo`). */
+  liveExpected(expected: Expected, head: SnapshotFiles, upTo: number, published: number): void {
     const ours = `s3://${this.parts.bucket}/${finalPrefix(this.parts.pipelineId)}`;
     for (const location of head.live.keys()) {
       if (!location.startsWith(ours)) continue;
@@ -273,7 +278,7 @@ class Audit {
       const named = expected.named.get(location);
       const name = this.nameOf(location);
       if (named === undefined) this.violation(`${name} is a live data file that no manifest names`);
-      else if (named.checkpointId > published) {
+      else if (named.checkpointId > upTo) {
         this.violation(
           `${name} of checkpoint ${named.checkpointId} is a live data file, but the table's ${this.property} is ${published}`,
         );
@@ -404,13 +409,14 @@ export async function auditTable(parts: TableAuditParts): Promise<TableAudit> {
   const { metadata } = state;
   const published = audit.publishedCheckpoint(metadata, manifests.length);
   audit.snapshotsAgree(metadata, manifests.length);
-  audit.historyInOrder(metadata, published);
-  const expected = audit.expected(manifests, published);
+  // A property that lags main's history is one line; the files of the checkpoints main names are checked anyway.
+  const upTo = Math.max(published, audit.historyInOrder(metadata, published));
+  const expected = audit.expected(manifests, upTo);
   const reader = new TableFileReader(parts.s3);
   try {
     const head = await headFiles(reader, metadata);
     const missing = audit.expectedLive(expected, head);
-    audit.liveExpected(expected, head, published);
+    audit.liveExpected(expected, head, upTo, published);
     await judgeMissing(audit, reader, metadata, missing, head);
     if (head.deleteFiles > 0) {
       audit.notes.push(
