@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 /**
- * Model-checks the commit protocol (model/protocol.pml) with SPIN, then proves the model has teeth: every
- * mutation of model/mutations.txt (one weakened guard each) must give a counterexample. The guards listed in
- * model/survivors.txt are run too and reported apart (docs/model-checking.md says why each survives).
+ * Model-checks the commit protocol (model/protocol.pml) and publishing to an Iceberg table (model/publish.pml)
+ * with SPIN, then proves the models have teeth: every mutation of model/mutations.txt (one weakened guard each)
+ * must give a counterexample in a scenario of its model. The guards listed in model/survivors.txt are run too and
+ * reported apart (docs/model-checking.md says why each survives). `--known` also runs the scenarios in which the
+ * code as it is has a documented counterexample (KNOWN_COUNTEREXAMPLES), and reports whether each still has one.
  *
- * Usage: node scripts/model-check.mjs [--base-only] [--jobs N] [--no-cache]
+ * Usage: node scripts/model-check.mjs [--base-only] [--known] [--jobs N] [--no-cache]
  * Needs `spin` and a C compiler (`cc`); exits 1 if the model fails, a mutation survives, or a tool is missing.
  *
  * Compiled verifiers are kept in node_modules/.cache/model-check, each under the SHA-256 of the C sources spin
@@ -28,7 +30,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const model = join(root, 'model', 'protocol.pml');
+const models = {
+  protocol: join(root, 'model', 'protocol.pml'),
+  publish: join(root, 'model', 'publish.pml'),
+};
 const cacheDir = join(root, 'node_modules', '.cache', 'model-check');
 let useCache = true;
 
@@ -39,11 +44,13 @@ let useCache = true;
 export const SCENARIOS = [
   {
     name: 'staging',
+    model: 'protocol',
     what: '2 partitions x 2 records, a zombie instance on partition 0, 1 processor crash or redelivery anywhere, claims ahead, 1 claim TTL expiry, key K in both partitions; then fault-free checkpoints',
     flags: ['-DZOMBIES=1', '-DPFAULTS=1', '-DEXECUTIONS=0', '-DCFAULTS=0', '-DLAPSES=0', '-DEXPIRIES=1'],
   },
   {
     name: 'staging-in-transaction',
+    model: 'protocol',
     what: 'as staging, with claims in the staging transaction (claimWrite in-transaction)',
     flags: [
       '-DZOMBIES=1',
@@ -57,6 +64,7 @@ export const SCENARIOS = [
   },
   {
     name: 'checkpoint-faults',
+    model: 'protocol',
     what: '1 coordinator execution with 1 step failure anywhere (retry, crash, or catch to abort) while both partitions stage; then fault-free checkpoints',
     flags: [
       '-DSTAGERS',
@@ -70,6 +78,7 @@ export const SCENARIOS = [
   },
   {
     name: 'claim-write-switch',
+    model: 'protocol',
     what: 'as staging without TTL expiry, each invocation (retry, redelivery, zombie) running with either claimWrite setting (a redeploy that changes it while batches are in flight)',
     flags: [
       '-DZOMBIES=1',
@@ -83,6 +92,7 @@ export const SCENARIOS = [
   },
   {
     name: 'recovery-race',
+    model: 'protocol',
     what: 'both partitions staged up front; 3 coordinator executions started together, 1 lease lapse while its owner runs (two recoverers can race); then fault-free checkpoints',
     flags: [
       '-DPRESTAGED',
@@ -96,6 +106,7 @@ export const SCENARIOS = [
   },
   {
     name: 'checkpoint-race',
+    model: 'protocol',
     what: '2 coordinator executions started together, 1 lease lapse while its owner runs, while both partitions stage; then fault-free checkpoints',
     flags: [
       '-DSTAGERS',
@@ -106,6 +117,76 @@ export const SCENARIOS = [
       '-DLAPSES=1',
       '-DEXPIRIES=0',
     ],
+  },
+  {
+    name: 'publish-crashes',
+    model: 'publish',
+    what: 'publish: checkpoints 1, 2 committed in order, their publish steps concurrent; 2 crashes (before the swap, after it before the record, after the record before the mark; retried or into Cleanup); 1 compaction and 1 expiry at any time; then an idle execution',
+    flags: ['-DZOMBIES=0', '-DCFAULTS=2'],
+  },
+  {
+    name: 'publish-zombie',
+    model: 'publish',
+    what: "publish: as publish-crashes without crashes, checkpoint 2's publish step invoked twice at once (a zombie)",
+    flags: ['-DZOMBIES=1', '-DCFAULTS=0'],
+  },
+  {
+    name: 'publish-rollback',
+    model: 'publish',
+    what: 'publish: 1 crash, 1 expiry, and an operator who once sets main back to an ancestor or restores an older metadata file, at any time; no compaction',
+    flags: ['-DZOMBIES=0', '-DCFAULTS=1', '-DCOMPACTIONS=0', '-DROLLBACKS=1'],
+  },
+  {
+    name: 'publish-rollback-settled',
+    model: 'publish',
+    what: "publish: the table starts at another writer's snapshot; 2 expiries; the operator rolls back once while no publish step runs; no crash, no compaction",
+    flags: [
+      '-DZOMBIES=0',
+      '-DCFAULTS=0',
+      '-DCOMPACTIONS=0',
+      '-DEXPIRIES=2',
+      '-DROLLBACKS=1',
+      '-DINITIAL=1',
+      '-DROLLBACK_BETWEEN_PUBLISHES',
+    ],
+  },
+  {
+    name: 'publish-properties-lost',
+    model: 'publish',
+    what: "publish: 1 crash, 1 compaction, and another writer's commit that drops the table's properties; no expiry",
+    flags: ['-DZOMBIES=0', '-DCFAULTS=1', '-DEXPIRIES=0', '-DPROPERTY_LOSSES=1'],
+  },
+];
+
+/**
+ * Scenarios in which the code as it is has a counterexample (docs/model-checking.md, "What the model found"):
+ * run only with `--known`, each expected to find one until the code changes.
+ */
+export const KNOWN_COUNTEREXAMPLES = [
+  {
+    name: 'publish-rollback-during-publish',
+    model: 'publish',
+    what: "publish: a table starting at another writer's snapshot, rolled back by an operator while a publish step runs: the step rebases onto the rolled-back main",
+    flags: ['-DZOMBIES=0', '-DCFAULTS=0', '-DCOMPACTIONS=0', '-DROLLBACKS=1', '-DINITIAL=1'],
+  },
+  {
+    name: 'publish-rollback-mark-lag',
+    model: 'publish',
+    what: 'publish: a crash between the record and the mark, then a rollback between publishes: the recorded checkpoint is marked without a look at the table',
+    flags: [
+      '-DZOMBIES=0',
+      '-DCFAULTS=1',
+      '-DCOMPACTIONS=0',
+      '-DROLLBACKS=1',
+      '-DINITIAL=1',
+      '-DROLLBACK_BETWEEN_PUBLISHES',
+    ],
+  },
+  {
+    name: 'publish-rollback-compaction',
+    model: 'publish',
+    what: 'publish: a crash after the swap, main set back, a compaction on it and the parent expired: the cut-short history is judged by sequence numbers',
+    flags: ['-DZOMBIES=0', '-DCFAULTS=1', '-DROLLBACKS=1', '-DROLLBACK_BETWEEN_PUBLISHES'],
   },
 ];
 
@@ -186,7 +267,7 @@ async function verify(scenario, extra, optimize = '-O1') {
   const dir = mkdtempSync(join(tmpdir(), 'model-check-'));
   try {
     const flags = [...scenario.flags, ...extra];
-    const spin = await run('spin', ['-a', ...flags, model], dir);
+    const spin = await run('spin', ['-a', ...flags, models[scenario.model]], dir);
     if (spin.status !== 0) throw new Error(`spin -a failed:\n${spin.out}`);
     const pan = await compilePan(dir, [optimize, '-w', '-DSAFETY', '-DCOLLAPSE', '-DMEMLIM=2048']);
     const started = Date.now();
@@ -228,7 +309,10 @@ async function pool(items, jobs, work) {
  */
 async function tryMutation(mutation) {
   const hinted = SCENARIOS.filter((scenario) => scenario.name === mutation.scenario);
-  for (const scenario of [...hinted, ...SCENARIOS.filter((s) => s.name !== mutation.scenario)]) {
+  // A mutation's macros exist in one model: the hinted scenario's (protocol's when none is named).
+  const model = hinted[0]?.model ?? 'protocol';
+  const others = SCENARIOS.filter((s) => s.name !== mutation.scenario && s.model === model);
+  for (const scenario of [...hinted, ...others]) {
     const outcome = await verify(scenario, mutation.defines, '-O0');
     panSeconds += outcome.cpu;
     if (outcome.errors > 0) {
@@ -250,6 +334,7 @@ async function main() {
   const baseOnly = argv.includes('--base-only');
   // Survivors are documented as surviving; re-checking them costs a search in every scenario each, so only on ask.
   const checkSurvivors = argv.includes('--survivors');
+  const checkKnown = argv.includes('--known');
   useCache = !argv.includes('--no-cache');
   const jobsAt = argv.indexOf('--jobs');
   const jobs = jobsAt >= 0 ? Number(argv[jobsAt + 1]) : Math.max(1, Math.min(2, cpus().length));
@@ -259,7 +344,7 @@ async function main() {
   let failed = false;
 
   console.log(
-    'model-check: model/protocol.pml, exhaustive within these bounds (SPIN safety run, -DCOLLAPSE)',
+    'model-check: model/protocol.pml and model/publish.pml, exhaustive within these bounds (SPIN safety run, -DCOLLAPSE)',
   );
   const base = await pool(SCENARIOS, jobs, (scenario) => verify(scenario, []));
   let total = 0;
@@ -270,13 +355,26 @@ async function main() {
     const verdict = outcome.errors === 0 && !outcome.incomplete ? 'ok' : 'FAILED';
     if (verdict !== 'ok') failed = true;
     console.log(
-      `  ${verdict} ${scenario.name}: ${outcome.states} states explored, depth ${outcome.depth}, ${outcome.seconds.toFixed(1)} s`,
+      `  ${verdict} ${scenario.model}.pml ${scenario.name}: ${outcome.states} states explored, depth ${outcome.depth}, ${outcome.seconds.toFixed(1)} s`,
     );
     console.log(`     bounds: ${scenario.what}`);
     if (outcome.violation) console.log(`     violation: ${outcome.violation}`);
     if (outcome.incomplete) console.log('     the search did not complete');
   });
   console.log(`model-check: ${total} states explored in all`);
+  if (checkKnown) {
+    const known = await pool(KNOWN_COUNTEREXAMPLES, jobs, (scenario) => verify(scenario, []));
+    KNOWN_COUNTEREXAMPLES.forEach((scenario, i) => {
+      const outcome = known[i];
+      panSeconds += outcome.cpu;
+      const found =
+        outcome.errors > 0
+          ? `counterexample as documented (${outcome.violation ?? 'error'})`
+          : 'NO counterexample now (the code changed: move it to SCENARIOS)';
+      console.log(`  known ${scenario.name}: ${found}`);
+      console.log(`     bounds: ${scenario.what}`);
+    });
+  }
 
   if (!baseOnly) {
     const mutations = readMutations('mutations.txt');

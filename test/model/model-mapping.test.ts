@@ -41,9 +41,9 @@ function parseNames(text: string): CodeName[] {
   return [...methods, ...functions];
 }
 
-/** Names in the model's `code:` comments (from `code:` to the end of the comment). */
-function modelNames(): CodeName[] {
-  const model = readFileSync(join(root, 'model', 'protocol.pml'), 'utf8');
+/** Names in a model's `code:` comments (from `code:` to the end of the comment). */
+function modelNames(file = 'protocol.pml'): CodeName[] {
+  const model = readFileSync(join(root, 'model', file), 'utf8');
   return [...model.matchAll(/code: (.*?)(\*\/|$)/gm)].flatMap((match) => parseNames(match[1]!));
 }
 
@@ -92,6 +92,20 @@ describe('the model names code that exists', () => {
     const functions = fromModel.filter((name) => name.kind === 'function');
     expect(functions.map(label)).toEqual(expect.arrayContaining(['finalObjectKey', 'putIfAbsent']));
     expect(functions.filter((name) => !exists(name)).map(label)).toEqual([]);
+  });
+
+  it('the publish model names the publishing code it mirrors', () => {
+    const names = modelNames('publish.pml');
+    expect(names.map(label)).toEqual(
+      expect.arrayContaining([
+        'TableSnapshots.record',
+        'TableSnapshots.advanceMark',
+        'appendCheckpoint',
+        'assertNotRolledBack',
+        'missingFromMain',
+      ]),
+    );
+    expect(names.filter((name) => !exists(name)).map(label)).toEqual([]);
   });
 
   it('every mutation names the code of the guard it weakens', () => {
