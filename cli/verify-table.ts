@@ -1,5 +1,5 @@
 /**
- * `eos verify --table <location>`: after the layout check, the pipeline's Iceberg table is checked against its
+ * `eos verify --iceberg-table <location>`: after the layout check, the pipeline's Iceberg table is checked against its
  * manifest log (`shared/coordinator/publish/table-audit.ts`). The table is a file-catalog table: its metadata under
  * `<location>/metadata/` in S3; `default` names the one `eos local --output iceberg` writes,
  * `<pipeline>/iceberg/output` in the bucket. Tables behind S3 Tables or Glue are named by deploy settings, which
@@ -19,7 +19,7 @@ export interface TableRoot {
 }
 
 /**
- * The table `--table` names: checked before any call, `default` resolved once the bucket and pipeline are known.
+ * The table `--iceberg-table` names: checked before any call, `default` resolved once the bucket and pipeline are known.
  * Anything but an S3 location (a Glue or S3 Tables name, an ARN) is refused.
  */
 export function parseTableOption(value: string): TableRoot | 'default' {
@@ -27,7 +27,7 @@ export function parseTableOption(value: string): TableRoot | 'default' {
   const match = /^s3:\/\/([^/]+)\/(.*[^/])\/*$/.exec(value);
   if (!match) {
     throw new InvalidArgumentError(
-      `--table ${value}: --table takes an S3 location of a file-catalog table (s3://<bucket>/<table root>) or default; tables in S3 Tables or Glue are not checked by eos verify`,
+      `--iceberg-table ${value}: --iceberg-table takes an S3 location of a file-catalog table (s3://<bucket>/<table root>) or default; tables in S3 Tables or Glue are not checked by eos verify`,
     );
   }
   return { bucket: match[1] as string, root: match[2] as string };

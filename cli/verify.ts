@@ -2,7 +2,7 @@
  * `eos verify --bucket B [--pipeline P]`: checks a pipeline's committed layout (see `shared/sink/verify.ts`):
  * its manifests under `<P>/_manifests/` and its data under `<P>/final/`. The form `--prefix <P>/final/` also
  * works and names the same pipeline. `--export-dir DIR` checks an `eos local --export DIR` folder instead of a bucket.
- * `--table <location>` then checks the pipeline's Iceberg table against the manifest log (`verify-table.ts`).
+ * `--iceberg-table <location>` then checks the pipeline's Iceberg table against the manifest log (`verify-table.ts`).
  * Exit 0 when every invariant holds, 1 when one does not (cli/failures.ts).
  */
 import { type Command, InvalidArgumentError } from 'commander';
@@ -31,11 +31,11 @@ export interface VerifyCommandOptions {
   readonly json?: boolean;
   readonly endpoint?: string;
   /** An Iceberg table to check against the manifest log: an S3 location of a file-catalog table, or `default`. */
-  readonly table?: string;
+  readonly icebergTable?: string;
 }
 
 /**
- * What verify found: the layout check's result, and with `--table` the table audit's under `table`. `ok` is the
+ * What verify found: the layout check's result, and with `--iceberg-table` the table audit's under `table`. `ok` is the
  * verdict of both.
  */
 export type VerifyCommandResult = VerifyResult & { readonly table?: TableAudit };
@@ -53,17 +53,17 @@ function pipelineOfPrefix(prefix: string): string {
   return prefix.replace(/^\/+|\/+$/g, '').replace(/\/final$/, '');
 }
 
-/** The table `--table` names and the bucket of the manifests it is checked against; checked before any call. */
+/** The table `--iceberg-table` names and the bucket of the manifests it is checked against; checked before any call. */
 function tableRequest(
   options: VerifyCommandOptions,
 ): { table: ReturnType<typeof parseTableOption>; bucket: string } | undefined {
-  if (options.table === undefined) return undefined;
+  if (options.icebergTable === undefined) return undefined;
   if (options.exportDir !== undefined || options.bucket === undefined) {
     throw new InvalidArgumentError(
-      '--table checks a table against the manifests in a bucket: it needs --bucket, not --export-dir',
+      '--iceberg-table checks a table against the manifests in a bucket: it needs --bucket, not --export-dir',
     );
   }
-  return { table: parseTableOption(options.table), bucket: options.bucket };
+  return { table: parseTableOption(options.icebergTable), bucket: options.bucket };
 }
 
 export async function runVerifyCommand(
@@ -136,7 +136,7 @@ export function registerVerifyCommand(program: Command, deps: VerifyDependencies
   return program
     .command('verify')
     .description(
-      "check a pipeline's committed output (manifests and final data; with --table, its Iceberg table against them): exit 0 when every invariant holds, 1 otherwise",
+      "check a pipeline's committed output (manifests and final data; with --iceberg-table, its Iceberg table against them): exit 0 when every invariant holds, 1 otherwise",
     )
     .option('--bucket <name>', 'the sink bucket (default: $EOS_BUCKET)')
     .option(
@@ -145,7 +145,7 @@ export function registerVerifyCommand(program: Command, deps: VerifyDependencies
     )
     .option('--prefix <prefix>', "older form: the pipeline's final prefix, <pipeline>/final/")
     .option('--export-dir <dir>', EXPORT_DIR_HELP)
-    .option('--table <location>', TABLE_HELP)
+    .option('--iceberg-table <location>', TABLE_HELP)
     .option('--endpoint <url>', ENDPOINT_HELP, endpointUrl)
     .option('--json', 'print the result as JSON', false)
     .action(async (options: VerifyCommandOptions) => {

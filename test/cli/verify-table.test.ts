@@ -1,5 +1,5 @@
 /**
- * `eos verify --table`: the pipeline's Iceberg table checked after the layout, through `main()` against DynamoDB
+ * `eos verify --iceberg-table`: the pipeline's Iceberg table checked after the layout, through `main()` against DynamoDB
  * Local and the local S3 server: a published table exits 0 (by its location or as `default`), a table that
  * disagrees with the manifest log exits 1 with one line per violation, the JSON carries the audit under `table`
  * with `ok` the verdict of both checks, and a table that is no file-catalog S3 location is refused before any call.
@@ -46,9 +46,9 @@ beforeAll(async () => {
 
 const flags = () => ['--bucket', res.bucket, '--pipeline', s.settings.pipelineId];
 
-describe('eos verify --table', () => {
+describe('eos verify --iceberg-table', () => {
   it('exits 0 on a published table, named by its location or as default, with the audit in the JSON', async () => {
-    const byLocation = await eos(...flags(), '--table', s.catalog.location, '--json');
+    const byLocation = await eos(...flags(), '--iceberg-table', s.catalog.location, '--json');
     expect(byLocation.err).toBe('');
     expect(byLocation.code).toBe(0);
     const result = JSON.parse(byLocation.out) as Record<string, unknown>;
@@ -64,11 +64,11 @@ describe('eos verify --table', () => {
       violations: [],
       notes: [],
     });
-    const byDefault = await eos(...flags(), '--table', 'default', '--json');
+    const byDefault = await eos(...flags(), '--iceberg-table', 'default', '--json');
     expect(byDefault.code).toBe(0);
     expect(JSON.parse(byDefault.out)).toEqual(result);
 
-    const text = await eos(...flags(), '--table', `${s.catalog.location}/`);
+    const text = await eos(...flags(), '--iceberg-table', `${s.catalog.location}/`);
     expect(text.code).toBe(0);
     expect(text.out).toMatch(/^OK: 2 manifests/);
     expect(text.out).toContain(
@@ -76,25 +76,25 @@ describe('eos verify --table', () => {
     );
   });
 
-  it('without --table checks the layout alone, and its JSON has no table', async () => {
+  it('without --iceberg-table checks the layout alone, and its JSON has no table', async () => {
     const run = await eos(...flags(), '--json');
     expect(run.code).toBe(0);
     expect(JSON.parse(run.out)).not.toHaveProperty('table');
   });
 
-  it('refuses a table that is no S3 location, and --table without a bucket, before any call', async () => {
+  it('refuses a table that is no S3 location, and --iceberg-table without a bucket, before any call', async () => {
     for (const table of [
       'glue://analytics.orders',
       'arn:aws:s3tables:us-east-1:111111111111:bucket/t',
       's3://only-a-bucket',
     ]) {
-      const run = await eos(...flags(), '--table', table);
+      const run = await eos(...flags(), '--iceberg-table', table);
       expect(run.code).toBe(2);
-      expect(run.err).toContain('--table takes an S3 location of a file-catalog table');
+      expect(run.err).toContain('--iceberg-table takes an S3 location of a file-catalog table');
     }
-    const fromDir = await eos('--export-dir', '/nonexistent', '--table', 'default');
+    const fromDir = await eos('--export-dir', '/nonexistent', '--iceberg-table', 'default');
     expect(fromDir.code).toBe(2);
-    expect(fromDir.err).toContain('--table checks a table against the manifests in a bucket');
+    expect(fromDir.err).toContain('--iceberg-table checks a table against the manifests in a bucket');
   });
 
   it('exits 1 on a table that disagrees with the manifest log, one line per violation; the layout still passes', async () => {
@@ -103,7 +103,14 @@ describe('eos verify --table', () => {
     await publishCheckpoint(other.parts, 1);
     const forged = 5_000_000_000_000_000_010n;
     await nameCheckpoint(res.clients.s3, other.catalog, other.settings.pipelineId, '7', forged);
-    const args = ['--bucket', res.bucket, '--pipeline', other.settings.pipelineId, '--table', 'default'];
+    const args = [
+      '--bucket',
+      res.bucket,
+      '--pipeline',
+      other.settings.pipelineId,
+      '--iceberg-table',
+      'default',
+    ];
     const text = await eos(...args);
     expect(text.code).toBe(1);
     expect(text.out).toMatch(/^OK: 1 manifests/);
@@ -125,7 +132,7 @@ describe('eos verify --table', () => {
   });
 });
 
-describe('eos verify --table default after eos local --output iceberg', () => {
+describe('eos verify --iceberg-table default after eos local --output iceberg', () => {
   it('passes the table a run under every fault kind published, coordinator crashes around the swap included', async () => {
     const env = {
       ...process.env,
@@ -151,7 +158,7 @@ describe('eos verify --table default after eos local --output iceberg', () => {
     process.exitCode = undefined;
     expect(out.join('')).toMatch(/verdict {2,}EXACTLY-ONCE/);
     expect(localCode).toBe(0);
-    const run = await eosWith(env, '--table', 'default', '--json');
+    const run = await eosWith(env, '--iceberg-table', 'default', '--json');
     const result = JSON.parse(run.out) as { ok: boolean; table: Record<string, unknown> };
     expect(result.table).toMatchObject({ ok: true, violations: [], notes: [] });
     expect(result.table.publishedCheckpoint).toBe(result.table.checkpoints);
