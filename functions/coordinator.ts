@@ -4,39 +4,21 @@
  * A thrown error's `name` becomes the Step Functions error name (`TransientAwsError` is retried in place; the
  * rest, before the decision, Catch into abort). JSON logs carry the checkpoint id as correlation id; commit and
  * abort emit the checkpoint metrics the alarms watch (commit also `CommitLatency`, which the commit step computes).
- * `publish` is deployed only with an Iceberg table (`EOS_ICEBERG_*`, on its function alone): its coordinator also
- * holds the table's catalog.
+ * The publish step, deployed only with an Iceberg table, is an entry of its own (`coordinator-publish.ts`).
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import middy from '@middy/core';
 import { createAwsClients } from '../shared/aws/clients.ts';
-import { DEFAULT_PIPELINE_ID, settingsFromEnv } from '../shared/config/settings.ts';
-import {
-  type Coordinator,
-  type CoordinatorLog,
-  createCoordinator,
-} from '../shared/coordinator/coordinator.ts';
+import { settingsFromEnv } from '../shared/config/settings.ts';
+import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
 import {
   abortInputSchema,
   beginInputSchema,
   checkpointRefSchema,
   shardInputSchema,
 } from '../shared/coordinator/messages.ts';
-import { publishTargetFromSettings } from '../shared/coordinator/publish/target-from-settings.ts';
-import { fieldCorrelationId } from '../shared/observability/correlation.ts';
-import { observability } from '../shared/observability/middleware.ts';
 import { METRIC } from '../shared/observability/names.ts';
-import { createTelemetry, recordCheckpoint } from '../shared/observability/telemetry.ts';
-
-const telemetry = createTelemetry({
-  pipeline: process.env.EOS_PIPELINE_ID || DEFAULT_PIPELINE_ID,
-  component: 'coordinator',
-});
-
-const log: CoordinatorLog = {
-  info: (message, extra) => telemetry.logger.info(message, extra ?? {}),
-  error: (message, extra) => telemetry.logger.error(message, extra ?? {}),
-};
+import { recordCheckpoint } from '../shared/observability/telemetry.ts';
+import { log, step, telemetry } from './coordinator-step.ts';
 
 let coordinator: Coordinator | undefined;
 
@@ -44,32 +26,6 @@ let coordinator: Coordinator | undefined;
 function core(): Coordinator {
   coordinator ??= createCoordinator({ settings: settingsFromEnv(), clients: createAwsClients(), log });
   return coordinator;
-}
-
-let publisher: Promise<Coordinator> | undefined;
-
-/**
- * The coordinator with the table it publishes to, built on first use (an S3 Tables catalog asks the service for the
- * table's location once); a failed build is not kept, so the next invocation tries again.
- */
-function publishingCore(): Promise<Coordinator> {
-  publisher ??= (async () => {
-    const settings = settingsFromEnv();
-    const clients = createAwsClients();
-    const publishTarget = await publishTargetFromSettings(settings, clients);
-    return createCoordinator({ settings, clients, log, ...(publishTarget ? { publishTarget } : {}) });
-  })().catch((error: unknown) => {
-    publisher = undefined;
-    throw error;
-  });
-  return publisher;
-}
-
-function step<T>(name: string, run: (event: unknown) => Promise<T>) {
-  return middy(async (event: unknown): Promise<T> => {
-    telemetry.logger.appendKeys({ step: name });
-    return run(event);
-  }).use(observability(telemetry, { correlationId: fieldCorrelationId('checkpointId') }));
 }
 
 export const begin = step('begin', (event) => core().begin(beginInputSchema.parse(event)));
@@ -84,10 +40,6 @@ export const commit = step('commit', async (event) => {
     commitLatencyMs: output.commitLatencyMs,
   });
   return output;
-});
-export const publish = step('publish', async (event) => {
-  const input = checkpointRefSchema.parse(event);
-  return (await publishingCore()).publish(input);
 });
 export const cleanup = step('cleanup', (event) => core().cleanup(shardInputSchema.parse(event)));
 export const abort = step('abort', async (event) => {

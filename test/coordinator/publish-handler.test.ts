@@ -1,5 +1,5 @@
 /**
- * The publish Lambda handler (`functions/coordinator.ts`): its table from `EOS_ICEBERG_*` variables, its payload
+ * The publish Lambda handler (`functions/coordinator-publish.ts`): its table from `EOS_ICEBERG_*` variables, its payload
  * validated like every step's before anything is read, a committed checkpoint appended to the table once.
  */
 import type { Context } from 'aws-lambda';
@@ -36,7 +36,7 @@ beforeAll(async () => {
 
 describe('the publish handler', () => {
   it('rejects a malformed payload before loading the table or reading the ledger', async () => {
-    const handlers = await import('../../functions/coordinator.ts');
+    const handlers = await import('../../functions/coordinator-publish.ts');
     for (const payload of [
       { checkpointId: 1, attempt: 1 },
       { execution, checkpointId: 'one', attempt: 1 },
@@ -50,7 +50,7 @@ describe('the publish handler', () => {
 
   it('publishes a committed checkpoint to the table its settings name, once', async () => {
     await commitNext(res, setup);
-    const handlers = await import('../../functions/coordinator.ts');
+    const handlers = await import('../../functions/coordinator-publish.ts');
     const ref = { execution, checkpointId: 1, attempt: 1 };
     const first = (await handlers.publish(ref, context)) as PublishOutput;
     expect(first).toEqual({ checkpointId: 1, publishedUpTo: 1, published: 1 });
@@ -62,7 +62,7 @@ describe('the publish handler', () => {
   });
 
   it('refuses a checkpoint that is not committed, naming it', async () => {
-    const handlers = await import('../../functions/coordinator.ts');
+    const handlers = await import('../../functions/coordinator-publish.ts');
     await expect(handlers.publish({ execution, checkpointId: 9, attempt: 1 }, context)).rejects.toThrow(
       /checkpoint 9/,
     );

@@ -10,7 +10,8 @@
  *   the service knows: it is asked once, here (`iceberg/s3-tables-catalog.ts`; the table is created if missing).
  *
  * The data files are the committed Parquet objects where they are, in the sink bucket, whatever the catalog.
- * The Glue and S3 Tables clients are loaded only for their catalog, so other pipelines' cold starts do not pay.
+ * The Glue and S3 Tables catalogs and clients are loaded only for their kind (dynamic imports: chunks a cold start
+ * of another kind never reads).
  */
 import type { GlueClient } from '@aws-sdk/client-glue';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -20,8 +21,6 @@ import type { Settings } from '../../config/settings.ts';
 import { InvalidSettingError } from '../../errors.ts';
 import type { Catalog } from '../../iceberg/catalog.ts';
 import { FileCatalog } from '../../iceberg/file-catalog.ts';
-import { GlueCatalog } from '../../iceberg/glue-catalog.ts';
-import { S3TablesCatalog } from '../../iceberg/s3-tables-catalog.ts';
 import { type PublishTarget, publishedTable } from './target.ts';
 
 /** The clients of the catalogs; a missing one is made from the standard AWS environment when its catalog is used. */
@@ -75,12 +74,14 @@ async function catalogOf(
         databaseName: required(settings, 'icebergDatabase'),
         tableName: required(settings, 'icebergTable'),
       };
+      const { GlueCatalog } = await import('../../iceberg/glue-catalog.ts');
       return {
         catalog: new GlueCatalog(await glueClient(clients), clients.s3, table),
         location: sinkLocation,
       };
     }
     case 's3tables': {
+      const { S3TablesCatalog } = await import('../../iceberg/s3-tables-catalog.ts');
       const catalog = new S3TablesCatalog(await s3TablesClient(clients), clients.s3, {
         tableBucketARN: required(settings, 'icebergTableBucketArn'),
         namespace: required(settings, 'icebergNamespace'),
