@@ -6,6 +6,9 @@
  *   Lambda ARNs. Lambda tasks retry transient errors with backoff; failures before the decision Catch into Abort;
  *   after it they retry and, if still failing, end in `CheckpointCommitIncomplete` for the next execution to roll
  *   forward. Payloads are references (checkpoint id, attempt, ≤ 16 shard numbers), never file lists.
+ * - With an Iceberg table (the `publish` prop) the definition has its Publish step, whose function (entry
+ *   `functions/coordinator-publish.ts`) is granted only its ledger items, the manifests, the table's metadata
+ *   prefix and its catalog calls; without it the stack is exactly the one without a table.
  * - One BundledFunction per step (entry `functions/coordinator.ts`, handler = the step's name), each with a role
  *   of its own granted only what its step does (checked against its calls in `test/coordinator/state-machine-iam.test.ts`):
  *   DynamoDB item actions on the table ARN with a `dynamodb:LeadingKeys` condition naming the item kinds the step
@@ -32,7 +35,9 @@ import {
   buildCoordinatorDefinition,
   COORDINATOR_STEPS,
   type CoordinatorStep,
+  type CoordinatorTask,
   functionArnSubstitution,
+  PUBLISH_STEP,
 } from '../shared/coordinator/definition.ts';
 import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { fenceLeadingKeys } from '../shared/ledger/fences.ts';
@@ -58,6 +63,18 @@ export interface CheckpointCoordinatorProps {
   readonly removalPolicy?: RemovalPolicy;
   /** The pipeline's customer-managed key, if any: encrypts the state machine's log group. */
   readonly encryptionKey?: kms.IKey;
+  /** An Iceberg table to publish each committed checkpoint to: a `Publish` step and its function. Default none. */
+  readonly publish?: CoordinatorPublishProps;
+}
+
+/** The publish step's own part of the coordinator (`iceberg-table.ts` makes it from the `iceberg` prop). */
+export interface CoordinatorPublishProps {
+  /** `EOS_ICEBERG_*`: on the publish function only, over the pipeline's environment. */
+  readonly environment: Record<string, string>;
+  /** The table's metadata prefix in the sink bucket: the only prefix the publish step writes. */
+  readonly metadataPrefix: string;
+  /** What it may do to the catalog, on its table alone (none for a file catalog). */
+  readonly catalogStatements: readonly iam.PolicyStatement[];
 }
 
 /**
@@ -71,11 +88,15 @@ type Actions = {
 };
 
 const ENTRY = projectModule('../functions/coordinator.ts', import.meta.url);
+/** The publish step's entry: the catalog clients it may load are bundled with it alone. */
+const PUBLISH_ENTRY = projectModule('../functions/coordinator-publish.ts', import.meta.url);
 const DEFAULT_TIMEOUT = Duration.minutes(5);
 
 export class CheckpointCoordinator extends Construct {
   readonly stateMachine: sfn.StateMachine;
   readonly functions: Readonly<Record<CoordinatorStep, BundledFunction>>;
+  /** The publish step's function, with an Iceberg table (the `publish` prop). */
+  readonly publishFunction?: BundledFunction;
   readonly schedule: events.Rule;
   readonly pipelineId: string;
 
@@ -91,22 +112,25 @@ export class CheckpointCoordinator extends Construct {
 
     const functions = {} as Record<CoordinatorStep, BundledFunction>;
     for (const step of COORDINATOR_STEPS) {
-      functions[step] = new BundledFunction(this, `${step[0]!.toUpperCase()}${step.slice(1)}Function`, {
-        timeout,
-        architecture: lambda.Architecture.ARM_64,
-        ...props.functionDefaults,
-        entry: ENTRY,
-        handler: step,
-        description: `Checkpoint coordinator step "${step}" of pipeline ${this.pipelineId}`,
-        environment: { ...props.functionDefaults?.environment, ...props.environment },
-      });
+      functions[step] = this.stepFunction(step, timeout, props);
       this.grantStep(functions[step], this.stepActions(step), props);
     }
     this.functions = functions;
+    if (props.publish) {
+      this.publishFunction = this.stepFunction(PUBLISH_STEP, timeout, props, props.publish.environment);
+      this.grantStep(this.publishFunction, this.publishActions(props.publish), props);
+      for (const statement of props.publish.catalogStatements)
+        this.publishFunction.addToRolePolicy(statement);
+    }
+    const tasks: Partial<Record<CoordinatorTask, BundledFunction>> = {
+      ...functions,
+      ...(this.publishFunction ? { [PUBLISH_STEP]: this.publishFunction } : {}),
+    };
 
     const definition = buildCoordinatorDefinition({
       taskTimeoutSeconds: timeout.toSeconds() + 60,
       executionTimeoutSeconds: 3600,
+      ...(props.publish ? { publish: true } : {}),
     });
     const logGroup = new logs.LogGroup(this, 'StateMachineLogs', {
       // Under /aws/vendedlogs/: otherwise every state machine log group is added to the account's one CloudWatch
@@ -120,18 +144,57 @@ export class CheckpointCoordinator extends Construct {
       stateMachineType: sfn.StateMachineType.STANDARD,
       definitionBody: sfn.DefinitionBody.fromString(JSON.stringify(definition)),
       definitionSubstitutions: Object.fromEntries(
-        COORDINATOR_STEPS.map((step) => [functionArnSubstitution(step), functions[step].functionArn]),
+        Object.entries(tasks).map(([step, fn]) => [
+          functionArnSubstitution(step as CoordinatorTask),
+          fn.functionArn,
+        ]),
       ),
       tracingEnabled: true,
       logs: { destination: logGroup, level: sfn.LogLevel.ALL, includeExecutionData: false },
     });
-    for (const step of COORDINATOR_STEPS) functions[step].grantInvoke(this.stateMachine);
+    for (const fn of Object.values(tasks)) fn.grantInvoke(this.stateMachine);
 
     this.schedule = new events.Rule(this, 'Schedule', {
       description: `Starts a checkpoint of pipeline ${this.pipelineId}`,
       schedule: events.Schedule.rate(interval),
       targets: [new targets.SfnStateMachine(this.stateMachine)],
     });
+  }
+
+  /** One step's function: entry `functions/coordinator.ts` (publish: its own), handler = the step's name. */
+  private stepFunction(
+    step: CoordinatorTask,
+    timeout: Duration,
+    props: CheckpointCoordinatorProps,
+    environment: Record<string, string> = {},
+  ): BundledFunction {
+    return new BundledFunction(this, `${step[0]!.toUpperCase()}${step.slice(1)}Function`, {
+      timeout,
+      architecture: lambda.Architecture.ARM_64,
+      ...props.functionDefaults,
+      entry: step === PUBLISH_STEP ? PUBLISH_ENTRY : ENTRY,
+      handler: step,
+      description: `Checkpoint coordinator step "${step}" of pipeline ${this.pipelineId}`,
+      environment: { ...props.functionDefaults?.environment, ...props.environment, ...environment },
+    });
+  }
+
+  /**
+   * The publish step: the checkpoint records it requires COMMITTED and the table snapshot records and published
+   * mark beside them (GetItem, and the conditional PutItems that record a snapshot and move the mark, all under
+   * `<pl>#CHECKPOINT`, never a cut page); the manifests it reads the data files from; the table's metadata prefix,
+   * read and written (the catalog's own calls come with {@link CoordinatorPublishProps.catalogStatements}). It never
+   * touches final data (the table names the objects where they are), staged data or the coordinator's work.
+   */
+  private publishActions(publish: CoordinatorPublishProps): Actions {
+    const pl = this.pipelineId;
+    return {
+      dynamodb: [[['dynamodb:GetItem', 'dynamodb:PutItem'], [keys.checkpointPk(pl)]]],
+      objects: [
+        [manifestsPrefix(pl), ['s3:GetObject']],
+        [publish.metadataPrefix, ['s3:GetObject', 's3:PutObject']],
+      ],
+    };
   }
 
   /**

@@ -43,6 +43,7 @@ import { boundaryStatementsOf, exemptPrincipalsOf, protectBucket } from './bucke
 import type { BundledFunction } from './bundled-function.ts';
 import { CheckpointCoordinator } from './checkpoint-coordinator.ts';
 import { type PipelineConfig, pipelineSettingsOf } from './config.ts';
+import { IcebergPublishTable, icebergConfigOf } from './iceberg-table.ts';
 import { SandboxKafkaCluster } from './kafka-cluster.ts';
 import {
   type AttachedKafkaSource,
@@ -89,6 +90,7 @@ export {
 export type { PipelineReplay } from './pipeline-functions.ts';
 export type {
   ExactlyOncePipelineProps,
+  IcebergProps,
   IdempotencyKeySetting,
   ReplayProps,
   ReplayStartingPosition,
@@ -134,6 +136,8 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
   readonly kafka?: AttachedKafkaSource;
   /** The Glue table and Athena workgroup over the output, with `analyticsTable: true`. */
   readonly analytics?: AnalyticsTable;
+  /** The Iceberg table each committed checkpoint is published to, with the `iceberg` prop. */
+  readonly iceberg?: IcebergPublishTable;
   /** The replay into a new generation, with the `replay` prop. */
   readonly replay?: PipelineReplay;
   readonly coordinator: CheckpointCoordinator;
@@ -152,6 +156,7 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
     this.config = configFromProps(props);
     const config = this.config;
     const replay = replayConfigOf(props.replay, config);
+    const iceberg = icebergConfigOf(props.iceberg, config);
     const removalPolicy = removalPolicyOf(config);
     const bucketAdmins = bucketAdminsOf(this, props.bucketAdminPrincipals);
     const transformModule = this.transformModule(props);
@@ -178,6 +183,14 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
     this.kafka = withMapping ? attachMapping(this, this.processor) : undefined;
     this.eventSource = this.kafka?.mapping;
     this.replay = replay && createReplay(this, replay, entry, removalPolicy, withMapping);
+    this.iceberg =
+      iceberg &&
+      new IcebergPublishTable(this, 'Iceberg', {
+        config: iceberg,
+        bucket: this.bucket,
+        pipelineId: config.pipelineId,
+        removalPolicy,
+      });
     this.coordinator = this.createCoordinator(removalPolicy);
 
     this.operatorRoles = [...(props.operatorRoles ?? [])];
@@ -325,6 +338,15 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
       logRetention: config.logRetentionDays as logs.RetentionDays,
       removalPolicy,
       encryptionKey: this.encryptionKey,
+      ...(this.iceberg
+        ? {
+            publish: {
+              environment: this.iceberg.environment,
+              metadataPrefix: this.iceberg.metadataPrefix,
+              catalogStatements: this.iceberg.catalogStatements(),
+            },
+          }
+        : {}),
     });
   }
 

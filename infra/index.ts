@@ -23,6 +23,7 @@ export {
   replayLeadingKeys,
   type TransformModule,
 } from './exactly-once-pipeline.ts';
+export { type IcebergProps, IcebergPublishTable } from './iceberg-table.ts';
 export {
   KafkaAuthenticationMethod,
   type KafkaNetwork,

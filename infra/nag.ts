@@ -32,6 +32,8 @@ const REASONS = {
     "glue:GetSchemaVersion only (read a schema version's definition), on the registries the transform names: a Glue-framed record names its schema version by id, so every schema of the registry is reachable by design.",
   invokeVersions:
     "lambda:InvokeFunction on the coordinator's own step function and its versions/aliases (ARN:*), as grantInvoke generates; no other function is reachable.",
+  tableMetadata:
+    "S3 object actions of the publish step on its Iceberg table's metadata prefix (<tablePrefix>/metadata/, the iceberg prop): metadata files, manifests and manifest lists are named per version and digest, so a key prefix is the narrowest scope IAM can express; no other role is granted it.",
   operatorPrefix:
     "An operator role (operatorRoles) stages objects under this pipeline's in-progress prefixes and reads its committed output (_manifests/, final/), as eos redrive, epoch and replay do; object keys are unique per attempt and checkpoint, so a key prefix is the narrowest scope IAM can express, and the bucket policy denies operators every write outside the in-progress prefixes.",
 } as const;
@@ -53,10 +55,12 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
     pipeline.processor,
     ...(pipeline.replay ? [pipeline.replay.processor] : []),
   ];
+  const publish = pipeline.coordinator.publishFunction;
   const functions: lambda.IFunction[] = [
     ...processors,
     pipeline.monitor,
     ...COORDINATOR_STEPS.map((step) => pipeline.coordinator.functions[step]),
+    ...(publish ? [publish] : []),
   ];
 
   // The findings are on each function's role (a sibling of the function: BundledFunction creates it first), and
@@ -68,6 +72,9 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
     for (const prefix of allPrefixes) {
       if (granted.includes(`/${prefix}*"`)) acknowledge(role(fn), prefixFinding(prefix), REASONS.prefix);
     }
+  }
+  if (publish && pipeline.iceberg) {
+    acknowledge(role(publish), prefixFinding(pipeline.iceberg.metadataPrefix), REASONS.tableMetadata);
   }
   // Operator roles (imported by ARN or of the app) carry the grants of grantOperate (`operator-grants.ts`), on the same prefixes.
   for (const operator of pipeline.operatorRoles) {
@@ -110,8 +117,10 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
 
   const stateMachine = pipeline.coordinator.stateMachine;
   acknowledge(stateMachine, 'AwsSolutions-IAM5[Resource::*]', REASONS.stateMachineStar);
-  for (const step of COORDINATOR_STEPS) {
-    const fn = pipeline.coordinator.functions[step];
+  for (const fn of [
+    ...COORDINATOR_STEPS.map((step) => pipeline.coordinator.functions[step]),
+    ...(publish ? [publish] : []),
+  ]) {
     acknowledge(
       stateMachine,
       `AwsSolutions-IAM5[Resource::<${logicalId(fn.node.defaultChild as CfnElement)}.Arn>:*]`,

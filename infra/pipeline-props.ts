@@ -16,10 +16,12 @@ import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { type DeliveryGuarantee, formatIdempotencyKeySource } from '../shared/config/settings.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { type PipelineConfig, parsePipelineConfig } from './config.ts';
+import type { IcebergProps } from './iceberg-table.ts';
 import type { KafkaSource } from './kafka-source.ts';
 import { DURATION_UNITS, PROP_OF_SETTING, propLabel, propName } from './prop-names.ts';
 import type { ReplayProps } from './replay.ts';
 
+export type { IcebergProps } from './iceberg-table.ts';
 export type { ReplayProps, ReplayStartingPosition } from './replay.ts';
 
 /** A transform of your own: a module (`.ts` or `.js`) exporting a `defineTransform(…)`. */
@@ -154,6 +156,14 @@ export interface ExactlyOncePipelineProps {
    * Default false. With KMS encryption, whoever queries also needs `kms:Decrypt` on the key.
    */
   readonly analyticsTable?: boolean;
+  /**
+   * Publish each committed checkpoint to an Iceberg table as exactly one snapshot of its Parquet objects (as they
+   * are, not copied): a `Publish` step after Commit with a function and role of its own, and with `catalog: 'glue'`
+   * a Glue database and table Athena queries (docs/deploy.md). Needs `outputFormat: 'parquet'`.
+   *
+   * @default none
+   */
+  readonly iceberg?: IcebergProps;
 
   // ── Storage and encryption ─────────────────────────────────────────────────────────────────────────────────
   /**
@@ -231,6 +241,7 @@ export const CONSTRUCT_ONLY_PROPS = [
   'outputs',
   'eventSourceMapping',
   'analyticsTable',
+  'iceberg',
   'table',
   'bucket',
   'bucketAdminPrincipals',
