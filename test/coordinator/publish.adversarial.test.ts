@@ -15,19 +15,25 @@ import {
 import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
 import { publishedCheckpointProperty } from '../../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
-import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
+import type { Catalog } from '../../shared/iceberg/catalog.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
-import {
-  mainHistory,
-  type Snapshot,
-  snapshotIdOf,
-  type TableMetadata,
-} from '../../shared/iceberg/table-metadata.ts';
+import { snapshotIdOf, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
 import { finalObjectKey, parseFinalKey } from '../../shared/sink/layout.ts';
 import type { Manifest } from '../../shared/sink/manifest.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
-import { commitNext as commitWith, type PublishSetup, publishSetup, rowsBack } from '../support/publish.ts';
+import {
+  commitNext as commitWith,
+  compact,
+  crashingLedger,
+  mainCheckpoints,
+  type PublishSetup,
+  publishSetup,
+  rowsBack,
+  rowsOf,
+  setMain,
+  stateOf,
+} from '../support/publish.ts';
 
 let res: TestResources;
 let s3: S3Client;
@@ -45,101 +51,12 @@ type Setup = PublishSetup;
 const setup = (options: { root?: string; base?: number } = {}): Setup => publishSetup(res, 'pa', options);
 const commitNext = (s: Setup, count?: number) => commitWith(res, s, count);
 
-/** The `n` of the rows of the first `checkpoints` checkpoints of three rows per partition. */
-function rowsOf(checkpoints: number, base = 0): number[] {
-  const n = Array.from({ length: checkpoints * 3 }, (_, i) => base + i);
-  return [...n, ...n.map((i) => 1000 + i)].sort((a, b) => a - b);
-}
-
-async function stateOf(catalog: Catalog): Promise<TableState> {
-  const state = await catalog.load();
-  if (!state) throw new Error('the table has no metadata');
-  return state;
-}
-
-/** The checkpoint ids main's history names, oldest first ('-' for another writer's snapshot). */
-function mainCheckpoints(metadata: TableMetadata, pipelineId?: string): string[] {
-  const byId = new Map(metadata.snapshots.map((snapshot) => [snapshot['snapshot-id'], snapshot]));
-  return mainHistory(metadata)
-    .reverse()
-    .map((id) => byId.get(id)?.summary)
-    .filter((summary) => pipelineId === undefined || summary?.['eos.pipeline-id'] === pipelineId)
-    .map((summary) => summary?.['eos.checkpoint-id'] ?? '-');
-}
-
 /** The property under test: every checkpoint up to the ledger's mark is in the table, each row once. */
 async function expectMarkHeld(s: Setup): Promise<void> {
   const mark = (await s.parts.snapshots.readMark()).upTo;
   const back = await rowsBack(s.catalog);
   expect(back).toEqual([...new Set(back)]);
   for (const n of rowsOf(mark, s.base)) expect(back).toContain(n);
-}
-
-/** The ledger's snapshot writes, `record` or `advanceMark` failing once as a crash just before it would. */
-function crashingLedger(parts: PublishParts, at: 'record' | 'advanceMark'): PublishParts {
-  const real = parts.snapshots;
-  let crashed = false;
-  const crash = () => {
-    crashed = true;
-    return Promise.reject(new InjectedCrashError(`publish before ${at}`));
-  };
-  return {
-    ...parts,
-    snapshots: {
-      read: (id) => real.read(id),
-      readMark: () => real.readMark(),
-      record: (snapshot, now) => (at === 'record' && !crashed ? crash() : real.record(snapshot, now)),
-      advanceMark: (snapshot, now) =>
-        at === 'advanceMark' && !crashed ? crash() : real.advanceMark(snapshot, now),
-    },
-  };
-}
-
-/**
- * A compaction that changed nothing: a `replace` snapshot at main's head over the same manifest list, properties
- * kept; with `expire`, every other snapshot dropped from the metadata as snapshot expiry drops them. Its id.
- */
-async function compact(catalog: Catalog, { expire = false } = {}): Promise<bigint> {
-  const state = await stateOf(catalog);
-  const { metadata } = state;
-  const head = metadata.snapshots.find(
-    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
-  );
-  if (!head) throw new Error('the table has no head');
-  const sequence = metadata['last-sequence-number'] + 1;
-  const id = 7_000_000_000_000_000n + BigInt(sequence);
-  const snapshot: Snapshot = {
-    ...head,
-    'snapshot-id': id,
-    'parent-snapshot-id': head['snapshot-id'],
-    'sequence-number': sequence,
-    'timestamp-ms': metadata['last-updated-ms'] + 1,
-    summary: { operation: 'replace' },
-  };
-  const next: TableMetadata = {
-    ...metadata,
-    'last-sequence-number': sequence,
-    'last-updated-ms': snapshot['timestamp-ms'],
-    'current-snapshot-id': id,
-    refs: { main: { 'snapshot-id': id, type: 'branch' } },
-    snapshots: expire ? [snapshot] : [...metadata.snapshots, snapshot],
-  };
-  expect(await catalog.commit(state, next)).not.toBe('conflict');
-  return id;
-}
-
-/** An operator's rollback of main to snapshot `to`, then expiry of every snapshot `keep` does not take. */
-async function setMain(catalog: Catalog, to: bigint, keep: (id: bigint) => boolean): Promise<void> {
-  const state = await stateOf(catalog);
-  const rolledBack: TableMetadata = {
-    ...state.metadata,
-    'current-snapshot-id': to,
-    refs: { main: { 'snapshot-id': to, type: 'branch' } },
-  };
-  const afterRollback = await catalog.commit(state, rolledBack);
-  if (afterRollback === 'conflict') throw new Error('the rollback met a conflict');
-  const snapshots = afterRollback.metadata.snapshots.filter((snapshot) => keep(snapshot['snapshot-id']));
-  expect(await catalog.commit(afterRollback, { ...afterRollback.metadata, snapshots })).not.toBe('conflict');
 }
 
 /** An S3 client whose first put of a key matching `key` crashes the caller right after S3 took it. */

@@ -2,34 +2,32 @@
  * Publishing committed checkpoints to an Iceberg table, against DynamoDB Local and the local S3 server, the table
  * read back by icebird (a reader nobody here wrote): one checkpoint is one snapshot whatever is retried, a crash
  * between the catalog's swap and the ledger's record is recorded without a second append (also once maintenance
- * expired the snapshot), earlier checkpoints are published first and in order, a concurrent maintenance commit is
- * rebased onto, and a table rolled back below what the ledger records as published is reported, not appended to.
+ * expired the snapshot), earlier checkpoints are published first and in order, and a concurrent maintenance commit
+ * is rebased onto. A table rolled back below what the ledger records as published: publish-rollback.test.ts.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { icebergManifests, icebergMetadata } from 'icebird';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { buildCoordinatorDefinition, functionArnSubstitution } from '../../shared/coordinator/definition.ts';
-import {
-  type PublishParts,
-  PublishStateError,
-  publishCheckpoint,
-} from '../../shared/coordinator/publish/publish.ts';
-import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
+import { PublishStateError, publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import { publishedCheckpointProperty } from '../../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
-import {
-  mainHistory,
-  type Snapshot,
-  snapshotIdOf,
-  type TableMetadata,
-} from '../../shared/iceberg/table-metadata.ts';
+import { mainHistory, snapshotIdOf, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
 import { TableSnapshotConflictError } from '../../shared/ledger/table-snapshots.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { checkpoint } from '../support/checkpoint-steps.ts';
-import { commitNext as commitWith, type PublishSetup, publishSetup, rowsBack } from '../support/publish.ts';
+import {
+  checkpointsOf,
+  commitNext as commitWith,
+  compact,
+  crashingLedger,
+  type PublishSetup,
+  publishSetup,
+  rowsBack,
+} from '../support/publish.ts';
 import { stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
@@ -58,69 +56,6 @@ async function metadataOf(catalog: Catalog): Promise<TableMetadata> {
   const state = await catalog.load();
   if (!state) throw new Error('the table has no metadata');
   return state.metadata;
-}
-
-/** The checkpoint ids the table's snapshots name, in the order of the snapshot list. */
-function checkpointsOf(metadata: TableMetadata): string[] {
-  return metadata.snapshots.map((snapshot) => snapshot.summary['eos.checkpoint-id'] ?? '-');
-}
-
-/**
- * A maintenance commit: a `replace` snapshot at main's head over the same manifest list (what a compaction that
- * changed nothing would commit), properties kept; with `expire`, every other snapshot dropped from the metadata
- * as snapshot expiry drops them.
- */
-async function maintain(catalog: Catalog, { expire = false } = {}): Promise<bigint> {
-  const state = (await catalog.load()) as TableState;
-  const { metadata } = state;
-  const head = metadata.snapshots.find(
-    (s) => s['snapshot-id'] === metadata['current-snapshot-id'],
-  ) as Snapshot;
-  const id = 7_000_000_000_000_000n + BigInt(metadata['last-sequence-number']);
-  const sequence = metadata['last-sequence-number'] + 1;
-  const snapshot: Snapshot = {
-    'snapshot-id': id,
-    'parent-snapshot-id': head['snapshot-id'],
-    'sequence-number': sequence,
-    'timestamp-ms': metadata['last-updated-ms'] + 1,
-    'manifest-list': head['manifest-list'],
-    summary: { operation: 'replace' },
-    'schema-id': metadata['current-schema-id'],
-  };
-  const next: TableMetadata = {
-    ...metadata,
-    'last-sequence-number': sequence,
-    'last-updated-ms': metadata['last-updated-ms'] + 1,
-    'current-snapshot-id': id,
-    refs: { main: { 'snapshot-id': id, type: 'branch' } },
-    snapshots: expire ? [snapshot] : [...metadata.snapshots, snapshot],
-    'snapshot-log': expire
-      ? [{ 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id }]
-      : [...metadata['snapshot-log'], { 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id }],
-  };
-  expect(await catalog.commit(state, next)).not.toBe('conflict');
-  return id;
-}
-
-/** The ledger's snapshot writes, the record failing once as a crash right after the catalog's swap would. */
-function crashingRecord(parts: PublishParts): PublishParts {
-  const real = parts.snapshots;
-  let crashed = false;
-  return {
-    ...parts,
-    snapshots: {
-      read: (id) => real.read(id),
-      readMark: () => real.readMark(),
-      advanceMark: (snapshot, now) => real.advanceMark(snapshot, now),
-      record: (snapshot, now) => {
-        if (!crashed) {
-          crashed = true;
-          return Promise.reject(new Error('crash after the catalog swap, before the ledger write'));
-        }
-        return real.record(snapshot, now);
-      },
-    },
-  };
 }
 
 describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
@@ -191,8 +126,8 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
   it('records, and does not append again, a checkpoint whose ledger write was lost after the catalog swap', async () => {
     const s = setup();
     await commitNext(s);
-    await expect(publishCheckpoint(crashingRecord(s.parts), 1)).rejects.toThrow(
-      /crash after the catalog swap/,
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 1)).rejects.toBeInstanceOf(
+      InjectedCrashError,
     );
     expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
     expect(await s.parts.snapshots.read(1)).toBeUndefined();
@@ -213,8 +148,10 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
   it('finds a checkpoint in the table properties once maintenance expired its snapshot, and does not append it again', async () => {
     const s = setup();
     await commitNext(s);
-    await expect(publishCheckpoint(crashingRecord(s.parts), 1)).rejects.toThrow(/crash/);
-    const replaced = await maintain(s.catalog, { expire: true });
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 1)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    const replaced = await compact(s.catalog, { expire: true });
     expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['-']);
 
     const retried = await publishCheckpoint(s.parts, 1);
@@ -240,7 +177,7 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
     await commitNext(s);
     await commitNext(s);
     await publishCheckpoint(s.parts, 2);
-    await maintain(s.catalog, { expire: true });
+    await compact(s.catalog, { expire: true });
     for (const id of [1, 2]) expect((await publishCheckpoint(s.parts, id)).published).toEqual([]);
     expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['-']);
     expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
@@ -281,7 +218,7 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
       load: () => inner.load(),
       commit: async (expected, next) => {
         commits++;
-        if (maintenance === undefined) maintenance = await maintain(inner);
+        if (maintenance === undefined) maintenance = await compact(inner);
         return inner.commit(expected, next);
       },
     };
@@ -300,74 +237,6 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
     ]);
     expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
   });
-
-  it('reports a table whose main was rolled back below a published checkpoint in one line, and appends nothing', async () => {
-    const s = setup();
-    await commitNext(s);
-    await commitNext(s);
-    await publishCheckpoint(s.parts, 2);
-    // Main set back to checkpoint 1's snapshot (Iceberg's rollback_to_snapshot): properties stay as they were.
-    const state = (await s.catalog.load()) as TableState;
-    const first = snapshotIdOf(s.settings.pipelineId, 1);
-    const rolledBack: TableMetadata = {
-      ...state.metadata,
-      'current-snapshot-id': first,
-      refs: { main: { 'snapshot-id': first, type: 'branch' } },
-    };
-    expect(await s.catalog.commit(state, rolledBack)).not.toBe('conflict');
-    await commitNext(s);
-
-    const refused = publishCheckpoint(s.parts, 3);
-    await expect(refused).rejects.toBeInstanceOf(IcebergTableRolledBackError);
-    const message = await refused.catch((error: Error) => error.message);
-    expect(message).not.toContain('\n');
-    expect(message).toMatch(/rolled back below checkpoint 2 .*not in main's history/);
-    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1', '2']);
-    expect((await s.parts.snapshots.readMark()).upTo).toBe(2);
-    // A retry of the published checkpoint reports it too.
-    await expect(publishCheckpoint(s.parts, 2)).rejects.toBeInstanceOf(IcebergTableRolledBackError);
-  });
-
-  it('reports a table whose metadata was set back to a version from before a published checkpoint', async () => {
-    const s = setup();
-    await commitNext(s);
-    await publishCheckpoint(s.parts, 1);
-    const before = (await s.catalog.load()) as TableState;
-    await commitNext(s);
-    await publishCheckpoint(s.parts, 2);
-    // The version of checkpoint 1 committed again, as an operator restoring an old metadata file would.
-    const current = (await s.catalog.load()) as TableState;
-    expect(await s.catalog.commit(current, before.metadata)).not.toBe('conflict');
-    await commitNext(s);
-    await expect(publishCheckpoint(s.parts, 3)).rejects.toThrow(
-      /rolled back below checkpoint 2 .*main's head has sequence number 1, below 2; its eos\..*\.published-checkpoint is 1\)/,
-    );
-    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
-  });
-
-  it('reports main set back below a published checkpoint whose snapshot maintenance expired', async () => {
-    const s = setup();
-    await commitNext(s);
-    await publishCheckpoint(s.parts, 1);
-    const old = (await s.catalog.load()) as TableState;
-    await commitNext(s);
-    await publishCheckpoint(s.parts, 2);
-    await maintain(s.catalog, { expire: true });
-    // Main set to checkpoint 1's snapshot again, listed once more, properties as they are now.
-    const state = (await s.catalog.load()) as TableState;
-    const first = old.metadata.snapshots[0] as Snapshot;
-    const rolledBack: TableMetadata = {
-      ...state.metadata,
-      'current-snapshot-id': first['snapshot-id'],
-      refs: { main: { 'snapshot-id': first['snapshot-id'], type: 'branch' } },
-      snapshots: [...state.metadata.snapshots, first],
-    };
-    expect(await s.catalog.commit(state, rolledBack)).not.toBe('conflict');
-    await commitNext(s);
-    await expect(publishCheckpoint(s.parts, 3)).rejects.toThrow(
-      /rolled back below checkpoint 2 .*sequence number 1, below 2/,
-    );
-  });
 });
 
 describe('publishing around maintenance', () => {
@@ -375,8 +244,8 @@ describe('publishing around maintenance', () => {
     const s = setup();
     await commitNext(s);
     await publishCheckpoint(s.parts, 1);
-    const c1 = await maintain(s.catalog);
-    await maintain(s.catalog);
+    const c1 = await compact(s.catalog);
+    await compact(s.catalog);
     // Expiry of the middle snapshot only: main's history from its head stops short of checkpoint 1's snapshot.
     const state = (await s.catalog.load()) as TableState;
     const cut: TableMetadata = {

@@ -1,15 +1,19 @@
 /**
  * The harness of the Iceberg publish tests: a pipeline with Parquet output in hour folders, a file catalog in its
  * bucket and the parts `publishCheckpoint` takes; checkpoints of rows staged on two partitions and committed by
- * the local state machine; and the rows icebird reads back. The caller stubs the global `fetch` with
- * `localS3Fetch` (test/iceberg/icebird-s3.ts) so icebird reads the local S3 server.
+ * the local state machine; the rows icebird reads back; and what happens to a table between publishes
+ * (compaction, expiry, an operator's rollback) and to a publish step (a crash at a ledger write). The caller
+ * stubs the global `fetch` with `localS3Fetch` (test/iceberg/icebird-s3.ts) so icebird reads the local S3 server.
  */
 import { icebergRead } from 'icebird';
 import { systemClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import type { PublishParts } from '../../shared/coordinator/publish/publish.ts';
 import { publishedTable } from '../../shared/coordinator/publish/target.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
+import { mainHistory, type Snapshot, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
@@ -90,4 +94,118 @@ export async function commitNext(res: TestResources, setup: PublishSetup, count 
 export async function rowsBack(catalog: FileCatalog): Promise<number[]> {
   const rows = await icebergRead({ tableUrl: catalog.location });
   return rows.map((row) => Number((row as { n: bigint | number }).n)).sort((a, b) => a - b);
+}
+
+/** The `n` of the rows of the first `checkpoints` checkpoints of three rows per partition. */
+export function rowsOf(checkpoints: number, base = 0): number[] {
+  const n = Array.from({ length: checkpoints * 3 }, (_, i) => base + i);
+  return [...n, ...n.map((i) => 1000 + i)].sort((a, b) => a - b);
+}
+
+export async function stateOf(catalog: Catalog): Promise<TableState> {
+  const state = await catalog.load();
+  if (!state) throw new Error('the table has no metadata');
+  return state;
+}
+
+/** Commits `next` over `state`; a conflict is a broken test, not an outcome. */
+export async function commitOver(
+  catalog: Catalog,
+  state: TableState,
+  next: TableMetadata,
+): Promise<TableState> {
+  const committed = await catalog.commit(state, next);
+  if (committed === 'conflict') throw new Error("the test's own commit met a conflict");
+  return committed;
+}
+
+/** The checkpoint ids the table's snapshots name, in the order of the snapshot list ('-' for another writer's). */
+export function checkpointsOf(metadata: TableMetadata): string[] {
+  return metadata.snapshots.map((snapshot) => snapshot.summary['eos.checkpoint-id'] ?? '-');
+}
+
+/** The checkpoint ids main's history names, oldest first ('-' for another writer's snapshot). */
+export function mainCheckpoints(metadata: TableMetadata, pipelineId?: string): string[] {
+  const byId = new Map(metadata.snapshots.map((snapshot) => [snapshot['snapshot-id'], snapshot]));
+  return mainHistory(metadata)
+    .reverse()
+    .map((id) => byId.get(id)?.summary)
+    .filter((summary) => pipelineId === undefined || summary?.['eos.pipeline-id'] === pipelineId)
+    .map((summary) => summary?.['eos.checkpoint-id'] ?? '-');
+}
+
+/**
+ * A compaction that changed nothing: a `replace` snapshot at main's head over the same manifest list, properties
+ * kept; with `expire`, every other snapshot dropped from the metadata as snapshot expiry drops them. Its id.
+ */
+export async function compact(catalog: Catalog, { expire = false } = {}): Promise<bigint> {
+  const state = await stateOf(catalog);
+  const { metadata } = state;
+  const head = metadata.snapshots.find(
+    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
+  );
+  if (!head) throw new Error('the table has no head');
+  const sequence = metadata['last-sequence-number'] + 1;
+  const id = 7_000_000_000_000_000n + BigInt(sequence);
+  const snapshot: Snapshot = {
+    'snapshot-id': id,
+    'parent-snapshot-id': head['snapshot-id'],
+    'sequence-number': sequence,
+    'timestamp-ms': metadata['last-updated-ms'] + 1,
+    'manifest-list': head['manifest-list'],
+    summary: { operation: 'replace' },
+    'schema-id': metadata['current-schema-id'],
+  };
+  const logged = { 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id };
+  await commitOver(catalog, state, {
+    ...metadata,
+    'last-sequence-number': sequence,
+    'last-updated-ms': snapshot['timestamp-ms'],
+    'current-snapshot-id': id,
+    refs: { main: { 'snapshot-id': id, type: 'branch' } },
+    snapshots: expire ? [snapshot] : [...metadata.snapshots, snapshot],
+    'snapshot-log': expire ? [logged] : [...metadata['snapshot-log'], logged],
+  });
+  return id;
+}
+
+/** Snapshot expiry: every snapshot `keep` does not take dropped from the metadata (main's head must be kept). */
+export async function expire(catalog: Catalog, keep: (id: bigint) => boolean): Promise<void> {
+  const state = await stateOf(catalog);
+  const snapshots = state.metadata.snapshots.filter((snapshot) => keep(snapshot['snapshot-id']));
+  await commitOver(catalog, state, { ...state.metadata, snapshots });
+}
+
+/**
+ * An operator's rollback of main to snapshot `to` (Iceberg's rollback_to_snapshot: properties and snapshots stay),
+ * then expiry of every snapshot `keep` does not take (all kept without it).
+ */
+export async function setMain(catalog: Catalog, to: bigint, keep?: (id: bigint) => boolean): Promise<void> {
+  const state = await stateOf(catalog);
+  await commitOver(catalog, state, {
+    ...state.metadata,
+    'current-snapshot-id': to,
+    refs: { main: { 'snapshot-id': to, type: 'branch' } },
+  });
+  if (keep) await expire(catalog, keep);
+}
+
+/** The ledger's snapshot writes, `record` or `advanceMark` failing once as a crash just before it would. */
+export function crashingLedger(parts: PublishParts, at: 'record' | 'advanceMark'): PublishParts {
+  const real = parts.snapshots;
+  let crashed = false;
+  const crash = () => {
+    crashed = true;
+    return Promise.reject(new InjectedCrashError(`publish before ${at}`));
+  };
+  return {
+    ...parts,
+    snapshots: {
+      read: (id) => real.read(id),
+      readMark: () => real.readMark(),
+      record: (snapshot, now) => (at === 'record' && !crashed ? crash() : real.record(snapshot, now)),
+      advanceMark: (snapshot, now) =>
+        at === 'advanceMark' && !crashed ? crash() : real.advanceMark(snapshot, now),
+    },
+  };
 }

@@ -1,0 +1,109 @@
+/**
+ * A table rolled back below what the ledger records as published, against DynamoDB Local and the local S3 server:
+ * main set back, an older metadata file put back, main set back over an expired snapshot; each is refused with
+ * `IcebergTableRolledBackError` in one line, nothing appended over it.
+ */
+import type { S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
+import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
+import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
+import { type Snapshot, snapshotIdOf, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
+import { localS3Fetch } from '../iceberg/icebird-s3.ts';
+import { freshResources, type TestResources } from '../support/aws.ts';
+import {
+  checkpointsOf,
+  commitNext as commitWith,
+  compact,
+  type PublishSetup,
+  publishSetup,
+  stateOf,
+} from '../support/publish.ts';
+
+let res: TestResources;
+let s3: S3Client;
+beforeAll(async () => {
+  res = await freshResources('pubroll');
+  s3 = res.clients.s3;
+  vi.stubGlobal('fetch', localS3Fetch(s3));
+});
+afterAll(() => {
+  vi.unstubAllGlobals();
+});
+
+type Setup = PublishSetup;
+
+const setup = (): Setup => publishSetup(res, 'pr');
+const commitNext = (s: Setup, count?: number) => commitWith(res, s, count);
+
+const metadataOf = async (catalog: Catalog): Promise<TableMetadata> => (await stateOf(catalog)).metadata;
+
+describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
+  it('reports a table whose main was rolled back below a published checkpoint in one line, and appends nothing', async () => {
+    const s = setup();
+    await commitNext(s);
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 2);
+    // Main set back to checkpoint 1's snapshot (Iceberg's rollback_to_snapshot): properties stay as they were.
+    const state = (await s.catalog.load()) as TableState;
+    const first = snapshotIdOf(s.settings.pipelineId, 1);
+    const rolledBack: TableMetadata = {
+      ...state.metadata,
+      'current-snapshot-id': first,
+      refs: { main: { 'snapshot-id': first, type: 'branch' } },
+    };
+    expect(await s.catalog.commit(state, rolledBack)).not.toBe('conflict');
+    await commitNext(s);
+
+    const refused = publishCheckpoint(s.parts, 3);
+    await expect(refused).rejects.toBeInstanceOf(IcebergTableRolledBackError);
+    const message = await refused.catch((error: Error) => error.message);
+    expect(message).not.toContain('\n');
+    expect(message).toMatch(/rolled back below checkpoint 2 .*not in main's history/);
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1', '2']);
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(2);
+    // A retry of the published checkpoint reports it too.
+    await expect(publishCheckpoint(s.parts, 2)).rejects.toBeInstanceOf(IcebergTableRolledBackError);
+  });
+
+  it('reports a table whose metadata was set back to a version from before a published checkpoint', async () => {
+    const s = setup();
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    const before = (await s.catalog.load()) as TableState;
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 2);
+    // The version of checkpoint 1 committed again, as an operator restoring an old metadata file would.
+    const current = (await s.catalog.load()) as TableState;
+    expect(await s.catalog.commit(current, before.metadata)).not.toBe('conflict');
+    await commitNext(s);
+    await expect(publishCheckpoint(s.parts, 3)).rejects.toThrow(
+      /rolled back below checkpoint 2 .*main's head has sequence number 1, below 2; its eos\..*\.published-checkpoint is 1\)/,
+    );
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
+  });
+
+  it('reports main set back below a published checkpoint whose snapshot maintenance expired', async () => {
+    const s = setup();
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    const old = (await s.catalog.load()) as TableState;
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 2);
+    await compact(s.catalog, { expire: true });
+    // Main set to checkpoint 1's snapshot again, listed once more, properties as they are now.
+    const state = (await s.catalog.load()) as TableState;
+    const first = old.metadata.snapshots[0] as Snapshot;
+    const rolledBack: TableMetadata = {
+      ...state.metadata,
+      'current-snapshot-id': first['snapshot-id'],
+      refs: { main: { 'snapshot-id': first['snapshot-id'], type: 'branch' } },
+      snapshots: [...state.metadata.snapshots, first],
+    };
+    expect(await s.catalog.commit(state, rolledBack)).not.toBe('conflict');
+    await commitNext(s);
+    await expect(publishCheckpoint(s.parts, 3)).rejects.toThrow(
+      /rolled back below checkpoint 2 .*sequence number 1, below 2/,
+    );
+  });
+});
