@@ -127,6 +127,16 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
     'Staged objects no ledger entry references are deleted once older than this. Must exceed `processorTimeoutSeconds`.',
   replayGeneration:
     "Set only on the replay mapping's processor (the stack's `replay` prop sets it): the processor then stages the ranges of this generation's replay plan into the generation's lanes and nothing else ([operations](operations.md#replay-into-a-new-generation)). Unset: the live processor.",
+  icebergCatalog:
+    "The catalog of the Iceberg table each committed checkpoint is published to as one snapshot: `glue` (the AWS Glue Data Catalog), `s3tables` (AWS S3 Tables; the construct refuses it, see [deploy.md](deploy.md#an-iceberg-table)) or `file` (metadata in the sink bucket itself). Unset: no table. Needs `outputFormat` `parquet`. Set only on the publish step, by the stack's `iceberg` prop.",
+  icebergTablePrefix:
+    "`glue` and `file`: the table's key prefix in the sink bucket; its metadata goes under `<prefix>/metadata/`, its data files are the committed Parquet objects where they are. Unset: `<pipelineId>/iceberg/output`.",
+  icebergDatabase: '`glue`: the Glue database of the table (lower-case letters, digits, `_`).',
+  icebergTable: "`glue` and `s3tables`: the table's name (lower-case letters, digits, `_`).",
+  icebergTableBucketArn: '`s3tables`: the ARN of the table bucket.',
+  icebergNamespace: '`s3tables`: the namespace of the table in its table bucket.',
+  icebergPartitioning:
+    "How the table is partitioned: `time-folders` (unset: identity partitions on the output's time folders, `dt` and `hour`) or `none`.",
   // Deployment settings (infra/config.ts)
   mskClusterArn: 'The MSK cluster to consume from. Required unless `sandboxCluster` is true.',
   mskVpcId:
