@@ -1,7 +1,8 @@
 /**
  * A checkpoint's Parquet files appended to an Iceberg table as one snapshot, exactly once.
  *
- * 1. Load the table. If a snapshot of it already names this pipeline's checkpoint (`eos.checkpoint-id` in its
+ * 1. Load the table, and have the caller judge it ({@link CheckpointAppend.judge}: a table that lost what the
+ *    caller holds published is neither appended to nor taken to hold the checkpoint). If a snapshot of it already names this pipeline's checkpoint (`eos.checkpoint-id` in its
  *    summary), that snapshot is the answer: a retry, or a second invocation of the same commit step, never appends
  *    twice. With a {@link CheckpointAppend.checkpointProperty}, the table's properties answer too: each append sets
  *    that property to its checkpoint id in the same metadata swap, and a table whose snapshots maintenance expired
@@ -84,6 +85,13 @@ export interface CheckpointAppend {
    * Only for checkpoints appended in order.
    */
   readonly checkpointProperty?: string;
+  /**
+   * Called with each state loaded (undefined: the table has no metadata) before it is looked at or appended to;
+   * throws to stop the append. A rollback of the table can come between any two loads, so judging only a load
+   * made before this call would let a retry after a conflict rebase the checkpoint onto a table that lost earlier
+   * ones.
+   */
+  readonly judge?: (state: TableState | undefined) => void;
 }
 
 export interface AppendResult {
@@ -317,6 +325,7 @@ export async function appendCheckpoint(
   const maxAttempts = request.maxAttempts ?? DEFAULT_COMMIT_ATTEMPTS;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const state = await catalog.load();
+    request.judge?.(state);
     const found = state && committedBefore(state, request);
     if (state && found) return { ...found, state, attempts: attempt - 1 };
     const nowMs = clock.now();

@@ -1,7 +1,7 @@
 /**
  * A table rolled back below what the ledger records as published, against DynamoDB Local and the local S3 server:
- * main set back, an older metadata file put back, main set back over an expired snapshot; each is refused with
- * `IcebergTableRolledBackError` in one line, nothing appended over it.
+ * main set back, an older metadata file put back, main set back over an expired snapshot, before a publish or
+ * while one runs; each is refused with `IcebergTableRolledBackError` in one line, nothing appended over it.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -15,8 +15,10 @@ import {
   checkpointsOf,
   commitNext as commitWith,
   compact,
+  mainCheckpoints,
   type PublishSetup,
   publishSetup,
+  setMain,
   stateOf,
 } from '../support/publish.ts';
 
@@ -105,5 +107,40 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
     await expect(publishCheckpoint(s.parts, 3)).rejects.toThrow(
       /rolled back below checkpoint 2 .*sequence number 1, below 2/,
     );
+  });
+});
+
+describe('an operator rolling the table back while the ledger is behind it (C8)', () => {
+  it('refuses a publish whose swap meets an operator setting main back past the previous checkpoint, and rebases nothing onto it', async () => {
+    const s = setup();
+    for (let i = 0; i < 3; i++) await commitNext(s);
+    await publishCheckpoint(s.parts, 2);
+    const first = snapshotIdOf(s.settings.pipelineId, 1);
+    let rolledBack = false;
+    // The publish of 3 passed the check of the mark on its first load; its swap then meets the rollback.
+    const racing: Catalog = {
+      load: () => s.catalog.load(),
+      commit: async (expected, next) => {
+        if (!rolledBack) {
+          rolledBack = true;
+          await setMain(s.catalog, first);
+        }
+        return s.catalog.commit(expected, next);
+      },
+    };
+    const refused = await publishCheckpoint(
+      { ...s.parts, target: { ...s.parts.target, catalog: racing } },
+      3,
+    ).catch((error: unknown) => error);
+    expect(rolledBack).toBe(true);
+    expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
+    expect((refused as Error).message).toMatch(/rolled back below checkpoint 2 .*not in main's history/);
+    const metadata = await metadataOf(s.catalog);
+    expect(mainCheckpoints(metadata)).toEqual(['1']);
+    expect(checkpointsOf(metadata)).toEqual(['1', '2']);
+    expect(await s.parts.snapshots.read(3)).toBeUndefined();
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(2);
+    // Every later publish is refused too: the mark's checkpoint is not in main.
+    await expect(publishCheckpoint(s.parts, 3)).rejects.toBeInstanceOf(IcebergTableRolledBackError);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * appendCheckpoint against the local S3 server, read back by icebird (a reader nobody here wrote) over the same
  * server: every appended row comes back once, a retried checkpoint is one snapshot, concurrent appends of other
- * checkpoints are rebased into one chain and none is lost, the schema evolves with its ids.
+ * checkpoints are rebased into one chain and none is lost, every state loaded is judged by the caller first, the
+ * schema evolves with its ids.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { icebergManifests, icebergMetadata, icebergRead } from 'icebird';
@@ -273,6 +274,36 @@ describe('appendCheckpoint', () => {
     expect(history).toHaveLength(4);
     expect(new Set(history)).toEqual(new Set([1, 2, 3, 4].map((id) => snapshotIdOf('orders', id))));
     expect(await readBack(catalog)).toEqual(files.flatMap((_, n) => expected(rows(n * 10, 2))).sort());
+  });
+
+  it('has every state it loads judged before it looks at it or commits, the reload after a conflict included', async () => {
+    const { table, catalog } = newTable();
+    await appendCheckpoint(catalog, s3, request(table, 1, []));
+    const judged: (bigint | undefined)[] = [];
+    let interfered = false;
+    // Checkpoint 2 commits just before checkpoint 3's first commit; the judge refuses the table it leaves.
+    const racing: Catalog = {
+      load: () => catalog.load(),
+      commit: async (expectedState: TableState | undefined, next: TableMetadata) => {
+        if (!interfered) {
+          interfered = true;
+          await appendCheckpoint(catalog, s3, request(table, 2, []));
+        }
+        return catalog.commit(expectedState, next);
+      },
+    };
+    const refusal = new Error('the judge refuses this state');
+    const judge = (state: TableState | undefined) => {
+      const head = state?.metadata['current-snapshot-id'];
+      judged.push(head);
+      if (head === snapshotIdOf('orders', 2)) throw refusal;
+    };
+    await expect(appendCheckpoint(racing, s3, { ...request(table, 3, []), judge })).rejects.toBe(refusal);
+    expect(judged).toEqual([snapshotIdOf('orders', 1), snapshotIdOf('orders', 2)]);
+    const state = await catalog.load();
+    expect(mainHistory(state!.metadata)).toEqual([2, 1].map((id) => snapshotIdOf('orders', id)));
+    // A checkpoint the table already holds is not answered from a state the judge refuses either.
+    await expect(appendCheckpoint(catalog, s3, { ...request(table, 2, []), judge })).rejects.toBe(refusal);
   });
 
   it('gives up after its attempts when every commit meets a conflict', async () => {

@@ -5,7 +5,8 @@
  * Publishing checkpoint N first publishes every earlier committed checkpoint the published mark has not reached,
  * in order (a publish that failed or never ran is caught up by a later one), at most {@link PUBLISH_CATCH_UP_LIMIT}
  * per call. Before any of it, the table is checked to still hold what the ledger says is published
- * (`rollback.ts`). Then for each checkpoint K:
+ * (`rollback.ts`), and so is every state loaded on the way, as an operator can roll the table back at any moment:
+ * each load that decides K is judged against the record of K-1. Then for each checkpoint K:
  *
  * 1. the ledger records K's snapshot: published; only the mark may lag (a crash between the two writes): move it;
  * 2. else the table says K is in (its published-checkpoint property at or past K, or a live snapshot whose summary
@@ -15,8 +16,9 @@
  * 3. else append K's data files as one snapshot (`iceberg/append.ts`: compare-and-swap, rebased onto a concurrent
  *    writer's commit such as compaction), the property set to K in the same swap; then record it and move the mark.
  *
- * 2 and 3 are one call of `appendCheckpoint`, which looks at the table before each attempt. The snapshot id is a
- * function of (pipeline, K), so every attempt, zombie or retry, names the same one, and the ledger refuses a second.
+ * 2 and 3 are one call of `appendCheckpoint`, which loads the table before each attempt and has it judged first.
+ * The snapshot id is a function of (pipeline, K), so every attempt, zombie or retry, names the same one, and the
+ * ledger refuses a second.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { Clock } from '../../clock.ts';
@@ -125,7 +127,7 @@ async function publishOne(
     await snapshots.advanceMark(recorded, clock.now());
     return { done: { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' }, snapshot: recorded };
   }
-  const result = await append(parts, checkpointId, property);
+  const result = await append(parts, checkpointId, property, previous);
   if (result.outcome === 'already-committed') assertFoundInMain(parts, checkpointId, result, previous);
   const written = await snapshots.record(
     { checkpointId, snapshotId: result.snapshotId, sequenceNumber: result.sequenceNumber },
@@ -167,8 +169,16 @@ function assertFoundInMain(
   );
 }
 
-/** Appends the checkpoint's data files, or finds them in the table already. */
-async function append(parts: PublishParts, checkpointId: number, property: string): Promise<AppendResult> {
+/**
+ * Appends the checkpoint's data files, or finds them in the table already; every state it loads must still hold
+ * `previous`, the checkpoint just before it, or nothing is appended (the rollback check on each load).
+ */
+async function append(
+  parts: PublishParts,
+  checkpointId: number,
+  property: string,
+  previous: TableSnapshot | undefined,
+): Promise<AppendResult> {
   const manifest = await parts.manifests.read(checkpointId);
   if (!manifest)
     throw new PublishStateError(`checkpoint ${checkpointId} is COMMITTED but its manifest is missing`);
@@ -186,5 +196,9 @@ async function append(parts: PublishParts, checkpointId: number, property: strin
     lanes: files.lanes,
     clock: parts.clock,
     checkpointProperty: property,
+    judge: (state) => {
+      const mark = previous ? { upTo: checkpointId - 1, snapshot: previous } : { upTo: 0 };
+      assertNotRolledBack(state, mark, property, table.location);
+    },
   });
 }
