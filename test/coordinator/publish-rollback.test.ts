@@ -1,12 +1,13 @@
 /**
  * A table rolled back below what the ledger records as published, against DynamoDB Local and the local S3 server:
- * main set back, an older metadata file put back, main set back over an expired snapshot, before a publish or
- * while one runs; each is refused with `IcebergTableRolledBackError` in one line, nothing appended over it.
+ * main set back, an older metadata file put back, main set back over an expired snapshot, before a publish, while
+ * one runs, or while the mark lags a recorded checkpoint; each is refused with `IcebergTableRolledBackError` in one line, nothing appended over it.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
 import { type Snapshot, snapshotIdOf, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
@@ -15,6 +16,7 @@ import {
   checkpointsOf,
   commitNext as commitWith,
   compact,
+  crashingLedger,
   mainCheckpoints,
   type PublishSetup,
   publishSetup,
@@ -142,5 +144,26 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     expect((await s.parts.snapshots.readMark()).upTo).toBe(2);
     // Every later publish is refused too: the mark's checkpoint is not in main.
     await expect(publishCheckpoint(s.parts, 3)).rejects.toBeInstanceOf(IcebergTableRolledBackError);
+  });
+
+  it('refuses to move the mark to a recorded checkpoint main lost while the mark lagged it, and appends nothing over it', async () => {
+    const s = setup();
+    for (let i = 0; i < 3; i++) await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'advanceMark'), 2)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    expect((await s.parts.snapshots.read(2))?.snapshotId).toBe(snapshotIdOf(s.settings.pipelineId, 2));
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
+    await setMain(s.catalog, snapshotIdOf(s.settings.pipelineId, 1));
+
+    const refused = await publishCheckpoint(s.parts, 3).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
+    expect((refused as Error).message).toMatch(/rolled back below checkpoint 2 .*not in main's history/);
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
+    expect(await s.parts.snapshots.read(3)).toBeUndefined();
+    const metadata = await metadataOf(s.catalog);
+    expect(mainCheckpoints(metadata)).toEqual(['1']);
+    expect(checkpointsOf(metadata)).toEqual(['1', '2']);
   });
 });

@@ -8,7 +8,8 @@
  * (`rollback.ts`), and so is every state loaded on the way, as an operator can roll the table back at any moment:
  * each load that decides K is judged against the record of K-1. Then for each checkpoint K:
  *
- * 1. the ledger records K's snapshot: published; only the mark may lag (a crash between the two writes): move it;
+ * 1. the ledger records K's snapshot: published; only the mark may lag (a crash between the two writes): move it,
+ *    once a load of the table shows main still holds K's snapshot;
  * 2. else the table says K is in (its published-checkpoint property at or past K, or a live snapshot whose summary
  *    names K): the catalog accepted K's swap and the ledger write was lost (the unknown commit state). Record it,
  *    append nothing; unless main no longer holds it (set back past it, its snapshot perhaps expired since:
@@ -124,6 +125,15 @@ async function publishOne(
   const { snapshots, clock } = parts;
   const recorded = await snapshots.read(checkpointId);
   if (recorded) {
+    // Recorded, the mark behind it: main may have lost it since (set back while the mark lagged), and the mark
+    // moved over the loss would let the next checkpoint be appended over it.
+    const { catalog, table } = parts.target;
+    assertNotRolledBack(
+      await catalog.load(),
+      { upTo: checkpointId, snapshot: recorded },
+      property,
+      table.location,
+    );
     await snapshots.advanceMark(recorded, clock.now());
     return { done: { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' }, snapshot: recorded };
   }
