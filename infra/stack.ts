@@ -9,6 +9,8 @@ import type { Construct } from 'constructs';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { CONFIG_KEYS, parsePipelineConfig, parseReplayContext, REPLAY_CONTEXT_KEYS } from './config.ts';
 import { ExactlyOncePipeline } from './exactly-once-pipeline.ts';
+import { ICEBERG_CONTEXT_KEYS, icebergContextError, icebergFieldsFromContext } from './iceberg-context.ts';
+import { type IcebergProps, icebergConfigOf } from './iceberg-table.ts';
 import { MSK_VPC_REQUIRED } from './kafka-source.ts';
 import { type ExactlyOncePipelineProps, propsFromSettings } from './pipeline-props.ts';
 
@@ -32,6 +34,7 @@ export class ExactlyOncePipelineStack extends Stack {
       ...pipelinePropsFromContext(this),
       ...constructContext(this),
       ...replayContext(this),
+      ...icebergContext(this),
       ...operatorContext(this),
     };
     if (!props.pipeline) requireMskVpcFromContext(settings);
@@ -56,6 +59,7 @@ const APP_CONTEXT_KEYS = new Set<string>([
   'operatorRoleArns',
   ...CONSTRUCT_CONTEXT_KEYS,
   ...REPLAY_CONTEXT_KEYS,
+  ...ICEBERG_CONTEXT_KEYS,
 ]);
 
 /** An IAM role's ARN (any partition, a path allowed). */
@@ -142,6 +146,26 @@ export function replayContext(scope: Construct): Pick<ExactlyOncePipelineProps, 
   const pipeline = parsePipelineConfig(givenContext(scope, CONFIG_KEYS), contextLabel);
   const replay = parseReplayContext(input, pipeline, contextLabel);
   return replay ? { replay } : {};
+}
+
+/**
+ * The `iceberg` prop from `-c icebergCatalog=glue` (and `-c icebergDatabase`, `icebergTable`, `icebergTablePrefix`,
+ * `icebergPartitioning`): validated as the construct validates it, against the pipeline's settings from context,
+ * each error naming the key. No key, no table.
+ */
+export function icebergContext(scope: Construct): Pick<ExactlyOncePipelineProps, 'iceberg'> {
+  const fields = icebergFieldsFromContext(givenContext(scope, ICEBERG_CONTEXT_KEYS), contextLabel);
+  if (fields === undefined) return {};
+  // The construct's own check, on the same props it will get: its errors named by the keys that set them.
+  const iceberg = fields as unknown as IcebergProps;
+  const pipeline = parsePipelineConfig(givenContext(scope, CONFIG_KEYS), contextLabel);
+  try {
+    icebergConfigOf(iceberg, pipeline);
+  } catch (error) {
+    if (error instanceof InvalidSettingError) throw icebergContextError(error, contextLabel);
+    throw error;
+  }
+  return { iceberg };
 }
 
 function rejectUnknownContext(scope: Construct): void {

@@ -25,6 +25,11 @@ import {
   REPLAY_FIELD_OF_CONTEXT_KEY,
   type ReplayContextKey,
 } from '../infra/config.ts';
+import {
+  ICEBERG_CONTEXT_KEYS,
+  ICEBERG_FIELD_OF_CONTEXT_KEY,
+  type IcebergContextKey,
+} from '../infra/iceberg-context.ts';
 import { DURATION_UNITS, PROP_OF_SETTING } from '../infra/prop-names.ts';
 import { ENV_NAMES, settingsSchema } from '../shared/config/settings.ts';
 
@@ -76,6 +81,30 @@ const REPLAY_CONTEXT: Readonly<Record<ReplayContextKey, { default: string; meani
     default: '— (unset)',
     meaning:
       'For `replayStartingPosition` `AT_TIMESTAMP`: Unix seconds (or ISO 8601 with a zone) in context, whole Unix seconds in props.',
+  },
+};
+
+const ICEBERG_SECTION = 'deploy.md#an-iceberg-table';
+
+/** The `iceberg` prop's fields the repository's stack reads from context (`infra/iceberg-context.ts`). */
+const ICEBERG_CONTEXT: Readonly<Record<IcebergContextKey, { default: string; meaning: string }>> = {
+  icebergCatalog: {
+    default: '— (no table)',
+    meaning: `Publish each committed checkpoint to an Iceberg table, one snapshot each: \`glue\` (a Glue database and table the stack creates, which Athena queries) or \`file\` (metadata in the sink bucket only); \`s3tables\` is refused. Adds the Publish step and its function. Needs \`outputFormat\` \`parquet\` ([deploy.md](${ICEBERG_SECTION})).`,
+  },
+  icebergDatabase: {
+    default: '`eos_<pipelineId>_iceberg`',
+    meaning: '`glue`: the Glue database the stack creates for the table.',
+  },
+  icebergTable: { default: '`output`', meaning: "`glue`: the table's name." },
+  icebergTablePrefix: {
+    default: '`<pipelineId>/iceberg/output`',
+    meaning:
+      "The table's key prefix in the sink bucket (its metadata under `metadata/`); not inside the pipeline's own prefixes.",
+  },
+  icebergPartitioning: {
+    default: '`time-folders`',
+    meaning: '`time-folders` (identity partitions on the `dt`/`hour` folders) or `none`.',
   },
 };
 
@@ -273,6 +302,12 @@ function deploymentSection(): string {
       `\`-c ${name}\` / \`replay.${REPLAY_FIELD_OF_CONTEXT_KEY[name as ReplayContextKey]}\``,
       replay.default,
       replay.meaning,
+    ]);
+  for (const name of ICEBERG_CONTEXT_KEYS)
+    rows.push([
+      `\`-c ${name}\` / \`iceberg.${ICEBERG_FIELD_OF_CONTEXT_KEY[name]}\``,
+      ICEBERG_CONTEXT[name].default,
+      ICEBERG_CONTEXT[name].meaning,
     ]);
   for (const [name, app] of Object.entries(APP_CONTEXT))
     rows.push([`\`-c ${name}\``, app.default, app.meaning]);
