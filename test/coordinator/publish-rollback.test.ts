@@ -17,9 +17,12 @@ import {
   commitNext as commitWith,
   compact,
   crashingLedger,
+  expire,
   mainCheckpoints,
   type PublishSetup,
   publishSetup,
+  rowsBack,
+  rowsOf,
   setMain,
   stateOf,
 } from '../support/publish.ts';
@@ -165,5 +168,34 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     const metadata = await metadataOf(s.catalog);
     expect(mainCheckpoints(metadata)).toEqual(['1']);
     expect(checkpointsOf(metadata)).toEqual(['1', '2']);
+  });
+
+  it('refuses a checkpoint found by its snapshot when main, set back below it with a compaction on top, has a history cut at its parent', async () => {
+    const s = setup();
+    await commitNext(s);
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    const [first, second] = [1, 2].map((id) => snapshotIdOf(s.settings.pipelineId, id));
+    // Main set back to 1, a compaction on it, then 1's snapshot expired: main's history and 2's both end at 1.
+    await setMain(s.catalog, first as bigint);
+    await compact(s.catalog);
+    await expire(s.catalog, (id) => id !== first);
+    const before = await metadataOf(s.catalog);
+    expect(checkpointsOf(before)).toEqual(['2', '-']);
+    expect(before['last-sequence-number']).toBeGreaterThan(2);
+
+    const refused = await publishCheckpoint(s.parts, 2).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
+    expect((refused as Error).message).toMatch(
+      new RegExp(
+        `holds checkpoint 2 outside main \\(snapshot ${second} is not in main's history: main branches off below it.*restore main to it`,
+      ),
+    );
+    expect(await s.parts.snapshots.read(2)).toBeUndefined();
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
+    expect(await rowsBack(s.catalog)).toEqual(rowsOf(1));
   });
 });

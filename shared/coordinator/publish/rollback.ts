@@ -7,7 +7,9 @@
  * Judged against the published mark (checkpoint M, its snapshot S, sequence number s), by main's history alone:
  * - the table has no metadata;
  * - S is listed but main's history, followed through the listed snapshots, does not reach it (main set back past
- *   it). A history cut short by an expired snapshot cannot say: it is judged as if S were not listed;
+ *   it). A history cut short by an expired snapshot says so too when S's own history ends at that same snapshot:
+ *   main and S then descend from it apart (main set back below S, a commit on top, the snapshot between expired).
+ *   Cut short elsewhere, it cannot say: it is judged as if S were not listed;
  * - S is not listed (expired) and main's head has a sequence number below s: every snapshot committed after S,
  *   compactions included, has a higher one, so the head is older than S. An older metadata file put back is
  *   caught here: it lists no S and its head is older.
@@ -29,16 +31,19 @@ import type { PublishedMark, TableSnapshot } from '../../ledger/table-snapshots.
 /** The table no longer holds a checkpoint the ledger records as published: nothing is appended over it. */
 export class IcebergTableRolledBackError extends PipelineError {}
 
-/** Main's history from its head through the listed snapshots, and whether it ends at a snapshot no longer listed. */
-function history(metadata: TableMetadata): { ids: Set<bigint>; cutShort: boolean } {
+/**
+ * The history of snapshot `from` (main's head when undefined) through the listed snapshots, and where it is cut
+ * short: the snapshot no longer listed it ends at, undefined when it ends at a first snapshot.
+ */
+function history(metadata: TableMetadata, from?: bigint): { ids: Set<bigint>; cutAt: bigint | undefined } {
   const byId = new Map(metadata.snapshots.map((snapshot) => [snapshot['snapshot-id'], snapshot]));
   const ids = new Set<bigint>();
-  let id = mainSnapshotId(metadata);
+  let id = from ?? mainSnapshotId(metadata);
   while (id !== undefined && byId.has(id) && !ids.has(id)) {
     ids.add(id);
     id = byId.get(id)?.['parent-snapshot-id'];
   }
-  return { ids, cutShort: id !== undefined && !byId.has(id) };
+  return { ids, cutAt: id !== undefined && !byId.has(id) ? id : undefined };
 }
 
 /**
@@ -50,10 +55,15 @@ export function missingFromMain(
   snapshotId: bigint,
   sequenceNumber: number,
 ): string | undefined {
-  const { ids, cutShort } = history(metadata);
-  if (ids.has(snapshotId)) return undefined;
+  const main = history(metadata);
+  if (main.ids.has(snapshotId)) return undefined;
   const listed = metadata.snapshots.some((candidate) => candidate['snapshot-id'] === snapshotId);
-  if (listed && !cutShort) return `snapshot ${snapshotId} is not in main's history`;
+  if (listed && main.cutAt === undefined) return `snapshot ${snapshotId} is not in main's history`;
+  // Both histories ending at the same expired snapshot, an ancestor of this one: main's history reaches it without
+  // meeting this one, so main branches off below this one.
+  if (listed && history(metadata, snapshotId).cutAt === main.cutAt) {
+    return `snapshot ${snapshotId} is not in main's history: main branches off below it (both histories end at expired snapshot ${main.cutAt})`;
+  }
   const head = mainHeadSequence(metadata);
   return head < sequenceNumber
     ? `main's head has sequence number ${head}, below ${sequenceNumber}`
