@@ -9,20 +9,41 @@
  *
  * A commit of version N writes `v<N>.metadata.json` with `If-None-Match: *`: of two writers of the same N one wins
  * and the other gets 412, its `conflict`. Versions are therefore written in order without gaps, and the version
- * token is N. The hint is written after the metadata, without a condition; a crash between the two, or a slow writer
- * putting back an older N, leaves it behind, never ahead, so `load` reads the hint's version and then looks for
- * newer ones upward until one is missing. Without a hint (the first commit's hint lost), it lists the metadata
- * folder for the highest N first.
+ * token is N. The hint is written after the metadata and only ever moves forward: it is put with `If-Match` on the
+ * ETag it was read with (`If-None-Match: *` when there was none), and on 412 read again, until it names N or a newer
+ * version. An unconditional put would let a slow writer of N put it back below a version another writer committed
+ * and hinted meanwhile, and readers that follow the hint would miss the newest snapshot until the next commit. A
+ * crash between the two puts, or a hint put that failed or gave up, still leaves the hint behind, never ahead, so
+ * `load` reads the hint's version and then looks for newer ones upward until one is missing. Without a hint (the
+ * first commit's hint lost), it lists the metadata folder for the highest N first.
  */
 import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
-import { getBytes, listObjects } from '../sink/objects.ts';
+import { getBytes, getObject, isNotFound, listObjects } from '../sink/objects.ts';
 import type { Catalog, Committed, TableState } from './catalog.ts';
 import { parseTableMetadata, tableMetadataJson, writeMetadataJson } from './metadata-json.ts';
 import type { TableMetadata } from './table-metadata.ts';
 
 const VERSION_FILE = /\/v(\d+)\.metadata\.json$/;
 
+/**
+ * Conditional puts of the hint per commit or load. Each refused one means another writer moved the hint (forward,
+ * as every writer does), so a few suffice; past them the hint is left behind, which `load` finds and corrects.
+ */
+export const HINT_ATTEMPTS = 4;
+
+/** The hint object as read or written: the version it names (0: none) and its ETag (undefined: no object). */
+interface HintSeen {
+  readonly version: number;
+  readonly etag: string | undefined;
+}
+
 export class FileCatalog implements Catalog {
+  /**
+   * The hint as this catalog last read or wrote it: a commit after a load puts its hint on that ETag without
+   * reading the hint again. Only a guess: the put's `If-Match` decides, and a stale guess costs one refused put.
+   */
+  private lastHint: HintSeen | undefined;
+
   /**
    * @param root the table's key prefix in `bucket`, without a trailing slash (`<pipeline>/iceberg/output`); the
    *   table's location is `s3://<bucket>/<root>`.
@@ -52,8 +73,8 @@ export class FileCatalog implements Catalog {
    * already made writes no metadata, so it would otherwise never move the hint.
    */
   async load(): Promise<TableState | undefined> {
-    const hinted = await this.hintedVersion();
-    let version = hinted ?? (await this.listedVersion());
+    const hint = await this.readHint();
+    let version = hint.version > 0 ? hint.version : await this.listedVersion();
     let bytes = version === 0 ? undefined : await getBytes(this.s3, this.bucket, this.metadataKey(version));
     for (;;) {
       const newer = await getBytes(this.s3, this.bucket, this.metadataKey(version + 1));
@@ -62,7 +83,7 @@ export class FileCatalog implements Catalog {
       bytes = newer;
     }
     if (bytes === undefined) return undefined;
-    if (version !== hinted) await this.writeHint(version);
+    if (version !== hint.version) await this.advanceHint(version, hint);
     return {
       metadata: parseTableMetadata(bytes.toString('utf8')),
       location: `s3://${this.bucket}/${this.metadataKey(version)}`,
@@ -77,14 +98,17 @@ export class FileCatalog implements Catalog {
     }
     const location = `s3://${this.bucket}/${this.metadataKey(version)}`;
     if ((await writeMetadataJson(this.s3, location, tableMetadataJson(next))) === 'exists') return 'conflict';
-    await this.writeHint(version);
+    await this.advanceHint(version, this.lastHint);
     return { metadata: next, location, version: String(version) };
   }
 
-  /** The hint's version; undefined when there is none (or it is not a version). */
-  private async hintedVersion(): Promise<number | undefined> {
-    const text = (await getBytes(this.s3, this.bucket, this.hintKey))?.toString('utf8').trim();
-    return text !== undefined && /^[1-9]\d{0,15}$/.test(text) ? Number(text) : undefined;
+  /** The hint now; a hint that is not a version reads as version 0 (its ETag still guards the put over it). */
+  private async readHint(): Promise<HintSeen> {
+    const object = await getObject(this.s3, this.bucket, this.hintKey);
+    const text = object?.bytes.toString('utf8').trim();
+    const version = text !== undefined && /^[1-9]\d{0,15}$/.test(text) ? Number(text) : 0;
+    this.lastHint = { version, etag: object?.etag };
+    return this.lastHint;
   }
 
   /** The highest version listed under `metadata/` (0: none). */
@@ -98,21 +122,61 @@ export class FileCatalog implements Catalog {
   }
 
   /**
-   * Writes the hint. The commit is already done when this runs, so a failure here is not the commit's: it is
-   * left to the next commit's hint, and `load` finds newer versions without it.
+   * Moves the hint up to `version`, never down: from `seen` (read again when it is no guess below `version`), a put
+   * conditional on it; when refused, the hint is read again and the put repeated on what is there, until the hint
+   * names `version` or a newer one, or {@link HINT_ATTEMPTS} puts were refused. The commit is already done when
+   * this runs, so a failure here is not the commit's: the hint is left to the next commit, and `load` finds newer
+   * versions without it.
    */
-  private async writeHint(version: number): Promise<void> {
+  private async advanceHint(version: number, seen: HintSeen | undefined): Promise<void> {
     try {
-      await this.s3.send(
+      let hint = seen !== undefined && seen.version < version ? seen : await this.readHint();
+      for (let attempt = 1; hint.version < version; attempt++) {
+        if (await this.putHint(version, hint.etag)) return;
+        if (attempt >= HINT_ATTEMPTS) return;
+        hint = await this.readHint();
+      }
+    } catch {
+      // The hint is only a hint (see above): its failure must not turn a done commit into a failed one. What the
+      // hint is now is unknown, so the next commit reads it first.
+      this.lastHint = undefined;
+    }
+  }
+
+  /**
+   * Puts `version` as the hint if the hint is still the object of `etag` (or still absent, `etag` undefined): true
+   * when written; false when another writer changed it first (412, or 404 for an `If-Match` on a hint since
+   * deleted, or 409 for a conditional put racing another, which S3 says to retry).
+   */
+  private async putHint(version: number, etag: string | undefined): Promise<boolean> {
+    try {
+      const answer = await this.s3.send(
         new PutObjectCommand({
           Bucket: this.bucket,
           Key: this.hintKey,
           Body: String(version),
           ContentType: 'text/plain',
+          ...(etag === undefined ? { IfNoneMatch: '*' } : { IfMatch: etag }),
         }),
       );
-    } catch {
-      // The hint is only a hint (see above): its failure must not turn a done commit into a failed one.
+      this.lastHint = answer.ETag ? { version, etag: answer.ETag } : undefined;
+      return true;
+    } catch (error) {
+      if (refusedByCondition(error)) return false;
+      throw error;
     }
   }
+}
+
+/** S3's answers to a conditional put whose condition no longer holds, or that raced another conditional put. */
+function refusedByCondition(error: unknown): boolean {
+  const { name, $metadata } = (error ?? {}) as { name?: string; $metadata?: { httpStatusCode?: number } };
+  const status = $metadata?.httpStatusCode;
+  return (
+    status === 412 ||
+    status === 409 ||
+    name === 'PreconditionFailed' ||
+    name === 'ConditionalRequestConflict' ||
+    isNotFound(error)
+  );
 }

@@ -63,14 +63,12 @@ async function hintOf(catalog: FileCatalog): Promise<string | undefined> {
 }
 
 describe("the file catalog's version hint never goes back", () => {
-  // Defect: the hint is written without a condition, by every commit and by every load that found it behind. A
-  // load that found version 2 behind a hint of 1 (a crash between a metadata put and its hint put, or a hint put
-  // that failed and was swallowed) writes 2; if another publisher commits 3 and writes its hint meanwhile, the late
-  // put sets the hint back to 2. Readers that follow the hint miss checkpoint 3, until a later commit or load
-  // rewrites it: on an idle pipeline, whose executions load no table when nothing lags, indefinitely.
-  // Fix: move the hint only forward: read it with its ETag and put with If-Match (If-None-Match when absent),
-  // rereading and giving up once it names this version or a newer one.
-  it.fails('a load that found the hint behind does not set it back below a commit made meanwhile', async () => {
+  // A load that found version 2 behind a hint of 1 (a crash between a metadata put and its hint put, or a hint put
+  // that failed and was swallowed) writes 2; if another publisher commits 3 and writes its hint meanwhile, an
+  // unconditional late put would set the hint back to 2, and readers that follow it would miss checkpoint 3 until a
+  // later commit or load rewrote it: on an idle pipeline, whose executions load no table when nothing lags,
+  // indefinitely. The hint is put on the ETag it was read with, so the late put is refused and the hint read again.
+  it('a load that found the hint behind does not set it back below a commit made meanwhile', async () => {
     const root = `${uniqueName('hint')}/iceberg/output`;
     const writer = new FileCatalog(res.clients.s3, res.bucket, root);
     const v1 = await writer.commit(undefined, metadataOf(writer.location, 1));
@@ -95,5 +93,34 @@ describe("the file catalog's version hint never goes back", () => {
     held.release();
     expect((await slowLoad)?.version).toBe('2');
     expect(await hintOf(writer)).toBe('3');
+  });
+
+  // Two publishers committing one after the other (a publish and its zombie, or a catch-up and the next checkpoint's
+  // publish): the first's hint put for version 2 arrives after the second committed 3 and put its hint.
+  it('a commit whose hint put arrives late does not set it back below the next commit', async () => {
+    const root = `${uniqueName('hint')}/iceberg/output`;
+    const writer = new FileCatalog(res.clients.s3, res.bucket, root);
+    const v1 = await writer.commit(undefined, metadataOf(writer.location, 1));
+    if (v1 === 'conflict') throw new Error('the first commit met a conflict');
+
+    const held = holdingPuts(res.clients.s3, writer.hintKey);
+    const slow = new FileCatalog(held.s3, res.bucket, root);
+    const loaded = await slow.load();
+    expect(loaded?.version).toBe('1');
+    if (!loaded) throw new Error('the table has no metadata');
+    const slowCommit = slow.commit(loaded, metadataOf(writer.location, 2));
+    await held.arrived;
+
+    const other = new FileCatalog(res.clients.s3, res.bucket, root);
+    const current = await other.load();
+    expect(current?.version).toBe('2');
+    if (!current) throw new Error('the table has no metadata');
+    expect(await other.commit(current, metadataOf(writer.location, 3))).not.toBe('conflict');
+    expect(await hintOf(writer)).toBe('3');
+
+    held.release();
+    expect(await slowCommit).toMatchObject({ version: '2' });
+    expect(await hintOf(writer)).toBe('3');
+    expect((await writer.load())?.version).toBe('3');
   });
 });

@@ -1,11 +1,11 @@
 /**
  * The file catalog against the local S3 server (which answers `If-None-Match: *` with 412 as S3 does): versions
  * written once and in order, a stale or concurrent writer of the same version losing with `conflict`, the hint
- * followed upward and done without.
+ * followed upward and done without, and put only on the hint it was read as.
  */
-import { DeleteObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
+import { FileCatalog, HINT_ATTEMPTS } from '../../shared/iceberg/file-catalog.ts';
 import { partitionSpec } from '../../shared/iceberg/partition-spec.ts';
 import { icebergSchema } from '../../shared/iceberg/schema.ts';
 import {
@@ -43,6 +43,24 @@ function appended(metadata: TableMetadata, checkpointId: number): TableMetadata 
     checkpointId,
     lanes: ['t'],
   });
+}
+
+/** A client that counts the hint's gets and puts and answers each put of it with `refuse` when that is given. */
+function hintCalls(refuse?: () => Error): { s3: S3Client; gets: number; puts: number } {
+  const calls = { gets: 0, puts: 0 };
+  const s3 = {
+    send: (command: { input: { Key?: string } }) => {
+      if (command.input.Key?.endsWith('version-hint.text')) {
+        if (command instanceof GetObjectCommand) calls.gets += 1;
+        if (command instanceof PutObjectCommand) {
+          calls.puts += 1;
+          if (refuse) return Promise.reject(refuse());
+        }
+      }
+      return res.clients.s3.send(command as never);
+    },
+  } as unknown as S3Client;
+  return Object.assign(calls, { s3 });
 }
 
 async function hint(table: FileCatalog): Promise<string | undefined> {
@@ -127,5 +145,51 @@ describe('FileCatalog', () => {
     expect(committed).toMatchObject({ version: '1' });
     expect(await hint(table)).toBeUndefined();
     expect(await table.load()).toEqual(committed);
+  });
+
+  it('puts the hint of a commit after a load on the ETag the load read, without reading the hint again', async () => {
+    const root = uniqueName('tables/t');
+    const first = await new FileCatalog(res.clients.s3, res.bucket, root).commit(
+      undefined,
+      firstMetadata(`s3://${res.bucket}/${root}`),
+    );
+    if (first === 'conflict') throw new Error('first commit refused');
+    const counted = hintCalls();
+    const table = new FileCatalog(counted.s3, res.bucket, root);
+    const loaded = await table.load();
+    if (!loaded) throw new Error('no table');
+    expect([counted.gets, counted.puts]).toEqual([1, 0]);
+    const second = await table.commit(loaded, appended(loaded.metadata, 1));
+    if (second === 'conflict') throw new Error('second commit refused');
+    await table.commit(second, appended(second.metadata, 2));
+    expect([counted.gets, counted.puts]).toEqual([1, 2]);
+    expect(await hint(table)).toBe('3');
+  });
+
+  it('writes the hint again when it was deleted after the load read it', async () => {
+    const table = catalog();
+    const first = await table.commit(undefined, firstMetadata(table.location));
+    if (first === 'conflict') throw new Error('first commit refused');
+    const loaded = await table.load();
+    if (!loaded) throw new Error('no table');
+    await res.clients.s3.send(new DeleteObjectCommand({ Bucket: res.bucket, Key: table.hintKey }));
+    expect(await table.commit(loaded, appended(loaded.metadata, 1))).toMatchObject({ version: '2' });
+    expect(await hint(table)).toBe('2');
+  });
+
+  it('gives up the hint after a bounded number of refused puts, and keeps the commit done', async () => {
+    const refusing = hintCalls(() =>
+      Object.assign(new Error('At least one of the pre-conditions you specified did not hold'), {
+        name: 'PreconditionFailed',
+        $metadata: { httpStatusCode: 412 },
+      }),
+    );
+    const table = catalog(refusing.s3);
+    const committed = await table.commit(undefined, firstMetadata(table.location));
+    expect(committed).toMatchObject({ version: '1' });
+    expect(refusing.puts).toBe(HINT_ATTEMPTS);
+    expect(await hint(table)).toBeUndefined();
+    expect(await table.load()).toEqual(committed);
+    expect(refusing.puts).toBe(2 * HINT_ATTEMPTS);
   });
 });
