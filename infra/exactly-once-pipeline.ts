@@ -220,6 +220,16 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
   }
 
   /**
+   * Lets `grantee` read the Iceberg table (the `iceberg` prop) as a query engine does: its files under the table
+   * prefix, the committed Parquet objects it names, and for `glue` the catalog reads of the table
+   * (`IcebergPublishTable.grantRead`). Fails synth without the prop.
+   */
+  grantReadTable(grantee: iam.IGrantable): iam.Grant {
+    if (!this.iceberg) throw new InvalidSettingError('iceberg', 'grantReadTable needs the iceberg prop');
+    return this.iceberg.grantRead(grantee, this.config.pipelineId);
+  }
+
+  /**
    * One of this pipeline's metrics (`shared/observability/names.ts`), with the dimensions the handlers emit it
    * with. Default statistic Sum, period 5 minutes.
    */
@@ -387,6 +397,7 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
       stateMachineArn: this.coordinator.stateMachine.stateMachineArn,
       clusterArn: this.clusterArn,
       ...(this.analytics ? { analytics: this.analytics } : {}),
+      ...(this.iceberg ? { iceberg: this.iceberg.outputValue } : {}),
     });
   }
 

@@ -182,6 +182,7 @@ export interface IcebergPublishTableProps {
 
 export class IcebergPublishTable extends Construct {
   readonly config: IcebergConfig;
+  private readonly bucket: s3.IBucket;
   /** `s3://<bucket>/<tablePrefix>`: the table's location; its metadata is under `metadata/`. */
   readonly location: string;
   /** The Glue database and table (`glue` only). */
@@ -191,6 +192,7 @@ export class IcebergPublishTable extends Construct {
   constructor(scope: Construct, id: string, props: IcebergPublishTableProps) {
     super(scope, id);
     this.config = props.config;
+    this.bucket = props.bucket;
     this.location = `s3://${props.bucket.bucketName}/${props.config.tablePrefix}`;
     const names = props.config.glue;
     if (!names) return;
@@ -220,6 +222,14 @@ export class IcebergPublishTable extends Construct {
     this.table.applyRemovalPolicy(removalPolicy);
   }
 
+  /** What the stack output names: the Glue `database.table`, else the table's location. */
+  get outputValue(): { readonly table: string; readonly glue: boolean } {
+    const names = this.config.glue;
+    return names
+      ? { table: `${names.databaseName}.${names.tableName}`, glue: true }
+      : { table: this.location, glue: false };
+  }
+
   /** `<tablePrefix>/metadata/`: everything the publish step writes (metadata files, manifests, manifest lists). */
   get metadataPrefix(): string {
     return `${this.config.tablePrefix}/metadata/`;
@@ -240,25 +250,75 @@ export class IcebergPublishTable extends Construct {
   }
 
   /**
+   * Lets `grantee` read the table as Athena, Spark or Trino do: the table's files under `<tablePrefix>/` (metadata,
+   * and whatever maintenance writes there) and the data files it names under `<pl>/final/output/` (`s3:GetObject`,
+   * `s3:ListBucket` on those prefixes), decrypted through S3 under SSE-KMS, and for `glue` the catalog reads of this
+   * table (`glue:GetDatabase`, `glue:GetTable`). Never a write: only the publish step commits to the table.
+   */
+  grantRead(grantee: iam.IGrantable, pipelineId: string): iam.Grant {
+    const prefixes = [`${this.config.tablePrefix}/`, `${finalPrefix(pipelineId)}output/`];
+    let grant = iam.Grant.addToPrincipal({
+      grantee,
+      actions: ['s3:GetObject'],
+      resourceArns: prefixes.map((prefix) => this.bucket.arnForObjects(`${prefix}*`)),
+    }).combine(
+      iam.Grant.addToPrincipal({
+        grantee,
+        actions: ['s3:ListBucket'],
+        resourceArns: [this.bucket.bucketArn],
+        conditions: { StringLike: { 's3:prefix': prefixes.map((prefix) => `${prefix}*`) } },
+      }),
+    );
+    const key = this.bucket.encryptionKey;
+    if (key) {
+      const stack = Stack.of(this);
+      grant = grant.combine(
+        iam.Grant.addToPrincipal({
+          grantee,
+          actions: ['kms:Decrypt'],
+          resourceArns: [key.keyArn],
+          conditions: { StringEquals: { 'kms:ViaService': `s3.${stack.region}.${stack.urlSuffix}` } },
+        }),
+      );
+    }
+    const names = this.config.glue;
+    if (names) {
+      grant = grant.combine(
+        iam.Grant.addToPrincipal({
+          grantee,
+          actions: ['glue:GetDatabase', 'glue:GetTable'],
+          resourceArns: this.glueArns(names),
+        }),
+      );
+    }
+    return grant;
+  }
+
+  /** The catalog, database and table ARNs Glue authorises a table's calls on. */
+  private glueArns(names: { readonly databaseName: string; readonly tableName: string }): string[] {
+    const stack = Stack.of(this);
+    return [
+      stack.formatArn({ service: 'glue', resource: 'catalog' }),
+      stack.formatArn({ service: 'glue', resource: 'database', resourceName: names.databaseName }),
+      stack.formatArn({
+        service: 'glue',
+        resource: 'table',
+        resourceName: `${names.databaseName}/${names.tableName}`,
+      }),
+    ];
+  }
+
+  /**
    * What the publish step does to the catalog, on this table alone: the Glue table read, updated on its version,
    * and created by a first commit that finds none (Glue authorises each on the catalog, the database and the table).
    */
   catalogStatements(): iam.PolicyStatement[] {
     const names = this.config.glue;
     if (!names) return [];
-    const stack = Stack.of(this);
     return [
       new iam.PolicyStatement({
         actions: ['glue:GetTable', 'glue:UpdateTable', 'glue:CreateTable'],
-        resources: [
-          stack.formatArn({ service: 'glue', resource: 'catalog' }),
-          stack.formatArn({ service: 'glue', resource: 'database', resourceName: names.databaseName }),
-          stack.formatArn({
-            service: 'glue',
-            resource: 'table',
-            resourceName: `${names.databaseName}/${names.tableName}`,
-          }),
-        ],
+        resources: this.glueArns(names),
       }),
     ];
   }

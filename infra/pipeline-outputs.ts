@@ -14,6 +14,8 @@ export interface PipelineOutputValues {
     readonly tableName: string;
     readonly workgroupName: string;
   };
+  /** The Iceberg table (the `iceberg` prop): its Glue `database.table`, else its location. */
+  readonly iceberg?: { readonly table: string; readonly glue: boolean };
 }
 
 export function addPipelineOutputs(scope: Construct, values: PipelineOutputValues): void {
@@ -28,6 +30,14 @@ export function addPipelineOutputs(scope: Construct, values: PipelineOutputValue
       description: 'The Glue table over the committed output (query it in the workgroup below)',
     });
     new CfnOutput(scope, 'AthenaWorkGroup', { value: values.analytics.workgroupName });
+  }
+  if (values.iceberg) {
+    new CfnOutput(scope, 'IcebergTable', {
+      value: values.iceberg.table,
+      description: values.iceberg.glue
+        ? 'The Iceberg table each committed checkpoint is published to (Glue database.table; query it in Athena)'
+        : 'The Iceberg table each committed checkpoint is published to (its location: a file-catalog table)',
+    });
   }
   new CfnOutput(scope, 'BucketName', { value: values.bucketName, description: 'The sink bucket' });
   new CfnOutput(scope, 'StateMachineArn', { value: values.stateMachineArn });

@@ -4,20 +4,25 @@
  * naming the field; and a stack without the prop that is the stack without it (nothing added to any role, the
  * definition without a publish state).
  */
+import { Template } from 'aws-cdk-lib/assertions';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import { describe, expect, it } from 'vitest';
 import type { ExactlyOncePipelineProps } from '../../infra/exactly-once-pipeline.ts';
 import { unacknowledgedNagFindings } from '../../infra/nag.ts';
+import { ExactlyOncePipelineStack } from '../../infra/stack.ts';
 import { buildCoordinatorDefinition, COORDINATOR_STEPS } from '../../shared/coordinator/definition.ts';
 import { InvalidSettingError } from '../../shared/errors.ts';
 import { resolveIntrinsics } from '../support/asl.ts';
 import {
   actionsOf,
   allStatements,
+  BASE_PROPS,
   type PolicyStatementJson,
   resourcesOf,
   resourcesOfStatement,
   type Synthesized,
   synthesize,
+  testApp,
 } from '../support/infra.ts';
 
 const PARQUET: Partial<ExactlyOncePipelineProps> = { outputFormat: 'parquet', timePartitioning: 'hour' };
@@ -140,6 +145,17 @@ describe('the iceberg prop', () => {
     expect(table!.DeletionPolicy).toBe('Retain');
   });
 
+  it('names the table in the stack outputs: the Glue database.table, a file table by its location', () => {
+    const outputs = (synthesized: Synthesized) =>
+      Object.entries(synthesized.template.toJSON().Outputs as Record<string, { Value: unknown }>)
+        .filter(([id]) => id.includes('IcebergTable'))
+        .map(([, output]) => output.Value);
+    expect(outputs(glue)).toEqual(['eos_orders_iceberg.output']);
+    expect(outputs(plain)).toEqual([]);
+    const file = synthesize({ ...PARQUET, iceberg: { catalog: 'file' } });
+    expect(JSON.stringify(outputs(file))).toContain('/orders/iceberg/output');
+  });
+
   it('sets EOS_ICEBERG_* on the publish function only', () => {
     expect(environmentOf(glue, publishId)).toMatchObject({
       EOS_ICEBERG_CATALOG: 'glue',
@@ -235,6 +251,50 @@ describe('the iceberg prop', () => {
       EOS_ICEBERG_PARTITIONING: 'none',
     });
     expect(environmentOf(file, fnId).EOS_ICEBERG_DATABASE).toBeUndefined();
+  });
+
+  it('grantReadTable: reads of the table prefix, the output it names and the Glue table; no write; none without the prop', () => {
+    const stackWith = (props: Partial<ExactlyOncePipelineProps>) =>
+      new ExactlyOncePipelineStack(testApp(), 'Reader', { pipeline: { ...BASE_PROPS, ...props } });
+    const reader = stackWith(GLUE);
+    const role = new iam.Role(reader, 'Analyst', { assumedBy: new iam.AccountRootPrincipal() });
+    reader.pipeline.grantReadTable(role);
+    const template = Template.fromStack(reader);
+    const json = template.toJSON() as TemplateJson;
+    const roleId = reader.getLogicalId(role.node.defaultChild as never);
+    const statements = allStatements(template).filter((st) =>
+      JSON.stringify(resourcesOf(template, 'AWS::IAM::Policy')[st.policy]!.Properties.Roles).includes(roleId),
+    );
+    const described = statements.map((st) => ({
+      actions: [...actionsOf(st)].sort(),
+      resources: resourcesOfStatement(st).map((r) => String(resolveIntrinsics(r, json))),
+      condition: st.Condition,
+    }));
+    expect(described.flatMap((d) => d.actions).sort()).toEqual([
+      'glue:GetDatabase',
+      'glue:GetTable',
+      's3:GetObject',
+      's3:ListBucket',
+    ]);
+    const objects = described.find((d) => d.actions.includes('s3:GetObject'))!;
+    expect(objects.resources.map((r) => r.slice(r.indexOf('/orders/') + 1))).toEqual([
+      'orders/iceberg/output/*',
+      'orders/final/output/*',
+    ]);
+    expect(described.find((d) => d.actions.includes('s3:ListBucket'))!.condition).toEqual({
+      StringLike: { 's3:prefix': ['orders/iceberg/output/*', 'orders/final/output/*'] },
+    });
+    const catalog = described.find((d) => d.actions.includes('glue:GetTable'))!;
+    expect(catalog.resources.map((r) => r.replace(/^arn:[^:]+:glue:[^:]*:[^:]*:/, ''))).toEqual([
+      'catalog',
+      'database/eos_orders_iceberg',
+      'table/eos_orders_iceberg/output',
+    ]);
+    const without = stackWith(PARQUET);
+    const other = new iam.Role(without, 'Analyst', { assumedBy: new iam.AccountRootPrincipal() });
+    expect(() => without.pipeline.grantReadTable(other)).toThrow(
+      /invalid setting iceberg: grantReadTable needs/,
+    );
   });
 
   it('leaves cdk-nag nothing unacknowledged', () => {
