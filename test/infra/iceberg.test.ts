@@ -118,12 +118,11 @@ describe('the iceberg prop', () => {
     const changed = Object.keys(before).filter(
       (id) => JSON.stringify(before[id]) !== JSON.stringify(after[id]),
     );
-    const machineRole = JSON.stringify(before[machineId]!.Properties).match(/"(\w+Role\w*)"/)?.[1];
     for (const id of changed) {
       const invokesPublish = JSON.stringify(after[id]).includes(publishId);
       expect(id === machineId || invokesPublish, `${id} changed`).toBe(true);
     }
-    expect(machineRole).toBeDefined();
+    expect(changed).toContain(machineId);
   });
 
   it('creates the Glue database and an Iceberg table without metadata at the table prefix of the sink bucket', () => {
