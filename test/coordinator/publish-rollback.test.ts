@@ -198,4 +198,28 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
     expect(await rowsBack(s.catalog)).toEqual(rowsOf(1));
   });
+
+  it('refuses to move the mark to a recorded checkpoint whose snapshot expired after main was set back below it and compacted', async () => {
+    const s = setup();
+    for (let i = 0; i < 3; i++) await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'advanceMark'), 2)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    const second = snapshotIdOf(s.settings.pipelineId, 2);
+    // Main set back to 1, a compaction on it (its sequence number above 2's), 2's snapshot expired.
+    await setMain(s.catalog, snapshotIdOf(s.settings.pipelineId, 1));
+    await compact(s.catalog);
+    await expire(s.catalog, (id) => id !== second);
+    expect(mainCheckpoints(await metadataOf(s.catalog))).toEqual(['1', '-']);
+
+    const refused = await publishCheckpoint(s.parts, 3).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
+    expect((refused as Error).message).toMatch(
+      /rolled back below checkpoint 2 .*not in main's history, which reaches checkpoint 1's snapshot first/,
+    );
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
+    expect(await s.parts.snapshots.read(3)).toBeUndefined();
+    expect(await rowsBack(s.catalog)).toEqual(rowsOf(1));
+  });
 });

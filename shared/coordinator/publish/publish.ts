@@ -75,7 +75,7 @@ export async function publishCheckpoint(parts: PublishParts, checkpointId: numbe
   const { target } = parts;
   const property = publishedCheckpointProperty(parts.pipelineId);
   let mark = await parts.snapshots.readMark();
-  assertNotRolledBack(await target.catalog.load(), mark, property, target.table.location);
+  assertNotRolledBack(await target.catalog.load(), mark, parts.pipelineId, target.table.location);
   const published: PublishedCheckpoint[] = [];
   const last = Math.min(checkpointId, mark.upTo + PUBLISH_CATCH_UP_LIMIT);
   for (let id = mark.upTo + 1; id <= last; id++) {
@@ -131,7 +131,7 @@ async function publishOne(
     assertNotRolledBack(
       await catalog.load(),
       { upTo: checkpointId, snapshot: recorded },
-      property,
+      parts.pipelineId,
       table.location,
     );
     await snapshots.advanceMark(recorded, clock.now());
@@ -167,7 +167,7 @@ function assertFoundInMain(
   found: AppendResult,
   previous: TableSnapshot | undefined,
 ): void {
-  const missing = foundMissingFromMain(found, parts.pipelineId, previous);
+  const missing = foundMissingFromMain(found, parts.pipelineId, checkpointId, previous);
   if (missing === undefined) return;
   const location = parts.target.table.location;
   const remedy =
@@ -208,7 +208,7 @@ async function append(
     checkpointProperty: property,
     judge: (state) => {
       const mark = previous ? { upTo: checkpointId - 1, snapshot: previous } : { upTo: 0 };
-      assertNotRolledBack(state, mark, property, table.location);
+      assertNotRolledBack(state, mark, parts.pipelineId, table.location);
     },
   });
 }

@@ -12,7 +12,11 @@
  *   Cut short elsewhere, it cannot say: it is judged as if S were not listed;
  * - S is not listed (expired) and main's head has a sequence number below s: every snapshot committed after S,
  *   compactions included, has a higher one, so the head is older than S. An older metadata file put back is
- *   caught here: it lists no S and its head is older.
+ *   caught here: it lists no S and its head is older;
+ * - S is not listed, and main's history, walked from its head through the listed snapshots, reaches a snapshot of
+ *   an earlier checkpoint of the pipeline first: appends are in checkpoint order, so a head descending from S
+ *   meets S, a later checkpoint's snapshot or an expired one first (main set back below S, a compaction on top,
+ *   S expired: a rollback does not lower the sequence numbers).
  * The published-checkpoint property is no evidence of a rollback on its own: a table that lost its properties
  * (another engine's metadata rewrite, a catalog migration) but whose main holds S goes on; when main lost S too,
  * a property below M is named in the report.
@@ -27,6 +31,7 @@ import {
 import type { TableState } from '../../iceberg/catalog.ts';
 import { mainSnapshotId, type TableMetadata } from '../../iceberg/table-metadata.ts';
 import type { PublishedMark, TableSnapshot } from '../../ledger/table-snapshots.ts';
+import { publishedCheckpointProperty } from './target.ts';
 
 /** The table no longer holds a checkpoint the ledger records as published: nothing is appended over it. */
 export class IcebergTableRolledBackError extends PipelineError {}
@@ -46,15 +51,19 @@ function history(metadata: TableMetadata, from?: bigint): { ids: Set<bigint>; cu
   return { ids, cutAt: id !== undefined && !byId.has(id) ? id : undefined };
 }
 
+/** A checkpoint's snapshot as the ledger records it. */
+export type CheckpointSnapshot = Pick<TableSnapshot, 'checkpointId' | 'snapshotId' | 'sequenceNumber'>;
+
 /**
- * Why main does not hold snapshot `snapshotId` (sequence number `sequenceNumber`), or undefined when it does (see
- * the module comment for how an expired snapshot is judged).
+ * Why main does not hold the pipeline's snapshot `snapshot`, or undefined when it does (see the module comment for
+ * how a history cut short and an expired snapshot are judged).
  */
 export function missingFromMain(
   metadata: TableMetadata,
-  snapshotId: bigint,
-  sequenceNumber: number,
+  snapshot: CheckpointSnapshot,
+  pipelineId: string,
 ): string | undefined {
+  const { snapshotId, sequenceNumber, checkpointId } = snapshot;
   const main = history(metadata);
   if (main.ids.has(snapshotId)) return undefined;
   const listed = metadata.snapshots.some((candidate) => candidate['snapshot-id'] === snapshotId);
@@ -65,8 +74,12 @@ export function missingFromMain(
     return `snapshot ${snapshotId} is not in main's history: main branches off below it (both histories end at expired snapshot ${main.cutAt})`;
   }
   const head = mainHeadSequence(metadata);
-  return head < sequenceNumber
-    ? `main's head has sequence number ${head}, below ${sequenceNumber}`
+  if (head < sequenceNumber) return `main's head has sequence number ${head}, below ${sequenceNumber}`;
+  // Appends are in checkpoint order: a head descending from this snapshot meets it, a later checkpoint's, or an
+  // expired snapshot before any earlier checkpoint's.
+  const newest = newestCheckpointInMain(metadata, pipelineId);
+  return newest !== undefined && newest < checkpointId
+    ? `snapshot ${snapshotId} is not in main's history, which reaches checkpoint ${newest}'s snapshot first`
     : undefined;
 }
 
@@ -81,13 +94,14 @@ export function missingFromMain(
 export function foundMissingFromMain(
   found: AppendResult,
   pipelineId: string,
+  checkpointId: number,
   previous: TableSnapshot | undefined,
 ): string | undefined {
   const { metadata } = found.state;
   if (found.foundBy !== 'property') {
     return found.inMainHistory
       ? undefined
-      : missingFromMain(metadata, found.snapshotId, found.sequenceNumber);
+      : missingFromMain(metadata, { ...found, checkpointId }, pipelineId);
   }
   if (!found.inMainHistory) {
     const newest = newestCheckpointInMain(metadata, pipelineId);
@@ -104,25 +118,29 @@ export function foundMissingFromMain(
 function rollbackOf(
   state: TableState | undefined,
   mark: PublishedMark,
-  property: string,
+  pipelineId: string,
 ): string | undefined {
   const snapshot = mark.snapshot;
   if (mark.upTo === 0 || snapshot === undefined) return undefined;
   if (state === undefined) return 'the table has no metadata';
-  const missing = missingFromMain(state.metadata, snapshot.snapshotId, snapshot.sequenceNumber);
+  const missing = missingFromMain(state.metadata, snapshot, pipelineId);
   if (missing === undefined) return undefined;
+  const property = publishedCheckpointProperty(pipelineId);
   const named = checkpointOfProperty(state.metadata, property);
   return named < mark.upTo ? `${missing}; its ${property} is ${named}` : missing;
 }
 
-/** Throws {@link IcebergTableRolledBackError} (one line) when the table lost the mark's checkpoint. */
+/**
+ * Throws {@link IcebergTableRolledBackError} (one line) when the table lost the mark's checkpoint: the published
+ * mark, or the record of a checkpoint about to be marked or appended on.
+ */
 export function assertNotRolledBack(
   state: TableState | undefined,
   mark: PublishedMark,
-  property: string,
+  pipelineId: string,
   location: string,
 ): void {
-  const why = rollbackOf(state, mark, property);
+  const why = rollbackOf(state, mark, pipelineId);
   if (why === undefined) return;
   throw new IcebergTableRolledBackError(
     `the Iceberg table ${location} was rolled back below checkpoint ${mark.upTo} (snapshot ${mark.snapshot?.snapshotId}), which the ledger records as published (${why}): nothing is appended over it; restore the table's metadata to a version that holds it`,
