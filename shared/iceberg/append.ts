@@ -110,9 +110,9 @@ export interface AppendResult {
   /**
    * Whether main's history holds the snapshot (false: the table was rolled back past it). Found by the property
    * only, the snapshot is gone: false when main's listed history, walked from its head, reaches a snapshot of an
-   * earlier checkpoint of the pipeline (appends are in checkpoint order, so a head descending from this checkpoint
-   * reaches it, or a snapshot no longer listed, first); true when it cannot say, and the caller judges by sequence
-   * numbers.
+   * earlier checkpoint of the pipeline, or its first snapshot, without meeting a snapshot no longer listed (appends
+   * are in checkpoint order, so a head descending from this checkpoint meets its snapshot, expired, or a later
+   * checkpoint's first); true when it cannot say, and the caller judges by sequence numbers.
    */
   readonly inMainHistory: boolean;
   /** Commits tried (1 without a conflict). */
@@ -211,6 +211,21 @@ export function mainHeadSequence(metadata: TableMetadata): number {
 }
 
 /**
+ * Whether main's history, walked from its head through the listed snapshots, ends at a first snapshot (or main has
+ * none): every snapshot of it is listed. False when it is cut short at a snapshot no longer listed (expired).
+ */
+export function mainHistoryWhole(metadata: TableMetadata): boolean {
+  const byId = new Map(metadata.snapshots.map((snapshot) => [snapshot['snapshot-id'], snapshot]));
+  const seen = new Set<bigint>();
+  let id = mainSnapshotId(metadata);
+  while (id !== undefined && byId.has(id) && !seen.has(id)) {
+    seen.add(id);
+    id = byId.get(id)?.['parent-snapshot-id'];
+  }
+  return id === undefined || seen.has(id);
+}
+
+/**
  * The checkpoint of the pipeline's snapshot nearest main's head, walking its history through the listed snapshots;
  * undefined when the walk meets none before it ends (at the first snapshot, or at one no longer listed).
  */
@@ -253,7 +268,7 @@ function committedBefore(
     foundBy: 'property',
     snapshotId: snapshotIdOf(request.pipelineId, request.checkpointId),
     sequenceNumber: mainHeadSequence(state.metadata),
-    inMainHistory: newest === undefined || newest > request.checkpointId,
+    inMainHistory: newest === undefined ? !mainHistoryWhole(state.metadata) : newest > request.checkpointId,
   };
 }
 

@@ -40,7 +40,7 @@ afterAll(() => {
 
 type Setup = PublishSetup;
 
-const setup = (): Setup => publishSetup(res, 'pr');
+const setup = (options: { root?: string; base?: number } = {}): Setup => publishSetup(res, 'pr', options);
 const commitNext = (s: Setup, count?: number) => commitWith(res, s, count);
 
 const metadataOf = async (catalog: Catalog): Promise<TableMetadata> => (await stateOf(catalog)).metadata;
@@ -220,6 +220,30 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     );
     expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
     expect(await s.parts.snapshots.read(3)).toBeUndefined();
+    expect(await rowsBack(s.catalog)).toEqual(rowsOf(1));
+  });
+
+  it("refuses a first checkpoint found by the property alone when main, set back to another pipeline's snapshot below it, has a whole history without it", async () => {
+    const other = setup();
+    const s = setup({ root: other.catalog.root, base: 100 });
+    await commitNext(other);
+    await publishCheckpoint(other.parts, 1);
+    await commitNext(s);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 1)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    // Main set back to the other pipeline's snapshot, this pipeline's first snapshot expired: only the property
+    // still names checkpoint 1, and main's history, listed to its first snapshot, never meets it.
+    const otherFirst = snapshotIdOf(other.settings.pipelineId, 1);
+    await setMain(s.catalog, otherFirst, (id) => id === otherFirst);
+
+    const refused = await publishCheckpoint(s.parts, 1).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
+    expect((refused as Error).message).toMatch(
+      /holds checkpoint 1 outside main \(its snapshot is expired and main's history, listed to its first snapshot, does not hold it\)/,
+    );
+    expect(await s.parts.snapshots.read(1)).toBeUndefined();
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(0);
     expect(await rowsBack(s.catalog)).toEqual(rowsOf(1));
   });
 });

@@ -4,19 +4,20 @@
  * ledger records as published would then be missing from the table, and appending the next one over it would make
  * that loss silent. Maintenance, which expires snapshots but never main's head, must not look like a rollback.
  *
- * Judged against the published mark (checkpoint M, its snapshot S, sequence number s), by main's history alone:
+ * Judged against the published mark (checkpoint M, its snapshot S, sequence number s), by main's history, walked
+ * from its head through the listed snapshots. Main lost S when:
  * - the table has no metadata;
- * - S is listed but main's history, followed through the listed snapshots, does not reach it (main set back past
- *   it). A history cut short by an expired snapshot says so too when S's own history ends at that same snapshot:
- *   main and S then descend from it apart (main set back below S, a commit on top, the snapshot between expired).
- *   Cut short elsewhere, it cannot say: it is judged as if S were not listed;
- * - S is not listed (expired) and main's head has a sequence number below s: every snapshot committed after S,
- *   compactions included, has a higher one, so the head is older than S. An older metadata file put back is
- *   caught here: it lists no S and its head is older;
- * - S is not listed, and main's history, walked from its head through the listed snapshots, reaches a snapshot of
- *   an earlier checkpoint of the pipeline first: appends are in checkpoint order, so a head descending from S
- *   meets S, a later checkpoint's snapshot or an expired one first (main set back below S, a compaction on top,
- *   S expired: a rollback does not lower the sequence numbers).
+ * - main's history is whole (it ends at a first snapshot) and does not hold S: main set back past S, or an older
+ *   metadata file put back;
+ * - main's history is cut short at an expired snapshot S's own history (S listed) ends at too: main and S descend
+ *   from it apart (main set back below S, a commit on top, the snapshot between expired);
+ * - main's head has a sequence number below s: every snapshot committed after S, compactions included, has a
+ *   higher one, so the head is older than S (an older metadata file put back: it lists no S, its head is older);
+ * - main's history reaches a snapshot of an earlier checkpoint of the pipeline first: appends are in checkpoint
+ *   order, so a head descending from S meets S, a later checkpoint's snapshot or an expired one first (main set
+ *   back below S, a compaction on top, S expired: a rollback does not lower the sequence numbers).
+ * Otherwise S is held: maintenance expires snapshots but never main's head, and a history cut short elsewhere
+ * descends from S as far as the table can tell.
  * The published-checkpoint property is no evidence of a rollback on its own: a table that lost its properties
  * (another engine's metadata rewrite, a catalog migration) but whose main holds S goes on; when main lost S too,
  * a property below M is named in the report.
@@ -78,8 +79,11 @@ export function missingFromMain(
   // Appends are in checkpoint order: a head descending from this snapshot meets it, a later checkpoint's, or an
   // expired snapshot before any earlier checkpoint's.
   const newest = newestCheckpointInMain(metadata, pipelineId);
-  return newest !== undefined && newest < checkpointId
-    ? `snapshot ${snapshotId} is not in main's history, which reaches checkpoint ${newest}'s snapshot first`
+  if (newest !== undefined && newest < checkpointId) {
+    return `snapshot ${snapshotId} is not in main's history, which reaches checkpoint ${newest}'s snapshot first`;
+  }
+  return main.cutAt === undefined
+    ? `snapshot ${snapshotId} is expired and main's history, listed to its first snapshot, does not hold it`
     : undefined;
 }
 
@@ -88,8 +92,9 @@ export function missingFromMain(
  * (the unknown commit state), or undefined when it does; `previous` is the ledger's record of the checkpoint just
  * before it. Found by its snapshot's summary, the snapshot is judged as the mark's is ({@link missingFromMain}).
  * Found by the property only, its snapshot expired: main lost it when its listed history reaches an earlier
- * checkpoint of the pipeline first ({@link AppendResult.inMainHistory}), or when main's head has a sequence
- * number not above the previous checkpoint's, which every snapshot descending from this one is above.
+ * checkpoint of the pipeline, or its first snapshot, without meeting an expired one
+ * ({@link AppendResult.inMainHistory}), or when main's head has a sequence number not above the previous
+ * checkpoint's, which every snapshot descending from this one is above.
  */
 export function foundMissingFromMain(
   found: AppendResult,
@@ -105,7 +110,9 @@ export function foundMissingFromMain(
   }
   if (!found.inMainHistory) {
     const newest = newestCheckpointInMain(metadata, pipelineId);
-    return `its snapshot is expired and main's history reaches checkpoint ${newest}'s first`;
+    return newest === undefined
+      ? "its snapshot is expired and main's history, listed to its first snapshot, does not hold it"
+      : `its snapshot is expired and main's history reaches checkpoint ${newest}'s first`;
   }
   const head = mainHeadSequence(metadata);
   if (previous !== undefined && head <= previous.sequenceNumber) {
