@@ -227,14 +227,22 @@ export function mainHistoryWhole(metadata: TableMetadata): boolean {
 
 /**
  * The checkpoint of the pipeline's snapshot nearest main's head, walking its history through the listed snapshots;
- * undefined when the walk meets none before it ends (at the first snapshot, or at one no longer listed).
+ * undefined when the walk meets none before it ends (at the first snapshot, or at one no longer listed). With
+ * `judged`, a walk ending at the snapshot of checkpoint `judged - 1`, no longer listed, meets that checkpoint: its
+ * id is a function of the pipeline and the checkpoint ({@link snapshotIdOf}), its summary gone with it.
  */
-export function newestCheckpointInMain(metadata: TableMetadata, pipelineId: string): number | undefined {
+export function newestCheckpointInMain(
+  metadata: TableMetadata,
+  pipelineId: string,
+  judged?: number,
+): number | undefined {
   const byId = new Map(metadata.snapshots.map((snapshot) => [snapshot['snapshot-id'], snapshot]));
   const seen = new Set<bigint>();
+  const previous = judged !== undefined && judged > 1 ? snapshotIdOf(pipelineId, judged - 1) : undefined;
   for (let id = mainSnapshotId(metadata); id !== undefined && !seen.has(id); ) {
     seen.add(id);
     const snapshot = byId.get(id);
+    if (snapshot === undefined && id === previous) return (judged as number) - 1;
     const checkpoint = snapshot?.summary[SUMMARY_CHECKPOINT_ID];
     const ours = snapshot?.summary[SUMMARY_PIPELINE_ID] === pipelineId;
     if (ours && checkpoint !== undefined && /^\d{1,15}$/.test(checkpoint)) return Number(checkpoint);
@@ -262,7 +270,7 @@ function committedBefore(
   if (property === undefined || checkpointOfProperty(state.metadata, property) < request.checkpointId) {
     return undefined;
   }
-  const newest = newestCheckpointInMain(state.metadata, request.pipelineId);
+  const newest = newestCheckpointInMain(state.metadata, request.pipelineId, request.checkpointId);
   return {
     outcome: 'already-committed',
     foundBy: 'property',

@@ -14,6 +14,7 @@ import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import {
   checkpointsOf,
+  commitOver,
   commitNext as commitWith,
   compact,
   crashingLedger,
@@ -244,6 +245,32 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     );
     expect(await s.parts.snapshots.read(1)).toBeUndefined();
     expect((await s.parts.snapshots.readMark()).upTo).toBe(0);
+    expect(await rowsBack(s.catalog)).toEqual(rowsOf(1));
+  });
+
+  it('refuses to move the mark to a recorded checkpoint lost to an older metadata file put back, a compaction reusing its sequence number and the snapshot below expired', async () => {
+    const s = setup();
+    for (let i = 0; i < 3; i++) await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    const old = await stateOf(s.catalog);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'advanceMark'), 2)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    // The metadata of checkpoint 1 put back (its last sequence number with it), a compaction on it taking 2's
+    // sequence number, and 1's snapshot expired: main's history ends at 1's snapshot, its head no lower than 2's.
+    await commitOver(s.catalog, await stateOf(s.catalog), old.metadata);
+    const compaction = await compact(s.catalog);
+    await expire(s.catalog, (id) => id === compaction);
+    const metadata = await metadataOf(s.catalog);
+    expect(metadata.snapshots.map((snapshot) => snapshot['sequence-number'])).toEqual([2]);
+
+    const refused = await publishCheckpoint(s.parts, 3).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
+    expect((refused as Error).message).toMatch(
+      /rolled back below checkpoint 2 .*not in main's history, which reaches checkpoint 1's snapshot first/,
+    );
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
+    expect(await s.parts.snapshots.read(3)).toBeUndefined();
     expect(await rowsBack(s.catalog)).toEqual(rowsOf(1));
   });
 });

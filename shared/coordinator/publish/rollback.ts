@@ -13,9 +13,11 @@
  *   from it apart (main set back below S, a commit on top, the snapshot between expired);
  * - main's head has a sequence number below s: every snapshot committed after S, compactions included, has a
  *   higher one, so the head is older than S (an older metadata file put back: it lists no S, its head is older);
- * - main's history reaches a snapshot of an earlier checkpoint of the pipeline first: appends are in checkpoint
- *   order, so a head descending from S meets S, a later checkpoint's snapshot or an expired one first (main set
- *   back below S, a compaction on top, S expired: a rollback does not lower the sequence numbers).
+ * - main's history reaches a snapshot of an earlier checkpoint of the pipeline first (listed, or the expired
+ *   snapshot of M-1, known by its id): appends are in checkpoint order, so a head descending from S meets S, a
+ *   later checkpoint's snapshot or another expired one first (main set back below S, a compaction on top, S
+ *   expired: a rollback does not lower the sequence numbers, and an older metadata file put back lowers them to
+ *   where the next commit takes S's).
  * Otherwise S is held: maintenance expires snapshots but never main's head, and a history cut short elsewhere
  * descends from S as far as the table can tell.
  * The published-checkpoint property is no evidence of a rollback on its own: a table that lost its properties
@@ -78,7 +80,7 @@ export function missingFromMain(
   if (head < sequenceNumber) return `main's head has sequence number ${head}, below ${sequenceNumber}`;
   // Appends are in checkpoint order: a head descending from this snapshot meets it, a later checkpoint's, or an
   // expired snapshot before any earlier checkpoint's.
-  const newest = newestCheckpointInMain(metadata, pipelineId);
+  const newest = newestCheckpointInMain(metadata, pipelineId, checkpointId);
   if (newest !== undefined && newest < checkpointId) {
     return `snapshot ${snapshotId} is not in main's history, which reaches checkpoint ${newest}'s snapshot first`;
   }
@@ -109,7 +111,7 @@ export function foundMissingFromMain(
       : missingFromMain(metadata, { ...found, checkpointId }, pipelineId);
   }
   if (!found.inMainHistory) {
-    const newest = newestCheckpointInMain(metadata, pipelineId);
+    const newest = newestCheckpointInMain(metadata, pipelineId, checkpointId);
     return newest === undefined
       ? "its snapshot is expired and main's history, listed to its first snapshot, does not hold it"
       : `its snapshot is expired and main's history reaches checkpoint ${newest}'s first`;
