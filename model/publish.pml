@@ -82,20 +82,46 @@ inline walkMain(t) {
   cut = (w != 0)
 }
 
-/* code: missingFromMain(): whether main does not hold snapshot `t` of sequence number `tseq` */
-inline missingFromMain(t, tseq) {
-  walkMain(t);
-  missing = !in && (((listed & BIT(t)) && !cut) || HEAD_SEQ < tseq)
-}
-
-/* code: newestCheckpointInMain(): our snapshot nearest main's head, walking the listed snapshots (0: none) */
-inline newestInMain() {
+/* code: newestCheckpointInMain(): our snapshot nearest main's head, walking the listed snapshots (0: none); a walk
+   that ends at the expired snapshot of checkpoint t - 1 meets it (its id is a function of the checkpoint) */
+inline newestInMain(t) {
   w = head; newest = 0;
   do
   :: w != 0 && (listed & BIT(w)) && OURS(w) -> newest = w; break
   :: w != 0 && (listed & BIT(w)) && !OURS(w) -> w = sParent[w]
+#ifndef MUT_PREVIOUS_UNRECOGNISED
+  :: w != 0 && !(listed & BIT(w)) && w == (t) - 1 -> newest = w; break
+#endif
   :: else -> break
   od
+}
+
+/* code: missingFromMain(): whether main does not hold our snapshot `t` (checkpoint t) of sequence number `tseq`:
+   main's history is whole (not cut short) without it; or it is cut short at the expired snapshot t's own history
+   ends at (main branches off below t); or main's head is below tseq; or main's history reaches an earlier
+   checkpoint's snapshot first. */
+inline missingFromMain(t, tseq) {
+  walkMain(t);
+  e = t;
+  do
+  :: e != 0 && (listed & BIT(e)) -> e = sParent[e]
+  :: else -> break
+  od;
+#ifdef MUT_WHOLE_HISTORY_UNTRUSTED
+  missing = !in && (listed & BIT(t)) && !cut;
+#else
+  missing = !in && !cut;
+#endif
+#ifndef MUT_CUT_BY_SEQUENCE
+  missing = missing || (!in && (listed & BIT(t)) && cut && e == w);
+#endif
+  newestInMain(t);
+#ifdef MUT_EXPIRED_BY_SEQUENCE
+  missing = missing || (!in && HEAD_SEQ < tseq);
+#else
+  missing = missing || (!in && (HEAD_SEQ < tseq || (newest != 0 && newest < t)));
+#endif
+  e = 0; newest = 0
 }
 
 /* A refusal (IcebergTableRolledBackError) is right only when main, as loaded, lost the files of a checkpoint up to
@@ -112,7 +138,7 @@ inline newestInMain() {
 /* ══ one invocation of the publish step (shared/coordinator/publish/publish.ts) ══════════════════════════════ */
 proctype Publisher(byte target; bool faulty) {
   byte m; byte mSeq; byte id; byte lv; byte found; byte seq; byte prevSeq; bool saw;
-  byte w; bool in; bool cut; bool missing; byte newest;
+  byte w; byte e; bool in; bool cut; bool missing; byte newest;
 start:
   atomic {    /* code: publishCheckpoint(): requireCommitted, then TableSnapshots.readMark */
     CRASH;
@@ -137,12 +163,30 @@ start:
 next:
   if :: id > target -> goto done :: else -> skip fi;
   atomic {    /* code: TableSnapshots.read: recorded before, only the mark may lag */
-    if :: recorded[id] -> seq = recSeq[id]; goto advance :: else -> skip fi
+    if :: recorded[id] -> seq = recSeq[id] :: else -> goto load fi
+  }
+  atomic {    /* code: assertNotRolledBack(): the catalog's load, judged against the record before the mark moves */
+#ifndef MUT_MARK_LAG_UNJUDGED
+    if
+    :: version == 0 -> REFUSED(id)
+    :: else -> missingFromMain(id, seq); if :: missing -> REFUSED(id) :: else -> skip fi
+    fi;
+#endif
+    saw = (sFiles[head] & BIT(id)) != 0; w = 0; in = false; cut = false; missing = false;
+    goto advance
   }
 load:
-  /* code: appendCheckpoint(): the catalog's load, then committedBefore(); and, when found, foundMissingFromMain()
-     on the state loaded */
+  /* code: appendCheckpoint(): the catalog's load, judged first against the previous checkpoint's record (the
+     judge publishOne() gives it: assertNotRolledBack()), then committedBefore(); and, when found,
+     foundMissingFromMain() on the state loaded */
   atomic {
+#ifndef MUT_LOAD_UNJUDGED
+    if
+    :: id > 1 && version == 0 -> REFUSED(id - 1)
+    :: id > 1 && version != 0 -> missingFromMain(id - 1, prevSeq); if :: missing -> REFUSED(id - 1) :: else -> skip fi
+    :: else -> skip
+    fi;
+#endif
     lv = version; saw = (sFiles[head] & BIT(id)) != 0; found = 0;
 #ifndef MUT_NO_FOUND_IN_TABLE
     if
@@ -152,11 +196,14 @@ load:
        if :: in -> missing = false :: else -> missingFromMain(id, seq) fi
     :: version != 0 && !(listed & BIT(id)) && prop >= id -> /* code: checkpointOfProperty() */
        found = PROPERTY; seq = HEAD_SEQ;
-       newestInMain();
+       newestInMain(id);                                     /* code: mainHistoryWhole() when it meets none */
 #ifdef MUT_PROPERTY_TRUSTED
        missing = false;
 #else
        missing = !(newest == 0 || newest > id) || (id > 1 && seq <= prevSeq);
+#ifndef MUT_PROPERTY_WHOLE_HISTORY_UNTRUSTED
+       missing = missing || (newest == 0 && w == 0);
+#endif
 #endif
     :: else -> skip
     fi;
@@ -214,6 +261,7 @@ advance:
     :: mark == id - 1 ->
 #endif
        assert(recorded[id]);                                 /* the mark never passes an unrecorded checkpoint */
+       assert(saw);       /* ... nor one main did not hold in the state that decided it, in this invocation */
        assert(id == mark + 1);                               /* the mark only grows, by one */
        mark = id; markSeq = seq
     :: mark != id - 1 && mark >= id -> skip                  /* a retry, a concurrent publisher */
@@ -299,7 +347,7 @@ proctype Maintenance() {
 #if ROLLBACKS > 0
 /* An operator: main set back to a listed ancestor of its head, or an older metadata file made current again (one
    the operator kept, none of whose snapshots has been expired since). With ROLLBACK_BETWEEN_PUBLISHES, only while
-   no publish step runs (see docs/model-checking.md: a rollback during a publish is not refused). */
+   no publish step runs; with ROLLBACK_SET_MAIN_ONLY, only main set back (see docs/model-checking.md). */
 #ifdef ROLLBACK_BETWEEN_PUBLISHES
 #define OPERATOR_MAY (inFlight == 0)
 #else
@@ -317,8 +365,10 @@ proctype Operator() {
        :: else -> break
        od;
        w = 0 }
+#ifndef ROLLBACK_SET_MAIN_ONLY
   :: atomic { rollbacks < ROLLBACKS && saved && svVersion != version && (svListed & expired) == 0 && OPERATOR_MAY ->
        head = svHead; prop = svProp; lastSeq = svSeq; listed = svListed; version++; rollbacks++ }
+#endif
   :: break
   od
 }

@@ -200,6 +200,32 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     expect(await rowsBack(s.catalog)).toEqual(rowsOf(1));
   });
 
+  it("refuses a checkpoint found by its snapshot when main's history and the snapshot's end at the same expired compaction below it", async () => {
+    const s = setup();
+    await commitNext(s);
+    await commitNext(s);
+    await publishCheckpoint(s.parts, 1);
+    const below = await compact(s.catalog);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    // Main set back to the compaction 2 went on, another compaction on it, the first one expired: both histories
+    // end at it, which is no checkpoint's, and main's head has the highest sequence number.
+    await setMain(s.catalog, below);
+    await compact(s.catalog);
+    await expire(s.catalog, (id) => id !== below);
+    expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1', '2', '-']);
+
+    const refused = await publishCheckpoint(s.parts, 2).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
+    expect((refused as Error).message).toMatch(
+      new RegExp(`main branches off below it \\(both histories end at expired snapshot ${below}\\)`),
+    );
+    expect(await s.parts.snapshots.read(2)).toBeUndefined();
+    expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
+    expect(await rowsBack(s.catalog)).toEqual(rowsOf(1));
+  });
+
   it('refuses to move the mark to a recorded checkpoint whose snapshot expired after main was set back below it and compacted', async () => {
     const s = setup();
     for (let i = 0; i < 3; i++) await commitNext(s);
