@@ -1,7 +1,7 @@
 /**
  * Iceberg v2 data manifests (spec, "Manifests"): an Avro object container file of `manifest_entry` records, each
- * an ADDED data file, with the `field-id` attributes the spec requires on the Avro schema and the table schema and
- * partition spec in the file's metadata.
+ * an ADDED data file (EXISTING ones in a merged manifest: `manifest-merge.ts`), with the `field-id` attributes the
+ * spec requires on the Avro schema and the table schema and partition spec in the file's metadata.
  *
  * No npm library writes Iceberg manifests (icebird only creates an empty table; its Avro writer draws a random sync
  * marker and takes no file metadata), so they are written here with avro-js (`avro-container.ts`).
@@ -150,9 +150,41 @@ function partitionRecord(spec: PartitionSpec, tuple: PartitionTuple): Record<str
   return Object.fromEntries(spec.fields.map((field, index) => [field.name, tuple[index] ?? null]));
 }
 
+/**
+ * A `manifest_entry` record as written (longs as bigint; a union's value as it is, null for none): `data_file`'s
+ * fields by their names in {@link manifestEntrySchema}, its `partition` a record of the spec's field names.
+ */
+export interface ManifestEntryRecord {
+  readonly status: number;
+  readonly snapshot_id: bigint | null;
+  readonly sequence_number: bigint | null;
+  readonly file_sequence_number: bigint | null;
+  readonly data_file: Readonly<Record<string, unknown>>;
+}
+
+/** The data manifest of `entries` for a table of `schema` partitioned by `spec`: same input, same bytes. */
+export function encodeManifestEntries(
+  schema: IcebergSchema,
+  spec: PartitionSpec,
+  entries: readonly ManifestEntryRecord[],
+): Buffer {
+  return encodeContainer(
+    manifestEntrySchema(schema, spec),
+    [
+      ['schema', JSON.stringify(schema)],
+      ['schema-id', String(schema['schema-id'])],
+      ['partition-spec', JSON.stringify(spec.fields)],
+      ['partition-spec-id', String(spec['spec-id'])],
+      ['format-version', '2'],
+      ['content', 'data'],
+    ],
+    entries,
+  );
+}
+
 /** The manifest of `files`, all ADDED by `snapshotId`: the same input gives the same bytes. */
 export function encodeManifest(input: ManifestInput): Buffer {
-  const entries = input.files.map((file) => ({
+  const entries: ManifestEntryRecord[] = input.files.map((file) => ({
     status: ENTRY_ADDED,
     snapshot_id: input.snapshotId,
     sequence_number: null,
@@ -166,16 +198,5 @@ export function encodeManifest(input: ManifestInput): Buffer {
       file_size_in_bytes: BigInt(file.fileSizeInBytes),
     },
   }));
-  return encodeContainer(
-    manifestEntrySchema(input.schema, input.spec),
-    [
-      ['schema', JSON.stringify(input.schema)],
-      ['schema-id', String(input.schema['schema-id'])],
-      ['partition-spec', JSON.stringify(input.spec.fields)],
-      ['partition-spec-id', String(input.spec['spec-id'])],
-      ['format-version', '2'],
-      ['content', 'data'],
-    ],
-    entries,
-  );
+  return encodeManifestEntries(input.schema, input.spec, entries);
 }
