@@ -17,7 +17,9 @@
  *    names. The snapshot id is the checkpoint's ({@link snapshotIdOf}) whatever the parent.
  * 3. Commit the new metadata with the catalog's compare-and-swap. On `conflict` another writer (another
  *    checkpoint's commit, table maintenance, this same checkpoint's zombie) moved the table: reload and go again
- *    from 1, which either finds the checkpoint committed or rebases it onto the new parent. Bounded attempts.
+ *    from 1, which either finds the checkpoint committed or rebases it onto the new parent; before that swap the
+ *    caller's own record is asked ({@link CheckpointAppend.recorded}), as the table may no longer show the
+ *    checkpoint a concurrent attempt committed. Bounded attempts.
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
@@ -92,11 +94,22 @@ export interface CheckpointAppend {
    * ones.
    */
   readonly judge?: (state: TableState | undefined) => void;
+  /**
+   * The caller's own record of the checkpoint (the ledger's, read strongly consistently), asked after a conflict
+   * and before each swap after the first: recorded meanwhile, the append stops with outcome `recorded` and swaps
+   * nothing. A swap held up (a zombie) can meet a table whose maintenance has since removed every trace of the
+   * checkpoint (its snapshot expired, its property dropped by another engine's metadata rewrite): only the
+   * record still says it is in.
+   */
+  readonly recorded?: () => Promise<{ snapshotId: bigint; sequenceNumber: number } | undefined>;
 }
 
 export interface AppendResult {
-  /** `appended` by this call, or found `already-committed` by an earlier attempt. */
-  readonly outcome: 'appended' | 'already-committed';
+  /**
+   * `appended` by this call, found `already-committed` by an earlier attempt in the table, or `recorded` by the
+   * caller's own record after a conflict ({@link CheckpointAppend.recorded}).
+   */
+  readonly outcome: 'appended' | 'already-committed' | 'recorded';
   /** What said it was committed: its snapshot's summary, or (the snapshot expired) the checkpoint property. */
   readonly foundBy?: 'summary' | 'property';
   readonly snapshotId: bigint;
@@ -351,6 +364,10 @@ export async function appendCheckpoint(
     request.judge?.(state);
     const found = state && committedBefore(state, request);
     if (state && found) return { ...found, state, attempts: attempt - 1 };
+    const record = attempt > 1 && state ? await request.recorded?.() : undefined;
+    if (state && record) {
+      return { outcome: 'recorded', ...record, state, inMainHistory: true, attempts: attempt - 1 };
+    }
     const nowMs = clock.now();
     const next = await nextMetadata(s3, request, baseMetadata(request.table, state, nowMs), state, nowMs);
     const committed = await catalog.commit(state, next);

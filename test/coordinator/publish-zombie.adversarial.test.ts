@@ -90,14 +90,13 @@ function gatedCatalog(s: PublishSetup): { catalog: Catalog; arrived: Promise<voi
 }
 
 describe('a zombie publish never appends a checkpoint the ledger records as published', () => {
-  // Defect: between its load and its swap a publish never looks at the ledger again. A zombie of checkpoint 2
-  // waits at its swap while the live publisher publishes 2 and 3 and records them; maintenance then compacts,
-  // expires every older snapshot and (another engine's metadata rewrite, which the rollback check accepts as
-  // ordinary) drops the published-checkpoint property. The zombie's swap meets the conflict, its reload finds no
-  // summary and no property naming 2, and it rebases 2 onto the head: checkpoint 2's rows twice in the table.
-  // Fix: re-read the ledger's record of the checkpoint (a strongly consistent GetItem) after a conflict and
-  // before each swap after the first: recorded, the zombie stops and only moves the mark.
-  it.fails('a zombie of checkpoint 2 released after 2 and 3 were recorded and the table lost their evidence appends nothing', async () => {
+  // A zombie of checkpoint 2 waits at its swap while the live publisher publishes 2 and 3 and records them;
+  // maintenance then compacts, expires every older snapshot and (another engine's metadata rewrite, which the
+  // rollback check accepts as ordinary) drops the published-checkpoint property. The zombie's swap meets the
+  // conflict and its reload finds no summary and no property naming 2: only the ledger's record, read again after
+  // the conflict and before the next swap, says 2 is in, and the zombie stops there instead of rebasing 2 onto the
+  // head (2's rows twice).
+  it('a zombie of checkpoint 2 released after 2 and 3 were recorded and the table lost their evidence appends nothing', async () => {
     const s = publishSetup(res, 'pz');
     await commitNext(res, s);
     await publishCheckpoint(s.parts, 1);
@@ -120,7 +119,8 @@ describe('a zombie publish never appends a checkpoint the ledger records as publ
     expect((await publishCheckpoint(s.parts, 3)).published).toEqual([]);
 
     gated.release();
-    await zombie;
+    const late = await zombie;
+    expect(late.published.map((p) => [p.checkpointId, p.how])).toEqual([[2, 'recorded']]);
     expect(await rowsBack(s.catalog)).toEqual(rowsOf(3));
   });
 

@@ -17,7 +17,10 @@
  * 3. else append K's data files as one snapshot (`iceberg/append.ts`: compare-and-swap, rebased onto a concurrent
  *    writer's commit such as compaction), the property set to K in the same swap; then record it and move the mark.
  *
- * 2 and 3 are one call of `appendCheckpoint`, which loads the table before each attempt and has it judged first.
+ * 2 and 3 are one call of `appendCheckpoint`, which loads the table before each attempt and has it judged first;
+ * after a conflict it reads the ledger's record of K again before the next swap and, recorded meanwhile (a zombie
+ * held at its swap while the live publisher went on, the table's evidence of K since removed by maintenance),
+ * stops and goes to 1.
  * The snapshot id is a function of (pipeline, K), so every attempt, zombie or retry, names the same one, and the
  * ledger refuses a second.
  */
@@ -25,6 +28,7 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import type { Clock } from '../../clock.ts';
 import { PipelineError } from '../../errors.ts';
 import { type AppendResult, appendCheckpoint, tableLayout } from '../../iceberg/append.ts';
+import type { TableState } from '../../iceberg/catalog.ts';
 import type { CheckpointStore } from '../../ledger/checkpoints.ts';
 import type { TableSnapshot, TableSnapshots } from '../../ledger/table-snapshots.ts';
 import type { ManifestStore } from '../../sink/manifest-store.ts';
@@ -124,20 +128,10 @@ async function publishOne(
 ): Promise<{ done: PublishedCheckpoint; snapshot: TableSnapshot }> {
   const { snapshots, clock } = parts;
   const recorded = await snapshots.read(checkpointId);
-  if (recorded) {
-    // Recorded, the mark behind it: main may have lost it since (set back while the mark lagged), and the mark
-    // moved over the loss would let the next checkpoint be appended over it.
-    const { catalog, table } = parts.target;
-    assertNotRolledBack(
-      await catalog.load(),
-      { upTo: checkpointId, snapshot: recorded },
-      parts.pipelineId,
-      table.location,
-    );
-    await snapshots.advanceMark(recorded, clock.now());
-    return { done: { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' }, snapshot: recorded };
-  }
-  const result = await append(parts, checkpointId, property, previous);
+  if (recorded) return markRecorded(parts, recorded, await parts.target.catalog.load());
+  const ledger: { record?: TableSnapshot } = {};
+  const result = await append(parts, checkpointId, property, previous, ledger);
+  if (result.outcome === 'recorded' && ledger.record) return markRecorded(parts, ledger.record, result.state);
   if (result.outcome === 'already-committed') assertFoundInMain(parts, checkpointId, result, previous);
   const written = await snapshots.record(
     { checkpointId, snapshotId: result.snapshotId, sequenceNumber: result.sequenceNumber },
@@ -153,6 +147,23 @@ async function publishOne(
     });
   }
   return { done: { checkpointId, snapshotId: written.snapshotId, how }, snapshot: written };
+}
+
+/**
+ * A checkpoint the ledger records, the mark behind it: main may have lost it since (set back while the mark
+ * lagged), and the mark moved over the loss would let the next checkpoint be appended over it, so `state`, a load
+ * made after the record was read, is judged first.
+ */
+async function markRecorded(
+  parts: PublishParts,
+  recorded: TableSnapshot,
+  state: TableState | undefined,
+): Promise<{ done: PublishedCheckpoint; snapshot: TableSnapshot }> {
+  const { checkpointId } = recorded;
+  const mark = { upTo: checkpointId, snapshot: recorded };
+  assertNotRolledBack(state, mark, parts.pipelineId, parts.target.table.location);
+  await parts.snapshots.advanceMark(recorded, parts.clock.now());
+  return { done: { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' }, snapshot: recorded };
 }
 
 /**
@@ -181,13 +192,15 @@ function assertFoundInMain(
 
 /**
  * Appends the checkpoint's data files, or finds them in the table already; every state it loads must still hold
- * `previous`, the checkpoint just before it, or nothing is appended (the rollback check on each load).
+ * `previous`, the checkpoint just before it, or nothing is appended (the rollback check on each load). After a
+ * conflict it stops at the ledger's record of the checkpoint, if one was written meanwhile (kept in `ledger`).
  */
 async function append(
   parts: PublishParts,
   checkpointId: number,
   property: string,
   previous: TableSnapshot | undefined,
+  ledger: { record?: TableSnapshot },
 ): Promise<AppendResult> {
   const manifest = await parts.manifests.read(checkpointId);
   if (!manifest)
@@ -206,6 +219,10 @@ async function append(
     lanes: files.lanes,
     clock: parts.clock,
     checkpointProperty: property,
+    recorded: async () => {
+      ledger.record = await parts.snapshots.read(checkpointId);
+      return ledger.record;
+    },
     judge: (state) => {
       const mark = previous ? { upTo: checkpointId - 1, snapshot: previous } : { upTo: 0 };
       assertNotRolledBack(state, mark, parts.pipelineId, table.location);
