@@ -28,6 +28,16 @@ import { PipelineError } from '../errors.ts';
 import { getBytes, putIfAbsent } from '../sink/objects.ts';
 import type { ColumnDefinition } from '../transforms/api.ts';
 import type { Catalog, TableState } from './catalog.ts';
+import {
+  type CheckpointIdentity,
+  checkpointSnapshotId,
+  checkpointSnapshotIds,
+  identityOf,
+  isOwnLedger,
+  type LedgerRef,
+  ledgerPropertyOf,
+  SUMMARY_LEDGER,
+} from './checkpoint-identity.ts';
 import { type DataFile, encodeManifest } from './manifest-file.ts';
 import {
   addedManifestEntry,
@@ -47,13 +57,13 @@ import {
   createTableMetadata,
   currentSchema,
   defaultSpec,
+  mainHistory,
   mainSnapshotId,
   nextSnapshotBase,
   type Snapshot,
   SUMMARY_CHECKPOINT_ID,
   SUMMARY_PIPELINE_ID,
   snapshotIdOf,
-  snapshotOfCheckpoint,
   type TableMetadata,
   withSchema,
   withSpec,
@@ -75,6 +85,12 @@ export interface CheckpointAppend {
   /** The checkpoint's committed Parquet files, partition tuples in the order of {@link tableLayout}'s spec. */
   readonly dataFiles: readonly DataFile[];
   readonly pipelineId: string;
+  /**
+   * The ledger incarnation whose checkpoint this is (`checkpoint-identity.ts`): named in the summary, beside the
+   * property and in the snapshot id; evidence of another ledger is not this checkpoint's. None: any evidence of
+   * the pipeline's checkpoint is.
+   */
+  readonly ledger?: LedgerRef;
   readonly checkpointId: number;
   /** The lanes (epochs, generations, redrives) whose records the files hold. */
   readonly lanes: readonly string[];
@@ -211,10 +227,34 @@ async function parentManifests(s3: S3Client, parent: Snapshot | undefined): Prom
   return decodeManifestList(bytes);
 }
 
-/** The checkpoint id the table's `property` names; 0 when it names none. */
-export function checkpointOfProperty(metadata: TableMetadata, property: string): number {
+/**
+ * The checkpoint id the table's `property` names; 0 when it names none, or (with `identity`) when the property
+ * beside it names another ledger's.
+ */
+export function checkpointOfProperty(
+  metadata: TableMetadata,
+  property: string,
+  identity?: CheckpointIdentity,
+): number {
+  if (identity && !isOwnLedger(identity, metadata.properties[ledgerPropertyOf(property)])) return 0;
   const value = metadata.properties[property];
   return value !== undefined && /^\d{1,15}$/.test(value) ? Number(value) : 0;
+}
+
+/** The listed snapshot whose summary names checkpoint `checkpointId` of `identity`, and whether main holds it. */
+export function snapshotOfOwnCheckpoint(
+  metadata: TableMetadata,
+  identity: CheckpointIdentity,
+  checkpointId: number,
+): { snapshot: Snapshot; inMainHistory: boolean } | undefined {
+  const snapshot = metadata.snapshots.find(
+    (candidate) =>
+      candidate.summary[SUMMARY_PIPELINE_ID] === identity.pipelineId &&
+      candidate.summary[SUMMARY_CHECKPOINT_ID] === String(checkpointId) &&
+      isOwnLedger(identity, candidate.summary[SUMMARY_LEDGER]),
+  );
+  if (!snapshot) return undefined;
+  return { snapshot, inMainHistory: mainHistory(metadata).includes(snapshot['snapshot-id']) };
 }
 
 /** The sequence number of main's head; 0 when main has no snapshot listed. */
@@ -246,22 +286,31 @@ export function mainHistoryWhole(metadata: TableMetadata): boolean {
  */
 export function newestCheckpointInMain(
   metadata: TableMetadata,
-  pipelineId: string,
+  pipeline: string | CheckpointIdentity,
   judged?: number,
 ): number | undefined {
+  const identity = identityOf(pipeline);
   const byId = new Map(metadata.snapshots.map((snapshot) => [snapshot['snapshot-id'], snapshot]));
   const seen = new Set<bigint>();
-  const previous = judged !== undefined && judged > 1 ? snapshotIdOf(pipelineId, judged - 1) : undefined;
+  const previous = judged !== undefined && judged > 1 ? checkpointSnapshotIds(identity, judged - 1) : [];
   for (let id = mainSnapshotId(metadata); id !== undefined && !seen.has(id); ) {
     seen.add(id);
     const snapshot = byId.get(id);
-    if (snapshot === undefined && id === previous) return (judged as number) - 1;
+    if (snapshot === undefined && previous.includes(id)) return (judged as number) - 1;
     const checkpoint = snapshot?.summary[SUMMARY_CHECKPOINT_ID];
-    const ours = snapshot?.summary[SUMMARY_PIPELINE_ID] === pipelineId;
+    const ours =
+      snapshot?.summary[SUMMARY_PIPELINE_ID] === identity.pipelineId &&
+      isOwnLedger(identity, snapshot.summary[SUMMARY_LEDGER]);
     if (ours && checkpoint !== undefined && /^\d{1,15}$/.test(checkpoint)) return Number(checkpoint);
     id = snapshot?.['parent-snapshot-id'];
   }
   return undefined;
+}
+
+function identityOfRequest(request: CheckpointAppend): CheckpointIdentity {
+  return request.ledger
+    ? { pipelineId: request.pipelineId, ledger: request.ledger }
+    : { pipelineId: request.pipelineId };
 }
 
 /** The earlier commit of the checkpoint that `state` shows, if any (see the module comment). */
@@ -269,7 +318,8 @@ function committedBefore(
   state: TableState,
   request: CheckpointAppend,
 ): Omit<AppendResult, 'state' | 'attempts'> | undefined {
-  const found = snapshotOfCheckpoint(state.metadata, request.pipelineId, request.checkpointId);
+  const identity = identityOfRequest(request);
+  const found = snapshotOfOwnCheckpoint(state.metadata, identity, request.checkpointId);
   if (found) {
     return {
       outcome: 'already-committed',
@@ -280,14 +330,21 @@ function committedBefore(
     };
   }
   const property = request.checkpointProperty;
-  if (property === undefined || checkpointOfProperty(state.metadata, property) < request.checkpointId) {
+  if (
+    property === undefined ||
+    checkpointOfProperty(state.metadata, property, identity) < request.checkpointId
+  ) {
     return undefined;
   }
-  const newest = newestCheckpointInMain(state.metadata, request.pipelineId, request.checkpointId);
+  const newest = newestCheckpointInMain(state.metadata, identity, request.checkpointId);
+  // A property naming no ledger was set before incarnations, with the snapshot id of that time.
+  const unnamed = state.metadata.properties[ledgerPropertyOf(property)] === undefined;
   return {
     outcome: 'already-committed',
     foundBy: 'property',
-    snapshotId: snapshotIdOf(request.pipelineId, request.checkpointId),
+    snapshotId: unnamed
+      ? snapshotIdOf(request.pipelineId, request.checkpointId)
+      : checkpointSnapshotId(identity, request.checkpointId),
     sequenceNumber: mainHeadSequence(state.metadata),
     inMainHistory: newest === undefined ? !mainHistoryWhole(state.metadata) : newest > request.checkpointId,
   };
@@ -301,7 +358,7 @@ async function nextMetadata(
   state: TableState | undefined,
   nowMs: number,
 ): Promise<TableMetadata> {
-  const snapshotId = snapshotIdOf(request.pipelineId, request.checkpointId);
+  const snapshotId = checkpointSnapshotId(identityOfRequest(request), request.checkpointId);
   const { parentSnapshotId, sequenceNumber } = nextSnapshotBase(base);
   const parent = base.snapshots.find((snapshot) => snapshot['snapshot-id'] === parentSnapshotId);
   const [schema, spec] = [currentSchema(base), defaultSpec(base)];
@@ -346,9 +403,26 @@ async function nextMetadata(
     checkpointId: request.checkpointId,
     lanes: request.lanes,
   });
+  const named = request.ledger ? withLedger(appended, snapshotId, request.ledger.id) : appended;
   const property = request.checkpointProperty;
-  if (property === undefined) return appended;
-  return { ...appended, properties: { ...appended.properties, [property]: String(request.checkpointId) } };
+  if (property === undefined) return named;
+  const ledger = request.ledger ? { [ledgerPropertyOf(property)]: request.ledger.id } : {};
+  return {
+    ...named,
+    properties: { ...named.properties, [property]: String(request.checkpointId), ...ledger },
+  };
+}
+
+/** `metadata` with snapshot `snapshotId`'s summary naming ledger `ledger`. */
+function withLedger(metadata: TableMetadata, snapshotId: bigint, ledger: string): TableMetadata {
+  return {
+    ...metadata,
+    snapshots: metadata.snapshots.map((snapshot) =>
+      snapshot['snapshot-id'] === snapshotId
+        ? { ...snapshot, summary: { ...snapshot.summary, [SUMMARY_LEDGER]: ledger } }
+        : snapshot,
+    ),
+  };
 }
 
 /** Appends the checkpoint's files as one snapshot, or finds it appended (see the module comment). */
@@ -372,7 +446,7 @@ export async function appendCheckpoint(
     const next = await nextMetadata(s3, request, baseMetadata(request.table, state, nowMs), state, nowMs);
     const committed = await catalog.commit(state, next);
     if (committed !== 'conflict') {
-      const snapshotId = snapshotIdOf(request.pipelineId, request.checkpointId);
+      const snapshotId = checkpointSnapshotId(identityOfRequest(request), request.checkpointId);
       return {
         outcome: 'appended',
         snapshotId,

@@ -9,8 +9,11 @@
  *   concurrent roll-forward), with another id a {@link TableSnapshotConflictError} (two snapshots for one
  *   checkpoint: the protocol is broken and nothing may go on as if it were not);
  * - the mark moves only from the checkpoint just below to the one recorded, so it never passes a checkpoint whose
- *   snapshot is not recorded.
+ *   snapshot is not recorded;
+ * - the mark item holds the ledger's incarnation (`iceberg/checkpoint-identity.ts`), created once, before the
+ *   first swap, and carried by every move of the mark.
  */
+import { randomUUID } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
 import { ledgerDocumentClient } from '../aws/clients.ts';
@@ -32,11 +35,23 @@ export interface TableSnapshot {
   readonly recordedAt: number;
 }
 
+/**
+ * The ledger's incarnation: an id created once, that the table's evidence of this ledger's checkpoints names
+ * (`iceberg/checkpoint-identity.ts`, whose `LedgerRef` has the same shape).
+ */
+export interface LedgerIncarnation {
+  readonly id: string;
+  /** Evidence naming no ledger is this ledger's: it published to the table before incarnations. */
+  readonly adoptsUnnamed: boolean;
+}
+
 /** The published mark: checkpoint `upTo` and every one before it are in the table. */
 export interface PublishedMark {
   readonly upTo: number;
   /** The snapshot of checkpoint `upTo` (absent while `upTo` is 0). */
   readonly snapshot?: TableSnapshot;
+  /** This ledger's incarnation; absent until {@link TableSnapshots.createIncarnation}. */
+  readonly ledger?: LedgerIncarnation;
 }
 
 /** A second, different snapshot id recorded for one checkpoint, or a mark asked to skip a checkpoint. */
@@ -62,6 +77,18 @@ function snapshotOf(item: Record<string, unknown> | undefined): TableSnapshot | 
   };
 }
 
+function markOf(item: Record<string, unknown> | undefined): PublishedMark {
+  if (item === undefined) return { upTo: 0 };
+  const upTo = Number.isSafeInteger(item.upTo) ? (item.upTo as number) : 0;
+  const ledger =
+    typeof item.ledger === 'string'
+      ? { ledger: { id: item.ledger, adoptsUnnamed: item.adoptsUnnamed === true } }
+      : {};
+  return upTo === 0
+    ? { upTo, ...ledger }
+    : { upTo, snapshot: snapshotOf({ ...item, checkpointId: upTo }), ...ledger };
+}
+
 export class TableSnapshots {
   private readonly at: TableRef & { readonly pipeline: string };
 
@@ -82,10 +109,45 @@ export class TableSnapshots {
 
   /** The published mark; `upTo` 0 before the first checkpoint is published. */
   async readMark(): Promise<PublishedMark> {
-    const item = await readAttributes(this.at, keys.publishedMark(this.at.pipeline), 'readPublishedMark');
-    if (item === undefined) return { upTo: 0 };
-    const upTo = Number.isSafeInteger(item.upTo) ? (item.upTo as number) : 0;
-    return upTo === 0 ? { upTo } : { upTo, snapshot: snapshotOf({ ...item, checkpointId: upTo }) };
+    return markOf(await this.readMarkItem());
+  }
+
+  private readMarkItem(): Promise<Record<string, unknown> | undefined> {
+    return readAttributes(this.at, keys.publishedMark(this.at.pipeline), 'readPublishedMark');
+  }
+
+  /**
+   * The mark with this ledger's incarnation, created if it has none: with the mark when there is none (a new
+   * ledger: evidence in the table naming no ledger is not its), else over the mark already there (a ledger that
+   * published before incarnations: such evidence is its own). Conditional, so concurrent publishers create one.
+   */
+  async createIncarnation(now: number): Promise<PublishedMark> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const item = await this.readMarkItem();
+      const mark = markOf(item);
+      if (mark.ledger) return mark;
+      const written = await sendConditional(
+        this.at.doc,
+        new PutCommand({
+          TableName: this.at.table,
+          Item: {
+            ...(item ?? { upTo: 0 }),
+            ...keys.publishedMark(this.at.pipeline),
+            ledger: randomUUID(),
+            adoptsUnnamed: item !== undefined,
+            ledgerCreatedAt: now,
+          },
+          ConditionExpression:
+            item === undefined ? 'attribute_not_exists(pk)' : 'attribute_not_exists(ledger) AND upTo = :upTo',
+          ...(item === undefined ? {} : { ExpressionAttributeValues: { ':upTo': item.upTo ?? 0 } }),
+        }),
+        'dynamodb:PutItem(ledger incarnation)',
+      );
+      if (written !== undefined) return markOf(await this.readMarkItem());
+    }
+    throw new TableSnapshotConflictError(
+      'the published mark kept moving while its ledger incarnation was created',
+    );
   }
 
   /**
@@ -123,7 +185,7 @@ export class TableSnapshots {
    * A mark already at or past it is left as it is (a retry, a concurrent publisher); one below the checkpoint just
    * before throws {@link TableSnapshotConflictError}: the mark never skips a checkpoint.
    */
-  async advanceMark(snapshot: TableSnapshot, now: number): Promise<void> {
+  async advanceMark(snapshot: TableSnapshot, now: number, ledger?: LedgerIncarnation): Promise<void> {
     const previous = snapshot.checkpointId - 1;
     const written = await sendConditional(
       this.at.doc,
@@ -136,6 +198,7 @@ export class TableSnapshots {
           sequenceNumber: snapshot.sequenceNumber,
           recordedAt: snapshot.recordedAt,
           updatedAt: now,
+          ...(ledger ? { ledger: ledger.id, adoptsUnnamed: ledger.adoptsUnnamed } : {}),
         },
         ConditionExpression:
           previous === 0 ? 'attribute_not_exists(pk) OR upTo = :previous' : 'upTo = :previous',

@@ -9,6 +9,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../../shared/clock.ts';
 import { parseSettings } from '../../shared/config/settings.ts';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
+import { InjectedCrashError } from '../../shared/errors.ts';
+import { snapshotIdOf } from '../../shared/iceberg/table-metadata.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
@@ -16,10 +18,13 @@ import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import {
   commitNext,
+  crashingLedger,
+  ownSnapshotId,
   PUBLISH_COLUMNS,
   type PublishSetup,
   publishSetup,
   rowsBack,
+  withoutIncarnation,
 } from '../support/publish.ts';
 
 let before: TestResources;
@@ -70,14 +75,11 @@ function sameIdNewLedger(after: TestResources, old: PublishSetup, base: number):
 }
 
 describe("a new ledger's committed checkpoints reach a table the same pipeline id published to before", () => {
-  // Defect: a snapshot is recognised as a checkpoint's by (pipeline id, checkpoint id) alone: the summary's
-  // eos.pipeline-id and eos.checkpoint-id, the property eos.<pl>.published-checkpoint, and snapshotIdOf. A new
-  // ledger of the same pipeline id therefore finds its checkpoints 1, 2, … "already committed" (the unknown commit
-  // state), records the old ledger's snapshots as its own and appends nothing, until its ids pass the old
-  // property: every row committed meanwhile is missing from the table, with only an error line per checkpoint.
-  // Fix: tie the evidence to the committed checkpoint, not its number: the cut id (or manifest digest) in the
-  // summary and in the property (and in snapshotIdOf), a mismatch refused in one line naming the old table.
-  it.fails('appends the new ledger checkpoint 1 rows, not the old ledger checkpoint 1 snapshot taken for them', async () => {
+  // The table's evidence names the ledger it is of: the incarnation each ledger creates once on its published
+  // mark, in the snapshot summary (eos.ledger), beside the published-checkpoint property and in the snapshot id.
+  // Evidence of the old ledger is not the new one's: its checkpoint 1 is appended, not taken for the old ledger's
+  // snapshot of the same number (whose rows would then never reach the table), and that is said once, in one line.
+  it('appends the new ledger checkpoint 1 rows, not the old ledger checkpoint 1 snapshot taken for them', async () => {
     const old = publishSetup(before, 'pr');
     await commitNext(before, old);
     await commitNext(before, old);
@@ -90,5 +92,44 @@ describe("a new ledger's committed checkpoints reach a table the same pipeline i
 
     expect(await rowsBack(old.catalog)).toEqual([...rowsOf(2), ...rowsOf(1, 500)].sort((a, b) => a - b));
     expect(outcome.published.map((p) => p.how)).toEqual(['appended']);
+    expect(reused.errors.filter((line) => line.includes('another ledger'))).toHaveLength(1);
+    const [oldMark, newMark] = [
+      await old.parts.snapshots.readMark(),
+      await reused.parts.snapshots.readMark(),
+    ];
+    expect(newMark.ledger?.id).not.toBe(oldMark.ledger?.id);
+    expect(newMark.ledger?.adoptsUnnamed).toBe(false);
+    const [oldFirst, newFirst] = [await old.parts.snapshots.read(1), await reused.parts.snapshots.read(1)];
+    expect(newFirst?.snapshotId).not.toBe(oldFirst?.snapshotId);
+  });
+
+  // A ledger that published before incarnations (its mark item without one, its snapshots and property naming no
+  // ledger) creates its incarnation over the mark already there and adopts that evidence: a checkpoint swapped
+  // before the upgrade whose record was lost is found, not appended again; later ones name the incarnation.
+  it('an upgraded ledger adopts the evidence it wrote before incarnations, and appends nothing twice', async () => {
+    const s = publishSetup(before, 'pu');
+    const real = s.parts.snapshots;
+    const legacy = withoutIncarnation(s.parts);
+    await commitNext(before, s);
+    await commitNext(before, s);
+    await publishCheckpoint(legacy, 1);
+    await expect(publishCheckpoint(crashingLedger(legacy, 'record'), 2)).rejects.toBeInstanceOf(
+      InjectedCrashError,
+    );
+    expect((await real.readMark()).ledger).toBeUndefined();
+
+    await commitNext(before, s);
+    const upgraded = await publishCheckpoint(s.parts, 3);
+    expect(upgraded.published.map((p) => [p.checkpointId, p.how])).toEqual([
+      [2, 'found'],
+      [3, 'appended'],
+    ]);
+    expect(await rowsBack(s.catalog)).toEqual(rowsOf(3));
+    const mark = await real.readMark();
+    expect(mark.ledger?.adoptsUnnamed).toBe(true);
+    expect((await real.read(2))?.snapshotId).toBe(snapshotIdOf(s.settings.pipelineId, 2));
+    expect(mark.snapshot?.snapshotId).toBe(await ownSnapshotId(s, 3));
+    expect(mark.snapshot?.snapshotId).not.toBe(snapshotIdOf(s.settings.pipelineId, 3));
+    expect(s.errors.filter((line) => line.includes('another ledger'))).toEqual([]);
   });
 });

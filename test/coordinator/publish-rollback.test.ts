@@ -9,7 +9,7 @@ import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
-import { type Snapshot, snapshotIdOf, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
+import type { Snapshot, TableMetadata } from '../../shared/iceberg/table-metadata.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import {
@@ -20,6 +20,7 @@ import {
   crashingLedger,
   expire,
   mainCheckpoints,
+  ownSnapshotId,
   type PublishSetup,
   publishSetup,
   rowsBack,
@@ -54,7 +55,7 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
     await publishCheckpoint(s.parts, 2);
     // Main set back to checkpoint 1's snapshot (Iceberg's rollback_to_snapshot): properties stay as they were.
     const state = (await s.catalog.load()) as TableState;
-    const first = snapshotIdOf(s.settings.pipelineId, 1);
+    const first = await ownSnapshotId(s, 1);
     const rolledBack: TableMetadata = {
       ...state.metadata,
       'current-snapshot-id': first,
@@ -121,7 +122,7 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     const s = setup();
     for (let i = 0; i < 3; i++) await commitNext(s);
     await publishCheckpoint(s.parts, 2);
-    const first = snapshotIdOf(s.settings.pipelineId, 1);
+    const first = await ownSnapshotId(s, 1);
     let rolledBack = false;
     // The publish of 3 passed the check of the mark on its first load; its swap then meets the rollback.
     const racing: Catalog = {
@@ -157,9 +158,9 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     await expect(publishCheckpoint(crashingLedger(s.parts, 'advanceMark'), 2)).rejects.toBeInstanceOf(
       InjectedCrashError,
     );
-    expect((await s.parts.snapshots.read(2))?.snapshotId).toBe(snapshotIdOf(s.settings.pipelineId, 2));
+    expect((await s.parts.snapshots.read(2))?.snapshotId).toBe(await ownSnapshotId(s, 2));
     expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
-    await setMain(s.catalog, snapshotIdOf(s.settings.pipelineId, 1));
+    await setMain(s.catalog, await ownSnapshotId(s, 1));
 
     const refused = await publishCheckpoint(s.parts, 3).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
@@ -179,7 +180,7 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toBeInstanceOf(
       InjectedCrashError,
     );
-    const [first, second] = [1, 2].map((id) => snapshotIdOf(s.settings.pipelineId, id));
+    const [first, second] = await Promise.all([1, 2].map((id) => ownSnapshotId(s, id)));
     // Main set back to 1, a compaction on it, then 1's snapshot expired: main's history and 2's both end at 1.
     await setMain(s.catalog, first as bigint);
     await compact(s.catalog);
@@ -233,9 +234,9 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     await expect(publishCheckpoint(crashingLedger(s.parts, 'advanceMark'), 2)).rejects.toBeInstanceOf(
       InjectedCrashError,
     );
-    const second = snapshotIdOf(s.settings.pipelineId, 2);
+    const second = await ownSnapshotId(s, 2);
     // Main set back to 1, a compaction on it (its sequence number above 2's), 2's snapshot expired.
-    await setMain(s.catalog, snapshotIdOf(s.settings.pipelineId, 1));
+    await setMain(s.catalog, await ownSnapshotId(s, 1));
     await compact(s.catalog);
     await expire(s.catalog, (id) => id !== second);
     expect(mainCheckpoints(await metadataOf(s.catalog))).toEqual(['1', '-']);
@@ -261,7 +262,7 @@ describe('an operator rolling the table back while the ledger is behind it (C8)'
     );
     // Main set back to the other pipeline's snapshot, this pipeline's first snapshot expired: only the property
     // still names checkpoint 1, and main's history, listed to its first snapshot, never meets it.
-    const otherFirst = snapshotIdOf(other.settings.pipelineId, 1);
+    const otherFirst = await ownSnapshotId(other, 1);
     await setMain(s.catalog, otherFirst, (id) => id === otherFirst);
 
     const refused = await publishCheckpoint(s.parts, 1).catch((error: unknown) => error);

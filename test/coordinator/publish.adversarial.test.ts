@@ -27,6 +27,7 @@ import {
   compact,
   crashingLedger,
   mainCheckpoints,
+  ownSnapshotId,
   type PublishSetup,
   publishSetup,
   rowsBack,
@@ -110,7 +111,7 @@ describe('a crash at every write of a publish, then a retry: each checkpoint one
       expect(metadata.snapshots).toHaveLength(2);
       expect(await rowsBack(s.catalog)).toEqual(rowsOf(2));
       expect(await s.parts.snapshots.read(2)).toMatchObject({
-        snapshotId: snapshotIdOf(s.settings.pipelineId, 2),
+        snapshotId: await ownSnapshotId(s, 2),
       });
     });
   }
@@ -212,7 +213,7 @@ describe('zombies racing the live publisher', () => {
     expect(late.publishedUpTo).toBe(1);
     expect((await s.parts.snapshots.readMark()).upTo).toBe(2);
     expect(await rowsBack(s.catalog)).toEqual(rowsOf(2));
-    expect((await s.parts.snapshots.read(1))?.snapshotId).toBe(snapshotIdOf(s.settings.pipelineId, 1));
+    expect((await s.parts.snapshots.read(1))?.snapshotId).toBe(await ownSnapshotId(s, 1));
   });
 
   it('a zombie and the live publisher of the same checkpoint swapping on the same loaded state: one wins, the other finds it', async () => {
@@ -279,7 +280,7 @@ describe('maintenance and operators between publishes (C8)', () => {
     await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toBeInstanceOf(
       InjectedCrashError,
     );
-    const first = snapshotIdOf(s.settings.pipelineId, 1);
+    const first = await ownSnapshotId(s, 1);
     const state = await stateOf(s.catalog);
     const rolledBack: TableMetadata = {
       ...state.metadata,
@@ -316,7 +317,7 @@ describe('maintenance and operators between publishes (C8)', () => {
     await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toBeInstanceOf(
       InjectedCrashError,
     );
-    const second = snapshotIdOf(s.settings.pipelineId, 2);
+    const second = await ownSnapshotId(s, 2);
     await setMain(s.catalog, compaction, (id) => id !== second);
     const refused = await publishCheckpoint(s.parts, 2).catch((error: Error) => error);
     expect(refused).toBeInstanceOf(IcebergTableRolledBackError);
@@ -368,7 +369,7 @@ describe('maintenance and operators between publishes (C8)', () => {
     await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toBeInstanceOf(
       InjectedCrashError,
     );
-    const second = snapshotIdOf(s.settings.pipelineId, 2);
+    const second = await ownSnapshotId(s, 2);
     await compact(s.catalog);
     const state = await stateOf(s.catalog);
     const cut = state.metadata.snapshots.filter((snapshot) => snapshot['snapshot-id'] !== second);

@@ -14,7 +14,7 @@ import { PublishStateError, publishCheckpoint } from '../../shared/coordinator/p
 import { publishedCheckpointProperty } from '../../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
-import { mainHistory, snapshotIdOf, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
+import { mainHistory, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
 import { TableSnapshotConflictError } from '../../shared/ledger/table-snapshots.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
@@ -24,6 +24,7 @@ import {
   commitNext as commitWith,
   compact,
   crashingLedger,
+  ownSnapshotId,
   type PublishSetup,
   publishSetup,
   rowsBack,
@@ -65,7 +66,7 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
     const outcome = await publishCheckpoint(s.parts, 1);
     expect(outcome).toMatchObject({ checkpointId: 1, publishedUpTo: 1 });
     expect(outcome.published).toEqual([
-      { checkpointId: 1, snapshotId: snapshotIdOf(s.settings.pipelineId, 1), how: 'appended' },
+      { checkpointId: 1, snapshotId: await ownSnapshotId(s, 1), how: 'appended' },
     ]);
     const metadata = await metadataOf(s.catalog);
     expect(metadata.snapshots).toHaveLength(1);
@@ -80,7 +81,7 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
     expect(metadata.properties[publishedCheckpointProperty(s.settings.pipelineId)]).toBe('1');
     expect(await rowsBack(s.catalog)).toEqual(expectedRows(3));
     const recorded = await s.parts.snapshots.read(1);
-    expect(recorded).toMatchObject({ snapshotId: snapshotIdOf(s.settings.pipelineId, 1), sequenceNumber: 1 });
+    expect(recorded).toMatchObject({ snapshotId: await ownSnapshotId(s, 1), sequenceNumber: 1 });
     expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
 
     const again = await publishCheckpoint(s.parts, 1);
@@ -135,7 +136,7 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
 
     const retried = await publishCheckpoint(s.parts, 1);
     expect(retried.published).toEqual([
-      { checkpointId: 1, snapshotId: snapshotIdOf(s.settings.pipelineId, 1), how: 'found' },
+      { checkpointId: 1, snapshotId: await ownSnapshotId(s, 1), how: 'found' },
     ]);
     expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
     expect((await s.parts.snapshots.readMark()).upTo).toBe(1);
@@ -168,7 +169,7 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
     expect(next.published.map((p) => [p.checkpointId, p.how])).toEqual([[2, 'appended']]);
     const after = await metadataOf(s.catalog);
     expect(checkpointsOf(after)).toEqual(['-', '2']);
-    expect(mainHistory(after)).toEqual([snapshotIdOf(s.settings.pipelineId, 2), replaced]);
+    expect(mainHistory(after)).toEqual([await ownSnapshotId(s, 2), replaced]);
     expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
   });
 
@@ -194,10 +195,7 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
     ]);
     const metadata = await metadataOf(s.catalog);
     expect(checkpointsOf(metadata)).toEqual(['1', '2']);
-    expect(mainHistory(metadata)).toEqual([
-      snapshotIdOf(s.settings.pipelineId, 2),
-      snapshotIdOf(s.settings.pipelineId, 1),
-    ]);
+    expect(mainHistory(metadata)).toEqual([await ownSnapshotId(s, 2), await ownSnapshotId(s, 1)]);
     expect(metadata.properties[publishedCheckpointProperty(s.settings.pipelineId)]).toBe('2');
     expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
     expect((await s.parts.snapshots.readMark()).upTo).toBe(2);
@@ -231,9 +229,9 @@ describe('publishing a committed checkpoint to an Iceberg table (C8)', () => {
     const metadata = await metadataOf(s.catalog);
     expect(checkpointsOf(metadata)).toEqual(['1', '-', '2']);
     expect(mainHistory(metadata)).toEqual([
-      snapshotIdOf(s.settings.pipelineId, 2),
+      await ownSnapshotId(s, 2),
       maintenance,
-      snapshotIdOf(s.settings.pipelineId, 1),
+      await ownSnapshotId(s, 1),
     ]);
     expect(await rowsBack(s.catalog)).toEqual(expectedRows(6));
   });
@@ -253,7 +251,7 @@ describe('publishing around maintenance', () => {
       snapshots: state.metadata.snapshots.filter((snapshot) => snapshot['snapshot-id'] !== c1),
     };
     expect(await s.catalog.commit(state, cut)).not.toBe('conflict');
-    expect(mainHistory(cut)).not.toContain(snapshotIdOf(s.settings.pipelineId, 1));
+    expect(mainHistory(cut)).not.toContain(await ownSnapshotId(s, 1));
     await commitNext(s);
     const outcome = await publishCheckpoint(s.parts, 2);
     expect(outcome.published.map((p) => [p.checkpointId, p.how])).toEqual([[2, 'appended']]);
@@ -399,7 +397,7 @@ describe('the Publish step of the state machine', () => {
     expect(checkpointsOf(await metadataOf(s.catalog))).toEqual(['1']);
     expect(await rowsBack(s.catalog)).toEqual([0, 1, 2]);
     expect(await s.parts.snapshots.read(1)).toMatchObject({
-      snapshotId: snapshotIdOf(s.settings.pipelineId, 1),
+      snapshotId: await ownSnapshotId(s, 1),
     });
 
     // A table rolled back under it (the metadata of before its first snapshot put back): the checkpoint still

@@ -13,7 +13,7 @@ import { publishedCheckpointProperty } from '../../shared/coordinator/publish/ta
 import { snapshotIdOf } from '../../shared/iceberg/table-metadata.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
-import { commitNext, type PublishSetup, publishSetup } from '../support/publish.ts';
+import { commitNext, type PublishSetup, publishSetup, withoutIncarnation } from '../support/publish.ts';
 import {
   appendAgain,
   compact,
@@ -30,11 +30,15 @@ beforeAll(async () => {
   s3 = res.clients.s3;
 });
 
-/** A pipeline with `published` checkpoints committed and published, and `more` committed after them. */
-async function published(count: number, more = 0): Promise<PublishSetup> {
+/**
+ * A pipeline with `published` checkpoints committed and published, and `more` committed after them; `unnamed`:
+ * published as a ledger from before incarnations did, its snapshot ids those of (pipeline, checkpoint) alone that
+ * the table-writes helpers derive.
+ */
+async function published(count: number, more = 0, unnamed = false): Promise<PublishSetup> {
   const s = publishSetup(res, 'audit');
   for (let id = 1; id <= count + more; id++) await commitNext(res, s);
-  if (count > 0) await publishCheckpoint(s.parts, count);
+  if (count > 0) await publishCheckpoint(unnamed ? withoutIncarnation(s.parts) : s.parts, count);
   return s;
 }
 
@@ -73,7 +77,7 @@ describe('the table audit', () => {
   });
 
   it('reports a checkpoint appended twice: a second snapshot of it, in main after it, its files live twice', async () => {
-    const s = await published(2);
+    const s = await published(2, 0, true);
     const again = 5_000_000_000_000_000_001n;
     await appendAgain(s3, s.catalog, s.settings.pipelineId, 1, again);
     const own = snapshotIdOf(s.settings.pipelineId, 1);
@@ -90,7 +94,7 @@ describe('the table audit', () => {
   });
 
   it("reports a checkpoint's files missing from main's head when nothing recorded their removal", async () => {
-    const s = await published(2);
+    const s = await published(2, 0, true);
     await dropManifest(s3, s.catalog, s.settings.pipelineId, 2, 5_000_000_000_000_000_002n);
     const keys = await dataKeys(s, 2);
     const result = await audit(s);
@@ -101,7 +105,7 @@ describe('the table audit', () => {
   });
 
   it("reports a checkpoint's files live once but added by another writer's snapshot, not its checkpoint's", async () => {
-    const s = await published(2);
+    const s = await published(2, 0, true);
     const other = 5_000_000_000_000_000_011n;
     await readdAsOwn(s3, s.catalog, s.settings.pipelineId, 1, other);
     const own = snapshotIdOf(s.settings.pipelineId, 1);
@@ -117,7 +121,7 @@ describe('the table audit', () => {
   });
 
   it('reports missing files also when main is cut short by expiry, if no other writer holds any file', async () => {
-    const s = await published(2);
+    const s = await published(2, 0, true);
     await dropManifest(s3, s.catalog, s.settings.pipelineId, 2, 5_000_000_000_000_000_003n, { expire: true });
     const keys = await dataKeys(s, 2);
     const result = await audit(s);

@@ -12,6 +12,7 @@ import type { PublishParts } from '../../shared/coordinator/publish/publish.ts';
 import { publishedTable } from '../../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
+import { checkpointSnapshotId } from '../../shared/iceberg/checkpoint-identity.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
 import { mainHistory, type Snapshot, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
@@ -203,9 +204,35 @@ export function crashingLedger(parts: PublishParts, at: 'record' | 'advanceMark'
     snapshots: {
       read: (id) => real.read(id),
       readMark: () => real.readMark(),
+      createIncarnation: (now) => real.createIncarnation(now),
       record: (snapshot, now) => (at === 'record' && !crashed ? crash() : real.record(snapshot, now)),
-      advanceMark: (snapshot, now) =>
-        at === 'advanceMark' && !crashed ? crash() : real.advanceMark(snapshot, now),
+      advanceMark: (snapshot, now, ledger) =>
+        at === 'advanceMark' && !crashed ? crash() : real.advanceMark(snapshot, now, ledger),
+    },
+  };
+}
+
+/** The snapshot id of checkpoint `checkpointId` of `s`'s ledger (its incarnation, once a publish created it). */
+export async function ownSnapshotId(s: PublishSetup, checkpointId: number): Promise<bigint> {
+  const { ledger } = await s.parts.snapshots.readMark();
+  const pipelineId = s.settings.pipelineId;
+  return checkpointSnapshotId(ledger ? { pipelineId, ledger } : { pipelineId }, checkpointId);
+}
+
+/**
+ * `parts` publishing as a ledger from before incarnations did: no incarnation is created, so the table's evidence
+ * names no ledger and its snapshot ids are of (pipeline, checkpoint) alone.
+ */
+export function withoutIncarnation(parts: PublishParts): PublishParts {
+  const real = parts.snapshots;
+  return {
+    ...parts,
+    snapshots: {
+      read: (id) => real.read(id),
+      readMark: () => real.readMark(),
+      createIncarnation: () => real.readMark(),
+      record: (snapshot, now) => real.record(snapshot, now),
+      advanceMark: (snapshot, now) => real.advanceMark(snapshot, now),
     },
   };
 }

@@ -29,6 +29,8 @@ import type { Clock } from '../../clock.ts';
 import { PipelineError } from '../../errors.ts';
 import { type AppendResult, appendCheckpoint, tableLayout } from '../../iceberg/append.ts';
 import type { TableState } from '../../iceberg/catalog.ts';
+import { type CheckpointIdentity, type LedgerRef, otherLedgers } from '../../iceberg/checkpoint-identity.ts';
+import { SUMMARY_PIPELINE_ID } from '../../iceberg/table-metadata.ts';
 import type { CheckpointStore } from '../../ledger/checkpoints.ts';
 import type { TableSnapshot, TableSnapshots } from '../../ledger/table-snapshots.ts';
 import type { ManifestStore } from '../../sink/manifest-store.ts';
@@ -50,7 +52,10 @@ export interface PublishParts {
   readonly log: CoordinatorLog;
   readonly store: Pick<CheckpointStore, 'readRecord'>;
   readonly manifests: Pick<ManifestStore, 'read'>;
-  readonly snapshots: Pick<TableSnapshots, 'read' | 'readMark' | 'record' | 'advanceMark'>;
+  readonly snapshots: Pick<
+    TableSnapshots,
+    'read' | 'readMark' | 'createIncarnation' | 'record' | 'advanceMark'
+  >;
   readonly target: PublishTarget;
 }
 
@@ -77,9 +82,12 @@ export interface PublishOutcome {
 export async function publishCheckpoint(parts: PublishParts, checkpointId: number): Promise<PublishOutcome> {
   await requireCommitted(parts, checkpointId);
   const { target } = parts;
-  const property = publishedCheckpointProperty(parts.pipelineId);
   let mark = await parts.snapshots.readMark();
-  assertNotRolledBack(await target.catalog.load(), mark, parts.pipelineId, target.table.location);
+  if (!mark.ledger) mark = await parts.snapshots.createIncarnation(parts.clock.now());
+  const run = runOf(parts, mark.ledger);
+  const state = await target.catalog.load();
+  noteOtherLedgers(run, state);
+  assertNotRolledBack(state, mark, run.identity, target.table.location);
   const published: PublishedCheckpoint[] = [];
   const last = Math.min(checkpointId, mark.upTo + PUBLISH_CATCH_UP_LIMIT);
   for (let id = mark.upTo + 1; id <= last; id++) {
@@ -90,9 +98,9 @@ export async function publishCheckpoint(parts: PublishParts, checkpointId: numbe
         by: checkpointId,
       });
     }
-    const { done, snapshot } = await publishOne(parts, id, property, mark.snapshot);
+    const { done, snapshot } = await publishOne(run, id, mark.snapshot);
     published.push(done);
-    mark = { upTo: id, snapshot };
+    mark = { upTo: id, snapshot, ...(mark.ledger ? { ledger: mark.ledger } : {}) };
   }
   if (mark.upTo < checkpointId) {
     parts.log.error('the table is behind: later publishes continue from the published mark', {
@@ -101,6 +109,47 @@ export async function publishCheckpoint(parts: PublishParts, checkpointId: numbe
     });
   }
   return { checkpointId, publishedUpTo: mark.upTo, published };
+}
+
+/** One publish: its parts, and whose checkpoints it publishes (this ledger's incarnation). */
+interface Run {
+  readonly parts: PublishParts;
+  readonly property: string;
+  readonly identity: CheckpointIdentity;
+  readonly ledger: LedgerRef | undefined;
+}
+
+function runOf(parts: PublishParts, ledger: LedgerRef | undefined): Run {
+  return {
+    parts,
+    property: publishedCheckpointProperty(parts.pipelineId),
+    identity: ledger ? { pipelineId: parts.pipelineId, ledger } : { pipelineId: parts.pipelineId },
+    ledger,
+  };
+}
+
+/**
+ * One line when the table holds evidence of the pipeline id's checkpoints from another ledger (the pipeline
+ * deployed again over a table that outlived its ledger): not this ledger's, so its checkpoints of the same numbers
+ * are appended, not taken for found.
+ */
+function noteOtherLedgers(run: Run, state: TableState | undefined): void {
+  if (!state || !run.ledger) return;
+  const { pipelineId } = run.identity;
+  const others = otherLedgers(
+    state.metadata,
+    run.identity,
+    run.property,
+    (summary) => summary[SUMMARY_PIPELINE_ID] === pipelineId,
+  );
+  if (others.length === 0) return;
+  run.parts.log.error(
+    "the table holds this pipeline id's checkpoints of another ledger: they are not this one's",
+    {
+      ledger: run.ledger.id,
+      others: others.join(','),
+    },
+  );
 }
 
 async function isCommitted(parts: PublishParts, checkpointId: number): Promise<boolean> {
@@ -121,23 +170,23 @@ async function requireCommitted(parts: PublishParts, checkpointId: number): Prom
  * the record of the checkpoint just before it.
  */
 async function publishOne(
-  parts: PublishParts,
+  run: Run,
   checkpointId: number,
-  property: string,
   previous: TableSnapshot | undefined,
 ): Promise<{ done: PublishedCheckpoint; snapshot: TableSnapshot }> {
+  const { parts } = run;
   const { snapshots, clock } = parts;
   const recorded = await snapshots.read(checkpointId);
-  if (recorded) return markRecorded(parts, recorded, await parts.target.catalog.load());
+  if (recorded) return markRecorded(run, recorded, await parts.target.catalog.load());
   const ledger: { record?: TableSnapshot } = {};
-  const result = await append(parts, checkpointId, property, previous, ledger);
-  if (result.outcome === 'recorded' && ledger.record) return markRecorded(parts, ledger.record, result.state);
-  if (result.outcome === 'already-committed') assertFoundInMain(parts, checkpointId, result, previous);
+  const result = await append(run, checkpointId, previous, ledger);
+  if (result.outcome === 'recorded' && ledger.record) return markRecorded(run, ledger.record, result.state);
+  if (result.outcome === 'already-committed') assertFoundInMain(run, checkpointId, result, previous);
   const written = await snapshots.record(
     { checkpointId, snapshotId: result.snapshotId, sequenceNumber: result.sequenceNumber },
     clock.now(),
   );
-  await snapshots.advanceMark(written, clock.now());
+  await snapshots.advanceMark(written, clock.now(), run.ledger);
   const how = result.outcome === 'appended' ? 'appended' : 'found';
   if (how === 'found') {
     parts.log.error('the table held a checkpoint the ledger did not record: recorded, not appended again', {
@@ -155,14 +204,15 @@ async function publishOne(
  * made after the record was read, is judged first.
  */
 async function markRecorded(
-  parts: PublishParts,
+  run: Run,
   recorded: TableSnapshot,
   state: TableState | undefined,
 ): Promise<{ done: PublishedCheckpoint; snapshot: TableSnapshot }> {
+  const { parts } = run;
   const { checkpointId } = recorded;
   const mark = { upTo: checkpointId, snapshot: recorded };
-  assertNotRolledBack(state, mark, parts.pipelineId, parts.target.table.location);
-  await parts.snapshots.advanceMark(recorded, parts.clock.now());
+  assertNotRolledBack(state, mark, run.identity, parts.target.table.location);
+  await parts.snapshots.advanceMark(recorded, parts.clock.now(), run.ledger);
   return { done: { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' }, snapshot: recorded };
 }
 
@@ -173,12 +223,13 @@ async function markRecorded(
  * may have deleted them).
  */
 function assertFoundInMain(
-  parts: PublishParts,
+  run: Run,
   checkpointId: number,
   found: AppendResult,
   previous: TableSnapshot | undefined,
 ): void {
-  const missing = foundMissingFromMain(found, parts.pipelineId, checkpointId, previous);
+  const { parts } = run;
+  const missing = foundMissingFromMain(found, run.identity, checkpointId, previous);
   if (missing === undefined) return;
   const location = parts.target.table.location;
   const remedy =
@@ -196,12 +247,12 @@ function assertFoundInMain(
  * conflict it stops at the ledger's record of the checkpoint, if one was written meanwhile (kept in `ledger`).
  */
 async function append(
-  parts: PublishParts,
+  run: Run,
   checkpointId: number,
-  property: string,
   previous: TableSnapshot | undefined,
   ledger: { record?: TableSnapshot },
 ): Promise<AppendResult> {
+  const { parts } = run;
   const manifest = await parts.manifests.read(checkpointId);
   if (!manifest)
     throw new PublishStateError(`checkpoint ${checkpointId} is COMMITTED but its manifest is missing`);
@@ -215,17 +266,18 @@ async function append(
     table,
     dataFiles: files.dataFiles,
     pipelineId: parts.pipelineId,
+    ...(run.ledger ? { ledger: run.ledger } : {}),
     checkpointId,
     lanes: files.lanes,
     clock: parts.clock,
-    checkpointProperty: property,
+    checkpointProperty: run.property,
     recorded: async () => {
       ledger.record = await parts.snapshots.read(checkpointId);
       return ledger.record;
     },
     judge: (state) => {
       const mark = previous ? { upTo: checkpointId - 1, snapshot: previous } : { upTo: 0 };
-      assertNotRolledBack(state, mark, parts.pipelineId, table.location);
+      assertNotRolledBack(state, mark, run.identity, table.location);
     },
   });
 }

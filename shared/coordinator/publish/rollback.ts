@@ -32,6 +32,7 @@ import {
   newestCheckpointInMain,
 } from '../../iceberg/append.ts';
 import type { TableState } from '../../iceberg/catalog.ts';
+import { type CheckpointIdentity, identityOf } from '../../iceberg/checkpoint-identity.ts';
 import { mainSnapshotId, type TableMetadata } from '../../iceberg/table-metadata.ts';
 import type { PublishedMark, TableSnapshot } from '../../ledger/table-snapshots.ts';
 import { publishedCheckpointProperty } from './target.ts';
@@ -64,7 +65,7 @@ export type CheckpointSnapshot = Pick<TableSnapshot, 'checkpointId' | 'snapshotI
 export function missingFromMain(
   metadata: TableMetadata,
   snapshot: CheckpointSnapshot,
-  pipelineId: string,
+  pipeline: string | CheckpointIdentity,
 ): string | undefined {
   const { snapshotId, sequenceNumber, checkpointId } = snapshot;
   const main = history(metadata);
@@ -80,7 +81,7 @@ export function missingFromMain(
   if (head < sequenceNumber) return `main's head has sequence number ${head}, below ${sequenceNumber}`;
   // Appends are in checkpoint order: a head descending from this snapshot meets it, a later checkpoint's, or an
   // expired snapshot before any earlier checkpoint's.
-  const newest = newestCheckpointInMain(metadata, pipelineId, checkpointId);
+  const newest = newestCheckpointInMain(metadata, pipeline, checkpointId);
   if (newest !== undefined && newest < checkpointId) {
     return `snapshot ${snapshotId} is not in main's history, which reaches checkpoint ${newest}'s snapshot first`;
   }
@@ -100,18 +101,16 @@ export function missingFromMain(
  */
 export function foundMissingFromMain(
   found: AppendResult,
-  pipelineId: string,
+  pipeline: string | CheckpointIdentity,
   checkpointId: number,
   previous: TableSnapshot | undefined,
 ): string | undefined {
   const { metadata } = found.state;
   if (found.foundBy !== 'property') {
-    return found.inMainHistory
-      ? undefined
-      : missingFromMain(metadata, { ...found, checkpointId }, pipelineId);
+    return found.inMainHistory ? undefined : missingFromMain(metadata, { ...found, checkpointId }, pipeline);
   }
   if (!found.inMainHistory) {
-    const newest = newestCheckpointInMain(metadata, pipelineId, checkpointId);
+    const newest = newestCheckpointInMain(metadata, pipeline, checkpointId);
     return newest === undefined
       ? "its snapshot is expired and main's history, listed to its first snapshot, does not hold it"
       : `its snapshot is expired and main's history reaches checkpoint ${newest}'s first`;
@@ -127,15 +126,16 @@ export function foundMissingFromMain(
 function rollbackOf(
   state: TableState | undefined,
   mark: PublishedMark,
-  pipelineId: string,
+  pipeline: string | CheckpointIdentity,
 ): string | undefined {
   const snapshot = mark.snapshot;
   if (mark.upTo === 0 || snapshot === undefined) return undefined;
   if (state === undefined) return 'the table has no metadata';
-  const missing = missingFromMain(state.metadata, snapshot, pipelineId);
+  const missing = missingFromMain(state.metadata, snapshot, pipeline);
   if (missing === undefined) return undefined;
-  const property = publishedCheckpointProperty(pipelineId);
-  const named = checkpointOfProperty(state.metadata, property);
+  const identity = identityOf(pipeline);
+  const property = publishedCheckpointProperty(identity.pipelineId);
+  const named = checkpointOfProperty(state.metadata, property, identity);
   return named < mark.upTo ? `${missing}; its ${property} is ${named}` : missing;
 }
 
@@ -146,10 +146,10 @@ function rollbackOf(
 export function assertNotRolledBack(
   state: TableState | undefined,
   mark: PublishedMark,
-  pipelineId: string,
+  pipeline: string | CheckpointIdentity,
   location: string,
 ): void {
-  const why = rollbackOf(state, mark, pipelineId);
+  const why = rollbackOf(state, mark, pipeline);
   if (why === undefined) return;
   throw new IcebergTableRolledBackError(
     `the Iceberg table ${location} was rolled back below checkpoint ${mark.upTo} (snapshot ${mark.snapshot?.snapshotId}), which the ledger records as published (${why}): nothing is appended over it; restore the table's metadata to a version that holds it`,

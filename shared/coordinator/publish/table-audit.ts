@@ -8,7 +8,8 @@
  *   `final/` prefix is one of those. A property that lags main's history (below) is one violation, and the files
  *   of the checkpoints main names are checked as if it did not lag, not each reported above it.
  * - Snapshots. Every listed snapshot whose summary names this pipeline names a checkpoint that has a manifest, is
- *   that checkpoint's snapshot (`snapshotIdOf`), and no two name one checkpoint; main's history, as far as it is
+ *   that checkpoint's snapshot (`checkpointSnapshotId`, of the ledger its summary names), and no two name one
+ *   checkpoint; main's history, as far as it is
  *   listed, holds the pipeline's checkpoints one after another in increasing order.
  * - The property is not below the newest checkpoint a snapshot in main's history names.
  *
@@ -22,6 +23,7 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { mapLimit } from '../../concurrency.ts';
 import { AvroContainerError } from '../../iceberg/avro-container.ts';
 import type { Catalog, TableState } from '../../iceberg/catalog.ts';
+import { checkpointSnapshotId, ledgerPropertyOf, SUMMARY_LEDGER } from '../../iceberg/checkpoint-identity.ts';
 import {
   filesRemovedBy,
   type LiveEntry,
@@ -97,6 +99,15 @@ function checkpointOf(snapshot: Snapshot, pipelineId: string): number | undefine
   return raw !== undefined && /^[1-9]\d{0,14}$/.test(raw) ? Number(raw) : Number.NaN;
 }
 
+/**
+ * The snapshot id of checkpoint `checkpointId` of the ledger incarnation `ledger` names (undefined: evidence from
+ * before incarnations).
+ */
+function snapshotIdNamed(pipelineId: string, checkpointId: number, ledger: string | undefined): bigint {
+  const identity = ledger ? { pipelineId, ledger: { id: ledger, adoptsUnnamed: false } } : { pipelineId };
+  return checkpointSnapshotId(identity, checkpointId);
+}
+
 /** What the manifest log says the table must hold. */
 interface Expected {
   /** Location of each data file of the checkpoints at or below the property, and its checkpoint. */
@@ -110,6 +121,8 @@ class Audit {
   readonly notes: string[] = [];
   snapshots = 0;
   liveFiles = 0;
+  /** The ledger incarnation beside the table's property: the snapshot ids the files' checkpoints were added by. */
+  ledger: string | undefined;
 
   constructor(
     readonly parts: TableAuditParts,
@@ -149,6 +162,7 @@ class Audit {
 
   /** The published-checkpoint property, checked to name a checkpoint of the log. */
   publishedCheckpoint(metadata: TableMetadata, logLength: number): number {
+    this.ledger = metadata.properties[ledgerPropertyOf(this.property)];
     const raw = metadata.properties[this.property];
     if (raw === undefined) return 0;
     if (!/^\d{1,15}$/.test(raw)) {
@@ -182,10 +196,9 @@ class Audit {
         this.violation(
           `snapshot ${id} names checkpoint ${checkpointId}, which has no manifest (the manifest log ends at ${logLength})`,
         );
-      } else if (id !== snapshotIdOf(pipelineId, checkpointId)) {
-        this.violation(
-          `snapshot ${id} names checkpoint ${checkpointId}, whose snapshot is ${snapshotIdOf(pipelineId, checkpointId)}`,
-        );
+      } else if (id !== snapshotIdNamed(pipelineId, checkpointId, snapshot.summary[SUMMARY_LEDGER])) {
+        const own = snapshotIdNamed(pipelineId, checkpointId, snapshot.summary[SUMMARY_LEDGER]);
+        this.violation(`snapshot ${id} names checkpoint ${checkpointId}, whose snapshot is ${own}`);
       }
       const first = byCheckpoint.get(checkpointId);
       if (first === undefined) byCheckpoint.set(checkpointId, id);
@@ -258,9 +271,10 @@ class Audit {
       else if (entries.length > 1)
         this.violation(`${name} is a live data file ${entries.length} times in main's head`);
       else {
-        const own = snapshotIdOf(this.parts.pipelineId, checkpointId);
+        const own = snapshotIdNamed(this.parts.pipelineId, checkpointId, this.ledger);
+        const before = snapshotIdOf(this.parts.pipelineId, checkpointId);
         const addedBy = entries[0]?.addedBy;
-        if (addedBy !== undefined && addedBy !== own) {
+        if (addedBy !== undefined && addedBy !== own && addedBy !== before) {
           this.violation(`${name} was added by snapshot ${addedBy}, not by its checkpoint's snapshot ${own}`);
         }
       }
