@@ -1,7 +1,7 @@
 /**
  * A checkpoint's Parquet files appended to an Iceberg table as one snapshot, exactly once.
  *
- * 1. Load the table, and have the caller judge it ({@link CheckpointAppend.judge}: a table that lost what the
+ * 1. Load the table (the first attempt can take the caller's load), and have the caller judge it ({@link CheckpointAppend.judge}: a table that lost what the
  *    caller holds published is neither appended to nor taken to hold the checkpoint). If a snapshot of it already names this pipeline's checkpoint (`eos.checkpoint-id` in its
  *    summary), that snapshot is the answer: a retry, or a second invocation of the same commit step, never appends
  *    twice. With a {@link CheckpointAppend.checkpointProperty}, the table's properties answer too: each append sets
@@ -118,6 +118,11 @@ export interface CheckpointAppend {
    * record still says it is in.
    */
   readonly recorded?: () => Promise<{ snapshotId: bigint; sequenceNumber: number } | undefined>;
+  /**
+   * The table's state as the caller loaded it (`state` undefined: no metadata), taken for the first attempt
+   * instead of a load of its own; a stale one costs a conflict and a reload, never a wrong swap.
+   */
+  readonly loaded?: { readonly state: TableState | undefined };
 }
 
 export interface AppendResult {
@@ -434,7 +439,7 @@ export async function appendCheckpoint(
   const clock = request.clock ?? systemClock;
   const maxAttempts = request.maxAttempts ?? DEFAULT_COMMIT_ATTEMPTS;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const state = await catalog.load();
+    const state = attempt === 1 && request.loaded ? request.loaded.state : await catalog.load();
     request.judge?.(state);
     const found = state && committedBefore(state, request);
     if (state && found) return { ...found, state, attempts: attempt - 1 };

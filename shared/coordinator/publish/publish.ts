@@ -17,7 +17,10 @@
  * 3. else append K's data files as one snapshot (`iceberg/append.ts`: compare-and-swap, rebased onto a concurrent
  *    writer's commit such as compaction), the property set to K in the same swap; then record it and move the mark.
  *
- * 2 and 3 are one call of `appendCheckpoint`, which loads the table before each attempt and has it judged first;
+ * The table is loaded once per publish: that load is the first append's base and each append's committed state the
+ * next one's; it is loaded again only after a conflict and before moving a mark that lags a recorded checkpoint.
+ * 2 and 3 are one call of `appendCheckpoint`, which has each state it works on judged first (reloaded after a
+ * conflict);
  * after a conflict it reads the ledger's record of K again before the next swap and, recorded meanwhile (a zombie
  * held at its swap while the live publisher went on, the table's evidence of K since removed by maintenance),
  * stops and goes to 1.
@@ -85,7 +88,7 @@ export async function publishCheckpoint(parts: PublishParts, checkpointId: numbe
   let mark = await parts.snapshots.readMark();
   if (!mark.ledger) mark = await parts.snapshots.createIncarnation(parts.clock.now());
   const run = runOf(parts, mark.ledger);
-  const state = await target.catalog.load();
+  let state = await target.catalog.load();
   noteOtherLedgers(run, state);
   assertNotRolledBack(state, mark, run.identity, target.table.location);
   const published: PublishedCheckpoint[] = [];
@@ -98,8 +101,9 @@ export async function publishCheckpoint(parts: PublishParts, checkpointId: numbe
         by: checkpointId,
       });
     }
-    const { done, snapshot } = await publishOne(run, id, mark.snapshot);
+    const { done, snapshot, after } = await publishOne(run, id, mark.snapshot, state);
     published.push(done);
+    state = after;
     mark = { upTo: id, snapshot, ...(mark.ledger ? { ledger: mark.ledger } : {}) };
   }
   if (mark.upTo < checkpointId) {
@@ -165,21 +169,32 @@ async function requireCommitted(parts: PublishParts, checkpointId: number): Prom
   }
 }
 
+/** A checkpoint brought to the mark, and the table's state after it, which the next checkpoint starts from. */
+interface OneDone {
+  readonly done: PublishedCheckpoint;
+  readonly snapshot: TableSnapshot;
+  readonly after: TableState | undefined;
+}
+
 /**
  * One checkpoint recorded as published, the mark moved to it (steps 1 to 3 of the module comment); `previous` is
- * the record of the checkpoint just before it.
+ * the record of the checkpoint just before it, `state` the table as last loaded or committed by this publish (a
+ * stale one costs the append a conflict and a reload).
  */
 async function publishOne(
   run: Run,
   checkpointId: number,
   previous: TableSnapshot | undefined,
-): Promise<{ done: PublishedCheckpoint; snapshot: TableSnapshot }> {
+  state: TableState | undefined,
+): Promise<OneDone> {
   const { parts } = run;
   const { snapshots, clock } = parts;
   const recorded = await snapshots.read(checkpointId);
+  // Judged on a load made after the record was read: `state` may predate it (another publisher's swap and record
+  // of this checkpoint since) and would be taken for a table that lost it.
   if (recorded) return markRecorded(run, recorded, await parts.target.catalog.load());
   const ledger: { record?: TableSnapshot } = {};
-  const result = await append(run, checkpointId, previous, ledger);
+  const result = await append(run, checkpointId, previous, ledger, state);
   if (result.outcome === 'recorded' && ledger.record) return markRecorded(run, ledger.record, result.state);
   if (result.outcome === 'already-committed') assertFoundInMain(run, checkpointId, result, previous);
   const written = await snapshots.record(
@@ -195,7 +210,11 @@ async function publishOne(
       foundBy: result.foundBy,
     });
   }
-  return { done: { checkpointId, snapshotId: written.snapshotId, how }, snapshot: written };
+  return {
+    done: { checkpointId, snapshotId: written.snapshotId, how },
+    snapshot: written,
+    after: result.state,
+  };
 }
 
 /**
@@ -207,13 +226,17 @@ async function markRecorded(
   run: Run,
   recorded: TableSnapshot,
   state: TableState | undefined,
-): Promise<{ done: PublishedCheckpoint; snapshot: TableSnapshot }> {
+): Promise<OneDone> {
   const { parts } = run;
   const { checkpointId } = recorded;
   const mark = { upTo: checkpointId, snapshot: recorded };
   assertNotRolledBack(state, mark, run.identity, parts.target.table.location);
   await parts.snapshots.advanceMark(recorded, parts.clock.now(), run.ledger);
-  return { done: { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' }, snapshot: recorded };
+  return {
+    done: { checkpointId, snapshotId: recorded.snapshotId, how: 'recorded' },
+    snapshot: recorded,
+    after: state,
+  };
 }
 
 /**
@@ -251,13 +274,13 @@ async function append(
   checkpointId: number,
   previous: TableSnapshot | undefined,
   ledger: { record?: TableSnapshot },
+  current: TableState | undefined,
 ): Promise<AppendResult> {
   const { parts } = run;
   const manifest = await parts.manifests.read(checkpointId);
   if (!manifest)
     throw new PublishStateError(`checkpoint ${checkpointId} is COMMITTED but its manifest is missing`);
   const { table, catalog } = parts.target;
-  const current = await catalog.load();
   const files = checkpointDataFiles(manifest, parts.bucket, tableLayout(table, current?.metadata));
   for (const { key, reason } of files.left) {
     parts.log.error('an output object is left out of the table', { checkpointId, key, reason });
@@ -271,6 +294,7 @@ async function append(
     lanes: files.lanes,
     clock: parts.clock,
     checkpointProperty: run.property,
+    loaded: { state: current },
     recorded: async () => {
       ledger.record = await parts.snapshots.read(checkpointId);
       return ledger.record;
