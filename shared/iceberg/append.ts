@@ -1,20 +1,22 @@
 /**
  * A checkpoint's Parquet files appended to an Iceberg table as one snapshot, exactly once.
  *
- * 1. Load the table (the first attempt can take the caller's load), and have the caller judge it ({@link CheckpointAppend.judge}: a table that lost what the
- *    caller holds published is neither appended to nor taken to hold the checkpoint). If a snapshot of it already names this pipeline's checkpoint (`eos.checkpoint-id` in its
- *    summary), that snapshot is the answer: a retry, or a second invocation of the same commit step, never appends
+ * 1. Load the table (the first attempt can take the caller's load), and have the caller judge it
+ *    ({@link CheckpointAppend.judge}: a table that lost what the caller holds published is neither appended to nor
+ *    taken to hold the checkpoint). If a snapshot of it already names this pipeline's checkpoint
+ *    (`eos.checkpoint-id` in its summary, of this ledger: `checkpoint-identity.ts`), that snapshot is the answer: a retry, or a second invocation of the same commit step, never appends
  *    twice. With a {@link CheckpointAppend.checkpointProperty}, the table's properties answer too: each append sets
  *    that property to its checkpoint id in the same metadata swap, and a table whose snapshots maintenance expired
  *    keeps its properties, so a property at or past the checkpoint means it was committed. Either answer says
  *    whether main still holds it ({@link AppendResult.inMainHistory}): main may have been set back past it, and
- *    its snapshot expired too (the property survives both). Otherwise the table is created (first commit) or its
+ *    its snapshot expired too (the property survives both). Main's history ending at the checkpoint's own snapshot,
+ *    expired, answers last (its id is the checkpoint's). Otherwise the table is created (first commit) or its
  *    schema and spec brought to the output's.
  * 2. Write the manifest of the files and the snapshot's manifest list (the new manifest, then the parent's).
  *    Their keys under `<table>/metadata/` are the snapshot id and a digest of the bytes, and the bytes are a
  *    function of the checkpoint and the parent: an attempt on the same parent rewrites the same objects (write-once,
  *    `If-None-Match`), one on another parent writes another list and never changes a list a committed snapshot
- *    names. The snapshot id is the checkpoint's ({@link snapshotIdOf}) whatever the parent.
+ *    names. The snapshot id is the checkpoint's ({@link checkpointSnapshotId}) whatever the parent.
  * 3. Commit the new metadata with the catalog's compare-and-swap. On `conflict` another writer (another
  *    checkpoint's commit, table maintenance, this same checkpoint's zombie) moved the table: reload and go again
  *    from 1, which either finds the checkpoint committed or rebases it onto the new parent; before that swap the
@@ -132,7 +134,7 @@ export interface AppendResult {
    */
   readonly outcome: 'appended' | 'already-committed' | 'recorded';
   /** What said it was committed: its snapshot's summary, or (the snapshot expired) the checkpoint property. */
-  readonly foundBy?: 'summary' | 'property';
+  readonly foundBy?: 'summary' | 'property' | 'history';
   readonly snapshotId: bigint;
   /**
    * The snapshot's sequence number; when only the property found it (the snapshot is no longer listed), the
@@ -312,6 +314,35 @@ export function newestCheckpointInMain(
   return undefined;
 }
 
+/**
+ * The checkpoint found by main's history ending at its snapshot, expired: the snapshot id is the checkpoint's, so
+ * a commit on top of it (a compaction) still names it as parent after expiry took its summary and another writer's
+ * metadata rewrite its property, while the ledger record of the publisher that appended it may be still to come.
+ */
+function historyEndsAtCheckpoint(
+  metadata: TableMetadata,
+  identity: CheckpointIdentity,
+  checkpointId: number,
+): Omit<AppendResult, 'state' | 'attempts'> | undefined {
+  const byId = new Map(metadata.snapshots.map((snapshot) => [snapshot['snapshot-id'], snapshot]));
+  const seen = new Set<bigint>();
+  let id = mainSnapshotId(metadata);
+  while (id !== undefined && byId.has(id) && !seen.has(id)) {
+    seen.add(id);
+    id = byId.get(id)?.['parent-snapshot-id'];
+  }
+  if (id === undefined || byId.has(id) || !checkpointSnapshotIds(identity, checkpointId).includes(id)) {
+    return undefined;
+  }
+  return {
+    outcome: 'already-committed',
+    foundBy: 'history',
+    snapshotId: id,
+    sequenceNumber: mainHeadSequence(metadata),
+    inMainHistory: true,
+  };
+}
+
 function identityOfRequest(request: CheckpointAppend): CheckpointIdentity {
   return request.ledger
     ? { pipelineId: request.pipelineId, ledger: request.ledger }
@@ -339,7 +370,7 @@ function committedBefore(
     property === undefined ||
     checkpointOfProperty(state.metadata, property, identity) < request.checkpointId
   ) {
-    return undefined;
+    return historyEndsAtCheckpoint(state.metadata, identity, request.checkpointId);
   }
   const newest = newestCheckpointInMain(state.metadata, identity, request.checkpointId);
   // A property naming no ledger was set before incarnations, with the snapshot id of that time.

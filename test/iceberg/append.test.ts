@@ -413,6 +413,43 @@ describe('appendCheckpoint', () => {
     expect(two.state.metadata.properties[property]).toBe('2');
   });
 
+  it('takes main ending at the checkpoint snapshot, expired under a compaction, as the answer when the property is gone too', async () => {
+    const { table, catalog } = newTable();
+    const file = await dataFile(table, rows(0, 3), 'dt=2026-03-14/hour=07');
+    const one = await appendCheckpoint(catalog, s3, request(table, 1, [file]));
+    const { state } = one;
+    const head = state.metadata.snapshots[0]!;
+    // A compaction over it (its parent the checkpoint's snapshot), that snapshot then expired; no property.
+    const compaction = {
+      ...head,
+      'snapshot-id': 43n,
+      'parent-snapshot-id': head['snapshot-id'],
+      'sequence-number': 2,
+      summary: { operation: 'replace' },
+    };
+    const expired: TableMetadata = {
+      ...state.metadata,
+      'last-sequence-number': 2,
+      'current-snapshot-id': 43n,
+      refs: { main: { 'snapshot-id': 43n, type: 'branch' } },
+      snapshots: [compaction],
+      'snapshot-log': [],
+    };
+    expect(await catalog.commit(state, expired)).not.toBe('conflict');
+    const retry = await appendCheckpoint(catalog, s3, request(table, 1, [file]));
+    expect(retry).toMatchObject({
+      outcome: 'already-committed',
+      foundBy: 'history',
+      snapshotId: snapshotIdOf('orders', 1),
+      inMainHistory: true,
+      attempts: 0,
+    });
+    expect(await readBack(catalog)).toEqual(expected(rows(0, 3)));
+    // Another checkpoint's snapshot there is no answer for this one.
+    const other = await appendCheckpoint(catalog, s3, request(table, 2, [file]));
+    expect(other.outcome).toBe('appended');
+  });
+
   it('found by the property alone, says main does not hold it when main reaches an earlier checkpoint first', async () => {
     const { table, catalog } = newTable();
     const property = 'eos.orders.published-checkpoint';

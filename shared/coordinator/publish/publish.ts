@@ -195,7 +195,10 @@ async function publishOne(
   if (recorded) return markRecorded(run, recorded, await parts.target.catalog.load());
   const ledger: { record?: TableSnapshot } = {};
   const result = await append(run, checkpointId, previous, ledger, state);
-  if (result.outcome === 'recorded' && ledger.record) return markRecorded(run, ledger.record, result.state);
+  // Recorded by another publisher after this attempt's load: judged, as above, on a load made after the read.
+  if (result.outcome === 'recorded' && ledger.record) {
+    return markRecorded(run, ledger.record, await parts.target.catalog.load());
+  }
   if (result.outcome === 'already-committed') assertFoundInMain(run, checkpointId, result, previous);
   const written = await snapshots.record(
     { checkpointId, snapshotId: result.snapshotId, sequenceNumber: result.sequenceNumber },
