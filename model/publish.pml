@@ -18,7 +18,10 @@
 #define CFAULTS 1           /* publish step crashes, all executions together */
 #endif
 #ifndef ZOMBIES
-#define ZOMBIES 1           /* a second invocation of checkpoint NC's publish step, running alongside the first */
+#define ZOMBIES 1           /* a second invocation of checkpoint ZOMBIE_OF's publish step, alongside the first */
+#endif
+#ifndef ZOMBIE_OF
+#define ZOMBIE_OF NC        /* the checkpoint whose publish step the zombie is */
 #endif
 #ifndef COMPACTIONS
 #define COMPACTIONS 1       /* another writer's commits (compaction), at any time, after the faults too */
@@ -134,10 +137,11 @@ inline missingFromMain(t, tseq) {
 
 #define SUMMARY 1
 #define PROPERTY 2
+#define HISTORY 3
 
 /* ══ one invocation of the publish step (shared/coordinator/publish/publish.ts) ══════════════════════════════ */
 proctype Publisher(byte target; bool faulty) {
-  byte m; byte mSeq; byte id; byte lv; byte found; byte seq; byte prevSeq; bool saw;
+  byte m; byte mSeq; byte id; byte lv; byte found; byte seq; byte prevSeq; bool saw; bool retry;
   byte w; byte e; bool in; bool cut; bool missing; byte newest;
 start:
   atomic {    /* code: publishCheckpoint(): requireCommitted, then TableSnapshots.readMark */
@@ -163,8 +167,11 @@ start:
 next:
   if :: id > target -> goto done :: else -> skip fi;
   atomic {    /* code: TableSnapshots.read: recorded before, only the mark may lag */
-    if :: recorded[id] -> seq = recSeq[id] :: else -> goto load fi
+    /* The append's first attempt swaps on a state loaded before this read (publishCheckpoint()'s load, or the
+       previous checkpoint's commit): taken here, the latest it can be; the load below then only stands for it. */
+    if :: recorded[id] -> seq = recSeq[id] :: else -> lv = version; goto load fi
   }
+judgeRecorded:
   atomic {    /* code: assertNotRolledBack(): the catalog's load, judged against the record before the mark moves */
 #ifndef MUT_MARK_LAG_UNJUDGED
     if
@@ -187,7 +194,8 @@ load:
     :: else -> skip
     fi;
 #endif
-    lv = version; saw = (sFiles[head] & BIT(id)) != 0; found = 0;
+    if :: retry -> lv = version :: else -> skip fi;
+    saw = (sFiles[head] & BIT(id)) != 0; found = 0;
 #ifndef MUT_NO_FOUND_IN_TABLE
     if
     :: version != 0 && (listed & BIT(id)) ->                 /* code: snapshotOfCheckpoint() */
@@ -205,6 +213,11 @@ load:
        missing = missing || (newest == 0 && w == 0);
 #endif
 #endif
+    :: version != 0 && !(listed & BIT(id)) && prop < id ->  /* code: historyEndsAtCheckpoint() */
+       walkMain(id);
+#ifndef MUT_HISTORY_END_UNRECOGNISED
+       if :: cut && w == id -> found = HISTORY; seq = HEAD_SEQ; missing = false :: else -> skip fi
+#endif
     :: else -> skip
     fi;
 #endif
@@ -214,6 +227,19 @@ load:
     :: found && !missing -> goto record
     :: else -> skip
     fi
+  }
+  /* code: appendCheckpoint(): after a conflict, the ledger's record of the checkpoint read again before the next
+     swap (its `recorded` callback: TableSnapshots.read); recorded meanwhile, the append stops and markRecorded()
+     judges a load made after the read, as for a record read before: only the mark moves */
+  atomic {
+#ifndef MUT_NO_RECORD_AFTER_CONFLICT
+    if
+    :: retry && recorded[id] -> seq = recSeq[id]; retry = false; goto judgeRecorded
+    :: else -> skip
+    fi
+#else
+    skip
+#endif
   }
   /* code: appendCheckpoint(): nextMetadata() on the state loaded (the parent's manifests and the checkpoint's),
      then the catalog's compare-and-swap (FileCatalog.commit, S3TablesCatalog.commit, GlueCatalog.commit) */
@@ -235,7 +261,7 @@ load:
 #ifdef MUT_NO_REBASE
        goto failed
 #else
-       goto load                                             /* reload and rebase onto the new head */
+       retry = true; goto load                               /* reload and rebase onto the new head */
 #endif
     fi
   }
@@ -267,12 +293,12 @@ advance:
     :: mark != id - 1 && mark >= id -> skip                  /* a retry, a concurrent publisher */
     :: mark < id - 1 -> goto failed                          /* TableSnapshotConflictError */
     fi;
-    prevSeq = seq; id++; found = 0; seq = 0; lv = 0; saw = false; missing = false
+    prevSeq = seq; id++; found = 0; seq = 0; lv = 0; saw = false; missing = false; retry = false
   }
   goto next;
 crashed:
   atomic {
-    m = 0; mSeq = 0; id = 0; lv = 0; found = 0; seq = 0; prevSeq = 0; saw = false; missing = false;
+    m = 0; mSeq = 0; id = 0; lv = 0; found = 0; seq = 0; prevSeq = 0; saw = false; missing = false; retry = false;
     if
     :: goto start                                            /* Step Functions retries the step */
     :: goto stopped                                          /* it fails into Cleanup */
@@ -280,7 +306,7 @@ crashed:
   }
 failed:       /* an error: retried only while faults remain (a retry is a fault), else into Cleanup */
   atomic {
-    m = 0; mSeq = 0; id = 0; lv = 0; found = 0; seq = 0; prevSeq = 0; saw = false; missing = false;
+    m = 0; mSeq = 0; id = 0; lv = 0; found = 0; seq = 0; prevSeq = 0; saw = false; missing = false; retry = false;
     if
     :: faulty && cfaults < CFAULTS -> cfaults++; goto start
     :: else -> goto stopped
@@ -292,7 +318,7 @@ done:
   skip;
 stopped:
   atomic {
-    m = 0; mSeq = 0; id = 0; lv = 0; found = 0; seq = 0; prevSeq = 0; saw = false; missing = false;
+    m = 0; mSeq = 0; id = 0; lv = 0; found = 0; seq = 0; prevSeq = 0; saw = false; missing = false; retry = false;
     inFlight--;
     if :: faulty -> running-- :: else -> finalDone = true fi
   }
@@ -307,7 +333,7 @@ proctype Committer() {
        committed = k;
        run Publisher(k, true); inFlight++;
 #if ZOMBIES > 0
-       if :: k == NC -> run Publisher(k, true); inFlight++ :: else -> skip fi;
+       if :: k == ZOMBIE_OF -> run Publisher(k, true); inFlight++ :: else -> skip fi;
 #endif
        k++
      }

@@ -131,6 +131,12 @@ export const SCENARIOS = [
     flags: ['-DZOMBIES=1', '-DCFAULTS=0'],
   },
   {
+    name: 'publish-zombie-evidence-lost',
+    model: 'publish',
+    what: "publish: checkpoint 1's publish step invoked twice at once (a zombie) while 2 is published; 1 compaction, 2 expiries and another writer's commit that drops the table's properties, at any time; no crash",
+    flags: ['-DZOMBIES=1', '-DZOMBIE_OF=1', '-DCFAULTS=0', '-DEXPIRIES=2', '-DPROPERTY_LOSSES=1'],
+  },
+  {
     name: 'publish-rollback',
     model: 'publish',
     what: 'publish: 1 crash, 1 expiry, and an operator who once sets main back to an ancestor or restores an older metadata file, at any time; no compaction',
@@ -198,9 +204,16 @@ export const SCENARIOS = [
 
 /**
  * Scenarios in which the code as it is has a counterexample (docs/model-checking.md, "What the model found"):
- * run only with `--known`, each expected to find one until the code changes. None at present.
+ * run only with `--known`, each expected to find one until the code changes.
  */
-export const KNOWN_COUNTEREXAMPLES = [];
+export const KNOWN_COUNTEREXAMPLES = [
+  {
+    name: 'publish-zombie-evidence-erased',
+    model: 'publish',
+    what: "publish: checkpoint 2's publish step invoked twice at once; between the live swap and its ledger record, two compactions on top, 2's snapshot and the first compaction expired and the properties dropped: the zombie finds no evidence and no record, and appends 2 again",
+    flags: ['-DZOMBIES=1', '-DCFAULTS=0', '-DCOMPACTIONS=2', '-DEXPIRIES=2', '-DPROPERTY_LOSSES=1'],
+  },
+];
 
 /**
  * One line per mutation: MACRO | guard | code. MACRO may join several macros with `+`: a mutation that weakens
