@@ -42,8 +42,12 @@
 #define BIT(x) (1 << (x))
 /* Snapshot slots: 0 none; k in 1..NC is checkpoint k's snapshot (its id is a function of (pipeline, k):
    snapshotIdOf()); the slots above are other writers' snapshots. */
-#define NSNAP (NC + COMPACTIONS + INITIAL + 1)
+#ifndef OLD_LEDGER
+#define OLD_LEDGER 0        /* 1: the table outlived an old ledger of the same pipeline id (not with INITIAL) */
+#endif
+#define NSNAP (NC + COMPACTIONS + INITIAL + OLD_LEDGER + 1)
 #define FOREIGN (NC + COMPACTIONS + 1)     /* the snapshot the table starts at (INITIAL) */
+#define OLDSNAP (NC + COMPACTIONS + 1)     /* the old ledger's snapshot of its checkpoint 1 (OLD_LEDGER) */
 #define OURS(s) ((s) >= 1 && (s) <= NC)
 #define ALL (BIT(NC + 1) - 2)              /* the files of checkpoints 1..NC */
 #define UP_TO(k) (BIT((k) + 1) - 2)        /* the files of checkpoints 1..k */
@@ -52,6 +56,7 @@
 byte version;               /* the catalog's version token; 0: the table has no metadata yet */
 byte head;                  /* main's head snapshot (refs.main) */
 byte prop;                  /* eos.<pipeline>.published-checkpoint */
+bool propOurs = true;       /* the incarnation beside it is this ledger's (false: an old ledger's, or none adopted) */
 byte lastSeq;               /* last-sequence-number */
 byte listed;                /* the snapshots the metadata lists (expiry removes them), bitmask of slots */
 /* A snapshot, once written, never changes: its parent, sequence number and the data files live in it, as the
@@ -202,7 +207,11 @@ load:
        found = SUMMARY; seq = sSeq[id];
        walkMain(id);
        if :: in -> missing = false :: else -> missingFromMain(id, seq) fi
+#ifdef MUT_LEDGER_UNCHECKED
     :: version != 0 && !(listed & BIT(id)) && prop >= id -> /* code: checkpointOfProperty() */
+#else
+    :: version != 0 && !(listed & BIT(id)) && prop >= id && propOurs -> /* code: checkpointOfProperty(), isOwnLedger() */
+#endif
        found = PROPERTY; seq = HEAD_SEQ;
        newestInMain(id);                                     /* code: mainHistoryWhole() when it meets none */
 #ifdef MUT_PROPERTY_TRUSTED
@@ -213,7 +222,7 @@ load:
        missing = missing || (newest == 0 && w == 0);
 #endif
 #endif
-    :: version != 0 && !(listed & BIT(id)) && prop < id ->  /* code: historyEndsAtCheckpoint() */
+    :: version != 0 && !(listed & BIT(id)) && (prop < id || !propOurs) ->  /* code: historyEndsAtCheckpoint() */
        walkMain(id);
 #ifndef MUT_HISTORY_END_UNRECOGNISED
        if :: cut && w == id -> found = HISTORY; seq = HEAD_SEQ; missing = false :: else -> skip fi
@@ -254,7 +263,7 @@ load:
        sParent[id] = head; lastSeq++; sSeq[id] = lastSeq; sFiles[id] = sFiles[head] | BIT(id);
        listed = listed | BIT(id); head = id; version++; swapped = swapped | BIT(id);
 #ifndef MUT_NO_PROPERTY_IN_SWAP
-       prop = id;
+       prop = id; propOurs = true;
 #endif
        seq = lastSeq; saw = true
     :: version != lv ->                                      /* conflict: another writer moved the table */
@@ -380,10 +389,10 @@ proctype Maintenance() {
 #define OPERATOR_MAY true
 #endif
 proctype Operator() {
-  byte w; bool saved; byte svVersion; byte svHead; byte svProp; byte svSeq; byte svListed;
+  byte w; bool saved; byte svVersion; byte svHead; byte svProp; bool svPropOurs; byte svSeq; byte svListed;
   do
   :: atomic { !saved && version != 0 ->
-       saved = true; svVersion = version; svHead = head; svProp = prop; svSeq = lastSeq; svListed = listed }
+       saved = true; svVersion = version; svHead = head; svProp = prop; svPropOurs = propOurs; svSeq = lastSeq; svListed = listed }
   :: atomic { rollbacks < ROLLBACKS && head != 0 && OPERATOR_MAY ->
        w = sParent[head];
        do
@@ -393,7 +402,7 @@ proctype Operator() {
        w = 0 }
 #ifndef ROLLBACK_SET_MAIN_ONLY
   :: atomic { rollbacks < ROLLBACKS && saved && svVersion != version && (svListed & expired) == 0 && OPERATOR_MAY ->
-       head = svHead; prop = svProp; lastSeq = svSeq; listed = svListed; version++; rollbacks++ }
+       head = svHead; prop = svProp; propOurs = svPropOurs; lastSeq = svSeq; listed = svListed; version++; rollbacks++ }
 #endif
   :: break
   od
@@ -404,6 +413,10 @@ proctype Operator() {
 init {
   byte k;
   atomic {
+#if OLD_LEDGER > 0
+    /* the old ledger's checkpoint 1 at main's head, its property naming 1 with the old incarnation beside it */
+    version = 1; head = OLDSNAP; listed = BIT(OLDSNAP); lastSeq = 1; sSeq[OLDSNAP] = 1; prop = 1; propOurs = false;
+#endif
 #if INITIAL > 0
     version = 1; head = FOREIGN; listed = BIT(FOREIGN); lastSeq = 1; sSeq[FOREIGN] = 1;
 #endif

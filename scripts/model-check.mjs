@@ -137,6 +137,12 @@ export const SCENARIOS = [
     flags: ['-DZOMBIES=1', '-DZOMBIE_OF=1', '-DCFAULTS=0', '-DEXPIRIES=2', '-DPROPERTY_LOSSES=1'],
   },
   {
+    name: 'publish-ledger-reset',
+    model: 'publish',
+    what: "publish: the table outlived an old ledger of the same pipeline id (main at its snapshot of checkpoint 1, the property naming 1 beside the old incarnation); 1 crash, 1 compaction, 1 expiry",
+    flags: ['-DZOMBIES=0', '-DCFAULTS=1', '-DOLD_LEDGER=1'],
+  },
+  {
     name: 'publish-rollback',
     model: 'publish',
     what: 'publish: 1 crash, 1 expiry, and an operator who once sets main back to an ancestor or restores an older metadata file, at any time; no compaction',
