@@ -139,7 +139,7 @@ export const SCENARIOS = [
   {
     name: 'publish-ledger-reset',
     model: 'publish',
-    what: "publish: the table outlived an old ledger of the same pipeline id (main at its snapshot of checkpoint 1, the property naming 1 beside the old incarnation); 1 crash, 1 compaction, 1 expiry",
+    what: 'publish: the table outlived an old ledger of the same pipeline id (main at its snapshot of checkpoint 1, the property naming 1 beside the old incarnation); 1 crash, 1 compaction, 1 expiry',
     flags: ['-DZOMBIES=0', '-DCFAULTS=1', '-DOLD_LEDGER=1'],
   },
   {
