@@ -12,7 +12,8 @@
  *    its snapshot expired too (the property survives both). Main's history ending at the checkpoint's own snapshot,
  *    expired, answers last (its id is the checkpoint's). Otherwise the table is created (first commit) or its
  *    schema and spec brought to the output's.
- * 2. Write the manifest of the files and the snapshot's manifest list (the new manifest, then the parent's).
+ * 2. Write the manifest of the files and the snapshot's manifest list (the new manifest, then the parent's, once
+ *    they are many merged as Iceberg's merge append does: `manifest-merge.ts`).
  *    Their keys under `<table>/metadata/` are the snapshot id and a digest of the bytes, and the bytes are a
  *    function of the checkpoint and the parent: an attempt on the same parent rewrites the same objects (write-once,
  *    `If-None-Match`), one on another parent writes another list and never changes a list a committed snapshot
@@ -47,6 +48,7 @@ import {
   encodeManifestList,
   type ManifestListEntry,
 } from './manifest-list.ts';
+import { mergedManifestList, s3ManifestStore } from './manifest-merge.ts';
 import {
   type PartitionSettings,
   type PartitionSpec,
@@ -419,7 +421,16 @@ async function nextMetadata(
     snapshotId,
     parentSnapshotId,
     sequenceNumber: BigInt(sequenceNumber),
-    manifests: [...added, ...(await parentManifests(s3, parent))],
+    manifests: await mergedManifestList(
+      {
+        metadata: base,
+        snapshotId,
+        sequenceNumber: BigInt(sequenceNumber),
+        added,
+        inherited: await parentManifests(s3, parent),
+      },
+      s3ManifestStore(s3, base.location),
+    ),
   });
   const manifestList = await writeMetadataObject(s3, base, `snap-${snapshotId}`, list);
   const appended = appendSnapshot(base, {
