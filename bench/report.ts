@@ -74,8 +74,8 @@ function costBarExplanations(r: BenchResults): string[] {
       `- **\`bytes_through_lambda_ratio\`: ${e2e.bytesRatio.median} against 3.0.** Three moves of each byte are the design:`,
       `  staged (${k.stagedWritten} B a record), read once by prepare to verify it (${k.prepareStagedRead} B), written once as a`,
       `  candidate (${k.candidateWritten} B); promote moves none. The rest is plans and manifests, ${plans} B a record, which grow`,
-      "  with files, not bytes: this workload's records are small, so they weigh; at the bar's 1 KB records they add",
-      `  about ${((plans / 1024) * 100).toFixed(0)} % of a record. Below 3.0 would mean not merging (a final object per staged file:`,
+      "  with files, not bytes: this workload's records compress to a few bytes, so they weigh; against the bar's 1 KB",
+      `  records before compression they are ${((plans / 1024) * 100).toFixed(1)} %. Below 3.0 would mean not merging (a final object per staged file:`,
       '  more objects a day and a COPY each) or not verifying the staged bytes before the vote.',
     );
   }
