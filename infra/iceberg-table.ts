@@ -30,6 +30,7 @@ import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { analyticsDatabaseName } from '../shared/replay/current-view.ts';
 import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
+import { grantPrefixReads } from './pipeline-grants.ts';
 
 /** The `iceberg` prop: the table each committed checkpoint is published to as one snapshot. */
 export interface IcebergProps {
@@ -257,30 +258,7 @@ export class IcebergPublishTable extends Construct {
    */
   grantRead(grantee: iam.IGrantable, pipelineId: string): iam.Grant {
     const prefixes = [`${this.config.tablePrefix}/`, `${finalPrefix(pipelineId)}output/`];
-    let grant = iam.Grant.addToPrincipal({
-      grantee,
-      actions: ['s3:GetObject'],
-      resourceArns: prefixes.map((prefix) => this.bucket.arnForObjects(`${prefix}*`)),
-    }).combine(
-      iam.Grant.addToPrincipal({
-        grantee,
-        actions: ['s3:ListBucket'],
-        resourceArns: [this.bucket.bucketArn],
-        conditions: { StringLike: { 's3:prefix': prefixes.map((prefix) => `${prefix}*`) } },
-      }),
-    );
-    const key = this.bucket.encryptionKey;
-    if (key) {
-      const stack = Stack.of(this);
-      grant = grant.combine(
-        iam.Grant.addToPrincipal({
-          grantee,
-          actions: ['kms:Decrypt'],
-          resourceArns: [key.keyArn],
-          conditions: { StringEquals: { 'kms:ViaService': `s3.${stack.region}.${stack.urlSuffix}` } },
-        }),
-      );
-    }
+    let grant = grantPrefixReads(this, this.bucket, prefixes, grantee);
     const names = this.config.glue;
     if (names) {
       grant = grant.combine(

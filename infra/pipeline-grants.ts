@@ -81,7 +81,19 @@ export function grantReadCommitted(
   pipelineId: string,
   grantee: iam.IGrantable,
 ): iam.Grant {
-  const prefixes = [manifestsPrefix(pipelineId), finalPrefix(pipelineId)];
+  return grantPrefixReads(scope, bucket, [manifestsPrefix(pipelineId), finalPrefix(pipelineId)], grantee);
+}
+
+/**
+ * Lets `grantee` get and list the objects under `prefixes` of `bucket`, and decrypt them through S3 under SSE-KMS:
+ * the reads of a reader of committed output or of a table, nothing else of the bucket.
+ */
+export function grantPrefixReads(
+  scope: IConstruct,
+  bucket: s3.IBucket,
+  prefixes: readonly string[],
+  grantee: iam.IGrantable,
+): iam.Grant {
   let grant = iam.Grant.addToPrincipal({
     grantee,
     actions: ['s3:GetObject'],
