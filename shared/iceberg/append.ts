@@ -24,11 +24,10 @@
  *    caller's own record is asked ({@link CheckpointAppend.recorded}), as the table may no longer show the
  *    checkpoint a concurrent attempt committed. Bounded attempts.
  */
-import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { type Clock, systemClock } from '../clock.ts';
 import { PipelineError } from '../errors.ts';
-import { getBytes, putIfAbsent } from '../sink/objects.ts';
+import { getBytes } from '../sink/objects.ts';
 import type { ColumnDefinition } from '../transforms/api.ts';
 import type { Catalog, TableState } from './catalog.ts';
 import {
@@ -49,6 +48,7 @@ import {
   type ManifestListEntry,
 } from './manifest-list.ts';
 import { mergedManifestList, s3ManifestStore } from './manifest-merge.ts';
+import { s3ObjectOf } from './metadata-json.ts';
 import {
   type PartitionSettings,
   type PartitionSpec,
@@ -202,34 +202,9 @@ function baseMetadata(table: IcebergTable, state: TableState | undefined, nowMs:
   );
 }
 
-/** `s3://bucket/key` as its parts. */
-function objectOf(location: string): { bucket: string; key: string } {
-  const match = /^s3a?:\/\/([^/]+)\/(.+)$/.exec(location);
-  if (!match) throw new PipelineError(`${location} is not an s3:// location`);
-  return { bucket: match[1] as string, key: match[2] as string };
-}
-
-function digest(bytes: Buffer): string {
-  return createHash('sha256').update(bytes).digest('hex').slice(0, 32);
-}
-
-/** Writes `bytes` once under `<table>/metadata/<name>-<digest>.avro`; the location written. */
-async function writeMetadataObject(
-  s3: S3Client,
-  metadata: TableMetadata,
-  name: string,
-  bytes: Buffer,
-): Promise<string> {
-  const location = `${metadata.location}/metadata/${name}-${digest(bytes)}.avro`;
-  const { bucket, key } = objectOf(location);
-  // A key named by its bytes' digest: an object already there holds these bytes.
-  await putIfAbsent(s3, bucket, key, bytes, { contentType: 'application/octet-stream' });
-  return location;
-}
-
 async function parentManifests(s3: S3Client, parent: Snapshot | undefined): Promise<ManifestListEntry[]> {
   if (!parent) return [];
-  const { bucket, key } = objectOf(parent['manifest-list']);
+  const { bucket, key } = s3ObjectOf(parent['manifest-list']);
   const bytes = await getBytes(s3, bucket, key);
   if (!bytes)
     throw new PipelineError(`the manifest list ${parent['manifest-list']} of the table's head is missing`);
@@ -401,10 +376,12 @@ async function nextMetadata(
   const parent = base.snapshots.find((snapshot) => snapshot['snapshot-id'] === parentSnapshotId);
   const [schema, spec] = [currentSchema(base), defaultSpec(base)];
   const files = request.dataFiles;
+  // Manifests, merged manifests and the list, each written once under `<table>/metadata/<name>-<digest>.avro`.
+  const store = s3ManifestStore(s3, base.location);
   const added: ManifestListEntry[] = [];
   if (files.length > 0) {
     const manifest = encodeManifest({ schema, spec, snapshotId, files });
-    const path = await writeMetadataObject(s3, base, `${snapshotId}-m0`, manifest);
+    const path = await store.write(`${snapshotId}-m0`, manifest);
     added.push(
       addedManifestEntry({
         path,
@@ -429,10 +406,10 @@ async function nextMetadata(
         added,
         inherited: await parentManifests(s3, parent),
       },
-      s3ManifestStore(s3, base.location),
+      store,
     ),
   });
-  const manifestList = await writeMetadataObject(s3, base, `snap-${snapshotId}`, list);
+  const manifestList = await store.write(`snap-${snapshotId}`, list);
   const appended = appendSnapshot(base, {
     snapshotId,
     manifestList,
