@@ -40,15 +40,11 @@ import {
   ledgerPropertyOf,
   SUMMARY_LEDGER,
 } from './checkpoint-identity.ts';
-import { type DataFile, encodeManifest } from './manifest-file.ts';
-import {
-  addedManifestEntry,
-  decodeManifestList,
-  encodeManifestList,
-  type ManifestListEntry,
-} from './manifest-list.ts';
+import type { DataFile } from './manifest-file.ts';
+import { decodeManifestList, encodeManifestList, type ManifestListEntry } from './manifest-list.ts';
 import { mergedManifestList, s3ManifestStore } from './manifest-merge.ts';
 import { s3ObjectOf } from './metadata-json.ts';
+import { type ChangesOf, snapshotManifests } from './overwrite.ts';
 import {
   type PartitionSettings,
   type PartitionSpec,
@@ -98,6 +94,11 @@ export interface CheckpointAppend {
   readonly checkpointId: number;
   /** The lanes (epochs, generations, redrives) whose records the files hold. */
   readonly lanes: readonly string[];
+  /**
+   * The snapshot's changes as a function of its parent's live data files (`overwrite.ts`), asked on every attempt;
+   * given, they replace {@link dataFiles}, and a snapshot that removes files or rows is an `overwrite`.
+   */
+  readonly changes?: ChangesOf;
   readonly clock?: Clock;
   /** Loads and commits before giving up on conflicts; default {@link DEFAULT_COMMIT_ATTEMPTS}. */
   readonly maxAttempts?: number;
@@ -374,26 +375,21 @@ async function nextMetadata(
   const snapshotId = checkpointSnapshotId(identityOfRequest(request), request.checkpointId);
   const { parentSnapshotId, sequenceNumber } = nextSnapshotBase(base);
   const parent = base.snapshots.find((snapshot) => snapshot['snapshot-id'] === parentSnapshotId);
-  const [schema, spec] = [currentSchema(base), defaultSpec(base)];
-  const files = request.dataFiles;
-  // Manifests, merged manifests and the list, each written once under `<table>/metadata/<name>-<digest>.avro`.
   const store = s3ManifestStore(s3, base.location);
-  const added: ManifestListEntry[] = [];
-  if (files.length > 0) {
-    const manifest = encodeManifest({ schema, spec, snapshotId, files });
-    const path = await store.write(`${snapshotId}-m0`, manifest);
-    added.push(
-      addedManifestEntry({
-        path,
-        length: manifest.length,
-        schema,
-        spec,
-        files,
-        snapshotId,
-        sequenceNumber: BigInt(sequenceNumber),
-      }),
-    );
-  }
+  // Manifests, merged manifests, delete files and the list, each written once under `<table>/metadata/`.
+  const written = await snapshotManifests({
+    s3,
+    store,
+    metadata: base,
+    schema: currentSchema(base),
+    spec: defaultSpec(base),
+    snapshotId,
+    sequenceNumber: BigInt(sequenceNumber),
+    inherited: await parentManifests(s3, parent),
+    dataFiles: request.dataFiles,
+    ...(request.changes ? { changes: request.changes } : {}),
+  });
+  const files = written.dataFiles;
   const list = encodeManifestList({
     snapshotId,
     parentSnapshotId,
@@ -403,8 +399,8 @@ async function nextMetadata(
         metadata: base,
         snapshotId,
         sequenceNumber: BigInt(sequenceNumber),
-        added,
-        inherited: await parentManifests(s3, parent),
+        added: written.added,
+        inherited: written.inherited,
       },
       store,
     ),
@@ -426,6 +422,7 @@ async function nextMetadata(
     pipelineId: request.pipelineId,
     checkpointId: request.checkpointId,
     lanes: request.lanes,
+    ...(written.overwrite ? { overwrite: written.overwrite } : {}),
   });
   const named = request.ledger ? withLedger(appended, snapshotId, request.ledger.id) : appended;
   const property = request.checkpointProperty;

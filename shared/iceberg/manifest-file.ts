@@ -33,6 +33,7 @@ export interface DataFile {
 export const ENTRY_ADDED = 1;
 /** Data file content DATA (1 position deletes, 2 equality deletes). */
 export const CONTENT_DATA = 0;
+export const CONTENT_POSITION_DELETES = 1;
 
 /** The Avro type of a partition field's values (the spec's "Avro" type mapping). */
 export function avroPartitionType(type: IcebergPrimitive): unknown {
@@ -162,11 +163,15 @@ export interface ManifestEntryRecord {
   readonly data_file: Readonly<Record<string, unknown>>;
 }
 
-/** The data manifest of `entries` for a table of `schema` partitioned by `spec`: same input, same bytes. */
+/**
+ * The manifest of `entries` for a table of `schema` partitioned by `spec`, a data manifest or (`deletes`) a delete
+ * manifest: same input, same bytes.
+ */
 export function encodeManifestEntries(
   schema: IcebergSchema,
   spec: PartitionSpec,
   entries: readonly ManifestEntryRecord[],
+  content: 'data' | 'deletes' = 'data',
 ): Buffer {
   return encodeContainer(
     manifestEntrySchema(schema, spec),
@@ -176,21 +181,24 @@ export function encodeManifestEntries(
       ['partition-spec', JSON.stringify(spec.fields)],
       ['partition-spec-id', String(spec['spec-id'])],
       ['format-version', '2'],
-      ['content', 'data'],
+      ['content', content],
     ],
     entries,
   );
 }
 
-/** The manifest of `files`, all ADDED by `snapshotId`: the same input gives the same bytes. */
-export function encodeManifest(input: ManifestInput): Buffer {
+/**
+ * The manifest of `files`, all ADDED by `snapshotId`: the same input gives the same bytes. With `deletes`, a delete
+ * manifest of position delete files (`position-deletes.ts`).
+ */
+export function encodeManifest(input: ManifestInput, deletes = false): Buffer {
   const entries: ManifestEntryRecord[] = input.files.map((file) => ({
     status: ENTRY_ADDED,
     snapshot_id: input.snapshotId,
     sequence_number: null,
     file_sequence_number: null,
     data_file: {
-      content: CONTENT_DATA,
+      content: deletes ? CONTENT_POSITION_DELETES : CONTENT_DATA,
       file_path: file.path,
       file_format: 'PARQUET',
       partition: partitionRecord(input.spec, file.partition),
@@ -198,5 +206,5 @@ export function encodeManifest(input: ManifestInput): Buffer {
       file_size_in_bytes: BigInt(file.fileSizeInBytes),
     },
   }));
-  return encodeManifestEntries(input.schema, input.spec, entries);
+  return encodeManifestEntries(input.schema, input.spec, entries, deletes ? 'deletes' : 'data');
 }

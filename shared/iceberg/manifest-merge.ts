@@ -397,3 +397,53 @@ async function mergeBin(
   const path = await store.write(`${merge.snapshotId}-m${nextIndex()}`, bytes);
   return [mergedListEntry(merge, target, entries, path, bytes.length), ...kept];
 }
+
+/** A parent's data manifest rewritten by an overwrite: its list entry, and the rows and bytes of what it removed. */
+export interface RewrittenManifest {
+  readonly entry: ManifestListEntry;
+  readonly removedRecords: bigint;
+  readonly removedBytes: bigint;
+}
+
+/**
+ * `manifest` of the parent's list rewritten by the snapshot of `merge` with each live entry naming a path of
+ * `removed` DELETED by that snapshot and every other live entry EXISTING (as Iceberg's overwrite rewrites the
+ * manifests holding the files it removes); undefined when its entries cannot be carried whole (another writer's
+ * manifest of a layout this module does not type): the caller cannot remove files from it. Written once under
+ * `<snapshot id>-d<index>` and a digest of its bytes.
+ */
+export async function manifestWithout(
+  merge: Pick<ManifestListMerge, 'metadata' | 'snapshotId' | 'sequenceNumber'>,
+  manifest: ManifestListEntry,
+  removed: ReadonlySet<string>,
+  store: ManifestStore,
+  index: number,
+): Promise<RewrittenManifest | undefined> {
+  const target = mergeTarget(merge.metadata, manifest.partition_spec_id);
+  if (target === undefined) return undefined;
+  const carried = carriedEntries(manifest, await store.read(manifest.manifest_path), target);
+  if (carried === undefined) return undefined;
+  const entries = carried.map((entry) =>
+    removed.has(String(entry.data_file.file_path))
+      ? { ...entry, status: ENTRY_DELETED, snapshot_id: merge.snapshotId }
+      : entry,
+  );
+  const gone = entries.filter((entry) => entry.status === ENTRY_DELETED);
+  const kept = entries.filter((entry) => entry.status !== ENTRY_DELETED);
+  const sum = (list: readonly ManifestEntryRecord[], field: string) =>
+    list.reduce((total, entry) => total + BigInt(entry.data_file[field] as bigint), 0n);
+  const bytes = encodeManifestEntries(target.schema, target.spec, entries);
+  const path = await store.write(`${merge.snapshotId}-d${index}`, bytes);
+  const listed = mergedListEntry(merge as ManifestListMerge, target, entries, path, bytes.length);
+  return {
+    entry: {
+      ...listed,
+      existing_files_count: kept.length,
+      deleted_files_count: gone.length,
+      existing_rows_count: sum(kept, 'record_count'),
+      deleted_rows_count: sum(gone, 'record_count'),
+    },
+    removedRecords: sum(gone, 'record_count'),
+    removedBytes: sum(gone, 'file_size_in_bytes'),
+  };
+}

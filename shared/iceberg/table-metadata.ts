@@ -242,29 +242,79 @@ export interface AppendedSnapshot {
   readonly pipelineId: string;
   readonly checkpointId: number;
   readonly lanes: readonly string[];
+  /**
+   * What an overwrite (`overwrite.ts`) takes out and the position deletes it adds; with it the snapshot's
+   * operation is `overwrite`.
+   */
+  readonly overwrite?: {
+    readonly removedFiles: number;
+    readonly removedRecords: number;
+    readonly removedBytes: number;
+    readonly deleteFiles: number;
+    readonly positionDeletes: number;
+  };
 }
 
-const TOTALS = [
-  ['total-data-files', 'dataFiles'],
-  ['total-records', 'records'],
-  ['total-files-size', 'filesSize'],
-  ['total-delete-files', undefined],
-  ['total-position-deletes', undefined],
-  ['total-equality-deletes', undefined],
-] as const;
+type Delta = Readonly<Record<string, number>>;
 
-/** The spec's totals: the parent's plus what is added; a total the parent's summary lacks is left out. */
-function totals(parent: Snapshot | undefined, added: AppendedSnapshot['added']): Record<string, string> {
+/** The spec's totals: the parent's plus `delta`; a total the parent's summary lacks is left out. */
+function totals(parent: Snapshot | undefined, delta: Delta): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const [key, addedKey] of TOTALS) {
+  for (const key of TOTALS) {
     const before = parent === undefined ? '0' : parent.summary[key];
     if (before === undefined || !/^\d+$/.test(before)) continue;
-    out[key] = String(BigInt(before) + BigInt(addedKey === undefined ? 0 : added[addedKey]));
+    out[key] = String(BigInt(before) + BigInt(delta[key] ?? 0));
   }
   return out;
 }
 
-/** The metadata with one more `append` snapshot at the head of main (see the module comment). */
+const TOTALS = [
+  'total-data-files',
+  'total-records',
+  'total-files-size',
+  'total-delete-files',
+  'total-position-deletes',
+  'total-equality-deletes',
+] as const;
+
+/** The summary fields of what the snapshot adds and removes, and its totals. */
+function changeSummary(parent: Snapshot | undefined, append: AppendedSnapshot): Record<string, string> {
+  const { added, overwrite } = append;
+  const removed = overwrite ?? {
+    removedFiles: 0,
+    removedRecords: 0,
+    removedBytes: 0,
+    deleteFiles: 0,
+    positionDeletes: 0,
+  };
+  const summary: Record<string, string> = {
+    operation: overwrite ? 'overwrite' : 'append',
+    'added-data-files': String(added.dataFiles),
+    'added-records': String(added.records),
+    'added-files-size': String(added.filesSize),
+    'changed-partition-count': String(added.partitions),
+  };
+  if (overwrite) {
+    summary['deleted-data-files'] = String(removed.removedFiles);
+    summary['deleted-records'] = String(removed.removedRecords);
+    summary['removed-files-size'] = String(removed.removedBytes);
+    summary['added-delete-files'] = String(removed.deleteFiles);
+    summary['added-position-delete-files'] = String(removed.deleteFiles);
+    summary['added-position-deletes'] = String(removed.positionDeletes);
+  }
+  return {
+    ...summary,
+    ...totals(parent, {
+      'total-data-files': added.dataFiles - removed.removedFiles,
+      'total-records': added.records - removed.removedRecords,
+      'total-files-size': added.filesSize - removed.removedBytes,
+      'total-delete-files': removed.deleteFiles,
+      'total-position-deletes': removed.positionDeletes,
+    }),
+  };
+}
+
+/** The metadata with one more `append` (or `overwrite`) snapshot at the head of main (see the module comment). */
 export function appendSnapshot(metadata: TableMetadata, append: AppendedSnapshot): TableMetadata {
   if (metadata.snapshots.some((listed) => listed['snapshot-id'] === append.snapshotId)) {
     throw new IcebergMetadataError(`snapshot ${append.snapshotId} is already in the table`);
@@ -279,12 +329,7 @@ export function appendSnapshot(metadata: TableMetadata, append: AppendedSnapshot
     'timestamp-ms': timestamp,
     'manifest-list': append.manifestList,
     summary: {
-      operation: 'append',
-      'added-data-files': String(append.added.dataFiles),
-      'added-records': String(append.added.records),
-      'added-files-size': String(append.added.filesSize),
-      'changed-partition-count': String(append.added.partitions),
-      ...totals(parent, append.added),
+      ...changeSummary(parent, append),
       [SUMMARY_PIPELINE_ID]: append.pipelineId,
       [SUMMARY_CHECKPOINT_ID]: String(append.checkpointId),
       [SUMMARY_LANES]: append.lanes.join(','),

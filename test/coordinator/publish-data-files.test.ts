@@ -1,7 +1,8 @@
 /**
  * A committed checkpoint's Iceberg data files, from its manifest alone: its Parquet output objects as they are,
- * each partitioned by its time folder; dead letters, NDJSON objects and replay generations' lanes left out (the
- * last two said so); a key that is no final data key of the pipeline refuses the whole checkpoint.
+ * each partitioned by its time folder, replay generations' lanes included (which of their rows the table shows is
+ * generation-changes.ts's); dead letters and NDJSON objects left out (the latter said so); a key that is no final
+ * data key of the pipeline refuses the whole checkpoint.
  */
 import { describe, expect, it } from 'vitest';
 import { checkpointDataFiles, PublishDataFileError } from '../../shared/coordinator/publish/data-files.ts';
@@ -57,7 +58,7 @@ function layout(timePartitioning: 'hour' | 'day' | 'none', partitioning?: 'none'
 }
 
 describe('checkpointDataFiles', () => {
-  it('describes each Parquet output object as it is, partitioned by its folder, and leaves the rest out', () => {
+  it('describes each Parquet output object of every lane as it is, partitioned by its folder, and leaves the rest out', () => {
     const files = [
       file(`output/dt=2026-03-14/hour=07/orders+0+${RANGE}.parquet`),
       file(`output/dt=2026-03-14/hour=08/orders~2+1+${RANGE}.parquet`, { partition: 1, recordCount: 3 }),
@@ -79,10 +80,16 @@ describe('checkpointDataFiles', () => {
         fileSizeInBytes: 1234,
         partition: ['2026-03-14', '08'],
       },
+      {
+        path: `s3://bkt/${PIPELINE}/final/output/dt=2026-03-14/hour=07/orders~g1+0+${RANGE}.parquet`,
+        recordCount: 10,
+        fileSizeInBytes: 1234,
+        partition: ['2026-03-14', '07'],
+      },
     ]);
-    expect(out.lanes).toEqual(['orders', 'orders~2']);
+    expect(out.listed.map((listed) => listed.key)).toEqual(files.slice(0, 3).map((listed) => listed.key));
+    expect(out.lanes).toEqual(['orders', 'orders~2', 'orders~g1']);
     expect(out.left.map((left) => [left.key.split('/').pop(), left.reason])).toEqual([
-      [`orders~g1+0+${RANGE}.parquet`, 'a replay generation lane: the table holds the live output'],
       [`orders+3+${RANGE}.ndjson.gz`, 'an NDJSON object: only Parquet objects are data files'],
     ]);
   });

@@ -7,15 +7,14 @@
  * day or hour transform of the column would name a partition some of the file's rows are not in, and readers
  * would prune them away.
  *
- * Left out, and said so: dead letters (not the table's rows), NDJSON output objects (a checkpoint from before the
- * output was Parquet: Iceberg data files are Parquet here), and the lanes of replay generations (the table is the
- * live output; a generation's switch is not an append).
+ * Left out, and said so: dead letters (not the table's rows) and NDJSON output objects (a checkpoint from before the
+ * output was Parquet: Iceberg data files are Parquet here). Every lane's files are data files, replay generations'
+ * included: which of their rows the table shows is the readers' rule (`generation-changes.ts`).
  */
 import { PipelineError } from '../../errors.ts';
 import type { DataFile } from '../../iceberg/manifest-file.ts';
 import type { PartitionSpec, PartitionTuple } from '../../iceberg/partition-spec.ts';
 import type { IcebergSchema } from '../../iceberg/schema.ts';
-import { generationOfLane } from '../../ledger/epochs.ts';
 import { parseFinalKey } from '../../sink/layout.ts';
 import type { Manifest, ManifestFile } from '../../sink/manifest.ts';
 
@@ -35,6 +34,8 @@ export interface DataFileLayout {
 
 export interface CheckpointDataFiles {
   readonly dataFiles: DataFile[];
+  /** The manifest's entry of each data file, in the same order. */
+  readonly listed: ManifestFile[];
   /** The lanes whose records the data files hold, sorted. */
   readonly lanes: string[];
   /** Output objects left out of the table, with why (dead letters are not counted). */
@@ -61,9 +62,8 @@ function partitionOf(layout: DataFileLayout, folder: string | undefined, key: st
   });
 }
 
-function leftReason(file: ManifestFile, lane: string): string | undefined {
+function leftReason(file: ManifestFile): string | undefined {
   if ((file.format ?? 'ndjson') !== 'parquet') return 'an NDJSON object: only Parquet objects are data files';
-  if (generationOfLane(lane) !== 0) return 'a replay generation lane: the table holds the live output';
   return undefined;
 }
 
@@ -74,6 +74,7 @@ export function checkpointDataFiles(
   layout: DataFileLayout,
 ): CheckpointDataFiles {
   const dataFiles: DataFile[] = [];
+  const listed: ManifestFile[] = [];
   const lanes = new Set<string>();
   const left: { key: string; reason: string }[] = [];
   for (const file of manifest.files) {
@@ -84,12 +85,13 @@ export function checkpointDataFiles(
       );
     }
     if (file.stream !== 'output') continue;
-    const reason = leftReason(file, file.topic);
+    const reason = leftReason(file);
     if (reason !== undefined) {
       left.push({ key: file.key, reason });
       continue;
     }
     lanes.add(file.topic);
+    listed.push(file);
     dataFiles.push({
       path: `s3://${bucket}/${file.key}`,
       recordCount: file.recordCount,
@@ -97,5 +99,5 @@ export function checkpointDataFiles(
       partition: partitionOf(layout, parsed.folder, file.key),
     });
   }
-  return { dataFiles, lanes: [...lanes].sort(), left };
+  return { dataFiles, listed, lanes: [...lanes].sort(), left };
 }

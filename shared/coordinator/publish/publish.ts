@@ -14,8 +14,11 @@
  *    names K): the catalog accepted K's swap and the ledger write was lost (the unknown commit state). Record it,
  *    append nothing; unless main no longer holds it (set back past it, its snapshot perhaps expired since:
  *    `rollback.ts`), which is refused, K neither recorded nor appended again;
- * 3. else append K's data files as one snapshot (`iceberg/append.ts`: compare-and-swap, rebased onto a concurrent
- *    writer's commit such as compaction), the property set to K in the same swap; then record it and move the mark.
+ * 3. else commit K as one snapshot (`iceberg/append.ts`: compare-and-swap, rebased onto a concurrent writer's
+ *    commit such as compaction), the property set to K in the same swap; then record it and move the mark. The
+ *    snapshot is an append of K's data files, or, when K switches readers to a replay generation (or K's files
+ *    hold rows an earlier switch hides), an overwrite that makes the table show what the committed reader shows
+ *    after K (`generation-changes.ts`), recomputed against each parent it is tried on.
  *
  * The table is loaded once per publish: that load is the first append's base and each append's committed state the
  * next one's; it is loaded again only after a conflict and before moving a mark that lags a recorded checkpoint.
@@ -36,9 +39,10 @@ import { type CheckpointIdentity, type LedgerRef, otherLedgers } from '../../ice
 import { SUMMARY_PIPELINE_ID } from '../../iceberg/table-metadata.ts';
 import type { CheckpointStore } from '../../ledger/checkpoints.ts';
 import type { TableSnapshot, TableSnapshots } from '../../ledger/table-snapshots.ts';
+import type { Manifest } from '../../sink/manifest.ts';
 import type { ManifestStore } from '../../sink/manifest-store.ts';
 import type { CoordinatorLog } from '../parts.ts';
-import { checkpointDataFiles } from './data-files.ts';
+import { checkpointChanges } from './generation-changes.ts';
 import { assertNotRolledBack, foundMissingFromMain, IcebergTableRolledBackError } from './rollback.ts';
 import { type PublishTarget, publishedCheckpointProperty } from './target.ts';
 
@@ -121,6 +125,8 @@ interface Run {
   readonly property: string;
   readonly identity: CheckpointIdentity;
   readonly ledger: LedgerRef | undefined;
+  /** The manifests read by this publish, which every checkpoint's changes are judged on. */
+  readonly log: Map<number, Manifest>;
 }
 
 function runOf(parts: PublishParts, ledger: LedgerRef | undefined): Run {
@@ -129,6 +135,7 @@ function runOf(parts: PublishParts, ledger: LedgerRef | undefined): Run {
     property: publishedCheckpointProperty(parts.pipelineId),
     identity: ledger ? { pipelineId: parts.pipelineId, ledger } : { pipelineId: parts.pipelineId },
     ledger,
+    log: new Map(),
   };
 }
 
@@ -284,13 +291,19 @@ async function append(
   if (!manifest)
     throw new PublishStateError(`checkpoint ${checkpointId} is COMMITTED but its manifest is missing`);
   const { table, catalog } = parts.target;
-  const files = checkpointDataFiles(manifest, parts.bucket, tableLayout(table, current?.metadata));
+  run.log.set(checkpointId, manifest);
+  const files = await checkpointChanges(
+    { ...parts, log: run.log },
+    checkpointId,
+    tableLayout(table, current?.metadata),
+  );
   for (const { key, reason } of files.left) {
     parts.log.error('an output object is left out of the table', { checkpointId, key, reason });
   }
   return appendCheckpoint(catalog, parts.s3, {
     table,
     dataFiles: files.dataFiles,
+    ...(files.changes ? { changes: files.changes } : {}),
     pipelineId: parts.pipelineId,
     ...(run.ledger ? { ledger: run.ledger } : {}),
     checkpointId,
