@@ -6,25 +6,20 @@
  * deleted by position) and the second range covers the first (the first generation's files removed whole). Real DynamoDB Local and S3 server; the
  * coordinator runs its real steps through the local state machine.
  */
-import { icebergRead } from 'icebird';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
-import { systemClock } from '../../shared/clock.ts';
-import type { Settings } from '../../shared/config/settings.ts';
-import { type PublishParts, publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
-import { publishedTable } from '../../shared/coordinator/publish/target.ts';
-import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
-import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
-import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
-import { createProcessor } from '../../shared/processor/processor.ts';
-import { ManifestStore } from '../../shared/sink/manifest-store.ts';
-import { readCommitted } from '../../shared/sink/reader.ts';
-import orderDefinition from '../../shared/transforms/orders.ts';
-import { builtinTransform } from '../../shared/transforms/registry.ts';
+import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
-import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
-import { plan, switchTo, tagged, tagOf } from '../support/generations.ts';
-import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
+import { freshResources, type TestResources } from '../support/aws.ts';
+import { plan, switchTo } from '../support/generations.ts';
+import {
+  commitCheckpoint,
+  deliver,
+  expectTableFollows,
+  type ReplaySetup,
+  records,
+  replaySetup,
+  summaryOf,
+} from './publish-replay-harness.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -35,135 +30,28 @@ afterAll(() => {
   vi.unstubAllGlobals();
 });
 
-interface Setup {
-  readonly settings: Settings;
-  readonly catalog: FileCatalog;
-  readonly parts: PublishParts;
-  readonly errors: string[];
-}
-
-function setup(): Setup {
-  const settings = settingsIn(res, 'pubrp', {
-    maxTransactionItems: 12,
-    outputFormat: 'parquet',
-    outputColumns: [...orderDefinition.columns],
-    timePartitioning: 'hour',
-  });
-  const { s3, dynamodb } = res.clients;
-  const catalog = new FileCatalog(s3, res.bucket, `${settings.pipelineId}/iceberg/output`);
-  const errors: string[] = [];
-  const parts: PublishParts = {
-    pipelineId: settings.pipelineId,
-    bucket: settings.bucket,
-    s3,
-    clock: systemClock,
-    log: { info: () => {}, error: (message) => errors.push(message) },
-    store: new CheckpointStore(dynamodb, settings.ledgerTable, settings.pipelineId),
-    manifests: new ManifestStore(s3, settings.bucket, settings.pipelineId),
-    snapshots: new TableSnapshots(dynamodb, settings.ledgerTable, settings.pipelineId),
-    target: {
-      catalog,
-      table: publishedTable({
-        location: catalog.location,
-        columns: [...orderDefinition.columns],
-        timePartitioning: 'hour',
-      }),
-    },
-  };
-  return { settings, catalog, parts, errors };
-}
-
 /** Commits the next checkpoint and publishes it; its id. */
-async function commitAndPublish(s: Setup): Promise<number> {
-  const outcome = await createLocalCoordinator({
-    settings: s.settings,
-    clients: res.clients,
-  }).runCheckpoint();
-  expect(outcome.status).toBe('committed');
+async function commitAndPublish(s: ReplaySetup): Promise<number> {
+  await commitCheckpoint(s);
   const id = (await s.parts.snapshots.readMark()).upTo + 1;
   const published = await publishCheckpoint(s.parts, id);
   expect(published.publishedUpTo).toBe(id);
   return id;
 }
 
-/** `records` of partitions 0 and 1 through `processor`, `size` offsets an event (so each event stages a file). */
-async function deliver(
-  processor: ReturnType<typeof createProcessor>,
-  records: readonly RecordSpec[],
-  size: number,
-): Promise<void> {
-  const offsets = records.map((r) => r.offset);
-  for (let from = Math.min(...offsets); from <= Math.max(...offsets); from += size) {
-    const batch = records.filter((r) => r.offset >= from && r.offset < from + size);
-    if (batch.length > 0) await processor.processEvent(mskEvent(batch));
-  }
-}
-
-const rowId = (row: Record<string, unknown>) => {
-  const source = row.source as { partition: number | bigint; offset: number | bigint };
-  return `${Number(source.partition)}@${Number(source.offset)}:${tagOf(row)}`;
-};
-
-/** The rows readCommitted shows, as sorted `p@offset:tag` (a multiset). */
-async function committedRows(s: Setup): Promise<string[]> {
-  const rows: string[] = [];
-  for await (const { row } of readCommitted({
-    s3: res.clients.s3,
-    bucket: s.settings.bucket,
-    pipeline: s.settings.pipelineId,
-    stream: 'output',
-  })) {
-    rows.push(rowId(row));
-  }
-  return rows.sort();
-}
-
-/** The rows icebird reads from the table, in the same form. */
-async function tableRows(s: Setup): Promise<string[]> {
-  const rows = await icebergRead({ tableUrl: s.catalog.location });
-  return rows.map((row) => rowId(row as Record<string, unknown>)).sort();
-}
-
-async function expectTableFollows(s: Setup, what: string): Promise<string[]> {
-  const committed = await committedRows(s);
-  expect(await tableRows(s), what).toEqual(committed);
-  return committed;
-}
-
-async function summaryOf(s: Setup, checkpointId: number): Promise<Record<string, string> | undefined> {
-  const state = await s.catalog.load();
-  return state?.metadata.snapshots.find(
-    (snapshot) => snapshot.summary['eos.checkpoint-id'] === `${checkpointId}`,
-  )?.summary;
-}
-
-const live = (from: number, count: number) => [0, 1].flatMap((p) => orderRecords(p, from, count));
-const sorted = (records: RecordSpec[]) =>
-  records.sort((a, b) => a.partition - b.partition || a.offset - b.offset);
-
 describe('a replay switch published to the Iceberg table', { timeout: 120_000 }, () => {
   it("shows, after every checkpoint, exactly the committed reader's rows: through a switch, appends and an overlapping second switch", async () => {
-    const s = setup();
-    const orders = builtinTransform('orders');
-    const input = sorted(live(0, 20));
+    const s = replaySetup(res, 'pubrp');
+    const input = records(0, 20);
     // One live file per partition: offsets 0..19.
-    await deliver(
-      createProcessor({ settings: s.settings, clients: res.clients, transform: orders }),
-      input,
-      5,
-    );
+    await deliver(s, input);
     expect(await commitAndPublish(s)).toBe(1);
     const before = await expectTableFollows(s, 'the live output');
     expect(before.filter((row) => row.endsWith(':v1'))).toHaveLength(40);
 
     // Generation 1 over offsets 3..14, delivered in files of 4 offsets and committed before its switch.
     await plan(res, s.settings, 3, 14);
-    const replay1 = createProcessor({
-      settings: { ...s.settings, replayGeneration: 1 },
-      clients: res.clients,
-      transform: tagged('g1'),
-    });
-    await deliver(replay1, input, 4);
+    await deliver(s, input, { generation: 1, size: 4 });
     expect(await commitAndPublish(s)).toBe(2);
     expect(await expectTableFollows(s, 'a generation staged, not switched')).toEqual(before);
     expect((await summaryOf(s, 2))?.operation).toBe('append');
@@ -186,23 +74,14 @@ describe('a replay switch published to the Iceberg table', { timeout: 120_000 },
     expect(summary?.['eos.lanes']).toBe('orders~g1');
 
     // Appends after the switch: offsets 20..24 of the live output.
-    await deliver(
-      createProcessor({ settings: s.settings, clients: res.clients, transform: orders }),
-      live(20, 5),
-      5,
-    );
+    await deliver(s, records(20, 5));
     expect(await commitAndPublish(s)).toBe(4);
     await expectTableFollows(s, 'an append after the switch');
     expect((await summaryOf(s, 4))?.operation).toBe('append');
 
     // Generation 2 over 3..17: it hides generation 1's files whole and rows 15..17 of the live files.
     await plan(res, s.settings, 3, 17);
-    const replay2 = createProcessor({
-      settings: { ...s.settings, replayGeneration: 2 },
-      clients: res.clients,
-      transform: tagged('g2'),
-    });
-    await deliver(replay2, sorted(live(0, 25)), 3);
+    await deliver(s, records(0, 25), { generation: 2, size: 3 });
     await switchTo(res, s.settings, 2);
     expect(await commitAndPublish(s)).toBe(5);
     const second = await expectTableFollows(s, 'after the overlapping switch to generation 2');
@@ -215,7 +94,7 @@ describe('a replay switch published to the Iceberg table', { timeout: 120_000 },
       'deleted-records': '24',
       'added-position-deletes': '6',
     });
-    expect(s.errors.filter((e) => !e.includes('left out'))).toEqual([]);
+    expect(s.errors.filter((error) => !error.includes('left out'))).toEqual([]);
 
     // Published again: nothing is committed twice.
     const snapshots = (await s.catalog.load())?.metadata.snapshots.length;
