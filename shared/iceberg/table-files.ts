@@ -26,8 +26,10 @@ export interface LiveEntry {
 export interface SnapshotFiles {
   /** Live data files by location, one element per entry naming the file (more than one: listed twice). */
   readonly live: ReadonlyMap<string, readonly LiveEntry[]>;
-  /** Live delete files (row-level deletes of another writer). */
+  /** Live delete files (row-level deletes). */
   readonly deleteFiles: number;
+  /** The locations of the live position delete files (content 1). */
+  readonly positionDeleteFiles?: readonly string[];
 }
 
 /** Reads a table's manifest lists and manifests from S3, each manifest once. */
@@ -74,11 +76,13 @@ export async function snapshotFiles(
   );
   const live = new Map<string, LiveEntry[]>();
   let deleteFiles = 0;
+  const positionDeleteFiles: string[] = [];
   manifests.forEach((manifest, index) => {
     for (const entry of entries[index] ?? []) {
       if (entry.status === ENTRY_DELETED) continue;
       if (manifest.content !== 0 || entry.content !== 0) {
         deleteFiles++;
+        if (entry.content === 1) positionDeleteFiles.push(entry.path);
         continue;
       }
       // An entry without its snapshot id inherits the manifest's (spec, "Snapshot ID Inheritance").
@@ -86,7 +90,7 @@ export async function snapshotFiles(
       live.set(entry.path, [...(live.get(entry.path) ?? []), { addedBy }]);
     }
   });
-  return { live, deleteFiles };
+  return { live, deleteFiles, positionDeleteFiles };
 }
 
 /** The data files `snapshot` removed: DELETED entries of the manifests it wrote. */

@@ -2,10 +2,12 @@
  * Whether a pipeline's Iceberg table and its manifest log agree: every committed file in exactly one live snapshot,
  * no snapshot without its checkpoint. Read-only; each violation is one line.
  *
- * - Files. Every data file publishing takes from a committed checkpoint at or below the table's published-checkpoint
- *   property (`data-files.ts`: the checkpoint's final Parquet objects of the live output) is a live data file of
- *   main's head exactly once, added by its checkpoint's snapshot; and every live data file under the pipeline's
- *   `final/` prefix is one of those. A property that lags main's history (below) is one violation, and the files
+ * - Files. Every data file the readers show rows of after the checkpoint of the table's published-checkpoint
+ *   property (`data-files.ts`: the checkpoints' final Parquet objects of the output, every lane, judged by the
+ *   readers' rule of replay generations: `table-audit-rows.ts`) is a live data file of main's head exactly once,
+ *   added by the snapshot of the checkpoint it entered the table with (its own, or the switch to its generation);
+ *   and every live data file under the pipeline's `final/` prefix is one of those.
+ * - Rows. The table's own position delete files hide exactly the rows of each such file the readers hide. A property that lags main's history (below) is one violation, and the files
  *   of the checkpoints main names are checked as if it did not lag, not each reported above it.
  * - Snapshots. Every listed snapshot whose summary names this pipeline names a checkpoint that has a manifest, is
  *   that checkpoint's snapshot (`checkpointSnapshotId`, of the ledger its summary names), and no two name one
@@ -46,6 +48,7 @@ import { finalPrefix } from '../../sink/layout.ts';
 import type { Manifest } from '../../sink/manifest.ts';
 import { ManifestLogError, type ManifestStore } from '../../sink/manifest-store.ts';
 import { checkpointDataFiles, type DataFileLayout, PublishDataFileError } from './data-files.ts';
+import { type ExpectedFile, expectedFiles, positionDeletes, rowViolations } from './table-audit-rows.ts';
 import { publishedCheckpointProperty } from './target.ts';
 
 export interface TableAuditParts {
@@ -110,10 +113,12 @@ function snapshotIdNamed(pipelineId: string, checkpointId: number, ledger: strin
 
 /** What the manifest log says the table must hold. */
 interface Expected {
-  /** Location of each data file of the checkpoints at or below the property, and its checkpoint. */
+  /** Location of each data file the table must hold after the property's checkpoint, and the checkpoint adding it. */
   readonly files: Map<string, number>;
   /** Location of every final object any manifest names, its checkpoint and, if publishing leaves it out, why. */
   readonly named: Map<string, { readonly checkpointId: number; readonly left?: string }>;
+  /** What of each expected file the readers show. */
+  readonly rows: Map<string, ExpectedFile>;
 }
 
 class Audit {
@@ -241,24 +246,56 @@ class Audit {
 
   /** The files the log says the table holds, of the checkpoints up to `upTo` (see {@link Expected}). */
   expected(manifests: readonly Manifest[], upTo: number): Expected {
-    const files = new Map<string, number>();
     const named = new Map<string, { checkpointId: number; left?: string }>();
     const { bucket } = this.parts;
     for (const manifest of manifests) {
-      const checkpointId = manifest.checkpointId;
-      for (const file of manifest.files) named.set(`s3://${bucket}/${file.key}`, { checkpointId });
-      if (checkpointId > upTo) continue;
-      try {
-        const taken = checkpointDataFiles(manifest, bucket, PATHS_ONLY);
-        for (const { path } of taken.dataFiles) files.set(canonicalLocation(path), checkpointId);
-        for (const { key, reason } of taken.left)
-          named.set(`s3://${bucket}/${key}`, { checkpointId, left: reason });
-      } catch (error) {
-        if (!(error instanceof PublishDataFileError)) throw error;
-        this.violation(`checkpoint ${checkpointId} cannot be published: ${error.message}`);
+      for (const file of manifest.files) {
+        named.set(`s3://${bucket}/${file.key}`, { checkpointId: manifest.checkpointId });
       }
     }
-    return { files, named };
+    const taken = (manifest: Manifest) => {
+      try {
+        const files = checkpointDataFiles(manifest, bucket, PATHS_ONLY);
+        for (const { key, reason } of files.left) {
+          named.set(`s3://${bucket}/${key}`, { checkpointId: manifest.checkpointId, left: reason });
+        }
+        return { paths: files.dataFiles.map(({ path }) => canonicalLocation(path)), listed: files.listed };
+      } catch (error) {
+        if (!(error instanceof PublishDataFileError)) throw error;
+        this.violation(`checkpoint ${manifest.checkpointId} cannot be published: ${error.message}`);
+        return { paths: [], listed: [] };
+      }
+    };
+    const { live, hidden } = expectedFiles(manifests, upTo, taken);
+    for (const [location, checkpointId] of hidden) {
+      named.set(location, { checkpointId, left: `no reader shows its rows after checkpoint ${upTo}` });
+    }
+    const files = new Map([...live].map(([location, file]) => [location, file.addedBy]));
+    return { files, named, rows: live };
+  }
+
+  /**
+   * The rows of each expected live file: the position deletes of the table's own delete files name exactly the
+   * rows the readers hide (`table-audit-rows.ts`); other writers' delete files are noted, not checked.
+   */
+  async rowsAgree(expected: Expected, head: SnapshotFiles): Promise<void> {
+    const own = `${this.parts.location}/metadata/deletes/`;
+    const deleteFiles = (head.positionDeleteFiles ?? []).map(canonicalLocation);
+    const ours = deleteFiles.filter((location) => location.startsWith(canonicalLocation(own)));
+    const foreign = head.deleteFiles - ours.length;
+    if (foreign > 0) {
+      this.notes.push(
+        `${foreign} delete files of another writer are live in main's head: the rows they remove are not checked`,
+      );
+    }
+    const deleted = await positionDeletes(this.parts.s3, ours, canonicalLocation);
+    const checked = [...expected.rows].filter(
+      ([location, file]) => head.live.has(location) && (!file.whole || deleted.has(location)),
+    );
+    const found = await mapLimit(checked, this.parts.concurrency ?? 16, ([location, file]) =>
+      rowViolations(this.parts.s3, this.parts.bucket, location, file, deleted.get(location)),
+    );
+    for (const line of found.flat()) this.violation(line);
   }
 
   /** Each expected file live once, by its checkpoint's snapshot; the files found missing. */
@@ -309,14 +346,14 @@ class Audit {
 async function headFiles(reader: TableFileReader, metadata: TableMetadata): Promise<SnapshotFiles> {
   const head = mainSnapshotId(metadata);
   const snapshot = metadata.snapshots.find((candidate) => candidate['snapshot-id'] === head);
-  if (snapshot === undefined) return { live: new Map(), deleteFiles: 0 };
+  if (snapshot === undefined) return { live: new Map(), deleteFiles: 0, positionDeleteFiles: [] };
   const files = await snapshotFiles(reader, snapshot);
   const live = new Map<string, LiveEntry[]>();
   for (const [location, entries] of files.live) {
     const canonical = canonicalLocation(location);
     live.set(canonical, [...(live.get(canonical) ?? []), ...entries]);
   }
-  return { live, deleteFiles: files.deleteFiles };
+  return { ...files, live };
 }
 
 /** The files other writers' snapshots in main's history removed, by location, with the snapshot that did. */
@@ -432,11 +469,7 @@ export async function auditTable(parts: TableAuditParts): Promise<TableAudit> {
     const missing = audit.expectedLive(expected, head);
     audit.liveExpected(expected, head, upTo, published);
     await judgeMissing(audit, reader, metadata, missing, head);
-    if (head.deleteFiles > 0) {
-      audit.notes.push(
-        `${head.deleteFiles} delete files of another writer are live in main's head: the rows they remove are not checked`,
-      );
-    }
+    await audit.rowsAgree(expected, head);
   } catch (error) {
     if (!isUnreadable(error)) throw error;
     audit.violation(`main's head cannot be read: ${(error as Error).message}`);
