@@ -4,7 +4,8 @@
  * not trusted to say this alone: table maintenance expires snapshots (their summaries, which name the checkpoints,
  * go with them) and an operator can roll the table back; the ledger is what the coordinator decides by.
  *
- * Both items are small and of fixed fields (L3), moved only by conditional writes:
+ * Both items are small and of fixed fields (L3; the one list, of the checkpoints that switch to a replay
+ * generation, holds one id per switch an operator asked for), moved only by conditional writes:
  * - a snapshot record is written once; writing it again with the same snapshot id is a no-op (a retry, a
  *   concurrent roll-forward), with another id a {@link TableSnapshotConflictError} (two snapshots for one
  *   checkpoint: the protocol is broken and nothing may go on as if it were not);
@@ -33,6 +34,13 @@ export interface TableSnapshot {
    */
   readonly sequenceNumber: number;
   readonly recordedAt: number;
+  /**
+   * The checkpoints up to this one whose manifests switch readers to a replay generation, ascending: the next
+   * publish reads only those manifests to know which rows readers show (`generation-changes.ts`), not the whole
+   * log. A handful (one per replay an operator switches to). Absent in a record from before it was kept: the next
+   * publish reads the log.
+   */
+  readonly switches?: readonly number[];
 }
 
 /**
@@ -69,11 +77,17 @@ function snapshotOf(item: Record<string, unknown> | undefined): TableSnapshot | 
   ) {
     throw new TableSnapshotConflictError(`a table snapshot record is malformed: ${JSON.stringify(item)}`);
   }
+  const { switches } = item;
+  const listed =
+    Array.isArray(switches) && switches.every((id) => Number.isSafeInteger(id))
+      ? { switches: (switches as number[]).slice().sort((a, b) => a - b) }
+      : {};
   return {
     checkpointId: checkpointId as number,
     snapshotId: BigInt(snapshotId),
     sequenceNumber: sequenceNumber as number,
     recordedAt: Number(recordedAt ?? 0),
+    ...listed,
   };
 }
 
@@ -160,6 +174,7 @@ export class TableSnapshots {
       snapshotId: String(snapshot.snapshotId),
       sequenceNumber: snapshot.sequenceNumber,
       recordedAt: now,
+      ...(snapshot.switches ? { switches: [...snapshot.switches] } : {}),
     };
     const written = await sendConditional(
       this.at.doc,
@@ -170,7 +185,7 @@ export class TableSnapshots {
       }),
       'dynamodb:PutItem(table snapshot)',
     );
-    if (written !== undefined) return { ...snapshot, recordedAt: now };
+    if (written !== undefined) return snapshotOf(item) as TableSnapshot;
     const existing = await this.read(snapshot.checkpointId);
     if (existing?.snapshotId !== snapshot.snapshotId) {
       throw new TableSnapshotConflictError(
@@ -197,6 +212,7 @@ export class TableSnapshots {
           snapshotId: String(snapshot.snapshotId),
           sequenceNumber: snapshot.sequenceNumber,
           recordedAt: snapshot.recordedAt,
+          ...(snapshot.switches ? { switches: [...snapshot.switches] } : {}),
           updatedAt: now,
           ...(ledger ? { ledger: ledger.id, adoptsUnnamed: ledger.adoptsUnnamed } : {}),
         },

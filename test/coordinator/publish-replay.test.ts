@@ -30,11 +30,24 @@ afterAll(() => {
   vi.unstubAllGlobals();
 });
 
+/** Manifests read by the last {@link commitAndPublish}'s publish. */
+let manifestsRead: number[] = [];
+
 /** Commits the next checkpoint and publishes it; its id. */
 async function commitAndPublish(s: ReplaySetup): Promise<number> {
   await commitCheckpoint(s);
   const id = (await s.parts.snapshots.readMark()).upTo + 1;
-  const published = await publishCheckpoint(s.parts, id);
+  manifestsRead = [];
+  const counted = {
+    ...s.parts,
+    manifests: {
+      read: (checkpointId: number) => {
+        manifestsRead.push(checkpointId);
+        return s.parts.manifests.read(checkpointId);
+      },
+    },
+  };
+  const published = await publishCheckpoint(counted, id);
   expect(published.publishedUpTo).toBe(id);
   return id;
 }
@@ -53,11 +66,16 @@ describe('a replay switch published to the Iceberg table', { timeout: 120_000 },
     await plan(res, s.settings, 3, 14);
     await deliver(s, input, { generation: 1, size: 4 });
     expect(await commitAndPublish(s)).toBe(2);
+    // No switch yet: the publish reads its own manifest only.
+    expect(manifestsRead).toEqual([2]);
     expect(await expectTableFollows(s, 'a generation staged, not switched')).toEqual(before);
     expect((await summaryOf(s, 2))?.operation).toBe('append');
 
     await switchTo(res, s.settings, 1);
     expect(await commitAndPublish(s)).toBe(3);
+    // The switch reads the log up to it; its record lists it for the publishes after it.
+    expect([...new Set(manifestsRead)].sort()).toEqual([1, 2, 3]);
+    expect((await s.parts.snapshots.read(3))?.switches).toEqual([3]);
     const switched = await expectTableFollows(s, 'after the switch to generation 1');
     expect(switched.filter((row) => row.endsWith(':g1'))).toHaveLength(24);
     const summary = await summaryOf(s, 3);
@@ -76,6 +94,8 @@ describe('a replay switch published to the Iceberg table', { timeout: 120_000 },
     // Appends after the switch: offsets 20..24 of the live output.
     await deliver(s, records(20, 5));
     expect(await commitAndPublish(s)).toBe(4);
+    expect([...new Set(manifestsRead)].sort()).toEqual([3, 4]);
+    expect((await s.parts.snapshots.readMark()).snapshot?.switches).toEqual([3]);
     await expectTableFollows(s, 'an append after the switch');
     expect((await summaryOf(s, 4))?.operation).toBe('append');
 
@@ -84,6 +104,7 @@ describe('a replay switch published to the Iceberg table', { timeout: 120_000 },
     await deliver(s, records(0, 25), { generation: 2, size: 3 });
     await switchTo(res, s.settings, 2);
     expect(await commitAndPublish(s)).toBe(5);
+    expect((await s.parts.snapshots.read(5))?.switches).toEqual([3, 5]);
     const second = await expectTableFollows(s, 'after the overlapping switch to generation 2');
     expect(second.filter((row) => row.endsWith(':g2'))).toHaveLength(30);
     expect(second.filter((row) => row.endsWith(':g1'))).toHaveLength(0);

@@ -26,8 +26,11 @@
  * the epoch lane or generation): the switch cannot be applied to them, and {@link TableSwitchUnattributedError}
  * stops the publish rather than commit a table that shows rows the readers hide.
  *
- * Reading the log: every manifest up to K, once per publish (the `LogCache`); generations and their switches can
- * lie anywhere in it.
+ * Reading the log: the ledger's record of each published checkpoint lists the checkpoints up to it that switch
+ * (`TableSnapshot.switches`), so a checkpoint that does not switch reads only those manifests (none, for a
+ * pipeline never replayed). A switching checkpoint reads every manifest up to it, once per publish (the `log`
+ * map), as its generation's files can lie in any of them; so does a publish after a record from before the list
+ * was kept.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { mapLimit } from '../../concurrency.ts';
@@ -76,6 +79,8 @@ export interface CheckpointChanges {
   readonly left: readonly { readonly key: string; readonly reason: string }[];
   /** The changes against a parent when the snapshot removes or deletes rows; undefined: a plain append. */
   readonly changes?: ChangesOf;
+  /** The checkpoints up to this one that switch, ascending (what the ledger's record of it keeps). */
+  readonly switches: number[];
 }
 
 async function manifestOf(parts: ChangeParts, id: number): Promise<Manifest> {
@@ -133,14 +138,41 @@ async function positionsOf(parts: ChangeParts, file: LogFile, hidden: Spans): Pr
   return { dataFile: file.dataFile, positions };
 }
 
-/** What publishing checkpoint `checkpointId` changes in the table (see the module comment). */
+/** The ids 1..`last`. */
+const upTo = (last: number) => Array.from({ length: last }, (_, index) => index + 1);
+
+/**
+ * The manifests the views need: K's, and the switches before it (`known`, the ledger's list; undefined: read the
+ * whole log to find them); every manifest up to K when K switches (its generations' files can be in any of them).
+ */
+async function manifestsFor(
+  parts: ChangeParts,
+  checkpointId: number,
+  known: readonly number[] | undefined,
+): Promise<{ manifests: Manifest[]; switches: number[]; whole: boolean }> {
+  const own = await manifestOf(parts, checkpointId);
+  const switchesHere = (own.generations ?? []).length > 0;
+  const read = (ids: readonly number[]) => mapLimit(ids, 16, (id) => manifestOf(parts, id));
+  if (known === undefined || switchesHere) {
+    const manifests = await read(upTo(checkpointId));
+    const switches = manifests.filter((m) => (m.generations ?? []).length > 0).map((m) => m.checkpointId);
+    return { manifests, switches, whole: true };
+  }
+  const before = known.filter((id) => id < checkpointId);
+  return { manifests: [...(await read(before)), own], switches: before, whole: false };
+}
+
+/**
+ * What publishing checkpoint `checkpointId` changes in the table (see the module comment). `known`: the
+ * checkpoints before it that switch (the ledger's record of the checkpoint before it; undefined: not known).
+ */
 export async function checkpointChanges(
   parts: ChangeParts,
   checkpointId: number,
   layout: DataFileLayout,
+  known?: readonly number[],
 ): Promise<CheckpointChanges> {
-  const ids = Array.from({ length: checkpointId }, (_, index) => index + 1);
-  const manifests = await mapLimit(ids, 16, (id) => manifestOf(parts, id));
+  const { manifests, switches, whole } = await manifestsFor(parts, checkpointId, known);
   const [before, after] = [new GenerationView(), new GenerationView()];
   for (const manifest of manifests) {
     if (manifest.checkpointId < checkpointId) before.apply(manifest);
@@ -153,8 +185,8 @@ export async function checkpointChanges(
     listed,
     dataFile: own.dataFiles[index] as DataFile,
   }));
-  const switches = (manifests.at(-1)?.generations ?? []).length > 0;
-  if (switches) {
+  const switchesHere = switches.includes(checkpointId);
+  if (switchesHere && whole) {
     for (const manifest of manifests.slice(0, -1)) {
       const taken = checkpointDataFiles(manifest, parts.bucket, layout);
       taken.listed.forEach((listed, index) => {
@@ -175,12 +207,13 @@ export async function checkpointChanges(
   }
   const lanes = [...new Set(plan.added.map((file) => file.listed.topic))].sort();
   const dataFiles = plan.added.map((file) => file.dataFile);
-  if (!switches && plan.hiddenIn.length === 0) return { dataFiles, lanes, left };
+  if (!switchesHere && plan.hiddenIn.length === 0) return { dataFiles, lanes, left, switches };
   return {
     dataFiles,
     lanes,
     left,
-    changes: (live) => changesOn(parts, checkpointId, plan, live, switches),
+    switches,
+    changes: (live) => changesOn(parts, checkpointId, plan, live, switchesHere),
   };
 }
 

@@ -200,7 +200,7 @@ async function publishOne(
   // Judged on a load made after the record was read: `state` may predate it (another publisher's swap and record
   // of this checkpoint since) and would be taken for a table that lost it.
   if (recorded) return markRecorded(run, recorded, await parts.target.catalog.load());
-  const ledger: { record?: TableSnapshot } = {};
+  const ledger: AppendNotes = {};
   const result = await append(run, checkpointId, previous, ledger, state);
   // Recorded by another publisher after this attempt's load: judged, as above, on a load made after the read.
   if (result.outcome === 'recorded' && ledger.record) {
@@ -208,7 +208,12 @@ async function publishOne(
   }
   if (result.outcome === 'already-committed') assertFoundInMain(run, checkpointId, result, previous);
   const written = await snapshots.record(
-    { checkpointId, snapshotId: result.snapshotId, sequenceNumber: result.sequenceNumber },
+    {
+      checkpointId,
+      snapshotId: result.snapshotId,
+      sequenceNumber: result.sequenceNumber,
+      ...(ledger.switches ? { switches: ledger.switches } : {}),
+    },
     clock.now(),
   );
   await snapshots.advanceMark(written, clock.now(), run.ledger);
@@ -274,6 +279,12 @@ function assertFoundInMain(
   );
 }
 
+/** What an append hands back beside its result: the ledger's record read after a conflict, the switches up to K. */
+interface AppendNotes {
+  record?: TableSnapshot;
+  switches?: number[];
+}
+
 /**
  * Appends the checkpoint's data files, or finds them in the table already; every state it loads must still hold
  * `previous`, the checkpoint just before it, or nothing is appended (the rollback check on each load). After a
@@ -283,7 +294,7 @@ async function append(
   run: Run,
   checkpointId: number,
   previous: TableSnapshot | undefined,
-  ledger: { record?: TableSnapshot },
+  ledger: AppendNotes,
   current: TableState | undefined,
 ): Promise<AppendResult> {
   const { parts } = run;
@@ -292,11 +303,15 @@ async function append(
     throw new PublishStateError(`checkpoint ${checkpointId} is COMMITTED but its manifest is missing`);
   const { table, catalog } = parts.target;
   run.log.set(checkpointId, manifest);
+  // The switches before K: none before checkpoint 1; the record of K-1's list, unless it predates the list.
+  const known = previous ? previous.switches : checkpointId === 1 ? [] : undefined;
   const files = await checkpointChanges(
     { ...parts, log: run.log },
     checkpointId,
     tableLayout(table, current?.metadata),
+    known,
   );
+  ledger.switches = files.switches;
   for (const { key, reason } of files.left) {
     parts.log.error('an output object is left out of the table', { checkpointId, key, reason });
   }
