@@ -278,8 +278,8 @@ class Audit {
    * The rows of each expected live file: the position deletes of the table's own delete files name exactly the
    * rows the readers hide (`table-audit-rows.ts`); other writers' delete files are noted, not checked.
    */
-  async rowsAgree(expected: Expected, head: SnapshotFiles): Promise<void> {
-    const own = `${this.parts.location}/metadata/deletes/`;
+  async rowsAgree(expected: Expected, head: SnapshotFiles, tableLocation: string): Promise<void> {
+    const own = `${tableLocation.replace(/\/+$/, '')}/metadata/deletes/`;
     const deleteFiles = (head.positionDeleteFiles ?? []).map(canonicalLocation);
     const ours = deleteFiles.filter((location) => location.startsWith(canonicalLocation(own)));
     const foreign = head.deleteFiles - ours.length;
@@ -469,7 +469,7 @@ export async function auditTable(parts: TableAuditParts): Promise<TableAudit> {
     const missing = audit.expectedLive(expected, head);
     audit.liveExpected(expected, head, upTo, published);
     await judgeMissing(audit, reader, metadata, missing, head);
-    await audit.rowsAgree(expected, head);
+    await audit.rowsAgree(expected, head, metadata.location);
   } catch (error) {
     if (!isUnreadable(error)) throw error;
     audit.violation(`main's head cannot be read: ${(error as Error).message}`);
