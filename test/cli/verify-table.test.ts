@@ -3,12 +3,15 @@
  * Local and the local S3 server: a published table exits 0 (by its location or as `default`), a table that
  * disagrees with the manifest log exits 1 with one line per violation, the JSON carries the audit under `table`
  * with `ok` the verdict of both checks, and a table that is no file-catalog S3 location is refused before any call.
- * The table an `eos local --output iceberg` run under every fault kind published passes as `default`.
+ * The table an `eos local --output iceberg` run under every fault kind published passes as `default`, and so does
+ * a table that followed a replay switch (its files and hidden rows judged by the readers' rule).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { buildProgram, main } from '../../cli/eos.ts';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
+import { commitCheckpoint, deliver, records, replaySetup } from '../coordinator/publish-replay-harness.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { plan, switchTo } from '../support/generations.ts';
 import { commitNext, type PublishSetup, publishSetup } from '../support/publish.ts';
 import { nameCheckpoint } from '../support/table-writes.ts';
 
@@ -47,6 +50,36 @@ beforeAll(async () => {
 const flags = () => ['--bucket', res.bucket, '--pipeline', s.settings.pipelineId];
 
 describe('eos verify --iceberg-table', () => {
+  it("exits 0 on a table that followed a replay switch: the generation's files live, the hidden rows deleted", async () => {
+    const r = replaySetup(res, 'vtrp');
+    await deliver(r, records(0, 20));
+    await commitCheckpoint(r);
+    await plan(res, r.settings, 3, 14);
+    await deliver(r, records(0, 20), { generation: 1, size: 4 });
+    await switchTo(res, r.settings, 1);
+    await commitCheckpoint(r);
+    await publishCheckpoint(r.parts, 2);
+    const run = await eos(
+      '--bucket',
+      res.bucket,
+      '--pipeline',
+      r.settings.pipelineId,
+      '--iceberg-table',
+      r.catalog.location,
+      '--json',
+    );
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.out).table).toMatchObject({
+      ok: true,
+      publishedCheckpoint: 2,
+      // The live file and generation 1's of each partition; 12 rows of each live file deleted by position.
+      committedFiles: 4,
+      liveFiles: 4,
+      violations: [],
+      notes: [],
+    });
+  }, 120_000);
+
   it('exits 0 on a published table, named by its location or as default, with the audit in the JSON', async () => {
     const byLocation = await eos(...flags(), '--iceberg-table', s.catalog.location, '--json');
     expect(byLocation.err).toBe('');
