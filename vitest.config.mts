@@ -10,7 +10,6 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 const SLOW_FIRST = [
   'runnable.test.ts',
   'chaos.test.ts',
-  'model-check.test.ts',
   'package.test.ts',
   'state-machine-limits.test.ts',
   'checkpoint-limits.test.ts',

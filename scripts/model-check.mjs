@@ -44,6 +44,7 @@ let useCache = true;
 export const SCENARIOS = [
   {
     name: 'staging',
+    large: true,
     model: 'protocol',
     what: '2 partitions x 2 records, a zombie instance on partition 0, 1 processor crash or redelivery anywhere, claims ahead, 1 claim TTL expiry, key K in both partitions; then fault-free checkpoints',
     flags: ['-DZOMBIES=1', '-DPFAULTS=1', '-DEXECUTIONS=0', '-DCFAULTS=0', '-DLAPSES=0', '-DEXPIRIES=1'],
@@ -78,6 +79,7 @@ export const SCENARIOS = [
   },
   {
     name: 'claim-write-switch',
+    large: true,
     model: 'protocol',
     what: 'as staging without TTL expiry, each invocation (retry, redelivery, zombie) running with either claimWrite setting (a redeploy that changes it while batches are in flight)',
     flags: [
@@ -106,6 +108,7 @@ export const SCENARIOS = [
   },
   {
     name: 'checkpoint-race',
+    large: true,
     model: 'protocol',
     what: '2 coordinator executions started together, 1 lease lapse while its owner runs, while both partitions stage; then fault-free checkpoints',
     flags: [
@@ -126,12 +129,14 @@ export const SCENARIOS = [
   },
   {
     name: 'publish-zombie',
+    large: true,
     model: 'publish',
     what: "publish: as publish-crashes without crashes, checkpoint 2's publish step invoked twice at once (a zombie)",
     flags: ['-DZOMBIES=1', '-DCFAULTS=0'],
   },
   {
     name: 'publish-zombie-evidence-lost',
+    large: true,
     model: 'publish',
     what: "publish: checkpoint 1's publish step invoked twice at once (a zombie) while 2 is published; 1 compaction, 2 expiries and another writer's commit that drops the table's properties, at any time; no crash",
     flags: ['-DZOMBIES=1', '-DZOMBIE_OF=1', '-DCFAULTS=0', '-DEXPIRIES=2', '-DPROPERTY_LOSSES=1'],
@@ -195,6 +200,7 @@ export const SCENARIOS = [
   },
   {
     name: 'publish-rollback-below-first',
+    large: true,
     model: 'publish',
     what: "publish: the table starts at another writer's snapshot; 1 crash, 1 compaction, 1 expiry; the operator sets main back once (below checkpoint 1 too) while no publish step runs",
     flags: [
@@ -289,12 +295,12 @@ async function compilePan(dir, args) {
 
 /**
  * Compiles and runs one verification; returns its outcome as parsed from pan's report. `optimize` is cc's -O
- * level. Compiling pan.c took most of this script's CPU: about 3 s at -O1 against 0.8 s at -O0, for each of the
- * six scenarios and each mutation, while pan itself took 19.5 s in all. The scenarios search their whole state
- * space (checkpoint-race: 6.7 s of pan at -O1, 9.3 s at -O0), so they keep -O1; a mutation's search stops at its
- * first counterexample, usually within a second, so its compile is the cost and -O0 is cheaper overall.
+ * level. Compiling pan.c costs about 1.5 s at -O1 against 0.4 s at -O0, while pan runs about 1.5 times as long
+ * at -O0: -O1 pays only for a search of more than about 2 s. So the scenarios marked `large` (searches of
+ * seconds: checkpoint-race 6.7 s of pan at -O1, 9.3 s at -O0) are compiled at -O1, the others and every mutation
+ * (its search stops at its first counterexample, usually within a second) at -O0.
  */
-async function verify(scenario, extra, optimize = '-O1') {
+async function verify(scenario, extra, optimize = scenario.large ? '-O1' : '-O0') {
   const dir = mkdtempSync(join(tmpdir(), 'model-check-'));
   try {
     const flags = [...scenario.flags, ...extra];
