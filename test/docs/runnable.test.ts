@@ -14,7 +14,8 @@
  * blocks one after another in the docs' order (the first writes the transform the others use).
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -96,6 +97,29 @@ function drillEndsWithCheckpointAndCheck(script: string): boolean {
   return stage >= 0 && checkpoint > stage && lines.some((line, i) => i > checkpoint && CHECKS.test(line));
 }
 
+/**
+ * A directory whose `npx` runs what npx runs for this package's own bin (`eos`: bin/eos.mjs) or for a bin in
+ * node_modules/.bin, and hands anything else to the real npx. The blocks call `npx` some thirty times; npm's own
+ * start-up (about 0.7 s each, more under load) is not what they test.
+ */
+function npxShim(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'eos-npx-'));
+  const shim = join(dir, 'npx');
+  writeFileSync(
+    shim,
+    [
+      '#!/usr/bin/env bash',
+      `root=${JSON.stringify(root)}`,
+      `if [ "$1" = eos ]; then shift; exec node "$root/bin/eos.mjs" "$@"; fi`,
+      `if [ -x "$root/node_modules/.bin/$1" ]; then bin=$1; shift; exec "$root/node_modules/.bin/$bin" "$@"; fi`,
+      `PATH=\${PATH#${dir}:} exec npx "$@"`,
+      '',
+    ].join('\n'),
+  );
+  chmodSync(shim, 0o755);
+  return dir;
+}
+
 describe('runnable docs', () => {
   let env: NodeJS.ProcessEnv;
   let laptopEnv: NodeJS.ProcessEnv;
@@ -124,13 +148,14 @@ describe('runnable docs', () => {
     expect(report.verdict).toBe('exactly-once');
     env = {
       ...process.env,
+      PATH: `${npxShim()}:${process.env.PATH}`,
       EOS_BUCKET: bucket,
       EOS_LEDGER_TABLE: table,
       AWS_REGION: process.env.AWS_REGION ?? 'us-east-1',
     };
     // The drills' own table and bucket (eos local creates them), on the parts the variables name.
     laptopEnv = {
-      ...userEnv(process.env),
+      ...userEnv(env),
       AWS_ENDPOINT_URL_DYNAMODB: process.env.AWS_ENDPOINT_URL_DYNAMODB,
       AWS_ENDPOINT_URL_S3: process.env.AWS_ENDPOINT_URL_S3,
       AWS_REGION: process.env.AWS_REGION ?? 'us-east-1',
