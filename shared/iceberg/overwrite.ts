@@ -37,8 +37,11 @@ export interface SnapshotChanges {
   readonly operation: 'append' | 'overwrite';
 }
 
-/** The changes of a snapshot on a parent whose live data files are `parentLive` (locations). */
-export type ChangesOf = (parentLive: ReadonlySet<string>) => Promise<SnapshotChanges>;
+/**
+ * The changes of a snapshot on a parent whose live data files are `parentLive`: each location, and the spec ids of
+ * the parent's manifests that list it.
+ */
+export type ChangesOf = (parentLive: ReadonlyMap<string, readonly number[]>) => Promise<SnapshotChanges>;
 
 /** A file to remove is live in a parent manifest this writer cannot rewrite: nothing is committed. */
 export class OverwriteManifestError extends PipelineError {}
@@ -97,6 +100,18 @@ export interface OverwriteManifests {
 /** Writes the snapshot's delete files and manifests (see the module comment). */
 export async function overwriteManifests(input: OverwriteInput): Promise<OverwriteManifests> {
   const { store, schema, spec, snapshotId, sequenceNumber, changes } = input;
+  for (const { dataFile } of changes.positionDeletes) {
+    const other = input.live
+      .get(dataFile.path)
+      ?.find((manifest) => manifest.partition_spec_id !== spec['spec-id']);
+    // A position delete applies to data files of its own spec and partition: one written under the current spec
+    // would not apply, for readers that match them (Iceberg's Java library), to a file of an earlier spec.
+    if (other !== undefined) {
+      throw new OverwriteManifestError(
+        `rows of ${dataFile.path} are to be deleted, but the table lists it under partition spec ${other.partition_spec_id}, not the current ${spec['spec-id']}: position deletes would not apply to it; nothing is committed`,
+      );
+    }
+  }
   const added: ManifestListEntry[] = [];
   const newEntry = (path: string, length: number, files: readonly DataFile[]) =>
     addedManifestEntry({ path, length, schema, spec, files, snapshotId, sequenceNumber });
@@ -185,7 +200,10 @@ export async function snapshotManifests(input: SnapshotManifestsInput): Promise<
     return { added: [entry], inherited: [...input.inherited], dataFiles: files };
   }
   const live = await liveDataFiles(store, input.inherited);
-  const changes = await input.changes(new Set(live.keys()));
+  const specs = new Map(
+    [...live].map(([path, holders]) => [path, holders.map((manifest) => manifest.partition_spec_id)]),
+  );
+  const changes = await input.changes(specs);
   const written = await overwriteManifests({ ...input, live, changes });
   const changesRows =
     changes.operation === 'overwrite' || changes.removed.length > 0 || changes.positionDeletes.length > 0;

@@ -107,7 +107,7 @@ describe('checkpointChanges', () => {
     expect(out.dataFiles.map((f) => f.path)).toEqual([path(generation)]);
     expect(out.lanes).toEqual(['orders~g1']);
     expect(out.switches).toEqual([3]);
-    const changes = await out.changes?.(new Set([path(live)]));
+    const changes = await out.changes?.(new Map([[path(live), [0]]]));
     expect(changes).toEqual({
       dataFiles: out.dataFiles,
       removed: [path(live)],
@@ -119,13 +119,18 @@ describe('checkpointChanges', () => {
 
   it('refuses in one line when the parent no longer holds a file the switch hides, or holds one no checkpoint showed', async () => {
     const out = await checkpointChanges(parts(), 3, layout, []);
-    const rewritten = await out.changes?.(new Set()).catch((error: unknown) => error);
+    const rewritten = await out.changes?.(new Map()).catch((error: unknown) => error);
     expect(rewritten).toBeInstanceOf(TableSwitchUnattributedError);
     expect((rewritten as Error).message).toMatch(
       /^checkpoint 3 hides every row of \S+orders\+0\+\S+ \(checkpoint 1\), which the table no longer holds as published/,
     );
     const foreign = await out
-      .changes?.(new Set([path(live), path(generation)]))
+      .changes?.(
+        new Map([
+          [path(live), [0]],
+          [path(generation), [0]],
+        ]),
+      )
       .catch((error: unknown) => error);
     expect(foreign).toBeInstanceOf(TableSwitchUnattributedError);
     expect((foreign as Error).message).toMatch(

@@ -274,7 +274,7 @@ async function changesOn(
   parts: ChangeParts,
   checkpointId: number,
   plan: Plan,
-  live: ReadonlySet<string>,
+  live: ReadonlyMap<string, readonly number[]>,
   switches: boolean,
 ): Promise<SnapshotChanges> {
   for (const file of plan.notIn) {
