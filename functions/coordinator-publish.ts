@@ -9,6 +9,7 @@ import { createAwsClients } from '../shared/aws/clients.ts';
 import { settingsFromEnv } from '../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../shared/coordinator/coordinator.ts';
 import { checkpointRefSchema } from '../shared/coordinator/messages.ts';
+import { tablePublisher } from '../shared/coordinator/publish/step.ts';
 import { publishTargetFromSettings } from '../shared/coordinator/publish/target-from-settings.ts';
 import { log, step } from './coordinator-step.ts';
 
@@ -23,7 +24,12 @@ function publishingCore(): Promise<Coordinator> {
     const settings = settingsFromEnv();
     const clients = createAwsClients();
     const publishTarget = await publishTargetFromSettings(settings, clients);
-    return createCoordinator({ settings, clients, log, ...(publishTarget ? { publishTarget } : {}) });
+    return createCoordinator({
+      settings,
+      clients,
+      log,
+      ...(publishTarget ? { publisher: tablePublisher(publishTarget) } : {}),
+    });
   })().catch((error: unknown) => {
     publisher = undefined;
     throw error;

@@ -44,6 +44,7 @@ import {
   PUBLISH_STEP,
 } from '../shared/coordinator/definition.ts';
 import type { PromotionLimits } from '../shared/coordinator/promote/promoter.ts';
+import { tablePublisher } from '../shared/coordinator/publish/step.ts';
 import type { PublishTarget } from '../shared/coordinator/publish/target.ts';
 
 export interface CoordinatorHooks {
@@ -198,7 +199,7 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
     ...(options.log ? { log: options.log } : {}),
     ...(options.promotionLimits ? { promotionLimits: options.promotionLimits } : {}),
     ...(options.partitionsPerShard ? { partitionsPerShard: options.partitionsPerShard } : {}),
-    ...(options.publishTarget ? { publishTarget: options.publishTarget } : {}),
+    ...(options.publishTarget ? { publisher: tablePublisher(options.publishTarget) } : {}),
   });
   const fallback = localDefinition({ publish: options.publishTarget !== undefined });
   const definition = options.definition ?? fallback.definition;

@@ -83,9 +83,12 @@ import { planShard } from './prepare/plan-shard.ts';
 import type { ShardPlan } from './promote/plan-store.ts';
 import { assertPlannedObject, Promoter } from './promote/promoter.ts';
 import { loadVotedPlan } from './promote/voted-plan.ts';
-import type { PublishParts } from './publish/publish.ts';
-import { type PublishOutput, publishParts, publishStep } from './publish/step.ts';
-import type { PublishTarget } from './publish/target.ts';
+import {
+  NoPublishTargetError,
+  type Publisher,
+  type PublisherFactory,
+  type PublishOutput,
+} from './publish/publisher.ts';
 import { shardList } from './shards.ts';
 
 /** A step was asked to act on a checkpoint that is not in the status the step needs (superseded, or out of order). */
@@ -123,11 +126,12 @@ function requireShard(record: CheckpointRecord, shard: number): void {
 /** The checkpoint statuses (BEGUN, PREPARED, COMMITTING, COMMITTED, ABORTED), stored by the ledger module. */
 export { CHECKPOINT_STATUS, type CheckpointStatus } from '../ledger/checkpoints.ts';
 export type { CoordinatorLog, CoordinatorOptions } from './parts.ts';
-export type { PublishOutput } from './publish/step.ts';
+export type { PublishOutput } from './publish/publisher.ts';
 
-/** The coordinator's options and, when its checkpoints are published to an Iceberg table, that table. */
+/** The coordinator's options and, when its checkpoints are published to an Iceberg table, its publisher. */
 export interface CoordinatorSetup extends CoordinatorOptions {
-  readonly publishTarget?: PublishTarget;
+  /** `publish/step.ts` `tablePublisher(target)`: given only where the publish step runs. */
+  readonly publisher?: PublisherFactory;
 }
 
 export interface Coordinator {
@@ -151,16 +155,16 @@ class CheckpointCoordinator implements Coordinator {
   private readonly log: CoordinatorLog;
   private readonly clock: Clock;
   private readonly promoter: Promoter;
-  private readonly publishing: PublishParts | undefined;
+  private readonly publisher: Publisher | undefined;
   /** The published mark, which begin reads on an idle pipeline of a state machine that publishes. */
   private readonly snapshots: Pick<TableSnapshots, 'readMark'>;
 
   constructor(options: CoordinatorSetup) {
     this.parts = coordinatorParts(options);
-    this.publishing = options.publishTarget && publishParts(this.parts, options.publishTarget);
+    this.publisher = options.publisher?.(this.parts);
     const { settings, clients, store, log, clock, concurrency, limits } = this.parts;
     this.snapshots =
-      this.publishing?.snapshots ??
+      this.publisher?.snapshots ??
       new TableSnapshots(clients.dynamodb, settings.ledgerTable, settings.pipelineId);
     this.store = store;
     this.log = log;
@@ -435,7 +439,10 @@ class CheckpointCoordinator implements Coordinator {
 
   async publish(input: CheckpointRef): Promise<PublishOutput> {
     await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTED']);
-    return publishStep(this.publishing, input.checkpointId);
+    if (!this.publisher) {
+      throw new NoPublishTargetError(`checkpoint ${input.checkpointId}: no Iceberg table to publish to`);
+    }
+    return this.publisher.publish(input.checkpointId);
   }
 
   // ── cleanup ───────────────────────────────────────────────────────────────────────────────────────────────
