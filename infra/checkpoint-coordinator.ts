@@ -183,8 +183,10 @@ export class CheckpointCoordinator extends Construct {
    * The publish step: the checkpoint records it requires COMMITTED and the table snapshot records and published
    * mark beside them (GetItem, and the conditional PutItems that record a snapshot and move the mark, all under
    * `<pl>#CHECKPOINT`, never a cut page); the manifests it reads the data files from; the table's metadata prefix,
-   * read and written (the catalog's own calls come with {@link CoordinatorPublishProps.catalogStatements}). It never
-   * touches final data (the table names the objects where they are), staged data or the coordinator's work.
+   * read and written (manifests, and the position delete files of a replay switch; the catalog's own calls come
+   * with {@link CoordinatorPublishProps.catalogStatements}); final data read only (the lineage of a file a switch
+   * hides some rows of gives their positions; the table names the objects where they are and never writes them).
+   * It never touches staged data or the coordinator's work.
    */
   private publishActions(publish: CoordinatorPublishProps): Actions {
     const pl = this.pipelineId;
@@ -192,6 +194,7 @@ export class CheckpointCoordinator extends Construct {
       dynamodb: [[['dynamodb:GetItem', 'dynamodb:PutItem'], [keys.checkpointPk(pl)]]],
       objects: [
         [manifestsPrefix(pl), ['s3:GetObject']],
+        [finalPrefix(pl), ['s3:GetObject']],
         [publish.metadataPrefix, ['s3:GetObject', 's3:PutObject']],
       ],
     };

@@ -32,8 +32,10 @@ export interface ReplaySetup {
   readonly errors: string[];
 }
 
-export function replaySetup(res: TestResources, idPrefix: string): ReplaySetup {
+/** A pipeline of its own (`idPrefix` and a unique suffix), or `pipelineId` exactly (a synthesized stack's). */
+export function replaySetup(res: TestResources, idPrefix: string, pipelineId?: string): ReplaySetup {
   const settings = settingsIn(res, idPrefix, {
+    ...(pipelineId ? { pipelineId } : {}),
     maxTransactionItems: 12,
     outputFormat: 'parquet',
     outputColumns: [...orderDefinition.columns],

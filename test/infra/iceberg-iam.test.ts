@@ -1,7 +1,8 @@
 /**
  * The publish step's least privilege, checked against behaviour: every S3 and DynamoDB call a publish makes on the
- * local parts (a first publish into a table without metadata, a retried one, and one that catches up an earlier
- * checkpoint) is allowed by the role the synthesized stack gives the publish function, and its object writes by the
+ * local parts (a first publish into a table without metadata, a retried one, one that catches up an earlier
+ * checkpoint, and a replay switch's overwrite, which reads a final object it cuts and writes position delete files)
+ * is allowed by the role the synthesized stack gives the publish function, and its object writes by the
  * deployed bucket policy too; and nothing is granted that it never calls.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -13,8 +14,10 @@ import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { commitCheckpoint, deliver, records, replaySetup } from '../coordinator/publish-replay-harness.ts';
 import { resolveIntrinsics } from '../support/asl.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
+import { plan, switchTo } from '../support/generations.ts';
 import {
   bucketPolicyStatements,
   type Call,
@@ -104,7 +107,28 @@ beforeAll(async () => {
   await commitNext(res, setup);
   // Checkpoint 2 was never published: publishing 3 catches it up first.
   expect((await publish(3)).published.map((p) => p.checkpointId)).toEqual([2, 3]);
-}, 120_000);
+
+  // A replay switch of pipeline `orders` in a table and bucket of their own: generation 1 over offsets 3..14 cuts
+  // each live file of offsets 0..19, so the switch's overwrite reads those files' offsets and writes position deletes.
+  const replay = await freshResources('iceberg-iam-replay');
+  recordCalls(replay.clients, (found) => {
+    if (recording) calls.push(...found);
+  });
+  const s = replaySetup(replay, 'orders', 'orders');
+  await deliver(s, records(0, 20));
+  await commitCheckpoint(s);
+  await plan(replay, s.settings, 3, 14);
+  await deliver(s, records(0, 20), { generation: 1, size: 4 });
+  await commitCheckpoint(s);
+  await switchTo(replay, s.settings, 1);
+  await commitCheckpoint(s);
+  recording = true;
+  try {
+    expect((await publishCheckpoint(s.parts, 3)).publishedUpTo).toBe(3);
+  } finally {
+    recording = false;
+  }
+}, 180_000);
 
 describe('the publish role', () => {
   it('is granted every call a publish makes, on exactly the keys and prefixes it touches', () => {
@@ -125,6 +149,15 @@ describe('the publish role', () => {
     expect(calls.some((c) => c.action === 's3:GetObject' && c.target.startsWith('orders/_manifests/'))).toBe(
       true,
     );
+    // The switch read a final object it cuts and wrote its position delete files under the metadata prefix.
+    expect(
+      calls.some((c) => c.action === 's3:GetObject' && c.target.startsWith('orders/final/output/')),
+    ).toBe(true);
+    expect(
+      calls.some(
+        (c) => c.action === 's3:PutObject' && c.target.startsWith('orders/iceberg/output/metadata/deletes/'),
+      ),
+    ).toBe(true);
     // Nothing granted that the publish step never calls.
     const called = new Set(calls.map((c) => c.action));
     const granted = statements.flatMap((s) => [s.Action].flat()).filter((a) => /^(dynamodb|s3):/.test(a));
