@@ -13,6 +13,7 @@ import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import { auditTable, type TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import type { DecodedRecord } from '../../shared/kafka/record.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
+import { redrive } from '../../shared/redrive/redrive.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
 import { builtinTransform } from '../../shared/transforms/registry.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
@@ -210,5 +211,37 @@ describe('replay switches of every shape published to the Iceberg table', { time
     await switchTo(res, s.settings, 1);
     const rows = await commitPublishCheck(s, 'the switch with its own straddling live file');
     expect([count(rows, ':g1'), count(rows, ':v1')]).toEqual([44, 16]);
+  });
+
+  it('redrive lanes of the live output and of a generation, straddling and inside a range, follow the switch', async () => {
+    const s = replaySetup(res, 'pubshape');
+    const live = (offset: number) => offset === 5 || offset === 12;
+    await deliverWith(s, records(0, 20), tagged('L', live));
+    await commitPublishCheck(s, 'live with dead letters at 5 and 12');
+    const first = await redrive({ settings: s.settings, clients: s.res.clients, transform: tagged('r0') });
+    expect(first.partitions.map((p) => [p.lane, p.outcome, p.sent])).toEqual([
+      ['orders', 'redriven', 2],
+      ['orders', 'redriven', 2],
+    ]);
+    const redriven = await commitPublishCheck(s, 'the live lane redriven (orders~r1)');
+    expect(count(redriven, ':r0')).toBe(4);
+    await plan(res, s.settings, 3, 9);
+    await deliverWith(
+      s,
+      records(0, 20),
+      tagged('g1', (offset) => offset === 7),
+      1,
+      4,
+    );
+    await switchTo(res, s.settings, 1);
+    const switched = await commitPublishCheck(s, 'generation 1 over 3..9 hides offset 5 of the redrive file');
+    expect([count(switched, ':r0'), count(switched, ':g1')]).toEqual([2, 12]);
+    const second = await redrive({ settings: s.settings, clients: s.res.clients, transform: tagged('r1') });
+    expect(second.partitions.filter((p) => p.outcome === 'redriven').map((p) => p.lane)).toEqual([
+      'orders~g1',
+      'orders~g1',
+    ]);
+    const rows = await commitPublishCheck(s, "generation 1's dead letter redriven (orders~g1~r1)");
+    expect([count(rows, ':r0'), count(rows, ':g1'), count(rows, ':r1')]).toEqual([2, 12, 2]);
   });
 });
