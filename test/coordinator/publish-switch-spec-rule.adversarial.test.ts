@@ -11,11 +11,19 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import { decodeContainer } from '../../shared/iceberg/avro-container.ts';
+import type { Catalog } from '../../shared/iceberg/catalog.ts';
 import { ENTRY_DELETED } from '../../shared/iceberg/manifest-entries.ts';
 import { ENTRY_ADDED } from '../../shared/iceberg/manifest-file.ts';
-import { decodeManifestList } from '../../shared/iceberg/manifest-list.ts';
+import { decodeManifestList, encodeManifestList } from '../../shared/iceberg/manifest-list.ts';
 import { MANIFEST_MIN_COUNT_TO_MERGE, s3ManifestStore } from '../../shared/iceberg/manifest-merge.ts';
-import { getBytes } from '../../shared/sink/objects.ts';
+import { liveDataFiles, overwriteManifests } from '../../shared/iceberg/overwrite.ts';
+import {
+  appendSnapshot,
+  currentSchema,
+  defaultSpec,
+  nextSnapshotBase,
+} from '../../shared/iceberg/table-metadata.ts';
+import { getBytes, putIfAbsent } from '../../shared/sink/objects.ts';
 import { decodeParquetRows } from '../../shared/sink/parquet-read.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
@@ -133,6 +141,75 @@ async function specRows(s: ReplaySetup): Promise<string[]> {
   return rows.sort();
 }
 
+/**
+ * Another writer's compaction of checkpoint 1's live file of `partition`: its bytes copied under the table's
+ * `data/` and the original removed, in one `replace` snapshot on main's head.
+ */
+async function compactPartition(s: ReplaySetup, partition: number): Promise<void> {
+  const state = await stateOf(s.catalog);
+  const { metadata } = state;
+  const store = s3ManifestStore(res.clients.s3, metadata.location);
+  const head = metadata.snapshots.find(
+    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
+  );
+  if (!head) throw new Error('the table has no head');
+  const inherited = decodeManifestList(await store.read(head['manifest-list']));
+  const original = (await s.parts.manifests.read(1))?.files.find(
+    (file) => file.stream === 'output' && file.partition === partition,
+  );
+  if (!original) throw new Error(`checkpoint 1 has no output file of partition ${partition}`);
+  const bytes = await bytesOf(`s3://${res.bucket}/${original.key}`);
+  const key = `${s.settings.pipelineId}/iceberg/output/data/compacted-${partition}.parquet`;
+  await putIfAbsent(res.clients.s3, res.bucket, key, bytes);
+  const folder = /dt=([^/]+)\/hour=([^/]+)\//.exec(original.key);
+  const { sequenceNumber } = nextSnapshotBase(metadata);
+  const snapshotId = 7_500_000_000_000_000n + BigInt(sequenceNumber);
+  const written = await overwriteManifests({
+    s3: res.clients.s3,
+    store,
+    metadata,
+    schema: currentSchema(metadata),
+    spec: defaultSpec(metadata),
+    snapshotId,
+    sequenceNumber: BigInt(sequenceNumber),
+    inherited,
+    live: await liveDataFiles(store, inherited),
+    changes: {
+      dataFiles: [
+        {
+          path: `s3://${res.bucket}/${key}`,
+          recordCount: original.recordCount,
+          fileSizeInBytes: bytes.length,
+          partition: [folder?.[1] ?? null, folder?.[2] ?? null],
+        },
+      ],
+      removed: [`s3://${res.bucket}/${original.key}`],
+      positionDeletes: [],
+      operation: 'overwrite',
+    },
+  });
+  const list = encodeManifestList({
+    snapshotId,
+    parentSnapshotId: head['snapshot-id'],
+    sequenceNumber: BigInt(sequenceNumber),
+    manifests: [...written.added, ...written.inherited],
+  });
+  const next = appendSnapshot(metadata, {
+    snapshotId,
+    manifestList: await store.write(`snap-${snapshotId}`, list),
+    nowMs: Date.now(),
+    previousLocation: state.location,
+    added: { dataFiles: 1, records: original.recordCount, filesSize: bytes.length, partitions: 1 },
+    pipelineId: 'maintenance',
+    checkpointId: 0,
+    lanes: [],
+  });
+  const snapshots = next.snapshots.map((snapshot) =>
+    snapshot['snapshot-id'] === snapshotId ? { ...snapshot, summary: { operation: 'replace' } } : snapshot,
+  );
+  await commitOver(s.catalog, state, { ...next, snapshots });
+}
+
 /** Commits the next checkpoint; `publish` publishes up to it and checks the spec reader against the reader. */
 async function step(s: ReplaySetup, what: string, publish = true): Promise<void> {
   await commitCheckpoint(s);
@@ -178,4 +255,52 @@ describe('a switched table read by the spec’s position-delete rule', { timeout
       14, 36, 30,
     ]);
   });
+
+  it.each([
+    ['before the publish loads the table', false],
+    ['between its load and its swap', true],
+  ])(
+    'a switch of partition 0 goes on over a compaction of partition 1 %s, removing a file from the compaction’s manifest',
+    async (_when, between) => {
+      const s = replaySetup(res, 'pubspec');
+      await deliver(s, records(0, 20));
+      await step(s, 'the live output');
+      await plan(res, s.settings, 0, 19, [0]);
+      await deliver(
+        s,
+        records(0, 20).filter((r) => r.partition === 0),
+        { generation: 1, size: 4 },
+      );
+      await switchTo(res, s.settings, 1);
+      await commitCheckpoint(s);
+      let catalog: Catalog = s.catalog;
+      if (between) {
+        let done = false;
+        catalog = {
+          load: () => s.catalog.load(),
+          commit: async (expected, next) => {
+            if (!done) {
+              done = true;
+              await compactPartition(s, 1);
+            }
+            return s.catalog.commit(expected, next);
+          },
+        };
+      } else await compactPartition(s, 1);
+      const out = await publishCheckpoint({ ...s.parts, target: { ...s.parts.target, catalog } }, 2);
+      expect(out.published.map((p) => p.how)).toEqual(['appended']);
+      await expectTableFollows(s, 'the switch over the compaction');
+      expect(await specRows(s)).toEqual(await committedRows(s));
+      const { metadata } = await stateOf(s.catalog);
+      expect(metadata.snapshots.map((snapshot) => snapshot.summary.operation)).toEqual([
+        'append',
+        'replace',
+        'overwrite',
+      ]);
+      expect(metadata.snapshots.at(-1)?.summary).toMatchObject({
+        'deleted-data-files': '1',
+        'added-position-deletes': '0',
+      });
+    },
+  );
 });
