@@ -59,12 +59,15 @@ function audit(s: ReplaySetup): Promise<TableAudit> {
   });
 }
 
-/** Live 0..19 (1) and generation 1 over 3..14 switched (2), published: each live file has 12 rows deleted. */
-async function switched(): Promise<ReplaySetup> {
+/**
+ * Live 0..19 (1) and generation 1 over `from`..`to` (default 3..14: each live file has 12 rows deleted) switched
+ * (2), published.
+ */
+async function switched(from = 3, to = 14): Promise<ReplaySetup> {
   const s = replaySetup(res, 'pubaudit');
   await deliver(s, records(0, 20));
   await commitCheckpoint(s);
-  await plan(res, s.settings, 3, 14);
+  await plan(res, s.settings, from, to);
   await deliver(s, records(0, 20), { generation: 1, size: 4 });
   await switchTo(res, s.settings, 1);
   await commitCheckpoint(s);
@@ -89,15 +92,16 @@ async function liveFile(s: ReplaySetup, partition: number): Promise<DataFile> {
   };
 }
 
-/** Another writer's position delete file of `positions` of `dataFile`, under the table's `data/` folder. */
+/** A position delete file of `positions` of `dataFile`, under the table's `folder` (another writer's: `data`). */
 async function foreignDeleteFile(
   s: ReplaySetup,
   name: string,
   dataFile: DataFile,
   positions: number[],
+  folder = 'data',
 ): Promise<DataFile> {
   const bytes = Buffer.from(encodePositionDeletes(dataFile.path, positions));
-  const key = `${s.settings.pipelineId}/iceberg/output/data/${name}.parquet`;
+  const key = `${s.settings.pipelineId}/iceberg/output/${folder}/${name}.parquet`;
   await putIfAbsent(res.clients.s3, res.bucket, key, bytes);
   return {
     path: `s3://${res.bucket}/${key}`,
@@ -108,13 +112,14 @@ async function foreignDeleteFile(
 }
 
 /**
- * Another writer's `overwrite` snapshot on main's head: the head's manifests `keep` keeps, and one delete manifest
- * of `deleteFiles`.
+ * Another writer's `overwrite` snapshot on main's head: the head's manifests `keep` keeps, `extra` manifests, and
+ * one delete manifest of `deleteFiles` (none without).
  */
 async function commitDeletes(
   s: ReplaySetup,
   deleteFiles: readonly DataFile[],
   keep: (manifest: ManifestListEntry) => boolean,
+  extra: readonly ManifestListEntry[] = [],
 ): Promise<void> {
   const state: TableState = await stateOf(s.catalog);
   const { metadata } = state;
@@ -145,7 +150,7 @@ async function commitDeletes(
     snapshotId: id,
     parentSnapshotId: head['snapshot-id'],
     sequenceNumber: BigInt(sequence),
-    manifests: [entry, ...manifests.filter(keep)],
+    manifests: [...(deleteFiles.length > 0 ? [entry] : []), ...extra, ...manifests.filter(keep)],
   });
   const snapshot: Snapshot = {
     'snapshot-id': id,
@@ -169,6 +174,51 @@ async function commitDeletes(
     ],
   });
 }
+
+/** The manifests of the snapshot of checkpoint `checkpointId`. */
+async function manifestsOf(s: ReplaySetup, checkpointId: number): Promise<ManifestListEntry[]> {
+  const { metadata } = await stateOf(s.catalog);
+  const snapshot = metadata.snapshots.find((c) => c.summary['eos.checkpoint-id'] === String(checkpointId));
+  const store = s3ManifestStore(res.clients.s3, metadata.location);
+  return decodeManifestList(await store.read(snapshot?.['manifest-list'] ?? ''));
+}
+
+const outputKeys = async (s: ReplaySetup, checkpointId: number) =>
+  ((await s.parts.manifests.read(checkpointId))?.files ?? [])
+    .filter((file) => file.stream === 'output')
+    .map((file) => file.key)
+    .sort();
+
+describe('the table audit over a switch and rows shown or hidden wrongly', { timeout: 120_000 }, () => {
+  it('rejects a table in which a file the switch hides whole is live again', async () => {
+    const s = await switched(0, 19);
+    await commitDeletes(s, [], () => true, await manifestsOf(s, 1));
+    expect(await tableRows(s)).toHaveLength((await committedRows(s)).length + 40);
+    const result = await audit(s);
+    expect(result.ok).toBe(false);
+    for (const key of await outputKeys(s, 1)) expect(result.violations.join('\n')).toContain(key);
+  });
+
+  it('rejects a table missing the files a switch shows', async () => {
+    const s = await switched();
+    const two = (await s.parts.snapshots.read(2))?.snapshotId;
+    await commitDeletes(s, [], (m) => !(m.content === 0 && m.added_snapshot_id === two));
+    expect(await tableRows(s)).toHaveLength((await committedRows(s)).length - 24);
+    const result = await audit(s);
+    expect(result.ok).toBe(false);
+    for (const key of await outputKeys(s, 2)) expect(result.violations.join('\n')).toContain(key);
+  });
+
+  it('rejects a table whose own delete files remove a row the readers show', async () => {
+    const s = await switched();
+    const live = await liveFile(s, 0);
+    await commitDeletes(s, [await foreignDeleteFile(s, 'extra', live, [0], 'metadata/deletes')], () => true);
+    expect(await tableRows(s)).toHaveLength((await committedRows(s)).length - 1);
+    const result = await audit(s);
+    expect(result.ok).toBe(false);
+    expect(result.violations.join('\n')).toMatch(/1 row\(s\) the readers show are deleted in the table/);
+  });
+});
 
 describe('the table audit over a switch and another writer’s position deletes', { timeout: 120_000 }, () => {
   // Defect: rowsAgree reads only delete files under <table>/metadata/deletes/; another writer's position delete
