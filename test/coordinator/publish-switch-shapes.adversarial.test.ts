@@ -244,4 +244,34 @@ describe('replay switches of every shape published to the Iceberg table', { time
     const rows = await commitPublishCheck(s, "generation 1's dead letter redriven (orders~g1~r1)");
     expect([count(rows, ':r0'), count(rows, ':g1'), count(rows, ':r1')]).toEqual([2, 12, 2]);
   });
+
+  it('a generation that dead-letters every record of its range hides the live rows and adds no file', async () => {
+    const s = replaySetup(res, 'pubshape');
+    await deliver(s, records(0, 20));
+    await commitPublishCheck(s, 'the live output');
+    await plan(res, s.settings, 3, 14);
+    await deliverWith(
+      s,
+      records(0, 20),
+      tagged('g1', () => true),
+      1,
+      4,
+    );
+    await switchTo(res, s.settings, 1);
+    const rows = await commitPublishCheck(s, 'a generation of dead letters only');
+    expect(rows).toHaveLength(16);
+    expect(await summaryOf(s, 2)).toMatchObject({ 'added-data-files': '0', 'added-position-deletes': '24' });
+  });
+
+  it('a first checkpoint that stages the live output, a generation and its switch publishes one overwrite creating the table', async () => {
+    const s = replaySetup(res, 'pubshape');
+    await deliver(s, records(0, 20));
+    await plan(res, s.settings, 3, 14);
+    await deliver(s, records(0, 20), { generation: 1, size: 4 });
+    await switchTo(res, s.settings, 1);
+    const rows = await commitPublishCheck(s, 'the switch in the first checkpoint');
+    expect((await s.parts.manifests.read(1))?.generations).toHaveLength(1);
+    expect([count(rows, ':g1'), count(rows, ':v1')]).toEqual([24, 16]);
+    expect(await summaryOf(s, 1)).toMatchObject({ operation: 'overwrite', 'added-position-deletes': '24' });
+  });
 });
