@@ -9,9 +9,11 @@
  * local state machine.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { systemClock } from '../../shared/clock.ts';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import { auditTable, type TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import type { DecodedRecord } from '../../shared/kafka/record.ts';
+import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { redrive } from '../../shared/redrive/redrive.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
@@ -20,7 +22,7 @@ import type { Transform } from '../../shared/transforms/types.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { plan, switchTo, tagged } from '../support/generations.ts';
-import { mskEvent, type RecordSpec } from '../support/msk.ts';
+import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
 import {
   commitCheckpoint,
   deliver,
@@ -273,5 +275,33 @@ describe('replay switches of every shape published to the Iceberg table', { time
     expect((await s.parts.manifests.read(1))?.generations).toHaveLength(1);
     expect([count(rows, ':g1'), count(rows, ':v1')]).toEqual([24, 16]);
     expect(await summaryOf(s, 1)).toMatchObject({ operation: 'overwrite', 'added-position-deletes': '24' });
+  });
+
+  it('a switch of an epoch lane hides rows of that epoch only, the same offsets of the earlier epoch still shown', async () => {
+    const s = replaySetup(res, 'pubshape');
+    await deliver(s, orderRecords(0, 0, 10));
+    await commitPublishCheck(s, 'epoch 0 of partition 0');
+    const again = orderRecords(0, 0, 10, 'e1-p0');
+    const processor = createProcessor({
+      settings: s.settings,
+      clients: s.res.clients,
+      transform: builtinTransform('orders'),
+    });
+    // The topic's offsets start over: the processor stops twice, then the operator opens epoch 1.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      await expect(processor.processEvent(mskEvent(again))).rejects.toThrow();
+    }
+    const epochs = new EpochLedger(res.clients.dynamodb, res.table, s.settings.pipelineId, systemClock);
+    expect((await epochs.startNew('orders', 0)).kind).toBe('opened');
+    await processor.processEvent(mskEvent(again));
+    await commitPublishCheck(s, 'epoch 1 of partition 0');
+    const planned = await plan(res, s.settings, 3, 7);
+    expect(planned.ranges.map((range) => range.lane)).toEqual(['orders~1']);
+    await deliver(s, again, { generation: 1, size: 4 });
+    await switchTo(res, s.settings, 1);
+    const rows = await commitPublishCheck(s, 'generation 1 of epoch 1');
+    // Offsets 3..7 twice: epoch 0's live rows and epoch 1's generation 1 rows.
+    expect([count(rows, ':g1'), count(rows, ':v1')]).toEqual([5, 15]);
+    expect((await summaryOf(s, 3))?.['eos.lanes']).toBe('orders~1~g1');
   });
 });
