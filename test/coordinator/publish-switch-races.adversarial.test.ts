@@ -265,4 +265,45 @@ describe('a switch published as an overwrite under races and failures', { timeou
     expect((await summaryOf(s, 2))?.operation).toBe('overwrite');
     await expectConsistent(s, 'the overwrite appended again');
   });
+
+  it('rebases onto a compaction that expired the checkpoint before it, committed between its load and its swap', async () => {
+    const s = await switchUnpublished();
+    await publishCheckpoint(s.parts, 1);
+    let done = false;
+    const catalog: Catalog = {
+      load: () => s.catalog.load(),
+      commit: async (expected, next) => {
+        if (!done) {
+          done = true;
+          await compact(s.catalog, { expire: true });
+        }
+        return s.catalog.commit(expected, next);
+      },
+    };
+    expect((await publishCheckpoint(withCatalog(s, catalog), 2)).published.map((p) => p.how)).toEqual([
+      'appended',
+    ]);
+    const { metadata } = await stateOf(s.catalog);
+    expect(metadata.snapshots.map((snapshot) => snapshot.summary.operation)).toEqual([
+      'replace',
+      'overwrite',
+    ]);
+    await expectTableFollows(s, 'the overwrite on the expiring compaction');
+    await deliver(s, records(20, 5));
+    await commitCheckpoint(s);
+    expect((await publishCheckpoint(s.parts, 3)).published.map((p) => p.how)).toEqual(['appended']);
+    await expectTableFollows(s, 'the append after it');
+  });
+
+  it('two publishers of the switch checkpoint at once commit one overwrite', async () => {
+    const s = await switchUnpublished();
+    await publishCheckpoint(s.parts, 1);
+    const both = await Promise.all([publishCheckpoint(s.parts, 2), publishCheckpoint(s.parts, 2)]);
+    const hows = both.flatMap((out) => out.published.map((p) => p.how)).sort();
+    expect(hows[0]).toBe('appended');
+    expect(hows.filter((how) => how === 'appended')).toHaveLength(1);
+    const { metadata } = await stateOf(s.catalog);
+    expect(metadata.snapshots.map((snapshot) => snapshot.summary.operation)).toEqual(['append', 'overwrite']);
+    await expectConsistent(s, 'two publishers at once');
+  });
 });
