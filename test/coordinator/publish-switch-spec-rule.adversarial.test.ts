@@ -23,12 +23,16 @@ import {
   defaultSpec,
   nextSnapshotBase,
 } from '../../shared/iceberg/table-metadata.ts';
+import { ReplayStore } from '../../shared/replay/store.ts';
 import { getBytes, putIfAbsent } from '../../shared/sink/objects.ts';
 import { decodeParquetRows } from '../../shared/sink/parquet-read.ts';
+import { readCommitted } from '../../shared/sink/reader.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
+import { checkpoint } from '../support/checkpoint-steps.ts';
 import { plan, switchTo, tagOf } from '../support/generations.ts';
-import { commitOver, stateOf } from '../support/publish.ts';
+import { commitOver, publishSetup, rowsBack, stateOf } from '../support/publish.ts';
+import { stageFiles } from '../support/staging.ts';
 import {
   commitCheckpoint,
   committedRows,
@@ -47,6 +51,15 @@ beforeAll(async () => {
 afterAll(() => {
   vi.unstubAllGlobals();
 });
+
+const offsetN = (row: Record<string, unknown>) =>
+  `${Number((row.source as { offset: number }).offset)}:${Number(row.n)}`;
+
+/** A row as the replay harness names it: `p@offset:tag`. */
+function harnessId(row: Record<string, unknown>): string {
+  const source = row.source as { partition: number; offset: number };
+  return `${source.partition}@${source.offset}:${tagOf(row)}`;
+}
 
 /** A live entry of main's head as the spec resolves it. */
 interface LiveFile {
@@ -75,7 +88,7 @@ const bytesOf = async (location: string): Promise<Buffer> => {
 };
 
 /** Main head's live entries, each with its data sequence number resolved by the spec's inheritance rule. */
-async function liveEntries(s: ReplaySetup): Promise<LiveFile[]> {
+async function liveEntries(s: Pick<ReplaySetup, 'catalog'>): Promise<LiveFile[]> {
   const { metadata } = await stateOf(s.catalog);
   const head = metadata.snapshots.find(
     (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
@@ -114,7 +127,10 @@ async function headManifests(s: ReplaySetup): Promise<string[]> {
 }
 
 /** The rows a reader following the spec's position-delete rule shows, as `p@offset:tag`, sorted. */
-async function specRows(s: ReplaySetup): Promise<string[]> {
+async function specRows(
+  s: Pick<ReplaySetup, 'catalog'>,
+  id: (row: Record<string, unknown>) => string = harnessId,
+): Promise<string[]> {
   const entries = await liveEntries(s);
   const deletes = entries.filter((entry) => entry.content === 1);
   const deleted = new Map<string, { pos: number; file: LiveFile }[]>();
@@ -134,8 +150,7 @@ async function specRows(s: ReplaySetup): Promise<string[]> {
     const positions = new Set(applies.map(({ pos }) => pos));
     (await decodeParquetRows(await bytesOf(data.path))).forEach((row, position) => {
       if (positions.has(position)) return;
-      const source = row.source as { partition: number; offset: number };
-      rows.push(`${source.partition}@${source.offset}:${tagOf(row)}`);
+      rows.push(id(row));
     });
   }
   return rows.sort();
@@ -303,4 +318,60 @@ describe('a switched table read by the spec’s position-delete rule', { timeout
       });
     },
   );
+
+  it('files of one partition in two time folders with interleaved offsets: each file’s rows deleted in its own partition', async () => {
+    const s = publishSetup(res, 'pubspec');
+    const now = Date.now();
+    const rows = (base: number, offsets: number[], hoursAgo: (offset: number) => number) =>
+      offsets.map((offset) => ({
+        n: base + offset,
+        at: now,
+        source: { topic: 'orders', partition: 0, offset, timestamp: now - hoursAgo(offset) * 3_600_000 },
+      }));
+    const all = Array.from({ length: 20 }, (_, i) => i);
+    await stageFiles(res.clients, s.settings, [
+      { partition: 0, firstOffset: 0, lastOffset: 19, rows: rows(0, all, (o) => 2 + (o % 2)) },
+    ]);
+    await checkpoint(res, s.settings);
+    await publishCheckpoint(s.parts, 1);
+    const live = (await s.parts.manifests.read(1))?.files.filter((file) => file.stream === 'output') ?? [];
+    // Both files list the staged file's range, in two folders (two partitions of the table).
+    expect(
+      live.map((file) => [file.firstOffset, file.lastOffset, /hour=(\d+)/.exec(file.key)?.[1]]),
+    ).toHaveLength(2);
+    expect(new Set(live.map((file) => /dt=[^/]+\/hour=\d+/.exec(file.key)?.[0])).size).toBe(2);
+    const replays = new ReplayStore(res.clients.dynamodb, res.table, s.settings.pipelineId);
+    expect(await replays.create(1, [{ lane: 'orders', partition: 0, from: 5, to: 12 }], now)).toBe(true);
+    const range = all.filter((o) => o >= 5 && o <= 12);
+    await stageFiles(
+      res.clients,
+      s.settings,
+      [
+        {
+          topic: 'orders~g1',
+          partition: 0,
+          firstOffset: 5,
+          lastOffset: 12,
+          rows: rows(100, range, () => 0),
+        },
+      ],
+      'g1',
+    );
+    expect(await replays.requestSwitch(1, now)).toBe('requested');
+    await checkpoint(res, s.settings);
+    await publishCheckpoint(s.parts, 2);
+    const expected: string[] = [];
+    for await (const { row } of readCommitted({
+      s3: res.clients.s3,
+      bucket: res.bucket,
+      pipeline: s.settings.pipelineId,
+    })) {
+      expected.push(offsetN(row));
+    }
+    expect(expected).toHaveLength(20);
+    expect(await rowsBack(s.catalog)).toEqual(
+      expected.map((id) => Number(id.split(':')[1])).sort((a, b) => a - b),
+    );
+    expect(await specRows(s, offsetN)).toEqual(expected.sort());
+  });
 });
