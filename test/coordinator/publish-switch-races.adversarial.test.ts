@@ -306,4 +306,51 @@ describe('a switch published as an overwrite under races and failures', { timeou
     expect(metadata.snapshots.map((snapshot) => snapshot.summary.operation)).toEqual(['append', 'overwrite']);
     await expectConsistent(s, 'two publishers at once');
   });
+
+  it('a crashed switch found by the next checkpoint’s publish keeps the ledger’s switch list for the checkpoints after it', async () => {
+    const s = await switchUnpublished();
+    await publishCheckpoint(s.parts, 1);
+    await expect(publishCheckpoint(crashingLedger(s.parts, 'record'), 2)).rejects.toThrow(/before record/);
+    await deliver(s, records(20, 5));
+    await commitCheckpoint(s);
+    const out = await publishCheckpoint(s.parts, 3);
+    expect(out.published.map((p) => [p.checkpointId, p.how])).toEqual([
+      [2, 'found'],
+      [3, 'appended'],
+    ]);
+    expect((await s.parts.snapshots.read(2))?.switches).toEqual([2]);
+    expect((await s.parts.snapshots.read(3))?.switches).toEqual([2]);
+    await plan(res, s.settings, 10, 22);
+    await deliver(s, records(0, 25), { generation: 2, size: 5 });
+    await switchTo(res, s.settings, 2);
+    await commitCheckpoint(s);
+    await publishCheckpoint(s.parts, 4);
+    expect((await s.parts.snapshots.read(4))?.switches).toEqual([2, 4]);
+    await expectConsistent(s, 'a second switch after the found one');
+  });
+
+  it('records from before the switch list: the next publishes read the log and the table still follows', async () => {
+    const s = await switchUnpublished();
+    const real = s.parts.snapshots;
+    const strip = <T extends { switches?: readonly number[] }>({ switches: _gone, ...rest }: T) => rest;
+    const old = {
+      ...s.parts,
+      snapshots: {
+        read: (id: number) => real.read(id),
+        readMark: () => real.readMark(),
+        createIncarnation: (now: number) => real.createIncarnation(now),
+        record: (snapshot: Parameters<typeof real.record>[0], now: number) =>
+          real.record(strip(snapshot), now),
+        advanceMark: (...args: Parameters<typeof real.advanceMark>) =>
+          real.advanceMark(strip(args[0]), args[1], args[2]),
+      },
+    };
+    await publishCheckpoint(old, 2);
+    expect((await s.parts.snapshots.read(2))?.switches).toBeUndefined();
+    await deliver(s, records(20, 5));
+    await commitCheckpoint(s);
+    await publishCheckpoint(s.parts, 3);
+    expect((await s.parts.snapshots.read(3))?.switches).toEqual([2]);
+    await expectConsistent(s, 'after records without the list');
+  });
 });
