@@ -42,7 +42,7 @@ import {
 import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { fenceLeadingKeys } from '../shared/ledger/fences.ts';
 import { keys } from '../shared/ledger/layout.ts';
-import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
+import { finalPrefix, finalStreamPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
 import { BundledFunction, type BundledFunctionProps } from './bundled-function.ts';
 import { projectModule } from './package-paths.ts';
 import { replayLeadingKeys } from './replay.ts';
@@ -184,8 +184,9 @@ export class CheckpointCoordinator extends Construct {
    * mark beside them (GetItem, and the conditional PutItems that record a snapshot and move the mark, all under
    * `<pl>#CHECKPOINT`, never a cut page); the manifests it reads the data files from; the table's metadata prefix,
    * read and written (manifests, and the position delete files of a replay switch; the catalog's own calls come
-   * with {@link CoordinatorPublishProps.catalogStatements}); final data read only (the lineage of a file a switch
-   * hides some rows of gives their positions; the table names the objects where they are and never writes them).
+   * with {@link CoordinatorPublishProps.catalogStatements}); the output stream's final objects read only (the
+   * lineage of a file a switch hides some rows of gives their positions; the table names the objects where they are
+   * and never writes them), never a dead letter's.
    * It never touches staged data or the coordinator's work.
    */
   private publishActions(publish: CoordinatorPublishProps): Actions {
@@ -194,7 +195,7 @@ export class CheckpointCoordinator extends Construct {
       dynamodb: [[['dynamodb:GetItem', 'dynamodb:PutItem'], [keys.checkpointPk(pl)]]],
       objects: [
         [manifestsPrefix(pl), ['s3:GetObject']],
-        [finalPrefix(pl), ['s3:GetObject']],
+        [finalStreamPrefix(pl, 'output'), ['s3:GetObject']],
         [publish.metadataPrefix, ['s3:GetObject', 's3:PutObject']],
       ],
     };

@@ -29,7 +29,7 @@ import {
 import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { analyticsDatabaseName } from '../shared/replay/current-view.ts';
-import { finalPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
+import { finalPrefix, finalStreamPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
 import { grantPrefixReads } from './pipeline-grants.ts';
 
 /** The `iceberg` prop: the table each committed checkpoint is published to as one snapshot. */
@@ -257,7 +257,7 @@ export class IcebergPublishTable extends Construct {
    * table (`glue:GetDatabase`, `glue:GetTable`). Never a write: only the publish step commits to the table.
    */
   grantRead(grantee: iam.IGrantable, pipelineId: string): iam.Grant {
-    const prefixes = [`${this.config.tablePrefix}/`, `${finalPrefix(pipelineId)}output/`];
+    const prefixes = [`${this.config.tablePrefix}/`, finalStreamPrefix(pipelineId, 'output')];
     let grant = grantPrefixReads(this, this.bucket, prefixes, grantee);
     const names = this.config.glue;
     if (names) {

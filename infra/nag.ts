@@ -15,7 +15,13 @@ import type { IConstruct } from 'constructs';
 import { COORDINATOR_STEPS } from '../shared/coordinator/definition.ts';
 import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { STREAMS } from '../shared/ledger/layout.ts';
-import { finalPrefix, inProgressPrefix, manifestsPrefix, stagedStreamPrefix } from '../shared/sink/layout.ts';
+import {
+  finalPrefix,
+  finalStreamPrefix,
+  inProgressPrefix,
+  manifestsPrefix,
+  stagedStreamPrefix,
+} from '../shared/sink/layout.ts';
 import type { ExactlyOncePipeline } from './exactly-once-pipeline.ts';
 
 const REASONS = {
@@ -48,6 +54,7 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
     ...STREAMS.map((stream) => stagedStreamPrefix(pl, stream)),
     checkpointWorkPrefix(pl),
     finalPrefix(pl),
+    ...STREAMS.map((stream) => finalStreamPrefix(pl, stream)),
     manifestsPrefix(pl),
   ];
   // The replay processor (the `replay` prop) is built like the processor: the same findings, acknowledged alike.

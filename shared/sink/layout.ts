@@ -53,6 +53,11 @@ export function finalPrefix(pipeline: string): string {
   return `${pipeline}/${FINAL_DIR}/`;
 }
 
+/** Where one output stream's final objects live (`output` or `deadletter`). */
+export function finalStreamPrefix(pipeline: string, stream: Stream): string {
+  return `${finalPrefix(pipeline)}${stream}/`;
+}
+
 export function manifestsPrefix(pipeline: string): string {
   return `${pipeline}/${MANIFESTS_DIR}/`;
 }

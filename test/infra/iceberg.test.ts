@@ -201,14 +201,14 @@ describe('the iceberg prop', () => {
       objects.map((d) => [d.actions.join(','), d.resources.map((r) => r.slice(r.indexOf('/orders/') + 1))]),
     ).toEqual([
       ['s3:GetObject', ['orders/_manifests/*']],
-      ['s3:GetObject', ['orders/final/*']],
+      ['s3:GetObject', ['orders/final/output/*']],
       ['s3:GetObject,s3:PutObject', ['orders/iceberg/output/metadata/*']],
     ]);
     const list = described.filter((d) => d.actions.includes('s3:ListBucket'));
     expect(list.map((d) => d.condition)).toEqual([
       {
         StringLike: {
-          's3:prefix': ['orders/_manifests/*', 'orders/final/*', 'orders/iceberg/output/metadata/*'],
+          's3:prefix': ['orders/_manifests/*', 'orders/final/output/*', 'orders/iceberg/output/metadata/*'],
         },
       },
     ]);
