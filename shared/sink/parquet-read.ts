@@ -34,12 +34,21 @@ function plainRow(row: Record<string, unknown>, index: number): Record<string, u
   return out;
 }
 
-/** Every row of a Parquet file, in file order. Throws {@link ParquetReadError} for a file that is not Parquet. */
-export async function decodeParquetRows(body: Uint8Array): Promise<Record<string, unknown>[]> {
+/**
+ * Every row of a Parquet file, in file order; with `columns`, only those top-level columns of each row (the others
+ * are not decoded). Throws {@link ParquetReadError} for a file that is not Parquet.
+ */
+export async function decodeParquetRows(
+  body: Uint8Array,
+  columns?: readonly string[],
+): Promise<Record<string, unknown>[]> {
   const file = body.buffer.slice(body.byteOffset, body.byteOffset + body.byteLength) as ArrayBuffer;
   let rows: Record<string, unknown>[];
   try {
-    rows = (await parquetReadObjects({ file })) as Record<string, unknown>[];
+    rows = (await parquetReadObjects({ file, ...(columns ? { columns: [...columns] } : {}) })) as Record<
+      string,
+      unknown
+    >[];
   } catch (error) {
     throw new ParquetReadError(`not a readable Parquet file: ${(error as Error).message}`, { cause: error });
   }

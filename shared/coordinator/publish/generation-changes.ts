@@ -127,7 +127,8 @@ function newlyHidden(first: number, last: number, before: Spans, after: Spans): 
 async function positionsOf(parts: ChangeParts, file: LogFile, hidden: Spans): Promise<PositionDelete> {
   const body = await getBytes(parts.s3, parts.bucket, file.listed.key);
   if (!body) throw new PublishLogError(`the committed output object ${file.listed.key} is missing`);
-  const rows = await decodeParquetRows(body);
+  // The lineage column alone: a final object can hold 250,000 rows of every column.
+  const rows = await decodeParquetRows(body, ['source']);
   const positions: number[] = [];
   rows.forEach((row, position) => {
     const offset = rowOffset(row);
