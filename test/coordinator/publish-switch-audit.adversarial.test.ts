@@ -221,9 +221,8 @@ describe('the table audit over a switch and rows shown or hidden wrongly', { tim
 });
 
 describe('the table audit over a switch and another writer’s position deletes', { timeout: 120_000 }, () => {
-  // Defect: rowsAgree reads only delete files under <table>/metadata/deletes/; another writer's position delete
-  // file naming a pipeline data file is only counted in a note, so a shown row it removes is never reported.
-  it.fails('rejects a table in which another writer’s position delete removed a row the readers show', async () => {
+  // Readers apply every position delete file in the head, whoever wrote it: so does the audit.
+  it('rejects a table in which another writer’s position delete removed a row the readers show', async () => {
     const s = await switched();
     const live = await liveFile(s, 0);
     // Position 0 of the live file is offset 0: shown by the readers (the switch covers 3..14).
@@ -237,9 +236,8 @@ describe('the table audit over a switch and another writer’s position deletes'
     expect(result.violations.join('\n')).toMatch(/row\(s\) the readers show are deleted/);
   });
 
-  // Defect: the same reading of only metadata/deletes/ makes the audit report hidden rows as visible once
-  // maintenance rewrote the table's delete files into its own, though every reader still hides them.
-  it.fails('passes a table whose delete files maintenance rewrote into equivalent ones of its own', async () => {
+  // Maintenance may rewrite the table's delete files into its own: readers still hide the same rows.
+  it('passes a table whose delete files maintenance rewrote into equivalent ones of its own', async () => {
     const s = await switched();
     const state = await stateOf(s.catalog);
     const reader = new TableFileReader(res.clients.s3);

@@ -9,7 +9,7 @@
  *
  * Rows: for each live data file, the positions the head's position delete files name for it must be exactly the
  * positions of its rows the readers hide (read from its lineage, `source.offset`); a file shown whole has none.
- * Delete files of other writers (outside the table's `metadata/deletes/`) are counted, not checked.
+ * Every position delete file live in the head counts, whoever wrote it: readers apply them all.
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { mapLimit } from '../../concurrency.ts';
@@ -113,7 +113,7 @@ export async function rowViolations(
   if (file.whole && deleted === undefined) return [];
   const body = await getBytes(s3, bucket, file.listed.key);
   if (!body) return [`${file.listed.key} is a live data file, but it is not in the bucket`];
-  const rows = await decodeParquetRows(body);
+  const rows = await decodeParquetRows(body, ['source']);
   let [visible, lost] = [0, 0];
   rows.forEach((row, position) => {
     const offset = rowOffset(row);

@@ -275,20 +275,20 @@ class Audit {
   }
 
   /**
-   * The rows of each expected live file: the position deletes of the table's own delete files name exactly the
-   * rows the readers hide (`table-audit-rows.ts`); other writers' delete files are noted, not checked.
+   * The rows of each expected live file: the position deletes of every position delete file live in main's head
+   * (the table's own, another writer's, or maintenance's rewrite of them: readers apply them all) name exactly the
+   * rows the readers hide (`table-audit-rows.ts`); equality delete files, which no publish writes, are noted, not
+   * checked.
    */
-  async rowsAgree(expected: Expected, head: SnapshotFiles, tableLocation: string): Promise<void> {
-    const own = `${tableLocation.replace(/\/+$/, '')}/metadata/deletes/`;
-    const deleteFiles = (head.positionDeleteFiles ?? []).map(canonicalLocation);
-    const ours = deleteFiles.filter((location) => location.startsWith(canonicalLocation(own)));
-    const foreign = head.deleteFiles - ours.length;
-    if (foreign > 0) {
+  async rowsAgree(expected: Expected, head: SnapshotFiles): Promise<void> {
+    const positional = (head.positionDeleteFiles ?? []).map(canonicalLocation);
+    const equality = head.deleteFiles - positional.length;
+    if (equality > 0) {
       this.notes.push(
-        `${foreign} delete files of another writer are live in main's head: the rows they remove are not checked`,
+        `${equality} equality delete files are live in main's head: the rows they remove are not checked`,
       );
     }
-    const deleted = await positionDeletes(this.parts.s3, ours, canonicalLocation);
+    const deleted = await positionDeletes(this.parts.s3, positional, canonicalLocation);
     const checked = [...expected.rows].filter(
       ([location, file]) => head.live.has(location) && (!file.whole || deleted.has(location)),
     );
@@ -469,7 +469,7 @@ export async function auditTable(parts: TableAuditParts): Promise<TableAudit> {
     const missing = audit.expectedLive(expected, head);
     audit.liveExpected(expected, head, upTo, published);
     await judgeMissing(audit, reader, metadata, missing, head);
-    await audit.rowsAgree(expected, head, metadata.location);
+    await audit.rowsAgree(expected, head);
   } catch (error) {
     if (!isUnreadable(error)) throw error;
     audit.violation(`main's head cannot be read: ${(error as Error).message}`);
