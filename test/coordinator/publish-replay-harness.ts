@@ -11,6 +11,7 @@ import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { systemClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import type { PublishParts } from '../../shared/coordinator/publish/publish.ts';
+import { auditTable, type TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import { publishedTable } from '../../shared/coordinator/publish/target.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
@@ -144,4 +145,17 @@ export async function summaryOf(
   return state?.metadata.snapshots.find(
     (snapshot) => snapshot.summary['eos.checkpoint-id'] === `${checkpointId}`,
   )?.summary;
+}
+
+/** The table audit (`eos verify --iceberg-table`) of the setup's table against its manifest log. */
+export function auditReplayTable(s: ReplaySetup): Promise<TableAudit> {
+  const { s3 } = s.res.clients;
+  return auditTable({
+    pipelineId: s.settings.pipelineId,
+    bucket: s.settings.bucket,
+    s3,
+    manifests: new ManifestStore(s3, s.settings.bucket, s.settings.pipelineId),
+    catalog: s.catalog,
+    location: s.catalog.location,
+  });
 }

@@ -7,7 +7,6 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
-import { auditTable, type TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import type { TableState } from '../../shared/iceberg/catalog.ts';
 import { type DataFile, encodeManifest } from '../../shared/iceberg/manifest-file.ts';
 import {
@@ -20,7 +19,6 @@ import { s3ManifestStore } from '../../shared/iceberg/manifest-merge.ts';
 import { encodePositionDeletes } from '../../shared/iceberg/position-deletes.ts';
 import { snapshotFiles, TableFileReader } from '../../shared/iceberg/table-files.ts';
 import { currentSchema, defaultSpec, type Snapshot } from '../../shared/iceberg/table-metadata.ts';
-import { ManifestStore } from '../../shared/sink/manifest-store.ts';
 import { getBytes, putIfAbsent } from '../../shared/sink/objects.ts';
 import { decodeParquetRows } from '../../shared/sink/parquet-read.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
@@ -28,6 +26,7 @@ import { freshResources, type TestResources } from '../support/aws.ts';
 import { plan, switchTo } from '../support/generations.ts';
 import { commitOver, stateOf } from '../support/publish.ts';
 import {
+  auditReplayTable as audit,
   commitCheckpoint,
   committedRows,
   deliver,
@@ -46,18 +45,6 @@ beforeAll(async () => {
 afterAll(() => {
   vi.unstubAllGlobals();
 });
-
-function audit(s: ReplaySetup): Promise<TableAudit> {
-  const { s3 } = res.clients;
-  return auditTable({
-    pipelineId: s.settings.pipelineId,
-    bucket: s.settings.bucket,
-    s3,
-    manifests: new ManifestStore(s3, s.settings.bucket, s.settings.pipelineId),
-    catalog: s.catalog,
-    location: s.catalog.location,
-  });
-}
 
 /**
  * Live 0..19 (1) and generation 1 over `from`..`to` (default 3..14: each live file has 12 rows deleted) switched

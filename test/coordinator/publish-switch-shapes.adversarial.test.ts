@@ -11,12 +11,10 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { systemClock } from '../../shared/clock.ts';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
-import { auditTable, type TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import type { DecodedRecord } from '../../shared/kafka/record.ts';
 import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { redrive } from '../../shared/redrive/redrive.ts';
-import { ManifestStore } from '../../shared/sink/manifest-store.ts';
 import { builtinTransform } from '../../shared/transforms/registry.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
@@ -24,6 +22,7 @@ import { freshResources, type TestResources } from '../support/aws.ts';
 import { plan, switchTo, tagged } from '../support/generations.ts';
 import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
 import {
+  auditReplayTable as audit,
   commitCheckpoint,
   deliver,
   expectTableFollows,
@@ -41,18 +40,6 @@ beforeAll(async () => {
 afterAll(() => {
   vi.unstubAllGlobals();
 });
-
-function audit(s: ReplaySetup): Promise<TableAudit> {
-  const { s3 } = res.clients;
-  return auditTable({
-    pipelineId: s.settings.pipelineId,
-    bucket: s.settings.bucket,
-    s3,
-    manifests: new ManifestStore(s3, s.settings.bucket, s.settings.pipelineId),
-    catalog: s.catalog,
-    location: s.catalog.location,
-  });
-}
 
 /** Commits the next checkpoint, publishes it, and checks the oracle and the audit; the rows shown. */
 async function commitPublishCheck(s: ReplaySetup, what: string): Promise<string[]> {

@@ -7,16 +7,15 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
-import { auditTable, type TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import { decodeManifestList, encodeManifestList } from '../../shared/iceberg/manifest-list.ts';
 import { s3ManifestStore } from '../../shared/iceberg/manifest-merge.ts';
 import type { Snapshot } from '../../shared/iceberg/table-metadata.ts';
-import { ManifestStore } from '../../shared/sink/manifest-store.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { plan, switchTo } from '../support/generations.ts';
 import { commitOver, stateOf } from '../support/publish.ts';
 import {
+  auditReplayTable as audit,
   commitCheckpoint,
   deliver,
   expectTableFollows,
@@ -34,18 +33,6 @@ beforeAll(async () => {
 afterAll(() => {
   vi.unstubAllGlobals();
 });
-
-function audit(s: ReplaySetup): Promise<TableAudit> {
-  const { s3 } = res.clients;
-  return auditTable({
-    pipelineId: s.settings.pipelineId,
-    bucket: s.settings.bucket,
-    s3,
-    manifests: new ManifestStore(s3, s.settings.bucket, s.settings.pipelineId),
-    catalog: s.catalog,
-    location: s.catalog.location,
-  });
-}
 
 /** Live offsets 0..19 (checkpoint 1), generation 1 over 3..14 switched (2), generation 2 over 3..17 (3). */
 async function twoSwitches(): Promise<ReplaySetup> {
