@@ -28,7 +28,7 @@ import type { TimePartitioning } from '../shared/config/settings.ts';
 import { PipelineError } from '../shared/errors.ts';
 import type { Stream } from '../shared/ledger/layout.ts';
 import { analyticsDatabaseName } from '../shared/replay/current-view.ts';
-import { finalPrefix } from '../shared/sink/layout.ts';
+import { finalStreamPrefix } from '../shared/sink/layout.ts';
 import { LINEAGE_COLUMN } from '../shared/sink/parquet.ts';
 import { partitionProjection, timePartitionKeys } from '../shared/sink/time-partitions.ts';
 import type { ColumnDefinition, ColumnType } from '../shared/transforms/api.ts';
@@ -126,7 +126,7 @@ export function glueColumns(
 
 /** `s3://<bucket>/<pipeline>/final/output/`: the table's location (and the projection's template root). */
 export function analyticsTableLocation(bucketName: string, pipelineId: string): string {
-  return `s3://${bucketName}/${finalPrefix(pipelineId)}${ANALYTICS_STREAM}/`;
+  return `s3://${bucketName}/${finalStreamPrefix(pipelineId, ANALYTICS_STREAM)}`;
 }
 
 const PARQUET = {
