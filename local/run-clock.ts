@@ -2,10 +2,11 @@
  * The local runner's clock. Two modes, both able to jump forward without sleeping:
  * - `real`: wall time plus a skew. Jumping forward stands in for waiting (say, for a dead checkpoint's lease to
  *   expire) so `eos local` never sleeps;
- * - `virtual`: starts at a fixed instant and moves only when told (each invocation advances it a fixed step), so a
- *   chaos schedule's checkpoints fall at the same points on every machine.
+ * - `virtual`: starts at a whole hour (`clockOrigin`: close enough to real time that the ledger's TTLs hold) and moves
+ *   only when told (each invocation advances it a fixed step), so a chaos schedule's checkpoints fall at the same
+ *   points on every machine.
  */
-import type { Clock } from '../shared/clock.ts';
+import { type Clock, clockOrigin } from '../shared/clock.ts';
 
 export type ClockMode = 'real' | 'virtual';
 
@@ -15,7 +16,7 @@ export class RunClock implements Clock {
 
   constructor(
     readonly mode: ClockMode,
-    start = Date.UTC(2026, 10, 29),
+    start = clockOrigin(),
   ) {
     this.virtualNow = start;
   }

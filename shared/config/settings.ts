@@ -30,6 +30,8 @@ export type IdempotencyKeySource =
   | { readonly kind: 'none' };
 
 const SEVEN_DAYS_S = 7 * 24 * 3600;
+/** The shortest idempotency TTL a setting may name: far above any invocation's duration. */
+export const MIN_IDEMPOTENCY_TTL_SECONDS = 86_400;
 
 /** `header:<name>`, `json:<field>`, `transform` or `none`. */
 export function parseIdempotencyKeySource(text: string): IdempotencyKeySource {
@@ -185,7 +187,7 @@ export const settingsSchema = z
       .number()
       .int()
       // Far above any invocation: a claim written ahead must not expire before its transaction (P1).
-      .min(86_400, "at least one day (86400 s), far above any invocation's duration")
+      .min(MIN_IDEMPOTENCY_TTL_SECONDS, "at least one day (86400 s), far above any invocation's duration")
       .default(SEVEN_DAYS_S),
     /** Gzip staged and final NDJSON objects. */
     gzip: z

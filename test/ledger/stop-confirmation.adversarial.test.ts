@@ -8,7 +8,7 @@
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runEpoch } from '../../cli/epoch.ts';
-import { ManualClock } from '../../shared/clock.ts';
+import { clockOrigin, ManualClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import { StagingLedger } from '../../shared/ledger/staging-ledger.ts';
@@ -34,7 +34,7 @@ function settingsFor(): Settings {
 }
 
 /** The stagers' clock starts here; a container's clock "ahead" starts later. */
-const T0 = Date.UTC(2026, 10, 29);
+const T0 = clockOrigin();
 
 async function stopOf(settings: Settings, lane = 'orders') {
   return (await new StagingLedger(res.clients.dynamodb, res.table).readFence(settings.pipelineId, lane, 0))

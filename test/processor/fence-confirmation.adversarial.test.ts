@@ -10,7 +10,7 @@ import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runEpoch } from '../../cli/epoch.ts';
 import { ledgerDocumentClient } from '../../shared/aws/clients.ts';
-import { ManualClock } from '../../shared/clock.ts';
+import { clockOrigin, ManualClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import { keys } from '../../shared/ledger/layout.ts';
@@ -68,7 +68,7 @@ describe('a stop only stale invocations saw', () => {
     const clock = new ManualClock();
     const zombies = [0, 1].map(() => {
       const held = heldTransform();
-      const zClock = new ManualClock(Date.UTC(2026, 10, 29) + 60_000);
+      const zClock = new ManualClock(clockOrigin() + 60_000);
       const run = container(res, settings, zClock, { transform: held.transform }).processEvent(
         mskEvent(orderRecords(0, 0, 10)),
       );

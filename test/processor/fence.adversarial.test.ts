@@ -6,7 +6,7 @@
  * and `eos epoch`. Suspicions a test confirms are `it.fails`, with the interleaving and what goes wrong.
  */
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ManualClock } from '../../shared/clock.ts';
+import { clockOrigin, ManualClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { InjectedCrashError, OffsetsWentBackwardsError } from '../../shared/errors.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
@@ -149,10 +149,10 @@ describe('the starting fence of a cold container against a fence that moved whil
   // delivered whatever the clocks say (this test passes at 3b70d3f).
   it('a batch of a recreated topic is never acknowledged as a redelivery when the staging container ran a clock ahead', async () => {
     const settings = settingsIn(res, 'fadv');
-    const stagers = new ManualClock(Date.UTC(2026, 10, 29) + 5_000);
+    const stagers = new ManualClock(clockOrigin() + 5_000);
     await stageBatches(res, settings, stagers, 0, 90);
     // Z's clock: 2 s after the last staging in real time, 5 s behind the stagers' clock.
-    const z = new ManualClock(Date.UTC(2026, 10, 29) + 10 * 1_000 + 2_000);
+    const z = new ManualClock(clockOrigin() + 10 * 1_000 + 2_000);
     const first = await outcomeOf(
       container(res, settings, z).processEvent(mskEvent(orderRecords(0, 0, 10, 'gen2'))),
     );
@@ -185,7 +185,7 @@ describe('the starting fence of a cold container against a fence that moved whil
     const settings = settingsIn(res, 'fadv', { idempotencyKey: 'none' });
     const clock = new ManualClock();
     const held = heldTransform();
-    const zClock = new ManualClock(Date.UTC(2026, 10, 29) + 60_000);
+    const zClock = new ManualClock(clockOrigin() + 60_000);
     const zRun = container(res, settings, zClock, { transform: held.transform }).processEvent(
       mskEvent(orderRecords(0, 0, 10)),
     );
@@ -215,7 +215,7 @@ describe('the starting fence of a cold container against a fence that moved whil
     const settings = settingsIn(res, 'fadv');
     const clock = new ManualClock();
     const held = heldTransform();
-    const zClock = new ManualClock(Date.UTC(2026, 10, 29) + 60_000);
+    const zClock = new ManualClock(clockOrigin() + 60_000);
     const zRun = container(res, settings, zClock, { transform: held.transform }).processEvent(
       mskEvent(orderRecords(0, 0, 10)),
     );
