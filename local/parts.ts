@@ -144,6 +144,11 @@ export async function startDynamoDbLocal(
     ],
     { cwd: dir, stdio: ['ignore', 'ignore', 'pipe'] },
   );
+  // A process that ends without stopping it (an uncaught error, process.exit) would leave the JVM running with its
+  // gigabyte and its port: nothing else ends it (the S3 server ends by itself when its stdin closes).
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  child.once('exit', () => process.removeListener('exit', killOnExit));
   const endpoint = `http://127.0.0.1:${port}`;
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {

@@ -3,9 +3,10 @@
  * cache's own manifest can be re-sealed by whoever can write the cache, the script cannot), and no web page of
  * another origin may call it (CORS off). It listens on every interface: the jar has no option for the address.
  */
+import { spawnSync } from 'node:child_process';
 import { appendFileSync, cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { DYNAMODB_LOCAL_DIR, startDynamoDbLocal } from '../../local/parts.ts';
 import { installDynamoDbLocal, sealInstall, verifyInstall } from '../../scripts/setup-local-parts.mjs';
@@ -106,5 +107,36 @@ describe('DynamoDB Local with CORS off', () => {
     } finally {
       child.kill('SIGKILL');
     }
+  });
+
+  it('ends with the process that started it, even one that dies of an uncaught error', async () => {
+    const script = join(scratch, 'dies.mts');
+    writeFileSync(
+      script,
+      `import { startDynamoDbLocal } from ${JSON.stringify(resolve('local/parts.ts'))};\n` +
+        'const { process: child } = await startDynamoDbLocal();\n' +
+        'console.log(child.pid);\n' +
+        "throw new Error('dies without stopping it');\n",
+    );
+    const run = spawnSync(process.execPath, ['--import', 'tsx', script], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    expect(run.stderr).toContain('dies without stopping it');
+    const pid = Number(run.stdout.trim());
+    expect(pid).toBeGreaterThan(0);
+    const alive = () => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    const deadline = Date.now() + 5_000;
+    while (alive() && Date.now() < deadline) await new Promise((done) => setTimeout(done, 100));
+    const survived = alive();
+    if (survived) process.kill(pid, 'SIGKILL');
+    expect(survived).toBe(false);
   });
 });
