@@ -497,16 +497,22 @@ describe('selections, lanes and layouts', () => {
       timePartitioning: 'day',
       outputColumns: [...orderDefinition.columns],
     });
-    // Record times 2025-11-29T00:00Z + offset ms; everything runs two days later (inside the lateness window).
-    const clock = new ManualClock(1_764_374_400_000 + 2 * 86_400_000);
-    await processorFor(settings, buggy, clock).processEvent(mskEvent(orderRecords(0, 0, 10)));
+    // The records are two days old when everything runs (inside the lateness window), on a clock that starts near
+    // real time, as the ledger's TTL needs (shared/clock.ts).
+    const clock = new ManualClock();
+    const recordsAt = clock.now() - 2 * 86_400_000;
+    const records = orderRecords(0, 0, 10).map((record) => ({
+      ...record,
+      timestamp: recordsAt + record.offset,
+    }));
+    await processorFor(settings, buggy, clock).processEvent(mskEvent(records));
     await checkpoint(settings, clock);
     clock.advance(60_000);
     await redrive({ settings, clients: res.clients, transform: orders, clock });
     await checkpoint(settings, clock);
     const redriven = (await manifestFiles(settings)).filter((f) => f.topic === 'orders~r1');
     expect(redriven.map((f) => f.key.replace(/^.*\/final\//, ''))).toEqual([
-      `output/dt=2025-11-29/orders~r1+0+${'7'.padStart(20, '0')}-${'7'.padStart(20, '0')}.parquet`,
+      `output/dt=${new Date(recordsAt).toISOString().slice(0, 10)}/orders~r1+0+${'7'.padStart(20, '0')}-${'7'.padStart(20, '0')}.parquet`,
     ]);
     expect(await committedOrderIds(settings)).toEqual(ids(0, 0, 10).sort());
     await expectVerified(res, settings);

@@ -10,6 +10,8 @@ export interface RecordSpec {
   readonly value: string | null;
   /** A string is sent as its UTF-8 bytes; an array as those byte values (signed, as the mapping sends them). */
   readonly headers?: Record<string, string | readonly number[]>;
+  /** The record's Kafka timestamp (ms); default 2025-11-29T00:00Z plus the offset. */
+  readonly timestamp?: number;
 }
 
 /** Bytes as the event source mapping serializes them: Java's signed bytes (0xff → -1). */
@@ -23,7 +25,7 @@ export function mskRecord(spec: RecordSpec): MskRecord {
     topic,
     partition: spec.partition,
     offset: spec.offset,
-    timestamp: 1764374400000 + spec.offset,
+    timestamp: spec.timestamp ?? 1764374400000 + spec.offset,
     timestampType: 'CREATE_TIME',
     key: spec.key === null ? null : Buffer.from(spec.key ?? `k-${spec.offset}`).toString('base64'),
     value: spec.value === null ? null : Buffer.from(spec.value).toString('base64'),
