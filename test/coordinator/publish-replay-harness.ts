@@ -11,7 +11,7 @@ import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { systemClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import type { PublishParts } from '../../shared/coordinator/publish/publish.ts';
-import { auditTable, type TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
+import type { TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import { publishedTable } from '../../shared/coordinator/publish/target.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
@@ -24,6 +24,7 @@ import { builtinTransform } from '../../shared/transforms/registry.ts';
 import { settingsIn, type TestResources } from '../support/aws.ts';
 import { tagged, tagOf } from '../support/generations.ts';
 import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
+import { auditSetupTable } from '../support/publish.ts';
 
 export interface ReplaySetup {
   readonly res: TestResources;
@@ -149,13 +150,5 @@ export async function summaryOf(
 
 /** The table audit (`eos verify --iceberg-table`) of the setup's table against its manifest log. */
 export function auditReplayTable(s: ReplaySetup): Promise<TableAudit> {
-  const { s3 } = s.res.clients;
-  return auditTable({
-    pipelineId: s.settings.pipelineId,
-    bucket: s.settings.bucket,
-    s3,
-    manifests: new ManifestStore(s3, s.settings.bucket, s.settings.pipelineId),
-    catalog: s.catalog,
-    location: s.catalog.location,
-  });
+  return auditSetupTable(s.res.clients.s3, s);
 }

@@ -14,15 +14,14 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { PUBLISH_CATCH_UP_LIMIT, publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import { IcebergTableRolledBackError } from '../../shared/coordinator/publish/rollback.ts';
-import { auditTable } from '../../shared/coordinator/publish/table-audit.ts';
 import { publishedCheckpointProperty } from '../../shared/coordinator/publish/target.ts';
 import type { Catalog } from '../../shared/iceberg/catalog.ts';
-import { ManifestStore } from '../../shared/sink/manifest-store.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { plan, switchTo } from '../support/generations.ts';
 import { commitOver, compact, crashingLedger, mainCheckpoints, stateOf } from '../support/publish.ts';
 import {
+  auditReplayTable,
   commitCheckpoint,
   deliver,
   expectTableFollows,
@@ -44,15 +43,7 @@ afterAll(() => {
 /** The table follows the reader, passes the audit, and holds each recorded checkpoint as its own snapshot. */
 async function expectConsistent(s: ReplaySetup, what: string): Promise<string[]> {
   const rows = await expectTableFollows(s, what);
-  const { s3 } = res.clients;
-  const result = await auditTable({
-    pipelineId: s.settings.pipelineId,
-    bucket: s.settings.bucket,
-    s3,
-    manifests: new ManifestStore(s3, s.settings.bucket, s.settings.pipelineId),
-    catalog: s.catalog,
-    location: s.catalog.location,
-  });
+  const result = await auditReplayTable(s);
   expect(result.violations, what).toEqual([]);
   const mark = await s.parts.snapshots.readMark();
   const { metadata } = await stateOf(s.catalog);

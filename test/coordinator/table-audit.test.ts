@@ -8,12 +8,18 @@
 import type { S3Client } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
-import { auditTable, type TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
+import type { TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import { publishedCheckpointProperty } from '../../shared/coordinator/publish/target.ts';
 import { snapshotIdOf } from '../../shared/iceberg/table-metadata.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
-import { commitNext, type PublishSetup, publishSetup, withoutIncarnation } from '../support/publish.ts';
+import {
+  auditSetupTable,
+  commitNext,
+  type PublishSetup,
+  publishSetup,
+  withoutIncarnation,
+} from '../support/publish.ts';
 import {
   appendAgain,
   compact,
@@ -43,14 +49,7 @@ async function published(count: number, more = 0, unnamed = false): Promise<Publ
 }
 
 function audit(s: PublishSetup): Promise<TableAudit> {
-  return auditTable({
-    pipelineId: s.settings.pipelineId,
-    bucket: s.settings.bucket,
-    s3,
-    manifests: new ManifestStore(s3, s.settings.bucket, s.settings.pipelineId),
-    catalog: s.catalog,
-    location: s.catalog.location,
-  });
+  return auditSetupTable(s3, s);
 }
 
 /** The final keys of a checkpoint's data files, as the audit names them. */

@@ -5,10 +5,12 @@
  * (compaction, expiry, an operator's rollback) and to a publish step (a crash at a ledger write). The caller
  * stubs the global `fetch` with `localS3Fetch` (test/iceberg/icebird-s3.ts) so icebird reads the local S3 server.
  */
+import type { S3Client } from '@aws-sdk/client-s3';
 import { icebergRead } from 'icebird';
 import { systemClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import type { PublishParts } from '../../shared/coordinator/publish/publish.ts';
+import { auditTable, type TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import { publishedTable } from '../../shared/coordinator/publish/target.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
@@ -38,6 +40,21 @@ export interface PublishSetup {
   staged: number;
   /** Added to every row's `n`: pipelines sharing a table write distinct rows. */
   readonly base: number;
+}
+
+/** The table audit (`eos verify --iceberg-table`) of a pipeline's table against its manifest log. */
+export function auditSetupTable(
+  s3: S3Client,
+  s: { readonly settings: Settings; readonly catalog: FileCatalog },
+): Promise<TableAudit> {
+  return auditTable({
+    pipelineId: s.settings.pipelineId,
+    bucket: s.settings.bucket,
+    s3,
+    manifests: new ManifestStore(s3, s.settings.bucket, s.settings.pipelineId),
+    catalog: s.catalog,
+    location: s.catalog.location,
+  });
 }
 
 /** A fresh pipeline and its table (at `root`, default the pipeline's own `<pipeline>/iceberg/output`). */
