@@ -13,22 +13,13 @@ import { TableSwitchUnattributedError } from '../../shared/coordinator/publish/g
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
 import type { Catalog } from '../../shared/iceberg/catalog.ts';
 import { checkpointSnapshotId } from '../../shared/iceberg/checkpoint-identity.ts';
-import { decodeManifestList, encodeManifestList } from '../../shared/iceberg/manifest-list.ts';
-import { s3ManifestStore } from '../../shared/iceberg/manifest-merge.ts';
-import { liveDataFiles, overwriteManifests } from '../../shared/iceberg/overwrite.ts';
-import {
-  appendSnapshot,
-  currentSchema,
-  defaultSpec,
-  nextSnapshotBase,
-} from '../../shared/iceberg/table-metadata.ts';
-import { getBytes, putIfAbsent } from '../../shared/sink/objects.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { plan, switchTo } from '../support/generations.ts';
-import { commitOver, compact, crashingLedger, stateOf } from '../support/publish.ts';
+import { compact, crashingLedger, stateOf } from '../support/publish.ts';
 import {
   commitCheckpoint,
+  compactLiveFile,
   deliver,
   expectTableFollows,
   type ReplaySetup,
@@ -194,10 +185,10 @@ describe('a switch checkpoint is one overwrite snapshot, exactly once', { timeou
       let catalog = s.catalog as Catalog;
       if (between) {
         catalog = catalogWith(s, async () => {
-          await compactRewriting(s);
+          await compactLiveFile(s, 0);
           return undefined;
         });
-      } else await compactRewriting(s);
+      } else await compactLiveFile(s, 0);
       const rows = await tableRows(s);
       const parts = { ...s.parts, target: { ...s.parts.target, catalog } };
       const error = await publishCheckpoint(parts, 2).catch((thrown: unknown) => thrown);
@@ -216,75 +207,3 @@ describe('a switch checkpoint is one overwrite snapshot, exactly once', { timeou
     },
   );
 });
-
-/**
- * Another writer's compaction of partition 0's live file: its bytes copied to a key of the table's own and the
- * original removed in one `replace` snapshot (written with this repository's manifest writers, summary of no
- * pipeline).
- */
-async function compactRewriting(s: ReplaySetup): Promise<void> {
-  const state = await stateOf(s.catalog);
-  const { metadata } = state;
-  const store = s3ManifestStore(res.clients.s3, metadata.location);
-  const head = metadata.snapshots.find(
-    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
-  );
-  if (!head) throw new Error('the table has no head');
-  const inherited = decodeManifestList(await store.read(head['manifest-list']));
-  const manifest = await s.parts.manifests.read(1);
-  const original = manifest?.files.find((file) => file.stream === 'output' && file.partition === 0);
-  if (!original) throw new Error('checkpoint 1 has no output file of partition 0');
-  const bytes = await getBytes(res.clients.s3, res.bucket, original.key);
-  if (!bytes) throw new Error('the live file is missing');
-  const key = `${s.settings.pipelineId}/iceberg/output/data/compacted-0.parquet`;
-  await putIfAbsent(res.clients.s3, res.bucket, key, bytes);
-  const folder = /dt=([^/]+)\/hour=([^/]+)\//.exec(original.key);
-  const live = await liveDataFiles(store, inherited);
-  const { sequenceNumber } = nextSnapshotBase(metadata);
-  const snapshotId = 7_200_000_000_000_000n + BigInt(sequenceNumber);
-  const written = await overwriteManifests({
-    s3: res.clients.s3,
-    store,
-    metadata,
-    schema: currentSchema(metadata),
-    spec: defaultSpec(metadata),
-    snapshotId,
-    sequenceNumber: BigInt(sequenceNumber),
-    inherited,
-    live,
-    changes: {
-      dataFiles: [
-        {
-          path: `s3://${res.bucket}/${key}`,
-          recordCount: original.recordCount,
-          fileSizeInBytes: bytes.length,
-          partition: [folder?.[1] ?? null, folder?.[2] ?? null],
-        },
-      ],
-      removed: [`s3://${res.bucket}/${original.key}`],
-      positionDeletes: [],
-      operation: 'overwrite',
-    },
-  });
-  const list = encodeManifestList({
-    snapshotId,
-    parentSnapshotId: head['snapshot-id'],
-    sequenceNumber: BigInt(sequenceNumber),
-    manifests: [...written.added, ...written.inherited],
-  });
-  const manifestList = await store.write(`snap-${snapshotId}`, list);
-  const next = appendSnapshot(metadata, {
-    snapshotId,
-    manifestList,
-    nowMs: Date.now(),
-    previousLocation: state.location,
-    added: { dataFiles: 1, records: original.recordCount, filesSize: bytes.length, partitions: 1 },
-    pipelineId: 'maintenance',
-    checkpointId: 0,
-    lanes: [],
-  });
-  const snapshots = next.snapshots.map((snapshot) =>
-    snapshot['snapshot-id'] === snapshotId ? { ...snapshot, summary: { operation: 'replace' } } : snapshot,
-  );
-  await commitOver(s.catalog, state, { ...next, snapshots });
-}

@@ -14,17 +14,27 @@ import type { PublishParts } from '../../shared/coordinator/publish/publish.ts';
 import type { TableAudit } from '../../shared/coordinator/publish/table-audit.ts';
 import { publishedTable } from '../../shared/coordinator/publish/target.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
+import { decodeManifestList, encodeManifestList } from '../../shared/iceberg/manifest-list.ts';
+import { s3ManifestStore } from '../../shared/iceberg/manifest-merge.ts';
+import { liveDataFiles, overwriteManifests } from '../../shared/iceberg/overwrite.ts';
+import {
+  appendSnapshot,
+  currentSchema,
+  defaultSpec,
+  nextSnapshotBase,
+} from '../../shared/iceberg/table-metadata.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { getBytes, putIfAbsent } from '../../shared/sink/objects.ts';
 import { readCommitted } from '../../shared/sink/reader.ts';
 import orderDefinition from '../../shared/transforms/orders.ts';
 import { builtinTransform } from '../../shared/transforms/registry.ts';
 import { settingsIn, type TestResources } from '../support/aws.ts';
 import { tagged, tagOf } from '../support/generations.ts';
 import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
-import { auditSetupTable } from '../support/publish.ts';
+import { auditSetupTable, commitOver, stateOf } from '../support/publish.ts';
 
 export interface ReplaySetup {
   readonly res: TestResources;
@@ -151,4 +161,77 @@ export async function summaryOf(
 /** The table audit (`eos verify --iceberg-table`) of the setup's table against its manifest log. */
 export function auditReplayTable(s: ReplaySetup): Promise<TableAudit> {
   return auditSetupTable(s.res.clients.s3, s);
+}
+
+/**
+ * Another writer's compaction of checkpoint 1's live output file of `partition`: its bytes copied to a key under
+ * the table's own `data/` and the original removed, in one `replace` snapshot on main's head (written with this
+ * repository's manifest writers, the summary of no pipeline).
+ */
+export async function compactLiveFile(s: ReplaySetup, partition: number): Promise<void> {
+  const { s3 } = s.res.clients;
+  const { bucket } = s.settings;
+  const state = await stateOf(s.catalog);
+  const { metadata } = state;
+  const store = s3ManifestStore(s3, metadata.location);
+  const head = metadata.snapshots.find(
+    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
+  );
+  if (!head) throw new Error('the table has no head');
+  const inherited = decodeManifestList(await store.read(head['manifest-list']));
+  const original = (await s.parts.manifests.read(1))?.files.find(
+    (file) => file.stream === 'output' && file.partition === partition,
+  );
+  if (!original) throw new Error(`checkpoint 1 has no output file of partition ${partition}`);
+  const bytes = await getBytes(s3, bucket, original.key);
+  if (!bytes) throw new Error('the live file is missing');
+  const key = `${s.settings.pipelineId}/iceberg/output/data/compacted-${partition}.parquet`;
+  await putIfAbsent(s3, bucket, key, bytes);
+  const folder = /dt=([^/]+)\/hour=([^/]+)\//.exec(original.key);
+  const { sequenceNumber } = nextSnapshotBase(metadata);
+  const snapshotId = 7_200_000_000_000_000n + BigInt(sequenceNumber);
+  const written = await overwriteManifests({
+    s3,
+    store,
+    metadata,
+    schema: currentSchema(metadata),
+    spec: defaultSpec(metadata),
+    snapshotId,
+    sequenceNumber: BigInt(sequenceNumber),
+    inherited,
+    live: await liveDataFiles(store, inherited),
+    changes: {
+      dataFiles: [
+        {
+          path: `s3://${bucket}/${key}`,
+          recordCount: original.recordCount,
+          fileSizeInBytes: bytes.length,
+          partition: [folder?.[1] ?? null, folder?.[2] ?? null],
+        },
+      ],
+      removed: [`s3://${bucket}/${original.key}`],
+      positionDeletes: [],
+      operation: 'overwrite',
+    },
+  });
+  const list = encodeManifestList({
+    snapshotId,
+    parentSnapshotId: head['snapshot-id'],
+    sequenceNumber: BigInt(sequenceNumber),
+    manifests: [...written.added, ...written.inherited],
+  });
+  const next = appendSnapshot(metadata, {
+    snapshotId,
+    manifestList: await store.write(`snap-${snapshotId}`, list),
+    nowMs: Date.now(),
+    previousLocation: state.location,
+    added: { dataFiles: 1, records: original.recordCount, filesSize: bytes.length, partitions: 1 },
+    pipelineId: 'maintenance',
+    checkpointId: 0,
+    lanes: [],
+  });
+  const snapshots = next.snapshots.map((snapshot) =>
+    snapshot['snapshot-id'] === snapshotId ? { ...snapshot, summary: { operation: 'replace' } } : snapshot,
+  );
+  await commitOver(s.catalog, state, { ...next, snapshots });
 }

@@ -14,17 +14,10 @@ import { decodeContainer } from '../../shared/iceberg/avro-container.ts';
 import type { Catalog } from '../../shared/iceberg/catalog.ts';
 import { ENTRY_DELETED } from '../../shared/iceberg/manifest-entries.ts';
 import { ENTRY_ADDED } from '../../shared/iceberg/manifest-file.ts';
-import { decodeManifestList, encodeManifestList } from '../../shared/iceberg/manifest-list.ts';
+import { decodeManifestList } from '../../shared/iceberg/manifest-list.ts';
 import { MANIFEST_MIN_COUNT_TO_MERGE, s3ManifestStore } from '../../shared/iceberg/manifest-merge.ts';
-import { liveDataFiles, overwriteManifests } from '../../shared/iceberg/overwrite.ts';
-import {
-  appendSnapshot,
-  currentSchema,
-  defaultSpec,
-  nextSnapshotBase,
-} from '../../shared/iceberg/table-metadata.ts';
 import { ReplayStore } from '../../shared/replay/store.ts';
-import { getBytes, putIfAbsent } from '../../shared/sink/objects.ts';
+import { getBytes } from '../../shared/sink/objects.ts';
 import { decodeParquetRows } from '../../shared/sink/parquet-read.ts';
 import { readCommitted } from '../../shared/sink/reader.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
@@ -36,6 +29,7 @@ import { stageFiles } from '../support/staging.ts';
 import {
   commitCheckpoint,
   committedRows,
+  compactLiveFile,
   deliver,
   expectTableFollows,
   type ReplaySetup,
@@ -156,75 +150,6 @@ async function specRows(
   return rows.sort();
 }
 
-/**
- * Another writer's compaction of checkpoint 1's live file of `partition`: its bytes copied under the table's
- * `data/` and the original removed, in one `replace` snapshot on main's head.
- */
-async function compactPartition(s: ReplaySetup, partition: number): Promise<void> {
-  const state = await stateOf(s.catalog);
-  const { metadata } = state;
-  const store = s3ManifestStore(res.clients.s3, metadata.location);
-  const head = metadata.snapshots.find(
-    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
-  );
-  if (!head) throw new Error('the table has no head');
-  const inherited = decodeManifestList(await store.read(head['manifest-list']));
-  const original = (await s.parts.manifests.read(1))?.files.find(
-    (file) => file.stream === 'output' && file.partition === partition,
-  );
-  if (!original) throw new Error(`checkpoint 1 has no output file of partition ${partition}`);
-  const bytes = await bytesOf(`s3://${res.bucket}/${original.key}`);
-  const key = `${s.settings.pipelineId}/iceberg/output/data/compacted-${partition}.parquet`;
-  await putIfAbsent(res.clients.s3, res.bucket, key, bytes);
-  const folder = /dt=([^/]+)\/hour=([^/]+)\//.exec(original.key);
-  const { sequenceNumber } = nextSnapshotBase(metadata);
-  const snapshotId = 7_500_000_000_000_000n + BigInt(sequenceNumber);
-  const written = await overwriteManifests({
-    s3: res.clients.s3,
-    store,
-    metadata,
-    schema: currentSchema(metadata),
-    spec: defaultSpec(metadata),
-    snapshotId,
-    sequenceNumber: BigInt(sequenceNumber),
-    inherited,
-    live: await liveDataFiles(store, inherited),
-    changes: {
-      dataFiles: [
-        {
-          path: `s3://${res.bucket}/${key}`,
-          recordCount: original.recordCount,
-          fileSizeInBytes: bytes.length,
-          partition: [folder?.[1] ?? null, folder?.[2] ?? null],
-        },
-      ],
-      removed: [`s3://${res.bucket}/${original.key}`],
-      positionDeletes: [],
-      operation: 'overwrite',
-    },
-  });
-  const list = encodeManifestList({
-    snapshotId,
-    parentSnapshotId: head['snapshot-id'],
-    sequenceNumber: BigInt(sequenceNumber),
-    manifests: [...written.added, ...written.inherited],
-  });
-  const next = appendSnapshot(metadata, {
-    snapshotId,
-    manifestList: await store.write(`snap-${snapshotId}`, list),
-    nowMs: Date.now(),
-    previousLocation: state.location,
-    added: { dataFiles: 1, records: original.recordCount, filesSize: bytes.length, partitions: 1 },
-    pipelineId: 'maintenance',
-    checkpointId: 0,
-    lanes: [],
-  });
-  const snapshots = next.snapshots.map((snapshot) =>
-    snapshot['snapshot-id'] === snapshotId ? { ...snapshot, summary: { operation: 'replace' } } : snapshot,
-  );
-  await commitOver(s.catalog, state, { ...next, snapshots });
-}
-
 /** Commits the next checkpoint; `publish` publishes up to it and checks the spec reader against the reader. */
 async function step(s: ReplaySetup, what: string, publish = true): Promise<void> {
   await commitCheckpoint(s);
@@ -296,12 +221,12 @@ describe('a switched table read by the spec’s position-delete rule', { timeout
           commit: async (expected, next) => {
             if (!done) {
               done = true;
-              await compactPartition(s, 1);
+              await compactLiveFile(s, 1);
             }
             return s.catalog.commit(expected, next);
           },
         };
-      } else await compactPartition(s, 1);
+      } else await compactLiveFile(s, 1);
       const out = await publishCheckpoint({ ...s.parts, target: { ...s.parts.target, catalog } }, 2);
       expect(out.published.map((p) => p.how)).toEqual(['appended']);
       await expectTableFollows(s, 'the switch over the compaction');
