@@ -7,12 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
-import type { TableState } from '../../shared/iceberg/catalog.ts';
 import { type DataFile, encodeManifest } from '../../shared/iceberg/manifest-file.ts';
 import {
   addedManifestEntry,
   decodeManifestList,
-  encodeManifestList,
   type ManifestListEntry,
 } from '../../shared/iceberg/manifest-list.ts';
 import { s3ManifestStore } from '../../shared/iceberg/manifest-merge.ts';
@@ -24,7 +22,7 @@ import { decodeParquetRows } from '../../shared/sink/parquet-read.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { plan, switchTo } from '../support/generations.ts';
-import { commitOver, stateOf } from '../support/publish.ts';
+import { commitOnHead, stateOf } from '../support/publish.ts';
 import {
   auditReplayTable as audit,
   commitCheckpoint,
@@ -108,58 +106,30 @@ async function commitDeletes(
   keep: (manifest: ManifestListEntry) => boolean,
   extra: readonly ManifestListEntry[] = [],
 ): Promise<void> {
-  const state: TableState = await stateOf(s.catalog);
-  const { metadata } = state;
-  const head = metadata.snapshots.find(
-    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
+  await commitOnHead(
+    s.catalog,
+    res.clients.s3,
+    7_400_000_000_000_000n,
+    'overwrite',
+    async (manifests, { id, sequence, metadata, store }) => {
+      const [schema, spec] = [currentSchema(metadata), defaultSpec(metadata)];
+      const bytes = encodeManifest({ schema, spec, snapshotId: id, files: deleteFiles }, true);
+      const path = await store.write(`foreign-${id}`, bytes);
+      const entry = {
+        ...addedManifestEntry({
+          path,
+          length: bytes.length,
+          schema,
+          spec,
+          files: deleteFiles,
+          snapshotId: id,
+          sequenceNumber: BigInt(sequence),
+        }),
+        content: 1,
+      };
+      return [...(deleteFiles.length > 0 ? [entry] : []), ...extra, ...manifests.filter(keep)];
+    },
   );
-  if (!head) throw new Error('the table has no head');
-  const store = s3ManifestStore(res.clients.s3, metadata.location);
-  const manifests = decodeManifestList(await store.read(head['manifest-list']));
-  const sequence = metadata['last-sequence-number'] + 1;
-  const id = 7_400_000_000_000_000n + BigInt(sequence);
-  const [schema, spec] = [currentSchema(metadata), defaultSpec(metadata)];
-  const bytes = encodeManifest({ schema, spec, snapshotId: id, files: deleteFiles }, true);
-  const path = await store.write(`foreign-${id}`, bytes);
-  const entry = {
-    ...addedManifestEntry({
-      path,
-      length: bytes.length,
-      schema,
-      spec,
-      files: deleteFiles,
-      snapshotId: id,
-      sequenceNumber: BigInt(sequence),
-    }),
-    content: 1,
-  };
-  const list = encodeManifestList({
-    snapshotId: id,
-    parentSnapshotId: head['snapshot-id'],
-    sequenceNumber: BigInt(sequence),
-    manifests: [...(deleteFiles.length > 0 ? [entry] : []), ...extra, ...manifests.filter(keep)],
-  });
-  const snapshot: Snapshot = {
-    'snapshot-id': id,
-    'parent-snapshot-id': head['snapshot-id'],
-    'sequence-number': sequence,
-    'timestamp-ms': metadata['last-updated-ms'] + 1,
-    'manifest-list': await store.write(`snap-${id}`, list),
-    summary: { operation: 'overwrite' },
-    'schema-id': metadata['current-schema-id'],
-  };
-  await commitOver(s.catalog, state, {
-    ...metadata,
-    'last-sequence-number': sequence,
-    'last-updated-ms': snapshot['timestamp-ms'],
-    'current-snapshot-id': id,
-    refs: { main: { 'snapshot-id': id, type: 'branch' } },
-    snapshots: [...metadata.snapshots, snapshot],
-    'snapshot-log': [
-      ...metadata['snapshot-log'],
-      { 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id },
-    ],
-  });
 }
 
 /** The manifests of the snapshot of checkpoint `checkpointId`. */

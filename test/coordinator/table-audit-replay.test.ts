@@ -7,13 +7,10 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
-import { decodeManifestList, encodeManifestList } from '../../shared/iceberg/manifest-list.ts';
-import { s3ManifestStore } from '../../shared/iceberg/manifest-merge.ts';
-import type { Snapshot } from '../../shared/iceberg/table-metadata.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
 import { plan, switchTo } from '../support/generations.ts';
-import { commitOver, stateOf } from '../support/publish.ts';
+import { commitOnHead } from '../support/publish.ts';
 import {
   auditReplayTable as audit,
   commitCheckpoint,
@@ -71,39 +68,9 @@ describe('the table audit over replay switches', { timeout: 120_000 }, () => {
 
   it("reports each file whose hidden rows are visible once another writer dropped the table's position deletes", async () => {
     const s = await twoSwitches();
-    const state = await stateOf(s.catalog);
-    const { metadata } = state;
-    const head = metadata.snapshots.find(
-      (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
+    await commitOnHead(s.catalog, res.clients.s3, 7_300_000_000_000_000n, 'delete', (manifests) =>
+      manifests.filter((manifest) => manifest.content === 0),
     );
-    if (!head) throw new Error('the table has no head');
-    const store = s3ManifestStore(res.clients.s3, metadata.location);
-    const manifests = decodeManifestList(await store.read(head['manifest-list']));
-    const id = 7_300_000_000_000_000n;
-    const sequence = metadata['last-sequence-number'] + 1;
-    const list = encodeManifestList({
-      snapshotId: id,
-      parentSnapshotId: head['snapshot-id'],
-      sequenceNumber: BigInt(sequence),
-      manifests: manifests.filter((manifest) => manifest.content === 0),
-    });
-    const dropped: Snapshot = {
-      'snapshot-id': id,
-      'parent-snapshot-id': head['snapshot-id'],
-      'sequence-number': sequence,
-      'timestamp-ms': metadata['last-updated-ms'] + 1,
-      'manifest-list': await store.write(`snap-${id}`, list),
-      summary: { operation: 'delete' },
-      'schema-id': metadata['current-schema-id'],
-    };
-    await commitOver(s.catalog, state, {
-      ...metadata,
-      'last-sequence-number': sequence,
-      'last-updated-ms': dropped['timestamp-ms'],
-      'current-snapshot-id': id,
-      refs: { main: { 'snapshot-id': id, type: 'branch' } },
-      snapshots: [...metadata.snapshots, dropped],
-    });
     // Each live file shows its 15 hidden rows again (offsets 3..17).
     expect(await tableRows(s)).toHaveLength(40 + 30);
     const result = await audit(s);

@@ -16,6 +16,15 @@ import { InjectedCrashError } from '../../shared/errors.ts';
 import type { Catalog, TableState } from '../../shared/iceberg/catalog.ts';
 import { checkpointSnapshotId } from '../../shared/iceberg/checkpoint-identity.ts';
 import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
+import {
+  decodeManifestList,
+  encodeManifestList,
+  type ManifestListEntry,
+} from '../../shared/iceberg/manifest-list.ts';
+import {
+  type ManifestStore as IcebergManifestStore,
+  s3ManifestStore,
+} from '../../shared/iceberg/manifest-merge.ts';
 import { mainHistory, type Snapshot, type TableMetadata } from '../../shared/iceberg/table-metadata.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
@@ -183,6 +192,69 @@ export async function compact(catalog: Catalog, { expire = false } = {}): Promis
     refs: { main: { 'snapshot-id': id, type: 'branch' } },
     snapshots: expire ? [snapshot] : [...metadata.snapshots, snapshot],
     'snapshot-log': expire ? [logged] : [...metadata['snapshot-log'], logged],
+  });
+  return id;
+}
+
+/** The new snapshot another writer commits on main's head: its id and sequence number, and where manifests go. */
+export interface HeadSnapshot {
+  readonly id: bigint;
+  readonly sequence: number;
+  readonly metadata: TableMetadata;
+  readonly store: IcebergManifestStore;
+}
+
+/**
+ * Another writer's snapshot on main's head, logged: its manifest list is what `manifests` makes of the head's
+ * manifests (it may write manifests of its own first), its summary names `operation` alone, its id is `idBase`
+ * plus its sequence number. Its id.
+ */
+export async function commitOnHead(
+  catalog: FileCatalog,
+  s3: S3Client,
+  idBase: bigint,
+  operation: string,
+  manifests: (
+    current: ManifestListEntry[],
+    at: HeadSnapshot,
+  ) => Promise<ManifestListEntry[]> | ManifestListEntry[],
+): Promise<bigint> {
+  const state = await stateOf(catalog);
+  const { metadata } = state;
+  const head = metadata.snapshots.find(
+    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
+  );
+  if (!head) throw new Error('the table has no head');
+  const store = s3ManifestStore(s3, metadata.location);
+  const sequence = metadata['last-sequence-number'] + 1;
+  const id = idBase + BigInt(sequence);
+  const current = decodeManifestList(await store.read(head['manifest-list']));
+  const list = encodeManifestList({
+    snapshotId: id,
+    parentSnapshotId: head['snapshot-id'],
+    sequenceNumber: BigInt(sequence),
+    manifests: await manifests(current, { id, sequence, metadata, store }),
+  });
+  const snapshot: Snapshot = {
+    'snapshot-id': id,
+    'parent-snapshot-id': head['snapshot-id'],
+    'sequence-number': sequence,
+    'timestamp-ms': metadata['last-updated-ms'] + 1,
+    'manifest-list': await store.write(`snap-${id}`, list),
+    summary: { operation },
+    'schema-id': metadata['current-schema-id'],
+  };
+  await commitOver(catalog, state, {
+    ...metadata,
+    'last-sequence-number': sequence,
+    'last-updated-ms': snapshot['timestamp-ms'],
+    'current-snapshot-id': id,
+    refs: { main: { 'snapshot-id': id, type: 'branch' } },
+    snapshots: [...metadata.snapshots, snapshot],
+    'snapshot-log': [
+      ...metadata['snapshot-log'],
+      { 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id },
+    ],
   });
   return id;
 }
