@@ -6,16 +6,8 @@
  * recorded on the SDK clients), the template synthesized here.
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { systemClock } from '../../shared/clock.ts';
-import { parseSettings } from '../../shared/config/settings.ts';
 import { publishCheckpoint } from '../../shared/coordinator/publish/publish.ts';
-import { publishedTable } from '../../shared/coordinator/publish/target.ts';
-import { FileCatalog } from '../../shared/iceberg/file-catalog.ts';
-import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
-import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
-import { ManifestStore } from '../../shared/sink/manifest-store.ts';
-import orderDefinition from '../../shared/transforms/orders.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { localS3Fetch } from '../iceberg/icebird-s3.ts';
 import { freshResources, type TestResources } from '../support/aws.ts';
@@ -23,7 +15,13 @@ import { plan, switchTo, tagged } from '../support/generations.ts';
 import { type Call, isAllowed, recordCalls, roleStatements } from '../support/iam.ts';
 import { synthesize } from '../support/infra.ts';
 import { mskEvent, type RecordSpec } from '../support/msk.ts';
-import { commitCheckpoint, expectTableFollows, type ReplaySetup, records } from './publish-replay-harness.ts';
+import {
+  commitCheckpoint,
+  expectTableFollows,
+  type ReplaySetup,
+  records,
+  replaySetup,
+} from './publish-replay-harness.ts';
 
 type TemplateJson = Parameters<typeof roleStatements>[0];
 
@@ -40,46 +38,6 @@ const publishId = deployed.stack.getLogicalId(
 let res: TestResources;
 let calls: Call[];
 let deadLetterKeys: string[];
-
-/** The replay harness's pipeline, as pipeline `orders` (the synthesized stack's) with its table where the construct puts it. */
-function ordersSetup(): ReplaySetup {
-  const settings = parseSettings({
-    ledgerTable: res.table,
-    bucket: res.bucket,
-    pipelineId: 'orders',
-    maxTransactionItems: 12,
-    outputFormat: 'parquet',
-    outputColumns: [...orderDefinition.columns],
-    timePartitioning: 'hour',
-  });
-  const { s3, dynamodb } = res.clients;
-  const catalog = new FileCatalog(s3, res.bucket, 'orders/iceberg/output');
-  const errors: string[] = [];
-  return {
-    res,
-    settings,
-    catalog,
-    errors,
-    parts: {
-      pipelineId: 'orders',
-      bucket: res.bucket,
-      s3,
-      clock: systemClock,
-      log: { info: () => {}, error: (message) => errors.push(message) },
-      store: new CheckpointStore(dynamodb, res.table, 'orders'),
-      manifests: new ManifestStore(s3, res.bucket, 'orders'),
-      snapshots: new TableSnapshots(dynamodb, res.table, 'orders'),
-      target: {
-        catalog,
-        table: publishedTable({
-          location: catalog.location,
-          columns: [...orderDefinition.columns],
-          timePartitioning: 'hour',
-        }),
-      },
-    },
-  };
-}
 
 async function deliverWith(
   s: ReplaySetup,
@@ -100,7 +58,8 @@ async function deliverWith(
 beforeAll(async () => {
   res = await freshResources('pubiam');
   vi.stubGlobal('fetch', localS3Fetch(res.clients.s3));
-  const s = ordersSetup();
+  // The synthesized stack's pipeline, `orders`, with its table where the construct puts it.
+  const s = replaySetup(res, 'orders', 'orders');
   let recording = false;
   calls = [];
   recordCalls(res.clients, (found) => {
