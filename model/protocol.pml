@@ -116,7 +116,7 @@ byte outcome[NEXEC];            /* how execution e's Begin routed */
 
 proctype Processor(byte p; bool zombie) {
   short f; short cache; bool cached;
-  byte pending; byte dropped; bool claimed; bool takeover; byte o; bool kept; bool inTxn; byte before;
+  byte pending; byte dropped; bool claimed; bool takeover; byte o; bool kept; bool inTxn;
   bool txnMode;               /* claimWrite of this invocation: true for in-transaction, false for ahead */
   byte me = REC(p, 0) + 1;    /* claimant of the partition's keyed record: topic#partition#offset */
 
@@ -142,20 +142,15 @@ invoke:
 #endif
     claimed = txnMode || !(pending & 1);                     /* claims ahead only if a keyed record is pending */
   }
-chunk:
+claims:
   atomic {
-    PCRASH;                      /* after-transaction, before-stage-write, after-stage-write, before-return */
     if
-    :: pending == 0 -> goto finished
-    :: else -> o = ((pending & 1) -> 0 : 1); kept = !(dropped & BIT(o))   /* code: planChunk() */
-    fi;
-    /* code: StagedWriter.put: the in-progress object, under a key unique to the attempt: no shared state */
-    if
-    :: claimed -> goto stage
+    :: claimed -> goto chunk
     :: else -> skip
     fi;
-    /* code: Processor.refreshFence: claims ahead are judged against a fresh fence */
-    claimed = true; f = fence[p]; cache = f; before = pending; pending = pending & ABOVE(f)
+    /* code: PartitionStager.claimAhead, once, before the first chunk is planned: claims ahead are judged against
+       a fresh fence (PartitionStager.reread) */
+    claimed = true; f = fence[p]; cache = f; pending = pending & ABOVE(f)
   }
   atomic {                                                   /* code: StagingLedger.claimAhead */
     if
@@ -180,12 +175,14 @@ chunk:
     :: else -> skip
     fi
   }
+chunk:
   atomic {
-    PCRASH;                                                  /* after-claims */
-    if                                                       /* records dropped or moved into the transaction: re-plan */
-    :: pending != before || (o == 0 && (pending & 1) && ((dropped & 1) || takeover)) -> before = 0; goto chunk
-    :: else -> before = 0; goto stage
+    PCRASH;     /* after-claims, after-transaction, before-stage-write, after-stage-write, before-return */
+    if
+    :: pending == 0 -> goto finished
+    :: else -> o = ((pending & 1) -> 0 : 1); kept = !(dropped & BIT(o))   /* code: planChunk() */
     fi
+    /* code: StagedWriter.put: the in-progress object, under a key unique to the attempt: no shared state */
   }
 stage:
   atomic {                                                   /* code: StagingLedger.stage (TransactWriteItems) */
@@ -241,7 +238,7 @@ finished:
   }
 crashed:
   atomic {
-    o = 0; kept = false; before = 0;
+    o = 0; kept = false;
     if
     :: zombie -> goto gone
     :: else -> goto invoke

@@ -4,19 +4,19 @@
  * ```
  *  drop records <= fence (P4, redelivery) ──▶ evaluate each record once; decide keys seen earlier (P4)
  *     │
+ *     ├─ (claims ahead) re-read the fence; a conditional put per idempotency key, batched,
+ *     │   naming its claimant (t#p#o): a retry finds its own claim; others are duplicates      (P4)
  *     ▼  for each chunk (<= 100 transaction items, record boundaries)                              (P1)
  *     ├─ PutObject in-progress/<stream>/…/<first>-<last>.<attempt>.ndjson.gz  per stream        (P3)
- *     ├─ (first chunk, claims ahead) conditional PutItem per idempotency key, in parallel,
- *     │   naming its claimant (t#p#o): a retry finds its own claim; others are duplicates      (P4)
  *     ├─ TransactWriteItems: fence == read value → chunk's last offset                          (P2)
  *     │                      + staged-file entries + idempotency claims + keyed-state deltas
  *     ├─ fence moved?   re-read it, drop what another invocation staged, continue              (P2)
  *     ├─ keys claimed?  drop those records (duplicates by key), re-plan the chunk              (P4)
  *     └─ state refused? dead-letter exactly the records DynamoDB refuses, re-plan (P6, L1)
  * ```
- * Claims go ahead (`claimWrite: ahead`) only once the first staged write succeeded, so a missing bucket writes
- * nothing at all; `in-transaction` puts them in the staging transactions. Each transaction also writes the fence's
- * identity (`batch-judge.ts`), riding in the fence update it makes anyway. A transaction that moves the fence more
+ * Claims go ahead (`claimWrite: ahead`) before the first chunk is planned, so a batch holding a key claimed
+ * elsewhere writes no object for it; `in-transaction` puts them in the staging transactions. Each transaction also
+ * writes the fence's identity (`batch-judge.ts`), riding in the fence update it makes anyway. A transaction that moves the fence more
  * than `maxFenceJump` is reported once committed, not refused (offsets have gaps).
  */
 import type { PartitionBatch } from '../kafka/record.ts';
@@ -98,8 +98,8 @@ export class PartitionStager {
   /** Condition refusals of the chunk that made no progress (see `MAX_CONDITION_RELEARNING`). */
   private readonly relearning = new RelearningBound();
   private readonly claimsAhead: boolean;
-  /** Claims ahead written (or none to write): only once per batch, after its first staged write. */
-  private claimed = true;
+  /** Claims ahead still to write: once per batch, before its first chunk is planned. */
+  private claimsPending = false;
   /** The claims ahead have been written: a record that comes to hold its key later claims it in the transaction. */
   private claimsWritten = false;
   /** Offsets of the batch another invocation staged meanwhile (their outcome is not known here). */
@@ -125,13 +125,13 @@ export class PartitionStager {
   /** Stages every pending record, chunk by chunk; the partition's report once the last chunk committed. */
   async run(): Promise<PartitionReport> {
     await this.begin();
+    if (this.claimsPending) await this.claimAhead();
     while (this.pending.length > 0) {
       const chunk = this.planNext();
       const context = { topic: this.topic, partition: this.partition, chunk: this.report.chunks };
       await this.ctx.step('before-stage-write', context);
       const objects = await this.writeChunk(chunk);
       await this.ctx.step('after-stage-write', context);
-      if (!this.claimed && (await this.claimFirst(chunk))) continue;
       if (!(await this.commit(chunk, objects))) continue;
       await this.ctx.step('after-transaction', context);
     }
@@ -168,7 +168,8 @@ export class PartitionStager {
       }
     }
     this.decide();
-    this.claimed = !this.claimsAhead || !this.pending.some((record) => record.idempotencyKey !== undefined);
+    this.claimsPending =
+      this.claimsAhead && this.pending.some((record) => record.idempotencyKey !== undefined);
   }
 
   /** Decides every pending record's key from what is known (`key-decision.ts`); re-run whenever that grows. */
@@ -282,14 +283,13 @@ export class PartitionStager {
   }
 
   /**
-   * Claims ahead, once, after the first staged write. They are judged against the fence as it is now, not as this
-   * container cached it: records another invocation staged meanwhile must not claim anything. True when the chunk
-   * must be planned again (records dropped, turned into conflicts, or claims moved into the transaction: the
-   * objects just written become orphans).
+   * Claims ahead, once, before the first chunk is planned. They are judged against the fence as it is now, not as
+   * this container cached it: records another invocation staged meanwhile must not claim anything. Planning after
+   * them means no staged object is written for a record whose key turns out to be held elsewhere (it would be an
+   * orphan: a PUT for nothing).
    */
-  private async claimFirst(chunk: Chunk): Promise<boolean> {
-    this.claimed = true;
-    const before = this.pending.length;
+  private async claimAhead(): Promise<void> {
+    this.claimsPending = false;
     await this.reread();
     const { topic, partition } = this;
     const taken = await this.parts.claims.claimAhead(
@@ -302,15 +302,6 @@ export class PartitionStager {
     );
     this.claimsWritten = true;
     this.resolveTaken(taken);
-    return (
-      this.pending.length !== before ||
-      chunk.kept.some(
-        (record) =>
-          this.dropped.has(record.offset) ||
-          this.holds.takeovers.has(record.offset) ||
-          this.conflicts.has(record.offset),
-      )
-    );
   }
 
   /**

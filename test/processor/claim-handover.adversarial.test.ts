@@ -250,7 +250,7 @@ describe('the refused record’s claim taken over by another partition before th
     let raced = false;
     const takeOverBeforeHandover = {
       async onStep(step: string) {
-        if (step !== 'before-stage-write' || ++plans !== 3) return;
+        if (step !== 'before-stage-write' || ++plans !== 2) return;
         expect((await claimOf(settings, 'K'))?.claimant).toBe('orders#0#5');
         clock.advance((settings.idempotencyTtlSeconds + 60) * 1_000);
         const other = await container(settings, clock).processEvent(mskEvent([spec(0, 'add:p1', 'K', 1)]));

@@ -3,6 +3,7 @@
  * and frees the key only when no attempt holds it, by UpdateItem alone. Against DynamoDB Local and the S3 server;
  * the only injected fault is the deterministic refusal of one staging transaction (middleware on the client).
  */
+import { ListObjectsV2Command } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createAwsClients } from '../../shared/aws/clients.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
@@ -138,6 +139,30 @@ describe('attempt-scoped claim release', () => {
     expect(retry.partitions[0]).toMatchObject({ stagedRows: 1, duplicatesByKey: 0, keyConflicts: 0 });
     const claim = await claimItem(settings, 'R');
     expect(claim?.expiresAt).toBeGreaterThan(Date.now() / 1000);
+  });
+});
+
+describe('claims ahead before the first staged write', () => {
+  it('a batch holding a key another partition claimed writes no staged object for that record', async () => {
+    const settings = settingsFor();
+    const processor = createProcessor({ settings, clients: res.clients });
+    await processor.processEvent(mskEvent([keyed(1, 0, 'K')]));
+    const report = await processor.processEvent(mskEvent([keyed(0, 0, 'K'), keyed(0, 1, 'K2')]));
+    expect(report.partitions[0]).toMatchObject({
+      stagedOffset: 1,
+      duplicatesByKey: 1,
+      stagedRows: 1,
+      chunks: 1,
+    });
+    const listed = await res.clients.s3.send(
+      new ListObjectsV2Command({ Bucket: res.bucket, Prefix: `${settings.pipelineId}/_inprogress/` }),
+    );
+    const partition0 = (listed.Contents ?? [])
+      .map((o) => o.Key ?? '')
+      .filter((key) => key.includes('/partition=0/'));
+    // One object for the chunk planned after the claims: none written before them and then left behind.
+    expect(partition0).toHaveLength(1);
+    expect(partition0[0]).toMatch(/partition=0\/0+-0+1\./);
   });
 });
 

@@ -268,9 +268,8 @@ describe('a key handed over from a record refused for its state', () => {
     expect((await claimOf(settings, 'order-7'))?.claimant).toBe('orders#0#6');
   });
 
-  // Claims ahead, no earlier claim of order-8. Attempt A of batch 5, 6 claims order-8 ahead for 5 (the chunk is
-  // planned again: 6 is 5's conflict until then); the chunk is refused (5 would grow `customer` past 400 KB); the
-  // handover makes 6 a takeover of 5's claim, in the transaction that dead-letters 5; A crashes before that
+  // Claims ahead, no earlier claim of order-8. Attempt A of batch 5, 6 claims order-8 ahead for 5 (6 is 5's
+  // conflict until then); the first chunk is refused (5 would grow `customer` past 400 KB); the handover makes 6 a takeover of 5's claim, in the transaction that dead-letters 5; A crashes before that
   // transaction. 5's claim is still live and names offset 5 with its digest, so the retry's claim ahead for 5
   // confirms it as its own, and the handover runs again: 6 takes the key over in its transaction.
   it('a crash between the refusal and the heir’s transaction: the retry’s heir still holds the key', async () => {
@@ -279,11 +278,11 @@ describe('a key handed over from a record refused for its state', () => {
     await fill(settings, clock);
     clock.advance(1_000);
     const batch = mskEvent([spec(5, 'grow:customer', 'order-8'), spec(6, 'add:customer', 'order-8')]);
-    // Crash at the staged write of the plan after the refusal (the third): nothing released yet.
+    // Crash at the staged write of the plan after the refusal (the second): nothing released yet.
     let plans = 0;
     const crashAfterRefusal = {
       async onStep(step: string) {
-        if (step !== 'before-stage-write' || ++plans !== 3) return;
+        if (step !== 'before-stage-write' || ++plans !== 2) return;
         expect(await claimOf(settings, 'order-8')).toMatchObject({ claimant: 'orders#0#5' });
         expect((await claimOf(settings, 'order-8'))?.expiresAt).not.toBe(RELEASED);
         throw new InjectedCrashError(step);
