@@ -84,10 +84,13 @@ function costBarExplanations(r: BenchResults): string[] {
   }
   if (e2e && e2e.callsPerBatchRatio.median > 1.3) {
     lines.push(
-      `- **\`calls_per_batch_e2e_ratio\`: ${e2e.callsPerBatchRatio.median} against 1.3.** A batch costs both modes two calls (a`,
-      "  transaction and a PUT); the difference is the checkpoint's calls spread over the batches it covers, which here",
-      '  are few (a backlog over few partitions, a checkpoint every 500 ms). At the headline rate the monthly cost',
-      '  section prices the same calls over 1,200 staged files a checkpoint.',
+      `- **\`calls_per_batch_e2e_ratio\`: ${e2e.callsPerBatchRatio.median} against 1.3.** At-least-once makes two calls a batch (the`,
+      '  keyed-state transaction and the PUT of its final object) and runs no checkpoint. Exactly-once makes the same',
+      "  two, prepare's GET of the staged object (C3 reads each once: one a batch) and the checkpoint's own calls spread",
+      '  over the batches it covers, which here are few (a backlog over few partitions, a checkpoint every 500 ms). With',
+      '  one GET a staged file exactly-once makes at least 1.5× the calls of at-least-once whatever the checkpoint: the',
+      '  bar cannot be met by a commit path that reads the staged bytes before the vote. At the headline rate the',
+      '  monthly cost section prices the same calls over 1,200 staged files a checkpoint.',
     );
   }
   if (r.cost_ratio_eo_alo > 1.3) {
@@ -366,7 +369,8 @@ function idleSection(r: BenchResults): string[] {
     `| ${r.idle.alarms} alarms, ${r.idle.dashboards} dashboard, ${Math.round(r.idle_cost.executionsPerMonth)} executions | ${r.idle_cost.perMonth.stepFunctions} | ${r.idle_cost.perMonth.lambda} | ${r.idle_cost.perMonth.dynamodbReads} | ${r.idle_cost.perMonth.alarms} | ${r.idle_cost.perMonth.dashboard} | ${r.idle_cost.perMonth.customMetrics} | **${r.idle_cost_per_month_usd}** |`,
     '',
     "The dashboard is free within the account's first three. A longer `checkpointIntervalMinutes` divides the",
-    'Step Functions, Lambda and DynamoDB parts; the alarms and dashboard are the floor.',
+    'Step Functions, Lambda and DynamoDB parts; the alarms and dashboard are the floor. Under at-least-once and',
+    'none no schedule starts a checkpoint (nothing is staged): the monitor, alarms and dashboard are all there is.',
     '',
   ];
 }

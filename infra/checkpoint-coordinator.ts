@@ -16,7 +16,8 @@
  *   (`shared/sink/layout.ts`, `work-objects.ts`) — only promote writes final data, only commit manifests, only
  *   prepare reads the processor-writable staged prefix (promote copies prepare's candidates) —,
  *   `s3:ListBucket` only with an `s3:prefix` condition, KMS only through S3 and DynamoDB.
- * - An EventBridge rule starts an execution every `interval` (default 60 s; EventBridge's floor is one minute).
+ * - An EventBridge rule starts an execution every `interval` (default 60 s; EventBridge's floor is one minute),
+ *   unless `scheduled` is false.
  */
 
 import { Duration, Names, RemovalPolicy } from 'aws-cdk-lib';
@@ -55,6 +56,12 @@ export interface CheckpointCoordinatorProps {
   readonly environment: Record<string, string>;
   /** How often a checkpoint is taken. Default 60 s; whole minutes, at least one (EventBridge's rate floor). */
   readonly interval?: Duration;
+  /**
+   * Whether a rule starts a checkpoint every `interval`. The pipeline turns it off under the weaker delivery
+   * guarantees, whose processors stage nothing: each execution would find nothing to commit and still be billed.
+   * @default true
+   */
+  readonly scheduled?: boolean;
   /** Runtime, architecture, bundling, memory, logging, timeout… set by the stack; merged under each function. */
   readonly functionDefaults?: Partial<Omit<BundledFunctionProps, 'entry' | 'handler'>>;
   /** Retention of the state machine's execution log (default one month). */
@@ -97,7 +104,8 @@ export class CheckpointCoordinator extends Construct {
   readonly functions: Readonly<Record<CoordinatorStep, BundledFunction>>;
   /** The publish step's function, with an Iceberg table (the `publish` prop). */
   readonly publishFunction?: BundledFunction;
-  readonly schedule: events.Rule;
+  /** The rule that starts a checkpoint every interval; none when `scheduled` is false. */
+  readonly schedule?: events.Rule;
   readonly pipelineId: string;
 
   constructor(scope: Construct, id: string, props: CheckpointCoordinatorProps) {
@@ -154,11 +162,14 @@ export class CheckpointCoordinator extends Construct {
     });
     for (const fn of Object.values(tasks)) fn.grantInvoke(this.stateMachine);
 
-    this.schedule = new events.Rule(this, 'Schedule', {
-      description: `Starts a checkpoint of pipeline ${this.pipelineId}`,
-      schedule: events.Schedule.rate(interval),
-      targets: [new targets.SfnStateMachine(this.stateMachine)],
-    });
+    this.schedule =
+      (props.scheduled ?? true)
+        ? new events.Rule(this, 'Schedule', {
+            description: `Starts a checkpoint of pipeline ${this.pipelineId}`,
+            schedule: events.Schedule.rate(interval),
+            targets: [new targets.SfnStateMachine(this.stateMachine)],
+          })
+        : undefined;
   }
 
   /** One step's function: entry `functions/coordinator.ts` (publish: its own), handler = the step's name. */

@@ -339,6 +339,8 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
       bucket: this.bucket,
       environment: this.environment,
       interval: Duration.minutes(config.checkpointIntervalMinutes),
+      // The weaker guarantees write final objects directly: a checkpoint would have nothing to commit.
+      scheduled: config.deliveryGuarantee === 'exactly-once',
       functionDefaults: pipelineFunctionDefaults(
         this,
         Duration.seconds(config.coordinatorStepTimeoutSeconds),

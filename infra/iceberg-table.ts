@@ -108,7 +108,11 @@ function checked<T>(field: string, key: keyof SettingsInput, value: unknown): T 
  */
 export function icebergConfigOf(
   props: IcebergProps | undefined,
-  pipeline: { readonly pipelineId: string; readonly outputFormat: string },
+  pipeline: {
+    readonly pipelineId: string;
+    readonly outputFormat: string;
+    readonly deliveryGuarantee: string;
+  },
 ): IcebergConfig | undefined {
   if (props === undefined) return undefined;
   const unknown = Object.keys(props).find((key) => !(FIELDS as readonly string[]).includes(key));
@@ -123,6 +127,12 @@ export function icebergConfigOf(
     throw new InvalidSettingError(
       'iceberg.catalog',
       `'glue' or 'file' (got ${JSON.stringify(props.catalog)})`,
+    );
+  }
+  if (pipeline.deliveryGuarantee !== 'exactly-once') {
+    throw new InvalidSettingError(
+      'iceberg',
+      `needs deliveryGuarantee 'exactly-once' (got '${pipeline.deliveryGuarantee}'): each snapshot is a committed checkpoint, and the weaker guarantees commit none`,
     );
   }
   if (pipeline.outputFormat !== 'parquet') {

@@ -73,7 +73,7 @@ async function runAndJudge(run: Run, options: RunOptions, started: number): Prom
   let stateOf: Expectation | undefined;
   await run.drain();
   const drained = Date.now();
-  await run.checkpointer.final();
+  if (run.checkpoints) await run.checkpointer.final();
   const redriven = options.redriveWith ? await redriveAfter(run, options, options.redriveWith) : undefined;
   const replayed = options.replayWith
     ? await replayAfter({

@@ -196,6 +196,9 @@ describe('end-to-end benchmark on the local parts', { timeout: 180_000 }, () => 
     const finals = await listed(settings.bucket, finalPrefix(settings.pipelineId));
     expect(run.attribution.directFinalWritten).toBe(finals.reduce((sum, o) => sum + o.size, 0));
     expect(run.bytes.coordinator.read + run.bytes.coordinator.written).toBe(0);
+    // Nothing is staged, so no checkpoint runs (the stack schedules none either): the coordinator makes no call.
+    expect(run.calls.coordinator).toEqual({});
+    expect(run.checkpointsCommitted).toBe(0);
     expect(run.bytes.total).toBe(run.attribution.directFinalWritten);
     expect(run.tailMs).toBe(0);
   });

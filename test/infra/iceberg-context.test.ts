@@ -59,6 +59,10 @@ describe('the iceberg prop from context', () => {
     [{ icebergTable: 'orders' }, '-c icebergTable: only used with -c icebergCatalog'],
     [{ icebergCatalog: 's3tables' }, '-c icebergCatalog: s3tables cannot be deployed'],
     [{ icebergCatalog: 'glue', outputFormat: 'ndjson' }, "-c icebergCatalog: needs outputFormat 'parquet'"],
+    [
+      { icebergCatalog: 'file', deliveryGuarantee: 'at-least-once' },
+      "-c icebergCatalog: needs deliveryGuarantee 'exactly-once' (got 'at-least-once')",
+    ],
     [{ icebergCatalog: 'glue', icebergTable: 'Orders' }, '-c icebergTable: lower-case letters'],
     [{ icebergCatalog: 'file', icebergDatabase: 'x' }, "-c icebergDatabase: only used with catalog 'glue'"],
     [

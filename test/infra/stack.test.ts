@@ -368,6 +368,17 @@ describe('schedules and alarms', () => {
     ).toEqual(['rate(5 minutes)', 'rate(5 minutes)']);
   });
 
+  it('start no checkpoint under the weaker guarantees, which stage nothing; the monitor still runs', () => {
+    for (const deliveryGuarantee of ['at-least-once', 'none'] as const) {
+      const weaker = synthesize({ deliveryGuarantee });
+      expect(weaker.stack.pipeline.coordinator.schedule).toBeUndefined();
+      const monitor = weaker.stack.getLogicalId(weaker.stack.pipeline.monitor.node.defaultChild as never);
+      expect(
+        Object.values(resourcesOf(weaker.template, 'AWS::Events::Rule')).map((r) => r.Properties.Targets),
+      ).toEqual([[expect.objectContaining({ Arn: { 'Fn::GetAtt': [monitor, 'Arn'] } })]]);
+    }
+  });
+
   const alarms = Object.values(resourcesOf(template, 'AWS::CloudWatch::Alarm')).map((a) => a.Properties);
   const alarm = (suffix: string) => alarms.find((a) => a.AlarmName === `eos-orders-${suffix}`)!;
   const topicId = base.stack.getLogicalId(base.stack.pipeline.alarmTopic.node.defaultChild as never);
