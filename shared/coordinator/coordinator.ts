@@ -36,7 +36,6 @@
  */
 
 import type { Clock } from '../clock.ts';
-import { mapLimit } from '../concurrency.ts';
 import { PipelineError } from '../errors.ts';
 import {
   BEFORE_DECISION_STATUSES,
@@ -302,9 +301,8 @@ class CheckpointCoordinator implements Coordinator {
 
   /** One shard's plan from its covered entries (C2), verified (C3) and its candidates written (`prepare/plan-shard.ts`). */
   private async planShard(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
-    // One Query per partition, in flight together: at 64 partitions a shard, one after another took their sum.
-    const cuts = await this.store.readCut(record, shard);
-    const covered = await mapLimit(cuts, this.parts.concurrency, (cut) => this.coveredEntries(cut));
+    const covered: StagedFileEntry[][] = [];
+    for (const cut of await this.store.readCut(record, shard)) covered.push(await this.coveredEntries(cut));
     return planShard(this.parts, record, shard, covered);
   }
 
