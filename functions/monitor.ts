@@ -24,5 +24,7 @@ export const handler = middy()
         pipeline: settings.pipelineId,
         clock: systemClock,
         telemetry,
+        // The stack gives the monitor the publish step's table settings when there is a table.
+        publishes: settings.icebergCatalog !== undefined,
       }),
   );

@@ -201,7 +201,7 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
       exemptPrincipalsOf(this),
     );
     this.bucketPolicyAdded = protectBucket(this, props.bucket === undefined);
-    this.monitor = createMonitor(this, removalPolicy);
+    this.monitor = createMonitor(this, removalPolicy, this.iceberg?.environment);
     ({ alarmTopic: this.alarmTopic, observability: this.observability } = this.createAlarms());
     this.analytics = props.analyticsTable
       ? this.createAnalyticsTable(config, transformModule, removalPolicy)
@@ -374,6 +374,7 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
       pipelineId: config.pipelineId,
       processor: this.processor,
       processorLogGroup: this.processor.logGroupOwn,
+      publishes: this.iceberg !== undefined,
       replayProcessor: this.replay && {
         function: this.replay.processor,
         generation: this.replay.generation,

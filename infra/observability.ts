@@ -23,6 +23,8 @@
  * |                        | minutes: the processor does not keep up, or a partition is stalled              |
  * | ReplayG<N>Processor-   | with a replay deployed (the `replay` prop): any replay processor invocation      |
  * | Errors                 | failed (its mapping retries it; the live output is not affected)                 |
+ * | PublishBehind          | with an Iceberg table: N committed checkpoints or more are not in the table yet  |
+ * |                        | (each execution goes on past a failed publish, so only the monitor sees it)      |
  *
  * Each alarm's description says what it means and the first thing to do (the README copies them).
  *
@@ -72,6 +74,11 @@ export interface PipelineObservabilityProps {
   readonly processorLogGroup?: logs.ILogGroup;
   /** The replay processor of a replay into a new generation, if one is deployed: its own Errors alarm. */
   readonly replayProcessor?: { readonly function: lambda.IFunction; readonly generation: number };
+  /**
+   * The pipeline publishes to an Iceberg table (the monitor reports `UnpublishedCheckpoints`): the PublishBehind
+   * alarm. @default false
+   */
+  readonly publishes?: boolean;
 }
 
 /** The default of {@link PipelineObservabilityProps.duplicateBurstThreshold}. */
@@ -94,6 +101,8 @@ export class PipelineObservability extends Construct {
   };
   /** Any replay processor invocation failed (with `replayProcessor` only). */
   readonly replayProcessorErrors?: cloudwatch.Alarm;
+  /** The table is `noCommitIntervals` committed checkpoints behind or more (with `publishes` only). */
+  readonly publishBehind?: cloudwatch.Alarm;
   /** Redelivered records dropped, summed per topic and partition (absent without `processorLogGroup`). */
   readonly redeliveryDropsRule?: cloudwatch.CfnInsightRule;
   /** Every alarm's name (known at synth: the alarm topic's policy names them one by one). */
@@ -135,6 +144,7 @@ export class PipelineObservability extends Construct {
         },
       );
     }
+    if (props.publishes) this.publishBehind = this.publishBehindAlarm(pl);
     if (props.processorLogGroup)
       this.redeliveryDropsRule = this.redeliveryDropsInsightRule(props.processorLogGroup);
     this.dashboard = buildPipelineDashboard(this, {
@@ -143,6 +153,7 @@ export class PipelineObservability extends Construct {
       alarms: [
         ...Object.values(this.alarms),
         ...(this.replayProcessorErrors ? [this.replayProcessorErrors] : []),
+        ...(this.publishBehind ? [this.publishBehind] : []),
       ],
       failedExecutions,
       redeliveryDropsRuleName: this.redeliveryDropsRule?.ruleName,
@@ -200,6 +211,24 @@ export class PipelineObservability extends Construct {
         },
       ),
     };
+  }
+
+  /**
+   * A publish that fails is caught and the next checkpoint's publish catches up, so no execution fails: the
+   * monitor's count of committed checkpoints missing from the table is the only sign of one that always fails.
+   */
+  private publishBehindAlarm(pl: string): cloudwatch.Alarm {
+    const { checkpointInterval, noCommitIntervals } = this.props;
+    return this.alarm(
+      'PublishBehind',
+      this.pipelineMetric(METRIC.unpublishedCheckpoints, 'Maximum', checkpointInterval),
+      {
+        alarmDescription: `Pipeline ${pl}: ${noCommitIntervals} committed checkpoints or more are not in the Iceberg table: its publish fails every time (the output is committed; the table lags). First: the Publish step's errors in the state machine's history or the publish function's logs.`,
+        threshold: noCommitIntervals,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        evaluationPeriods: 2,
+      },
+    );
   }
 
   /** The mapping's own lag metric (AWS/Lambda `OffsetLag`, dimension FunctionName): nothing here emits it. */

@@ -176,8 +176,15 @@ function expectedEventSourceArn(pipeline: PipelineParts): string | undefined {
   return source.kind === 'msk' && source.vpcConnectionArn === undefined ? source.clusterArn : undefined;
 }
 
-/** The monitor and its schedule: the ledger's ages, read on the checkpoint interval, for the NoCommit alarm. */
-export function createMonitor(pipeline: PipelineParts, removalPolicy: RemovalPolicy): BundledFunction {
+/**
+ * The monitor and its schedule: the ledger's ages, read on the checkpoint interval, for the NoCommit alarm. With an
+ * Iceberg table, `tableEnvironment` (the publish step's table settings) has it report how far the table is behind.
+ */
+export function createMonitor(
+  pipeline: PipelineParts,
+  removalPolicy: RemovalPolicy,
+  tableEnvironment: Record<string, string> = {},
+): BundledFunction {
   const { config } = pipeline;
   const defaults = pipelineFunctionDefaults(pipeline, Duration.seconds(60), 256, removalPolicy);
   const fn = new BundledFunction(pipeline, 'Monitor', {
@@ -185,9 +192,10 @@ export function createMonitor(pipeline: PipelineParts, removalPolicy: RemovalPol
     entry: MONITOR_ENTRY,
     handler: 'handler',
     description: `Emits ledger ages of pipeline ${config.pipelineId} for the NoCommit alarm`,
-    environment: { ...defaults.environment, ...pipeline.environment },
+    environment: { ...defaults.environment, ...pipeline.environment, ...tableEnvironment },
   });
-  // Read-only, and only what it reports from: checkpoints and their cuts, fences and staged-file entries. Never
+  // Read-only, and only what it reports from: checkpoints and their cuts (the published mark among them), fences
+  // and staged-file entries. Never
   // claims (business keys), keyed state, key windows or replay plans.
   grantLedger(
     pipeline.table,

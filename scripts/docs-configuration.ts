@@ -157,7 +157,7 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   replayGeneration:
     "Set only on the replay mapping's processor (the stack's `replay` prop sets it): the processor then stages the ranges of this generation's replay plan into the generation's lanes and nothing else ([operations](operations.md#replay-into-a-new-generation)). Unset: the live processor.",
   icebergCatalog:
-    "The catalog of the Iceberg table each committed checkpoint is published to as one snapshot: `glue` (the AWS Glue Data Catalog), `s3tables` (AWS S3 Tables; the construct refuses it, see [deploy.md](deploy.md#an-iceberg-table)) or `file` (metadata in the sink bucket itself). Unset: no table. Needs `outputFormat` `parquet` and `deliveryGuarantee` `exactly-once`. Set only on the publish step, by the stack's `iceberg` prop.",
+    "The catalog of the Iceberg table each committed checkpoint is published to as one snapshot: `glue` (the AWS Glue Data Catalog), `s3tables` (AWS S3 Tables; the construct refuses it, see [deploy.md](deploy.md#an-iceberg-table)) or `file` (metadata in the sink bucket itself). Unset: no table. Needs `outputFormat` `parquet` and `deliveryGuarantee` `exactly-once`. Set only on the publish step and the monitor, by the stack's `iceberg` prop.",
   icebergTablePrefix:
     "`glue` and `file`: the table's key prefix in the sink bucket; its metadata goes under `<prefix>/metadata/`, its data files are the committed Parquet objects where they are. Unset: `<pipelineId>/iceberg/output`.",
   icebergDatabase: '`glue`: the Glue database of the table (lower-case letters, digits, `_`).',

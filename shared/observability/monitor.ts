@@ -3,6 +3,9 @@
  * watch — the oldest uncommitted staged file and the last commit — plus consecutive aborts and the records
  * staged but not committed (their sum; per partition in its log line).
  *
+ * With an Iceberg table it also emits the committed checkpoints the table does not hold yet: the execution goes on
+ * past a failed publish (the next one catches up), so a publish that always fails shows only there.
+ *
  * Why a separate Lambda rather than metrics from the coordinator: the "no commit for N intervals" alarm must fire
  * precisely when the coordinator is broken, so its signal cannot come from the coordinator. An idle pipeline has
  * no uncommitted staged file (age 0) and does not alarm; a missing datapoint (the monitor itself down) does.
@@ -10,6 +13,7 @@
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Clock } from '../clock.ts';
+import { TableSnapshots } from '../ledger/table-snapshots.ts';
 import { type LedgerStatus, readLedgerStatus } from '../status/ledger-status.ts';
 import { METRIC } from './names.ts';
 import { recordLedgerAges, type Telemetry } from './telemetry.ts';
@@ -20,6 +24,8 @@ export interface MonitorDependencies {
   readonly pipeline: string;
   readonly clock: Clock;
   readonly telemetry: Telemetry;
+  /** The pipeline publishes its checkpoints to an Iceberg table: report how far the table is behind. */
+  readonly publishes?: boolean;
 }
 
 export interface MonitorReport {
@@ -29,6 +35,8 @@ export interface MonitorReport {
   readonly uncommittedFiles: number;
   /** Records staged but not committed, over all partitions (`UncommittedRecords`). */
   readonly uncommittedRecords: number;
+  /** With a table: committed checkpoints it does not hold yet (`UnpublishedCheckpoints`). */
+  readonly unpublishedCheckpoints?: number;
 }
 
 /** One partition's lag in the monitor's log line. */
@@ -47,7 +55,10 @@ export const MAX_LOGGED_PARTITIONS = 100;
 
 export async function runMonitor(deps: MonitorDependencies): Promise<MonitorReport> {
   const status = await readLedgerStatus({ ...deps, historyLimit: 1 });
-  const report = reportOf(status);
+  const report = {
+    ...reportOf(status),
+    ...(deps.publishes ? { unpublishedCheckpoints: await unpublishedCheckpoints(deps, status) } : {}),
+  };
   recordLedgerAges(deps.telemetry.metrics, {
     oldestUncommittedStagedSeconds: report.oldestUncommittedStagedAgeSeconds,
     lastCommitSeconds: report.lastCommitAgeSeconds,
@@ -57,6 +68,13 @@ export async function runMonitor(deps: MonitorDependencies): Promise<MonitorRepo
   // 1,000 metrics, each billed); the per-partition detail goes to the log line below, for Logs Insights, and
   // `eos status` shows every partition.
   deps.telemetry.metrics.addMetric(METRIC.uncommittedRecords, MetricUnit.Count, report.uncommittedRecords);
+  if (report.unpublishedCheckpoints !== undefined) {
+    deps.telemetry.metrics.addMetric(
+      METRIC.unpublishedCheckpoints,
+      MetricUnit.Count,
+      report.unpublishedCheckpoints,
+    );
+  }
   const lagging = laggingPartitions(status);
   deps.telemetry.logger.info('ledger ages', {
     ...report,
@@ -65,6 +83,12 @@ export async function runMonitor(deps: MonitorDependencies): Promise<MonitorRepo
     laggingPartitionsOmitted: Math.max(0, lagging.length - MAX_LOGGED_PARTITIONS),
   });
   return report;
+}
+
+/** The last committed checkpoint's id less the published mark, read after the head (a publish between: 0). */
+async function unpublishedCheckpoints(deps: MonitorDependencies, status: LedgerStatus): Promise<number> {
+  const mark = await new TableSnapshots(deps.dynamodb, deps.table, deps.pipeline).readMark();
+  return Math.max(0, (status.head?.committedId ?? 0) - mark.upTo);
 }
 
 /** Partitions with something uncommitted, the one behind longest first. */

@@ -35,6 +35,12 @@ export const METRIC = {
   uncommittedRecords: 'UncommittedRecords',
   /** Seconds since the last COMMITTED checkpoint (emitted by the monitor). */
   lastCommitAge: 'LastCommitAge',
+  /**
+   * Committed checkpoints the Iceberg table does not hold yet: the last committed id less the published mark
+   * (emitted by the monitor, with a table only). A publish that fails is retried by the next checkpoint, so a
+   * count that keeps growing means the publish fails every time.
+   */
+  unpublishedCheckpoints: 'UnpublishedCheckpoints',
   /** Aborted attempts since the last commit, from the checkpoint head (emitted by the monitor). */
   consecutiveAborts: 'ConsecutiveCheckpointAborts',
   /** A batch whose offsets went backwards past the fence (recreated topic, reset consumer group): the partition stops (L2). */

@@ -104,6 +104,7 @@ describe('the iceberg prop', () => {
     const types = added.map((id) => after[id]!.Type).sort();
     expect(types).toEqual(
       [
+        'AWS::CloudWatch::Alarm',
         'AWS::Glue::Database',
         'AWS::Glue::Table',
         'AWS::IAM::Policy',
@@ -113,16 +114,38 @@ describe('the iceberg prop', () => {
       ].sort(),
     );
     expect(Object.keys(before).filter((id) => !(id in after))).toEqual([]);
-    // Changed: the state machine (its definition), and its role's policy (invoking the publish function).
+    // Changed: the state machine (its definition) and its role's policy (invoking the publish function); the
+    // monitor (the table's settings, to report how far the table is behind) and, for the PublishBehind alarm, the
+    // alarm topic's policy (it names every alarm) and the dashboard (it shows every alarm).
     const machineId = Object.keys(resourcesOf(plain.template, 'AWS::StepFunctions::StateMachine'))[0]!;
+    const monitorId = logicalIdOf(glue, glue.stack.pipeline.monitor);
+    const topicPolicies = Object.keys(resourcesOf(plain.template, 'AWS::SNS::TopicPolicy'));
+    const dashboards = Object.keys(resourcesOf(plain.template, 'AWS::CloudWatch::Dashboard'));
     const changed = Object.keys(before).filter(
       (id) => JSON.stringify(before[id]) !== JSON.stringify(after[id]),
     );
     for (const id of changed) {
       const invokesPublish = JSON.stringify(after[id]).includes(publishId);
-      expect(id === machineId || invokesPublish, `${id} changed`).toBe(true);
+      const watchesTable = id === monitorId || topicPolicies.includes(id) || dashboards.includes(id);
+      expect(id === machineId || invokesPublish || watchesTable, `${id} changed`).toBe(true);
     }
     expect(changed).toContain(machineId);
+    expect(changed).toContain(monitorId);
+  });
+
+  it('alarms when committed checkpoints pile up unpublished (PublishBehind), with a table only', () => {
+    const alarms = (synthesized: Synthesized) =>
+      Object.values(resourcesOf(synthesized.template, 'AWS::CloudWatch::Alarm')).map((a) => a.Properties);
+    expect(alarms(glue).find((a) => a.AlarmName === 'eos-orders-PublishBehind')).toMatchObject({
+      MetricName: 'UnpublishedCheckpoints',
+      Statistic: 'Maximum',
+      Threshold: 3,
+      ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+      EvaluationPeriods: 2,
+      TreatMissingData: 'notBreaching',
+    });
+    expect(glue.stack.pipeline.observability.alarmNames).toContain('eos-orders-PublishBehind');
+    expect(alarms(plain).map((a) => a.AlarmName)).not.toContain('eos-orders-PublishBehind');
   });
 
   it('creates the Glue database and an Iceberg table without metadata at the table prefix of the sink bucket', () => {
@@ -155,17 +178,20 @@ describe('the iceberg prop', () => {
     expect(JSON.stringify(outputs(file))).toContain('/orders/iceberg/output');
   });
 
-  it('sets EOS_ICEBERG_* on the publish function only', () => {
-    expect(environmentOf(glue, publishId)).toMatchObject({
-      EOS_ICEBERG_CATALOG: 'glue',
-      EOS_ICEBERG_DATABASE: 'eos_orders_iceberg',
-      EOS_ICEBERG_TABLE: 'output',
-      EOS_ICEBERG_TABLE_PREFIX: 'orders/iceberg/output',
-      EOS_ICEBERG_PARTITIONING: 'time-folders',
-      EOS_OUTPUT_FORMAT: 'parquet',
-    });
+  it('sets EOS_ICEBERG_* on the publish function and the monitor only', () => {
+    const monitorId = logicalIdOf(glue, glue.stack.pipeline.monitor);
+    for (const id of [publishId, monitorId]) {
+      expect(environmentOf(glue, id)).toMatchObject({
+        EOS_ICEBERG_CATALOG: 'glue',
+        EOS_ICEBERG_DATABASE: 'eos_orders_iceberg',
+        EOS_ICEBERG_TABLE: 'output',
+        EOS_ICEBERG_TABLE_PREFIX: 'orders/iceberg/output',
+        EOS_ICEBERG_PARTITIONING: 'time-folders',
+        EOS_OUTPUT_FORMAT: 'parquet',
+      });
+    }
     for (const [id] of Object.entries(resourcesOf(glue.template, 'AWS::Lambda::Function'))) {
-      if (id === publishId) continue;
+      if (id === publishId || id === monitorId) continue;
       const names = Object.keys(
         (
           resourcesOf(glue.template, 'AWS::Lambda::Function')[id]!.Properties.Environment as

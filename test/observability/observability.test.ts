@@ -10,6 +10,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { ManualClock } from '../../shared/clock.ts';
 import { TransientAwsError } from '../../shared/errors.ts';
 import { keys } from '../../shared/ledger/layout.ts';
+import { TableSnapshots } from '../../shared/ledger/table-snapshots.ts';
 import { fieldCorrelationId, mskBatchCorrelationId } from '../../shared/observability/correlation.ts';
 import { observability } from '../../shared/observability/middleware.ts';
 import { runMonitor } from '../../shared/observability/monitor.ts';
@@ -242,6 +243,51 @@ describe('the monitor', () => {
       [METRIC.lastCommitAge]: 840,
       [METRIC.consecutiveAborts]: 3,
     });
+  });
+
+  it('with an Iceberg table, emits the committed checkpoints the table does not hold yet', async () => {
+    const pipeline = uniqueName('pub');
+    const clock = new ManualClock();
+    const now = clock.now();
+    await DynamoDBDocumentClient.from(dynamodb).send(
+      new PutCommand({
+        TableName: table,
+        Item: {
+          ...keys.checkpointHead(pipeline),
+          checkpointId: 5,
+          attempt: 1,
+          status: 'COMMITTED',
+          committedId: 5,
+          consecutiveAborts: 0,
+          leaseUntil: 0,
+          owner: 'x',
+          updatedAt: now,
+        },
+      }),
+    );
+    // Checkpoints 1 and 2 published as the publish step publishes them: each recorded, then the mark moved.
+    const snapshots = new TableSnapshots(dynamodb, table, pipeline);
+    for (const checkpointId of [1, 2]) {
+      const snapshot = await snapshots.record(
+        { checkpointId, snapshotId: BigInt(1000 + checkpointId), sequenceNumber: checkpointId },
+        now,
+      );
+      await snapshots.advanceMark(snapshot, now);
+    }
+
+    const telemetry = createTelemetry({ pipeline, component: 'monitor' });
+    const report = await runMonitor({ dynamodb, table, pipeline, clock, telemetry, publishes: true });
+    telemetry.metrics.publishStoredMetrics();
+    expect(report.unpublishedCheckpoints).toBe(3);
+    expect(emf()[0]).toMatchObject({ pipeline, [METRIC.unpublishedCheckpoints]: 3 });
+
+    // Without a table the count is neither read nor emitted (a custom metric is billed).
+    const without = createTelemetry({ pipeline, component: 'monitor' });
+    expect(
+      (await runMonitor({ dynamodb, table, pipeline, clock, telemetry: without })).unpublishedCheckpoints,
+    ).toBe(undefined);
+    without.metrics.publishStoredMetrics();
+    expect(emf()[1]).not.toHaveProperty(METRIC.unpublishedCheckpoints);
   });
 
   it('reports zero age for an idle pipeline, so the NoCommit alarm stays quiet', async () => {
