@@ -56,7 +56,7 @@ import { catchUpCleanups } from './cleanup/catch-up.ts';
 import { sweepCoordinatorOrphans } from './cleanup/orphans.ts';
 import { sweepPendingCuts } from './cleanup/pending-cuts.ts';
 import { cleanShard } from './cleanup/shard.ts';
-import { commitLatency } from './commit/latency.ts';
+import { commitLatency, oldestOfPlans } from './commit/latency.ts';
 import { buildManifest } from './commit/manifest.ts';
 import {
   type AbortInput,
@@ -389,9 +389,14 @@ class CheckpointCoordinator implements Coordinator {
 
   async commit(input: CheckpointRef): Promise<CommitOutput> {
     const record = await this.requireRecord(input.checkpointId, input.attempt, ['COMMITTING', 'COMMITTED']);
+    const plans: ShardPlan[] = [];
     const manifest =
       record.status === 'COMMITTING'
-        ? await buildManifest(this.parts, record, (shard) => this.readVotedPlan(record, shard))
+        ? await buildManifest(this.parts, record, async (shard) => {
+            const plan = await this.readVotedPlan(record, shard);
+            plans.push(plan);
+            return plan;
+          })
         : undefined;
     let committedAt = record.committedAt;
     if (manifest) {
@@ -409,7 +414,7 @@ class CheckpointCoordinator implements Coordinator {
       begunAt: record.begunAt,
       files: files.length,
       records: files.reduce((sum, file) => sum + file.recordCount, 0),
-      ...(await commitLatency(this.parts, record, committedAt)),
+      ...(await commitLatency(this.parts, record, committedAt, manifest && oldestOfPlans(plans))),
     };
   }
 

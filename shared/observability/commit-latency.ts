@@ -1,7 +1,8 @@
 /**
  * Commit latency: how long the worst record of a checkpoint waited between being staged and becoming visible
- * (its manifest written, COMMITTED). The coordinator's commit step computes it from the staged entries the
- * checkpoint covered; the handler emits it as `CommitLatency` (ms).
+ * (its manifest written, COMMITTED). The coordinator's commit step computes it from the voted plans, which name the
+ * oldest `stagedAt` of the entries each shard covered (`coordinator/commit/latency.ts`), or, when a plan does not,
+ * from the staged entries themselves (below); the handler emits it as `CommitLatency` (ms).
  *
  * Within a partition, chunks are staged in offset order (P2: each staging transaction moves the fence up from the
  * value it read), so the covered entry with the lowest offset is the partition's oldest, and one read of the first

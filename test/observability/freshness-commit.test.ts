@@ -5,6 +5,7 @@
  */
 import type { Context } from 'aws-lambda';
 import { afterEach, beforeAll, beforeEach, describe, expect, it, type MockInstance, vi } from 'vitest';
+import { createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings, settingsToEnv } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
@@ -86,6 +87,39 @@ describe('commit latency', () => {
     expect(late).toMatchObject({ checkpointId: 1, records: 7 });
     expect(late.commitLatencyMs).toBeUndefined();
     expect(late.oldestStagedAt).toBeUndefined();
+  });
+
+  it('is taken from the voted plans: the commit reads no staged entry for it', async () => {
+    const clients = createAwsClients();
+    const stagedQueries: unknown[] = [];
+    clients.dynamodb.middlewareStack.add(
+      (next, context) => async (args) => {
+        const input = args.input as { ExpressionAttributeValues?: unknown };
+        const values = JSON.stringify(input.ExpressionAttributeValues ?? {});
+        if (context.commandName === 'QueryCommand' && values.includes('#STAGED#')) stagedQueries.push(input);
+        return next(args);
+      },
+      { step: 'initialize', name: 'watchStagedQueries' },
+    );
+    const watched = createCoordinator({ settings, clients, clock });
+    const start = clock.now();
+    await processor.processEvent(mskEvent(orderRecords(1, 0, 3)));
+    clock.advance(5 * SECOND);
+    await processor.processEvent(mskEvent(orderRecords(0, 0, 2)));
+    clock.advance(10 * SECOND);
+
+    const execution = uniqueName('exec');
+    const begun = await watched.begin({ execution });
+    if (begun.action !== 'checkpoint') throw new Error(`nothing to checkpoint: ${begun.action}`);
+    const ref = { execution, checkpointId: begun.checkpointId, attempt: begun.attempt };
+    for (const shard of begun.shards) await watched.prepare({ ...ref, shard });
+    // Prepare read the covered entries, one Query per changed partition; commit needs none of them.
+    expect(stagedQueries).toHaveLength(2);
+    await watched.decide(ref);
+    for (const shard of begun.shards) await watched.promote({ ...ref, shard });
+    stagedQueries.length = 0;
+    expect(await watched.commit(ref)).toMatchObject({ oldestStagedAt: start, commitLatencyMs: 15 * SECOND });
+    expect(stagedQueries).toEqual([]);
   });
 
   it('covers only what the checkpoint covered: entries committed before do not count', async () => {

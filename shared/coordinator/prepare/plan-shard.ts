@@ -44,6 +44,7 @@ export async function planShard(
   );
   const stagedFiles = covered.reduce((sum, entries) => sum + entries.length, 0);
   const encoding = planEncoding(parts.shape);
+  const oldestStagedAt = oldestOf(covered);
   return {
     checkpointId,
     attempt,
@@ -51,5 +52,19 @@ export async function planShard(
     stagedFiles,
     objects: planned.flat(),
     ...(encoding ? { encoding } : {}),
+    ...(oldestStagedAt === undefined ? {} : { oldestStagedAt }),
   };
+}
+
+/** The earliest `stagedAt` among the covered entries (the commit's latency is measured from it). */
+function oldestOf(covered: readonly (readonly StagedFileEntry[])[]): number | undefined {
+  let oldest: number | undefined;
+  for (const entries of covered) {
+    for (const { stagedAt } of entries) {
+      if (Number.isSafeInteger(stagedAt) && stagedAt >= 0 && (oldest === undefined || stagedAt < oldest)) {
+        oldest = stagedAt;
+      }
+    }
+  }
+  return oldest;
 }

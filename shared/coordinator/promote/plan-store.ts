@@ -40,6 +40,11 @@ export interface ShardPlan {
   readonly objects: readonly PlannedObject[];
   /** How re-encoded objects are encoded; absent when the plan has none. */
   readonly encoding?: PlanEncoding;
+  /**
+   * The earliest `stagedAt` of the covered entries, epoch ms: commit reads the plans anyway, so the commit latency
+   * needs no read of the ledger. Absent when the shard covered none, and in plans of the release before it.
+   */
+  readonly oldestStagedAt?: number;
 }
 
 export interface ShardPromotion {
@@ -120,6 +125,7 @@ export const shardPlanSchema = z
       })
       .strict()
       .optional(),
+    oldestStagedAt: z.number().int().min(0).optional(),
   })
   .strict();
 
