@@ -77,6 +77,9 @@ export const METRIC = {
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
+/** Metrics only a pipeline with an Iceberg table emits: the cost of a pipeline without one leaves them out. */
+export const TABLE_ONLY_METRICS: readonly MetricName[] = [METRIC.unpublishedCheckpoints];
+
 /** The dimensions every pipeline metric carries (besides Powertools' `service`). */
 export function pipelineDimensions(pipeline: string): { pipeline: string } {
   return { pipeline };
