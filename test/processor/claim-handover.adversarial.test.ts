@@ -1,23 +1,13 @@
-/**
- * Adversarial interleavings of the claim handover inside the staging transaction (P4): with claims ahead, a record
- * DynamoDB refuses for its state is dead-lettered and never holds its key; its claim ahead is released by the
- * transaction that dead-letters it, or taken over there by the batch's next record with the key (its heir). Here the
- * heir lands in a later chunk than the refused record (small item budgets, many state keys), the release item sits
- * at the 100-item limit, the released claim is taken over by another partition before the release commits, and a
- * second attempt of the same batch races the handover. Real DynamoDB Local (which enforces the 400 KB item limit)
- * and S3 server, the real processor.
- */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
-import { keys } from '../../shared/ledger/layout.ts';
 import { RELEASED } from '../../shared/ledger/staging-ledger.ts';
 import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { readClaim } from '../support/claims.ts';
 import { crashAt, gate } from '../support/hooks.ts';
 import { stagedRows } from '../support/ledger.ts';
 import { mskEvent, type RecordSpec } from '../support/msk.ts';
@@ -60,16 +50,7 @@ const spec = (offset: number, value: string, key: string, partition = 0): Record
   headers: { 'idempotency-key': key },
 });
 
-async function claimOf(settings: Settings, key: string) {
-  const { Item } = await ledgerDocumentClient(res.clients.dynamodb).send(
-    new GetCommand({
-      TableName: res.table,
-      Key: keys.claim(settings.pipelineId, key),
-      ConsistentRead: true,
-    }),
-  );
-  return Item as { claimant?: string; expiresAt?: number } | undefined;
-}
+const claimOf = (settings: Settings, key: string) => readClaim(res, settings.pipelineId, key);
 
 /** Staged rows of `stream` as `partition@offset`, by partition and offset (each staged once: no duplicates). */
 async function staged(settings: Settings, stream: 'output' | 'deadletter'): Promise<string[]> {

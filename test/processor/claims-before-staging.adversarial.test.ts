@@ -10,16 +10,12 @@
  * server, the real processor; attempts raced with step hooks and gates, faults injected by client middleware.
  */
 import { ListObjectsV2Command } from '@aws-sdk/client-s3';
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
-import type { InitializeMiddleware, MetadataBearer, MiddlewareStack } from '@smithy/types';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type AwsClients, createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
 import type { MskEvent } from '../../shared/kafka/event.ts';
 import { EpochLedger } from '../../shared/ledger/epoch-switch.ts';
-import { keys } from '../../shared/ledger/layout.ts';
 import { EpochChangedError, RELEASED } from '../../shared/ledger/staging-ledger.ts';
 import {
   createProcessor,
@@ -29,8 +25,8 @@ import {
 } from '../../shared/processor/processor.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
-import { clientsWith } from '../support/claims.ts';
-import { gate } from '../support/hooks.ts';
+import { clientsWith, readClaim } from '../support/claims.ts';
+import { crashAt, gate } from '../support/hooks.ts';
 import { ledgerView, stagedEntries, stagedRows } from '../support/ledger.ts';
 import { mskEvent, type RecordSpec } from '../support/msk.ts';
 
@@ -76,16 +72,7 @@ function container(settings: Settings, clock: ManualClock, extra: Partial<Proces
   return createProcessor({ settings, clients: res.clients, clock, transform: tagged, ...extra });
 }
 
-async function claimOf(settings: Settings, key: string) {
-  const { Item } = await ledgerDocumentClient(res.clients.dynamodb).send(
-    new GetCommand({
-      TableName: res.table,
-      Key: keys.claim(settings.pipelineId, key),
-      ConsistentRead: true,
-    }),
-  );
-  return Item as { claimant?: string; expiresAt?: number; holders?: Set<string> } | undefined;
-}
+const claimOf = (settings: Settings, key: string) => readClaim(res, settings.pipelineId, key);
 
 const byLineage = (a: string, b: string) => {
   const [pa, oa] = a.split('@').map(Number);
@@ -169,16 +156,6 @@ function pauseAt(step: ProcessorStep, nth = 1) {
   return { hooks, reached: reached.opened, go: resume.open, wasReached: () => paused };
 }
 
-/** Crashes an invocation the `nth` time it reaches `step` (an injected crash: no code runs after it). */
-function crashAt(step: ProcessorStep, nth = 1): ProcessorHooks {
-  let seen = 0;
-  return {
-    onStep(at) {
-      if (at === step && ++seen === nth) throw new InjectedCrashError(step);
-    },
-  };
-}
-
 /** The mapping's retry: the batch again on a fresh container until it succeeds (at most a few times). */
 async function retryUntilDone(settings: Settings, clock: ManualClock, batch: MskEvent) {
   for (let attempt = 0; ; attempt++) {
@@ -190,23 +167,17 @@ async function retryUntilDone(settings: Settings, clock: ManualClock, batch: Msk
   }
 }
 
-/** Clients whose S3 client runs `middleware` at the initialize step (before the SDK's retries). */
-function s3With(name: string, middleware: InitializeMiddleware<object, MetadataBearer>): AwsClients {
-  const clients = createAwsClients();
-  (clients.s3.middlewareStack as unknown as MiddlewareStack<object, MetadataBearer>).add(middleware, {
-    step: 'initialize',
-    name,
-  });
-  return clients;
-}
-
 /** Refuses the `nth` PutObject (1-based) and every one after it, with `error`; counts the puts tried. */
 function failingPuts(nth: number, error: () => Error) {
   const seen = { puts: 0 };
-  const clients = s3With('failPut', (next, context) => async (args) => {
-    if (context.commandName === 'PutObjectCommand' && ++seen.puts >= nth) throw error();
-    return next(args);
-  });
+  const clients = clientsWith(
+    'failPut',
+    (next, context) => async (args) => {
+      if (context.commandName === 'PutObjectCommand' && ++seen.puts >= nth) throw error();
+      return next(args);
+    },
+    's3',
+  );
   return { clients, seen };
 }
 
@@ -248,6 +219,15 @@ async function baseline() {
   clock.advance(1_000);
   await container(settings, clock).processEvent(AFTER());
   return { report: report.partitions[0], found: await outcome(settings) };
+}
+
+/** Partition 2's duplicate of 0@9 a second later, then the outcome, each effect applied once. */
+async function afterBatch(settings: Settings, clock: ManualClock) {
+  clock.advance(1_000);
+  await container(settings, clock).processEvent(AFTER());
+  const found = await outcome(settings);
+  expectAppliedOnce(found);
+  return found;
 }
 
 let reference: Awaited<ReturnType<typeof baseline>> | undefined;
@@ -303,10 +283,7 @@ describe('a crash at any step of a multi-chunk keyed batch, then the mapping’s
     clock.advance(1_000);
     const retry = await container(settings, clock).processEvent(BATCH());
     expect(retry.partitions[0]?.stagedOffset).toBe(19);
-    clock.advance(1_000);
-    await container(settings, clock).processEvent(AFTER());
-    const found = await outcome(settings);
-    expectAppliedOnce(found);
+    const found = await afterBatch(settings, clock);
     expect(found).toEqual(expected);
   });
 });
@@ -363,10 +340,7 @@ describe('a zombie and the mapping’s retry of the same batch, each paused arou
     const outcomes = [await zombie, await retry];
     expect([zombiePause.wasReached(), retryPause?.wasReached() ?? true]).toEqual([true, true]);
     if (outcomes.some((o) => o !== 'ok')) await retryUntilDone(settings, clock, BATCH());
-    clock.advance(1_000);
-    await container(settings, clock).processEvent(AFTER());
-    const found = await outcome(settings);
-    expectAppliedOnce(found);
+    const found = await afterBatch(settings, clock);
     expect(withoutEntries(found)).toEqual(withoutEntries(expected));
   });
 });
@@ -411,10 +385,7 @@ describe('a fence moved between an attempt’s re-read and its claims (P2, P4)',
     goOn.open();
     expect(await a).toMatchObject({ stagedOffset: 19 });
     await retryUntilDone(settings, clock, BATCH());
-    clock.advance(1_000);
-    await container(settings, clock).processEvent(AFTER());
-    const found = await outcome(settings);
-    expectAppliedOnce(found);
+    const found = await afterBatch(settings, clock);
     expect(withoutEntries(found)).toEqual(withoutEntries(expected));
   });
 });
@@ -589,10 +560,7 @@ describe('a staged write that fails after the claims (P4, P5)', () => {
     expect((await claimOf(settings, 'k-3'))?.expiresAt).not.toBe(RELEASED);
     clock.advance(1_000);
     await container(settings, clock).processEvent(BATCH());
-    clock.advance(1_000);
-    await container(settings, clock).processEvent(AFTER());
-    const found = await outcome(settings);
-    expectAppliedOnce(found);
+    const found = await afterBatch(settings, clock);
     // The retry takes the released claims over inside its transactions (an item each): smaller chunks, the rest
     // as in the reference run.
     expect(withoutEntries(found)).toEqual(withoutEntries(expected));
@@ -614,10 +582,7 @@ describe('a staged write that fails after the claims (P4, P5)', () => {
     expect((await claimOf(settings, 'k-17'))?.expiresAt).toBe(RELEASED);
     clock.advance(1_000);
     await container(settings, clock).processEvent(BATCH());
-    clock.advance(1_000);
-    await container(settings, clock).processEvent(AFTER());
-    const found = await outcome(settings);
-    expectAppliedOnce(found);
+    const found = await afterBatch(settings, clock);
     // The retry takes the released claims over inside its transactions (an item each): smaller chunks, the rest
     // as in the reference run.
     expect(withoutEntries(found)).toEqual(withoutEntries(expected));
@@ -638,10 +603,7 @@ describe('a staged write that fails after the claims (P4, P5)', () => {
     expect(meanwhile.partitions[0]).toMatchObject({ duplicatesByKey: 1, stagedRows: 0 });
     clock.advance(1_000);
     await container(settings, clock).processEvent(BATCH());
-    clock.advance(1_000);
-    await container(settings, clock).processEvent(AFTER());
-    const found = await outcome(settings);
-    expectAppliedOnce(found);
+    const found = await afterBatch(settings, clock);
     // As the reference run, plus partition 3's fence (its duplicate staged nothing else).
     expect(found).toMatchObject(expected);
   });
@@ -670,10 +632,7 @@ describe('a staged write that fails after the claims (P4, P5)', () => {
     expect((await claimOf(settings, 'k-7'))?.expiresAt).not.toBe(RELEASED);
     retryPause.go();
     expect((await retry).partitions[0]).toMatchObject({ stagedOffset: 19 });
-    clock.advance(1_000);
-    await container(settings, clock).processEvent(AFTER());
-    const found = await outcome(settings);
-    expectAppliedOnce(found);
+    const found = await afterBatch(settings, clock);
     expect(found).toEqual(expected);
   });
 

@@ -1,22 +1,12 @@
-/**
- * Adversarial interleavings of the fence's stop confirmation and of a key handed over from a record DynamoDB refused
- * for its state (L2, P2, P4): a stop only stale invocations saw must never count as confirmed, a real stop is
- * confirmed by the mapping's retries and its record does not grow, and a key a state-refused record held passes to
- * the batch's next record with that key durably, whatever claim the refused record had taken. Real DynamoDB Local
- * (which enforces the item limit) and S3 server, the real processor and `eos epoch`. Suspicions a test confirms are
- * `it.fails`, with the interleaving and what goes wrong.
- */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { runEpoch } from '../../cli/epoch.ts';
-import { ledgerDocumentClient } from '../../shared/aws/clients.ts';
 import { clockOrigin, ManualClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
-import { keys } from '../../shared/ledger/layout.ts';
 import { RELEASED } from '../../shared/ledger/staging-ledger.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { readClaim } from '../support/claims.ts';
 import { container, fenceOf, heldTransform, outcomeOf } from '../support/cold-container.ts';
 import { crashAt } from '../support/hooks.ts';
 import { stagedOutputCounts, stagedRows } from '../support/ledger.ts';
@@ -196,16 +186,7 @@ const spec = (offset: number, value: string, key = `k-${offset}`, kafkaKey?: str
   ...(kafkaKey === undefined ? {} : { key: kafkaKey }),
 });
 
-async function claimOf(settings: Settings, key: string) {
-  const { Item } = await ledgerDocumentClient(res.clients.dynamodb).send(
-    new GetCommand({
-      TableName: res.table,
-      Key: keys.claim(settings.pipelineId, key),
-      ConsistentRead: true,
-    }),
-  );
-  return Item as { claimant?: string; expiresAt?: number } | undefined;
-}
+const claimOf = (settings: Settings, key: string) => readClaim(res, settings.pipelineId, key);
 
 async function outputOffsets(settings: Settings): Promise<number[]> {
   return (await stagedRows(res.clients, res.table, res.bucket, settings.pipelineId))

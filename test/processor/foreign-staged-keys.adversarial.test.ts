@@ -1,23 +1,12 @@
-/**
- * Adversarial interleavings of a batch's records that another attempt of the same batch staged meanwhile (found on
- * a fence re-read): they hold no key in this attempt's decision, and the next record with such a key claims it in
- * the fenced transaction (in `ahead` mode as a takeover), so the ledger (a claim, or the key window) says who holds
- * it. Here: an in-batch producer duplicate whose first record the other attempt output, in every claim mode and
- * scope; a refused record's heir in the modes the handover tests do not cover; the chunk budget when several new
- * holders claim in one transaction; and this attempt's own committed transaction seen as another's fence move (an
- * SDK retry of a transaction that committed). Real DynamoDB Local (which enforces the 400 KB item limit) and S3
- * server, the real processor; attempts raced with step hooks and gates, one client middleware.
- */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import type { MskEvent } from '../../shared/kafka/event.ts';
-import { keys } from '../../shared/ledger/layout.ts';
 import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { readClaim } from '../support/claims.ts';
 import { gate } from '../support/hooks.ts';
 import { stagedRows } from '../support/ledger.ts';
 import { mskEvent, type RecordSpec } from '../support/msk.ts';
@@ -60,16 +49,7 @@ const spec = (offset: number, value: string, key: string): RecordSpec => ({
   headers: { 'idempotency-key': key },
 });
 
-async function claimOf(settings: Settings, key: string) {
-  const { Item } = await ledgerDocumentClient(res.clients.dynamodb).send(
-    new GetCommand({
-      TableName: res.table,
-      Key: keys.claim(settings.pipelineId, key),
-      ConsistentRead: true,
-    }),
-  );
-  return Item as { claimant?: string; expiresAt?: number } | undefined;
-}
+const claimOf = (settings: Settings, key: string) => readClaim(res, settings.pipelineId, key);
 
 /** Staged rows of `stream` as offsets of partition 0, sorted (a duplicate shows twice). */
 async function staged(settings: Settings, stream: 'output' | 'deadletter'): Promise<number[]> {

@@ -1,21 +1,13 @@
-/**
- * Adversarial interleavings of a key handed over from a record DynamoDB refused for its state (P4, P5): a refused
- * record never holds its key, so the batch's next record with the key (its heir) is output holding it, whatever
- * crashed before, whatever claim the refused record met (fresh, expired, taken over), and whoever else claims the
- * key meanwhile; no key is held by two records, no record is output twice and none is lost. Real DynamoDB Local
- * (which enforces the 400 KB item limit) and S3 server, the real processor.
- */
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
+import { createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { InjectedCrashError } from '../../shared/errors.ts';
-import { keys } from '../../shared/ledger/layout.ts';
 import { RELEASED } from '../../shared/ledger/staging-ledger.ts';
 import { createProcessor, type ProcessorDeps } from '../../shared/processor/processor.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { readClaim } from '../support/claims.ts';
 import { crashAt, gate } from '../support/hooks.ts';
 import { stagedRows } from '../support/ledger.ts';
 import { mskEvent, type RecordSpec } from '../support/msk.ts';
@@ -62,16 +54,7 @@ const spec = (offset: number, value: string, key: string, partition = 0): Record
   headers: { 'idempotency-key': key },
 });
 
-async function claimOf(settings: Settings, key: string) {
-  const { Item } = await ledgerDocumentClient(res.clients.dynamodb).send(
-    new GetCommand({
-      TableName: res.table,
-      Key: keys.claim(settings.pipelineId, key),
-      ConsistentRead: true,
-    }),
-  );
-  return Item as { claimant?: string; expiresAt?: number } | undefined;
-}
+const claimOf = (settings: Settings, key: string) => readClaim(res, settings.pipelineId, key);
 
 /** Staged rows of `stream` as `partition@offset`, by partition and offset. */
 async function staged(settings: Settings, stream: 'output' | 'deadletter'): Promise<string[]> {

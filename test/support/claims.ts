@@ -3,8 +3,10 @@
  * and AWS clients with a middleware of the test's own at the initialize step (before the SDK's retries), which the
  * interleavings use to withhold, delay or refuse a call.
  */
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import type { InitializeMiddleware, MetadataBearer, MiddlewareStack } from '@smithy/types';
-import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
+import { type AwsClients, createAwsClients, ledgerDocumentClient } from '../../shared/aws/clients.ts';
+import { keys } from '../../shared/ledger/layout.ts';
 import type { ClaimItem } from '../../shared/ledger/records.ts';
 import { recordDigest } from '../../shared/processor/evaluate.ts';
 import { order, type RecordSpec } from './msk.ts';
@@ -46,12 +48,28 @@ export const plain = (value: unknown): unknown =>
 
 export type DynamoMiddleware = InitializeMiddleware<object, MetadataBearer>;
 
-/** Clients whose DynamoDB client runs `middleware` at the initialize step (before the SDK's retries). */
-export function clientsWith(name: string, middleware: DynamoMiddleware): AwsClients {
+/** Clients whose DynamoDB (or S3) client runs `middleware` at the initialize step (before the SDK's retries). */
+export function clientsWith(
+  name: string,
+  middleware: DynamoMiddleware,
+  service: 'dynamodb' | 's3' = 'dynamodb',
+): AwsClients {
   const clients = createAwsClients();
-  (clients.dynamodb.middlewareStack as unknown as MiddlewareStack<object, MetadataBearer>).add(middleware, {
+  (clients[service].middlewareStack as unknown as MiddlewareStack<object, MetadataBearer>).add(middleware, {
     step: 'initialize',
     name,
   });
   return clients;
+}
+
+/** Key `key`'s claim item (generation 0) in `table`, read strongly consistently; undefined when there is none. */
+export async function readClaim(
+  at: { readonly clients: AwsClients; readonly table: string },
+  pipeline: string,
+  key: string,
+) {
+  const { Item } = await ledgerDocumentClient(at.clients.dynamodb).send(
+    new GetCommand({ TableName: at.table, Key: keys.claim(pipeline, key), ConsistentRead: true }),
+  );
+  return Item as { claimant?: string; expiresAt?: number; holders?: Set<string> } | undefined;
 }
