@@ -146,6 +146,39 @@ export async function commitOver(
   return committed;
 }
 
+/** Main's head snapshot; a table without one is a broken test. */
+function headOf(metadata: TableMetadata): Snapshot {
+  const head = metadata.snapshots.find(
+    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
+  );
+  if (!head) throw new Error('the table has no head');
+  return head;
+}
+
+/**
+ * Commits `snapshot` (its sequence number the next) over `state` as main's head, logged; with `expire`, the only
+ * snapshot left in the metadata, as snapshot expiry leaves it.
+ */
+async function commitAsHead(
+  catalog: Catalog,
+  state: TableState,
+  snapshot: Snapshot,
+  expire = false,
+): Promise<void> {
+  const { metadata } = state;
+  const id = snapshot['snapshot-id'];
+  const logged = { 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id };
+  await commitOver(catalog, state, {
+    ...metadata,
+    'last-sequence-number': snapshot['sequence-number'],
+    'last-updated-ms': snapshot['timestamp-ms'],
+    'current-snapshot-id': id,
+    refs: { main: { 'snapshot-id': id, type: 'branch' } },
+    snapshots: expire ? [snapshot] : [...metadata.snapshots, snapshot],
+    'snapshot-log': expire ? [logged] : [...metadata['snapshot-log'], logged],
+  });
+}
+
 /** The checkpoint ids the table's snapshots name, in the order of the snapshot list ('-' for another writer's). */
 export function checkpointsOf(metadata: TableMetadata): string[] {
   return metadata.snapshots.map((snapshot) => snapshot.summary['eos.checkpoint-id'] ?? '-');
@@ -168,10 +201,7 @@ export function mainCheckpoints(metadata: TableMetadata, pipelineId?: string): s
 export async function compact(catalog: Catalog, { expire = false } = {}): Promise<bigint> {
   const state = await stateOf(catalog);
   const { metadata } = state;
-  const head = metadata.snapshots.find(
-    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
-  );
-  if (!head) throw new Error('the table has no head');
+  const head = headOf(metadata);
   const sequence = metadata['last-sequence-number'] + 1;
   const id = 7_000_000_000_000_000n + BigInt(sequence);
   const snapshot: Snapshot = {
@@ -183,16 +213,7 @@ export async function compact(catalog: Catalog, { expire = false } = {}): Promis
     summary: { operation: 'replace' },
     'schema-id': metadata['current-schema-id'],
   };
-  const logged = { 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id };
-  await commitOver(catalog, state, {
-    ...metadata,
-    'last-sequence-number': sequence,
-    'last-updated-ms': snapshot['timestamp-ms'],
-    'current-snapshot-id': id,
-    refs: { main: { 'snapshot-id': id, type: 'branch' } },
-    snapshots: expire ? [snapshot] : [...metadata.snapshots, snapshot],
-    'snapshot-log': expire ? [logged] : [...metadata['snapshot-log'], logged],
-  });
+  await commitAsHead(catalog, state, snapshot, expire);
   return id;
 }
 
@@ -221,10 +242,7 @@ export async function commitOnHead(
 ): Promise<bigint> {
   const state = await stateOf(catalog);
   const { metadata } = state;
-  const head = metadata.snapshots.find(
-    (snapshot) => snapshot['snapshot-id'] === metadata['current-snapshot-id'],
-  );
-  if (!head) throw new Error('the table has no head');
+  const head = headOf(metadata);
   const store = s3ManifestStore(s3, metadata.location);
   const sequence = metadata['last-sequence-number'] + 1;
   const id = idBase + BigInt(sequence);
@@ -244,18 +262,7 @@ export async function commitOnHead(
     summary: { operation },
     'schema-id': metadata['current-schema-id'],
   };
-  await commitOver(catalog, state, {
-    ...metadata,
-    'last-sequence-number': sequence,
-    'last-updated-ms': snapshot['timestamp-ms'],
-    'current-snapshot-id': id,
-    refs: { main: { 'snapshot-id': id, type: 'branch' } },
-    snapshots: [...metadata.snapshots, snapshot],
-    'snapshot-log': [
-      ...metadata['snapshot-log'],
-      { 'timestamp-ms': snapshot['timestamp-ms'], 'snapshot-id': id },
-    ],
-  });
+  await commitAsHead(catalog, state, snapshot);
   return id;
 }
 
