@@ -70,6 +70,8 @@ export function createProcessorHandler(options: ProcessorHandlerOptions): Proces
       ...options.decode,
     }),
     observer: processorObserver(telemetry),
+    // A coordinator of the release before inline entries may still run after a deploy: wait for it to be gone.
+    inlineEntries: 'after-coordinator-upgrade',
   });
   /** Throws on any transient failure so that the event source mapping retries the whole batch. */
   return middy<unknown, BatchReport>()

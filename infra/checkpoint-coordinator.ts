@@ -41,7 +41,7 @@ import {
   PUBLISH_STEP,
 } from '../shared/coordinator/definition.ts';
 import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
-import { fenceLeadingKeys } from '../shared/ledger/fences.ts';
+import { fenceKeys, fenceLeadingKeys } from '../shared/ledger/fences.ts';
 import { keys } from '../shared/ledger/layout.ts';
 import { finalPrefix, finalStreamPrefix, inProgressPrefix, manifestsPrefix } from '../shared/sink/layout.ts';
 import { BundledFunction, type BundledFunctionProps } from './bundled-function.ts';
@@ -216,7 +216,8 @@ export class CheckpointCoordinator extends Construct {
    * What each step does to the ledger and the bucket, and nothing more. Item kinds: the checkpoint head, records
    * and cut pages (`<pl>#CHECKPOINT`, `<pl>#CHECKPOINT#…`), read by every step and written by the steps that move
    * a checkpoint; the fences (`<pl>#FENCE` and its shards `<pl>#FENCE#*`), read by begin for the cut; staged-file entries
-   * (`<pl>#STAGED#…`), read by prepare (and by commit, for the `CommitLatency` metric) and removed by cleanup;
+   * (`<pl>#STAGED#…`, and inline in the fence items: `inline-entries.ts`), read by prepare (and by commit, for the
+   * `CommitLatency` metric) and removed by cleanup (an inline entry by an UpdateItem of its fence);
    * the replay plans (`<pl>#REPLAY`, `replay.ts`), read by begin and switched by commit. No step touches claims
    * or keyed state.
    */
@@ -228,6 +229,8 @@ export class CheckpointCoordinator extends Construct {
     const manifests = manifestsPrefix(pl);
     const checkpoint = [keys.checkpointPk(pl), `${keys.checkpointPk(pl)}#*`];
     const fences = fenceLeadingKeys(pl);
+    // Inline staged entries lie only in the sharded fences (`inline-entries.ts`): cleanup removes them there.
+    const shardedFences = [`${fenceKeys.legacyPk(pl)}#*`];
     const stagedEntries = [`${pl}#STAGED#*`];
     const read = ['dynamodb:GetItem', 'dynamodb:Query'];
     const write = ['dynamodb:UpdateItem'];
@@ -252,6 +255,7 @@ export class CheckpointCoordinator extends Construct {
           dynamodb: [
             [[...read, ...write], checkpoint],
             [read, stagedEntries],
+            [['dynamodb:BatchGetItem'], fences],
           ],
           objects: [
             [staged, ['s3:GetObject']],
@@ -273,12 +277,14 @@ export class CheckpointCoordinator extends Construct {
         };
       case 'commit':
         return {
-          // Query on staged entries: the first covered entry of each partition, for CommitLatency (read only).
+          // Query on staged entries, GetItem on fences (inline entries): the first covered entry of each partition,
+          // for CommitLatency when a plan does not name it (read only).
           // A checkpoint that switches to a replay's generation reads its plan and marks it switched (GetItem,
           // a conditional UpdateItem); commit never creates or deletes a plan.
           dynamodb: [
             [[...read, ...write], checkpoint],
             [['dynamodb:Query'], stagedEntries],
+            [['dynamodb:GetItem'], fences],
             [['dynamodb:GetItem', 'dynamodb:UpdateItem'], replay],
           ],
           objects: [
@@ -291,11 +297,14 @@ export class CheckpointCoordinator extends Construct {
         // PutItem: the orphan sweep's resume mark; DeleteItem: cut pages no checkpoint needs any more. Cleanup
         // reads the shard's voted plan (the staged files it names are what it deletes); abort reads no plan.
         // Staged entries go in batches of conditional PartiQL deletes (one write unit each, not a transaction's
-        // two), by transaction where a batch leaves one undecided.
+        // two), by transaction where a batch leaves one undecided; inline ones by an UpdateItem that removes their
+        // attributes from the fence item (GetItem: the fence's inline entries, read with it).
         return {
           dynamodb: [
             [[...read, ...write, 'dynamodb:PutItem', 'dynamodb:DeleteItem'], checkpoint],
             [[...read, 'dynamodb:DeleteItem'], stagedEntries],
+            [['dynamodb:GetItem', 'dynamodb:BatchGetItem'], fences],
+            [['dynamodb:UpdateItem'], shardedFences],
             [['dynamodb:PartiQLDelete'], stagedEntries, { keyRequired: true }],
           ],
           objects: [

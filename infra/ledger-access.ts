@@ -27,6 +27,12 @@ export const PROCESSOR_CLAIM_INSERT_ACTIONS = ['dynamodb:PartiQLInsert'];
 export function claimLeadingKeys(pipeline: string): string[] {
   return [`${pipeline}#CLAIM#*`];
 }
+/**
+ * The processor reads the checkpoint head (GetItem only) to learn whether the coordinator reads staged entries kept
+ * inline in fence items (`shared/processor/inline-gate.ts`).
+ */
+export const PROCESSOR_HEAD_READ_ACTIONS = ['dynamodb:GetItem'];
+
 /** Partition-scoped idempotency reads a partition's key window with one Query, on those keys only. */
 export const PROCESSOR_KEY_WINDOW_ACTIONS = ['dynamodb:Query'];
 
@@ -37,7 +43,8 @@ export function keyWindowLeadingKeys(pipeline: string): string[] {
 
 /**
  * The partition keys the processor may touch: its fences, staged-file entries, claims and keyed state — never
- * the checkpoint head, checkpoint records or cut pages (`<pl>#CHECKPOINT…`), which only the coordinator writes.
+ * the checkpoint head, checkpoint records or cut pages (`<pl>#CHECKPOINT…`), which only the coordinator writes
+ * (the processor only reads the head: {@link PROCESSOR_HEAD_READ_ACTIONS}).
  */
 export function processorLeadingKeys(pipeline: string): string[] {
   return [

@@ -9,6 +9,7 @@ import * as targets from 'aws-cdk-lib/aws-events-targets';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { settingsToEnv } from '../shared/config/settings.ts';
+import { keys } from '../shared/ledger/layout.ts';
 import { BundledFunction } from './bundled-function.ts';
 import type { PipelineConfig } from './config.ts';
 import { type AttachedKafkaSource, attachKafkaSource } from './kafka-source.ts';
@@ -18,6 +19,7 @@ import {
   monitorLeadingKeys,
   PROCESSOR_CLAIM_INSERT_ACTIONS,
   PROCESSOR_DYNAMODB_ACTIONS,
+  PROCESSOR_HEAD_READ_ACTIONS,
   PROCESSOR_KEY_WINDOW_ACTIONS,
   processorLeadingKeys,
   REPLAY_PROCESSOR_PLAN_ACTIONS,
@@ -84,6 +86,13 @@ export function createProcessorFunction(
     },
   });
   grantLedger(table, fn, PROCESSOR_DYNAMODB_ACTIONS, processorLeadingKeys(config.pipelineId));
+  grantLedger(
+    table,
+    fn,
+    PROCESSOR_HEAD_READ_ACTIONS,
+    [keys.checkpointPk(config.pipelineId)],
+    'CheckpointHeadRead',
+  );
   grantLedger(
     table,
     fn,

@@ -8,12 +8,17 @@ import type { AwsClients } from './clients.ts';
 
 type Stack = MiddlewareStack<object, MetadataBearer>;
 
+/** DynamoDB's single-item writes, billed by the written item's size. */
+const SINGLE_WRITES = new Set(['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']);
+
 export class CallCounter {
   private readonly counts = new Map<string, number>();
   /** Items written through transactions (each costs 2 write request units per KB). */
   private items = 0;
   /** Writes made by PartiQL batch statements (each costs 1 write request unit per KB, as a single write). */
   private statements = 0;
+  /** Write units of single writes (PutItem, UpdateItem, DeleteItem), as DynamoDB reports them: by item size. */
+  private singleUnits = 0;
 
   /** Adds the counting middleware to both clients (adding it again replaces it). */
   attach(clients: AwsClients): this {
@@ -26,11 +31,27 @@ export class CallCounter {
     const middleware: InitializeMiddleware<object, MetadataBearer> = (next, context) => async (args) => {
       const operation = `${service}:${String(context.commandName).replace(/Command$/, '')}`;
       this.counts.set(operation, (this.counts.get(operation) ?? 0) + 1);
-      const input = args.input as { TransactItems?: unknown[]; Statements?: Array<{ Statement?: string }> };
+      const input = args.input as {
+        TransactItems?: unknown[];
+        Statements?: Array<{ Statement?: string }>;
+        ReturnConsumedCapacity?: string;
+      };
       if (input.TransactItems) this.items += input.TransactItems.length;
       for (const { Statement = '' } of input.Statements ?? [])
         if (/^\s*(INSERT|UPDATE|DELETE)\b/i.test(Statement)) this.statements++;
-      return next(args);
+      if (!SINGLE_WRITES.has(operation)) return next(args);
+      // Asked of DynamoDB, which bills a single write by the size of the item it writes (before or after, the
+      // larger); a write refused by its condition is billed too, at least one unit.
+      input.ReturnConsumedCapacity ??= 'TOTAL';
+      try {
+        const result = await next(args);
+        const used = (result.output as { ConsumedCapacity?: { CapacityUnits?: number } }).ConsumedCapacity;
+        this.singleUnits += used?.CapacityUnits ?? 1;
+        return result;
+      } catch (error) {
+        this.singleUnits += 1;
+        throw error;
+      }
     };
     // 'initialize' runs once per call, before the SDK's own retries: calls as the code makes them.
     stack.add(middleware, { step: 'initialize', name: 'eosCallCounter', override: true });
@@ -53,10 +74,16 @@ export class CallCounter {
     return this.statements;
   }
 
+  /** Write units of the single writes (PutItem, UpdateItem, DeleteItem), by the sizes DynamoDB reported. */
+  singleWriteUnits(): number {
+    return this.singleUnits;
+  }
+
   reset(): void {
     this.counts.clear();
     this.items = 0;
     this.statements = 0;
+    this.singleUnits = 0;
   }
 }
 

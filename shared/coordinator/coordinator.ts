@@ -44,10 +44,10 @@ import {
   type CheckpointRecord,
   type CheckpointStatus,
   CheckpointStore,
-  type CutEntry,
   isInFlight,
   truncateReason,
 } from '../ledger/checkpoints.ts';
+import { parsePartitionId } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { TableSnapshots } from '../ledger/table-snapshots.ts';
 import { allocateCheckpoint, BUSY } from './begin/allocate.ts';
@@ -301,14 +301,18 @@ class CheckpointCoordinator implements Coordinator {
 
   /** One shard's plan from its covered entries (C2), verified (C3) and its candidates written (`prepare/plan-shard.ts`). */
   private async planShard(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
+    const cuts = await this.store.readCut(record, shard);
+    // The shard's fence items in batches of 100 (their inline entries), not one read a partition.
+    const fences = await this.parts.ledger.fenceItemsOf(cuts.map((cut) => parsePartitionId(cut.partition)));
     const covered: StagedFileEntry[][] = [];
-    for (const cut of await this.store.readCut(record, shard)) covered.push(await this.coveredEntries(cut));
-    return planShard(this.parts, record, shard, covered);
-  }
-
-  /** C2: the entries with previous cut < lastOffset ≤ cut in one partition, each checked (`prepare/covered.ts`). */
-  private async coveredEntries(cut: CutEntry): Promise<StagedFileEntry[]> {
-    return coveredEntries(this.parts, cut);
+    const inlinePartitions: string[] = [];
+    for (const cut of cuts) {
+      // C2: the entries with previous cut < lastOffset ≤ cut in one partition, each checked.
+      const found = await coveredEntries(this.parts, cut, { fence: fences.get(cut.partition) ?? null });
+      covered.push(found.entries);
+      if (found.inline) inlinePartitions.push(cut.partition);
+    }
+    return planShard(this.parts, record, shard, covered, inlinePartitions);
   }
 
   // ── decide ────────────────────────────────────────────────────────────────────────────────────────────────

@@ -42,6 +42,12 @@ export interface CheckpointHead {
   readonly consecutiveAborts: number;
   readonly lastAbortReason?: string;
   readonly updatedAt: number;
+  /**
+   * Epoch ms of the first checkpoint begun by a release whose coordinator reads staged entries kept inline in
+   * fence items: processors put entries inline only a grace period after it (`processor/inline-gate.ts`). A begin
+   * of an earlier release rewrites the head without it, and the next begin of this release starts it again.
+   */
+  readonly inlineEntriesSince?: number;
 }
 
 /** The head of a pipeline that never took a checkpoint. */

@@ -13,13 +13,19 @@
 import { BatchExecuteStatementCommand, type DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { send } from '../aws/dynamo.ts';
 import { mapLimit } from '../concurrency.ts';
+import type { InlineAt } from './inline-entries.ts';
 import type { ItemKey } from './layout.ts';
 import { distinctBatches, PartiqlRefusal } from './partiql-batches.ts';
 
-/** A ledger item to delete where it lies; `key`: only while it still names that object. */
+/**
+ * A staged entry to delete where it lies: the item at `at` (`key`: only while it still names that object), or the
+ * attribute `inline` of a fence item (`inline-entries.ts`); with `orItem`, whichever of the two holds it.
+ */
 export interface DeleteTarget {
   readonly at: ItemKey;
   readonly key?: string;
+  readonly inline?: InlineAt;
+  readonly orItem?: boolean;
 }
 
 /** What the batches did: deletes done, refused by their condition, and left to the caller. */

@@ -17,7 +17,8 @@ import {
   type StopRecord,
 } from './epochs.ts';
 import { fenceKeys } from './fences.ts';
-import type { ItemKey } from './layout.ts';
+import { entryItemsUpTo, inlineBytesIn } from './inline-entries.ts';
+import { type ItemKey, keys } from './layout.ts';
 import { type FenceIdentity, RECENT_STARTS, type RecordFingerprint } from './records.ts';
 
 export const NO_FENCE = -1;
@@ -37,6 +38,16 @@ export interface FenceState {
   readonly epoch?: number;
   /** Why the processor last stopped this lane, until its next staging transaction (`epochs.ts`). */
   readonly stop?: StopRecord;
+  /**
+   * Bytes of the staged entries the fence item holds inline (`inline-entries.ts`), at most: cleanup only removes
+   * them. Undefined: none known (no fence, or a state not read from the item).
+   */
+  readonly inlineBytes?: number;
+  /**
+   * The highest offset a staged-entry item of the partition may have, while the fence's mark holds
+   * (`inline-entries.ts`); undefined: items may lie anywhere at or below the staged offset.
+   */
+  readonly entryItemsUpTo?: number;
 }
 
 /** A partition's current lane (`epochs.ts`) and that lane's fence. */
@@ -113,10 +124,14 @@ function fenceStateOf(item: Record<string, unknown>, topic: string, partition: n
     );
   }
   const stop = item[STOP_ATTRIBUTE];
+  const inlineBytes = inlineBytesIn(item);
+  const itemsUpTo = entryItemsUpTo(item);
   return {
     stagedOffset,
     identity: identityOf(item, stagedOffset),
     updatedAt: typeof item.updatedAt === 'number' ? item.updatedAt : undefined,
+    ...(inlineBytes > 0 ? { inlineBytes } : {}),
+    ...(itemsUpTo === undefined ? {} : { entryItemsUpTo: itemsUpTo }),
     ...(item[CLOSED_ATTRIBUTE] === undefined ? {} : { closed: true as const }),
     ...(epoch === undefined ? {} : { epoch: epoch as number }),
     ...(isStopRecord(stop) ? { stop } : {}),
@@ -246,4 +261,21 @@ export async function recordStop(
     () => true,
     () => false,
   );
+}
+
+/** The checkpoint head's `inlineEntriesSince` (`processor/inline-gate.ts`), strongly consistent; undefined if none. */
+export async function readInlineEntriesSince(at: TableRef, pipeline: string): Promise<number | undefined> {
+  const { Item } = await send(
+    at.doc,
+    new GetCommand({
+      TableName: at.table,
+      Key: keys.checkpointHead(pipeline),
+      ConsistentRead: true,
+      ProjectionExpression: 'inlineEntriesSince',
+    }),
+    'dynamodb:GetItem(checkpoint head)',
+    { missingTable: at.table },
+  );
+  const since = Item?.inlineEntriesSince;
+  return Number.isSafeInteger(since) ? (since as number) : undefined;
 }

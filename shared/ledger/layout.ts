@@ -9,6 +9,7 @@
  * |-------------------|-----------------------------------------|-------------------------------------|
  * | partition fence   | `<pl>#FENCE#<shard, 2 digits>`          | `<topic>#<partition>`               |
  * | staged-file entry | `<pl>#STAGED#<topic>#<partition>`       | `<lastOffset, 20 digits>#<stream>`  |
+ * | (or inline)       | in the fence item, attribute `e:<lastOffset>:<stream>` (`inline-entries.ts`)  |
  * | idempotency claim | `<pl>#CLAIM#<key>`                      | `CLAIM` (generation G: `CLAIM#g<G>`) |
  * | replay plan       | `<pl>#REPLAY`                           | `G#<generation, 9 digits>`          |
  * | key-window bucket | `<pl>#KEYS#<topic>#<partition>`         | `W#<seq, 12 digits>`                |
@@ -26,7 +27,7 @@
  * - the processor: `<pl>#FENCE#*` (and the legacy `<pl>#FENCE`, see `fences.ts`), `<pl>#STAGED#*`, `<pl>#CLAIM#*`, `<pl>#KEYS#*` (partition-scoped idempotency,
  *   `key-window.ts`), `<pl>#STATE#*` — and nothing else;
  * - the coordinator: every `<pl>#CHECKPOINT…` item (head, records, sweep mark, cut pages), and deletes of
- *   staged entries it promoted. Nothing the commit path trusts lies under a processor key: a processor that
+ *   staged entries it promoted (an inline one by removing its attribute from the fence item). Nothing the commit path trusts lies under a processor key: a processor that
  *   is compromised can stage garbage (prepare refuses it) but cannot move the head, forge a cut or a vote.
  *
  * A checkpoint's cut is not in its record: it is written as cut pages (`cut-pages.ts`, each far under DynamoDB's

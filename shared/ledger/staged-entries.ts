@@ -1,17 +1,21 @@
 /**
  * What the coordinator reads and removes of the processor's ledger items: partition fences (the cut, C2) and
- * staged-file entries (what a checkpoint covers). Writes of these items are the processor's; the coordinator only
- * deletes entries it has promoted, each delete conditioned on the entry still naming the object it promoted.
+ * staged-file entries (what a checkpoint covers), kept as items or inline in their fence item
+ * (`inline-entries.ts`). Writes of these items are the processor's; the coordinator only deletes entries it has
+ * promoted: an entry item on condition it still names the object it promoted, an inline entry by removing its
+ * attribute from the fence item, and nothing else of the fence.
  */
 
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import {
+  BatchGetCommand,
   DeleteCommand,
   type DynamoDBDocumentClient,
   GetCommand,
   paginateQuery,
   TransactWriteCommand,
+  UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
@@ -19,6 +23,13 @@ import { classified, queryPages, send, sendConditional } from '../aws/dynamo.ts'
 import { mapLimit } from '../concurrency.ts';
 import { type DeleteTarget, deleteEntriesInBatches } from './entry-deletes.ts';
 import { fenceKeys } from './fences.ts';
+import {
+  type InlineAt,
+  type InlineItem,
+  inlineAttribute,
+  inlineItemsOf,
+  mayHaveEntryItems,
+} from './inline-entries.ts';
 import { type ItemKey, keys, padOffset, partitionId, STREAMS, type Stream } from './layout.ts';
 import type { FenceItem, StagedFileEntry } from './records.ts';
 
@@ -32,16 +43,19 @@ export interface OffsetRange {
   readonly upTo: number;
 }
 
-/** One ledger item under a partition's staged key: a trusted entry, or a rejected item and why. */
-export type StagedItem =
-  | { readonly kind: 'entry'; readonly at: ItemKey; readonly entry: StagedFileEntry }
+/**
+ * One staged entry of a partition as read, an item under its staged key or an attribute of its fence (`inline`,
+ * with `at` the key its item would have): a trusted entry, or a rejected item and why.
+ */
+export type StagedItem = { readonly at: ItemKey; readonly inline?: InlineAt } & (
+  | { readonly kind: 'entry'; readonly entry: StagedFileEntry }
   | {
       readonly kind: 'rejected';
-      readonly at: ItemKey;
       /** `malformed`: not an entry's attributes; `misplaced`: an entry's attributes at another entry's key. */
       readonly reason: 'malformed' | 'misplaced';
       readonly item: Readonly<Record<string, unknown>>;
-    };
+    }
+);
 
 function deleteInput(target: DeleteTarget) {
   const { pk, sk } = target.at;
@@ -93,6 +107,28 @@ function classifyItem(
   return { kind: 'entry', at, entry };
 }
 
+/** Keys of one BatchGetItem (DynamoDB's limit), and rounds for the keys it leaves unprocessed. */
+const BATCH_GET_KEYS = 100;
+const BATCH_GET_ROUNDS = 6;
+
+export interface ItemsOptions {
+  /** Bounds each Query (a reader that wants only the first items pays for what it reads, not for a 1 MB page). */
+  readonly pageSize?: number;
+  /** The partition's fence item as already read ({@link StagedEntries.fenceItemsOf}; null: absent). */
+  readonly fence?: Record<string, unknown> | null;
+}
+
+/** Attributes one cleanup UpdateItem removes at most (its expression stays far under DynamoDB's 4 KB). */
+const INLINE_REMOVES_PER_UPDATE = 100;
+
+/** An inline entry as a {@link StagedItem}: `at` is the key its item would have (`stagedPk`). */
+function fromInline(stagedPk: string, read: InlineItem): StagedItem {
+  const at = { pk: stagedPk, sk: read.sk };
+  return read.kind === 'entry'
+    ? { kind: 'entry', at, inline: read.at, entry: read.entry }
+    : { kind: 'rejected', at, inline: read.at, reason: read.reason, item: read.item };
+}
+
 /** A transaction of deletes cancelled because some entry is already gone (or names another object now). */
 const someEntryGone = (error: unknown): boolean =>
   cancellationReasons(error)?.some((reason) => reason.Code === 'ConditionalCheckFailed') ?? false;
@@ -126,22 +162,101 @@ export class StagedEntries {
   }
 
   /**
-   * The ledger items of one partition (both streams) with sort keys from `range.above + 1` to `range.upTo`, in
-   * sort-key order, each with the key it actually lies at. An item is processor-written, so nothing in it is
-   * trusted: one whose attributes are not a well-formed entry, or that does not lie at
-   * `keys.staged(...)` of its own attributes (a copy at another sort key), comes back rejected, never as an entry.
-   */
-  /**
-   * Every item under the partition's staged key in the range, in offset order. `pageSize` bounds each Query (a
-   * reader that wants only the first items pays for what it reads, not for a 1 MB page).
+   * The staged entries of one partition (both streams) with `range.above < lastOffset <= range.upTo`, in sort-key
+   * order (offset, then stream), each with where it lies: the inline entries of the partition's fence item (one
+   * strongly consistent GetItem), merged with the entry items, which are queried only where the fence says some
+   * may lie (`inline-entries.ts`). Everything is processor-written, so nothing is trusted: an item whose attributes
+   * are not a well-formed entry, or that does not lie at `keys.staged(...)` of its own attributes (a copy at
+   * another sort key), and an inline value that does not unpack, come back rejected, never as an entry.
    */
   async *items(
     topic: string,
     partition: number,
     range: OffsetRange,
-    { pageSize }: { readonly pageSize?: number } = {},
+    { pageSize, fence: known }: ItemsOptions = {},
   ): AsyncGenerator<StagedItem> {
     if (range.upTo <= range.above) return;
+    const fence = known === undefined ? await this.fenceItem(topic, partition) : (known ?? undefined);
+    const inline = fence === undefined ? [] : this.inlineOf(fence, topic, partition, range);
+    const pk = keys.stagedPk(this.pipeline, topic, partition);
+    let next = 0;
+    if (mayHaveEntryItems(fence, range.above)) {
+      for await (const item of this.entryItems(topic, partition, range, pageSize)) {
+        while (next < inline.length && inline[next]!.sk < item.at.sk) yield fromInline(pk, inline[next++]!);
+        yield item;
+      }
+    }
+    while (next < inline.length) yield fromInline(pk, inline[next++]!);
+  }
+
+  private inlineOf(
+    fence: Record<string, unknown>,
+    topic: string,
+    partition: number,
+    range: OffsetRange,
+  ): InlineItem[] {
+    const where = {
+      pipeline: this.pipeline,
+      topic,
+      partition,
+      fence: keys.fence(this.pipeline, topic, partition),
+    };
+    return inlineItemsOf(fence, where, range);
+  }
+
+  /**
+   * The (sharded) fence items of `partitions`, strongly consistent, by `<topic>#<partition>` (an absent fence is
+   * `null`): BatchGetItem, 100 keys a call, for readers of many partitions (prepare's and cleanup's shards), whose
+   * {@link items} then read no fence each.
+   */
+  async fenceItemsOf(
+    partitions: readonly { readonly topic: string; readonly partition: number }[],
+  ): Promise<Map<string, Record<string, unknown> | null>> {
+    const found = new Map<string, Record<string, unknown> | null>();
+    for (const { topic, partition } of partitions) found.set(partitionId(topic, partition), null);
+    const keysOf = partitions.map(({ topic, partition }) => keys.fence(this.pipeline, topic, partition));
+    for (let i = 0; i < keysOf.length; i += BATCH_GET_KEYS) {
+      let pending: Record<string, unknown>[] = keysOf.slice(i, i + BATCH_GET_KEYS).map((key) => ({ ...key }));
+      for (let round = 0; pending.length > 0; round++) {
+        if (round >= BATCH_GET_ROUNDS)
+          throw new Error(`DynamoDB left ${pending.length} fence reads unprocessed`);
+        if (round > 0) await new Promise((resolve) => setTimeout(resolve, 50 * 2 ** round));
+        const output = await send(
+          this.doc,
+          new BatchGetCommand({
+            RequestItems: { [this.table]: { Keys: pending, ConsistentRead: true } },
+          }),
+          'dynamodb:BatchGetItem(fence entries)',
+        );
+        // A fence's sort key is its `<topic>#<partition>` (`fences.ts`).
+        for (const item of output.Responses?.[this.table] ?? []) found.set(String(item.sk), item);
+        pending = output.UnprocessedKeys?.[this.table]?.Keys ?? [];
+      }
+    }
+    return found;
+  }
+
+  /** The partition's (sharded) fence item, strongly consistent; inline entries live only there. */
+  private async fenceItem(topic: string, partition: number): Promise<Record<string, unknown> | undefined> {
+    const result = await send(
+      this.doc,
+      new GetCommand({
+        TableName: this.table,
+        Key: keys.fence(this.pipeline, topic, partition),
+        ConsistentRead: true,
+      }),
+      'dynamodb:GetItem(fence entries)',
+    );
+    return result.Item;
+  }
+
+  /** The entry items under the partition's staged key in the range (see {@link items}). */
+  private async *entryItems(
+    topic: string,
+    partition: number,
+    range: OffsetRange,
+    pageSize: number | undefined,
+  ): AsyncGenerator<StagedItem> {
     const pk = keys.stagedPk(this.pipeline, topic, partition);
     const pages = queryPages(
       this.doc,
@@ -168,13 +283,28 @@ export class StagedEntries {
     for await (const item of this.items(topic, partition, range)) if (item.kind === 'entry') yield item.entry;
   }
 
-  /** The entry at (partition, lastOffset, stream), if any. */
+  /** The entry at (partition, lastOffset, stream), inline or an item, if any (unchecked, as stored). */
   async entryAt(
     topic: string,
     partition: number,
     lastOffset: number,
     stream: Stream,
   ): Promise<StagedFileEntry | undefined> {
+    const fence = await send(
+      this.doc,
+      new GetCommand({
+        TableName: this.table,
+        Key: keys.fence(this.pipeline, topic, partition),
+        ConsistentRead: true,
+        ProjectionExpression: '#entry',
+        ExpressionAttributeNames: { '#entry': inlineAttribute(lastOffset, stream) },
+      }),
+      'dynamodb:GetItem(fence entry)',
+    );
+    const inline =
+      fence.Item && this.inlineOf(fence.Item, topic, partition, { above: lastOffset - 1, upTo: lastOffset });
+    const found = inline?.find((item) => item.kind === 'entry');
+    if (found?.kind === 'entry') return found.entry;
     const result = await send(
       this.doc,
       new GetCommand({
@@ -203,14 +333,75 @@ export class StagedEntries {
   }
 
   /**
-   * Deletes ledger items (see {@link deleteEntry}), whatever partitions they lie in: in batches of conditional
-   * PartiQL deletes, one write unit each (`entry-deletes.ts`); what a batch leaves undecided, by transactions of up
-   * to `chunk` deletes (two write units each). Returns how many were deleted, an item already gone counted as the
-   * batch's success counts it.
+   * Deletes staged entries, whatever partitions they lie in. Inline ones (`target.inline`) go by one UpdateItem per
+   * fence item removing their attributes; a target that may be either (`orItem`: the cleanup's plan names its
+   * files, not where their entries lie) has its item deleted when no inline entry was removed for it. Entry items
+   * (see {@link deleteEntry}) go in batches of conditional PartiQL deletes, one write unit each
+   * (`entry-deletes.ts`); what a batch leaves undecided, by transactions of up to `chunk` deletes (two write units
+   * each). Returns how many were deleted, an item already gone counted as the batch's success counts it.
    */
   async deleteEntries(targets: readonly DeleteTarget[], chunk = 100, concurrency = 4): Promise<number> {
-    const batched = await deleteEntriesInBatches(this.doc, this.table, targets, concurrency);
-    return batched.deleted + (await this.deleteByTransactions(batched.undecided, chunk, concurrency));
+    const { removed, items } = await this.removeInline(targets, concurrency);
+    const batched = await deleteEntriesInBatches(this.doc, this.table, items, concurrency);
+    return (
+      removed + batched.deleted + (await this.deleteByTransactions(batched.undecided, chunk, concurrency))
+    );
+  }
+
+  /**
+   * Removes the inline targets' attributes, fence by fence (the fence must exist: an update never creates one), and
+   * returns how many were removed and the targets left to delete as items.
+   */
+  private async removeInline(
+    targets: readonly DeleteTarget[],
+    concurrency: number,
+  ): Promise<{ removed: number; items: DeleteTarget[] }> {
+    const items: DeleteTarget[] = [];
+    const byFence = new Map<string, { fence: ItemKey; targets: DeleteTarget[] }>();
+    for (const target of targets) {
+      if (target.inline === undefined) {
+        items.push(target);
+        continue;
+      }
+      const id = `${target.inline.fence.pk}\u0000${target.inline.fence.sk}`;
+      const group = byFence.get(id) ?? { fence: target.inline.fence, targets: [] };
+      group.targets.push(target);
+      byFence.set(id, group);
+    }
+    const counts = await mapLimit([...byFence.values()], concurrency, async ({ fence, targets: group }) => {
+      let removed = 0;
+      for (let i = 0; i < group.length; i += INLINE_REMOVES_PER_UPDATE) {
+        const part = group.slice(i, i + INLINE_REMOVES_PER_UPDATE);
+        const gone = await this.removeAttributes(
+          fence,
+          part.map((t) => t.inline!.attribute),
+        );
+        removed += gone.size;
+        for (const target of part)
+          if (target.orItem && !gone.has(target.inline!.attribute)) items.push(target);
+      }
+      return removed;
+    });
+    return { removed: counts.reduce((sum, n) => sum + n, 0), items };
+  }
+
+  /** Removes attributes of one fence item; returns those it held (an absent fence holds none). */
+  private async removeAttributes(fence: ItemKey, attributes: readonly string[]): Promise<Set<string>> {
+    const names = Object.fromEntries(attributes.map((name, i) => [`#e${i}`, name]));
+    const result = await sendConditional(
+      this.doc,
+      new UpdateCommand({
+        TableName: this.table,
+        Key: fence,
+        UpdateExpression: `REMOVE ${Object.keys(names).join(', ')}`,
+        ConditionExpression: 'attribute_exists(pk)',
+        ExpressionAttributeNames: names,
+        ReturnValues: 'UPDATED_OLD',
+      }),
+      'dynamodb:UpdateItem(remove inline entries)',
+      { lost: (error) => error instanceof ConditionalCheckFailedException },
+    );
+    return new Set(Object.keys(result?.Attributes ?? {}).filter((name) => attributes.includes(name)));
   }
 
   /**

@@ -19,10 +19,17 @@ import {
   releaseOrphanClaim,
 } from './claim-items.ts';
 import type { StopRecord } from './epochs.ts';
-import { type FenceState, type LaneFence, readCurrentFence, readFence, recordStop } from './fence-reads.ts';
+import {
+  type FenceState,
+  type LaneFence,
+  readCurrentFence,
+  readFence,
+  readInlineEntriesSince,
+  recordStop,
+} from './fence-reads.ts';
 import type { KeyWindowBucket } from './key-window.ts';
 import type { ClaimItem } from './records.ts';
-import { readKeyWindow, type StagingTransaction, stage } from './staging-transaction.ts';
+import { readKeyWindow, type StagedFence, type StagingTransaction, stage } from './staging-transaction.ts';
 import { applyState, type DirectStateTransaction, readState } from './state-items.ts';
 
 export {
@@ -42,6 +49,7 @@ export {
   ClaimHandoverLostError,
   FenceMovedError,
   KeyWindowChangedError,
+  type StagedFence,
   type StagingTransaction,
 } from './staging-transaction.ts';
 export {
@@ -84,8 +92,16 @@ export class StagingLedger {
   }
 
   /** Applies a chunk's effects atomically (P1, P2), or throws what names the refusal (`staging-transaction.ts`). */
-  stage(txn: StagingTransaction): Promise<void> {
+  stage(txn: StagingTransaction): Promise<StagedFence> {
     return stage(this.at, txn);
+  }
+
+  /**
+   * When coordinators that read inline staged entries took over the pipeline (the head's `inlineEntriesSince`,
+   * epoch ms, `processor/inline-gate.ts`); undefined before.
+   */
+  readInlineEntriesSince(pipeline: string): Promise<number | undefined> {
+    return readInlineEntriesSince(this.at, pipeline);
   }
 
   /** The live output's claims of these keys that are not released (`claim-items.ts`). */

@@ -4,7 +4,8 @@
  *   0      the fence: stagedOffset := newOffset and its identity (the fingerprints of the record at newOffset and
  *          of the delivered batch's first record), on condition stagedOffset = expected (or absent when -1)
  *   (1)    the legacy fence key, when this transaction moves the fence to its shard (`fences.ts`)
- *   ...    staged-file entries (one per stream with rows), each on condition the entry does not exist
+ *   ...    staged-file entries (one per stream with rows), each on condition the entry does not exist, unless the
+ *          entries are inline: then they are attributes of the fence item (`inline-entries.ts`)
  *   ...    idempotency claims (`claim-items.ts`), each on condition: absent, expired, or already ours; a failed one
  *          returns the holder, so the processor tells a duplicate (same digest) from a conflict
  *   ...    handovers: claims written ahead for records this transaction dead-letters for their state, released on
@@ -13,13 +14,23 @@
  *          the bucket is as the processor's window says (absent, or holding that many entries)
  *   ...    keyed-state deltas (`state-items.ts`), guarded by the fence condition of the same transaction
  *
+ * A chunk whose only item is the fence (inline entries, no claims, state or key window) is written with a plain
+ * conditional UpdateItem: the same condition on one item, billed as one write, not as a transaction.
+ *
  * The identity rides in the fence update the transaction makes anyway: no extra call in the steady state. A
  * transaction DynamoDB refuses for a limit is structural, not transient: `ItemLimitExceededError` names the
  * partition and the refused item; for keyed-state items it is a `StateItemTooLargeError`.
  */
-import { QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { QueryCommand, TransactWriteCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons } from '../aws/classify.ts';
-import { MAX_TRANSACTION_ITEMS, send, type TableRef, type TransactItem } from '../aws/dynamo.ts';
+import {
+  MAX_TRANSACTION_ITEMS,
+  send,
+  sendConditional,
+  type TableRef,
+  type TransactItem,
+} from '../aws/dynamo.ts';
 import { PipelineError } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
 import {
@@ -33,6 +44,7 @@ import {
 import { CLOSED_ATTRIBUTE, isRootLane, STOP_ATTRIBUTE } from './epochs.ts';
 import { NO_FENCE } from './fence-reads.ts';
 import { fenceKeys } from './fences.ts';
+import { ENTRY_ITEMS_NOTED_AT, ENTRY_ITEMS_UP_TO, inlineBytesIn, packEntry } from './inline-entries.ts';
 import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
 import { keys } from './layout.ts';
 import type { ClaimItem, FenceIdentity, StagedFileEntry } from './records.ts';
@@ -93,6 +105,16 @@ export interface StagingTransaction {
   /** The chunk's last offset: the fence after this transaction. */
   readonly newOffset: number;
   readonly entries: readonly StagedFileEntry[];
+  /**
+   * The entries may go into the fence item (`inline-entries.ts`) instead of items of their own: they do when the
+   * fence is then the transaction's only item ({@link entriesInline}).
+   */
+  readonly inline?: boolean;
+  /**
+   * The highest offset an entry item of the partition may have, as the fence read said while its mark held
+   * (`FenceState.entryItemsUpTo`); undefined when not known: the write then marks everything up to `expectedOffset`.
+   */
+  readonly entryItemsUpTo?: number;
   readonly claims: readonly ClaimItem[];
   /**
    * Claims written ahead for records this transaction dead-letters for their state: each is released here, or, when
@@ -123,13 +145,31 @@ interface Planned {
   readonly releases: readonly ClaimOwner[];
 }
 
+/**
+ * Whether a chunk's entries go inline: asked for, and nothing but the fence to write besides them, so the chunk is
+ * one UpdateItem billed by the fence item's size. With other items the write is a transaction, which bills every
+ * item twice by its size: a fence grown by inline entries would cost more there than an entry item of its own.
+ */
+export function entriesInline(txn: StagingTransaction): boolean {
+  return (
+    txn.inline === true &&
+    txn.entries.length > 0 &&
+    !touchesLegacy(txn) &&
+    txn.claims.length === 0 &&
+    (txn.handovers ?? []).length === 0 &&
+    (txn.keyWindow ?? []).length === 0 &&
+    txn.state.length === 0
+  );
+}
+
 function plan(table: string, txn: StagingTransaction): Planned {
   const moves = touchesLegacy(txn) ? [legacyItem(table, txn)] : [];
-  const items = [fenceItem(table, txn), ...moves, ...txn.entries.map((e) => entryItem(table, txn, e))];
+  const entryItems = entriesInline(txn) ? [] : txn.entries;
+  const items = [fenceItem(table, txn), ...moves, ...entryItems.map((e) => entryItem(table, txn, e))];
   const labels = [
     'fence',
     ...moves.map(() => 'legacy fence'),
-    ...txn.entries.map((e) => `staged entry ${e.stream} ${e.firstOffset}..${e.lastOffset}`),
+    ...entryItems.map((e) => `staged entry ${e.stream} ${e.firstOffset}..${e.lastOffset}`),
   ];
   const claimsStart = items.length;
   const handovers = new Map((txn.handovers ?? []).map((owner) => [owner.idempotencyKey, owner]));
@@ -163,15 +203,22 @@ function plan(table: string, txn: StagingTransaction): Planned {
   return { items, labels, claimsStart, releases };
 }
 
+/** What a staging write tells of the fence item it left, when it knows (a write of the fence alone). */
+export interface StagedFence {
+  /** Bytes of the inline entries the fence item holds now (`inline-entries.ts`). */
+  readonly inlineBytes?: number;
+}
+
 /**
  * Applies a chunk's effects atomically, or throws `FenceMovedError` / `ClaimsTakenError` /
  * `ClaimHandoverLostError` / `KeyWindowChangedError` / `StateTypeConflictError` / `ItemLimitExceededError`.
  */
-export async function stage(at: TableRef, txn: StagingTransaction): Promise<void> {
+export async function stage(at: TableRef, txn: StagingTransaction): Promise<StagedFence> {
   const planned = plan(at.table, txn);
   const { items } = planned;
   // The planner keeps a chunk within the limit (the legacy fence item included): a defect, named, not retried.
   if (items.length > MAX_TRANSACTION_ITEMS) throw tooManyItems(txn, items.length);
+  if (items.length === 1) return stageFenceAlone(at, txn, items[0]!);
   await send(at.doc, new TransactWriteCommand({ TransactItems: items }), 'dynamodb:TransactWriteItems', {
     missingTable: at.table,
     explain: (error) => {
@@ -181,6 +228,26 @@ export async function stage(at: TableRef, txn: StagingTransaction): Promise<void
     },
   });
   believeCommitted(txn.state);
+  return {};
+}
+
+/** A chunk whose only item is the fence: one conditional UpdateItem (see the module comment). */
+async function stageFenceAlone(
+  at: TableRef,
+  txn: StagingTransaction,
+  item: TransactItem,
+): Promise<StagedFence> {
+  const update = item.Update;
+  if (update === undefined) throw new Error('the fence item of a staging transaction is an update');
+  // The item as written comes back at no charge: the processor learns the inline bytes cleanup left it.
+  const written = await sendConditional(
+    at.doc,
+    new UpdateCommand({ ...update, ReturnValues: 'ALL_NEW' }),
+    'dynamodb:UpdateItem(fence)',
+    { missingTable: at.table, lost: (error) => error instanceof ConditionalCheckFailedException },
+  );
+  if (written === undefined) throw new FenceMovedError(txn.topic, txn.partition, txn.expectedOffset);
+  return { inlineBytes: inlineBytesIn(written.Attributes ?? {}) };
 }
 
 function explainCancellation(
@@ -194,7 +261,8 @@ function explainCancellation(
   // failed legacy move (another invocation moved or moved past it).
   const legacy = touchesLegacy(txn);
   const entriesStart = legacy ? 2 : 1;
-  if (failed(0) || (legacy && failed(1)) || txn.entries.some((_, i) => failed(entriesStart + i))) {
+  const entryItems = entriesInline(txn) ? [] : txn.entries;
+  if (failed(0) || (legacy && failed(1)) || entryItems.some((_, i) => failed(entriesStart + i))) {
     throw new FenceMovedError(txn.topic, txn.partition, txn.expectedOffset);
   }
   const taken = txn.claims.flatMap((claim, i) =>
@@ -261,13 +329,14 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
   // fence (an operator opened a newer epoch, `epochs.ts`) takes no staging: the condition sends a processor that
   // still holds it to read the new lane. Staging clears a stop record: the partition moves again.
   const absent = txn.fromLegacy === true || txn.expectedOffset === NO_FENCE;
+  const entries = entryAttributes(txn);
   return {
     Update: {
       TableName: table,
       Key: keys.fence(txn.pipeline, txn.topic, txn.partition),
       UpdateExpression:
         'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition, ' +
-        'fenceRecord = :fenceRecord, batchStart = :batchStart, recentStarts = :recentStarts REMOVE #stop',
+        `fenceRecord = :fenceRecord, batchStart = :batchStart, recentStarts = :recentStarts${entries.set} REMOVE #stop`,
       ConditionExpression: absent
         ? 'attribute_not_exists(pk)'
         : 'stagedOffset = :expected AND attribute_not_exists(#closed)',
@@ -275,6 +344,7 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
         '#partition': 'partition',
         '#stop': STOP_ATTRIBUTE,
         ...(absent ? {} : { '#closed': CLOSED_ATTRIBUTE }),
+        ...entries.names,
       },
       ExpressionAttributeValues: {
         ':new': txn.newOffset,
@@ -285,9 +355,37 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
         ':batchStart': txn.identity.batchStart,
         ':recentStarts': txn.identity.recentStarts,
         ...(absent ? {} : { ':expected': txn.expectedOffset }),
+        ...entries.values,
       },
     },
   };
+}
+
+/**
+ * The fence update's part for the chunk's entries (`inline-entries.ts`): the entry-item mark, noted at the new
+ * offset: the chunk's last offset when its entries are items, else the mark as known, or the offset read when the
+ * mark is not known to hold; and, inline, each entry's attribute.
+ */
+function entryAttributes(txn: StagingTransaction): {
+  set: string;
+  names: Record<string, string>;
+  values: Record<string, unknown>;
+} {
+  const inline = entriesInline(txn);
+  const names: Record<string, string> = { '#itemsUpTo': ENTRY_ITEMS_UP_TO, '#notedAt': ENTRY_ITEMS_NOTED_AT };
+  const asItems = txn.entries.length > 0 && !inline;
+  const values: Record<string, unknown> = {
+    ':itemsUpTo': asItems ? txn.newOffset : (txn.entryItemsUpTo ?? txn.expectedOffset),
+  };
+  const sets = ['#itemsUpTo = :itemsUpTo', '#notedAt = :new'];
+  if (!inline) return { set: `, ${sets.join(', ')}`, names, values };
+  txn.entries.forEach((entry, i) => {
+    const { name, value } = packEntry(entry);
+    names[`#e${i}`] = name;
+    values[`:e${i}`] = value;
+    sets.push(`#e${i} = :e${i}`);
+  });
+  return { set: `, ${sets.join(', ')}`, names, values };
 }
 
 function entryItem(table: string, txn: StagingTransaction, entry: StagedFileEntry): TransactItem {

@@ -21,8 +21,9 @@
  */
 import type { PartitionBatch } from '../kafka/record.ts';
 import { isRootLane, parseLane } from '../ledger/epochs.ts';
+import { INLINE_BYTES_BUDGET, inlineBytesOf, packEntry } from '../ledger/inline-entries.ts';
 import type { BucketWrite, KeyWindow } from '../ledger/key-window.ts';
-import { type ClaimItem, type FenceIdentity, withStart } from '../ledger/records.ts';
+import { type ClaimItem, type FenceIdentity, type StagedFileEntry, withStart } from '../ledger/records.ts';
 import {
   ClaimHandoverLostError,
   type ClaimHolder,
@@ -31,7 +32,10 @@ import {
   type FenceState,
   KeyWindowChangedError,
   NO_FENCE,
+  type StagedFence,
+  type StagingTransaction,
 } from '../ledger/staging-ledger.ts';
+import { entriesInline } from '../ledger/staging-transaction.ts';
 import { stagedObjectKey } from '../sink/layout.ts';
 import type { Fingerprints } from './batch-judge.ts';
 import { type Chunk, planChunk } from './chunks.ts';
@@ -40,6 +44,7 @@ import type { ProcessorContext } from './context.ts';
 import { type EvaluatedRecord, foldState } from './evaluate.ts';
 import { evaluateBatch, LEGACY_FENCE_ITEMS } from './evaluate-batch.ts';
 import type { FenceJudge } from './fence-judge.ts';
+import type { InlineEntriesGate } from './inline-gate.ts';
 import { decideKeys } from './key-decision.ts';
 import type { KeyWindows } from './key-windows.ts';
 import type { LaneFences } from './lane-fences.ts';
@@ -57,6 +62,7 @@ export interface StagerParts {
   readonly windows: KeyWindows;
   readonly claims: Claims;
   readonly replay: ReplayMode;
+  readonly inlineGate: InlineEntriesGate;
 }
 
 /** What an attempt knows of the batch it stages. */
@@ -333,8 +339,14 @@ export class PartitionStager {
     );
     const keyWindow: BucketWrite[] = this.window?.writesFor(keys, ctx.clock.now()) ?? [];
     const handovers = this.parts.claims.handoversOf(chunk.kept, this.stateRefused, this.holds.held);
+    const entries = objects.map((object) => entryFor(ctx, chunk, object, topic, partition, attemptId));
+    const allowed = await this.parts.inlineGate.allows(ctx.clock.now());
+    let inline = inlinePlacement(known, entries, allowed);
+    if (allowed && !inline.inline && entries.length > 0) inline = await this.inlineAfterCleanup(entries);
+    let staged: StagingTransaction;
+    let written: StagedFence;
     try {
-      await ctx.ledger.stage({
+      staged = {
         pipeline: ctx.settings.pipelineId,
         topic,
         partition,
@@ -342,7 +354,9 @@ export class PartitionStager {
         // A fence read from the legacy key moves to its shard in this transaction (fences.ts).
         ...(known.legacy ? { fromLegacy: true } : {}),
         newOffset: chunk.lastOffset,
-        entries: objects.map((object) => entryFor(ctx, chunk, object, topic, partition, attemptId)),
+        entries,
+        ...(inline.inline ? { inline: true } : {}),
+        ...(known.entryItemsUpTo === undefined ? {} : { entryItemsUpTo: known.entryItemsUpTo }),
         claims: this.parts.claims.claimsFor(chunk.kept.filter(this.claimInTransaction), topic, partition),
         ...(handovers.length > 0 ? { handovers } : {}),
         state: foldState(chunk.kept.flatMap((record) => record.state)),
@@ -350,20 +364,42 @@ export class PartitionStager {
         identity,
         now: ctx.clock.now(),
         attemptId,
-      });
+      };
+      written = await ctx.ledger.stage(staged);
     } catch (error) {
       await this.refused(error, chunk);
       return false;
     }
     this.reportCommitted(chunk, from);
     this.relearning.committed();
-    this.setFence({ stagedOffset: chunk.lastOffset, identity, updatedAt: ctx.clock.now() });
+    this.setFence({
+      stagedOffset: chunk.lastOffset,
+      identity,
+      updatedAt: ctx.clock.now(),
+      ...fenceEntriesAfter(known, staged, written, inline.added),
+    });
     this.afterCommitWindow(chunk, from, keyWindow);
     // Released or handed over by the transaction: no longer this attempt's to release if the batch fails.
     for (const record of chunk.kept)
       if (this.stateRefused.has(record.offset)) this.holds.held.delete(record.offset);
     this.decide();
     return true;
+  }
+
+  /**
+   * The budget was passed by what this container knows of the fence: a transaction (which reports nothing back)
+   * may have put it there, and cleanup may have removed entries since. One read of the fence tells; its inline
+   * bytes count only while it is still at the offset this chunk was planned from.
+   */
+  private async inlineAfterCleanup(
+    entries: readonly StagedFileEntry[],
+  ): Promise<ReturnType<typeof inlinePlacement>> {
+    const { ctx, topic, partition, known } = this;
+    const fresh = await ctx.ledger.readFence(ctx.settings.pipelineId, topic, partition);
+    if (fresh.stagedOffset !== known.stagedOffset || fresh.closed)
+      return inlinePlacement(known, entries, false);
+    this.setFence({ ...known, ...inlineKnowledge(fresh) });
+    return inlinePlacement(this.known, entries, true);
   }
 
   /** What a refused staging transaction teaches; throws what it cannot resolve (the batch fails). */
@@ -439,4 +475,46 @@ export class PartitionStager {
       observer?.fenceJumped?.({ topic, partition, fence: from, firstOffset: chunk.firstOffset });
     }
   }
+}
+
+/**
+ * Whether a chunk's entries may go inline into the fence item (`inline-entries.ts`): when the gate allows it and
+ * the inline entries the fence holds (as last known: at most that many, cleanup only removes) stay within the
+ * budget. `added`: the bytes they add to the fence item if they do.
+ */
+function inlinePlacement(
+  known: FenceState,
+  entries: readonly StagedFileEntry[],
+  allowed: boolean,
+): { readonly inline: boolean; readonly added: number } {
+  const added = entries.reduce((sum, entry) => {
+    const { name, value } = packEntry(entry);
+    return sum + inlineBytesOf(name, value);
+  }, 0);
+  const inline = allowed && entries.length > 0 && (known.inlineBytes ?? 0) + added <= INLINE_BYTES_BUDGET;
+  return { inline, added };
+}
+
+/**
+ * What the fence says of its entries after a staging write: the inline bytes the write reported (a write of the
+ * fence alone), else as known plus what it added; the entry-item mark it wrote (`staging-transaction.ts`).
+ */
+function fenceEntriesAfter(
+  known: FenceState,
+  txn: StagingTransaction,
+  written: StagedFence,
+  added: number,
+): Pick<FenceState, 'inlineBytes' | 'entryItemsUpTo'> {
+  const inline = entriesInline(txn);
+  const bytes = written.inlineBytes ?? (known.inlineBytes ?? 0) + (inline ? added : 0);
+  const asItems = txn.entries.length > 0 && !inline;
+  return {
+    ...(bytes > 0 ? { inlineBytes: bytes } : {}),
+    entryItemsUpTo: asItems ? txn.newOffset : (known.entryItemsUpTo ?? txn.expectedOffset),
+  };
+}
+
+/** A fence read's knowledge of its entries, to replace what a container carried. */
+function inlineKnowledge(fresh: FenceState): Pick<FenceState, 'inlineBytes' | 'entryItemsUpTo'> {
+  return { inlineBytes: fresh.inlineBytes ?? 0, entryItemsUpTo: fresh.entryItemsUpTo };
 }

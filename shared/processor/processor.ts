@@ -48,6 +48,7 @@ import { checkKeySource } from './evaluate.ts';
 import { evaluateBatch } from './evaluate-batch.ts';
 import { acceptEvent } from './event-source.ts';
 import { FenceJudge, type Laning } from './fence-judge.ts';
+import { ALWAYS_INLINE, CoordinatorReadersGate } from './inline-gate.ts';
 import { KeyWindows } from './key-windows.ts';
 import { LaneFences } from './lane-fences.ts';
 import type { ProcessorLedger } from './ledger-port.ts';
@@ -85,6 +86,12 @@ export interface ProcessorDeps {
   readonly newAttemptId?: () => string;
   readonly hooks?: ProcessorHooks;
   readonly observer?: ProcessorObserver;
+  /**
+   * When chunks may keep their staged entries inline in the fence item (`inline-gate.ts`): `always` where no
+   * coordinator of an earlier release runs (the default: `eos local`, tests), `after-coordinator-upgrade` in the
+   * deployed processor.
+   */
+  readonly inlineEntries?: 'always' | 'after-coordinator-upgrade';
 }
 
 export class Processor {
@@ -119,6 +126,10 @@ export class Processor {
       windows: new KeyWindows(port, settings),
       claims: new Claims(this.ctx),
       replay: new ReplayMode(this.ctx, fences, readPlan),
+      inlineGate:
+        deps.inlineEntries === 'after-coordinator-upgrade'
+          ? new CoordinatorReadersGate(port, settings.pipelineId)
+          : ALWAYS_INLINE,
     };
   }
 

@@ -12,6 +12,7 @@ import { DynamoDBDocumentClient, GetCommand, QueryCommand } from '@aws-sdk/lib-d
 import { classified, queryAll, send } from '../aws/dynamo.ts';
 import type { Clock } from '../clock.ts';
 import { CheckpointStore } from '../ledger/checkpoints.ts';
+import { inlineItemsOf, mayHaveEntryItems } from '../ledger/inline-entries.ts';
 import { keys, partitionId, STREAMS, type Stream } from '../ledger/layout.ts';
 import { readFenceItems } from '../ledger/staged-entries.ts';
 import {
@@ -234,22 +235,31 @@ async function readPartition(
   const topic = String(fence.topic);
   const partition = Number(fence.partition);
   const committedOffset = lastCommitted?.cut.get(partitionId(topic, partition)) ?? -1;
-  const entries = await queryAll(
-    documents,
-    {
-      TableName: options.table,
-      KeyConditionExpression: 'pk = :pk AND sk > :committed',
-      ExpressionAttributeValues: {
-        ':pk': keys.stagedPk(options.pipeline, topic, partition),
-        ':committed': keys.stagedUpTo(committedOffset),
-      },
-      // STREAM is a DynamoDB reserved word.
-      ProjectionExpression: '#stream, recordCount, stagedAt',
-      ExpressionAttributeNames: { '#stream': 'stream' },
-      ConsistentRead: true,
-    },
-    'dynamodb:Query(staged entries)',
-  );
+  // Entries kept inline in the fence item come with it; entry items are queried only where some may lie.
+  const inline = inlineItemsOf(
+    fence,
+    { pipeline: options.pipeline, topic, partition, fence: keys.fence(options.pipeline, topic, partition) },
+    { above: committedOffset, upTo: Number.MAX_SAFE_INTEGER },
+  ).flatMap((item) => (item.kind === 'entry' ? [item.entry as unknown as Record<string, unknown>] : []));
+  const items = !mayHaveEntryItems(fence, committedOffset)
+    ? []
+    : await queryAll(
+        documents,
+        {
+          TableName: options.table,
+          KeyConditionExpression: 'pk = :pk AND sk > :committed',
+          ExpressionAttributeValues: {
+            ':pk': keys.stagedPk(options.pipeline, topic, partition),
+            ':committed': keys.stagedUpTo(committedOffset),
+          },
+          // STREAM is a DynamoDB reserved word.
+          ProjectionExpression: '#stream, recordCount, stagedAt',
+          ExpressionAttributeNames: { '#stream': 'stream' },
+          ConsistentRead: true,
+        },
+        'dynamodb:Query(staged entries)',
+      );
+  const entries = [...inline, ...items];
   const uncommittedFiles = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<Stream, number>;
   let uncommittedRecords = 0;
   let oldest: number | undefined;

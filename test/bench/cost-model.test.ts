@@ -34,9 +34,12 @@ import { freshResources, type TestResources } from '../support/aws.ts';
 
 const shipped = JSON.parse(readFileSync(COST_COUNTS_FILE, 'utf8')) as CostCounts;
 
-/** The fitted counts of the calls, without the measured time (which varies run to run). */
+/**
+ * The fitted counts of the calls, without the measured time and the write units by item size (both vary run to run:
+ * the units with the length of each run's pipeline id, a few bytes of every fence item).
+ */
 function callTerms(c: CheckpointCounts) {
-  const { msPerInvocation: _time, ...terms } = c;
+  const { msPerInvocation: _time, singleWriteUnits: _units, ...terms } = c;
   return terms;
 }
 
@@ -153,14 +156,40 @@ function pick(m: MeasuredCheckpoint) {
 describe('processor counts', () => {
   for (const mode of ['exactly-once', 'at-least-once'] as const) {
     it(`${mode}: the fit from batches of ${BATCH_SIZES.join(' and ')} predicts a batch of 100, and ships`, async () => {
-      const small = await measureBatches(base, mode, BATCH_SIZES[0], 3);
-      const large = await measureBatches(base, mode, BATCH_SIZES[1], 3);
-      const fit = fitProcessor(small, large);
-      const unseen = await measureBatches(base, mode, 100, 3);
+      const measure = (records: number, transform?: 'passthrough') =>
+        measureBatches(base, mode, records, 3, transform);
+      const small = await measure(BATCH_SIZES[0]);
+      const large = await measure(BATCH_SIZES[1]);
+      const stateless = [
+        await measure(BATCH_SIZES[0], 'passthrough'),
+        await measure(BATCH_SIZES[1], 'passthrough'),
+      ] as const;
+      const fit = fitProcessor(small, large, stateless);
+      const unseen = await measure(100);
       expect(batchCalls(fit, 100)).toEqual(unseen.calls);
       expect(batchTransactionItems(fit, unseen.stateKeys)).toBe(unseen.transactionItems);
+      const unseenStateless = await measure(100, 'passthrough');
+      expect(batchCalls(fit.stateless, 100)).toEqual(unseenStateless.calls);
       expect(shipped.processor[mode].calls).toEqual(fit.calls);
       expect(shipped.processor[mode].transactionItems).toEqual(fit.transactionItems);
+      expect(shipped.processor[mode].stateless.calls).toEqual(fit.stateless.calls);
+      expect(shipped.processor[mode].stateless.transactionItems).toEqual(fit.stateless.transactionItems);
+      // Write units follow the fence item's size, which differs by a few bytes run to run: within one unit.
+      const units = (t: { fixed: number; perRecord: number }) => t.fixed + t.perRecord * 100;
+      expect(
+        Math.abs(
+          units(shipped.processor[mode].stateless.singleWriteUnits) - unseenStateless.singleWriteUnits,
+        ),
+      ).toBeLessThanOrEqual(1);
     }, 60_000);
   }
+
+  it('exactly-once without keyed state writes its fence alone: one UpdateItem a batch, no transaction', async () => {
+    const batch = await measureBatches(base, 'exactly-once', 100, 3, 'passthrough');
+    expect(batch.calls).toEqual({ 'dynamodb:UpdateItem': 1, 's3:PutObject': 1 });
+    expect(batch.transactionItems).toBe(0);
+    // The fence with its inline entries weighs over 1 KB (the identity alone is about one), under 3.
+    expect(batch.singleWriteUnits).toBeGreaterThanOrEqual(1);
+    expect(batch.singleWriteUnits).toBeLessThanOrEqual(3);
+  }, 60_000);
 });

@@ -1,8 +1,9 @@
 /**
  * The calls of a cleanup and of a begin, counted on the SDK clients against DynamoDB Local and the S3 server: a
- * cleanup's deletes grow with the staged files it removes (S3 DeleteObjects of 1,000 keys, transactions of
- * `maxTransactionItems` deletes, gathered across partitions), not with the partitions they lie in — the one
- * per-partition call left is the Query that finds a partition's items — and a begin's calls do not grow with the
+ * cleanup's deletes of entry items grow with the staged files it removes (S3 DeleteObjects of 1,000 keys, batches
+ * of deletes gathered across partitions), not with the partitions they lie in — the per-partition calls left are
+ * the reads that find a partition's entries (its fence item, and a Query where entry items may lie) — entries the
+ * processor kept inline in a fence go with one UpdateItem of that fence, and a begin's calls do not grow with the
  * partitions at all (fixed fence-shard reads, one cut page per shard at these sizes).
  */
 import { DeleteCommand, DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -15,9 +16,11 @@ import { createCoordinator } from '../../shared/coordinator/coordinator.ts';
 import { coordinatorParts } from '../../shared/coordinator/parts.ts';
 import type { CutEntry } from '../../shared/ledger/checkpoints.ts';
 import { keys, partitionId } from '../../shared/ledger/layout.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
 import { inProgressPrefix } from '../../shared/sink/layout.ts';
 import { listObjects } from '../../shared/sink/objects.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
 import { type FileSpec, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
@@ -73,17 +76,55 @@ describe('cleanup', () => {
       expect(run.removed).toBe(240);
       expect(await stagedKeys(run.settings)).toEqual([]);
     }
-    // 240 keys: one DeleteObjects; 240 entries: ten batches of up to 25 conditional deletes. One Query a partition.
+    // 240 keys: one DeleteObjects; 240 entries: ten batches of up to 25 conditional deletes; the fence items (their
+    // inline entries: none, these files were staged as items) in one BatchGetItem of up to 100. One Query a partition.
     expect(few.calls).toEqual({
+      'dynamodb:BatchGetItem': 1,
       'dynamodb:Query': 6,
       'dynamodb:BatchExecuteStatement': 10,
       's3:DeleteObjects': 1,
     });
     expect(many.calls).toEqual({
+      'dynamodb:BatchGetItem': 1,
       'dynamodb:Query': 60,
       'dynamodb:BatchExecuteStatement': 10,
       's3:DeleteObjects': 1,
     });
+  });
+
+  it('removes entries the processor kept inline with one UpdateItem a partition', async () => {
+    // No keyed state: each chunk writes its fence alone, its entry inline. A partition's first staging also settles
+    // the legacy fence key (a transaction: its entry is an item), cleaned before the counted cleanup.
+    const settings = settingsIn(res, 'cc', { idempotencyKey: 'none', transform: 'passthrough' });
+    const processor = createProcessor({ settings, clients: res.clients });
+    const stage = (batch: number) =>
+      processor.processEvent(mskEvent([0, 1, 2, 3].flatMap((p) => orderRecords(p, batch * 5, 5))));
+    const cutsAt = (cut: number) =>
+      [0, 1, 2, 3].map((partition) => ({ partition: partitionId('orders', partition), previous: -1, cut }));
+    await stage(0);
+    expect(await cleanPartitions(coordinatorParts({ settings, clients: res.clients }), cutsAt(4))).toBe(4);
+    for (const batch of [1, 2, 3]) await stage(batch);
+    const { clients, calls } = counted();
+    const parts = coordinatorParts({ settings, clients });
+    expect(await cleanPartitions(parts, cutsAt(14))).toBe(8);
+    // The ledger's cleanup reads from offset 0 (leftovers of earlier cleanups included), below the fences' entry-item
+    // mark (the first staging's item): one Query a partition, which finds nothing. No entry item is deleted.
+    expect(calls.snapshot()).toEqual({
+      'dynamodb:BatchGetItem': 1,
+      'dynamodb:Query': 4,
+      'dynamodb:UpdateItem': 4,
+      's3:DeleteObjects': 1,
+    });
+    // The last batch of each partition (above the cut) is still there, inline, with its object.
+    expect(await stagedKeys(settings)).toHaveLength(4);
+    for (let partition = 0; partition < 4; partition++) {
+      const left = [];
+      for await (const item of parts.ledger.items('orders', partition, { above: -1, upTo: 100 }))
+        left.push(item);
+      expect(left.map((item) => [item.kind, item.inline !== undefined, item.at.sk])).toEqual([
+        ['entry', true, `${String(19).padStart(20, '0')}#output`],
+      ]);
+    }
   });
 
   it('deletes only what lies at or below each partition’s cut', async () => {
@@ -133,6 +174,7 @@ describe('cleanup', () => {
     // The 13 gone meanwhile are not counted: their condition finds no item (DynamoDB Local's answer).
     expect(removed).toBe(90 - 13);
     expect(calls.snapshot()).toEqual({
+      'dynamodb:BatchGetItem': 1,
       'dynamodb:Query': 10,
       // Four batches of up to 25 deletes, whichever entries vanished meanwhile.
       'dynamodb:BatchExecuteStatement': 4,

@@ -16,7 +16,7 @@ import { coordinatorParts } from '../../shared/coordinator/parts.ts';
 import type { ShardPlan } from '../../shared/coordinator/promote/plan-store.ts';
 import { checkpointAttemptPrefix } from '../../shared/coordinator/work-objects.ts';
 import { type CheckpointRecord, CheckpointStore } from '../../shared/ledger/checkpoints.ts';
-import { keys as ledgerKeys } from '../../shared/ledger/layout.ts';
+import { keys as ledgerKeys, type Stream } from '../../shared/ledger/layout.ts';
 import { inProgressPrefix, stagedObjectKey } from '../../shared/sink/layout.ts';
 import { listObjects } from '../../shared/sink/objects.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
@@ -91,6 +91,7 @@ describe('cleanShard', () => {
     expect(removed).toBe(120);
     expect(await stagedKeys(settings)).toEqual(above);
     // Per shard: its cut pages (one Query), its plan (one GetObject), one DeleteObjects and one batch of deletes.
+    // No fence is written: the plans name no partition with entries inline in its fence (these were staged as items).
     expect(calls).toEqual({
       'dynamodb:Query': 16,
       'dynamodb:BatchExecuteStatement': 16,
@@ -173,15 +174,39 @@ describe('plannedDeletes', () => {
     { partition: 'orders#1', previous: -1, cut: 5 },
   ];
 
-  it('names each member once, at its own ledger key, conditioned on its object', () => {
+  it('names each member once, inline in its fence or at its own ledger key, conditioned on its object (a plan that does not say where)', () => {
     const keys = [key(0, 10, 14), key(0, 15, 19, 'deadletter'), key(1, 0, 5)];
     const planned = plannedDeletes(pipeline, planOf([...keys, keys[0]!], 3), cuts);
     if ('refused' in planned) throw new Error(planned.refused);
     expect(planned.objects).toEqual(keys);
+    const target = (partition: number, lastOffset: number, stream: Stream, object: string) => ({
+      at: ledgerKeys.staged(pipeline, 'orders', partition, lastOffset, stream),
+      key: object,
+      inline: {
+        fence: ledgerKeys.fence(pipeline, 'orders', partition),
+        attribute: `e:${lastOffset}:${stream}`,
+      },
+      orItem: true,
+    });
     expect(planned.targets).toEqual([
-      { at: ledgerKeys.staged(pipeline, 'orders', 0, 14, 'output'), key: keys[0] },
-      { at: ledgerKeys.staged(pipeline, 'orders', 0, 19, 'deadletter'), key: keys[1] },
-      { at: ledgerKeys.staged(pipeline, 'orders', 1, 5, 'output'), key: keys[2] },
+      target(0, 14, 'output', keys[0]!),
+      target(0, 19, 'deadletter', keys[1]!),
+      target(1, 5, 'output', keys[2]!),
+    ]);
+  });
+
+  it('removes from a fence only in the partitions the plan says had entries inline there', () => {
+    const keys = [key(0, 10, 14), key(1, 0, 5)];
+    const planned = plannedDeletes(pipeline, { ...planOf(keys), inlinePartitions: ['orders#0'] }, cuts);
+    if ('refused' in planned) throw new Error(planned.refused);
+    expect(planned.targets).toEqual([
+      {
+        at: ledgerKeys.staged(pipeline, 'orders', 0, 14, 'output'),
+        key: keys[0],
+        inline: { fence: ledgerKeys.fence(pipeline, 'orders', 0), attribute: 'e:14:output' },
+        orItem: true,
+      },
+      { at: ledgerKeys.staged(pipeline, 'orders', 1, 5, 'output'), key: keys[1] },
     ]);
   });
 

@@ -31,6 +31,7 @@ import {
 } from '../support/iam.ts';
 import { BASE_PROPS, testApp } from '../support/infra.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
+import { stageFiles } from '../support/staging.ts';
 
 type StepCall = { step: CoordinatorStep; call: Call };
 
@@ -82,6 +83,8 @@ async function recordStepCalls(): Promise<StepCall[]> {
   await createProcessor({ settings, clients: res.clients }).processEvent(
     mskEvent([...orderRecords(0, 0, 4), ...orderRecords(1, 0, 4)]),
   );
+  // A partition whose entries are items (the processor keeps them inline in its fence until a budget, items after).
+  await stageFiles(res.clients, settings, [{ partition: 2, firstOffset: 0, lastOffset: 3 }]);
   const orphan = stagedObjectKey(
     'orders',
     { stream: 'output', topic: 'orders', partition: 0, firstOffset: 0, lastOffset: 3 },

@@ -87,7 +87,8 @@ const ITEM_WRITERS: Record<ItemName, Role[]> = {
   checkpointHead: COORDINATOR,
   checkpointRecord: COORDINATOR,
   cutPage: ['begin', 'prepare', 'decide', 'promote', 'commit', 'cleanup', 'abort'],
-  fence: ['processor'],
+  // Cleanup and abort remove committed staged entries kept inline in a (sharded) fence item: an UpdateItem.
+  fence: ['processor', 'cleanup', 'abort'],
   legacyFence: ['processor'],
   stagedEntry: ['processor', 'cleanup', 'abort'],
   claim: ['processor'],

@@ -94,9 +94,12 @@ describe('commit latency', () => {
     const stagedQueries: unknown[] = [];
     clients.dynamodb.middlewareStack.add(
       (next, context) => async (args) => {
-        const input = args.input as { ExpressionAttributeValues?: unknown };
+        const input = args.input as { ExpressionAttributeValues?: unknown; Key?: { pk?: unknown } };
         const values = JSON.stringify(input.ExpressionAttributeValues ?? {});
+        // Entry items are queried; entries kept inline are read with their fence item (inline-entries.ts).
         if (context.commandName === 'QueryCommand' && values.includes('#STAGED#')) stagedQueries.push(input);
+        if (context.commandName === 'GetItemCommand' && String(input.Key?.pk).includes('#FENCE#'))
+          stagedQueries.push(input);
         return next(args);
       },
       { step: 'initialize', name: 'watchStagedQueries' },
@@ -113,7 +116,7 @@ describe('commit latency', () => {
     if (begun.action !== 'checkpoint') throw new Error(`nothing to checkpoint: ${begun.action}`);
     const ref = { execution, checkpointId: begun.checkpointId, attempt: begun.attempt };
     for (const shard of begun.shards) await watched.prepare({ ...ref, shard });
-    // Prepare read the covered entries, one Query per changed partition; commit needs none of them.
+    // Prepare read the covered entries, one read per changed partition; commit needs none of them.
     expect(stagedQueries).toHaveLength(2);
     await watched.decide(ref);
     for (const shard of begun.shards) await watched.promote({ ...ref, shard });

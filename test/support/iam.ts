@@ -71,6 +71,11 @@ function dynamoActions(command: string, input: Record<string, unknown>): Array<[
     case 'BatchExecuteStatementCommand':
       // IAM authorises each statement by its PartiQL action, on the item whose pk it names.
       return (input.Statements as Array<{ Statement: string; Parameters?: unknown[] }>).map(partiqlAction);
+    case 'BatchGetItemCommand':
+      // IAM authorises a BatchGetItem on every key it reads.
+      return Object.values(input.RequestItems as Record<string, { Keys: Array<{ pk?: unknown }> }>).flatMap(
+        ({ Keys }) => Keys.map((k): [string, string] => ['dynamodb:BatchGetItem', String(k.pk)]),
+      );
     case 'QueryCommand':
       return [
         ['dynamodb:Query', String((input.ExpressionAttributeValues as Record<string, unknown>)[':pk'])],

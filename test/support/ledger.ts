@@ -2,6 +2,7 @@
 import { GetObjectCommand } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, QueryCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
 import type { AwsClients } from '../../shared/aws/clients.ts';
+import { inlineItemsOf } from '../../shared/ledger/inline-entries.ts';
 import { ENTRY_BYTES } from '../../shared/ledger/key-window.ts';
 import { keys } from '../../shared/ledger/layout.ts';
 import type { StagedFileEntry } from '../../shared/ledger/records.ts';
@@ -45,6 +46,10 @@ export async function ledgerView(clients: AwsClients, table: string, pipeline: s
       // A fence shard, or the legacy key (a fence of the release before the shards, or a moved marker without one).
       if (typeof item.stagedOffset === 'number')
         view.fences[String(item.sk)] = Math.max(view.fences[String(item.sk)] ?? -1, item.stagedOffset);
+      for (const entry of inlineEntries(pipeline, item)) {
+        const { key: _key, attemptId: _a, stagedAt: _s, ...rest } = entry;
+        view.entries.push(rest);
+      }
     } else if (pk.includes('#STAGED#')) {
       const { pk: _pk, sk: _sk, key: _key, attemptId: _a, stagedAt: _s, ...rest } = item;
       view.entries.push(rest as LedgerView['entries'][number]);
@@ -54,7 +59,25 @@ export async function ledgerView(clients: AwsClients, table: string, pipeline: s
       view.state[String(item.stateKey)] = rest;
     }
   }
+  view.entries.sort((a, b) => entryOrder(a).localeCompare(entryOrder(b)));
   return view;
+}
+
+const entryOrder = (e: { topic: string; partition: number; lastOffset: number; stream: string }) =>
+  `${e.topic}|${String(e.partition).padStart(6, '0')}|${String(e.lastOffset).padStart(20, '0')}|${e.stream}`;
+
+/** The staged entries a fence item holds inline (`inline-entries.ts`), well-formed ones only. */
+export function inlineEntries(pipeline: string, fence: Item): StagedFileEntry[] {
+  if (typeof fence.topic !== 'string' || typeof fence.partition !== 'number') return [];
+  const where = {
+    pipeline,
+    topic: fence.topic,
+    partition: fence.partition,
+    fence: { pk: String(fence.pk), sk: String(fence.sk) },
+  };
+  return inlineItemsOf(fence, where, { above: -1, upTo: Number.MAX_SAFE_INTEGER }).flatMap((item) =>
+    item.kind === 'entry' ? [item.entry] : [],
+  );
 }
 
 export async function stagedEntries(
@@ -62,9 +85,14 @@ export async function stagedEntries(
   table: string,
   pipeline: string,
 ): Promise<StagedFileEntry[]> {
-  return (await scanPipeline(clients, table, pipeline)).filter((item) =>
+  const items = await scanPipeline(clients, table, pipeline);
+  const asItems = items.filter((item) =>
     String(item.pk).includes('#STAGED#'),
   ) as unknown as StagedFileEntry[];
+  const inline = items
+    .filter((item) => /#FENCE#\d+$/.test(String(item.pk)))
+    .flatMap((f) => inlineEntries(pipeline, f));
+  return [...asItems, ...inline].sort((a, b) => entryOrder(a).localeCompare(entryOrder(b)));
 }
 
 export async function readObject(clients: AwsClients, bucket: string, key: string): Promise<Buffer> {

@@ -3,11 +3,11 @@
  * committed cut is promoted, so its staged objects and entries go (leftovers of earlier cleanups too).
  *
  * The deletes of many partitions are gathered and sent together: staged objects in S3 DeleteObjects of up to
- * 1,000 keys, ledger entries in transactions of up to `maxTransactionItems` deletes, whichever partitions they
- * come from. Cleaning from the ledger therefore makes one Query per partition (the ledger keys each partition's
- * entries under its own partition key, and only a read finds every item at or below the cut, empty files and
- * stray items included) and deletes that grow with the staged files, not with the partitions. A shard whose voted
- * plan names every covered entry skips the Queries (`shard.ts`); the catch-up of earlier cleanups reads the ledger.
+ * 1,000 keys, entry items in batches of deletes whichever partitions they come from, inline entries by one
+ * UpdateItem per fence item (`inline-entries.ts`). Cleaning from the ledger therefore reads each partition's fence
+ * item (and queries its entry items where the fence says some may lie: only a read finds every entry at or below
+ * the cut, empty files and stray items included). A shard whose voted plan names every covered entry skips the
+ * reads (`shard.ts`); the catch-up of earlier cleanups reads the ledger.
  *
  * Objects go before entries, batch by batch: a cleanup cut off between the two leaves entries whose objects are
  * gone, which its retry (or the catch-up) deletes again — S3 deletes of absent keys succeed. The other order
@@ -38,12 +38,16 @@ export interface StagedDeletes {
  * its entry is an object to delete: an entry naming anything else (a manifest, a final object, another
  * partition's object) is processor-written and untrusted, so only its ledger item goes, with a log line.
  */
-async function partitionDeletes(parts: CleanupParts, cut: CutEntry): Promise<StagedDeletes> {
+async function partitionDeletes(
+  parts: CleanupParts,
+  cut: CutEntry,
+  fence: Record<string, unknown> | null,
+): Promise<StagedDeletes> {
   const { settings, log } = parts;
   const { topic, partition } = parsePartitionId(cut.partition);
   const targets: DeleteTarget[] = [];
   const objects: string[] = [];
-  for await (const item of parts.ledger.items(topic, partition, { above: -1, upTo: cut.cut })) {
+  for await (const item of parts.ledger.items(topic, partition, { above: -1, upTo: cut.cut }, { fence })) {
     if (item.kind === 'rejected') {
       // Malformed, or a copy at another entry's key: only the item itself goes, where it lies; the object it
       // names, if any, is not this item's to delete.
@@ -52,11 +56,11 @@ async function partitionDeletes(parts: CleanupParts, cut: CutEntry): Promise<Sta
         sk: item.at.sk,
         reason: item.reason,
       });
-      targets.push({ at: item.at });
+      targets.push({ at: item.at, ...(item.inline ? { inline: item.inline } : {}) });
       continue;
     }
     const { entry } = item;
-    targets.push({ at: item.at, key: entry.key });
+    targets.push({ at: item.at, key: entry.key, ...(item.inline ? { inline: item.inline } : {}) });
     try {
       assertStagedEntry(settings.pipelineId, entry, { topic, partition });
       objects.push(entry.key);
@@ -107,8 +111,10 @@ export async function cleanPartitions(parts: CleanupParts, cuts: readonly CutEnt
     gathered = { targets: [], objects: [] };
     deleted += await sendDeletes(parts, batch);
   };
+  // Their fence items (inline entries) in batches of 100, not one read a partition.
+  const fences = await parts.ledger.fenceItemsOf(cuts.map((cut) => parsePartitionId(cut.partition)));
   await mapLimit(cuts, parts.concurrency ?? 16, async (cut) => {
-    const found = await partitionDeletes(parts, cut);
+    const found = await partitionDeletes(parts, cut, fences.get(cut.partition) ?? null);
     // One at a time, not spread: a partition's backlog can pass the arguments a call may take.
     for (const target of found.targets) gathered.targets.push(target);
     for (const key of found.objects) gathered.objects.push(key);

@@ -14,13 +14,15 @@
  * entry's key (processor-written, logged by prepare), which nothing reads once a committed cut is past it, and
  * leftovers of an earlier cleanup, which the catch-up reads the ledger for.
  *
- * Each entry's delete is still conditioned on the entry naming the member's object. A processor cannot write at
- * or below the cut (every staging transaction is conditioned on the fence, which is past it), so the condition
- * never fails for a reason other than the entry being gone already; it stays as a guard that never costs a call
- * unless it fails.
+ * A processor cannot write at or below the cut (every staging write is conditioned on the fence, which is past
+ * it). So an entry item's delete, still conditioned on the entry naming the member's object, never fails for a
+ * reason other than the entry being gone already: a guard that never costs a call unless it fails. An inline
+ * entry's attribute is removed without one (its fence item holds the member's entry or none), then the item is
+ * deleted only for a member no inline entry was removed for.
  */
 import { isTransient } from '../../aws/classify.ts';
 import type { CheckpointRecord, CutEntry } from '../../ledger/checkpoints.ts';
+import { inlineAttribute } from '../../ledger/inline-entries.ts';
 import { keys, partitionId } from '../../ledger/layout.ts';
 import type { CoordinatorParts } from '../parts.ts';
 import type { ShardPlan } from '../promote/plan-store.ts';
@@ -72,7 +74,18 @@ export function plannedDeletes(
     if (!staged || !cut || staged.lastOffset <= cut.previous || staged.lastOffset > cut.cut)
       return { refused: `member ${key} is no staged file of the shard's cut` };
     const at = keys.staged(pipeline, staged.topic, staged.partition, staged.lastOffset, staged.stream);
-    deletes.targets.push({ at, key });
+    // The plan names files, not where their entries lie: in a partition prepare found inline entries in (every
+    // partition, for a plan that does not say), inline or else the item (`staged-entries.ts`); elsewhere the item.
+    const inlineHere = plan.inlinePartitions?.includes(partitionId(staged.topic, staged.partition)) ?? true;
+    if (!inlineHere) {
+      deletes.targets.push({ at, key });
+    } else {
+      const inline = {
+        fence: keys.fence(pipeline, staged.topic, staged.partition),
+        attribute: inlineAttribute(staged.lastOffset, staged.stream),
+      };
+      deletes.targets.push({ at, key, inline, orItem: true });
+    }
     deletes.objects.push(key);
   }
   return deletes;

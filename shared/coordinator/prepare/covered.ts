@@ -6,6 +6,7 @@
 import type { CutEntry } from '../../ledger/checkpoints.ts';
 import { parsePartitionId } from '../../ledger/layout.ts';
 import type { StagedFileEntry } from '../../ledger/records.ts';
+import type { ItemsOptions } from '../../ledger/staged-entries.ts';
 import type { CoordinatorParts } from '../parts.ts';
 import { assertStagedEntry, StagedEntryRejectedError } from '../promote/promoter.ts';
 
@@ -13,10 +14,18 @@ import { assertStagedEntry, StagedEntryRejectedError } from '../promote/promoter
 export async function coveredEntries(
   parts: Pick<CoordinatorParts, 'settings' | 'ledger' | 'log'>,
   cut: CutEntry,
-): Promise<StagedFileEntry[]> {
+  options: Pick<ItemsOptions, 'fence'> = {},
+): Promise<CoveredEntries> {
   const { topic, partition } = parsePartitionId(cut.partition);
   const entries: StagedFileEntry[] = [];
-  for await (const item of parts.ledger.items(topic, partition, { above: cut.previous, upTo: cut.cut })) {
+  let inline = false;
+  for await (const item of parts.ledger.items(
+    topic,
+    partition,
+    { above: cut.previous, upTo: cut.cut },
+    options,
+  )) {
+    if (item.inline) inline = true;
     if (item.kind === 'rejected') {
       // A copy of an entry's attributes at another entry's key covers nothing: the entry it names is covered at
       // its own key, by the checkpoint whose cut reaches it. Anything else is refused.
@@ -28,8 +37,10 @@ export async function coveredEntries(
         continue;
       }
       throw new StagedEntryRejectedError(
-        String(item.item.key),
-        `the ledger item at ${item.at.sk} in ${cut.partition} is not a staged entry`,
+        item.inline?.attribute ?? String(item.item.key),
+        item.inline
+          ? `the inline entry ${item.inline.attribute} of ${cut.partition}'s fence is not a staged entry`
+          : `the ledger item at ${item.at.sk} in ${cut.partition} is not a staged entry`,
       );
     }
     const { entry } = item;
@@ -44,5 +55,11 @@ export async function coveredEntries(
     }
     entries.push(entry);
   }
-  return entries;
+  return { entries, inline };
+}
+
+/** A partition's covered entries, and whether any lies inline in its fence item (`ledger/inline-entries.ts`). */
+export interface CoveredEntries {
+  readonly entries: StagedFileEntry[];
+  readonly inline: boolean;
 }

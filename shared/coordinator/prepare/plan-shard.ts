@@ -24,12 +24,16 @@ import { ByteBudget, Slots } from './slots.ts';
  */
 const OBJECTS_AT_ONCE = 2;
 
-/** The plan of `shard` from its covered entries, one list per partition of its cut pages, its candidates written. */
+/**
+ * The plan of `shard` from its covered entries, one list per partition of its cut pages, its candidates written;
+ * `inlinePartitions`: those with covered entries inline in their fence item (for cleanup).
+ */
 export async function planShard(
   parts: PlanParts,
   record: Pick<CheckpointRecord, 'checkpointId' | 'attempt'>,
   shard: number,
   covered: readonly (readonly StagedFileEntry[])[],
+  inlinePartitions: readonly string[] = [],
 ): Promise<ShardPlan> {
   const { checkpointId, attempt } = record;
   const ref: CandidateRef = { pipeline: parts.settings.pipelineId, checkpointId, attempt };
@@ -53,6 +57,7 @@ export async function planShard(
     objects: planned.flat(),
     ...(encoding ? { encoding } : {}),
     ...(oldestStagedAt === undefined ? {} : { oldestStagedAt }),
+    inlinePartitions: [...inlinePartitions].sort(),
   };
 }
 

@@ -45,6 +45,12 @@ export interface ShardPlan {
    * needs no read of the ledger. Absent when the shard covered none, and in plans of the release before it.
    */
   readonly oldestStagedAt?: number;
+  /**
+   * The shard's partitions (`<topic>#<partition>`) with covered entries inline in their fence item
+   * (`ledger/inline-entries.ts`): cleanup removes entries from those fences only. Absent in plans of the release
+   * before inline entries: cleanup then tries each fence, then the entry item.
+   */
+  readonly inlinePartitions?: readonly string[];
 }
 
 export interface ShardPromotion {
@@ -126,6 +132,7 @@ export const shardPlanSchema = z
       .strict()
       .optional(),
     oldestStagedAt: z.number().int().min(0).optional(),
+    inlinePartitions: z.array(z.string()).optional(),
   })
   .strict();
 

@@ -1,0 +1,250 @@
+/**
+ * Staged-file entries kept inside their partition's fence item (P1, P3), one attribute each, instead of an item of
+ * their own. The staging write then touches one item: a plain conditional UpdateItem when the chunk has no
+ * claims, state or key window, which DynamoDB bills by the item's size (about two write units with a few entries)
+ * instead of a transaction of two items (four), and cleanup removes a checkpoint's entries with one UpdateItem per
+ * partition instead of one delete per entry.
+ *
+ * An entry is inline or an item, never both: the processor writes it with the fence move either way, so it is
+ * durable exactly when the fence passed it. Inline entries are bounded by {@link INLINE_BYTES_BUDGET}: past it the
+ * processor writes the chunk's entries as items again (the fence item stays far under DynamoDB's 400 KB, L3, and a
+ * write never costs more than the transaction it replaced). Every staging write of this release notes in the fence
+ * the highest offset an entry item may have ({@link ENTRY_ITEMS_UP_TO}) and the staged offset it wrote
+ * ({@link ENTRY_ITEMS_NOTED_AT}), so readers query the staged-entry items only when a range reaches below the
+ * mark. The mark holds only while the fence is where this release left it: a processor of an earlier release
+ * moves the fence and writes entry items without touching either, so a fence whose staged offset is not the one
+ * noted may have items anywhere (readers query; the next writer of this release marks everything below the offset
+ * it read).
+ *
+ * Coordinators of earlier releases read entry items only: processors put entries inline only once every
+ * coordinator step that may run reads them (`processor/inline-gate.ts`).
+ *
+ * The attribute's name holds the entry's last offset and stream; its value the rest, packed (digests as bytes, the
+ * object key with the entry's own values as placeholders). Nothing in it is trusted:
+ * `inlineItemsOf` turns a malformed value into a rejected item, as the item reader does.
+ */
+import { type ItemKey, padOffset, type Stream } from './layout.ts';
+import type { StagedFileEntry } from './records.ts';
+
+/** The fence attribute naming the highest offset a staged-entry item of the partition may have. */
+export const ENTRY_ITEMS_UP_TO = 'entryItemsUpTo';
+
+/** The fence attribute naming the staged offset the mark was written with (see the module comment). */
+export const ENTRY_ITEMS_NOTED_AT = 'entryItemsNotedAt';
+
+/**
+ * Bytes of inline entries a fence item holds at most (about ten entries): with the fence's own ~1 KB the item stays
+ * under about 3 KB, so an UpdateItem of it costs at most 3 write units, below the 4 of a transaction of the fence
+ * and one entry item.
+ */
+export const INLINE_BYTES_BUDGET = 2048;
+
+const PREFIX = 'e:';
+/** An inline entry's attribute, in the one spelling `inlineAttribute` writes (no leading zeros). */
+const NAME = /^e:(0|[1-9]\d{0,19}):(output|deadletter)$/;
+
+/** The attribute an inline entry lies at. */
+export function inlineAttribute(lastOffset: number, stream: Stream): string {
+  return `${PREFIX}${lastOffset}:${stream}`;
+}
+
+/** Where an inline entry lies: its fence item and attribute. */
+export interface InlineAt {
+  readonly fence: ItemKey;
+  readonly attribute: string;
+}
+
+/** The packed value of an inline entry (see the module comment). */
+interface Packed {
+  readonly f: number;
+  readonly c: number;
+  readonly b: number;
+  readonly h: Uint8Array;
+  readonly m: Uint8Array;
+  readonly g: boolean;
+  readonly a: string;
+  readonly t: number;
+  /**
+   * The object key with the entry's own values (pipeline, attempt, offsets, stream, topic) as one-character
+   * placeholders: the key is mostly those, and the ledger need not know the sink's key format to shorten it.
+   */
+  readonly k: string;
+}
+
+/** The entry's values a staged key is made of, longest first, each with its placeholder. */
+function keyParts(
+  entry: Pick<StagedFileEntry, 'pipeline' | 'stream' | 'topic' | 'firstOffset' | 'lastOffset' | 'attemptId'>,
+): Array<[string, string]> {
+  const parts: Array<[string, string]> = [
+    [entry.attemptId, '\u0001'],
+    [padOffset(entry.firstOffset), '\u0002'],
+    [padOffset(entry.lastOffset), '\u0003'],
+    [entry.pipeline, '\u0004'],
+    [entry.topic, '\u0005'],
+    [entry.stream, '\u0006'],
+  ];
+  return parts.filter(([value]) => value.length > 0);
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the placeholders are control characters by design.
+const PLACEHOLDERS = /[\u0001-\u0006]/;
+
+/**
+ * The key with the entry's values replaced by placeholders. Undone value by value in the reverse order, so each
+ * placeholder gets back exactly what it replaced; a key or value that holds a placeholder character is kept whole.
+ */
+function templateOf(entry: StagedFileEntry): string {
+  const parts = keyParts(entry);
+  if (PLACEHOLDERS.test(entry.key) || parts.some(([value]) => PLACEHOLDERS.test(value))) return entry.key;
+  const template = parts.reduce((key, [value, mark]) => key.replaceAll(value, mark), entry.key);
+  return keyOf(template, entry) === entry.key ? template : entry.key;
+}
+
+function keyOf(
+  template: string,
+  entry: Pick<StagedFileEntry, 'pipeline' | 'stream' | 'topic' | 'firstOffset' | 'lastOffset' | 'attemptId'>,
+): string {
+  return keyParts(entry)
+    .reverse()
+    .reduce((key, [value, mark]) => key.replaceAll(mark, value), template);
+}
+
+/** The attribute name and packed value of `entry`. */
+export function packEntry(entry: StagedFileEntry): { readonly name: string; readonly value: Packed } {
+  const value: Packed = {
+    f: entry.firstOffset,
+    c: entry.recordCount,
+    b: entry.bytes,
+    h: Buffer.from(entry.sha256, 'hex'),
+    m: Buffer.from(entry.md5, 'hex'),
+    g: entry.gzip,
+    a: entry.attemptId,
+    t: entry.stagedAt,
+    k: templateOf(entry),
+  };
+  return { name: inlineAttribute(entry.lastOffset, entry.stream), value };
+}
+
+/** DynamoDB's size of a value, closely enough to budget by (strings and bytes exact, numbers at most). */
+function sizeOf(value: unknown): number {
+  if (typeof value === 'string') return Buffer.byteLength(value);
+  if (typeof value === 'number') return Math.ceil(String(Math.abs(value)).replace('.', '').length / 2) + 1;
+  if (typeof value === 'boolean' || value === null || value === undefined) return 1;
+  if (value instanceof Uint8Array) return value.byteLength;
+  return Object.entries(value as object).reduce(
+    (sum, [name, v]) => sum + Buffer.byteLength(name) + sizeOf(v) + 1,
+    3,
+  );
+}
+
+/** The bytes an inline entry adds to its fence item. */
+export function inlineBytesOf(name: string, value: unknown): number {
+  return Buffer.byteLength(name) + sizeOf(value);
+}
+
+/** The bytes of every inline entry of a fence item as read (attributes of any other name count nothing). */
+export function inlineBytesIn(item: Readonly<Record<string, unknown>>): number {
+  let bytes = 0;
+  for (const [name, value] of Object.entries(item)) if (NAME.test(name)) bytes += inlineBytesOf(name, value);
+  return bytes;
+}
+
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+
+function bytesOf(value: unknown, length: number): Buffer | undefined {
+  return value instanceof Uint8Array && value.byteLength === length ? Buffer.from(value) : undefined;
+}
+
+/** One inline attribute of a fence item, read: an entry, or a rejected value. */
+export type InlineItem = { readonly at: InlineAt; readonly sk: string } & (
+  | { readonly kind: 'entry'; readonly entry: StagedFileEntry }
+  | {
+      readonly kind: 'rejected';
+      readonly reason: 'malformed';
+      readonly item: Readonly<Record<string, unknown>>;
+    }
+);
+
+/**
+ * The inline entries of a fence item with `above < lastOffset <= upTo`, in the order of the sort keys their items
+ * would have (`sk`: offset, then stream). A value that does not unpack to an entry comes back rejected.
+ */
+export function inlineItemsOf(
+  item: Readonly<Record<string, unknown>>,
+  where: {
+    readonly pipeline: string;
+    readonly topic: string;
+    readonly partition: number;
+    readonly fence: ItemKey;
+  },
+  range: { readonly above: number; readonly upTo: number },
+): InlineItem[] {
+  const found: InlineItem[] = [];
+  for (const [name, value] of Object.entries(item)) {
+    const match = NAME.exec(name);
+    if (!match) continue;
+    const lastOffset = Number(match[1]);
+    if (!Number.isSafeInteger(lastOffset) || lastOffset <= range.above || lastOffset > range.upTo) continue;
+    const stream = match[2] as Stream;
+    const at = { fence: where.fence, attribute: name };
+    const sk = `${padOffset(lastOffset)}#${stream}`;
+    const entry = unpack(value, { ...where, lastOffset, stream });
+    found.push(
+      entry
+        ? { kind: 'entry', at, sk, entry }
+        : { kind: 'rejected', at, sk, reason: 'malformed', item: { [name]: value } },
+    );
+  }
+  return found.sort((a, b) => (a.sk < b.sk ? -1 : a.sk > b.sk ? 1 : 0));
+}
+
+function unpack(
+  value: unknown,
+  where: { pipeline: string; topic: string; partition: number; lastOffset: number; stream: Stream },
+): StagedFileEntry | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Partial<Record<keyof Packed, unknown>>;
+  const sha256 = bytesOf(v.h, 32);
+  const md5 = bytesOf(v.m, 16);
+  if (!isCount(v.f) || !isCount(v.c) || !isCount(v.b) || !isCount(v.t)) return undefined;
+  if (!sha256 || !md5 || typeof v.g !== 'boolean' || typeof v.a !== 'string' || v.a.length === 0)
+    return undefined;
+  if (typeof v.k !== 'string') return undefined;
+  const key = keyOf(v.k, { ...where, firstOffset: v.f, attemptId: v.a });
+  return {
+    pipeline: where.pipeline,
+    stream: where.stream,
+    topic: where.topic,
+    partition: where.partition,
+    firstOffset: v.f,
+    lastOffset: where.lastOffset,
+    key,
+    recordCount: v.c,
+    bytes: v.b,
+    sha256: sha256.toString('hex'),
+    md5: md5.toString('hex'),
+    gzip: v.g,
+    attemptId: v.a,
+    stagedAt: v.t,
+  };
+}
+
+/**
+ * The highest offset an entry item of the fence's partition may have, when the fence says so and the mark holds
+ * (the fence is at the offset noted with it); undefined when items may lie anywhere.
+ */
+export function entryItemsUpTo(fence: Readonly<Record<string, unknown>> | undefined): number | undefined {
+  const upTo = fence?.[ENTRY_ITEMS_UP_TO];
+  const notedAt = fence?.[ENTRY_ITEMS_NOTED_AT];
+  if (!Number.isSafeInteger(upTo) || !Number.isSafeInteger(notedAt)) return undefined;
+  return notedAt === fence?.stagedOffset ? (upTo as number) : undefined;
+}
+
+/** Whether entry items with `above < lastOffset` may exist, by the fence's mark (see the module comment). */
+export function mayHaveEntryItems(
+  fence: Readonly<Record<string, unknown>> | undefined,
+  above: number,
+): boolean {
+  const upTo = entryItemsUpTo(fence);
+  return upTo === undefined || upTo > above;
+}

@@ -1,0 +1,47 @@
+/**
+ * When the processor may keep staged entries inline in fence items (`ledger/inline-entries.ts`): only once no
+ * coordinator step that reads entry items alone can still run. A coordinator of an earlier release would cover
+ * an inline entry's offsets without seeing it, and commit past records it never promoted.
+ *
+ * The coordinator's begin notes in the checkpoint head when this release first began a checkpoint
+ * (`inlineEntriesSince`). Steps of the earlier release may run for a while after that: an execution in flight
+ * while the functions were updated, one step's function updated before another's. So the gate opens
+ * {@link INLINE_GRACE_MS} after the note, longer than any Lambda invocation (15 minutes) and a stack update's
+ * function changes. Rolling back to an earlier release once entries are inline loses them: roll forward.
+ *
+ * One gate per container: once open it stays open; while shut, the head is read again at most every
+ * {@link RECHECK_MS}, a GetItem now and then, not one per batch.
+ */
+import type { ProcessorLedger } from './ledger-port.ts';
+
+/** Whether this batch's chunks may put their entries inline. */
+export interface InlineEntriesGate {
+  allows(now: number): Promise<boolean>;
+}
+
+export const INLINE_GRACE_MS = 60 * 60 * 1000;
+export const RECHECK_MS = 5 * 60 * 1000;
+
+/** Inline from the start: for hosts where no coordinator of an earlier release runs (`eos local`, tests). */
+export const ALWAYS_INLINE: InlineEntriesGate = { allows: async () => true };
+
+/** The deployed processor's gate: the checkpoint head says how long this release's coordinator has run. */
+export class CoordinatorReadersGate implements InlineEntriesGate {
+  private open = false;
+  private checkedAt = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly ledger: Pick<ProcessorLedger, 'readInlineEntriesSince'>,
+    private readonly pipeline: string,
+  ) {}
+
+  async allows(now: number): Promise<boolean> {
+    if (this.open) return true;
+    if (now - this.checkedAt < RECHECK_MS) return false;
+    this.checkedAt = now;
+    // A read that fails shuts the gate until the next check: entries as items cost more, never a batch.
+    const since = await this.ledger.readInlineEntriesSince(this.pipeline).catch(() => undefined);
+    this.open = since !== undefined && now - since >= INLINE_GRACE_MS;
+    return this.open;
+  }
+}
