@@ -64,6 +64,8 @@ export interface MeasuredCheckpoint {
   readonly calls: Record<string, number>;
   readonly transactionItems: number;
   readonly statementWrites: number;
+  /** Write units of the single writes, as DynamoDB Local reported them by item size. */
+  readonly singleWriteUnits: number;
   readonly lambdaInvocations: number;
   /** State transitions (states entered and retried), what Step Functions bills. */
   readonly transitions: number;
@@ -87,7 +89,8 @@ async function finalObjectCount(bucket: string, pipeline: string): Promise<numbe
 }
 
 /**
- * Stages the spec's files on a fresh pipeline, then counts the calls of the one checkpoint that covers them.
+ * Stages the spec's files on a pipeline whose partitions each committed a file before, then counts the calls of
+ * the one checkpoint that covers them.
  * `instrument` sees the coordinator's clients before it runs (a test adds calls through it).
  */
 export async function measureCheckpoint(
@@ -95,28 +98,38 @@ export async function measureCheckpoint(
   spec: CheckpointSpec,
   instrument?: (clients: AwsClients, pipeline: string) => void,
 ): Promise<MeasuredCheckpoint> {
+  // Staged by a transform without keyed state, as the headline's pipeline: each chunk's entries ride inline in its
+  // fence item (shared/ledger/inline-entries.ts), so cleanup removes them with one write a partition.
   const settings = parseSettings({
     ledgerTable: base.table,
     bucket: base.bucket,
     pipelineId: `cost-cp-${tag()}`,
     idempotencyKey: 'none',
+    transform: 'passthrough',
   });
   const clients = createAwsClients();
   const processor = createProcessor({ settings, clients });
-  for (let file = 0; file < spec.filesPerPartition; file++) {
+  const coordinatorOptions = {
+    ...(spec.maxMembers ? { promotionLimits: { maxMembers: spec.maxMembers } } : {}),
+    ...(spec.partitionsPerShard ? { partitionsPerShard: spec.partitionsPerShard } : {}),
+  };
+  // The steady state: every partition staged and committed once before (a partition's first staging also settles
+  // the legacy fence key, a transaction, so its entries are items: fences.ts).
+  for (let partition = 0; partition < spec.partitions; partition++)
+    await processor.processEvent(batchEvent(partition, 0, RECORDS_PER_FILE));
+  const warmUp = await createLocalCoordinator({ settings, clients, ...coordinatorOptions }).runCheckpoint();
+  if (warmUp.status !== 'committed')
+    throw new Error(`the warm-up checkpoint did not commit: ${warmUp.status}`);
+  const finalsBefore = await finalObjectCount(settings.bucket, settings.pipelineId);
+  for (let file = 1; file <= spec.filesPerPartition; file++) {
     for (let partition = 0; partition < spec.partitions; partition++) {
       await processor.processEvent(batchEvent(partition, file * RECORDS_PER_FILE, RECORDS_PER_FILE));
     }
   }
   const calls = new CallCounter().attach(clients);
   instrument?.(clients, settings.pipelineId);
-  const outcome = await createLocalCoordinator({
-    settings,
-    clients,
-    ...(spec.maxMembers ? { promotionLimits: { maxMembers: spec.maxMembers } } : {}),
-    ...(spec.partitionsPerShard ? { partitionsPerShard: spec.partitionsPerShard } : {}),
-  }).runCheckpoint();
-  const finalObjects = await finalObjectCount(settings.bucket, settings.pipelineId);
+  const outcome = await createLocalCoordinator({ settings, clients, ...coordinatorOptions }).runCheckpoint();
+  const finalObjects = (await finalObjectCount(settings.bucket, settings.pipelineId)) - finalsBefore;
   return {
     spec,
     status: outcome.status,
@@ -129,6 +142,7 @@ export async function measureCheckpoint(
     calls: calls.snapshot(),
     transactionItems: calls.transactionItems(),
     statementWrites: calls.statementWrites(),
+    singleWriteUnits: calls.singleWriteUnits(),
     lambdaInvocations: outcome.invocations.length,
     transitions: outcome.transitions,
     invocationMs: outcome.invocations.reduce((a, i) => a + i.durationMs, 0),
@@ -143,15 +157,23 @@ export interface MeasuredBatches {
   /** Per batch, steady state (after a warm-up). */
   readonly calls: Record<string, number>;
   readonly transactionItems: number;
+  /** Per batch: write units of the single writes, by item size (a fence holding inline entries weighs more). */
+  readonly singleWriteUnits: number;
   readonly ms: number;
 }
 
-/** `batches` batches of `records` records of one partition, after two of warm-up: calls, items and time per batch. */
+/**
+ * `batches` batches of `records` records of one partition, after two of warm-up: calls, items and time per batch.
+ * `transform`: the benchmark's `orders` (keyed state: one item per customer) or `passthrough` (no state). No
+ * checkpoint runs meanwhile, so a fence's inline entries grow from the third batch to the last: about the middle
+ * of a checkpoint interval at the stack's defaults.
+ */
 export async function measureBatches(
   base: { table: string; bucket: string },
   mode: DeliveryGuarantee,
   records: number,
   batches = 6,
+  transform: 'orders' | 'passthrough' = 'orders',
 ): Promise<MeasuredBatches> {
   const settings = parseSettings({
     ledgerTable: base.table,
@@ -159,6 +181,7 @@ export async function measureBatches(
     pipelineId: `cost-batch-${tag()}`,
     deliveryGuarantee: mode,
     idempotencyKey: 'none',
+    transform,
   });
   const clients = createAwsClients();
   const processor = createProcessor({ settings, clients });
@@ -177,9 +200,10 @@ export async function measureBatches(
   return {
     mode,
     records,
-    stateKeys: Math.min(records, CUSTOMER_POOL),
+    stateKeys: transform === 'orders' ? Math.min(records, CUSTOMER_POOL) : 0,
     calls: Object.fromEntries(Object.entries(calls.snapshot()).map(([op, n]) => [op, n / batches])),
     transactionItems: calls.transactionItems() / batches,
+    singleWriteUnits: calls.singleWriteUnits() / batches,
     ms: Number(median(times).toFixed(2)),
   };
 }
@@ -187,24 +211,41 @@ export async function measureBatches(
 /** Two batch sizes with different numbers of distinct state keys, so items per key and per batch separate. */
 export const BATCH_SIZES = [20, 500] as const;
 
-export function fitProcessor(small: MeasuredBatches, large: MeasuredBatches): ProcessorCounts {
+/** The terms of a count per batch, from the same count at two batch sizes. */
+function byRecords(small: MeasuredBatches, large: MeasuredBatches, of: (m: MeasuredBatches) => number) {
+  return fitBatch({ x: small.records, y: of(small) }, { x: large.records, y: of(large) });
+}
+
+function callTermsOf(small: MeasuredBatches, large: MeasuredBatches): ProcessorCounts['calls'] {
   const operations = [...new Set([...Object.keys(small.calls), ...Object.keys(large.calls)])].sort();
+  return Object.fromEntries(operations.map((op) => [op, byRecords(small, large, (m) => m.calls[op] ?? 0)]));
+}
+
+/**
+ * The processor's counts: `small` and `large` measured with keyed state (`orders`), `stateless` with a transform
+ * that keeps none (`passthrough`), whose chunks write their fence alone (one UpdateItem, inline entries).
+ */
+export function fitProcessor(
+  small: MeasuredBatches,
+  large: MeasuredBatches,
+  stateless: readonly [MeasuredBatches, MeasuredBatches],
+): ProcessorCounts {
   const items = fitBatch(
     { x: small.stateKeys, y: small.transactionItems },
     { x: large.stateKeys, y: large.transactionItems },
   );
+  const [plainSmall, plainLarge] = stateless;
   return {
-    calls: Object.fromEntries(
-      operations.map((op) => [
-        op,
-        fitBatch(
-          { x: small.records, y: small.calls[op] ?? 0 },
-          { x: large.records, y: large.calls[op] ?? 0 },
-        ),
-      ]),
-    ),
+    calls: callTermsOf(small, large),
     transactionItems: { fixed: items.fixed, perStateKey: items.perRecord },
-    ms: fitBatch({ x: small.records, y: small.ms }, { x: large.records, y: large.ms }),
+    singleWriteUnits: byRecords(small, large, (m) => m.singleWriteUnits),
+    ms: byRecords(small, large, (m) => m.ms),
+    stateless: {
+      calls: callTermsOf(plainSmall, plainLarge),
+      transactionItems: byRecords(plainSmall, plainLarge, (m) => m.transactionItems),
+      singleWriteUnits: byRecords(plainSmall, plainLarge, (m) => m.singleWriteUnits),
+      ms: byRecords(plainSmall, plainLarge, (m) => m.ms),
+    },
   };
 }
 
@@ -223,6 +264,10 @@ export function fitCheckpoints(measured: readonly MeasuredCheckpoint[]): CostCou
     statementWrites: fitCheckpointTerms(
       shapes,
       measured.map((m) => m.statementWrites),
+    ),
+    singleWriteUnits: fitCheckpointTerms(
+      shapes,
+      measured.map((m) => m.singleWriteUnits),
     ),
     lambdaInvocations: fitCheckpointTerms(
       shapes,
@@ -259,8 +304,12 @@ export async function measureCostCounts(
       await measureBatches(base, mode, BATCH_SIZES[0]),
       await measureBatches(base, mode, BATCH_SIZES[1]),
     ];
-    batches.push(small, large);
-    processor[mode] = fitProcessor(small, large);
+    const stateless = [
+      await measureBatches(base, mode, BATCH_SIZES[0], 6, 'passthrough'),
+      await measureBatches(base, mode, BATCH_SIZES[1], 6, 'passthrough'),
+    ] as const;
+    batches.push(small, large, ...stateless);
+    processor[mode] = fitProcessor(small, large, stateless);
   }
   const checkpoints: MeasuredCheckpoint[] = [];
   for (const spec of FIT_SHAPES) checkpoints.push(await measureCheckpoint(base, spec));

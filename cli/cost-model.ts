@@ -8,7 +8,10 @@
  * it first (then R / batch size batches a second) or fewer records than partitions arrive in a window (then every
  * record is a batch of its own). Each batch is one processor invocation and, exactly-once, one staged file.
  * Calls per batch are linear in its records (fitted from two measured batch sizes); transaction items are a fixed
- * part plus one per distinct state key the batch touches. A checkpoint's calls are a fixed part plus parts per
+ * part plus one per distinct state key the batch touches. A transform without keyed state (0 state keys) is priced
+ * from batches measured with one (`passthrough`): its chunks write the fence alone, one UpdateItem with the staged
+ * entry inline. DynamoDB write units: two per transaction item (items of at most 1 KB), one per PartiQL write, and
+ * for single writes (PutItem, UpdateItem, DeleteItem) the units DynamoDB reported for each, by the item's size. A checkpoint's calls are a fixed part plus parts per
  * shard (one per `partitionsPerShard` partitions that moved, at most `maxShards`), per partition, per staged file and per final object, fitted
  * from measured checkpoints of five shapes; the final objects of a partition are its files cut by the promotion
  * limits (members, rows and bytes, bytes taken as the records' size: an upper bound, since staged files are
@@ -42,7 +45,21 @@ export interface ProcessorCounts {
   readonly calls: Record<string, BatchTerms>;
   /** Items written through transactions per batch: fixed, plus one per distinct state key (`perStateKey`). */
   readonly transactionItems: { readonly fixed: number; readonly perStateKey: number };
+  /** Write units of single writes (PutItem, UpdateItem, DeleteItem) per batch, by the sizes DynamoDB reported. */
+  readonly singleWriteUnits: BatchTerms;
   /** Measured milliseconds per batch on the local parts (what Lambda would bill is assumed to follow it). */
+  readonly ms: BatchTerms;
+  /**
+   * The same, measured with a transform that keeps no state: its chunks write the fence alone (one UpdateItem,
+   * entries inline: `shared/ledger/inline-entries.ts`), which the fit with state keys cannot extrapolate to.
+   */
+  readonly stateless: StatelessProcessorCounts;
+}
+
+export interface StatelessProcessorCounts {
+  readonly calls: Record<string, BatchTerms>;
+  readonly transactionItems: BatchTerms;
+  readonly singleWriteUnits: BatchTerms;
   readonly ms: BatchTerms;
 }
 
@@ -51,6 +68,8 @@ export interface CheckpointCounts {
   readonly transactionItems: CheckpointTerms;
   /** Writes sent as PartiQL batch statements (one write unit each per KB, not a transaction's two). */
   readonly statementWrites: CheckpointTerms;
+  /** Write units of single writes (PutItem, UpdateItem, DeleteItem), by the sizes DynamoDB reported. */
+  readonly singleWriteUnits: CheckpointTerms;
   readonly lambdaInvocations: CheckpointTerms;
   /** State transitions, what a Standard workflow bills: states entered (inside Map iterations too) and retries. */
   readonly transitions: CheckpointTerms;
@@ -182,7 +201,7 @@ function sum(calls: Record<string, number>, operations: readonly string[]): numb
 const round = (value: number, digits: number) => Number(value.toFixed(digits));
 
 /** Calls of one batch of `records` records, by operation. */
-export function batchCalls(counts: ProcessorCounts, records: number): Record<string, number> {
+export function batchCalls(counts: Pick<ProcessorCounts, 'calls'>, records: number): Record<string, number> {
   return Object.fromEntries(
     Object.entries(counts.calls).map(([operation, t]) => [operation, t.fixed + t.perRecord * records]),
   );
@@ -208,6 +227,7 @@ export function checkpointCalls(counts: CheckpointCounts, shape: CheckpointShape
     calls: Object.fromEntries(Object.entries(counts.calls).map(([op, t]) => [op, atShape(t, shape)])),
     transactionItems: atShape(counts.transactionItems, shape),
     statementWrites: atShape(counts.statementWrites, shape),
+    singleWriteUnits: atShape(counts.singleWriteUnits, shape),
     lambdaInvocations: atShape(counts.lambdaInvocations, shape),
     transitions: atShape(counts.transitions, shape),
   };
@@ -252,6 +272,7 @@ interface Usage {
   calls: Record<string, number>;
   transactionItems: number;
   statementWrites: number;
+  singleWriteUnits: number;
   invocations: number;
   gbSeconds: number;
   transitions: number;
@@ -261,6 +282,7 @@ function addUsage(into: Usage, from: Usage, times: number): void {
   for (const [op, n] of Object.entries(from.calls)) into.calls[op] = (into.calls[op] ?? 0) + n * times;
   into.transactionItems += from.transactionItems * times;
   into.statementWrites += from.statementWrites * times;
+  into.singleWriteUnits += from.singleWriteUnits * times;
   into.invocations += from.invocations * times;
   into.gbSeconds += from.gbSeconds * times;
   into.transitions += from.transitions * times;
@@ -270,6 +292,7 @@ const emptyUsage = (): Usage => ({
   calls: {},
   transactionItems: 0,
   statementWrites: 0,
+  singleWriteUnits: 0,
   invocations: 0,
   gbSeconds: 0,
   transitions: 0,
@@ -283,7 +306,7 @@ function billOf(usage: Usage, counts: CostCounts, withDashboard: boolean): Bill 
   const p = counts.prices;
   const puts = sum(usage.calls, PUT_CLASS);
   const gets = sum(usage.calls, GET_CLASS);
-  const wru = usage.transactionItems * 2 + usage.statementWrites + sum(usage.calls, DDB_PLAIN_WRITES);
+  const wru = usage.transactionItems * 2 + usage.statementWrites + usage.singleWriteUnits;
   const rru = sum(usage.calls, DDB_READS);
   const { alarms, dashboards, customMetrics } = counts.stack;
   const cloudWatch =
@@ -332,10 +355,16 @@ function processorUsage(
 ): Usage {
   const processor = counts.processor[mode];
   const n = traffic.recordsPerBatch;
-  const ms = Math.max(1, processor.ms.fixed + processor.ms.perRecord * n);
+  const at = (t: BatchTerms) => t.fixed + t.perRecord * n;
+  // Without keyed state a chunk writes its fence alone: the counts measured so, not the fit with state keys.
+  const stateless = input.stateKeys === 0;
+  const ms = Math.max(1, at(stateless ? processor.stateless.ms : processor.ms));
   return {
-    calls: batchCalls(processor, n),
-    transactionItems: batchTransactionItems(processor, Math.min(n, input.stateKeys)),
+    calls: batchCalls(stateless ? processor.stateless : processor, n),
+    transactionItems: stateless
+      ? at(processor.stateless.transactionItems)
+      : batchTransactionItems(processor, Math.min(n, input.stateKeys)),
+    singleWriteUnits: at(stateless ? processor.stateless.singleWriteUnits : processor.singleWriteUnits),
     statementWrites: 0,
     invocations: 1,
     gbSeconds: (ms / 1000) * (counts.defaults.processorMemoryMb / 1024),
@@ -349,6 +378,8 @@ function monitorUsage(counts: CostCounts): Usage {
     calls: { ...counts.monitor },
     transactionItems: 0,
     statementWrites: 0,
+    // The monitor's writes are small items (its marks): one unit each.
+    singleWriteUnits: sum(counts.monitor, DDB_PLAIN_WRITES),
     invocations: 1,
     gbSeconds: (counts.checkpoint.msPerInvocation / 1000) * (counts.defaults.monitorMemoryMb / 1024),
     transitions: 0,
@@ -361,6 +392,7 @@ function checkpointUsage(counts: CostCounts, shape: CheckpointShape): Usage {
     calls: c.calls,
     transactionItems: c.transactionItems,
     statementWrites: c.statementWrites,
+    singleWriteUnits: c.singleWriteUnits,
     invocations: c.lambdaInvocations,
     gbSeconds:
       c.lambdaInvocations *
