@@ -102,7 +102,7 @@ function whereCheapest(c: CostFigures): string[] {
     `USD a month. Cheapest: ${parts.join('; ')}.${eoNever ? ' Exactly-once is cheapest in no row here:' : ''}`,
     ...(eoNever
       ? [
-          'its bill follows its batches (a transaction of 2 write units a item, and a PUT), and a batch per partition',
+          'its bill follows its batches (a write of the fence and its staged entry, and a PUT), and a batch per partition',
           'per window makes them many and small until they fill; each checkpoint adds its fixed and per-shard calls.',
           'What it buys over the others is exactly-once output, with keyed state if wanted.',
         ]
@@ -156,7 +156,9 @@ export function costSection(r: CostResults, e2eRatio?: Spread): string[] {
     '  file moves it, and that the shipped counts are what the code makes now (`npm run bench:counts` refreshes',
     '  `cli/cost-counts.json` after a change to the processor or the coordinator).',
     '- **Pricing.** A transactional write item is 2 write units (items under 1 KB), a write statement of a PartiQL',
-    '  batch 1, a read 1 read unit; S3',
+    "  batch 1, a single write (PutItem, UpdateItem, DeleteItem) the units DynamoDB reported for it, by the item's",
+    '  size (a fence item with staged entries inline weighs 1 to 3); a read 1 read unit. A transform without keyed',
+    '  state is priced from batches measured with one (`passthrough`), whose chunks write their fence alone; S3',
     '  PUT/COPY/LIST and GET/HEAD classes; Lambda billed for the locally measured time per batch and per coordinator',
     "  invocation at the stack's memory (DynamoDB Local and s3rver are not AWS: an approximation); Step Functions",
     "  transitions counted as the interpreter enters and retries states (inside Map iterations too; an inline Map's",

@@ -103,13 +103,14 @@ function costBarExplanations(r: BenchResults): string[] {
     const path = costBarPath(h);
     lines.push(
       `- **\`cost_ratio_eo_alo\`: ${r.cost_ratio_eo_alo} against 1.3.** At-least-once's bill is almost only a PUT a batch; what`,
-      `  exactly-once adds a month, by line: ${extra.join(', ')} USD. The DynamoDB units are the staging`,
-      `  transaction (the fence and the staged entry, 2 units each) and cleanup's PartiQL delete of the entry (1): ${path.unitsPerBatch}`,
-      "  a batch. Step Functions bills each checkpoint's transitions. What the bar takes, priced on this bill: the",
-      "  chunk's entry written into the fence item by one conditional update, with no entry item to delete (1 unit a",
-      `  batch), would bring the ratio to ${path.oneUnit}; final objects merged across partitions as well (a candidate`,
-      `  PUT and a COPY for each of ${path.finals} final objects a checkpoint now), to ${path.merged}. Both change the protocol (where`,
-      "  staged entries live; C5's per-partition final objects) and wait for their own review and model.",
+      `  exactly-once adds a month, by line: ${extra.join(', ')} USD. The DynamoDB units are the fence's`,
+      "  conditional UpdateItem with the staged entry inline, billed by the fence item's size (its batch-start ring",
+      "  alone is most of a kilobyte, and the entries a checkpoint interval adds another), and cleanup's one UpdateItem",
+      `  a partition that removes them: ${path.unitsPerBatch} a batch, measured. Step Functions bills each checkpoint's`,
+      '  transitions. What the bar takes, priced on this bill: a fence write of one unit a batch (a fence item under',
+      `  1 KB with its entries) would bring the ratio to ${path.oneUnit}; final objects merged across partitions as`,
+      `  well (a candidate PUT and a COPY for each of ${path.finals} final objects a checkpoint now), to ${path.merged}. The`,
+      "  second changes C5's per-partition final objects and waits for its own review and model.",
       '  Exactly-once is already below',
       '  Firehose at this rate (the row above).',
     );
