@@ -196,6 +196,10 @@ describe('write boundaries, identity and bucket policy together (exactly-once)',
       'allow',
     );
     expect(s.decide(identity, s.itemRequest(principal, 'dynamodb:UpdateItem', ITEMS.fence))).toBe('allow');
+    // And read the checkpoint head: whether the coordinator reads staged entries kept inline (inline-gate.ts).
+    expect(s.decide(identity, s.itemRequest(principal, 'dynamodb:GetItem', ITEMS.checkpointHead))).toBe(
+      'allow',
+    );
   });
 
   it("keeps the candidates promote copies out of the processor's reach, and promote off the staged prefix", () => {
