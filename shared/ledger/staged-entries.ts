@@ -15,7 +15,6 @@ import {
   GetCommand,
   paginateQuery,
   TransactWriteCommand,
-  UpdateCommand,
 } from '@aws-sdk/lib-dynamodb';
 import { cancellationReasons } from '../aws/classify.ts';
 import { ledgerDocumentClient } from '../aws/clients.ts';
@@ -30,6 +29,7 @@ import {
   inlineItemsOf,
   mayHaveEntryItems,
 } from './inline-entries.ts';
+import { removeInlineEntries } from './inline-removals.ts';
 import { type ItemKey, keys, padOffset, partitionId, STREAMS, type Stream } from './layout.ts';
 import type { FenceItem, StagedFileEntry } from './records.ts';
 
@@ -117,9 +117,6 @@ export interface ItemsOptions {
   /** The partition's fence item as already read ({@link StagedEntries.fenceItemsOf}; null: absent). */
   readonly fence?: Record<string, unknown> | null;
 }
-
-/** Attributes one cleanup UpdateItem removes at most (its expression stays far under DynamoDB's 4 KB). */
-const INLINE_REMOVES_PER_UPDATE = 100;
 
 /** An inline entry as a {@link StagedItem}: `at` is the key its item would have (`stagedPk`). */
 function fromInline(stagedPk: string, read: InlineItem): StagedItem {
@@ -341,67 +338,11 @@ export class StagedEntries {
    * each). Returns how many were deleted, an item already gone counted as the batch's success counts it.
    */
   async deleteEntries(targets: readonly DeleteTarget[], chunk = 100, concurrency = 4): Promise<number> {
-    const { removed, items } = await this.removeInline(targets, concurrency);
+    const { removed, items } = await removeInlineEntries(this.doc, this.table, targets, concurrency);
     const batched = await deleteEntriesInBatches(this.doc, this.table, items, concurrency);
     return (
       removed + batched.deleted + (await this.deleteByTransactions(batched.undecided, chunk, concurrency))
     );
-  }
-
-  /**
-   * Removes the inline targets' attributes, fence by fence (the fence must exist: an update never creates one), and
-   * returns how many were removed and the targets left to delete as items.
-   */
-  private async removeInline(
-    targets: readonly DeleteTarget[],
-    concurrency: number,
-  ): Promise<{ removed: number; items: DeleteTarget[] }> {
-    const items: DeleteTarget[] = [];
-    const byFence = new Map<string, { fence: ItemKey; targets: DeleteTarget[] }>();
-    for (const target of targets) {
-      if (target.inline === undefined) {
-        items.push(target);
-        continue;
-      }
-      const id = `${target.inline.fence.pk}\u0000${target.inline.fence.sk}`;
-      const group = byFence.get(id) ?? { fence: target.inline.fence, targets: [] };
-      group.targets.push(target);
-      byFence.set(id, group);
-    }
-    const counts = await mapLimit([...byFence.values()], concurrency, async ({ fence, targets: group }) => {
-      let removed = 0;
-      for (let i = 0; i < group.length; i += INLINE_REMOVES_PER_UPDATE) {
-        const part = group.slice(i, i + INLINE_REMOVES_PER_UPDATE);
-        const gone = await this.removeAttributes(
-          fence,
-          part.map((t) => t.inline!.attribute),
-        );
-        removed += gone.size;
-        for (const target of part)
-          if (target.orItem && !gone.has(target.inline!.attribute)) items.push(target);
-      }
-      return removed;
-    });
-    return { removed: counts.reduce((sum, n) => sum + n, 0), items };
-  }
-
-  /** Removes attributes of one fence item; returns those it held (an absent fence holds none). */
-  private async removeAttributes(fence: ItemKey, attributes: readonly string[]): Promise<Set<string>> {
-    const names = Object.fromEntries(attributes.map((name, i) => [`#e${i}`, name]));
-    const result = await sendConditional(
-      this.doc,
-      new UpdateCommand({
-        TableName: this.table,
-        Key: fence,
-        UpdateExpression: `REMOVE ${Object.keys(names).join(', ')}`,
-        ConditionExpression: 'attribute_exists(pk)',
-        ExpressionAttributeNames: names,
-        ReturnValues: 'UPDATED_OLD',
-      }),
-      'dynamodb:UpdateItem(remove inline entries)',
-      { lost: (error) => error instanceof ConditionalCheckFailedException },
-    );
-    return new Set(Object.keys(result?.Attributes ?? {}).filter((name) => attributes.includes(name)));
   }
 
   /**

@@ -362,23 +362,27 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
 }
 
 /**
- * The fence update's part for the chunk's entries (`inline-entries.ts`): the entry-item mark, noted at the new
- * offset: the chunk's last offset when its entries are items, else the mark as known, or the offset read when the
- * mark is not known to hold; and, inline, each entry's attribute.
+ * The entry-item mark a staging write leaves (`inline-entries.ts`): the chunk's last offset when its entries are
+ * items, else the mark as known, or the offset read when the mark is not known to hold.
+ */
+export function entryItemsMarkAfter(txn: StagingTransaction): number {
+  const asItems = txn.entries.length > 0 && !entriesInline(txn);
+  return asItems ? txn.newOffset : (txn.entryItemsUpTo ?? txn.expectedOffset);
+}
+
+/**
+ * The fence update's part for the chunk's entries: the entry-item mark ({@link entryItemsMarkAfter}), noted at the
+ * new offset, and, inline, each entry's attribute.
  */
 function entryAttributes(txn: StagingTransaction): {
   set: string;
   names: Record<string, string>;
   values: Record<string, unknown>;
 } {
-  const inline = entriesInline(txn);
   const names: Record<string, string> = { '#itemsUpTo': ENTRY_ITEMS_UP_TO, '#notedAt': ENTRY_ITEMS_NOTED_AT };
-  const asItems = txn.entries.length > 0 && !inline;
-  const values: Record<string, unknown> = {
-    ':itemsUpTo': asItems ? txn.newOffset : (txn.entryItemsUpTo ?? txn.expectedOffset),
-  };
+  const values: Record<string, unknown> = { ':itemsUpTo': entryItemsMarkAfter(txn) };
   const sets = ['#itemsUpTo = :itemsUpTo', '#notedAt = :new'];
-  if (!inline) return { set: `, ${sets.join(', ')}`, names, values };
+  if (!entriesInline(txn)) return { set: `, ${sets.join(', ')}`, names, values };
   txn.entries.forEach((entry, i) => {
     const { name, value } = packEntry(entry);
     names[`#e${i}`] = name;

@@ -35,7 +35,7 @@ import {
   type StagedFence,
   type StagingTransaction,
 } from '../ledger/staging-ledger.ts';
-import { entriesInline } from '../ledger/staging-transaction.ts';
+import { entriesInline, entryItemsMarkAfter } from '../ledger/staging-transaction.ts';
 import { stagedObjectKey } from '../sink/layout.ts';
 import type { Fingerprints } from './batch-judge.ts';
 import { type Chunk, planChunk } from './chunks.ts';
@@ -340,9 +340,12 @@ export class PartitionStager {
     const keyWindow: BucketWrite[] = this.window?.writesFor(keys, ctx.clock.now()) ?? [];
     const handovers = this.parts.claims.handoversOf(chunk.kept, this.stateRefused, this.holds.held);
     const entries = objects.map((object) => entryFor(ctx, chunk, object, topic, partition, attemptId));
-    const allowed = await this.parts.inlineGate.allows(ctx.clock.now());
-    let inline = inlinePlacement(known, entries, allowed);
-    if (allowed && !inline.inline && entries.length > 0) inline = await this.inlineAfterCleanup(entries);
+    const added = inlineBytesOfAll(entries);
+    const fits = (fence: FenceState) =>
+      entries.length > 0 && (fence.inlineBytes ?? 0) + added <= INLINE_BYTES_BUDGET;
+    const inline =
+      (await this.parts.inlineGate.allows(ctx.clock.now())) &&
+      (fits(known) || (entries.length > 0 && (await this.fitsAfterCleanup(fits))));
     let staged: StagingTransaction;
     let written: StagedFence;
     try {
@@ -355,7 +358,7 @@ export class PartitionStager {
         ...(known.legacy ? { fromLegacy: true } : {}),
         newOffset: chunk.lastOffset,
         entries,
-        ...(inline.inline ? { inline: true } : {}),
+        ...(inline ? { inline: true } : {}),
         ...(known.entryItemsUpTo === undefined ? {} : { entryItemsUpTo: known.entryItemsUpTo }),
         claims: this.parts.claims.claimsFor(chunk.kept.filter(this.claimInTransaction), topic, partition),
         ...(handovers.length > 0 ? { handovers } : {}),
@@ -376,7 +379,7 @@ export class PartitionStager {
       stagedOffset: chunk.lastOffset,
       identity,
       updatedAt: ctx.clock.now(),
-      ...fenceEntriesAfter(known, staged, written, inline.added),
+      ...fenceEntriesAfter(known, staged, written, added),
     });
     this.afterCommitWindow(chunk, from, keyWindow);
     // Released or handed over by the transaction: no longer this attempt's to release if the batch fails.
@@ -391,15 +394,12 @@ export class PartitionStager {
    * may have put it there, and cleanup may have removed entries since. One read of the fence tells; its inline
    * bytes count only while it is still at the offset this chunk was planned from.
    */
-  private async inlineAfterCleanup(
-    entries: readonly StagedFileEntry[],
-  ): Promise<ReturnType<typeof inlinePlacement>> {
+  private async fitsAfterCleanup(fits: (fence: FenceState) => boolean): Promise<boolean> {
     const { ctx, topic, partition, known } = this;
     const fresh = await ctx.ledger.readFence(ctx.settings.pipelineId, topic, partition);
-    if (fresh.stagedOffset !== known.stagedOffset || fresh.closed)
-      return inlinePlacement(known, entries, false);
-    this.setFence({ ...known, ...inlineKnowledge(fresh) });
-    return inlinePlacement(this.known, entries, true);
+    if (fresh.stagedOffset !== known.stagedOffset || fresh.closed) return false;
+    this.setFence({ ...known, inlineBytes: fresh.inlineBytes ?? 0, entryItemsUpTo: fresh.entryItemsUpTo });
+    return fits(this.known);
   }
 
   /** What a refused staging transaction teaches; throws what it cannot resolve (the batch fails). */
@@ -477,22 +477,12 @@ export class PartitionStager {
   }
 }
 
-/**
- * Whether a chunk's entries may go inline into the fence item (`inline-entries.ts`): when the gate allows it and
- * the inline entries the fence holds (as last known: at most that many, cleanup only removes) stay within the
- * budget. `added`: the bytes they add to the fence item if they do.
- */
-function inlinePlacement(
-  known: FenceState,
-  entries: readonly StagedFileEntry[],
-  allowed: boolean,
-): { readonly inline: boolean; readonly added: number } {
-  const added = entries.reduce((sum, entry) => {
+/** The bytes a chunk's entries add to the fence item if they go inline (`inline-entries.ts`). */
+function inlineBytesOfAll(entries: readonly StagedFileEntry[]): number {
+  return entries.reduce((sum, entry) => {
     const { name, value } = packEntry(entry);
     return sum + inlineBytesOf(name, value);
   }, 0);
-  const inline = allowed && entries.length > 0 && (known.inlineBytes ?? 0) + added <= INLINE_BYTES_BUDGET;
-  return { inline, added };
 }
 
 /**
@@ -505,16 +495,6 @@ function fenceEntriesAfter(
   written: StagedFence,
   added: number,
 ): Pick<FenceState, 'inlineBytes' | 'entryItemsUpTo'> {
-  const inline = entriesInline(txn);
-  const bytes = written.inlineBytes ?? (known.inlineBytes ?? 0) + (inline ? added : 0);
-  const asItems = txn.entries.length > 0 && !inline;
-  return {
-    ...(bytes > 0 ? { inlineBytes: bytes } : {}),
-    entryItemsUpTo: asItems ? txn.newOffset : (known.entryItemsUpTo ?? txn.expectedOffset),
-  };
-}
-
-/** A fence read's knowledge of its entries, to replace what a container carried. */
-function inlineKnowledge(fresh: FenceState): Pick<FenceState, 'inlineBytes' | 'entryItemsUpTo'> {
-  return { inlineBytes: fresh.inlineBytes ?? 0, entryItemsUpTo: fresh.entryItemsUpTo };
+  const bytes = written.inlineBytes ?? (known.inlineBytes ?? 0) + (entriesInline(txn) ? added : 0);
+  return { ...(bytes > 0 ? { inlineBytes: bytes } : {}), entryItemsUpTo: entryItemsMarkAfter(txn) };
 }
