@@ -7,7 +7,6 @@ import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
-import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings, SettingsInput } from '../../shared/config/settings.ts';
 import { fenceKeys } from '../../shared/ledger/fences.ts';
@@ -18,6 +17,7 @@ import { stagedObjectKey } from '../../shared/sink/layout.ts';
 import { encodeNdjson } from '../../shared/sink/ndjson.ts';
 import { readLedgerStatus } from '../../shared/status/ledger-status.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { spiedClients } from '../support/claims.ts';
 import { gate } from '../support/hooks.ts';
 import { asLegacyRelease, ledgerItem } from '../support/legacy-fence.ts';
 import { mskEvent, order, orderRecords, type RecordSpec } from '../support/msk.ts';
@@ -129,24 +129,6 @@ function pkOf(input: unknown): string | undefined {
   return typeof s === 'string' ? s : undefined;
 }
 
-/**
- * Clients of their own whose DynamoDB calls pass through `spy` (before and after the call): the test runs
- * another invocation exactly between two reads of this one.
- */
-function spiedClients(
-  spy: (command: string, input: unknown, call: () => Promise<unknown>) => Promise<unknown>,
-): AwsClients {
-  const clients = createAwsClients();
-  clients.dynamodb.middlewareStack.add(
-    (next, context) => async (args) =>
-      (await spy(String(context.commandName), args.input, () => next(args))) as Awaited<
-        ReturnType<typeof next>
-      >,
-    { step: 'initialize', name: 'fenceSpy' },
-  );
-  return { ...res.clients, dynamodb: clients.dynamodb };
-}
-
 /** Orders of `count` distinct customers: one keyed-state item each (state key: customer and currency). */
 function distinctCustomers(partition: number, from: number, count: number): RecordSpec[] {
   return Array.from({ length: count }, (_, i) => ({
@@ -170,7 +152,7 @@ describe('the legacy item is one more transaction item than the chunk planner co
     // The same with claimWrite in-transaction (98 keyed records) or with key-window buckets.
     const settings = settingsFor();
     let largest = 0;
-    const clients = spiedClients(async (command, input, call) => {
+    const clients = spiedClients(res.clients, 'fenceSpy', async (command, input, call) => {
       if (command.startsWith('TransactWrite')) {
         const items = (input as { TransactItems?: unknown[] }).TransactItems ?? [];
         largest = Math.max(largest, items.length);
@@ -201,7 +183,7 @@ describe('the legacy item is one more transaction item than the chunk planner co
     await processorFor(settings).processEvent(mskEvent(orderRecords(6, 0, 3)));
     await asLegacyRelease(res, settings, 6);
     let largest = 0;
-    const clients = spiedClients(async (command, input, call) => {
+    const clients = spiedClients(res.clients, 'fenceSpy', async (command, input, call) => {
       if (command.startsWith('TransactWrite')) {
         largest = Math.max(largest, ((input as { TransactItems?: unknown[] }).TransactItems ?? []).length);
       }
@@ -232,7 +214,7 @@ describe('readFence reads the shard, then the legacy key', () => {
     const batch = mskEvent(orderRecords(7, 0, 5));
     const shardPk = fenceKeys.fence(settings.pipelineId, 'orders', 7).pk;
     let fired = false;
-    const clients = spiedClients(async (command, input, call) => {
+    const clients = spiedClients(res.clients, 'fenceSpy', async (command, input, call) => {
       const out = await call();
       if (!fired && command.startsWith('GetItem') && pkOf(input) === shardPk) {
         fired = true;
@@ -267,7 +249,7 @@ describe('readFence reads the shard, then the legacy key', () => {
     const batch = mskEvent(orderRecords(8, 10, 5));
     const shardPk = fenceKeys.fence(settings.pipelineId, 'orders', 8).pk;
     let fired = false;
-    const clients = spiedClients(async (command, input, call) => {
+    const clients = spiedClients(res.clients, 'fenceSpy', async (command, input, call) => {
       const out = await call();
       if (!fired && command.startsWith('GetItem') && pkOf(input) === shardPk) {
         fired = true;
@@ -298,7 +280,7 @@ describe('the legacy fence and its shards under concurrency and upgrades', () =>
     await asLegacyRelease(res, settings, 9);
     const legacyPk = fenceKeys.legacyPk(settings.pipelineId);
     let fired = false;
-    const clients = spiedClients(async (command, input, call) => {
+    const clients = spiedClients(res.clients, 'fenceSpy', async (command, input, call) => {
       const out = await call();
       const pk = (input as { ExpressionAttributeValues?: Record<string, unknown> })
         .ExpressionAttributeValues?.[':pk'];

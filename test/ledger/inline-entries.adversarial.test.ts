@@ -1,14 +1,6 @@
-/**
- * Adversarial interleavings of staged-file entries kept inline in their fence item (`shared/ledger/inline-entries.ts`),
- * against DynamoDB Local and the S3 server: the processor's inline writes and spills, the coordinator's reads
- * (`StagedEntries.items`, which skips the Query of entry items by the fence's `entryItemsUpTo`) and cleanup's
- * REMOVE of inline attributes. Each case's comment gives its interleaving and why the property holds or breaks.
- */
-import { PutObjectCommand } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, QueryCommand, TransactWriteCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
-import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { sweepOrphans } from '../../shared/coordinator/cleanup/orphans.ts';
@@ -19,13 +11,12 @@ import { keys, padOffset } from '../../shared/ledger/layout.ts';
 import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
 import { INLINE_GRACE_MS } from '../../shared/processor/inline-gate.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
-import { stagedObjectKey } from '../../shared/sink/layout.ts';
-import { encodeNdjson } from '../../shared/sink/ndjson.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { spiedClients } from '../support/claims.ts';
 import { crashAt } from '../support/hooks.ts';
 import { ledgerItem } from '../support/legacy-fence.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
-import { committedOffsets, defaultRows, expectExactlyOnce, range } from '../support/staging.ts';
+import { committedOffsets, expectExactlyOnce, putStagedObject, range } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -82,20 +73,8 @@ async function previousReleaseStage(
   last: number,
   expected: number,
 ): Promise<void> {
-  const span = {
-    stream: 'output' as const,
-    topic: 'orders',
-    partition,
-    firstOffset: first,
-    lastOffset: last,
-  };
-  const encoded = encodeNdjson(
-    defaultRows({ partition, firstOffset: first, lastOffset: last }),
-    settings.gzip,
-  );
-  const attemptId = `prev-${first}-${last}`;
-  const key = stagedObjectKey(settings.pipelineId, span, `${attemptId}.0`, settings.gzip);
-  await res.clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: encoded.body }));
+  const spec = { partition, firstOffset: first, lastOffset: last };
+  const entry = await putStagedObject(res.clients, settings, spec, `prev-${first}-${last}.0`);
   await doc().send(
     new TransactWriteCommand({
       TransactItems: [
@@ -112,40 +91,13 @@ async function previousReleaseStage(
         {
           Put: {
             TableName: res.table,
-            Item: {
-              ...keys.staged(settings.pipelineId, 'orders', partition, last, 'output'),
-              pipeline: settings.pipelineId,
-              ...span,
-              key,
-              recordCount: encoded.recordCount,
-              bytes: encoded.bytes,
-              sha256: encoded.sha256,
-              md5: encoded.md5,
-              gzip: settings.gzip,
-              attemptId,
-              stagedAt: Date.now(),
-            },
+            Item: { ...keys.staged(settings.pipelineId, 'orders', partition, last, 'output'), ...entry },
             ConditionExpression: 'attribute_not_exists(pk)',
           },
         },
       ],
     }),
   );
-}
-
-/** Clients of their own whose DynamoDB calls pass through `spy` (as in fence-shards.adversarial.test.ts). */
-function spiedClients(
-  spy: (command: string, input: unknown, call: () => Promise<unknown>) => Promise<unknown>,
-): AwsClients {
-  const clients = createAwsClients();
-  clients.dynamodb.middlewareStack.add(
-    (next, context) => async (args) =>
-      (await spy(String(context.commandName), args.input, () => next(args))) as Awaited<
-        ReturnType<typeof next>
-      >,
-    { step: 'initialize', name: 'inlineSpy' },
-  );
-  return { ...res.clients, dynamodb: clients.dynamodb };
 }
 
 describe('a rolling deploy: the release before inline entries still runs beside this one', () => {
@@ -303,7 +255,7 @@ describe('inline entries, spills and cleanup under interleavings (properties tha
     await processorFor(settings).processEvent(mskEvent(orderRecords(6, 0, 5)));
     await processorFor(settings).processEvent(mskEvent(orderRecords(6, 5, 5)));
     let raced = false;
-    const clients = spiedClients(async (command, input, call) => {
+    const clients = spiedClients(res.clients, 'inlineSpy', async (command, input, call) => {
       const expression = (input as { UpdateExpression?: string }).UpdateExpression ?? '';
       if (!raced && command.startsWith('UpdateItem') && expression.startsWith('REMOVE')) {
         raced = true;

@@ -62,6 +62,25 @@ export function clientsWith(
   return clients;
 }
 
+/**
+ * `base` with a DynamoDB client of its own whose calls pass through `spy` (before and after each call, before the
+ * SDK's retries): a test runs another invocation exactly between two calls of this one.
+ */
+export function spiedClients(
+  base: AwsClients,
+  name: string,
+  spy: (command: string, input: unknown, call: () => Promise<unknown>) => Promise<unknown>,
+): AwsClients {
+  const { dynamodb } = clientsWith(
+    name,
+    (next, context) => async (args) =>
+      (await spy(String(context.commandName), args.input, () => next(args))) as Awaited<
+        ReturnType<typeof next>
+      >,
+  );
+  return { ...base, dynamodb };
+}
+
 /** Key `key`'s claim item (generation 0) in `table`, read strongly consistently; undefined when there is none. */
 export async function readClaim(
   at: { readonly clients: AwsClients; readonly table: string },

@@ -34,6 +34,37 @@ export function defaultRows(spec: FileSpec): Record<string, unknown>[] {
   }));
 }
 
+/** Writes one spec's staged object, as the processor does, and returns the entry that names it. */
+export async function putStagedObject(
+  clients: AwsClients,
+  settings: Settings,
+  spec: FileSpec,
+  attemptId: string,
+): Promise<StagedFileEntry> {
+  const encoded = encodeNdjson(spec.rows ?? defaultRows(spec), settings.gzip);
+  const range = {
+    stream: spec.stream ?? 'output',
+    topic: spec.topic ?? 'orders',
+    partition: spec.partition,
+    firstOffset: spec.firstOffset,
+    lastOffset: spec.lastOffset,
+  };
+  const key = stagedObjectKey(settings.pipelineId, range, attemptId, settings.gzip);
+  await clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: encoded.body }));
+  return {
+    pipeline: settings.pipelineId,
+    ...range,
+    key,
+    recordCount: encoded.recordCount,
+    bytes: encoded.bytes,
+    sha256: encoded.sha256,
+    md5: encoded.md5,
+    gzip: settings.gzip,
+    attemptId,
+    stagedAt: Date.now(),
+  };
+}
+
 /**
  * Stages files and moves each touched partition's fence to the highest staged lastOffset. Writes the objects
  * (concurrently), then the entries in batches (fast: for thousands of files), then the fences.
@@ -45,33 +76,7 @@ export async function stageFiles(
   attemptId = 'a1',
 ): Promise<StagedFileEntry[]> {
   const doc = DynamoDBDocumentClient.from(clients.dynamodb);
-  const entries = await mapLimit(specs, 16, async (spec) => {
-    const topic = spec.topic ?? 'orders';
-    const stream = spec.stream ?? 'output';
-    const encoded = encodeNdjson(spec.rows ?? defaultRows(spec), settings.gzip);
-    const range = {
-      stream,
-      topic,
-      partition: spec.partition,
-      firstOffset: spec.firstOffset,
-      lastOffset: spec.lastOffset,
-    };
-    const key = stagedObjectKey(settings.pipelineId, range, attemptId, settings.gzip);
-    await clients.s3.send(new PutObjectCommand({ Bucket: settings.bucket, Key: key, Body: encoded.body }));
-    const entry: StagedFileEntry = {
-      pipeline: settings.pipelineId,
-      ...range,
-      key,
-      recordCount: encoded.recordCount,
-      bytes: encoded.bytes,
-      sha256: encoded.sha256,
-      md5: encoded.md5,
-      gzip: settings.gzip,
-      attemptId,
-      stagedAt: Date.now(),
-    };
-    return entry;
-  });
+  const entries = await mapLimit(specs, 16, (spec) => putStagedObject(clients, settings, spec, attemptId));
   for (let i = 0; i < entries.length; i += 25) {
     const batch = entries.slice(i, i + 25);
     await doc.send(
