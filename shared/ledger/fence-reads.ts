@@ -19,6 +19,7 @@ import {
 import { fenceKeys } from './fences.ts';
 import { entryItemsUpTo, inlineBytesIn } from './inline-entries.ts';
 import { type ItemKey, keys } from './layout.ts';
+import { LEGACY_RING_ATTRIBUTE, RING_ATTRIBUTE, unpackRing } from './recent-starts.ts';
 import { type FenceIdentity, RECENT_STARTS, type RecordFingerprint } from './records.ts';
 
 export const NO_FENCE = -1;
@@ -91,13 +92,16 @@ function isFingerprint(value: unknown): value is RecordFingerprint {
  * written before identities; a fence whose record fingerprint is not at its staged offset is malformed too).
  */
 function identityOf(item: Record<string, unknown>, stagedOffset: number): FenceIdentity | undefined {
-  const { fenceRecord, batchStart, recentStarts } = item;
+  const { fenceRecord, batchStart } = item;
   if (!isFingerprint(fenceRecord) || !isFingerprint(batchStart)) return undefined;
   if (fenceRecord.offset !== stagedOffset || batchStart.offset > stagedOffset) return undefined;
   // The ring is advisory (it only turns a false stop into a proven redelivery): a malformed one counts as absent,
-  // and only well-formed starts at or below the fence are kept, at most RECENT_STARTS of them.
-  const starts = Array.isArray(recentStarts)
-    ? recentStarts.filter((s): s is RecordFingerprint => isFingerprint(s) && s.offset <= stagedOffset)
+  // and only well-formed starts at or below the fence are kept, at most RECENT_STARTS of them. Packed when this
+  // release wrote it, a list when an earlier one did (`recent-starts.ts`).
+  const ring =
+    item[RING_ATTRIBUTE] !== undefined ? unpackRing(item[RING_ATTRIBUTE]) : item[LEGACY_RING_ATTRIBUTE];
+  const starts = Array.isArray(ring)
+    ? ring.filter((s): s is RecordFingerprint => isFingerprint(s) && s.offset <= stagedOffset)
     : [];
   return { fenceRecord, batchStart, recentStarts: starts.slice(-RECENT_STARTS) };
 }

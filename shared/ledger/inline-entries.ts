@@ -7,11 +7,10 @@
  *
  * An entry is inline or an item, never both: the processor writes it with the fence move either way, so it is
  * durable exactly when the fence passed it. Inline entries are bounded by {@link INLINE_BYTES_BUDGET}: past it the
- * processor writes the chunk's entries as items again (the fence item stays far under DynamoDB's 400 KB, L3, and a
- * write never costs more than the transaction it replaced). Every staging write of this release notes in the fence
- * the highest offset an entry item may have ({@link ENTRY_ITEMS_UP_TO}) and the staged offset it wrote
- * ({@link ENTRY_ITEMS_NOTED_AT}), so readers query the staged-entry items only when a range reaches below the
- * mark. The mark holds only while the fence is where this release left it: a processor of an earlier release
+ * processor writes the chunk's entries as items again (the fence item stays far under DynamoDB's 400 KB, L3).
+ * Every staging write of this release notes in the fence the highest offset an entry item may have
+ * ({@link ENTRY_ITEMS_UP_TO}) and the staged offset it wrote ({@link ENTRY_ITEMS_NOTED_AT}), so readers query the
+ * staged-entry items only when a range reaches below the mark. The mark holds only while the fence is where this release left it: a processor of an earlier release
  * moves the fence and writes entry items without touching either, so a fence whose staged offset is not the one
  * noted may have items anywhere (readers query; the next writer of this release marks everything below the offset
  * it read).
@@ -33,11 +32,14 @@ export const ENTRY_ITEMS_UP_TO = 'entryItemsUpTo';
 export const ENTRY_ITEMS_NOTED_AT = 'entryItemsNotedAt';
 
 /**
- * Bytes of inline entries a fence item holds at most (about ten entries): with the fence's own ~1 KB the item stays
- * under about 3 KB, so an UpdateItem of it costs at most 3 write units, below the 4 of a transaction of the fence
- * and one entry item.
+ * Bytes of inline entries a fence item holds at most: about 16 entries of ~190 bytes, a checkpoint interval's
+ * batches at the stack's defaults (12: a 5 s batching window, 1 minute checkpoints) with room. An inline write
+ * costs what the fence item weighs, `ceil(F / 1 KB)` units, always less than the transaction that writes the entry
+ * as an item (`2 ceil(F / 1 KB) + 2`: a transaction bills each item twice), so the budget does not save units: it
+ * bounds the item (L3), and what each chunk costs once a stalled coordinator lets it fill (with the fence's own
+ * ~0.7 KB, a transaction of a ~4 KB fence and the entry, 10 units).
  */
-export const INLINE_BYTES_BUDGET = 2048;
+export const INLINE_BYTES_BUDGET = 3072;
 
 const PREFIX = 'e:';
 /** An inline entry's attribute, in the one spelling `inlineAttribute` writes (no leading zeros). */

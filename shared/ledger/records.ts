@@ -37,8 +37,8 @@ export interface FenceIdentity {
 }
 
 /**
- * How many batch starts a fence remembers. Bounded by construction (the processor keeps the last k): with a
- * fingerprint of ~120 bytes (offset, 64-character digest, timestamp) the ring adds under 1 KB to the fence item.
+ * How many batch starts a fence remembers. Bounded by construction (the processor keeps the last k): packed at 48
+ * bytes a start (`recent-starts.ts`), the ring adds under 400 bytes to the fence item.
  * A rewind deeper than k acknowledged batches is judged without it (rule 4: a false, loud stop).
  */
 export const RECENT_STARTS = 8;

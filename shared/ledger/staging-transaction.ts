@@ -47,6 +47,7 @@ import { fenceKeys } from './fences.ts';
 import { ENTRY_ITEMS_NOTED_AT, ENTRY_ITEMS_UP_TO, inlineBytesIn, packEntry } from './inline-entries.ts';
 import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
 import { keys } from './layout.ts';
+import { LEGACY_RING_ATTRIBUTE, packRing, RING_ATTRIBUTE } from './recent-starts.ts';
 import type { ClaimItem, FenceIdentity, StagedFileEntry } from './records.ts';
 import {
   believeCommitted,
@@ -330,13 +331,14 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
   // still holds it to read the new lane. Staging clears a stop record: the partition moves again.
   const absent = txn.fromLegacy === true || txn.expectedOffset === NO_FENCE;
   const entries = entryAttributes(txn);
+  const ring = ringAttributes(txn.identity);
   return {
     Update: {
       TableName: table,
       Key: keys.fence(txn.pipeline, txn.topic, txn.partition),
       UpdateExpression:
         'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition, ' +
-        `fenceRecord = :fenceRecord, batchStart = :batchStart, recentStarts = :recentStarts${entries.set} REMOVE #stop`,
+        `fenceRecord = :fenceRecord, batchStart = :batchStart, ${ring.set}${entries.set} REMOVE #stop, ${ring.remove}`,
       ConditionExpression: absent
         ? 'attribute_not_exists(pk)'
         : 'stagedOffset = :expected AND attribute_not_exists(#closed)',
@@ -344,6 +346,7 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
         '#partition': 'partition',
         '#stop': STOP_ATTRIBUTE,
         ...(absent ? {} : { '#closed': CLOSED_ATTRIBUTE }),
+        ...ring.names,
         ...entries.names,
       },
       ExpressionAttributeValues: {
@@ -353,12 +356,34 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
         ':partition': txn.partition,
         ':fenceRecord': txn.identity.fenceRecord,
         ':batchStart': txn.identity.batchStart,
-        ':recentStarts': txn.identity.recentStarts,
+        ...ring.values,
         ...(absent ? {} : { ':expected': txn.expectedOffset }),
         ...entries.values,
       },
     },
   };
+}
+
+/**
+ * The fence update's part for the ring of recent batch starts: packed (`recent-starts.ts`), the list form removed;
+ * or, when a start does not pack, the list, the packed form removed (a reader takes the packed one first).
+ */
+function ringAttributes(identity: FenceIdentity): {
+  set: string;
+  remove: string;
+  names: Record<string, string>;
+  values: Record<string, unknown>;
+} {
+  const names = { '#ring': RING_ATTRIBUTE, '#legacyRing': LEGACY_RING_ATTRIBUTE };
+  const packed = packRing(identity.recentStarts);
+  return packed
+    ? { set: '#ring = :ring', remove: '#legacyRing', names, values: { ':ring': packed } }
+    : {
+        set: '#legacyRing = :legacyRing',
+        remove: '#ring',
+        names,
+        values: { ':legacyRing': identity.recentStarts },
+      };
 }
 
 /**
