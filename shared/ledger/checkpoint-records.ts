@@ -44,10 +44,12 @@ export interface CheckpointHead {
   readonly updatedAt: number;
   /**
    * Epoch ms of the first checkpoint begun by a release whose coordinator reads staged entries kept inline in
-   * fence items: processors put entries inline only a grace period after it (`processor/inline-gate.ts`). A begin
-   * of an earlier release rewrites the head without it, and the next begin of this release starts it again.
+   * fence items, packed (`ledger/packed-entry.ts`): processors put entries inline only a grace period after it
+   * (`processor/inline-gate.ts`). A begin of an earlier release rewrites the head without it, and the next begin
+   * of this release starts it again. Named for the packed format: a release that read only the map format wrote
+   * `inlineEntriesSince`, which this release neither reads nor keeps.
    */
-  readonly inlineEntriesSince?: number;
+  readonly packedEntriesSince?: number;
 }
 
 /** The head of a pipeline that never took a checkpoint. */

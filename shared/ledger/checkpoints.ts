@@ -221,7 +221,7 @@ export class CheckpointStore {
       consecutiveAborts: expected?.consecutiveAborts ?? 0,
       ...(expected?.lastAbortReason ? { lastAbortReason: truncateReason(expected.lastAbortReason) } : {}),
       updatedAt: now,
-      inlineEntriesSince: expected?.inlineEntriesSince ?? now,
+      packedEntriesSince: expected?.packedEntriesSince ?? now,
     };
     const headCondition = expected
       ? {

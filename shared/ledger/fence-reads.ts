@@ -17,7 +17,7 @@ import {
   type StopRecord,
 } from './epochs.ts';
 import { fenceKeys } from './fences.ts';
-import { entryItemsUpTo, inlineBytesIn } from './inline-entries.ts';
+import { entryItemsUpTo, inlineBytesIn, type KeyTemplates, templatesIn } from './inline-entries.ts';
 import { type ItemKey, keys } from './layout.ts';
 import { LEGACY_RING_ATTRIBUTE, RING_ATTRIBUTE, unpackRing } from './recent-starts.ts';
 import { type FenceIdentity, RECENT_STARTS, type RecordFingerprint } from './records.ts';
@@ -49,6 +49,11 @@ export interface FenceState {
    * (`inline-entries.ts`); undefined: items may lie anywhere at or below the staged offset.
    */
   readonly entryItemsUpTo?: number;
+  /**
+   * The key templates inline entries share (`inline-entries.ts`), as the fence item holds them; undefined: not
+   * known (no fence, or a state not read from the item).
+   */
+  readonly templates?: KeyTemplates;
 }
 
 /** A partition's current lane (`epochs.ts`) and that lane's fence. */
@@ -136,6 +141,7 @@ function fenceStateOf(item: Record<string, unknown>, topic: string, partition: n
     updatedAt: typeof item.updatedAt === 'number' ? item.updatedAt : undefined,
     ...(inlineBytes > 0 ? { inlineBytes } : {}),
     ...(itemsUpTo === undefined ? {} : { entryItemsUpTo: itemsUpTo }),
+    templates: templatesIn(item),
     ...(item[CLOSED_ATTRIBUTE] === undefined ? {} : { closed: true as const }),
     ...(epoch === undefined ? {} : { epoch: epoch as number }),
     ...(isStopRecord(stop) ? { stop } : {}),
@@ -267,7 +273,7 @@ export async function recordStop(
   );
 }
 
-/** The checkpoint head's `inlineEntriesSince` (`processor/inline-gate.ts`), strongly consistent; undefined if none. */
+/** The checkpoint head's `packedEntriesSince` (`processor/inline-gate.ts`), strongly consistent; undefined if none. */
 export async function readInlineEntriesSince(at: TableRef, pipeline: string): Promise<number | undefined> {
   const { Item } = await send(
     at.doc,
@@ -275,11 +281,11 @@ export async function readInlineEntriesSince(at: TableRef, pipeline: string): Pr
       TableName: at.table,
       Key: keys.checkpointHead(pipeline),
       ConsistentRead: true,
-      ProjectionExpression: 'inlineEntriesSince',
+      ProjectionExpression: 'packedEntriesSince',
     }),
     'dynamodb:GetItem(checkpoint head)',
     { missingTable: at.table },
   );
-  const since = Item?.inlineEntriesSince;
+  const since = Item?.packedEntriesSince;
   return Number.isSafeInteger(since) ? (since as number) : undefined;
 }

@@ -18,11 +18,14 @@
  * Coordinators of earlier releases read entry items only: processors put entries inline only once every
  * coordinator step that may run reads them (`processor/inline-gate.ts`).
  *
- * The attribute's name holds the entry's last offset and stream; its value the rest, packed (digests as bytes, the
- * object key with the entry's own values as placeholders). Nothing in it is trusted:
- * `inlineItemsOf` turns a malformed value into a rejected item, as the item reader does.
+ * The attribute's name holds the entry's last offset and stream; its value the rest, packed into bytes
+ * (`packed-entry.ts`). The object key's template (the key with the entry's own values as placeholders) is the same
+ * for most entries of a stream, so the fence holds it once, `k:<stream>`, written with the first entry that shares
+ * it and never changed; an entry with another template carries its own. Nothing in it is trusted: `inlineItemsOf`
+ * turns a malformed value into a rejected item, as the item reader does.
  */
 import { type ItemKey, padOffset, type Stream } from './layout.ts';
+import { isSharedTemplate, packEntryValue, templateOf, unpackEntryValue } from './packed-entry.ts';
 import type { StagedFileEntry } from './records.ts';
 
 /** The fence attribute naming the highest offset a staged-entry item of the partition may have. */
@@ -32,7 +35,7 @@ export const ENTRY_ITEMS_UP_TO = 'entryItemsUpTo';
 export const ENTRY_ITEMS_NOTED_AT = 'entryItemsNotedAt';
 
 /**
- * Bytes of inline entries a fence item holds at most: about 16 entries of ~190 bytes, a checkpoint interval's
+ * Bytes of inline entries a fence item holds at most: about 30 entries of ~100 bytes, a checkpoint interval's
  * batches at the stack's defaults (12: a 5 s batching window, 1 minute checkpoints) with room. An inline write
  * costs what the fence item weighs, `ceil(F / 1 KB)` units, always less than the transaction that writes the entry
  * as an item (`2 ceil(F / 1 KB) + 2`: a transaction bills each item twice), so the budget does not save units: it
@@ -56,75 +59,54 @@ export interface InlineAt {
   readonly attribute: string;
 }
 
-/** The packed value of an inline entry (see the module comment). */
-interface Packed {
-  readonly f: number;
-  readonly c: number;
-  readonly b: number;
-  readonly h: Uint8Array;
-  readonly m: Uint8Array;
-  readonly g: boolean;
-  readonly a: string;
-  readonly t: number;
+/** The fence attribute holding the key template a stream's inline entries may share (`packed-entry.ts`). */
+export function templateAttribute(stream: Stream): string {
+  return `k:${stream}`;
+}
+
+/** The key templates of a fence item, by stream (read with the item; none: `{}`). */
+export type KeyTemplates = Readonly<Partial<Record<Stream, string>>>;
+
+const STREAMS: readonly Stream[] = ['output', 'deadletter'];
+
+export function templatesIn(item: Readonly<Record<string, unknown>>): KeyTemplates {
+  const templates: Partial<Record<Stream, string>> = {};
+  for (const stream of STREAMS) {
+    const template = item[templateAttribute(stream)];
+    if (typeof template === 'string') templates[stream] = template;
+  }
+  return templates;
+}
+
+/** An inline entry as written: its attribute and value, and how its key's template is kept. */
+export interface PackedInline {
+  readonly name: string;
+  readonly value: Uint8Array;
   /**
-   * The object key with the entry's own values (pipeline, attempt, offsets, stream, topic) as one-character
-   * placeholders: the key is mostly those, and the ledger need not know the sink's key format to shorten it.
+   * The fence's template the entry shares: `fresh` when this write creates the attribute (on condition it is
+   * absent), else on condition it holds that template. Absent: the template is in the value.
    */
-  readonly k: string;
+  readonly template?: { readonly attribute: string; readonly value: string; readonly fresh: boolean };
 }
-
-/** The entry's values a staged key is made of, longest first, each with its placeholder. */
-function keyParts(
-  entry: Pick<StagedFileEntry, 'pipeline' | 'stream' | 'topic' | 'firstOffset' | 'lastOffset' | 'attemptId'>,
-): Array<[string, string]> {
-  const parts: Array<[string, string]> = [
-    [entry.attemptId, '\u0001'],
-    [padOffset(entry.firstOffset), '\u0002'],
-    [padOffset(entry.lastOffset), '\u0003'],
-    [entry.pipeline, '\u0004'],
-    [entry.topic, '\u0005'],
-    [entry.stream, '\u0006'],
-  ];
-  return parts.filter(([value]) => value.length > 0);
-}
-
-// biome-ignore lint/suspicious/noControlCharactersInRegex: the placeholders are control characters by design.
-const PLACEHOLDERS = /[\u0001-\u0006]/;
 
 /**
- * The key with the entry's values replaced by placeholders. Undone value by value in the reverse order, so each
- * placeholder gets back exactly what it replaced; a key or value that holds a placeholder character is kept whole.
+ * `entry` packed for the fence item whose templates are `known` (undefined: not known, the template goes in the
+ * value). An entry shares its stream's template when the fence has that one, or has none yet (this write creates
+ * it). A template is written once and never changed, so an entry of another (a key format of another release, a
+ * second object of one attempt) keeps its own: the entries that share one can never be given another.
  */
-function templateOf(entry: StagedFileEntry): string {
-  const parts = keyParts(entry);
-  if (PLACEHOLDERS.test(entry.key) || parts.some(([value]) => PLACEHOLDERS.test(value))) return entry.key;
-  const template = parts.reduce((key, [value, mark]) => key.replaceAll(value, mark), entry.key);
-  return keyOf(template, entry) === entry.key ? template : entry.key;
-}
-
-function keyOf(
-  template: string,
-  entry: Pick<StagedFileEntry, 'pipeline' | 'stream' | 'topic' | 'firstOffset' | 'lastOffset' | 'attemptId'>,
-): string {
-  return keyParts(entry)
-    .reverse()
-    .reduce((key, [value, mark]) => key.replaceAll(mark, value), template);
-}
-
-/** The attribute name and packed value of `entry`. */
-export function packEntry(entry: StagedFileEntry): { readonly name: string; readonly value: Packed } {
-  const value: Packed = {
-    f: entry.firstOffset,
-    c: entry.recordCount,
-    b: entry.bytes,
-    h: Buffer.from(entry.sha256, 'hex'),
-    m: Buffer.from(entry.md5, 'hex'),
-    g: entry.gzip,
-    a: entry.attemptId,
-    t: entry.stagedAt,
-    k: templateOf(entry),
+export function packEntry(entry: StagedFileEntry, known: KeyTemplates | undefined): PackedInline {
+  const name = inlineAttribute(entry.lastOffset, entry.stream);
+  const template = templateOf(entry);
+  const there = known?.[entry.stream];
+  const shares =
+    known !== undefined && isSharedTemplate(template) && (there === undefined || there === template);
+  if (!shares) return { name, value: packEntryValue(entry, false) };
+  return {
+    name,
+    value: packEntryValue(entry, true),
+    template: { attribute: templateAttribute(entry.stream), value: template, fresh: there === undefined },
   };
-  return { name: inlineAttribute(entry.lastOffset, entry.stream), value };
 }
 
 /** DynamoDB's size of a value, closely enough to budget by (strings and bytes exact, numbers at most). */
@@ -149,12 +131,6 @@ export function inlineBytesIn(item: Readonly<Record<string, unknown>>): number {
   let bytes = 0;
   for (const [name, value] of Object.entries(item)) if (NAME.test(name)) bytes += inlineBytesOf(name, value);
   return bytes;
-}
-
-const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
-
-function bytesOf(value: unknown, length: number): Buffer | undefined {
-  return value instanceof Uint8Array && value.byteLength === length ? Buffer.from(value) : undefined;
 }
 
 /** One inline attribute of a fence item, read: an entry, or a rejected value. */
@@ -182,6 +158,7 @@ export function inlineItemsOf(
   range: { readonly above: number; readonly upTo: number },
 ): InlineItem[] {
   const found: InlineItem[] = [];
+  const templates = templatesIn(item);
   for (const [name, value] of Object.entries(item)) {
     const match = NAME.exec(name);
     if (!match) continue;
@@ -190,7 +167,7 @@ export function inlineItemsOf(
     const stream = match[2] as Stream;
     const at = { fence: where.fence, attribute: name };
     const sk = `${padOffset(lastOffset)}#${stream}`;
-    const entry = unpack(value, { ...where, lastOffset, stream });
+    const entry = unpackEntryValue(value, { ...where, lastOffset, stream, template: templates[stream] });
     found.push(
       entry
         ? { kind: 'entry', at, sk, entry }
@@ -198,37 +175,6 @@ export function inlineItemsOf(
     );
   }
   return found.sort((a, b) => (a.sk < b.sk ? -1 : a.sk > b.sk ? 1 : 0));
-}
-
-function unpack(
-  value: unknown,
-  where: { pipeline: string; topic: string; partition: number; lastOffset: number; stream: Stream },
-): StagedFileEntry | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const v = value as Partial<Record<keyof Packed, unknown>>;
-  const sha256 = bytesOf(v.h, 32);
-  const md5 = bytesOf(v.m, 16);
-  if (!isCount(v.f) || !isCount(v.c) || !isCount(v.b) || !isCount(v.t)) return undefined;
-  if (!sha256 || !md5 || typeof v.g !== 'boolean' || typeof v.a !== 'string' || v.a.length === 0)
-    return undefined;
-  if (typeof v.k !== 'string') return undefined;
-  const key = keyOf(v.k, { ...where, firstOffset: v.f, attemptId: v.a });
-  return {
-    pipeline: where.pipeline,
-    stream: where.stream,
-    topic: where.topic,
-    partition: where.partition,
-    firstOffset: v.f,
-    lastOffset: where.lastOffset,
-    key,
-    recordCount: v.c,
-    bytes: v.b,
-    sha256: sha256.toString('hex'),
-    md5: md5.toString('hex'),
-    gzip: v.g,
-    attemptId: v.a,
-    stagedAt: v.t,
-  };
 }
 
 /**

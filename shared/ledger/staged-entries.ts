@@ -28,6 +28,7 @@ import {
   inlineAttribute,
   inlineItemsOf,
   mayHaveEntryItems,
+  templateAttribute,
 } from './inline-entries.ts';
 import { removeInlineEntries } from './inline-removals.ts';
 import { type ItemKey, keys, padOffset, partitionId, STREAMS, type Stream } from './layout.ts';
@@ -293,8 +294,12 @@ export class StagedEntries {
         TableName: this.table,
         Key: keys.fence(this.pipeline, topic, partition),
         ConsistentRead: true,
-        ProjectionExpression: '#entry',
-        ExpressionAttributeNames: { '#entry': inlineAttribute(lastOffset, stream) },
+        // The entry, and the key template it may share (`inline-entries.ts`).
+        ProjectionExpression: '#entry, #template',
+        ExpressionAttributeNames: {
+          '#entry': inlineAttribute(lastOffset, stream),
+          '#template': templateAttribute(stream),
+        },
       }),
       'dynamodb:GetItem(fence entry)',
     );

@@ -97,7 +97,7 @@ export class StagingLedger {
   }
 
   /**
-   * When coordinators that read inline staged entries took over the pipeline (the head's `inlineEntriesSince`,
+   * When coordinators that read inline staged entries took over the pipeline (the head's `packedEntriesSince`,
    * epoch ms, `processor/inline-gate.ts`); undefined before.
    */
   readInlineEntriesSince(pipeline: string): Promise<number | undefined> {

@@ -44,7 +44,14 @@ import {
 import { CLOSED_ATTRIBUTE, isRootLane, STOP_ATTRIBUTE } from './epochs.ts';
 import { NO_FENCE } from './fence-reads.ts';
 import { fenceKeys } from './fences.ts';
-import { ENTRY_ITEMS_NOTED_AT, ENTRY_ITEMS_UP_TO, inlineBytesIn, packEntry } from './inline-entries.ts';
+import {
+  ENTRY_ITEMS_NOTED_AT,
+  ENTRY_ITEMS_UP_TO,
+  inlineBytesIn,
+  type KeyTemplates,
+  packEntry,
+  templatesIn,
+} from './inline-entries.ts';
 import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
 import { keys } from './layout.ts';
 import { LEGACY_RING_ATTRIBUTE, packRing, RING_ATTRIBUTE } from './recent-starts.ts';
@@ -116,6 +123,11 @@ export interface StagingTransaction {
    * (`FenceState.entryItemsUpTo`); undefined when not known: the write then marks everything up to `expectedOffset`.
    */
   readonly entryItemsUpTo?: number;
+  /**
+   * The fence item's key templates as known (`FenceState.templates`); undefined when not known: inline entries
+   * then keep their templates in their values.
+   */
+  readonly templates?: KeyTemplates;
   readonly claims: readonly ClaimItem[];
   /**
    * Claims written ahead for records this transaction dead-letters for their state: each is released here, or, when
@@ -208,6 +220,8 @@ function plan(table: string, txn: StagingTransaction): Planned {
 export interface StagedFence {
   /** Bytes of the inline entries the fence item holds now (`inline-entries.ts`). */
   readonly inlineBytes?: number;
+  /** The fence item's key templates now (`inline-entries.ts`). */
+  readonly templates?: KeyTemplates;
 }
 
 /**
@@ -248,7 +262,8 @@ async function stageFenceAlone(
     { missingTable: at.table, lost: (error) => error instanceof ConditionalCheckFailedException },
   );
   if (written === undefined) throw new FenceMovedError(txn.topic, txn.partition, txn.expectedOffset);
-  return { inlineBytes: inlineBytesIn(written.Attributes ?? {}) };
+  const fence = written.Attributes ?? {};
+  return { inlineBytes: inlineBytesIn(fence), templates: templatesIn(fence) };
 }
 
 function explainCancellation(
@@ -329,7 +344,7 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
   // The sharded fence is created (absent) for a new partition or lane and when the legacy one moves. A closed
   // fence (an operator opened a newer epoch, `epochs.ts`) takes no staging: the condition sends a processor that
   // still holds it to read the new lane. Staging clears a stop record: the partition moves again.
-  const absent = txn.fromLegacy === true || txn.expectedOffset === NO_FENCE;
+  const absent = createsFence(txn);
   const entries = entryAttributes(txn);
   const ring = ringAttributes(txn.identity);
   return {
@@ -339,9 +354,9 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
       UpdateExpression:
         'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition, ' +
         `fenceRecord = :fenceRecord, batchStart = :batchStart, ${ring.set}${entries.set} REMOVE #stop, ${ring.remove}`,
-      ConditionExpression: absent
-        ? 'attribute_not_exists(pk)'
-        : 'stagedOffset = :expected AND attribute_not_exists(#closed)',
+      ConditionExpression:
+        (absent ? 'attribute_not_exists(pk)' : 'stagedOffset = :expected AND attribute_not_exists(#closed)') +
+        entries.condition,
       ExpressionAttributeNames: {
         '#partition': 'partition',
         '#stop': STOP_ATTRIBUTE,
@@ -362,6 +377,11 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
       },
     },
   };
+}
+
+/** Whether the write creates the sharded fence item: a new partition or lane, or a move from the legacy key. */
+export function createsFence(txn: StagingTransaction): boolean {
+  return txn.fromLegacy === true || txn.expectedOffset === NO_FENCE;
 }
 
 /**
@@ -401,20 +421,32 @@ export function entryItemsMarkAfter(txn: StagingTransaction): number {
  */
 function entryAttributes(txn: StagingTransaction): {
   set: string;
+  condition: string;
   names: Record<string, string>;
   values: Record<string, unknown>;
 } {
   const names: Record<string, string> = { '#itemsUpTo': ENTRY_ITEMS_UP_TO, '#notedAt': ENTRY_ITEMS_NOTED_AT };
   const values: Record<string, unknown> = { ':itemsUpTo': entryItemsMarkAfter(txn) };
   const sets = ['#itemsUpTo = :itemsUpTo', '#notedAt = :new'];
-  if (!entriesInline(txn)) return { set: `, ${sets.join(', ')}`, names, values };
+  const conditions: string[] = [];
+  if (!entriesInline(txn)) return { set: `, ${sets.join(', ')}`, condition: '', names, values };
   txn.entries.forEach((entry, i) => {
-    const { name, value } = packEntry(entry);
+    const { name, value, template } = packEntry(entry, txn.templates);
     names[`#e${i}`] = name;
     values[`:e${i}`] = value;
     sets.push(`#e${i} = :e${i}`);
+    if (template === undefined) return;
+    // The template an entry shares is the fence's, by the condition: a fence that holds another fails the
+    // write as a moved fence would, and the processor reads it again.
+    names[`#k${i}`] = template.attribute;
+    values[`:k${i}`] = template.value;
+    if (template.fresh) {
+      sets.push(`#k${i} = :k${i}`);
+      conditions.push(`attribute_not_exists(#k${i})`);
+    } else conditions.push(`#k${i} = :k${i}`);
   });
-  return { set: `, ${sets.join(', ')}`, names, values };
+  const condition = conditions.map((c) => ` AND ${c}`).join('');
+  return { set: `, ${sets.join(', ')}`, condition, names, values };
 }
 
 function entryItem(table: string, txn: StagingTransaction, entry: StagedFileEntry): TransactItem {

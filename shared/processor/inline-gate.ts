@@ -1,10 +1,11 @@
 /**
  * When the processor may keep staged entries inline in fence items (`ledger/inline-entries.ts`): only once no
- * coordinator step that reads entry items alone can still run. A coordinator of an earlier release would cover
- * an inline entry's offsets without seeing it, and commit past records it never promoted.
+ * coordinator step that reads entry items alone, or inline entries only in the map format of the release before
+ * the packed one (`ledger/packed-entry.ts`), can still run. The first would cover an inline entry's offsets
+ * without seeing it, and commit past records it never promoted; the second would stop on a value it cannot read.
  *
  * The coordinator's begin notes in the checkpoint head when this release first began a checkpoint
- * (`inlineEntriesSince`). Steps of the earlier release may run for a while after that: an execution in flight
+ * (`packedEntriesSince`). Steps of the earlier release may run for a while after that: an execution in flight
  * while the functions were updated, one step's function updated before another's. So the gate opens
  * {@link INLINE_GRACE_MS} after the note, longer than any Lambda invocation (15 minutes) and a stack update's
  * function changes. Rolling back to an earlier release once entries are inline loses them: roll forward.

@@ -21,7 +21,12 @@
  */
 import type { PartitionBatch } from '../kafka/record.ts';
 import { isRootLane, parseLane } from '../ledger/epochs.ts';
-import { INLINE_BYTES_BUDGET, inlineBytesOf, packEntry } from '../ledger/inline-entries.ts';
+import {
+  INLINE_BYTES_BUDGET,
+  inlineBytesOf,
+  type KeyTemplates,
+  packEntry,
+} from '../ledger/inline-entries.ts';
 import type { BucketWrite, KeyWindow } from '../ledger/key-window.ts';
 import { type ClaimItem, type FenceIdentity, type StagedFileEntry, withStart } from '../ledger/records.ts';
 import {
@@ -35,7 +40,7 @@ import {
   type StagedFence,
   type StagingTransaction,
 } from '../ledger/staging-ledger.ts';
-import { entriesInline, entryItemsMarkAfter } from '../ledger/staging-transaction.ts';
+import { createsFence, entriesInline, entryItemsMarkAfter } from '../ledger/staging-transaction.ts';
 import { stagedObjectKey } from '../sink/layout.ts';
 import type { Fingerprints } from './batch-judge.ts';
 import { type Chunk, planChunk } from './chunks.ts';
@@ -340,7 +345,7 @@ export class PartitionStager {
     const keyWindow: BucketWrite[] = this.window?.writesFor(keys, ctx.clock.now()) ?? [];
     const handovers = this.parts.claims.handoversOf(chunk.kept, this.stateRefused, this.holds.held);
     const entries = objects.map((object) => entryFor(ctx, chunk, object, topic, partition, attemptId));
-    const added = inlineBytesOfAll(entries);
+    const added = inlineBytesOfAll(entries, known.templates);
     const fits = (fence: FenceState) =>
       entries.length > 0 && (fence.inlineBytes ?? 0) + added <= INLINE_BYTES_BUDGET;
     const inline =
@@ -360,6 +365,7 @@ export class PartitionStager {
         entries,
         ...(inline ? { inline: true } : {}),
         ...(known.entryItemsUpTo === undefined ? {} : { entryItemsUpTo: known.entryItemsUpTo }),
+        ...(known.templates === undefined ? {} : { templates: known.templates }),
         claims: this.parts.claims.claimsFor(chunk.kept.filter(this.claimInTransaction), topic, partition),
         ...(handovers.length > 0 ? { handovers } : {}),
         state: foldState(chunk.kept.flatMap((record) => record.state)),
@@ -398,7 +404,12 @@ export class PartitionStager {
     const { ctx, topic, partition, known } = this;
     const fresh = await ctx.ledger.readFence(ctx.settings.pipelineId, topic, partition);
     if (fresh.stagedOffset !== known.stagedOffset || fresh.closed) return false;
-    this.setFence({ ...known, inlineBytes: fresh.inlineBytes ?? 0, entryItemsUpTo: fresh.entryItemsUpTo });
+    this.setFence({
+      ...known,
+      inlineBytes: fresh.inlineBytes ?? 0,
+      entryItemsUpTo: fresh.entryItemsUpTo,
+      templates: fresh.templates,
+    });
     return fits(this.known);
   }
 
@@ -478,9 +489,9 @@ export class PartitionStager {
 }
 
 /** The bytes a chunk's entries add to the fence item if they go inline (`inline-entries.ts`). */
-function inlineBytesOfAll(entries: readonly StagedFileEntry[]): number {
+function inlineBytesOfAll(entries: readonly StagedFileEntry[], templates: KeyTemplates | undefined): number {
   return entries.reduce((sum, entry) => {
-    const { name, value } = packEntry(entry);
+    const { name, value } = packEntry(entry, templates);
     return sum + inlineBytesOf(name, value);
   }, 0);
 }
@@ -494,7 +505,13 @@ function fenceEntriesAfter(
   txn: StagingTransaction,
   written: StagedFence,
   added: number,
-): Pick<FenceState, 'inlineBytes' | 'entryItemsUpTo'> {
+): Pick<FenceState, 'inlineBytes' | 'entryItemsUpTo' | 'templates'> {
   const bytes = written.inlineBytes ?? (known.inlineBytes ?? 0) + (entriesInline(txn) ? added : 0);
-  return { ...(bytes > 0 ? { inlineBytes: bytes } : {}), entryItemsUpTo: entryItemsMarkAfter(txn) };
+  // A transaction writes no template: the fence's are as known, and none on a fence it created.
+  const templates = written.templates ?? (createsFence(txn) ? {} : known.templates);
+  return {
+    ...(bytes > 0 ? { inlineBytes: bytes } : {}),
+    entryItemsUpTo: entryItemsMarkAfter(txn),
+    ...(templates === undefined ? {} : { templates }),
+  };
 }

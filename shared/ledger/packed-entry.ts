@@ -1,0 +1,260 @@
+/**
+ * The value of an inline staged entry (`inline-entries.ts`): the entry's fields the attribute name does not hold
+ * (its last offset and stream), packed into bytes, because DynamoDB bills every staging write by the whole fence
+ * item and a fence holds a checkpoint interval's entries. About 90 bytes where a map with named fields takes 190:
+ *
+ *   byte 0     format (1)
+ *   byte 1     flags: 1 gzip, 2 the attempt id is a UUID (16 bytes), 4 the key's template is the fence's for the
+ *              stream (`k:<stream>`, written once: `inline-entries.ts`), else it follows
+ *   varints    lastOffset - firstOffset, record count, bytes, stagedAt (unsigned LEB128, safe integers)
+ *   32 + 16    SHA-256 and MD5 of the object
+ *   attempt    16 bytes, or a varint length and UTF-8
+ *   template   (flag 4 clear) a varint length and UTF-8
+ *
+ * The object key is kept as a template: the entry's own values (attempt, offsets, pipeline, topic, stream)
+ * replaced by one-character placeholders, so the ledger need not know the sink's key format to shorten it.
+ *
+ * A fence written by the release before this format holds a map per entry (`f`, `c`, `b`, `h`, `m`, `g`, `a`,
+ * `t`, `k`): still read. Nothing is trusted: a value that does not unpack exactly is no entry.
+ */
+import { padOffset, type Stream } from './layout.ts';
+import type { StagedFileEntry } from './records.ts';
+
+const FORMAT = 1;
+const GZIP = 1;
+const UUID_ATTEMPT = 2;
+const TEMPLATE_IN_FENCE = 4;
+const KNOWN_FLAGS = GZIP | UUID_ATTEMPT | TEMPLATE_IN_FENCE;
+
+type KeyValues = Pick<
+  StagedFileEntry,
+  'pipeline' | 'stream' | 'topic' | 'firstOffset' | 'lastOffset' | 'attemptId'
+>;
+
+/** Where an entry's packed value lies: what the attribute and its fence say, and the fence's key template. */
+export interface EntryPlace {
+  readonly pipeline: string;
+  readonly topic: string;
+  readonly partition: number;
+  readonly lastOffset: number;
+  readonly stream: Stream;
+  /** The fence's template for the stream (`k:<stream>`), if it has one. */
+  readonly template: string | undefined;
+}
+
+/** The entry's values a staged key is made of, longest first, each with its placeholder. */
+function keyParts(entry: KeyValues): Array<[string, string]> {
+  const parts: Array<[string, string]> = [
+    [entry.attemptId, '\u0001'],
+    [padOffset(entry.firstOffset), '\u0002'],
+    [padOffset(entry.lastOffset), '\u0003'],
+    [entry.pipeline, '\u0004'],
+    [entry.topic, '\u0005'],
+    [entry.stream, '\u0006'],
+  ];
+  return parts.filter(([value]) => value.length > 0);
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the placeholders are control characters by design.
+const PLACEHOLDERS = /[\u0001-\u0006]/;
+
+/**
+ * The key with the entry's values replaced by placeholders. Undone value by value in the reverse order, so each
+ * placeholder gets back exactly what it replaced; a key or value that holds a placeholder character is kept whole
+ * (a template without placeholders: the key itself).
+ */
+export function templateOf(entry: StagedFileEntry): string {
+  const parts = keyParts(entry);
+  if (PLACEHOLDERS.test(entry.key) || parts.some(([value]) => PLACEHOLDERS.test(value))) return entry.key;
+  const template = parts.reduce((key, [value, mark]) => key.replaceAll(value, mark), entry.key);
+  return keyOf(template, entry) === entry.key ? template : entry.key;
+}
+
+/** Whether a template holds placeholders, so that entries of other offsets and attempts can share it. */
+export function isSharedTemplate(template: string): boolean {
+  return PLACEHOLDERS.test(template);
+}
+
+function keyOf(template: string, entry: KeyValues): string {
+  return keyParts(entry)
+    .reverse()
+    .reduce((key, [value, mark]) => key.replaceAll(mark, value), template);
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const HEX = (length: number) => new RegExp(`^[0-9a-f]{${length}}$`);
+const SHA256_HEX = HEX(64);
+const MD5_HEX = HEX(32);
+
+function uuidOf(bytes: Buffer): string {
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** Unsigned LEB128 of a safe integer (arithmetic, not bit operations: those stop at 32 bits). */
+function varint(value: number): number[] {
+  const bytes: number[] = [];
+  let rest = value;
+  while (rest >= 0x80) {
+    bytes.push((rest % 0x80) | 0x80);
+    rest = Math.floor(rest / 0x80);
+  }
+  bytes.push(rest);
+  return bytes;
+}
+
+function withLength(text: string): Buffer {
+  const bytes = Buffer.from(text, 'utf8');
+  return Buffer.concat([Buffer.from(varint(bytes.byteLength)), bytes]);
+}
+
+/**
+ * `entry` packed; `templateInFence`: its key's template is the fence's for its stream, so it is not repeated.
+ * Throws on an entry the processor cannot have made (digests that are not hex of their length, offsets out of
+ * order): a defect, not data.
+ */
+export function packEntryValue(entry: StagedFileEntry, templateInFence: boolean): Uint8Array {
+  if (!SHA256_HEX.test(entry.sha256) || !MD5_HEX.test(entry.md5) || entry.firstOffset > entry.lastOffset) {
+    throw new Error(`staged entry ${entry.key} has malformed digests or offsets`);
+  }
+  const uuid = UUID.test(entry.attemptId);
+  const flags =
+    (entry.gzip ? GZIP : 0) | (uuid ? UUID_ATTEMPT : 0) | (templateInFence ? TEMPLATE_IN_FENCE : 0);
+  return Buffer.concat([
+    Buffer.from([FORMAT, flags]),
+    Buffer.from([
+      ...varint(entry.lastOffset - entry.firstOffset),
+      ...varint(entry.recordCount),
+      ...varint(entry.bytes),
+      ...varint(entry.stagedAt),
+    ]),
+    Buffer.from(entry.sha256, 'hex'),
+    Buffer.from(entry.md5, 'hex'),
+    uuid ? Buffer.from(entry.attemptId.replaceAll('-', ''), 'hex') : withLength(entry.attemptId),
+    templateInFence ? Buffer.alloc(0) : withLength(templateOf(entry)),
+  ]);
+}
+
+/** A cursor over packed bytes; every read returns undefined past the end or on a value out of range. */
+class Reader {
+  private at = 0;
+  constructor(private readonly bytes: Buffer) {}
+
+  get done(): boolean {
+    return this.at === this.bytes.byteLength;
+  }
+
+  byte(): number | undefined {
+    return this.at < this.bytes.byteLength ? this.bytes[this.at++] : undefined;
+  }
+
+  varint(): number | undefined {
+    let value = 0;
+    for (let scale = 1, i = 0; i < 8; i++, scale *= 0x80) {
+      const byte = this.byte();
+      if (byte === undefined) return undefined;
+      value += (byte & 0x7f) * scale;
+      if (byte < 0x80) return Number.isSafeInteger(value) ? value : undefined;
+    }
+    return undefined;
+  }
+
+  take(length: number): Buffer | undefined {
+    if (this.at + length > this.bytes.byteLength) return undefined;
+    const slice = this.bytes.subarray(this.at, this.at + length);
+    this.at += length;
+    return slice;
+  }
+
+  text(): string | undefined {
+    const length = this.varint();
+    const bytes = length === undefined ? undefined : this.take(length);
+    const text = bytes?.toString('utf8');
+    return text !== undefined && Buffer.byteLength(text) === length ? text : undefined;
+  }
+}
+
+function unpackBytes(value: Uint8Array, place: EntryPlace): StagedFileEntry | undefined {
+  const read = new Reader(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  const format = read.byte();
+  const flags = read.byte();
+  if (format !== FORMAT || flags === undefined || (flags & ~KNOWN_FLAGS) !== 0) return undefined;
+  const span = read.varint();
+  const recordCount = read.varint();
+  const bytes = read.varint();
+  const stagedAt = read.varint();
+  const sha256 = read.take(32);
+  const md5 = read.take(16);
+  const uuid = flags & UUID_ATTEMPT ? read.take(16) : undefined;
+  const attemptId = uuid ? uuidOf(uuid) : flags & UUID_ATTEMPT ? undefined : read.text();
+  const template = flags & TEMPLATE_IN_FENCE ? place.template : read.text();
+  if (span === undefined || recordCount === undefined || bytes === undefined || stagedAt === undefined)
+    return;
+  if (!sha256 || !md5 || !attemptId || template === undefined || !read.done || span > place.lastOffset)
+    return;
+  return entryOf(place, {
+    firstOffset: place.lastOffset - span,
+    recordCount,
+    bytes,
+    stagedAt,
+    sha256: sha256.toString('hex'),
+    md5: md5.toString('hex'),
+    gzip: (flags & GZIP) !== 0,
+    attemptId,
+    template,
+  });
+}
+
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+
+function bytesOf(value: unknown, length: number): Buffer | undefined {
+  return value instanceof Uint8Array && value.byteLength === length ? Buffer.from(value) : undefined;
+}
+
+/** An entry of the release before the packed format: a map of named fields. */
+function unpackMap(value: object, place: EntryPlace): StagedFileEntry | undefined {
+  const v = value as Partial<Record<'f' | 'c' | 'b' | 'h' | 'm' | 'g' | 'a' | 't' | 'k', unknown>>;
+  const sha256 = bytesOf(v.h, 32);
+  const md5 = bytesOf(v.m, 16);
+  if (!isCount(v.f) || !isCount(v.c) || !isCount(v.b) || !isCount(v.t)) return undefined;
+  if (!sha256 || !md5 || typeof v.g !== 'boolean' || typeof v.a !== 'string' || v.a.length === 0)
+    return undefined;
+  if (typeof v.k !== 'string') return undefined;
+  return entryOf(place, {
+    firstOffset: v.f,
+    recordCount: v.c,
+    bytes: v.b,
+    stagedAt: v.t,
+    sha256: sha256.toString('hex'),
+    md5: md5.toString('hex'),
+    gzip: v.g,
+    attemptId: v.a,
+    template: v.k,
+  });
+}
+
+function entryOf(
+  place: EntryPlace,
+  f: Omit<StagedFileEntry, 'pipeline' | 'stream' | 'topic' | 'partition' | 'lastOffset' | 'key'> & {
+    template: string;
+  },
+): StagedFileEntry {
+  const { template, ...fields } = f;
+  const values = { ...place, firstOffset: f.firstOffset, attemptId: f.attemptId };
+  return {
+    pipeline: place.pipeline,
+    stream: place.stream,
+    topic: place.topic,
+    partition: place.partition,
+    lastOffset: place.lastOffset,
+    key: keyOf(template, values),
+    ...fields,
+  };
+}
+
+/** The entry a packed value holds at `place`, in either format; undefined when it is not one. */
+export function unpackEntryValue(value: unknown, place: EntryPlace): StagedFileEntry | undefined {
+  if (value instanceof Uint8Array) return unpackBytes(value, place);
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return undefined;
+  return unpackMap(value, place);
+}
