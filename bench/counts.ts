@@ -1,15 +1,17 @@
 /**
  * The counts behind the cost model (cli/cost-model.ts), measured on the local parts and fitted: the processor's
- * calls per batch under each guarantee at two batch sizes, and a checkpoint's calls at five shapes that tell its
- * terms apart (a fixed part, per shard, per partition, per staged file, per final object). `npm run bench` writes
- * them to `cli/cost-counts.json`, which ships with the package for `eos cost`; alone, after a change to the
- * processor or the coordinator:
+ * calls per batch under each guarantee at two batch sizes, an exactly-once stateless batch's write units by its
+ * position after a checkpoint's cleanup (its fence item grows until then), and a checkpoint's calls at five shapes
+ * that tell its terms apart (a fixed part, per shard, per partition, per staged file, per final object).
+ * `npm run bench` writes them to `cli/cost-counts.json`, which ships with the package for `eos cost`; alone, after
+ * a change to the processor or the coordinator:
  *
  *   npm run bench:counts        (starts the local parts; under a minute)
  *
  * test/bench/cost-model.test.ts measures a shape the fit never saw and checks the model predicts its counts.
  */
 import '../local/polyfills.ts';
+import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +23,7 @@ import { type DeliveryGuarantee, parseSettings } from '../shared/config/settings
 import { MAX_SHARDS } from '../shared/coordinator/definition.ts';
 import { DEFAULT_PROMOTION_LIMITS } from '../shared/coordinator/promote/final-plan.ts';
 import { PARTITIONS_PER_SHARD, shardCountFor } from '../shared/coordinator/shards.ts';
+import { RECENT_STARTS } from '../shared/ledger/records.ts';
 import { createProcessor } from '../shared/processor/processor.ts';
 import { finalPrefix } from '../shared/sink/layout.ts';
 import { listObjects } from '../shared/sink/objects.ts';
@@ -166,7 +169,7 @@ export interface MeasuredBatches {
  * `batches` batches of `records` records of one partition, after two of warm-up: calls, items and time per batch.
  * `transform`: the benchmark's `orders` (keyed state: one item per customer) or `passthrough` (no state). No
  * checkpoint runs meanwhile, so a fence's inline entries grow from the third batch to the last: about the middle
- * of a checkpoint interval at the stack's defaults.
+ * of a checkpoint interval at the stack's defaults ({@link measureCheckpointCycle} measures each position).
  */
 export async function measureBatches(
   base: { table: string; bucket: string },
@@ -210,6 +213,79 @@ export async function measureBatches(
 
 /** Two batch sizes with different numbers of distinct state keys, so items per key and per batch separate. */
 export const BATCH_SIZES = [20, 500] as const;
+
+/**
+ * Batches measured after a checkpoint's cleanup, at least: two minutes of them at the stack's defaults (12 a
+ * minute a partition). The measurement goes on until {@link CYCLE_SPILLED} batches have spilled past the inline
+ * budget (their chunks write the entry as an item, in a transaction with the fence), at most
+ * {@link CYCLE_MAX_BATCHES}: the model prices every later position as the last measured, which holds only once the
+ * fence stopped growing.
+ */
+export const CYCLE_BATCHES = 24;
+export const CYCLE_SPILLED = 4;
+export const CYCLE_MAX_BATCHES = 64;
+
+export interface MeasuredCycle {
+  readonly records: number;
+  /**
+   * DynamoDB write units of each batch after a checkpoint's cleanup, by position (index 0: the first batch after
+   * it): single writes and transactions by the items' sizes (`CallCounter.transactionUnits`), PartiQL writes one.
+   */
+  readonly writeUnits: readonly number[];
+  /** TransactWriteItems calls of each batch, by position: 1 once the chunk spills past the inline budget. */
+  readonly transactions: readonly number[];
+}
+
+/**
+ * The exactly-once write units of a stateless batch (`passthrough`) by its position in a checkpoint cycle: the
+ * staging write updates the partition's fence item, which carries the entries staged since the last cleanup, and
+ * DynamoDB bills it by the item's size, so the k-th batch after a cleanup costs more than the first. One partition
+ * stages enough batches to fill the fence's ring of batch starts (as in steady state), one checkpoint commits and
+ * empties the fence, then each batch is counted on its own: `batches` of them, and more until `spilled` spilled
+ * (at most {@link CYCLE_MAX_BATCHES}).
+ */
+export async function measureCheckpointCycle(
+  base: { table: string; bucket: string },
+  records: number = BATCH_SIZES[1],
+  batches = CYCLE_BATCHES,
+  spilled = CYCLE_SPILLED,
+): Promise<MeasuredCycle> {
+  const settings = parseSettings({
+    ledgerTable: base.table,
+    bucket: base.bucket,
+    pipelineId: `cost-cycle-${tag()}`,
+    deliveryGuarantee: 'exactly-once',
+    idempotencyKey: 'none',
+    transform: 'passthrough',
+  });
+  const clients = createAwsClients();
+  try {
+    const processor = createProcessor({ settings, clients });
+    let offset = 0;
+    const stage = async () => {
+      await processor.processEvent(batchEvent(0, offset, records));
+      offset += records;
+    };
+    for (let i = 0; i < RECENT_STARTS + 2; i++) await stage();
+    const checkpoint = await createLocalCoordinator({ settings, clients }).runCheckpoint();
+    if (checkpoint.status !== 'committed')
+      throw new Error(`the cycle's checkpoint did not commit: ${checkpoint.status}`);
+    const calls = new CallCounter().attach(clients);
+    const writeUnits: number[] = [];
+    const transactions: number[] = [];
+    const spills = () => transactions.filter((n) => n > 0).length;
+    while (writeUnits.length < batches || (spills() < spilled && writeUnits.length < CYCLE_MAX_BATCHES)) {
+      calls.reset();
+      await stage();
+      writeUnits.push(calls.singleWriteUnits() + calls.transactionUnits() + calls.statementWrites());
+      transactions.push(calls.snapshot()['dynamodb:TransactWriteItems'] ?? 0);
+    }
+    return { records, writeUnits, transactions };
+  } finally {
+    clients.dynamodb.destroy();
+    clients.s3.destroy();
+  }
+}
 
 /** The terms of a count per batch, from the same count at two batch sizes. */
 function byRecords(small: MeasuredBatches, large: MeasuredBatches, of: (m: MeasuredBatches) => number) {
@@ -289,6 +365,7 @@ export interface CostCountsRun {
   readonly counts: CostCounts;
   readonly batches: readonly MeasuredBatches[];
   readonly checkpoints: readonly MeasuredCheckpoint[];
+  readonly cycle: MeasuredCycle;
 }
 
 /** Measures and fits everything the cost model needs; `idle` from bench/idle.ts (the stack and the monitor). */
@@ -298,7 +375,7 @@ export async function measureCostCounts(
   by: string,
 ): Promise<CostCountsRun> {
   const batches: MeasuredBatches[] = [];
-  const processor = {} as Record<'exactly-once' | 'at-least-once', ProcessorCounts>;
+  const fits = {} as Record<keyof CostCounts['processor'], ProcessorCounts>;
   for (const mode of ['exactly-once', 'at-least-once'] as const) {
     const [small, large] = [
       await measureBatches(base, mode, BATCH_SIZES[0]),
@@ -309,8 +386,15 @@ export async function measureCostCounts(
       await measureBatches(base, mode, BATCH_SIZES[1], 6, 'passthrough'),
     ] as const;
     batches.push(small, large, ...stateless);
-    processor[mode] = fitProcessor(small, large, stateless);
+    fits[mode] = fitProcessor(small, large, stateless);
   }
+  // At-least-once stages nothing in the ledger and runs no checkpoint: its batches have no cycle to measure.
+  const cycle = await measureCheckpointCycle(base);
+  const eo = fits['exactly-once'];
+  const processor: CostCounts['processor'] = {
+    'exactly-once': { ...eo, stateless: { ...eo.stateless, writeUnitsAfterCleanup: cycle.writeUnits } },
+    'at-least-once': fits['at-least-once'],
+  };
   const checkpoints: MeasuredCheckpoint[] = [];
   for (const spec of FIT_SHAPES) checkpoints.push(await measureCheckpoint(base, spec));
   const failed = checkpoints.find((c) => c.status !== 'committed');
@@ -334,11 +418,17 @@ export async function measureCostCounts(
     stack: { alarms: idle.alarms, dashboards: idle.dashboards, customMetrics: idle.customMetrics },
     prices: readPrices(),
   };
-  return { counts, batches, checkpoints };
+  return { counts, batches, checkpoints, cycle };
 }
 
+/** The counts as `biome check` wants them (it fills arrays of numbers to the line width), so `npm run lint` passes. */
 export function writeCostCounts(counts: CostCounts): void {
-  writeFileSync(COST_COUNTS_FILE, `${JSON.stringify(counts, null, 2)}\n`);
+  const text = execFileSync(
+    join(root, 'node_modules', '.bin', 'biome'),
+    ['format', '--stdin-file-path=cli/cost-counts.json'],
+    { cwd: root, input: `${JSON.stringify(counts, null, 2)}\n`, encoding: 'utf8' },
+  );
+  writeFileSync(COST_COUNTS_FILE, text);
 }
 
 async function main(): Promise<void> {

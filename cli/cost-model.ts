@@ -10,12 +10,16 @@
  * Calls per batch are linear in its records (fitted from two measured batch sizes); transaction items are a fixed
  * part plus one per distinct state key the batch touches. A transform without keyed state (0 state keys) is priced
  * from batches measured with one (`passthrough`): its chunks write the fence alone, one UpdateItem with the staged
- * entry inline. DynamoDB write units: two per transaction item (items of at most 1 KB), one per PartiQL write, and
- * for single writes (PutItem, UpdateItem, DeleteItem) the units DynamoDB reported for each, by the item's size. A checkpoint's calls are a fixed part plus parts per
- * shard (one per `partitionsPerShard` partitions that moved, at most `maxShards`), per partition, per staged file and per final object, fitted
- * from measured checkpoints of five shapes; the final objects of a partition are its files cut by the promotion
- * limits (members, rows and bytes, bytes taken as the records' size: an upper bound, since staged files are
- * compressed).
+ * entry inline. Exactly-once, its write units follow the fence item's size, which grows with each inline entry
+ * (past the inline budget the entry goes to an item of its own, in a transaction with the fence) until a
+ * checkpoint's cleanup empties it: a stateless batch costs the mean of the units measured at positions 1..n after a
+ * cleanup, n the files a partition stages in a checkpoint interval, the last measured standing for later positions.
+ * DynamoDB write units otherwise: two per transaction item (items of at most 1 KB), one per PartiQL write, and for
+ * single writes (PutItem, UpdateItem, DeleteItem) the units DynamoDB reported for each, by the item's size. A
+ * checkpoint's calls are a fixed part plus parts per shard (one per `partitionsPerShard` partitions that moved, at
+ * most `maxShards`), per partition, per staged file and per final object, fitted from measured checkpoints of five
+ * shapes; the final objects of a partition are its files cut by the promotion limits (members, rows and bytes,
+ * bytes taken as the records' size: an upper bound, since staged files are compressed).
  */
 
 /** How a count grows with the size of a batch. */
@@ -61,6 +65,17 @@ export interface StatelessProcessorCounts {
   readonly transactionItems: BatchTerms;
   readonly singleWriteUnits: BatchTerms;
   readonly ms: BatchTerms;
+  /**
+   * DynamoDB write units of a batch of the larger measured size by its position after a checkpoint's cleanup
+   * (index 0: the first batch after it), all of its writes by their items' sizes. When present they price the
+   * batch's units instead of `singleWriteUnits` and `transactionItems`, which were measured with no checkpoint.
+   */
+  readonly writeUnitsAfterCleanup?: readonly number[];
+}
+
+/** Exactly-once stages into the ledger, which each checkpoint's cleanup empties: its stateless units by position. */
+export interface ExactlyOnceProcessorCounts extends ProcessorCounts {
+  readonly stateless: StatelessProcessorCounts & { readonly writeUnitsAfterCleanup: readonly number[] };
 }
 
 export interface CheckpointCounts {
@@ -124,7 +139,11 @@ export interface CostCounts {
   };
   /** The benchmark workload's pool of state keys: at most this many distinct keys per batch, by default. */
   readonly stateKeys: number;
-  readonly processor: { readonly 'exactly-once': ProcessorCounts; readonly 'at-least-once': ProcessorCounts };
+  /** At-least-once stages nothing in the ledger and runs no checkpoint: its batches have no cycle. */
+  readonly processor: {
+    readonly 'exactly-once': ExactlyOnceProcessorCounts;
+    readonly 'at-least-once': ProcessorCounts;
+  };
   readonly checkpoint: CheckpointCounts;
   /** One monitor run (every checkpoint interval), by operation. */
   readonly monitor: Record<string, number>;
@@ -272,7 +291,8 @@ interface Usage {
   calls: Record<string, number>;
   transactionItems: number;
   statementWrites: number;
-  singleWriteUnits: number;
+  /** Write units measured by the items' sizes: single writes, and every write of a batch priced by position. */
+  writeUnits: number;
   invocations: number;
   gbSeconds: number;
   transitions: number;
@@ -282,7 +302,7 @@ function addUsage(into: Usage, from: Usage, times: number): void {
   for (const [op, n] of Object.entries(from.calls)) into.calls[op] = (into.calls[op] ?? 0) + n * times;
   into.transactionItems += from.transactionItems * times;
   into.statementWrites += from.statementWrites * times;
-  into.singleWriteUnits += from.singleWriteUnits * times;
+  into.writeUnits += from.writeUnits * times;
   into.invocations += from.invocations * times;
   into.gbSeconds += from.gbSeconds * times;
   into.transitions += from.transitions * times;
@@ -292,7 +312,7 @@ const emptyUsage = (): Usage => ({
   calls: {},
   transactionItems: 0,
   statementWrites: 0,
-  singleWriteUnits: 0,
+  writeUnits: 0,
   invocations: 0,
   gbSeconds: 0,
   transitions: 0,
@@ -306,7 +326,7 @@ function billOf(usage: Usage, counts: CostCounts, withDashboard: boolean): Bill 
   const p = counts.prices;
   const puts = sum(usage.calls, PUT_CLASS);
   const gets = sum(usage.calls, GET_CLASS);
-  const wru = usage.transactionItems * 2 + usage.statementWrites + usage.singleWriteUnits;
+  const wru = usage.transactionItems * 2 + usage.statementWrites + usage.writeUnits;
   const rru = sum(usage.calls, DDB_READS);
   const { alarms, dashboards, customMetrics } = counts.stack;
   const cloudWatch =
@@ -347,6 +367,28 @@ function billOf(usage: Usage, counts: CostCounts, withDashboard: boolean): Bill 
   };
 }
 
+/**
+ * The mean of `units` (by position after a cleanup, index 0 first) over positions 1..n: a position past the last
+ * measured costs the last measured (the fence no longer grows once chunks spill); a fractional n weighs its last
+ * position by its fraction. n below 1 counts as 1: a partition that stages at all stages a first batch.
+ */
+export function meanOverCycle(units: readonly number[], n: number): number {
+  if (units.length === 0) throw new Error('no write units measured by position');
+  const positions = Math.max(1, n);
+  const at = (position: number) => units[Math.min(position, units.length) - 1]!;
+  const whole = Math.floor(positions);
+  let sum = 0;
+  for (let position = 1; position <= Math.min(whole, units.length); position++) sum += at(position);
+  sum += Math.max(0, whole - units.length) * at(units.length) + (positions - whole) * at(whole + 1);
+  return sum / positions;
+}
+
+/** Staged files a partition makes in a checkpoint interval: the batch's position runs 1..this after a cleanup. */
+export function filesPerPartition(traffic: Traffic): number {
+  const { stagedFiles, partitions } = traffic.checkpoint;
+  return partitions > 0 ? Math.max(1, stagedFiles / partitions) : 1;
+}
+
 function processorUsage(
   counts: CostCounts,
   mode: keyof CostCounts['processor'],
@@ -359,12 +401,19 @@ function processorUsage(
   // Without keyed state a chunk writes its fence alone: the counts measured so, not the fit with state keys.
   const stateless = input.stateKeys === 0;
   const ms = Math.max(1, at(stateless ? processor.stateless.ms : processor.ms));
+  const cycle = stateless ? processor.stateless.writeUnitsAfterCleanup : undefined;
+  // The cycle's units are the batch's writes, single and transactional: the fit's would count them again.
+  const units = cycle
+    ? { transactionItems: 0, writeUnits: meanOverCycle(cycle, filesPerPartition(traffic)) }
+    : {
+        transactionItems: stateless
+          ? at(processor.stateless.transactionItems)
+          : batchTransactionItems(processor, Math.min(n, input.stateKeys)),
+        writeUnits: at(stateless ? processor.stateless.singleWriteUnits : processor.singleWriteUnits),
+      };
   return {
     calls: batchCalls(stateless ? processor.stateless : processor, n),
-    transactionItems: stateless
-      ? at(processor.stateless.transactionItems)
-      : batchTransactionItems(processor, Math.min(n, input.stateKeys)),
-    singleWriteUnits: at(stateless ? processor.stateless.singleWriteUnits : processor.singleWriteUnits),
+    ...units,
     statementWrites: 0,
     invocations: 1,
     gbSeconds: (ms / 1000) * (counts.defaults.processorMemoryMb / 1024),
@@ -379,7 +428,7 @@ function monitorUsage(counts: CostCounts): Usage {
     transactionItems: 0,
     statementWrites: 0,
     // The monitor's writes are small items (its marks): one unit each.
-    singleWriteUnits: sum(counts.monitor, DDB_PLAIN_WRITES),
+    writeUnits: sum(counts.monitor, DDB_PLAIN_WRITES),
     invocations: 1,
     gbSeconds: (counts.checkpoint.msPerInvocation / 1000) * (counts.defaults.monitorMemoryMb / 1024),
     transitions: 0,
@@ -392,7 +441,7 @@ function checkpointUsage(counts: CostCounts, shape: CheckpointShape): Usage {
     calls: c.calls,
     transactionItems: c.transactionItems,
     statementWrites: c.statementWrites,
-    singleWriteUnits: c.singleWriteUnits,
+    writeUnits: c.singleWriteUnits,
     invocations: c.lambdaInvocations,
     gbSeconds:
       c.lambdaInvocations *

@@ -10,6 +10,32 @@ type Stack = MiddlewareStack<object, MetadataBearer>;
 
 /** DynamoDB's single-item writes, billed by the written item's size. */
 const SINGLE_WRITES = new Set(['dynamodb:PutItem', 'dynamodb:UpdateItem', 'dynamodb:DeleteItem']);
+const TRANSACT_WRITE = 'dynamodb:TransactWriteItems';
+
+type Consumed = { CapacityUnits?: number } | ReadonlyArray<{ CapacityUnits?: number }> | undefined;
+
+/** The capacity units a response reports (a transaction reports one entry per table), or undefined. */
+function reportedUnits(consumed: Consumed): number | undefined {
+  if (consumed === undefined) return undefined;
+  const entries = Array.isArray(consumed)
+    ? (consumed as ReadonlyArray<{ CapacityUnits?: number }>)
+    : [consumed as { CapacityUnits?: number }];
+  const units = entries.map((c) => c.CapacityUnits).filter((u): u is number => typeof u === 'number');
+  return units.length > 0 ? units.reduce((a, b) => a + b, 0) : undefined;
+}
+
+/**
+ * The write units of one TransactWriteItems of `items` items that reported `reported` units. AWS bills 2 units per
+ * started KB of each item, 2 · Σ ceil(size_i / 1 KB); DynamoDB Local reports 4 · ceil(Σ size_i / 1 KB) instead (one
+ * 100 B item: 4 where AWS bills 2; a 3000 B and a 100 B item: 16 where AWS bills 8). Half of Local's figure is a
+ * lower bound of AWS's, since a ceiling of a sum is at most the sum of the ceilings: below it when items' partial
+ * KBs would fit in fewer KBs together (two 100 B items: 2, AWS 4), which the 2 units an item AWS bills at least
+ * make up for small items. So max(2 · items, reported / 2) is a lower bound, exact for one item with one of under a
+ * KB (a spilled staging write of one entry: the fence and the entry's item) and for items of small ones alone.
+ */
+export function transactionUnitsOf(items: number, reported: number | undefined): number {
+  return Math.max(2 * items, (reported ?? 0) / 2);
+}
 
 export class CallCounter {
   private readonly counts = new Map<string, number>();
@@ -19,6 +45,8 @@ export class CallCounter {
   private statements = 0;
   /** Write units of single writes (PutItem, UpdateItem, DeleteItem), as DynamoDB reports them: by item size. */
   private singleUnits = 0;
+  /** Write units of TransactWriteItems, by the items' sizes ({@link transactionUnitsOf}). */
+  private txUnits = 0;
 
   /** Adds the counting middleware to both clients (adding it again replaces it). */
   attach(clients: AwsClients): this {
@@ -39,17 +67,21 @@ export class CallCounter {
       if (input.TransactItems) this.items += input.TransactItems.length;
       for (const { Statement = '' } of input.Statements ?? [])
         if (/^\s*(INSERT|UPDATE|DELETE)\b/i.test(Statement)) this.statements++;
-      if (!SINGLE_WRITES.has(operation)) return next(args);
-      // Asked of DynamoDB, which bills a single write by the size of the item it writes (before or after, the
-      // larger); a write refused by its condition is billed too, at least one unit.
+      const transaction = operation === TRANSACT_WRITE;
+      if (!SINGLE_WRITES.has(operation) && !transaction) return next(args);
+      // Asked of DynamoDB, which bills a write by the size of the items it writes (before or after, the larger); a
+      // write refused by its condition is billed too: a single write at least one unit, a transaction two an item.
       input.ReturnConsumedCapacity ??= 'TOTAL';
+      const items = input.TransactItems?.length ?? 0;
       try {
         const result = await next(args);
-        const used = (result.output as { ConsumedCapacity?: { CapacityUnits?: number } }).ConsumedCapacity;
-        this.singleUnits += used?.CapacityUnits ?? 1;
+        const reported = reportedUnits((result.output as { ConsumedCapacity?: Consumed }).ConsumedCapacity);
+        if (transaction) this.txUnits += transactionUnitsOf(items, reported);
+        else this.singleUnits += reported ?? 1;
         return result;
       } catch (error) {
-        this.singleUnits += 1;
+        if (transaction) this.txUnits += transactionUnitsOf(items, undefined);
+        else this.singleUnits += 1;
         throw error;
       }
     };
@@ -69,6 +101,14 @@ export class CallCounter {
     return this.items;
   }
 
+  /**
+   * Write units of the TransactWriteItems calls, by the items' sizes: a lower bound of what AWS bills, from what
+   * DynamoDB Local reports ({@link transactionUnitsOf}); 2 an item for a refused transaction.
+   */
+  transactionUnits(): number {
+    return this.txUnits;
+  }
+
   /** Write statements sent in PartiQL batches (BatchExecuteStatement). */
   statementWrites(): number {
     return this.statements;
@@ -84,6 +124,7 @@ export class CallCounter {
     this.items = 0;
     this.statements = 0;
     this.singleUnits = 0;
+    this.txUnits = 0;
   }
 }
 

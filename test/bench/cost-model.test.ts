@@ -2,7 +2,8 @@
  * The cost model (cli/cost-model.ts) against calls counted on the real local parts: the fit of bench/counts.ts
  * predicts, exactly, the calls of checkpoints and batches it never saw; the counts `eos cost` ships
  * (cli/cost-counts.json) are the ones the code makes now (rerun `npm run bench:counts` after changing the
- * processor or the coordinator); and a call added per staged file moves the fit and the bill.
+ * processor or the coordinator); a call added per staged file moves the fit and the bill; and a stateless batch's
+ * write units follow its position after a checkpoint's cleanup.
  */
 
 import { readFileSync } from 'node:fs';
@@ -12,19 +13,26 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import {
   BATCH_SIZES,
   COST_COUNTS_FILE,
+  CYCLE_BATCHES,
+  CYCLE_SPILLED,
   FIT_SHAPES,
   fitCheckpoints,
   fitProcessor,
   type MeasuredCheckpoint,
   measureBatches,
   measureCheckpoint,
+  measureCheckpointCycle,
 } from '../../bench/counts.ts';
 import {
   batchCalls,
   batchTransactionItems,
   type CheckpointCounts,
   type CostCounts,
+  type CostInput,
   checkpointCalls,
+  filesPerPartition,
+  MONTH_SECONDS,
+  meanOverCycle,
   monthlyCost,
   trafficOf,
 } from '../../cli/cost-model.ts';
@@ -191,5 +199,83 @@ describe('processor counts', () => {
     // The fence with its inline entries weighs over 1 KB (the identity alone is about one), under 3.
     expect(batch.singleWriteUnits).toBeGreaterThanOrEqual(1);
     expect(batch.singleWriteUnits).toBeLessThanOrEqual(3);
+  }, 60_000);
+});
+
+describe('stateless write units by position after a cleanup', () => {
+  it('the mean over positions 1..n, the last measured standing for later ones, a fraction weighing the last', () => {
+    const units = [1, 1, 2, 2];
+    expect(meanOverCycle(units, 2)).toBe(1);
+    expect(meanOverCycle(units, 6)).toBeCloseTo((1 + 1 + 2 + 2 + 2 + 2) / 6, 12);
+    expect(meanOverCycle(units, 2.5)).toBeCloseTo((1 + 1 + 0.5 * 2) / 2.5, 12);
+    expect(meanOverCycle(units, 4)).toBe(1.5);
+    expect(meanOverCycle(units, 0.3)).toBe(1);
+    expect(meanOverCycle([3, 9], 1)).toBe(3);
+    expect(() => meanOverCycle([], 2)).toThrow();
+  });
+
+  const headline: CostInput = {
+    recordsPerSecond: 10_000,
+    recordBytes: 1024,
+    partitions: 100,
+    checkpointIntervalMinutes: 1,
+    batchingWindowSeconds: 5,
+    batchSize: 500,
+    stateKeys: 0,
+  };
+  /** The shipped counts with `units` by position, and the stateless fit's write units at `fit` a batch. */
+  const withCycle = (units: readonly number[], fit = 0): CostCounts => {
+    const eo = shipped.processor['exactly-once'];
+    const terms = { fixed: fit, perRecord: 0 };
+    const stateless = {
+      ...eo.stateless,
+      singleWriteUnits: terms,
+      transactionItems: terms,
+      writeUnitsAfterCleanup: units,
+    };
+    return { ...shipped, processor: { ...shipped.processor, 'exactly-once': { ...eo, stateless } } };
+  };
+  const wru = (counts: CostCounts, input: CostInput) =>
+    monthlyCost(counts, input).exactlyOnce.lines.find((l) => l.item.startsWith('DynamoDB write'))!.quantity;
+
+  it("prices a stateless batch's units by the cycle alone, at the interval's files per partition", () => {
+    for (const minutes of [1, 5]) {
+      const input = { ...headline, checkpointIntervalMinutes: minutes };
+      const traffic = trafficOf(shipped, input);
+      const n = filesPerPartition(traffic);
+      expect(n).toBe(12 * minutes);
+      const batches = traffic.batchesPerSecond * MONTH_SECONDS;
+      const cycle = [1, 1, 2, 2];
+      // The fit measured without a checkpoint is not added to the cycle's units.
+      expect(wru(withCycle(cycle, 5), input)).toBe(wru(withCycle(cycle), input));
+      // Bill quantities are rounded to whole units: their difference within one of the exact one.
+      const added = wru(withCycle(cycle), input) - wru(withCycle([0]), input);
+      expect(Math.abs(added - batches * meanOverCycle(cycle, n))).toBeLessThanOrEqual(1);
+    }
+    // Keyed state is priced by its fit, not the cycle.
+    const keyed = { ...headline, stateKeys: 40 };
+    expect(wru(withCycle([1, 1, 2, 2]), keyed)).toBe(wru(withCycle([50]), keyed));
+  });
+
+  it('the measured cycle: grows from at least a unit until the budget, then spills at a steady higher cost', async () => {
+    const cycle = await measureCheckpointCycle(base);
+    const { writeUnits: units, transactions } = cycle;
+    expect(units.length).toBe(transactions.length);
+    expect(units.length).toBeGreaterThanOrEqual(CYCLE_BATCHES);
+    expect(units[0]).toBeGreaterThanOrEqual(1);
+    const firstSpill = transactions.findIndex((n) => n > 0);
+    // The budget is reached within the measurement, and it ends on spilled batches: the cost later positions take.
+    expect(firstSpill).toBeGreaterThan(0);
+    expect(transactions.slice(firstSpill)).toEqual(transactions.slice(firstSpill).map(() => 1));
+    expect(units.length - firstSpill).toBeGreaterThanOrEqual(CYCLE_SPILLED);
+    const inline = units.slice(0, firstSpill);
+    for (let i = 1; i < inline.length; i++) expect(inline[i]).toBeGreaterThanOrEqual(inline[i - 1]!);
+    // The cleanup emptied the fence: the first batch after it costs less than the last before the budget.
+    expect(units[0]).toBeLessThan(inline.at(-1)!);
+    for (const spilled of units.slice(firstSpill)) expect(spilled).toBeGreaterThan(Math.max(...inline));
+    // Item sizes differ by a few bytes with the pipeline id: within one unit, position by position.
+    const shippedUnits = shipped.processor['exactly-once'].stateless.writeUnitsAfterCleanup;
+    expect(shippedUnits.length).toBe(units.length);
+    for (const [i, u] of units.entries()) expect(Math.abs(shippedUnits[i]! - u)).toBeLessThanOrEqual(1);
   }, 60_000);
 });
