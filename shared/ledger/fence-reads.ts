@@ -20,7 +20,7 @@ import { fenceKeys } from './fences.ts';
 import { entryItemsUpTo, inlineBytesIn, type KeyTemplates, templatesIn } from './inline-entries.ts';
 import { type ItemKey, keys } from './layout.ts';
 import { LEGACY_RING_ATTRIBUTE, RING_ATTRIBUTE, unpackRing } from './recent-starts.ts';
-import { type FenceIdentity, RECENT_STARTS, type RecordFingerprint } from './records.ts';
+import { type FenceIdentity, RECENT_STARTS, type RecordFingerprint, withStart } from './records.ts';
 
 export const NO_FENCE = -1;
 
@@ -100,15 +100,28 @@ function identityOf(item: Record<string, unknown>, stagedOffset: number): FenceI
   const { fenceRecord, batchStart } = item;
   if (!isFingerprint(fenceRecord) || !isFingerprint(batchStart)) return undefined;
   if (fenceRecord.offset !== stagedOffset || batchStart.offset > stagedOffset) return undefined;
-  // The ring is advisory (it only turns a false stop into a proven redelivery): a malformed one counts as absent,
-  // and only well-formed starts at or below the fence are kept, at most RECENT_STARTS of them. Packed when this
-  // release wrote it, a list when an earlier one did (`recent-starts.ts`).
-  const ring =
-    item[RING_ATTRIBUTE] !== undefined ? unpackRing(item[RING_ATTRIBUTE]) : item[LEGACY_RING_ATTRIBUTE];
-  const starts = Array.isArray(ring)
-    ? ring.filter((s): s is RecordFingerprint => isFingerprint(s) && s.offset <= stagedOffset)
-    : [];
-  return { fenceRecord, batchStart, recentStarts: starts.slice(-RECENT_STARTS) };
+  return { fenceRecord, batchStart, recentStarts: ringOf(item, stagedOffset) };
+}
+
+/**
+ * The fence's ring of recent batch starts (`recent-starts.ts`), oldest first. Advisory (it only turns a false stop
+ * into a proven redelivery): a malformed ring counts as absent, and only well-formed starts at or below the fence
+ * are kept, at most RECENT_STARTS of them. This release writes the ring packed and removes the list; a processor
+ * of an earlier release writes the list and leaves the packed ring as it was. So a list beside a packed ring was
+ * written after it, and holds the newer starts: the two are read as one ring, the list's start winning at an
+ * offset both hold, as a start staged again replaces the old one ({@link withStart}).
+ */
+function ringOf(item: Record<string, unknown>, stagedOffset: number): RecordFingerprint[] {
+  const listed = item[LEGACY_RING_ATTRIBUTE];
+  let ring: RecordFingerprint[] = [];
+  for (const start of [
+    ...(unpackRing(item[RING_ATTRIBUTE]) ?? []),
+    ...(Array.isArray(listed) ? listed : []),
+  ]) {
+    if (isFingerprint(start) && start.offset <= stagedOffset)
+      ring = withStart(ring, start, Number.MAX_SAFE_INTEGER);
+  }
+  return ring.slice(-RECENT_STARTS);
 }
 
 /** A fence item as read: an item without a valid staged offset is malformed (see {@link readFence}). */

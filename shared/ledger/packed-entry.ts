@@ -70,9 +70,13 @@ export function templateOf(entry: StagedFileEntry): string {
   return keyOf(template, entry) === entry.key ? template : entry.key;
 }
 
-/** Whether a template holds placeholders, so that entries of other offsets and attempts can share it. */
+/**
+ * Whether entries of other offsets and attempts can share a template: it holds the placeholders of the attempt and
+ * of both offsets. A chunk of one record (first offset = last) makes a template with one offset placeholder where
+ * chunks of more have two: it keeps its own rather than fix the fence's on a shape the others do not have.
+ */
 export function isSharedTemplate(template: string): boolean {
-  return PLACEHOLDERS.test(template);
+  return ['\u0001', '\u0002', '\u0003'].every((mark) => template.includes(mark));
 }
 
 function keyOf(template: string, entry: KeyValues): string {

@@ -43,12 +43,16 @@ export interface FenceIdentity {
  */
 export const RECENT_STARTS = 8;
 
-/** `starts` with `start` appended (replacing an entry at the same offset), keeping the last {@link RECENT_STARTS}. */
+/**
+ * `starts` with `start` appended (replacing an entry at the same offset), keeping the last `keep` (by default
+ * {@link RECENT_STARTS}).
+ */
 export function withStart(
   starts: readonly RecordFingerprint[],
   start: RecordFingerprint,
+  keep = RECENT_STARTS,
 ): RecordFingerprint[] {
-  return [...starts.filter((s) => s.offset !== start.offset), start].slice(-RECENT_STARTS);
+  return [...starts.filter((s) => s.offset !== start.offset), start].slice(-keep);
 }
 
 /**
