@@ -1,5 +1,5 @@
 /** The benchmark page's monthly cost section: the model's bill at a few rates, and the counts it multiplies. */
-import type { Bill, CheckpointTerms, CostCounts } from '../cli/cost-model.ts';
+import { type Bill, type CheckpointTerms, type CostCounts, filesPerPartition } from '../cli/cost-model.ts';
 import type { CostFigures } from './cost.ts';
 import type { MeasuredBatches, MeasuredCheckpoint } from './counts.ts';
 import { calls } from './report-format.ts';
@@ -123,6 +123,28 @@ function withStateLines(c: CostFigures): string[] {
   ];
 }
 
+/**
+ * The measured units of a stateless exactly-once batch by its position after a cleanup, run-length encoded, and
+ * what they make at the headline's interval.
+ */
+function cycleLines(counts: CostCounts, batchesPerInterval: number): string[] {
+  const units = counts.processor['exactly-once'].stateless.writeUnitsAfterCleanup;
+  const runs: string[] = [];
+  for (let i = 0; i < units.length; ) {
+    let j = i;
+    while (j < units.length && units[j] === units[i]) j++;
+    runs.push(j - i > 1 ? `${units[i]}×${j - i}` : `${units[i]}`);
+    i = j;
+  }
+  const spill = units.at(-1) ?? 0;
+  return [
+    `  \`writeUnitsAfterCleanup\` [${runs.join(', ')}]; a batch is priced at their mean over the n batches a`,
+    `  partition stages in a checkpoint interval (${Number(batchesPerInterval.toFixed(1))} at the headline), the last measured standing`,
+    `  for later positions. Past the inline budget a chunk writes its entry as an item, in a transaction with the`,
+    `  whole fence (${spill} units): long checkpoint intervals cost more a batch for it.`,
+  ];
+}
+
 export function costSection(r: CostResults, e2eRatio?: Spread): string[] {
   const c = r.cost;
   const h = c.headline;
@@ -157,8 +179,11 @@ export function costSection(r: CostResults, e2eRatio?: Spread): string[] {
     '  `cli/cost-counts.json` after a change to the processor or the coordinator).',
     '- **Pricing.** A transactional write item is 2 write units (items under 1 KB), a write statement of a PartiQL',
     "  batch 1, a single write (PutItem, UpdateItem, DeleteItem) the units DynamoDB reported for it, by the item's",
-    '  size (a fence item with staged entries inline weighs 1 to 3); a read 1 read unit. A transform without keyed',
-    '  state is priced from batches measured with one (`passthrough`), whose chunks write their fence alone.',
+    '  size; a read 1 read unit. A transform without keyed state is priced from batches measured with one',
+    '  (`passthrough`), whose chunks write their fence alone, the staged entry inline. Exactly-once, such a write',
+    "  costs the fence item's size, which grows with each inline entry until a checkpoint's cleanup empties it: the",
+    '  units of each batch after a cleanup are measured by position,',
+    ...cycleLines(r.cost_counts, filesPerPartition(h.traffic)),
     '  Checkpoints are measured on such a pipeline too (entries inline in the fences); with keyed state the entries',
     '  are items, and cleanup deletes each (one write unit a staged file, not in the figures with state keys); S3',
     '  PUT/COPY/LIST and GET/HEAD classes; Lambda billed for the locally measured time per batch and per coordinator',
