@@ -1,5 +1,12 @@
 /** The benchmark page's monthly cost section: the model's bill at a few rates, and the counts it multiplies. */
-import { type Bill, type CheckpointTerms, type CostCounts, filesPerPartition } from '../cli/cost-model.ts';
+import {
+  type Bill,
+  type CheckpointTerms,
+  type CostCounts,
+  filesPerPartition,
+  type MonthlyCost,
+  monthlyCost,
+} from '../cli/cost-model.ts';
 import type { CostFigures } from './cost.ts';
 import type { MeasuredBatches, MeasuredCheckpoint } from './counts.ts';
 import { calls } from './report-format.ts';
@@ -127,7 +134,7 @@ function withStateLines(c: CostFigures): string[] {
  * The measured units of a stateless exactly-once batch by its position after a cleanup, run-length encoded, and
  * what they make at the headline's interval.
  */
-function cycleLines(counts: CostCounts, batchesPerInterval: number): string[] {
+function cycleLines(counts: CostCounts, headline: MonthlyCost): string[] {
   const units = counts.processor['exactly-once'].stateless.writeUnitsAfterCleanup;
   const runs: string[] = [];
   for (let i = 0; i < units.length; ) {
@@ -136,12 +143,17 @@ function cycleLines(counts: CostCounts, batchesPerInterval: number): string[] {
     runs.push(j - i > 1 ? `${units[i]}×${j - i}` : `${units[i]}`);
     i = j;
   }
-  const spill = units.at(-1) ?? 0;
+  const n = Number(filesPerPartition(headline.traffic).toFixed(1));
+  const atInterval = (minutes: number) => {
+    const cost = monthlyCost(counts, { ...headline.input, checkpointIntervalMinutes: minutes });
+    return `${usd(cost.exactlyOnce.total)} at ${minutes} min (${Number((cost.exactlyOnce.total / cost.atLeastOnce.total).toFixed(2))}×)`;
+  };
   return [
-    `  \`writeUnitsAfterCleanup\` [${runs.join(', ')}]; a batch is priced at their mean over the n batches a`,
-    `  partition stages in a checkpoint interval (${Number(batchesPerInterval.toFixed(1))} at the headline), the last measured standing`,
-    `  for later positions. Past the inline budget a chunk writes its entry as an item, in a transaction with the`,
-    `  whole fence (${spill} units): long checkpoint intervals cost more a batch for it.`,
+    `  \`writeUnitsAfterCleanup\` [${runs.join(', ')}]; a batch is priced at their mean over the n batches a partition`,
+    `  stages in a checkpoint interval (${n} at the headline), the last measured standing for later positions. Past`,
+    `  the inline budget a chunk writes its entry as an item, in a transaction with the whole fence (${units.at(-1)} units), so`,
+    `  an interval long enough to pass it costs more a batch: the headline exactly-once costs ${atInterval(2)},`,
+    `  ${atInterval(5)}.`,
   ];
 }
 
@@ -183,7 +195,7 @@ export function costSection(r: CostResults, e2eRatio?: Spread): string[] {
     '  (`passthrough`), whose chunks write their fence alone, the staged entry inline. Exactly-once, such a write',
     "  costs the fence item's size, which grows with each inline entry until a checkpoint's cleanup empties it: the",
     '  units of each batch after a cleanup are measured by position,',
-    ...cycleLines(r.cost_counts, filesPerPartition(h.traffic)),
+    ...cycleLines(r.cost_counts, h),
     '  Checkpoints are measured on such a pipeline too (entries inline in the fences); with keyed state the entries',
     '  are items, and cleanup deletes each (one write unit a staged file, not in the figures with state keys); S3',
     '  PUT/COPY/LIST and GET/HEAD classes; Lambda billed for the locally measured time per batch and per coordinator',
