@@ -215,15 +215,11 @@ export async function measureBatches(
 export const BATCH_SIZES = [20, 500] as const;
 
 /**
- * Batches measured after a checkpoint's cleanup, at least: two minutes of them at the stack's defaults (12 a
- * minute a partition). The measurement goes on until {@link CYCLE_SPILLED} batches have spilled past the inline
- * budget (their chunks write the entry as an item, in a transaction with the fence), at most
- * {@link CYCLE_MAX_BATCHES}: the model prices every later position as the last measured, which holds only once the
- * fence stopped growing.
+ * Batches measured after a checkpoint's cleanup at most. The measurement ends with the first chunk past the inline
+ * budget, which moves the fence's entries into items (a transaction): the fence is then as a cleanup leaves it, so
+ * the positions after it repeat the measured ones, and the model prices them so.
  */
-export const CYCLE_BATCHES = 24;
-export const CYCLE_SPILLED = 4;
-export const CYCLE_MAX_BATCHES = 64;
+export const CYCLE_MAX_BATCHES = 100;
 
 export interface MeasuredCycle {
   readonly records: number;
@@ -232,7 +228,7 @@ export interface MeasuredCycle {
    * it): single writes and transactions by the items' sizes (`CallCounter.transactionUnits`), PartiQL writes one.
    */
   readonly writeUnits: readonly number[];
-  /** TransactWriteItems calls of each batch, by position: 1 once the chunk spills past the inline budget. */
+  /** TransactWriteItems calls of each batch, by position: 1 for the last, the chunk past the inline budget. */
   readonly transactions: readonly number[];
 }
 
@@ -241,14 +237,12 @@ export interface MeasuredCycle {
  * staging write updates the partition's fence item, which carries the entries staged since the last cleanup, and
  * DynamoDB bills it by the item's size, so the k-th batch after a cleanup costs more than the first. One partition
  * stages enough batches to fill the fence's ring of batch starts (as in steady state), one checkpoint commits and
- * empties the fence, then each batch is counted on its own: `batches` of them, and more until `spilled` spilled
- * (at most {@link CYCLE_MAX_BATCHES}).
+ * empties the fence, then each batch is counted on its own, up to and with the first that moves the fence's
+ * entries into items (at most {@link CYCLE_MAX_BATCHES}; none by then is an error: the cycle would not repeat).
  */
 export async function measureCheckpointCycle(
   base: { table: string; bucket: string },
   records: number = BATCH_SIZES[1],
-  batches = CYCLE_BATCHES,
-  spilled = CYCLE_SPILLED,
 ): Promise<MeasuredCycle> {
   const settings = parseSettings({
     ledgerTable: base.table,
@@ -273,8 +267,9 @@ export async function measureCheckpointCycle(
     const calls = new CallCounter().attach(clients);
     const writeUnits: number[] = [];
     const transactions: number[] = [];
-    const spills = () => transactions.filter((n) => n > 0).length;
-    while (writeUnits.length < batches || (spills() < spilled && writeUnits.length < CYCLE_MAX_BATCHES)) {
+    while (!transactions.some((n) => n > 0)) {
+      if (writeUnits.length === CYCLE_MAX_BATCHES)
+        throw new Error(`no chunk moved the fence's inline entries within ${CYCLE_MAX_BATCHES} batches`);
       calls.reset();
       await stage();
       writeUnits.push(calls.singleWriteUnits() + calls.transactionUnits() + calls.statementWrites());

@@ -150,10 +150,9 @@ function cycleLines(counts: CostCounts, headline: MonthlyCost): string[] {
   };
   return [
     `  \`writeUnitsAfterCleanup\` [${runs.join(', ')}]; a batch is priced at their mean over the n batches a partition`,
-    `  stages in a checkpoint interval (${n} at the headline), the last measured standing for later positions. Past`,
-    `  the inline budget a chunk writes its entry as an item, in a transaction with the whole fence (${units.at(-1)} units), so`,
-    `  an interval long enough to pass it costs more a batch: the headline exactly-once costs ${atInterval(2)},`,
-    `  ${atInterval(5)}.`,
+    `  stages in a checkpoint interval (${n} at the headline). The last is the chunk past the inline budget: it moves`,
+    `  the fence's entries into items, in one transaction (${units.at(-1)} units), and the positions after it repeat the`,
+    `  measured ones. The headline exactly-once costs ${atInterval(2)}, ${atInterval(5)}.`,
   ];
 }
 

@@ -11,9 +11,9 @@
  * part plus one per distinct state key the batch touches. A transform without keyed state (0 state keys) is priced
  * from batches measured with one (`passthrough`): its chunks write the fence alone, one UpdateItem with the staged
  * entry inline. Exactly-once, its write units follow the fence item's size, which grows with each inline entry
- * (past the inline budget the entry goes to an item of its own, in a transaction with the fence) until a
- * checkpoint's cleanup empties it: a stateless batch costs the mean of the units measured at positions 1..n after a
- * cleanup, n the files a partition stages in a checkpoint interval, the last measured standing for later positions.
+ * until a checkpoint's cleanup empties it, or the first chunk past the inline budget moves the entries into items
+ * (one transaction): a stateless batch costs the mean of the units measured at positions 1..n after a cleanup, n
+ * the files a partition stages in a checkpoint interval, the measured positions repeating after that chunk.
  * DynamoDB write units otherwise: two per transaction item (items of at most 1 KB), one per PartiQL write, and for
  * single writes (PutItem, UpdateItem, DeleteItem) the units DynamoDB reported for each, by the item's size. A
  * checkpoint's calls are a fixed part plus parts per shard (one per `partitionsPerShard` partitions that moved, at
@@ -67,7 +67,8 @@ export interface StatelessProcessorCounts {
   readonly ms: BatchTerms;
   /**
    * DynamoDB write units of a batch of the larger measured size by its position after a checkpoint's cleanup
-   * (index 0: the first batch after it), all of its writes by their items' sizes. When present they price the
+   * (index 0: the first batch after it), all of its writes by their items' sizes, up to and with the chunk that
+   * moves the fence's inline entries into items (the positions after it repeat these). When present they price the
    * batch's units instead of `singleWriteUnits` and `transactionItems`, which were measured with no checkpoint.
    */
   readonly writeUnitsAfterCleanup?: readonly number[];
@@ -368,18 +369,20 @@ function billOf(usage: Usage, counts: CostCounts, withDashboard: boolean): Bill 
 }
 
 /**
- * The mean of `units` (by position after a cleanup, index 0 first) over positions 1..n: a position past the last
- * measured costs the last measured (the fence no longer grows once chunks spill); a fractional n weighs its last
- * position by its fraction. n below 1 counts as 1: a partition that stages at all stages a first batch.
+ * The mean of `units` (by position after a cleanup, index 0 first) over positions 1..n. The measured positions end
+ * with the chunk that moves the fence's inline entries into items, after which the fence is as a cleanup leaves it:
+ * later positions repeat them. A fractional n weighs its last position by its fraction; n below 1 counts as 1 (a
+ * partition that stages at all stages a first batch).
  */
 export function meanOverCycle(units: readonly number[], n: number): number {
   if (units.length === 0) throw new Error('no write units measured by position');
   const positions = Math.max(1, n);
-  const at = (position: number) => units[Math.min(position, units.length) - 1]!;
+  const at = (position: number) => units[(position - 1) % units.length]!;
   const whole = Math.floor(positions);
-  let sum = 0;
-  for (let position = 1; position <= Math.min(whole, units.length); position++) sum += at(position);
-  sum += Math.max(0, whole - units.length) * at(units.length) + (positions - whole) * at(whole + 1);
+  const period = units.reduce((a, b) => a + b, 0);
+  let sum = Math.floor(whole / units.length) * period;
+  for (let position = whole - (whole % units.length) + 1; position <= whole; position++) sum += at(position);
+  sum += (positions - whole) * at(whole + 1);
   return sum / positions;
 }
 

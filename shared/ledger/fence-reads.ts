@@ -17,7 +17,13 @@ import {
   type StopRecord,
 } from './epochs.ts';
 import { fenceKeys } from './fences.ts';
-import { entryItemsUpTo, inlineBytesIn, type KeyTemplates, templatesIn } from './inline-entries.ts';
+import {
+  entryItemsUpTo,
+  inlineAttributesIn,
+  inlineBytesIn,
+  type KeyTemplates,
+  templatesIn,
+} from './inline-entries.ts';
 import { type ItemKey, keys } from './layout.ts';
 import { LEGACY_RING_ATTRIBUTE, RING_ATTRIBUTE, unpackRing } from './recent-starts.ts';
 import { type FenceIdentity, RECENT_STARTS, type RecordFingerprint, withStart } from './records.ts';
@@ -54,6 +60,11 @@ export interface FenceState {
    * known (no fence, or a state not read from the item).
    */
   readonly templates?: KeyTemplates;
+  /**
+   * The inline entries' attributes as the fence item holds them (packed values by name), when read from the item:
+   * what a chunk past the inline budget moves into entry items (`staging-transaction.ts`).
+   */
+  readonly inlineAttributes?: Readonly<Record<string, unknown>>;
 }
 
 /** A partition's current lane (`epochs.ts`) and that lane's fence. */
@@ -155,6 +166,7 @@ function fenceStateOf(item: Record<string, unknown>, topic: string, partition: n
     ...(inlineBytes > 0 ? { inlineBytes } : {}),
     ...(itemsUpTo === undefined ? {} : { entryItemsUpTo: itemsUpTo }),
     templates: templatesIn(item),
+    ...(inlineBytes > 0 ? { inlineAttributes: inlineAttributesIn(item) } : {}),
     ...(item[CLOSED_ATTRIBUTE] === undefined ? {} : { closed: true as const }),
     ...(epoch === undefined ? {} : { epoch: epoch as number }),
     ...(isStopRecord(stop) ? { stop } : {}),

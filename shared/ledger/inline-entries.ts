@@ -6,8 +6,10 @@
  * partition instead of one delete per entry.
  *
  * An entry is inline or an item, never both: the processor writes it with the fence move either way, so it is
- * durable exactly when the fence passed it. Inline entries are bounded by {@link INLINE_BYTES_BUDGET}: past it the
- * processor writes the chunk's entries as items again (the fence item stays far under DynamoDB's 400 KB, L3).
+ * durable exactly when the fence passed it. Inline entries are bounded by {@link INLINE_BYTES_BUDGET}: the chunk
+ * past it writes its entries as items, and moves the fence's into items too, in the same transaction (the fence item
+ * stays far under DynamoDB's 400 KB, L3). A reader that read the fence before such a move and queries the items
+ * after finds an entry in both places: it reads it once (`staged-entries.ts`).
  * Every staging write of this release notes in the fence the highest offset an entry item may have
  * ({@link ENTRY_ITEMS_UP_TO}) and the staged offset it wrote ({@link ENTRY_ITEMS_NOTED_AT}), so readers query the
  * staged-entry items only when a range reaches below the mark. The mark holds only while the fence is where this release left it: a processor of an earlier release
@@ -37,10 +39,10 @@ export const ENTRY_ITEMS_NOTED_AT = 'entryItemsNotedAt';
 /**
  * Bytes of inline entries a fence item holds at most: about 30 entries of ~100 bytes, a checkpoint interval's
  * batches at the stack's defaults (12: a 5 s batching window, 1 minute checkpoints) with room. An inline write
- * costs what the fence item weighs, `ceil(F / 1 KB)` units, always less than the transaction that writes the entry
- * as an item (`2 ceil(F / 1 KB) + 2`: a transaction bills each item twice), so the budget does not save units: it
- * bounds the item (L3), and what each chunk costs once a stalled coordinator lets it fill (with the fence's own
- * ~0.7 KB, a transaction of a ~4 KB fence and the entry, 10 units).
+ * costs what the fence item weighs, `ceil(F / 1 KB)` units, so each entry makes the writes after it dearer until a
+ * cleanup; the chunk past the budget moves the fence's entries into items (two units each, once: a transaction
+ * bills each item twice) and the fence is small again (`staging-transaction.ts`). The budget bounds the item (L3)
+ * and sets where growing costs more than moving: a larger one makes every write dearer, a smaller one moves sooner.
  */
 export const INLINE_BYTES_BUDGET = 3072;
 
@@ -124,6 +126,11 @@ function sizeOf(value: unknown): number {
 /** The bytes an inline entry adds to its fence item. */
 export function inlineBytesOf(name: string, value: unknown): number {
   return Buffer.byteLength(name) + sizeOf(value);
+}
+
+/** The inline-entry attributes of a fence item as read, by name (attributes of any other name left out). */
+export function inlineAttributesIn(item: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(item).filter(([name]) => NAME.test(name)));
 }
 
 /** The bytes of every inline entry of a fence item as read (attributes of any other name count nothing). */

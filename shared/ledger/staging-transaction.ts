@@ -47,13 +47,16 @@ import { fenceKeys } from './fences.ts';
 import {
   ENTRY_ITEMS_NOTED_AT,
   ENTRY_ITEMS_UP_TO,
+  type InlineItem,
   inlineBytesIn,
+  inlineItemsOf,
   type KeyTemplates,
   packEntry,
+  templateAttribute,
   templatesIn,
 } from './inline-entries.ts';
 import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
-import { keys } from './layout.ts';
+import { keys, type Stream } from './layout.ts';
 import { LEGACY_RING_ATTRIBUTE, packRing, RING_ATTRIBUTE } from './recent-starts.ts';
 import type { ClaimItem, FenceIdentity, StagedFileEntry } from './records.ts';
 import {
@@ -128,6 +131,12 @@ export interface StagingTransaction {
    * then keep their templates in their values.
    */
   readonly templates?: KeyTemplates;
+  /**
+   * The fence item's inline-entry attributes as just read (`FenceState.inlineAttributes`), for a chunk whose entries
+   * do not fit the inline budget: a chunk that writes nothing but its fence and entries moves them into entry items
+   * in the same transaction, on condition each is still there ({@link flushedEntries}).
+   */
+  readonly flush?: Readonly<Record<string, unknown>>;
   readonly claims: readonly ClaimItem[];
   /**
    * Claims written ahead for records this transaction dead-letters for their state: each is released here, or, when
@@ -164,8 +173,12 @@ interface Planned {
  * item twice by its size: a fence grown by inline entries would cost more there than an entry item of its own.
  */
 export function entriesInline(txn: StagingTransaction): boolean {
+  return txn.inline === true && fenceAndEntriesOnly(txn);
+}
+
+/** A chunk that writes nothing but its fence and its entries: no claims, state, key window or legacy move. */
+function fenceAndEntriesOnly(txn: StagingTransaction): boolean {
   return (
-    txn.inline === true &&
     txn.entries.length > 0 &&
     !touchesLegacy(txn) &&
     txn.claims.length === 0 &&
@@ -175,9 +188,47 @@ export function entriesInline(txn: StagingTransaction): boolean {
   );
 }
 
+/** Inline entries one transaction moves into items at most (its expressions stay far under DynamoDB's 4 KB). */
+export const MAX_FLUSHED_ENTRIES = 60;
+
+/**
+ * The inline entries a chunk past the inline budget moves into entry items (`txn.flush`): each well-formed one at
+ * or below the fence it read, at most {@link MAX_FLUSHED_ENTRIES}. Without the move the fence stays full until
+ * cleanup, and every chunk till then pays a transaction with the whole fence (`2 ceil(F) + 2` units); with it, one
+ * transaction pays two units an entry once and the fence is small again. Only for a chunk of fence and entries
+ * alone, whose transaction has room for them.
+ */
+export function flushedEntries(txn: StagingTransaction): InlineItem[] {
+  if (txn.flush === undefined || entriesInline(txn) || !fenceAndEntriesOnly(txn)) return [];
+  const templates = Object.fromEntries(
+    Object.entries(txn.templates ?? {}).map(([stream, template]) => [
+      templateAttribute(stream as Stream),
+      template,
+    ]),
+  );
+  const where = {
+    pipeline: txn.pipeline,
+    topic: txn.topic,
+    partition: txn.partition,
+    fence: keys.fence(txn.pipeline, txn.topic, txn.partition),
+  };
+  return inlineItemsOf({ ...txn.flush, ...templates }, where, { above: NO_FENCE, upTo: txn.expectedOffset })
+    .filter((item) => item.kind === 'entry')
+    .slice(0, MAX_FLUSHED_ENTRIES);
+}
+
+/** The entries a transaction writes as items: the chunk's own (unless inline) and those it moves from the fence. */
+function entryItemsOf(txn: StagingTransaction): StagedFileEntry[] {
+  if (entriesInline(txn)) return [];
+  return [
+    ...txn.entries,
+    ...flushedEntries(txn).flatMap((item) => (item.kind === 'entry' ? [item.entry] : [])),
+  ];
+}
+
 function plan(table: string, txn: StagingTransaction): Planned {
   const moves = touchesLegacy(txn) ? [legacyItem(table, txn)] : [];
-  const entryItems = entriesInline(txn) ? [] : txn.entries;
+  const entryItems = entryItemsOf(txn);
   const items = [fenceItem(table, txn), ...moves, ...entryItems.map((e) => entryItem(table, txn, e))];
   const labels = [
     'fence',
@@ -243,7 +294,15 @@ export async function stage(at: TableRef, txn: StagingTransaction): Promise<Stag
     },
   });
   believeCommitted(txn.state);
-  return {};
+  return afterFlush(txn);
+}
+
+/** The inline bytes a transaction that moved entries out of the fence left it (those it could not move). */
+function afterFlush(txn: StagingTransaction): StagedFence {
+  const moved = new Set(flushedEntries(txn).map((item) => item.at.attribute));
+  if (moved.size === 0) return {};
+  const left = Object.fromEntries(Object.entries(txn.flush ?? {}).filter(([name]) => !moved.has(name)));
+  return { inlineBytes: inlineBytesIn(left) };
 }
 
 /** A chunk whose only item is the fence: one conditional UpdateItem (see the module comment). */
@@ -277,7 +336,7 @@ function explainCancellation(
   // failed legacy move (another invocation moved or moved past it).
   const legacy = touchesLegacy(txn);
   const entriesStart = legacy ? 2 : 1;
-  const entryItems = entriesInline(txn) ? [] : txn.entries;
+  const entryItems = entryItemsOf(txn);
   if (failed(0) || (legacy && failed(1)) || entryItems.some((_, i) => failed(entriesStart + i))) {
     throw new FenceMovedError(txn.topic, txn.partition, txn.expectedOffset);
   }
@@ -353,7 +412,8 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
       Key: keys.fence(txn.pipeline, txn.topic, txn.partition),
       UpdateExpression:
         'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition, ' +
-        `fenceRecord = :fenceRecord, batchStart = :batchStart, ${ring.set}${entries.set} REMOVE #stop, ${ring.remove}`,
+        `fenceRecord = :fenceRecord, batchStart = :batchStart, ${ring.set}${entries.set} ` +
+        `REMOVE #stop, ${ring.remove}${entries.remove}`,
       ConditionExpression:
         (absent ? 'attribute_not_exists(pk)' : 'stagedOffset = :expected AND attribute_not_exists(#closed)') +
         entries.condition,
@@ -422,6 +482,7 @@ export function entryItemsMarkAfter(txn: StagingTransaction): number {
 function entryAttributes(txn: StagingTransaction): {
   set: string;
   condition: string;
+  remove: string;
   names: Record<string, string>;
   values: Record<string, unknown>;
 } {
@@ -429,7 +490,17 @@ function entryAttributes(txn: StagingTransaction): {
   const values: Record<string, unknown> = { ':itemsUpTo': entryItemsMarkAfter(txn) };
   const sets = ['#itemsUpTo = :itemsUpTo', '#notedAt = :new'];
   const conditions: string[] = [];
-  if (!entriesInline(txn)) return { set: `, ${sets.join(', ')}`, condition: '', names, values };
+  if (!entriesInline(txn)) {
+    // Entries moved into items leave the fence, on condition each is still there (cleanup may have removed it:
+    // the write then fails as a moved fence would, and the processor reads the fence again).
+    const moved = flushedEntries(txn).map((item, i) => {
+      names[`#f${i}`] = item.at.attribute;
+      return `#f${i}`;
+    });
+    const condition = moved.map((name) => ` AND attribute_exists(${name})`).join('');
+    const remove = moved.map((name) => `, ${name}`).join('');
+    return { set: `, ${sets.join(', ')}`, condition, remove, names, values };
+  }
   txn.entries.forEach((entry, i) => {
     const { name, value, template } = packEntry(entry, txn.templates);
     names[`#e${i}`] = name;
@@ -446,7 +517,7 @@ function entryAttributes(txn: StagingTransaction): {
     } else conditions.push(`#k${i} = :k${i}`);
   });
   const condition = conditions.map((c) => ` AND ${c}`).join('');
-  return { set: `, ${sets.join(', ')}`, condition, names, values };
+  return { set: `, ${sets.join(', ')}`, condition, remove: '', names, values };
 }
 
 function entryItem(table: string, txn: StagingTransaction, entry: StagedFileEntry): TransactItem {

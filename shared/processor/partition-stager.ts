@@ -348,9 +348,7 @@ export class PartitionStager {
     const added = inlineBytesOfAll(entries, known.templates);
     const fits = (fence: FenceState) =>
       entries.length > 0 && (fence.inlineBytes ?? 0) + added <= INLINE_BYTES_BUDGET;
-    const inline =
-      (await this.parts.inlineGate.allows(ctx.clock.now())) &&
-      (fits(known) || (entries.length > 0 && (await this.fitsAfterCleanup(fits))));
+    const { inline, flush } = await this.placeEntries(entries, fits);
     let staged: StagingTransaction;
     let written: StagedFence;
     try {
@@ -364,6 +362,7 @@ export class PartitionStager {
         newOffset: chunk.lastOffset,
         entries,
         ...(inline ? { inline: true } : {}),
+        ...(flush === undefined ? {} : { flush }),
         ...(known.entryItemsUpTo === undefined ? {} : { entryItemsUpTo: known.entryItemsUpTo }),
         ...(known.templates === undefined ? {} : { templates: known.templates }),
         claims: this.parts.claims.claimsFor(chunk.kept.filter(this.claimInTransaction), topic, partition),
@@ -396,21 +395,33 @@ export class PartitionStager {
   }
 
   /**
-   * The budget was passed by what this container knows of the fence: a transaction (which reports nothing back)
-   * may have put it there, and cleanup may have removed entries since. One read of the fence tells; its inline
-   * bytes count only while it is still at the offset this chunk was planned from.
+   * Where the chunk's entries go: inline when the gate allows and they fit the budget as this container knows the
+   * fence. Past it, one read of the fence tells (a transaction, which reports nothing back, may have put the fence
+   * there, and cleanup may have removed entries since; what it read counts only while the fence is still at the
+   * offset this chunk was planned from): inline if they fit now, else as items, moving the fence's inline entries
+   * into items with them (`flush`, `staging-transaction.ts`), so that the chunks after it write a small fence again.
    */
-  private async fitsAfterCleanup(fits: (fence: FenceState) => boolean): Promise<boolean> {
+  private async placeEntries(
+    entries: readonly StagedFileEntry[],
+    fits: (fence: FenceState) => boolean,
+  ): Promise<{ inline: boolean; flush?: Readonly<Record<string, unknown>> }> {
     const { ctx, topic, partition, known } = this;
+    if (entries.length === 0 || !(await this.parts.inlineGate.allows(ctx.clock.now())))
+      return { inline: false };
+    if (fits(known)) return { inline: true };
     const fresh = await ctx.ledger.readFence(ctx.settings.pipelineId, topic, partition);
-    if (fresh.stagedOffset !== known.stagedOffset || fresh.closed) return false;
+    if (fresh.stagedOffset !== known.stagedOffset || fresh.closed) return { inline: false };
     this.setFence({
       ...known,
       inlineBytes: fresh.inlineBytes ?? 0,
       entryItemsUpTo: fresh.entryItemsUpTo,
       templates: fresh.templates,
+      inlineAttributes: fresh.inlineAttributes,
     });
-    return fits(this.known);
+    if (fits(this.known)) return { inline: true };
+    return fresh.inlineAttributes === undefined
+      ? { inline: false }
+      : { inline: false, flush: fresh.inlineAttributes };
   }
 
   /** What a refused staging transaction teaches; throws what it cannot resolve (the batch fails). */

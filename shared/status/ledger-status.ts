@@ -253,13 +253,18 @@ async function readPartition(
             ':committed': keys.stagedUpTo(committedOffset),
           },
           // STREAM is a DynamoDB reserved word.
-          ProjectionExpression: '#stream, recordCount, stagedAt',
+          ProjectionExpression: '#stream, lastOffset, recordCount, stagedAt',
           ExpressionAttributeNames: { '#stream': 'stream' },
           ConsistentRead: true,
         },
         'dynamodb:Query(staged entries)',
       );
-  const entries = [...inline, ...items];
+  // An entry moved from the fence into an item between the two reads (`staging-transaction.ts`) counts once.
+  const asItems = new Set(items.map((item) => `${String(item.lastOffset)}#${String(item.stream)}`));
+  const entries = [
+    ...inline.filter((entry) => !asItems.has(`${String(entry.lastOffset)}#${String(entry.stream)}`)),
+    ...items,
+  ];
   const uncommittedFiles = Object.fromEntries(STREAMS.map((s) => [s, 0])) as Record<Stream, number>;
   let uncommittedRecords = 0;
   let oldest: number | undefined;
