@@ -120,6 +120,17 @@ export interface ItemsOptions {
 }
 
 /** An inline entry as a {@link StagedItem}: `at` is the key its item would have (`stagedPk`). */
+/** Whether an inline entry and an entry item are the one entry, moved: at one sort key, naming one object. */
+function sameEntry(inline: InlineItem, item: StagedItem): boolean {
+  return (
+    inline.sk === item.at.sk &&
+    inline.kind === 'entry' &&
+    item.kind === 'entry' &&
+    inline.entry.key === item.entry.key &&
+    inline.entry.sha256 === item.entry.sha256
+  );
+}
+
 function fromInline(stagedPk: string, read: InlineItem): StagedItem {
   const at = { pk: stagedPk, sk: read.sk };
   return read.kind === 'entry'
@@ -182,8 +193,9 @@ export class StagedEntries {
       for await (const item of this.entryItems(topic, partition, range, pageSize)) {
         while (next < inline.length && inline[next]!.sk < item.at.sk) yield fromInline(pk, inline[next++]!);
         // The same entry inline in the fence as read and as an item since: a chunk past the inline budget moved it
-        // (`staging-transaction.ts`) between the fence read and this query. One entry, read once, as the item.
-        if (next < inline.length && inline[next]!.sk === item.at.sk) next++;
+        // (`staging-transaction.ts`) between the fence read and this query. One entry, read once, as the item. Only
+        // the same entry: an item that names another object (or none) never hides an inline one.
+        if (next < inline.length && sameEntry(inline[next]!, item)) next++;
         yield item;
       }
     }

@@ -31,7 +31,7 @@ import {
   type TableRef,
   type TransactItem,
 } from '../aws/dynamo.ts';
-import { PipelineError } from '../errors.ts';
+import { MalformedLedgerItemError, PipelineError } from '../errors.ts';
 import type { StateDelta } from '../transforms/types.ts';
 import {
   type ClaimHolder,
@@ -337,8 +337,22 @@ function explainCancellation(
   const legacy = touchesLegacy(txn);
   const entriesStart = legacy ? 2 : 1;
   const entryItems = entryItemsOf(txn);
-  if (failed(0) || (legacy && failed(1)) || entryItems.some((_, i) => failed(entriesStart + i))) {
+  const own = entriesInline(txn) ? 0 : txn.entries.length;
+  if (
+    failed(0) ||
+    (legacy && failed(1)) ||
+    entryItems.slice(0, own).some((_, i) => failed(entriesStart + i))
+  ) {
     throw new FenceMovedError(txn.topic, txn.partition, txn.expectedOffset);
+  }
+  // The fence is as read, yet an entry it holds inline is an item too: a ledger this code did not write. Planning
+  // the chunk again would meet it again; refused, loudly.
+  const twice = entryItems.slice(own).find((_, i) => failed(entriesStart + own + i));
+  if (twice !== undefined) {
+    throw new MalformedLedgerItemError(
+      `staged entry ${txn.topic}#${txn.partition} ${twice.stream} ${twice.firstOffset}..${twice.lastOffset}`,
+      'it is both inline in the fence and an item of its own',
+    );
   }
   const taken = txn.claims.flatMap((claim, i) =>
     failed(claimsStart + i) ? [holderOf(claim.idempotencyKey, reasons[claimsStart + i]?.Item)] : [],

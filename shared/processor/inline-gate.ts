@@ -2,7 +2,10 @@
  * When the processor may keep staged entries inline in fence items (`ledger/inline-entries.ts`): only once no
  * coordinator step that reads entry items alone, or inline entries only in the map format of the release before
  * the packed one (`ledger/packed-entry.ts`), can still run. The first would cover an inline entry's offsets
- * without seeing it, and commit past records it never promoted; the second would stop on a value it cannot read.
+ * without seeing it, and commit past records it never promoted; the second would stop on a value it cannot read,
+ * and would read an entry a chunk past the inline budget moved into an item between its fence read and its item
+ * query twice (`ledger/staging-transaction.ts`), voting a plan promote refuses for good. Inline entries, packed
+ * ones and their moves come with one release: one gate keeps all three from its predecessors.
  *
  * The coordinator's begin notes in the checkpoint head when this release first began a checkpoint
  * (`packedEntriesSince`). Steps of the earlier release may run for a while after that: an execution in flight

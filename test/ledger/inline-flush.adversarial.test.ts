@@ -508,19 +508,25 @@ async function* previousReleaseItems(
 }
 
 describe('a rolling deploy: a coordinator of the previous release beside a processor that moves', () => {
-  it("end-to-end 1 / C4: a checkpoint the previous release's prepare planned while a move ran (fence read before, items after) is committed, each record once", async () => {
-    // The previous release's coordinator (9783b44) reads inline entries and entry items and merges them, with no
-    // rule for one entry in both places: its processors never moved one. This release's processor moves entries
-    // from the first chunk past the budget on, with no gate on the coordinators that may still run (compare
-    // `packedEntriesSince`). A prepare of that release reading the fence before a move and querying after reads
-    // each moved entry twice. Observed: its plan names entries 19..49 twice, the checkpoint is decided
-    // (COMMITTING), and promote refuses the plan (PlanRejectedError: a member out of order) on every try, this
-    // release's roll-forward after the deploy included: decided checkpoints only roll forward, so the pipeline's
-    // checkpoints stop for good.
+  it("end-to-end 1 / C4: while a coordinator of the previous release may run, a deployed processor moves no entry, so that release's prepare, planning while chunks are staged, commits each record once", async () => {
+    // The previous release's reader (modelled by `previousReleaseItems`: no rule for one entry in both places, its
+    // processors never moved one) would read an entry moved between its fence read and its item Query twice, and
+    // vote a plan promote refuses for good. The move comes only with inline entries, and a deployed processor puts
+    // entries inline only a grace period after this release's begin noted `packedEntriesSince` on the head
+    // (`processor/inline-gate.ts`): the previous release's begin never notes it.
     const settings = settingsFor();
     const p = 10;
+    const clock = new ManualClock(Date.now());
+    const deployed = processorFor(settings, { clock, inlineEntries: 'after-coordinator-upgrade' });
+    const stage = async (offset: number) => {
+      await deployed.processEvent(mskEvent(orderRecords(p, offset, BATCH)));
+      return offset + BATCH;
+    };
+    let next = 0;
+    while (next < 40 * BATCH) next = await stage(next);
+    expect(inlineNames(await fenceOf(settings, p))).toEqual([]);
+    expect(await entryItems(settings, p)).toHaveLength(40);
     vi.spyOn(StagedEntries.prototype, 'items').mockImplementation(previousReleaseItems);
-    let next = await stageBatches(settings, p, 0, 5);
     let raced = false;
     const clients = spiedClients(res.clients, 'previousPrepare', async (command, input, call) => {
       if (
@@ -529,19 +535,15 @@ describe('a rolling deploy: a coordinator of the previous release beside a proce
         queriedPk(input) === keys.stagedPk(settings.pipelineId, 'orders', p)
       ) {
         raced = true;
-        next = await stageUntilMoved(settings, p, next);
+        for (let batch = 0; batch < 10; batch++) next = await stage(next);
       }
       return call();
     });
-    const clock = new ManualClock(Date.now());
     const first = await coordinatorFor(settings, { clients, clock }).runCheckpoint();
     expect(raced).toBe(true);
-    // The deploy completes: the next execution is this release's, and rolls the decided checkpoint forward once its
-    // lease has expired (C4).
+    expect(first.status).toBe('committed');
     vi.restoreAllMocks();
-    clock.advance(86_400_000);
-    const second = await coordinatorFor(settings, { clock }).runCheckpoint();
-    expect({ first: first.status, second: second.status }).toMatchObject({ second: 'committed' });
-    expect(await committed(settings, p)).toEqual(range(0, 50));
+    expect((await coordinatorFor(settings, { clock }).runCheckpoint()).status).toBe('committed');
+    expect(await committed(settings, p)).toEqual(range(0, next));
   }, 180_000);
 });
