@@ -58,3 +58,20 @@ export function unpackRing(value: unknown): RecordFingerprint[] | undefined {
   }
   return starts;
 }
+
+/**
+ * The fence update's part for the ring: packed, the list form removed; or, when a start does not pack, the list,
+ * the packed form removed (a reader takes both: `fence-reads.ts`).
+ */
+export function ringUpdate(starts: readonly RecordFingerprint[]): {
+  readonly set: string;
+  readonly remove: string;
+  readonly names: Record<string, string>;
+  readonly values: Record<string, unknown>;
+} {
+  const names = { '#ring': RING_ATTRIBUTE, '#legacyRing': LEGACY_RING_ATTRIBUTE };
+  const packed = packRing(starts);
+  return packed
+    ? { set: '#ring = :ring', remove: '#legacyRing', names, values: { ':ring': packed } }
+    : { set: '#legacyRing = :legacyRing', remove: '#ring', names, values: { ':legacyRing': starts } };
+}

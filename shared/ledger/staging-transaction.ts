@@ -44,20 +44,17 @@ import {
 import { CLOSED_ATTRIBUTE, isRootLane, STOP_ATTRIBUTE } from './epochs.ts';
 import { NO_FENCE } from './fence-reads.ts';
 import { fenceKeys } from './fences.ts';
+import { type InlineItem, inlineBytesIn, type KeyTemplates, templatesIn } from './inline-entries.ts';
 import {
-  ENTRY_ITEMS_NOTED_AT,
-  ENTRY_ITEMS_UP_TO,
-  type InlineItem,
-  inlineBytesIn,
-  inlineItemsOf,
-  type KeyTemplates,
-  packEntry,
-  templateAttribute,
-  templatesIn,
-} from './inline-entries.ts';
+  inlineBytesLeft,
+  inlineEntriesUpdate,
+  movedEntries,
+  movedEntriesUpdate,
+  type UpdateParts,
+} from './inline-writes.ts';
 import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
-import { keys, type Stream } from './layout.ts';
-import { LEGACY_RING_ATTRIBUTE, packRing, RING_ATTRIBUTE } from './recent-starts.ts';
+import { keys } from './layout.ts';
+import { ringUpdate } from './recent-starts.ts';
 import type { ClaimItem, FenceIdentity, StagedFileEntry } from './records.ts';
 import {
   believeCommitted,
@@ -188,33 +185,12 @@ function fenceAndEntriesOnly(txn: StagingTransaction): boolean {
   );
 }
 
-/** Inline entries one transaction moves into items at most (its expressions stay far under DynamoDB's 4 KB). */
-export const MAX_FLUSHED_ENTRIES = 60;
-
 /**
- * The inline entries a chunk past the inline budget moves into entry items (`txn.flush`): each well-formed one at
- * or below the fence it read, at most {@link MAX_FLUSHED_ENTRIES}. Without the move the fence stays full until
- * cleanup, and every chunk till then pays a transaction with the whole fence (`2 ceil(F) + 2` units); with it, one
- * transaction pays two units an entry once and the fence is small again. Only for a chunk of fence and entries
- * alone, whose transaction has room for them.
+ * The inline entries a chunk past the inline budget moves into entry items (`txn.flush`, `inline-writes.ts`): only
+ * for a chunk of fence and entries alone, whose transaction has room for them.
  */
 export function flushedEntries(txn: StagingTransaction): InlineItem[] {
-  if (txn.flush === undefined || entriesInline(txn) || !fenceAndEntriesOnly(txn)) return [];
-  const templates = Object.fromEntries(
-    Object.entries(txn.templates ?? {}).map(([stream, template]) => [
-      templateAttribute(stream as Stream),
-      template,
-    ]),
-  );
-  const where = {
-    pipeline: txn.pipeline,
-    topic: txn.topic,
-    partition: txn.partition,
-    fence: keys.fence(txn.pipeline, txn.topic, txn.partition),
-  };
-  return inlineItemsOf({ ...txn.flush, ...templates }, where, { above: NO_FENCE, upTo: txn.expectedOffset })
-    .filter((item) => item.kind === 'entry')
-    .slice(0, MAX_FLUSHED_ENTRIES);
+  return txn.flush === undefined || entriesInline(txn) || !fenceAndEntriesOnly(txn) ? [] : movedEntries(txn);
 }
 
 /** The entries a transaction writes as items: the chunk's own (unless inline) and those it moves from the fence. */
@@ -299,10 +275,8 @@ export async function stage(at: TableRef, txn: StagingTransaction): Promise<Stag
 
 /** The inline bytes a transaction that moved entries out of the fence left it (those it could not move). */
 function afterFlush(txn: StagingTransaction): StagedFence {
-  const moved = new Set(flushedEntries(txn).map((item) => item.at.attribute));
-  if (moved.size === 0) return {};
-  const left = Object.fromEntries(Object.entries(txn.flush ?? {}).filter(([name]) => !moved.has(name)));
-  return { inlineBytes: inlineBytesIn(left) };
+  const moved = flushedEntries(txn);
+  return moved.length === 0 ? {} : { inlineBytes: inlineBytesLeft(txn.flush ?? {}, moved) };
 }
 
 /** A chunk whose only item is the fence: one conditional UpdateItem (see the module comment). */
@@ -418,8 +392,8 @@ function fenceItem(table: string, txn: StagingTransaction): TransactItem {
   // fence (an operator opened a newer epoch, `epochs.ts`) takes no staging: the condition sends a processor that
   // still holds it to read the new lane. Staging clears a stop record: the partition moves again.
   const absent = createsFence(txn);
-  const entries = entryAttributes(txn);
-  const ring = ringAttributes(txn.identity);
+  const entries = entriesUpdate(txn);
+  const ring = ringUpdate(txn.identity.recentStarts);
   return {
     Update: {
       TableName: table,
@@ -459,28 +433,6 @@ export function createsFence(txn: StagingTransaction): boolean {
 }
 
 /**
- * The fence update's part for the ring of recent batch starts: packed (`recent-starts.ts`), the list form removed;
- * or, when a start does not pack, the list, the packed form removed (a reader takes the packed one first).
- */
-function ringAttributes(identity: FenceIdentity): {
-  set: string;
-  remove: string;
-  names: Record<string, string>;
-  values: Record<string, unknown>;
-} {
-  const names = { '#ring': RING_ATTRIBUTE, '#legacyRing': LEGACY_RING_ATTRIBUTE };
-  const packed = packRing(identity.recentStarts);
-  return packed
-    ? { set: '#ring = :ring', remove: '#legacyRing', names, values: { ':ring': packed } }
-    : {
-        set: '#legacyRing = :legacyRing',
-        remove: '#ring',
-        names,
-        values: { ':legacyRing': identity.recentStarts },
-      };
-}
-
-/**
  * The entry-item mark a staging write leaves (`inline-entries.ts`): the chunk's last offset when its entries are
  * items, else the mark as known, or the offset read when the mark is not known to hold.
  */
@@ -491,47 +443,13 @@ export function entryItemsMarkAfter(txn: StagingTransaction): number {
 
 /**
  * The fence update's part for the chunk's entries: the entry-item mark ({@link entryItemsMarkAfter}), noted at the
- * new offset, and, inline, each entry's attribute.
+ * new offset; inline, each entry's attribute; past the budget, the removal of the entries moved into items.
  */
-function entryAttributes(txn: StagingTransaction): {
-  set: string;
-  condition: string;
-  remove: string;
-  names: Record<string, string>;
-  values: Record<string, unknown>;
-} {
-  const names: Record<string, string> = { '#itemsUpTo': ENTRY_ITEMS_UP_TO, '#notedAt': ENTRY_ITEMS_NOTED_AT };
-  const values: Record<string, unknown> = { ':itemsUpTo': entryItemsMarkAfter(txn) };
-  const sets = ['#itemsUpTo = :itemsUpTo', '#notedAt = :new'];
-  const conditions: string[] = [];
-  if (!entriesInline(txn)) {
-    // Entries moved into items leave the fence, on condition each is still there (cleanup may have removed it:
-    // the write then fails as a moved fence would, and the processor reads the fence again).
-    const moved = flushedEntries(txn).map((item, i) => {
-      names[`#f${i}`] = item.at.attribute;
-      return `#f${i}`;
-    });
-    const condition = moved.map((name) => ` AND attribute_exists(${name})`).join('');
-    const remove = moved.map((name) => `, ${name}`).join('');
-    return { set: `, ${sets.join(', ')}`, condition, remove, names, values };
-  }
-  txn.entries.forEach((entry, i) => {
-    const { name, value, template } = packEntry(entry, txn.templates);
-    names[`#e${i}`] = name;
-    values[`:e${i}`] = value;
-    sets.push(`#e${i} = :e${i}`);
-    if (template === undefined) return;
-    // The template an entry shares is the fence's, by the condition: a fence that holds another fails the
-    // write as a moved fence would, and the processor reads it again.
-    names[`#k${i}`] = template.attribute;
-    values[`:k${i}`] = template.value;
-    if (template.fresh) {
-      sets.push(`#k${i} = :k${i}`);
-      conditions.push(`attribute_not_exists(#k${i})`);
-    } else conditions.push(`#k${i} = :k${i}`);
-  });
-  const condition = conditions.map((c) => ` AND ${c}`).join('');
-  return { set: `, ${sets.join(', ')}`, condition, remove: '', names, values };
+function entriesUpdate(txn: StagingTransaction): UpdateParts {
+  const mark = entryItemsMarkAfter(txn);
+  return entriesInline(txn)
+    ? inlineEntriesUpdate(txn.entries, txn.templates, mark)
+    : movedEntriesUpdate(flushedEntries(txn), mark);
 }
 
 function entryItem(table: string, txn: StagingTransaction, entry: StagedFileEntry): TransactItem {
