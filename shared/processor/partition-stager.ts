@@ -349,6 +349,8 @@ export class PartitionStager {
     const fits = (fence: FenceState) =>
       entries.length > 0 && (fence.inlineBytes ?? 0) + added <= INLINE_BYTES_BUDGET;
     const { inline, flush } = await this.placeEntries(entries, fits);
+    // The fence as known now: placing the entries may have read it again (the same offset, a fresher copy).
+    const current = this.known;
     let staged: StagingTransaction;
     let written: StagedFence;
     try {
@@ -363,8 +365,8 @@ export class PartitionStager {
         entries,
         ...(inline ? { inline: true } : {}),
         ...(flush === undefined ? {} : { flush }),
-        ...(known.entryItemsUpTo === undefined ? {} : { entryItemsUpTo: known.entryItemsUpTo }),
-        ...(known.templates === undefined ? {} : { templates: known.templates }),
+        ...(current.entryItemsUpTo === undefined ? {} : { entryItemsUpTo: current.entryItemsUpTo }),
+        ...(current.templates === undefined ? {} : { templates: current.templates }),
         claims: this.parts.claims.claimsFor(chunk.kept.filter(this.claimInTransaction), topic, partition),
         ...(handovers.length > 0 ? { handovers } : {}),
         state: foldState(chunk.kept.flatMap((record) => record.state)),
@@ -384,7 +386,7 @@ export class PartitionStager {
       stagedOffset: chunk.lastOffset,
       identity,
       updatedAt: ctx.clock.now(),
-      ...fenceEntriesAfter(known, staged, written, added),
+      ...fenceEntriesAfter(current, staged, written, added),
     });
     this.afterCommitWindow(chunk, from, keyWindow);
     // Released or handed over by the transaction: no longer this attempt's to release if the batch fails.
