@@ -12,10 +12,10 @@
  * after finds an entry in both places: it reads it once (`staged-entries.ts`).
  * Every staging write of this release notes in the fence the highest offset an entry item may have
  * ({@link ENTRY_ITEMS_UP_TO}) and the staged offset it wrote ({@link ENTRY_ITEMS_NOTED_AT}), so readers query the
- * staged-entry items only when a range reaches below the mark. The mark holds only while the fence is where this release left it: a processor of an earlier release
- * moves the fence and writes entry items without touching either, so a fence whose staged offset is not the one
- * noted may have items anywhere (readers query; the next writer of this release marks everything below the offset
- * it read).
+ * staged-entry items only when a range reaches below the mark. The mark holds only while the fence is where this
+ * release left it: a processor of an earlier release moves the fence and writes entry items without touching
+ * either, so a fence whose staged offset is not the one noted may have items anywhere (readers query; the next
+ * writer of this release marks everything below the offset it read).
  *
  * Coordinators of earlier releases read entry items only: processors put entries inline only once every
  * coordinator step that may run reads them (`processor/inline-gate.ts`).
@@ -26,7 +26,7 @@
  * it and never changed; an entry with another template carries its own. Nothing in it is trusted: `inlineItemsOf`
  * turns a malformed value into a rejected item, as the item reader does.
  */
-import { type ItemKey, padOffset, type Stream } from './layout.ts';
+import { type ItemKey, padOffset, STREAMS, type Stream } from './layout.ts';
 import { isSharedTemplate, packEntryValue, templateOf, unpackEntryValue } from './packed-entry.ts';
 import type { StagedFileEntry } from './records.ts';
 
@@ -68,8 +68,6 @@ export function templateAttribute(stream: Stream): string {
 
 /** The key templates of a fence item, by stream (read with the item; none: `{}`). */
 export type KeyTemplates = Readonly<Partial<Record<Stream, string>>>;
-
-const STREAMS: readonly Stream[] = ['output', 'deadletter'];
 
 export function templatesIn(item: Readonly<Record<string, unknown>>): KeyTemplates {
   const templates: Partial<Record<Stream, string>> = {};

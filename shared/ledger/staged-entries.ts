@@ -119,7 +119,6 @@ export interface ItemsOptions {
   readonly fence?: Record<string, unknown> | null;
 }
 
-/** An inline entry as a {@link StagedItem}: `at` is the key its item would have (`stagedPk`). */
 /** Whether an inline entry and an entry item are the one entry, moved: at one sort key, naming one object. */
 function sameEntry(inline: InlineItem, item: StagedItem): boolean {
   return (
@@ -131,6 +130,7 @@ function sameEntry(inline: InlineItem, item: StagedItem): boolean {
   );
 }
 
+/** An inline entry as a {@link StagedItem}: `at` is the key its item would have (`stagedPk`). */
 function fromInline(stagedPk: string, read: InlineItem): StagedItem {
   const at = { pk: stagedPk, sk: read.sk };
   return read.kind === 'entry'

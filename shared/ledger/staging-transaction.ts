@@ -162,6 +162,10 @@ interface Planned {
   readonly claimsStart: number;
   /** The handovers released by an item of their own (not taken over by a claim put), in item order. */
   readonly releases: readonly ClaimOwner[];
+  /** The chunk's own entries written as items (none when inline), then those it moves from the fence. */
+  readonly entryItems: readonly StagedFileEntry[];
+  /** The fence's inline entries the write moves into items ({@link flushedEntries}), decoded once. */
+  readonly moved: readonly InlineItem[];
 }
 
 /**
@@ -190,22 +194,17 @@ function fenceAndEntriesOnly(txn: StagingTransaction): boolean {
  * for a chunk of fence and entries alone, whose transaction has room for them.
  */
 export function flushedEntries(txn: StagingTransaction): InlineItem[] {
-  return txn.flush === undefined || entriesInline(txn) || !fenceAndEntriesOnly(txn) ? [] : movedEntries(txn);
-}
-
-/** The entries a transaction writes as items: the chunk's own (unless inline) and those it moves from the fence. */
-function entryItemsOf(txn: StagingTransaction): StagedFileEntry[] {
-  if (entriesInline(txn)) return [];
-  return [
-    ...txn.entries,
-    ...flushedEntries(txn).flatMap((item) => (item.kind === 'entry' ? [item.entry] : [])),
-  ];
+  return txn.flush === undefined || txn.inline === true || !fenceAndEntriesOnly(txn) ? [] : movedEntries(txn);
 }
 
 function plan(table: string, txn: StagingTransaction): Planned {
   const moves = touchesLegacy(txn) ? [legacyItem(table, txn)] : [];
-  const entryItems = entryItemsOf(txn);
-  const items = [fenceItem(table, txn), ...moves, ...entryItems.map((e) => entryItem(table, txn, e))];
+  const moved = flushedEntries(txn);
+  // The chunk's own entries as items (unless inline), then those it moves from the fence.
+  const entryItems = entriesInline(txn)
+    ? []
+    : [...txn.entries, ...moved.flatMap((item) => (item.kind === 'entry' ? [item.entry] : []))];
+  const items = [fenceItem(table, txn, moved), ...moves, ...entryItems.map((e) => entryItem(table, txn, e))];
   const labels = [
     'fence',
     ...moves.map(() => 'legacy fence'),
@@ -240,7 +239,7 @@ function plan(table: string, txn: StagingTransaction): Planned {
   labels.push(...windowWrites.map((write) => `key-window bucket ${write.bucket.seq}`));
   items.push(...txn.state.map((delta) => stateItem(table, txn.pipeline, delta)));
   labels.push(...txn.state.map((delta) => `state ${delta.key}`));
-  return { items, labels, claimsStart, releases };
+  return { items, labels, claimsStart, releases, entryItems, moved };
 }
 
 /** What a staging write tells of the fence item it left, when it knows (a write of the fence alone). */
@@ -270,12 +269,8 @@ export async function stage(at: TableRef, txn: StagingTransaction): Promise<Stag
     },
   });
   believeCommitted(txn.state);
-  return afterFlush(txn);
-}
-
-/** The inline bytes a transaction that moved entries out of the fence left it (those it could not move). */
-function afterFlush(txn: StagingTransaction): StagedFence {
-  const moved = flushedEntries(txn);
+  // The inline bytes a transaction that moved entries out of the fence left it (those it could not move).
+  const { moved } = planned;
   return moved.length === 0 ? {} : { inlineBytes: inlineBytesLeft(txn.flush ?? {}, moved) };
 }
 
@@ -302,7 +297,7 @@ async function stageFenceAlone(
 function explainCancellation(
   txn: StagingTransaction,
   reasons: ReadonlyArray<{ Code?: string; Message?: string; Item?: Record<string, unknown> }>,
-  { claimsStart, releases, labels }: Planned,
+  { claimsStart, releases, labels, entryItems }: Planned,
   error: unknown,
 ): void {
   const failed = (index: number) => reasons[index]?.Code === 'ConditionalCheckFailed';
@@ -310,7 +305,6 @@ function explainCancellation(
   // failed legacy move (another invocation moved or moved past it).
   const legacy = touchesLegacy(txn);
   const entriesStart = legacy ? 2 : 1;
-  const entryItems = entryItemsOf(txn);
   const own = entriesInline(txn) ? 0 : txn.entries.length;
   if (
     failed(0) ||
@@ -387,12 +381,12 @@ function legacyItem(table: string, txn: StagingTransaction): TransactItem {
   };
 }
 
-function fenceItem(table: string, txn: StagingTransaction): TransactItem {
+function fenceItem(table: string, txn: StagingTransaction, moved: readonly InlineItem[]): TransactItem {
   // The sharded fence is created (absent) for a new partition or lane and when the legacy one moves. A closed
   // fence (an operator opened a newer epoch, `epochs.ts`) takes no staging: the condition sends a processor that
   // still holds it to read the new lane. Staging clears a stop record: the partition moves again.
   const absent = createsFence(txn);
-  const entries = entriesUpdate(txn);
+  const entries = entriesUpdate(txn, moved);
   const ring = ringUpdate(txn.identity.recentStarts);
   return {
     Update: {
@@ -445,11 +439,11 @@ export function entryItemsMarkAfter(txn: StagingTransaction): number {
  * The fence update's part for the chunk's entries: the entry-item mark ({@link entryItemsMarkAfter}), noted at the
  * new offset; inline, each entry's attribute; past the budget, the removal of the entries moved into items.
  */
-function entriesUpdate(txn: StagingTransaction): UpdateParts {
+function entriesUpdate(txn: StagingTransaction, moved: readonly InlineItem[]): UpdateParts {
   const mark = entryItemsMarkAfter(txn);
   return entriesInline(txn)
     ? inlineEntriesUpdate(txn.entries, txn.templates, mark)
-    : movedEntriesUpdate(flushedEntries(txn), mark);
+    : movedEntriesUpdate(moved, mark);
 }
 
 function entryItem(table: string, txn: StagingTransaction, entry: StagedFileEntry): TransactItem {
