@@ -21,7 +21,7 @@ import { spiedClients } from '../support/claims.ts';
 import { gate } from '../support/hooks.ts';
 import { asLegacyRelease, ledgerItem } from '../support/legacy-fence.ts';
 import { mskEvent, order, orderRecords, type RecordSpec } from '../support/msk.ts';
-import { committedOffsets, defaultRows } from '../support/staging.ts';
+import { committedOffsetsOf, defaultRows } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -112,12 +112,8 @@ async function oldReleaseStage(
 }
 
 /** Committed output offsets of a partition, sorted (duplicates kept: each must appear once). */
-async function committed(settings: Settings, partition: number): Promise<number[]> {
-  return (await committedOffsets(res.clients, settings))
-    .filter((row) => row.partition === `orders#${partition}`)
-    .map((row) => row.offset)
-    .sort((a, b) => a - b);
-}
+const committed = (settings: Settings, partition: number) =>
+  committedOffsetsOf(res.clients, settings, partition);
 
 const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
 

@@ -16,7 +16,7 @@ import { readLedgerStatus } from '../../shared/status/ledger-status.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
 import { asLegacyRelease, ledgerItem } from '../support/legacy-fence.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
-import { committedOffsets } from '../support/staging.ts';
+import { committedOffsetsOf } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -30,12 +30,8 @@ function settingsFor(): Settings {
 }
 
 /** Committed output offsets of a partition, sorted. */
-async function committed(settings: Settings, partition: number): Promise<number[]> {
-  return (await committedOffsets(res.clients, settings))
-    .filter((row) => row.partition === `orders#${partition}`)
-    .map((row) => row.offset)
-    .sort((a, b) => a - b);
-}
+const committed = (settings: Settings, partition: number) =>
+  committedOffsetsOf(res.clients, settings, partition);
 
 const range = (from: number, count: number) => Array.from({ length: count }, (_, i) => from + i);
 

@@ -14,9 +14,10 @@ import { createProcessor } from '../../shared/processor/processor.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
 import { spiedClients } from '../support/claims.ts';
 import { crashAt } from '../support/hooks.ts';
+import { entryItemsOf, fenceOf as fenceItemOf, inlineNames } from '../support/inline.ts';
 import { ledgerItem } from '../support/legacy-fence.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
-import { committedOffsets, expectExactlyOnce, putStagedObject, range } from '../support/staging.ts';
+import { committedOffsetsOf, expectExactlyOnce, putStagedObject, range } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -33,33 +34,12 @@ const coordinatorFor = (
   extra: Partial<Parameters<typeof createLocalCoordinator>[0]> = {},
 ) => createLocalCoordinator({ settings, clients: res.clients, ...extra });
 
-async function fenceOf(settings: Settings, partition: number): Promise<Record<string, unknown>> {
-  return (await ledgerItem(res, fenceKeys.fence(settings.pipelineId, 'orders', partition)))!;
-}
+const fenceOf = (settings: Settings, partition: number) => fenceItemOf(res, settings, partition);
 
-const inlineNames = (fence: Record<string, unknown>) =>
-  Object.keys(fence)
-    .filter((name) => name.startsWith('e:'))
-    .sort();
+const entryItems = (settings: Settings, partition: number) => entryItemsOf(res, settings, partition);
 
-async function entryItems(settings: Settings, partition: number): Promise<Record<string, unknown>[]> {
-  const { Items } = await doc().send(
-    new QueryCommand({
-      TableName: res.table,
-      KeyConditionExpression: 'pk = :pk',
-      ExpressionAttributeValues: { ':pk': keys.stagedPk(settings.pipelineId, 'orders', partition) },
-      ConsistentRead: true,
-    }),
-  );
-  return Items ?? [];
-}
-
-async function committed(settings: Settings, partition: number): Promise<number[]> {
-  return (await committedOffsets(res.clients, settings))
-    .filter((row) => row.partition === `orders#${partition}`)
-    .map((row) => row.offset)
-    .sort((a, b) => a - b);
-}
+const committed = (settings: Settings, partition: number) =>
+  committedOffsetsOf(res.clients, settings, partition);
 
 /**
  * A processor of the release before inline entries (HEAD's `staging-transaction.ts`) stages [first, last] on the

@@ -6,7 +6,7 @@
  * the move and the mapping's retry; a zombie holding the same batch; entries of the release before the packed
  * format; both streams; one-record chunks with their own templates; a coordinator of the previous release.
  */
-import { DynamoDBDocumentClient, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { DynamoDBDocumentClient, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { ManualClock, systemClock } from '../../shared/clock.ts';
@@ -37,9 +37,9 @@ import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
 import { plain, spiedClients } from '../support/claims.ts';
 import { crashAt } from '../support/hooks.ts';
-import { ledgerItem } from '../support/legacy-fence.ts';
+import { entryItemsOf, fenceOf as fenceItemOf, inlineNames } from '../support/inline.ts';
 import { mskEvent, orderRecords, type RecordSpec } from '../support/msk.ts';
-import { committedOffsets, expectExactlyOnce, putStagedObject, range } from '../support/staging.ts';
+import { committedOffsetsOf, expectExactlyOnce, putStagedObject, range } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
@@ -63,33 +63,12 @@ const BATCH = 10;
 
 const fenceKey = (settings: Settings, partition: number) =>
   fenceKeys.fence(settings.pipelineId, 'orders', partition);
-async function fenceOf(settings: Settings, partition: number): Promise<Record<string, unknown>> {
-  return (await ledgerItem(res, fenceKey(settings, partition))) ?? {};
-}
-const inlineNames = (fence: Record<string, unknown>) =>
-  Object.keys(fence)
-    .filter((name) => name.startsWith('e:'))
-    .sort();
+const fenceOf = (settings: Settings, partition: number) => fenceItemOf(res, settings, partition);
 
-/** The entry items of a partition, as stored. */
-async function entryItems(settings: Settings, partition: number): Promise<Record<string, unknown>[]> {
-  const { Items } = await doc().send(
-    new QueryCommand({
-      TableName: res.table,
-      KeyConditionExpression: 'pk = :pk',
-      ExpressionAttributeValues: { ':pk': keys.stagedPk(settings.pipelineId, 'orders', partition) },
-      ConsistentRead: true,
-    }),
-  );
-  return Items ?? [];
-}
+const entryItems = (settings: Settings, partition: number) => entryItemsOf(res, settings, partition);
 
-async function committed(settings: Settings, partition: number): Promise<number[]> {
-  return (await committedOffsets(res.clients, settings))
-    .filter((row) => row.partition === `orders#${partition}`)
-    .map((row) => row.offset)
-    .sort((a, b) => a - b);
-}
+const committed = (settings: Settings, partition: number) =>
+  committedOffsetsOf(res.clients, settings, partition);
 
 /** Stages `count` batches of {@link BATCH} records from `from` with one warm processor; returns the next offset. */
 async function stageBatches(settings: Settings, partition: number, from: number, count: number) {

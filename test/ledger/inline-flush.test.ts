@@ -15,6 +15,7 @@ import { keys } from '../../shared/ledger/layout.ts';
 import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { inlineNames } from '../support/inline.ts';
 import { ledgerItem } from '../support/legacy-fence.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 import { expectExactlyOnce, range } from '../support/staging.ts';
@@ -26,8 +27,6 @@ beforeAll(async () => {
 
 const settingsFor = (): Settings =>
   settingsIn(res, 'fl', { transform: 'passthrough', idempotencyKey: 'none' });
-const inlineNames = (fence: Record<string, unknown>) =>
-  Object.keys(fence).filter((name) => name.startsWith('e:'));
 const BATCH = 10;
 
 /** Stages batches of {@link BATCH} records on `partition` until the fence holds no inline entry after some did. */

@@ -30,6 +30,7 @@ import { INLINE_GRACE_MS } from '../../shared/processor/inline-gate.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
+import { fenceOf as fenceItemOf, inlineNames } from '../support/inline.ts';
 import { ledgerItem } from '../support/legacy-fence.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 import { expectExactlyOnce, putStagedObject, range } from '../support/staging.ts';
@@ -53,14 +54,7 @@ const coordinatorFor = (
 const fenceKey = (settings: Settings, partition: number) =>
   fenceKeys.fence(settings.pipelineId, 'orders', partition);
 
-async function fenceOf(settings: Settings, partition: number): Promise<Record<string, unknown>> {
-  return (await ledgerItem(res, fenceKey(settings, partition)))!;
-}
-
-const inlineNames = (fence: Record<string, unknown>) =>
-  Object.keys(fence)
-    .filter((name) => name.startsWith('e:'))
-    .sort();
+const fenceOf = (settings: Settings, partition: number) => fenceItemOf(res, settings, partition);
 
 /** The outcome of one batch: its partition report, or the error's name and message. */
 async function outcomeOf(

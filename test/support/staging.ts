@@ -118,6 +118,18 @@ export async function stageFiles(
 }
 
 /** The committed output as read through the manifests: (partition id, offset) per row, in read order. */
+/** The committed output offsets of an `orders` partition, in order. */
+export async function committedOffsetsOf(
+  clients: AwsClients,
+  settings: Settings,
+  partition: number,
+): Promise<number[]> {
+  return (await committedOffsets(clients, settings))
+    .filter((row) => row.partition === `orders#${partition}`)
+    .map((row) => row.offset)
+    .sort((a, b) => a - b);
+}
+
 export async function committedOffsets(
   clients: AwsClients,
   settings: Settings,
