@@ -50,6 +50,13 @@ export interface CheckpointHead {
    * `inlineEntriesSince`, which this release neither reads nor keeps.
    */
   readonly packedEntriesSince?: number;
+  /**
+   * Epoch ms of the first checkpoint begun by a release whose processors read a fence's identity packed
+   * (`ledger/fence-identity.ts`) and inline entries without their MD5 (`ledger/packed-entry.ts` format 2): the
+   * processor's gate opens a grace period after it (`processor/inline-gate.ts`), as for `packedEntriesSince`, which
+   * this release keeps writing for the processors of the release before while they run.
+   */
+  readonly compactFenceSince?: number;
 }
 
 /** The head of a pipeline that never took a checkpoint. */

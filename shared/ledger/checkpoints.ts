@@ -222,6 +222,7 @@ export class CheckpointStore {
       ...(expected?.lastAbortReason ? { lastAbortReason: truncateReason(expected.lastAbortReason) } : {}),
       updatedAt: now,
       packedEntriesSince: expected?.packedEntriesSince ?? now,
+      compactFenceSince: expected?.compactFenceSince ?? now,
     };
     const headCondition = expected
       ? {

@@ -16,6 +16,7 @@ import {
   STOP_ATTRIBUTE,
   type StopRecord,
 } from './epochs.ts';
+import { IDENTITY_ATTRIBUTE, unpackIdentity } from './fence-identity.ts';
 import { fenceKeys } from './fences.ts';
 import {
   entryItemsUpTo,
@@ -108,6 +109,10 @@ function isFingerprint(value: unknown): value is RecordFingerprint {
  * written before identities; a fence whose record fingerprint is not at its staged offset is malformed too).
  */
 function identityOf(item: Record<string, unknown>, stagedOffset: number): FenceIdentity | undefined {
+  // One form at a time is written (`fence-identity.ts`); a packed one that names another offset is stale (a writer
+  // of the release before moved the fence and left it), and the maps beside it are read instead.
+  const packed = unpackIdentity(item[IDENTITY_ATTRIBUTE]);
+  if (packed !== undefined && packed.fenceRecord.offset === stagedOffset) return packed;
   const { fenceRecord, batchStart } = item;
   if (!isFingerprint(fenceRecord) || !isFingerprint(batchStart)) return undefined;
   if (fenceRecord.offset !== stagedOffset || batchStart.offset > stagedOffset) return undefined;
@@ -298,19 +303,19 @@ export async function recordStop(
   );
 }
 
-/** The checkpoint head's `packedEntriesSince` (`processor/inline-gate.ts`), strongly consistent; undefined if none. */
-export async function readInlineEntriesSince(at: TableRef, pipeline: string): Promise<number | undefined> {
+/** The checkpoint head's `compactFenceSince` (`processor/inline-gate.ts`), strongly consistent; undefined if none. */
+export async function readCompactFenceSince(at: TableRef, pipeline: string): Promise<number | undefined> {
   const { Item } = await send(
     at.doc,
     new GetCommand({
       TableName: at.table,
       Key: keys.checkpointHead(pipeline),
       ConsistentRead: true,
-      ProjectionExpression: 'packedEntriesSince',
+      ProjectionExpression: 'compactFenceSince',
     }),
     'dynamodb:GetItem(checkpoint head)',
     { missingTable: at.table },
   );
-  const since = Item?.packedEntriesSince;
+  const since = Item?.compactFenceSince;
   return Number.isSafeInteger(since) ? (since as number) : undefined;
 }

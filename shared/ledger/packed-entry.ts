@@ -7,7 +7,7 @@
  *   byte 1     flags: 1 gzip, 2 the attempt id is a UUID (16 bytes), 4 the key's template is the fence's for the
  *              stream (`k:<stream>`, written once: `inline-entries.ts`), else it follows
  *   varints    lastOffset - firstOffset, record count, bytes, stagedAt (unsigned LEB128, safe integers)
- *   32 + 16    SHA-256 and MD5 of the object
+ *   32         SHA-256 of the object
  *   attempt    16 bytes, or a varint length and UTF-8
  *   template   (flag 4 clear) a varint length and UTF-8
  *
@@ -18,9 +18,12 @@
  * `t`, `k`): still read. Nothing is trusted: a value that does not unpack exactly is no entry.
  */
 import { padOffset, type Stream } from './layout.ts';
+import { PackedReader, varint, withLength } from './packed-bytes.ts';
 import type { StagedFileEntry } from './records.ts';
 
-const FORMAT = 1;
+const FORMAT = 2;
+/** The format of the release before: the same, with the object's MD5 after its SHA-256. */
+const FORMAT_WITH_MD5 = 1;
 const GZIP = 1;
 const UUID_ATTEMPT = 2;
 const TEMPLATE_IN_FENCE = 4;
@@ -88,28 +91,10 @@ function keyOf(template: string, entry: KeyValues): string {
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 const HEX = (length: number) => new RegExp(`^[0-9a-f]{${length}}$`);
 const SHA256_HEX = HEX(64);
-const MD5_HEX = HEX(32);
 
 function uuidOf(bytes: Buffer): string {
   const hex = bytes.toString('hex');
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
-/** Unsigned LEB128 of a safe integer (arithmetic, not bit operations: those stop at 32 bits). */
-function varint(value: number): number[] {
-  const bytes: number[] = [];
-  let rest = value;
-  while (rest >= 0x80) {
-    bytes.push((rest % 0x80) | 0x80);
-    rest = Math.floor(rest / 0x80);
-  }
-  bytes.push(rest);
-  return bytes;
-}
-
-function withLength(text: string): Buffer {
-  const bytes = Buffer.from(text, 'utf8');
-  return Buffer.concat([Buffer.from(varint(bytes.byteLength)), bytes]);
 }
 
 /**
@@ -118,7 +103,7 @@ function withLength(text: string): Buffer {
  * order): a defect, not data.
  */
 export function packEntryValue(entry: StagedFileEntry, templateInFence: boolean): Uint8Array {
-  if (!SHA256_HEX.test(entry.sha256) || !MD5_HEX.test(entry.md5) || entry.firstOffset > entry.lastOffset) {
+  if (!SHA256_HEX.test(entry.sha256) || entry.firstOffset > entry.lastOffset) {
     throw new Error(`staged entry ${entry.key} has malformed digests or offsets`);
   }
   const uuid = UUID.test(entry.attemptId);
@@ -133,62 +118,23 @@ export function packEntryValue(entry: StagedFileEntry, templateInFence: boolean)
       ...varint(entry.stagedAt),
     ]),
     Buffer.from(entry.sha256, 'hex'),
-    Buffer.from(entry.md5, 'hex'),
     uuid ? Buffer.from(entry.attemptId.replaceAll('-', ''), 'hex') : withLength(entry.attemptId),
     templateInFence ? Buffer.alloc(0) : withLength(templateOf(entry)),
   ]);
 }
 
-/** A cursor over packed bytes; every read returns undefined past the end or on a value out of range. */
-class Reader {
-  private at = 0;
-  constructor(private readonly bytes: Buffer) {}
-
-  get done(): boolean {
-    return this.at === this.bytes.byteLength;
-  }
-
-  byte(): number | undefined {
-    return this.at < this.bytes.byteLength ? this.bytes[this.at++] : undefined;
-  }
-
-  varint(): number | undefined {
-    let value = 0;
-    for (let scale = 1, i = 0; i < 8; i++, scale *= 0x80) {
-      const byte = this.byte();
-      if (byte === undefined) return undefined;
-      value += (byte & 0x7f) * scale;
-      if (byte < 0x80) return Number.isSafeInteger(value) ? value : undefined;
-    }
-    return undefined;
-  }
-
-  take(length: number): Buffer | undefined {
-    if (this.at + length > this.bytes.byteLength) return undefined;
-    const slice = this.bytes.subarray(this.at, this.at + length);
-    this.at += length;
-    return slice;
-  }
-
-  text(): string | undefined {
-    const length = this.varint();
-    const bytes = length === undefined ? undefined : this.take(length);
-    const text = bytes?.toString('utf8');
-    return text !== undefined && Buffer.byteLength(text) === length ? text : undefined;
-  }
-}
-
 function unpackBytes(value: Uint8Array, place: EntryPlace): StagedFileEntry | undefined {
-  const read = new Reader(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  const read = new PackedReader(value);
   const format = read.byte();
   const flags = read.byte();
-  if (format !== FORMAT || flags === undefined || (flags & ~KNOWN_FLAGS) !== 0) return undefined;
+  if (format !== FORMAT && format !== FORMAT_WITH_MD5) return undefined;
+  if (flags === undefined || (flags & ~KNOWN_FLAGS) !== 0) return undefined;
   const span = read.varint();
   const recordCount = read.varint();
   const bytes = read.varint();
   const stagedAt = read.varint();
   const sha256 = read.take(32);
-  const md5 = read.take(16);
+  const md5 = format === FORMAT_WITH_MD5 ? read.take(16) : Buffer.alloc(0);
   const uuid = flags & UUID_ATTEMPT ? read.take(16) : undefined;
   const attemptId = uuid ? uuidOf(uuid) : flags & UUID_ATTEMPT ? undefined : read.text();
   const template = flags & TEMPLATE_IN_FENCE ? place.template : read.text();
@@ -202,7 +148,7 @@ function unpackBytes(value: Uint8Array, place: EntryPlace): StagedFileEntry | un
     bytes,
     stagedAt,
     sha256: sha256.toString('hex'),
-    md5: md5.toString('hex'),
+    ...(md5.byteLength > 0 ? { md5: md5.toString('hex') } : {}),
     gzip: (flags & GZIP) !== 0,
     attemptId,
     template,

@@ -4,6 +4,10 @@
  * each digest in base64 and each field by name, about 100 bytes a start. The ring is most of a fence item's own
  * bytes, and DynamoDB bills every staging write by the whole item, per started kilobyte.
  *
+ * This is the form of the release before, still written while the processor's gate is shut
+ * (`processor/inline-gate.ts`); once it opens, the ring is packed with the rest of the fence's identity, in
+ * about 20 bytes a start (`fence-identity.ts`).
+ *
  * The ring is advisory (it only turns a false stop into a proven redelivery, `processor/batch-judge.ts`): a
  * reader of the release before this attribute finds no list and judges without a ring, and this release reads
  * the list a fence of that release carries. A value that does not unpack counts as no ring.

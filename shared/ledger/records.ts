@@ -37,8 +37,9 @@ export interface FenceIdentity {
 }
 
 /**
- * How many batch starts a fence remembers. Bounded by construction (the processor keeps the last k): packed at 48
- * bytes a start (`recent-starts.ts`), the ring adds under 400 bytes to the fence item.
+ * How many batch starts a fence remembers. Bounded by construction (the processor keeps the last k): packed at
+ * about 20 bytes a start (`fence-identity.ts`; 48 in the ring of the release before, `recent-starts.ts`), the ring
+ * adds under 200 bytes to the fence item.
  * A rewind deeper than k acknowledged batches is judged without it (rule 4: a false, loud stop).
  */
 export const RECENT_STARTS = 8;
@@ -89,8 +90,11 @@ export interface StagedFileEntry {
   readonly bytes: number;
   /** Hex SHA-256 of the object's bytes, as stored. */
   readonly sha256: string;
-  /** Hex MD5 of the object's bytes (the ETag of a single-part upload without KMS). */
-  readonly md5: string;
+  /**
+   * Hex MD5 of the object's bytes (the ETag of a single-part upload without KMS), where the entry was written with
+   * it: no reader uses it, and an inline entry leaves it out (`packed-entry.ts`).
+   */
+  readonly md5?: string;
   readonly gzip: boolean;
   /** Unique per processor attempt; also part of `key`. */
   readonly attemptId: string;

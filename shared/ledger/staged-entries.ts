@@ -86,7 +86,7 @@ function isEntryShaped(item: Record<string, unknown>): boolean {
     isCount(item.recordCount) &&
     isCount(item.bytes) &&
     typeof item.sha256 === 'string' &&
-    typeof item.md5 === 'string'
+    (item.md5 === undefined || typeof item.md5 === 'string')
   );
 }
 

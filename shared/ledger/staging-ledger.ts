@@ -22,9 +22,9 @@ import type { StopRecord } from './epochs.ts';
 import {
   type FenceState,
   type LaneFence,
+  readCompactFenceSince,
   readCurrentFence,
   readFence,
-  readInlineEntriesSince,
   recordStop,
 } from './fence-reads.ts';
 import type { KeyWindowBucket } from './key-window.ts';
@@ -97,11 +97,11 @@ export class StagingLedger {
   }
 
   /**
-   * When coordinators that read inline staged entries took over the pipeline (the head's `packedEntriesSince`,
-   * epoch ms, `processor/inline-gate.ts`); undefined before.
+   * When this release's coordinator took over the pipeline (the head's `compactFenceSince`, epoch ms,
+   * `processor/inline-gate.ts`); undefined before.
    */
-  readInlineEntriesSince(pipeline: string): Promise<number | undefined> {
-    return readInlineEntriesSince(this.at, pipeline);
+  readCompactFenceSince(pipeline: string): Promise<number | undefined> {
+    return readCompactFenceSince(this.at, pipeline);
   }
 
   /** The live output's claims of these keys that are not released (`claim-items.ts`). */

@@ -42,6 +42,7 @@ import {
   holderOf,
 } from './claim-items.ts';
 import { CLOSED_ATTRIBUTE, isRootLane, STOP_ATTRIBUTE } from './epochs.ts';
+import { identityUpdate } from './fence-identity.ts';
 import { NO_FENCE } from './fence-reads.ts';
 import { fenceKeys } from './fences.ts';
 import { type InlineItem, inlineBytesIn, type KeyTemplates, templatesIn } from './inline-entries.ts';
@@ -54,7 +55,6 @@ import {
 } from './inline-writes.ts';
 import { type BucketWrite, bucketOf, ENTRY_BYTES, type KeyWindowBucket } from './key-window.ts';
 import { keys } from './layout.ts';
-import { ringUpdate } from './recent-starts.ts';
 import type { ClaimItem, FenceIdentity, StagedFileEntry } from './records.ts';
 import {
   believeCommitted,
@@ -146,6 +146,11 @@ export interface StagingTransaction {
   readonly keyWindow?: readonly BucketWrite[];
   /** What the fence will say about the records it moves past (see {@link FenceIdentity}). */
   readonly identity: FenceIdentity;
+  /**
+   * Only this release's readers run (the processor's gate, `processor/inline-gate.ts`): the identity is written
+   * packed (`fence-identity.ts`). Else in the form of the release before.
+   */
+  readonly compact?: true;
   /** Epoch ms. */
   readonly now: number;
   /**
@@ -387,15 +392,15 @@ function fenceItem(table: string, txn: StagingTransaction, moved: readonly Inlin
   // still holds it to read the new lane. Staging clears a stop record: the partition moves again.
   const absent = createsFence(txn);
   const entries = entriesUpdate(txn, moved);
-  const ring = ringUpdate(txn.identity.recentStarts);
+  const identity = identityUpdate(txn.identity, txn.compact === true);
   return {
     Update: {
       TableName: table,
       Key: keys.fence(txn.pipeline, txn.topic, txn.partition),
       UpdateExpression:
         'SET stagedOffset = :new, updatedAt = :now, topic = :topic, #partition = :partition, ' +
-        `fenceRecord = :fenceRecord, batchStart = :batchStart, ${ring.set}${entries.set} ` +
-        `REMOVE #stop, ${ring.remove}${entries.remove}`,
+        `${identity.set}${entries.set} ` +
+        `REMOVE #stop, ${identity.remove}${entries.remove}`,
       ConditionExpression:
         (absent ? 'attribute_not_exists(pk)' : 'stagedOffset = :expected AND attribute_not_exists(#closed)') +
         entries.condition,
@@ -403,7 +408,7 @@ function fenceItem(table: string, txn: StagingTransaction, moved: readonly Inlin
         '#partition': 'partition',
         '#stop': STOP_ATTRIBUTE,
         ...(absent ? {} : { '#closed': CLOSED_ATTRIBUTE }),
-        ...ring.names,
+        ...identity.names,
         ...entries.names,
       },
       ExpressionAttributeValues: {
@@ -411,9 +416,7 @@ function fenceItem(table: string, txn: StagingTransaction, moved: readonly Inlin
         ':now': txn.now,
         ':topic': txn.topic,
         ':partition': txn.partition,
-        ':fenceRecord': txn.identity.fenceRecord,
-        ':batchStart': txn.identity.batchStart,
-        ...ring.values,
+        ...identity.values,
         ...(absent ? {} : { ':expected': txn.expectedOffset }),
         ...entries.values,
       },

@@ -24,6 +24,7 @@
  * docs/architecture.md ("Record-level and structural problems").
  */
 import type { DecodedRecord, PartitionBatch } from '../kafka/record.ts';
+import { sameDigest } from '../ledger/fence-identity.ts';
 import type { RecordFingerprint } from '../ledger/records.ts';
 import { type FenceState, NO_FENCE } from '../ledger/staging-ledger.ts';
 import { recordDigest } from './evaluate.ts';
@@ -69,7 +70,7 @@ export function judgeBatch(
   for (const [what, print] of known) {
     const held = at.get(print.offset);
     if (held === undefined) continue;
-    if (held.digest !== print.digest || held.timestamp !== print.timestamp) {
+    if (!sameDigest(held.digest, print.digest) || held.timestamp !== print.timestamp) {
       return {
         kind: 'backwards',
         reason: `the record at offset ${print.offset} (the ${what}) is not the one staged there`,

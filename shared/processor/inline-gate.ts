@@ -1,17 +1,22 @@
 /**
- * When the processor may keep staged entries inline in fence items (`ledger/inline-entries.ts`): only once no
- * coordinator step that reads entry items alone, or inline entries only in the map format of the release before
- * the packed one (`ledger/packed-entry.ts`), can still run. The first would cover an inline entry's offsets
- * without seeing it, and commit past records it never promoted; the second would stop on a value it cannot read,
- * and would read an entry a chunk past the inline budget moved into an item between its fence read and its item
- * query twice (`ledger/staging-transaction.ts`), voting a plan promote refuses for good. Inline entries, packed
- * ones and their moves come with one release: one gate keeps all three from its predecessors.
+ * When the processor may write the fence in this release's forms: staged entries inline in the fence item
+ * (`ledger/inline-entries.ts`) packed without their MD5 (`ledger/packed-entry.ts` format 2), and the fence's
+ * identity packed (`ledger/fence-identity.ts`). Only once no step of an earlier release can still run:
+ * - a coordinator that reads entry items alone would cover an inline entry's offsets without seeing it, and commit
+ *   past records it never promoted; one that reads only the map format, or only format 1, would stop on a value it
+ *   cannot read; one of the release before the moves would read an entry a chunk past the inline budget moved into
+ *   an item between its fence read and its item query twice (`ledger/staging-transaction.ts`), voting a plan
+ *   promote refuses for good;
+ * - a processor that reads the identity only as maps would judge a batch below the fence without it (the distance
+ *   rule alone), and could take a rewound source for a redelivery.
+ * One gate keeps them all from their predecessors.
  *
  * The coordinator's begin notes in the checkpoint head when this release first began a checkpoint
- * (`packedEntriesSince`). Steps of the earlier release may run for a while after that: an execution in flight
- * while the functions were updated, one step's function updated before another's. So the gate opens
- * {@link INLINE_GRACE_MS} after the note, longer than any Lambda invocation (15 minutes) and a stack update's
- * function changes. Rolling back to an earlier release once entries are inline loses them: roll forward.
+ * (`compactFenceSince`). Steps of the earlier release may run for a while after that: an execution in flight
+ * while the functions were updated, one step's function updated before another's, a processor invocation under
+ * way. So the gate opens {@link INLINE_GRACE_MS} after the note, longer than any Lambda invocation (15 minutes)
+ * and a stack update's function changes. Rolling back to an earlier release once entries are inline loses them:
+ * roll forward.
  *
  * One gate per container: once open it stays open; while shut, the head is read again at most every
  * {@link RECHECK_MS}, a GetItem now and then, not one per batch.
@@ -35,7 +40,7 @@ export class CoordinatorReadersGate implements InlineEntriesGate {
   private checkedAt = Number.NEGATIVE_INFINITY;
 
   constructor(
-    private readonly ledger: Pick<ProcessorLedger, 'readInlineEntriesSince'>,
+    private readonly ledger: Pick<ProcessorLedger, 'readCompactFenceSince'>,
     private readonly pipeline: string,
   ) {}
 
@@ -44,7 +49,7 @@ export class CoordinatorReadersGate implements InlineEntriesGate {
     if (now - this.checkedAt < RECHECK_MS) return false;
     this.checkedAt = now;
     // A read that fails shuts the gate until the next check: entries as items cost more, never a batch.
-    const since = await this.ledger.readInlineEntriesSince(this.pipeline).catch(() => undefined);
+    const since = await this.ledger.readCompactFenceSince(this.pipeline).catch(() => undefined);
     this.open = since !== undefined && now - since >= INLINE_GRACE_MS;
     return this.open;
   }

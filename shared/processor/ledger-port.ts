@@ -33,8 +33,8 @@ export interface ProcessorLedger {
   readState(pipeline: string, stateKey: string): Promise<Record<string, unknown> | undefined>;
   /** One chunk's effects in one transaction, conditioned on the fence (P1, P2). */
   stage(txn: StagingTransaction): Promise<StagedFence>;
-  /** When coordinators reading inline staged entries took over the pipeline (epoch ms), if they did. */
-  readInlineEntriesSince(pipeline: string): Promise<number | undefined>;
+  /** When this release's coordinator took over the pipeline (epoch ms), if it did (`inline-gate.ts`). */
+  readCompactFenceSince(pipeline: string): Promise<number | undefined>;
   /** The live output's claims of these keys (a replay generation judges against them). */
   readLiveClaims(pipeline: string, idempotencyKeys: readonly string[]): Promise<ClaimHolder[]>;
   /** Releases a claim of a closed lane's record, on condition it still names that record. */

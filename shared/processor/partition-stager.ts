@@ -349,6 +349,8 @@ export class PartitionStager {
     const fits = (fence: FenceState) =>
       entries.length > 0 && (fence.inlineBytes ?? 0) + added <= INLINE_BYTES_BUDGET;
     const { inline, flush } = await this.placeEntries(entries, fits);
+    // The gate that lets entries inline also lets the identity be packed: both wait for this release's readers.
+    const compact = await this.parts.inlineGate.allows(ctx.clock.now());
     // The fence as known now: placing the entries may have read it again (the same offset, a fresher copy).
     const current = this.known;
     let staged: StagingTransaction;
@@ -372,6 +374,7 @@ export class PartitionStager {
         state: foldState(chunk.kept.flatMap((record) => record.state)),
         ...(keyWindow.length > 0 ? { keyWindow } : {}),
         identity,
+        ...(compact ? { compact: true } : {}),
         now: ctx.clock.now(),
         attemptId,
       };

@@ -143,7 +143,7 @@ describe('a rolling deploy: the release before inline entries still runs beside 
     // This release's begin notes when it first ran; within the grace period, still items.
     expect((await coordinatorFor(settings, { clock }).runCheckpoint()).status).toBe('committed');
     const head = await ledgerItem(res, keys.checkpointHead(settings.pipelineId));
-    expect(head?.packedEntriesSince).toBe(clock.now());
+    expect(head?.compactFenceSince).toBe(clock.now());
     clock.advance(INLINE_GRACE_MS - 1);
     await deployed().processEvent(mskEvent(orderRecords(2, 10, 5)));
     expect(await itemsOf(14)).toEqual([14]);

@@ -388,7 +388,7 @@ describe('the move under faults and other writers (properties that hold)', () =>
             c: entry.recordCount,
             b: entry.bytes,
             h: Buffer.from(entry.sha256, 'hex'),
-            m: Buffer.from(entry.md5, 'hex'),
+            m: Buffer.from(entry.md5 ?? '', 'hex'),
             g: entry.gzip,
             a: entry.attemptId,
             t: entry.stagedAt,
@@ -491,7 +491,7 @@ describe('a rolling deploy: a coordinator of the previous release beside a proce
     // The previous release's reader (modelled by `previousReleaseItems`: no rule for one entry in both places, its
     // processors never moved one) would read an entry moved between its fence read and its item Query twice, and
     // vote a plan promote refuses for good. The move comes only with inline entries, and a deployed processor puts
-    // entries inline only a grace period after this release's begin noted `packedEntriesSince` on the head
+    // entries inline only a grace period after this release's begin noted `compactFenceSince` on the head
     // (`processor/inline-gate.ts`): the previous release's begin never notes it.
     const settings = settingsFor();
     const p = 10;

@@ -12,6 +12,7 @@ import { ManualClock } from '../../shared/clock.ts';
 import type { Settings } from '../../shared/config/settings.ts';
 import { sweepOrphans } from '../../shared/coordinator/cleanup/orphans.ts';
 import { CLOSED_ATTRIBUTE } from '../../shared/ledger/epochs.ts';
+import { IDENTITY_ATTRIBUTE, unpackIdentity } from '../../shared/ledger/fence-identity.ts';
 import { fenceKeys } from '../../shared/ledger/fences.ts';
 import {
   ENTRY_ITEMS_NOTED_AT,
@@ -93,7 +94,7 @@ async function previousReleaseStage(
     c: entry.recordCount,
     b: entry.bytes,
     h: Buffer.from(entry.sha256, 'hex'),
-    m: Buffer.from(entry.md5, 'hex'),
+    m: Buffer.from(entry.md5 ?? '', 'hex'),
     g: entry.gzip,
     a: entry.attemptId,
     t: entry.stagedAt,
@@ -144,7 +145,9 @@ async function fingerprintsOfBatches(
   Array<{ fenceRecord: RecordFingerprint; batchStart: RecordFingerprint; ring: RecordFingerprint[] }>
 > {
   const scratch = settingsFor();
-  const processor = processorFor(scratch);
+  // Its gate shut (no checkpoint began on the scratch pipeline), the processor writes the identity as the releases
+  // before did: two maps and the ring, digests whole (`fence-identity.ts`).
+  const processor = processorFor(scratch, { inlineEntries: 'after-coordinator-upgrade' });
   const found: Array<{
     fenceRecord: RecordFingerprint;
     batchStart: RecordFingerprint;
@@ -235,7 +238,8 @@ describe('the packed ring of recent batch starts beside the list of the previous
     const prints = await fingerprintsOfBatches(2, 3);
     await processorFor(settings).processEvent(mskEvent(orderRecords(2, 0, 10)));
     const packed = await fenceOf(settings, 2);
-    expect(unpackRing(packed[RING_ATTRIBUTE])?.map((s) => s.offset)).toEqual([0]);
+    expect(unpackIdentity(packed[IDENTITY_ATTRIBUTE])?.recentStarts.map((s) => s.offset)).toEqual([0]);
+    expect(packed[RING_ATTRIBUTE]).toBeUndefined();
     expect(packed[LEGACY_RING_ATTRIBUTE]).toBeUndefined();
     await previousReleaseStage(
       settings,
@@ -263,9 +267,9 @@ describe('the packed ring of recent batch starts beside the list of the previous
     for (let batch = 0; batch < 3; batch++)
       await processor.processEvent(mskEvent(orderRecords(3, batch * 10, 10)));
     const fence = await fenceOf(settings, 3);
-    expect(fence[RING_ATTRIBUTE]).toBeInstanceOf(Uint8Array);
+    expect(fence[RING_ATTRIBUTE]).toBeUndefined();
     expect(fence[LEGACY_RING_ATTRIBUTE]).toBeUndefined();
-    expect(unpackRing(fence[RING_ATTRIBUTE])?.map((s) => s.offset)).toEqual([0, 10, 20]);
+    expect(unpackIdentity(fence[IDENTITY_ATTRIBUTE])?.recentStarts.map((s) => s.offset)).toEqual([0, 10, 20]);
     expect(await outcomeOf(settings, orderRecords(3, 10, 10))).toMatchObject({
       duplicatesByOffset: 10,
       chunks: 0,
@@ -372,10 +376,10 @@ describe('the inline budget and the upgrade gate', () => {
     expect(inlineNames(await fenceOf(settings, 7))).toEqual([]);
   });
 
-  it("C2: a checkpoint head the previous release's begin wrote (only inlineEntriesSince, long ago) keeps a deployed processor of this release staging entry items until this release's begin ran for the grace period", async () => {
-    // The previous release's coordinator reads inline entries only as maps: a packed entry would stop it (C3), or,
-    // read as no entry, let its cut pass the entry's records. Its begin wrote `inlineEntriesSince` and knows nothing
-    // of `packedEntriesSince`.
+  it("C2: a checkpoint head the previous release's begin wrote (only packedEntriesSince, long ago) keeps a deployed processor of this release staging entry items until this release's begin ran for the grace period", async () => {
+    // A coordinator of a release before reads inline entries only as maps, or only in format 1 (with the MD5): an
+    // entry of this release would stop it (C3), or, read as no entry, let its cut pass the entry's records. The
+    // previous release's begin wrote `packedEntriesSince` and knows nothing of `compactFenceSince`.
     const settings = settingsFor();
     const clock = new ManualClock(Date.now());
     const deployed = () => processorFor(settings, { clock, inlineEntries: 'after-coordinator-upgrade' });
@@ -387,7 +391,7 @@ describe('the inline budget and the upgrade gate', () => {
       new UpdateCommand({
         TableName: res.table,
         Key: head,
-        UpdateExpression: 'SET inlineEntriesSince = :long REMOVE packedEntriesSince',
+        UpdateExpression: 'SET packedEntriesSince = :long REMOVE compactFenceSince',
         ExpressionAttributeValues: { ':long': clock.now() - 10 * INLINE_GRACE_MS },
       }),
     );
@@ -396,7 +400,7 @@ describe('the inline budget and the upgrade gate', () => {
     expect(inlineNames(await fenceOf(settings, 8))).toEqual([]);
     // This release's begin notes its own time; a grace period later a new container stages inline.
     expect((await coordinatorFor(settings, { clock }).runCheckpoint()).status).toBe('committed');
-    expect((await ledgerItem(res, head))?.packedEntriesSince).toBe(clock.now());
+    expect((await ledgerItem(res, head))?.compactFenceSince).toBe(clock.now());
     clock.advance(INLINE_GRACE_MS - 1);
     await deployed().processEvent(mskEvent(orderRecords(8, 10, 5)));
     expect(inlineNames(await fenceOf(settings, 8))).toEqual([]);

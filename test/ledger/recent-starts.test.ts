@@ -1,8 +1,9 @@
 /**
- * The fence's ring of recent batch starts, packed into one binary attribute (shared/ledger/recent-starts.ts): it
- * round-trips exactly, a value that does not unpack counts as no ring (the ring is advisory), a fence of the
- * release before the packing is still read, and the fence item a staging write leaves stays small enough that a
- * write without inline entries costs one unit.
+ * The fence's ring of recent batch starts, packed into one binary attribute (shared/ledger/recent-starts.ts), the
+ * form a processor writes while its gate is shut (processor/inline-gate.ts; once open, the whole identity is
+ * packed: fence-identity.test.ts): it round-trips exactly, a value that does not unpack counts as no ring (the ring
+ * is advisory), a fence of the release before the packing is still read, and the fence item a staging write leaves
+ * stays small enough that a write without inline entries costs one unit.
  */
 import { UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -67,9 +68,13 @@ describe('packing', () => {
 describe('on the fence item', () => {
   const settingsFor = () => settingsIn(res, 'ring', { transform: 'passthrough', idempotencyKey: 'none' });
 
+  /** A deployed processor before its gate opened (no checkpoint began: the head notes nothing). */
+  const gateShut = (settings: ReturnType<typeof settingsFor>) =>
+    createProcessor({ settings, clients: res.clients, inlineEntries: 'after-coordinator-upgrade' });
+
   async function stageBatches(count: number) {
     const settings = settingsFor();
-    const processor = createProcessor({ settings, clients: res.clients });
+    const processor = gateShut(settings);
     for (let batch = 0; batch < count; batch++)
       await processor.processEvent(mskEvent(orderRecords(0, batch * 10, 10)));
     const key = fenceKeys.fence(settings.pipelineId, 'orders', 0);
@@ -115,7 +120,7 @@ describe('on the fence item', () => {
     );
     const at = { doc, table: res.table };
     expect((await readFence(at, settings.pipelineId, 'orders', 0)).identity?.recentStarts).toEqual(listed);
-    await createProcessor({ settings, clients: res.clients }).processEvent(mskEvent(orderRecords(0, 30, 10)));
+    await gateShut(settings).processEvent(mskEvent(orderRecords(0, 30, 10)));
     const after = (await ledgerItem(res, key))!;
     expect(after[LEGACY_RING_ATTRIBUTE]).toBeUndefined();
     expect(unpackRing(after[RING_ATTRIBUTE])?.map((s) => s.offset)).toEqual([0, 10, 20, 30]);

@@ -10,7 +10,7 @@ import { CoordinatorReadersGate, INLINE_GRACE_MS, RECHECK_MS } from '../../share
 function gateOver(answers: Array<number | undefined | Error>) {
   const reads: number[] = [];
   const ledger = {
-    readInlineEntriesSince: async (pipeline: string) => {
+    readCompactFenceSince: async (pipeline: string) => {
       expect(pipeline).toBe('pl');
       reads.push(reads.length);
       const answer = answers[Math.min(reads.length - 1, answers.length - 1)];
