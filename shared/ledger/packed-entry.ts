@@ -1,9 +1,10 @@
 /**
  * The value of an inline staged entry (`inline-entries.ts`): the entry's fields the attribute name does not hold
  * (its last offset and stream), packed into bytes, because DynamoDB bills every staging write by the whole fence
- * item and a fence holds a checkpoint interval's entries. About 90 bytes where a map with named fields takes 190:
+ * item and a fence holds a checkpoint interval's entries. About 75 bytes where a map with named fields takes 190:
  *
- *   byte 0     format (1)
+ *   byte 0     format (2; format 1, of the release before, also holds the object's MD5 after its SHA-256: still
+ *              read, never written, as no reader uses the MD5)
  *   byte 1     flags: 1 gzip, 2 the attempt id is a UUID (16 bytes), 4 the key's template is the fence's for the
  *              stream (`k:<stream>`, written once: `inline-entries.ts`), else it follows
  *   varints    lastOffset - firstOffset, record count, bytes, stagedAt (unsigned LEB128, safe integers)
@@ -14,7 +15,7 @@
  * The object key is kept as a template: the entry's own values (attempt, offsets, pipeline, topic, stream)
  * replaced by one-character placeholders, so the ledger need not know the sink's key format to shorten it.
  *
- * A fence written by the release before this format holds a map per entry (`f`, `c`, `b`, `h`, `m`, `g`, `a`,
+ * A fence written by a release before the packed format holds a map per entry (`f`, `c`, `b`, `h`, `m`, `g`, `a`,
  * `t`, `k`): still read. Nothing is trusted: a value that does not unpack exactly is no entry.
  */
 import { padOffset, type Stream } from './layout.ts';
