@@ -120,8 +120,14 @@ export function unpackIdentity(value: unknown): FenceIdentity | undefined {
   return { fenceRecord, batchStart, recentStarts };
 }
 
-/** The identity's attributes in the form of the release before (two maps and the ring), and what they replace. */
-const LEGACY_IDENTITY = ['fenceRecord', 'batchStart'] as const;
+/** Every identity attribute either form sets or removes, by placeholder: the update names them all. */
+const IDENTITY_NAMES = {
+  '#identity': IDENTITY_ATTRIBUTE,
+  '#fenceRecord': 'fenceRecord',
+  '#batchStart': 'batchStart',
+  '#ring': RING_ATTRIBUTE,
+  '#legacyRing': LEGACY_RING_ATTRIBUTE,
+};
 
 /**
  * The fence update's part for the identity: packed when `compact` (this release's readers alone run, the
@@ -142,13 +148,7 @@ export function identityUpdate(
     return {
       set: '#identity = :identity',
       remove: '#fenceRecord, #batchStart, #ring, #legacyRing',
-      names: {
-        '#identity': IDENTITY_ATTRIBUTE,
-        '#fenceRecord': LEGACY_IDENTITY[0],
-        '#batchStart': LEGACY_IDENTITY[1],
-        '#ring': RING_ATTRIBUTE,
-        '#legacyRing': LEGACY_RING_ATTRIBUTE,
-      },
+      names: IDENTITY_NAMES,
       values: { ':identity': packed },
     };
   }
@@ -156,12 +156,7 @@ export function identityUpdate(
   return {
     set: `#fenceRecord = :fenceRecord, #batchStart = :batchStart, ${ring.set}`,
     remove: `#identity, ${ring.remove}`,
-    names: {
-      '#identity': IDENTITY_ATTRIBUTE,
-      '#fenceRecord': LEGACY_IDENTITY[0],
-      '#batchStart': LEGACY_IDENTITY[1],
-      ...ring.names,
-    },
+    names: { ...IDENTITY_NAMES, ...ring.names },
     values: { ':fenceRecord': identity.fenceRecord, ':batchStart': identity.batchStart, ...ring.values },
   };
 }

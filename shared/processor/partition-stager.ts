@@ -348,9 +348,9 @@ export class PartitionStager {
     const added = inlineBytesOfAll(entries, known.templates);
     const fits = (fence: FenceState) =>
       entries.length > 0 && (fence.inlineBytes ?? 0) + added <= INLINE_BYTES_BUDGET;
-    const { inline, flush } = await this.placeEntries(entries, fits);
-    // The gate that lets entries inline also lets the identity be packed: both wait for this release's readers.
+    // One gate lets entries inline and the identity be packed: both wait for this release's readers.
     const compact = await this.parts.inlineGate.allows(ctx.clock.now());
+    const { inline, flush } = await this.placeEntries(entries, fits, compact);
     // The fence as known now: placing the entries may have read it again (the same offset, a fresher copy).
     const current = this.known;
     let staged: StagingTransaction;
@@ -400,19 +400,20 @@ export class PartitionStager {
   }
 
   /**
-   * Where the chunk's entries go: inline when the gate allows and they fit the budget as this container knows the
-   * fence. Past it, one read of the fence tells (a transaction, which reports nothing back, may have put the fence
-   * there, and cleanup may have removed entries since; what it read counts only while the fence is still at the
-   * offset this chunk was planned from): inline if they fit now, else as items, moving the fence's inline entries
-   * into items with them (`flush`, `staging-transaction.ts`), so that the chunks after it write a small fence again.
+   * Where the chunk's entries go: inline when the gate is open (`gateOpen`) and they fit the budget as this
+   * container knows the fence. Past it, one read of the fence tells (a transaction, which reports nothing back, may
+   * have put the fence there, and cleanup may have removed entries since; what it read counts only while the fence
+   * is still at the offset this chunk was planned from): inline if they fit now, else as items, moving the fence's
+   * inline entries into items with them (`flush`, `staging-transaction.ts`), so that the chunks after it write a
+   * small fence again.
    */
   private async placeEntries(
     entries: readonly StagedFileEntry[],
     fits: (fence: FenceState) => boolean,
+    gateOpen: boolean,
   ): Promise<{ inline: boolean; flush?: Readonly<Record<string, unknown>> }> {
     const { ctx, topic, partition, known } = this;
-    if (entries.length === 0 || !(await this.parts.inlineGate.allows(ctx.clock.now())))
-      return { inline: false };
+    if (entries.length === 0 || !gateOpen) return { inline: false };
     if (fits(known)) return { inline: true };
     const fresh = await ctx.ledger.readFence(ctx.settings.pipelineId, topic, partition);
     if (fresh.stagedOffset !== known.stagedOffset || fresh.closed) return { inline: false };
