@@ -55,6 +55,7 @@ export function encodeManifest(manifest: Manifest): Buffer {
       bytes: file.bytes,
       sha256: file.sha256,
       ...(file.format === undefined ? {} : { format: file.format }),
+      ...(file.sliceStart === undefined ? {} : { sliceStart: file.sliceStart }),
     })),
     ...(manifest.generations === undefined || manifest.generations.length === 0
       ? {}

@@ -7,7 +7,11 @@ import type { Stream } from '../ledger/layout.ts';
 import type { GenerationSwitch } from './generation-switch.ts';
 
 export interface ManifestFile {
-  /** The final object's key (deterministic in pipeline, stream, topic, partition and offset range). */
+  /**
+   * The final object's key: deterministic in pipeline, stream, topic, partition and offset range
+   * (`finalObjectKey`), or, for a slice of a merged object, in its checkpoint, attempt, shard and index
+   * (`mergedObjectKey`).
+   */
   readonly key: string;
   readonly stream: Stream;
   readonly topic: string;
@@ -15,9 +19,18 @@ export interface ManifestFile {
   readonly firstOffset: number;
   readonly lastOffset: number;
   readonly recordCount: number;
+  /** The entry's bytes: the whole object's, or the slice's of a merged object. */
   readonly bytes: number;
-  /** Hex SHA-256 of the final object's bytes. */
+  /** Hex SHA-256 of the entry's bytes (the whole object's, or the slice's). */
   readonly sha256: string;
+  /**
+   * Only for a slice of a merged final object (several partitions' ranges concatenated in one NDJSON object): where
+   * the entry's `bytes` start in the object, so that bytes [sliceStart, sliceStart + bytes) are this range's rows,
+   * a whole NDJSON (gzip) stream on its own. The slices of one object tile it (ordered by `sliceStart`), and all of
+   * them are listed by one manifest. Absent: the entry
+   * is the whole object.
+   */
+  readonly sliceStart?: number;
   /**
    * How the object is encoded; the key's extension says the same (`.ndjson[.gz]`, `.parquet`).
    * Absent in manifests written before Parquet existed: NDJSON.
