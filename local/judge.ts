@@ -42,7 +42,7 @@ async function readerRows(s3: AwsClients['s3'], settings: Settings): Promise<Fin
       pipeline: settings.pipelineId,
       stream,
     })) {
-      rows.push({ key: file.key, stream, row });
+      rows.push({ key: file.key, stream, row, topic: file.topic });
     }
   }
   return rows;
@@ -70,11 +70,12 @@ export async function judge(
   const rows: FinalRow[] = options.replayWith
     ? await readerRows(s3, settings)
     : await readFinalRows({ s3, bucket: settings.bucket, pipeline });
-  const laned = rows.flatMap(({ key, stream, row }) => {
+  const laned = rows.flatMap(({ key, stream, row, topic }) => {
     const source = row.source as { topic: string; partition: number; offset: number } | undefined;
     // Judged per epoch: a row counts under the lane its object names (its own topic in epoch 0); a redriven row
-    // under the lane of the dead letter it redrove, ranked by its round.
-    const name = parseFinalKey(pipeline, key)?.topic ?? source?.topic ?? '';
+    // under the lane of the dead letter it redrove, ranked by its round. A merged object's key names no lane: its
+    // slice's manifest entry does.
+    const name = topic ?? parseFinalKey(pipeline, key)?.topic ?? source?.topic ?? '';
     const lane = parseLane(name);
     if (!source || !lane) return [];
     return [{ stream, source: { ...source, topic: epochLaneOf(name) }, round: lane.round ?? 0 }];

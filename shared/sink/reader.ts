@@ -7,17 +7,32 @@
  * committed output, each record once. A listed key must be a final data key of this pipeline that names exactly
  * the entry's stream, partition and range (`parseFinalKey`): a manifest entry pointing anywhere else (another
  * manifest, a staged object, another pipeline) is refused before it is read.
+ *
+ * A slice entry (`sliceStart`: part of a merged final object, `entry-bytes.ts`) is read alone, with one ranged
+ * GetObject of its bytes, checked like a whole object (size, SHA-256, rows). Its key must instead be a merged key of
+ * this pipeline, of the entry's stream, naming the checkpoint of the manifest that lists it; before anything is
+ * read, the whole log's slices of one object must come from that one manifest, start at byte 0 and follow each
+ * other without gap or overlap, and no key may be listed both whole and as slices (an overlap would yield its rows
+ * twice). Whether the last slice ends at the object's end is `eos verify`'s to check (it reads whole objects).
  */
 import { createHash } from 'node:crypto';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { PipelineError } from '../errors.ts';
 import type { Stream } from '../ledger/layout.ts';
+import {
+  type ByteSpan,
+  bucketByteSource,
+  EntryBytesError,
+  isSlice,
+  readEntryBytes,
+  sliceEntryProblem,
+  sliceSpan,
+} from './entry-bytes.ts';
 import { GenerationView, rowOffset } from './generations.ts';
 import { parseFinalKey } from './layout.ts';
 import type { Manifest, ManifestFile } from './manifest.ts';
 import { ManifestStore } from './manifest-store.ts';
 import { ndjsonLines } from './ndjson.ts';
-import { getBytes } from './objects.ts';
 import { decodeParquetRows } from './parquet-read.ts';
 
 /**
@@ -28,6 +43,11 @@ export interface CommittedObjects {
   manifests(): AsyncIterable<Manifest>;
   /** The bytes of a key a manifest lists, or undefined when there is no such object. */
   bytes(key: string): Promise<Uint8Array | undefined>;
+  /**
+   * Bytes [span.start, span.end) of such a key (fewer when it ends first), or undefined when there is no such
+   * object: how a slice of a merged object is read. Absent: the whole object is read and the slice cut from it.
+   */
+  range?(key: string, span: ByteSpan): Promise<Uint8Array | undefined>;
 }
 
 export interface ReadCommittedOptions {
@@ -44,9 +64,11 @@ function objectsOf(options: Omit<ReadCommittedOptions, 'stream'>): CommittedObje
   if (options.objects) return options.objects;
   const { s3, bucket, pipeline } = options;
   if (!s3 || bucket === undefined) throw new TypeError('readCommitted needs s3 and bucket, or objects');
+  const source = bucketByteSource(s3, bucket);
   return {
     manifests: () => new ManifestStore(s3, bucket, pipeline).all(),
-    bytes: (key) => getBytes(s3, bucket, key),
+    bytes: source.whole,
+    range: source.range!,
   };
 }
 
@@ -85,8 +107,74 @@ export function assertFinalDataKey(pipeline: string, file: ManifestFile): void {
   }
 }
 
+/**
+ * Throws unless `file`, listed by checkpoint `checkpointId`'s manifest, may be read: a whole entry's key the final
+ * data key of its stream, partition and range ({@link assertFinalDataKey}); a slice's a merged key of this pipeline
+ * and the entry's stream naming that checkpoint, with a byte position and a positive length (`entry-bytes.ts`).
+ */
+export function assertCommittedKey(pipeline: string, checkpointId: number, file: ManifestFile): void {
+  if (!isSlice(file)) {
+    assertFinalDataKey(pipeline, file);
+    return;
+  }
+  const problem = sliceEntryProblem(pipeline, checkpointId, file);
+  if (problem !== undefined) throw new CommittedFileError(String(file.key), problem);
+}
+
+/**
+ * Checks the whole log's listings before any object is read (see the module comment): each key listed once whole,
+ * or as slices by one manifest that follow each other from byte 0 without gap or overlap. Keys are checked too.
+ */
+export class ListingCheck {
+  /** Every key listed so far, with the checkpoint that listed it. */
+  private readonly keys = new Map<string, number>();
+
+  constructor(private readonly pipeline: string) {}
+
+  add(manifest: Manifest): void {
+    const slices = new Map<string, ByteSpan[]>();
+    for (const file of manifest.files) {
+      assertCommittedKey(this.pipeline, manifest.checkpointId, file);
+      const span = sliceSpan(file);
+      const own = slices.get(file.key);
+      if (span !== undefined && own !== undefined) {
+        own.push(span);
+        continue;
+      }
+      // A file listed twice would be read twice: refuse it rather than yield duplicates (C7).
+      if (this.keys.has(file.key))
+        throw new CommittedFileError(file.key, 'is listed twice in the manifest log');
+      this.keys.set(file.key, manifest.checkpointId);
+      if (span !== undefined) slices.set(file.key, [span]);
+    }
+    for (const [key, spans] of slices) {
+      let covered = 0;
+      for (const span of spans.sort((a, b) => a.start - b.start)) {
+        if (span.start !== covered) {
+          throw new CommittedFileError(
+            key,
+            span.start < covered
+              ? `is listed by slices that overlap at bytes ${span.start}-${Math.min(covered, span.end) - 1}: their rows would be read twice`
+              : `is listed by slices that leave bytes ${covered}-${span.start - 1} out`,
+          );
+        }
+        covered = span.end;
+      }
+    }
+  }
+}
+
 async function readBody(objects: CommittedObjects, file: ManifestFile): Promise<Buffer> {
-  const body = await objects.bytes(file.key);
+  let body: Buffer | undefined;
+  try {
+    body = await readEntryBytes(
+      { whole: objects.bytes, ...(objects.range ? { range: objects.range } : {}) },
+      file,
+    );
+  } catch (error) {
+    if (error instanceof EntryBytesError) throw new CommittedFileError(file.key, error.detail);
+    throw error;
+  }
   if (!body) throw new CommittedFileError(file.key, 'is listed by a manifest but does not exist');
   const sha256 = createHash('sha256').update(body).digest('hex');
   if (body.length !== file.bytes || sha256 !== file.sha256) {
@@ -131,12 +219,16 @@ async function* readFile(
   for await (const line of ndjsonLines(body, gzip)) yield JSON.parse(line) as Record<string, unknown>;
 }
 
-/** The rows of one file a committed manifest lists, checked as {@link readCommitted} checks them. */
+/**
+ * The rows of one file the manifest of checkpoint `checkpointId` lists, checked as {@link readCommitted} checks
+ * them (a slice by one ranged read of its bytes; its key must name that checkpoint).
+ */
 export function readCommittedFile(
   options: Omit<ReadCommittedOptions, 'stream'>,
   file: ManifestFile,
+  checkpointId: number,
 ): AsyncGenerator<Record<string, unknown>> {
-  assertFinalDataKey(options.pipeline, file);
+  assertCommittedKey(options.pipeline, checkpointId, file);
   return readFile(objectsOf(options), file);
 }
 
@@ -155,16 +247,11 @@ export async function* readManifests(
 export async function* readCommitted(options: ReadCommittedOptions): AsyncGenerator<CommittedRecord> {
   const stream = options.stream ?? 'output';
   const objects = objectsOf(options);
-  const seen = new Set<string>();
+  const listing = new ListingCheck(options.pipeline);
   const manifests: Manifest[] = [];
   const view = new GenerationView();
   for await (const manifest of objects.manifests()) {
-    for (const file of manifest.files) {
-      // A file listed twice would be read twice: refuse it rather than yield duplicates (C7).
-      if (seen.has(file.key)) throw new CommittedFileError(file.key, 'is listed twice in the manifest log');
-      seen.add(file.key);
-      assertFinalDataKey(options.pipeline, file);
-    }
+    listing.add(manifest);
     view.apply(manifest);
     manifests.push(manifest);
   }
