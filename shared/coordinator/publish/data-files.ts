@@ -8,13 +8,16 @@
  * would prune them away.
  *
  * Left out, and said so: dead letters (not the table's rows) and NDJSON output objects (a checkpoint from before the
- * output was Parquet: Iceberg data files are Parquet here). Every lane's files are data files, replay generations'
+ * output was Parquet: Iceberg data files are Parquet here), slices of merged final objects among them (merged
+ * objects are NDJSON only, `sink/entry-bytes.ts`: a slice is never a data file, and a slice listed as Parquet is
+ * refused). Every lane's files are data files, replay generations'
  * included: which of their rows the table shows is the readers' rule (`generation-changes.ts`).
  */
 import { PipelineError } from '../../errors.ts';
 import type { DataFile } from '../../iceberg/manifest-file.ts';
 import type { PartitionSpec, PartitionTuple } from '../../iceberg/partition-spec.ts';
 import type { IcebergSchema } from '../../iceberg/schema.ts';
+import { isSlice, sliceEntryProblem } from '../../sink/entry-bytes.ts';
 import { parseFinalKey } from '../../sink/layout.ts';
 import type { Manifest, ManifestFile } from '../../sink/manifest.ts';
 
@@ -78,6 +81,23 @@ export function checkpointDataFiles(
   const lanes = new Set<string>();
   const left: { key: string; reason: string }[] = [];
   for (const file of manifest.files) {
+    if (isSlice(file)) {
+      // A slice of a merged NDJSON object: its key must still be one of this checkpoint's merged objects.
+      const problem = sliceEntryProblem(manifest.pipeline, manifest.checkpointId, file);
+      if (problem !== undefined) {
+        throw new PublishDataFileError(
+          `manifest ${manifest.checkpointId} lists ${file.key}, which ${problem}: a slice is never a data file`,
+        );
+      }
+      // Once per merged object, not once per slice.
+      if (file.stream === 'output' && !left.some(({ key }) => key === file.key)) {
+        left.push({
+          key: file.key,
+          reason: 'a slice of a merged NDJSON object: only Parquet objects are data files',
+        });
+      }
+      continue;
+    }
     const parsed = parseFinalKey(manifest.pipeline, file.key);
     if (!parsed || parsed.stream !== file.stream || parsed.topic !== file.topic) {
       throw new PublishDataFileError(

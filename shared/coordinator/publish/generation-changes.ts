@@ -38,10 +38,10 @@ import { PipelineError } from '../../errors.ts';
 import type { DataFile } from '../../iceberg/manifest-file.ts';
 import type { ChangesOf, SnapshotChanges } from '../../iceberg/overwrite.ts';
 import type { PositionDelete } from '../../iceberg/position-deletes.ts';
+import { bucketByteSource, readEntryBytes } from '../../sink/entry-bytes.ts';
 import { GenerationView, rowOffset } from '../../sink/generations.ts';
 import type { Manifest, ManifestFile } from '../../sink/manifest.ts';
 import type { ManifestStore } from '../../sink/manifest-store.ts';
-import { getBytes } from '../../sink/objects.ts';
 import { decodeParquetRows } from '../../sink/parquet-read.ts';
 import { checkpointDataFiles, type DataFileLayout } from './data-files.ts';
 
@@ -125,7 +125,8 @@ function newlyHidden(first: number, last: number, before: Spans, after: Spans): 
 
 /** The positions of `file`'s rows whose offsets lie in `hidden`, read from the file's lineage. */
 async function positionsOf(parts: ChangeParts, file: LogFile, hidden: Spans): Promise<PositionDelete> {
-  const body = await getBytes(parts.s3, parts.bucket, file.listed.key);
+  // Through the entry's reader: a data file is a whole Parquet object (`data-files.ts` takes no slice).
+  const body = await readEntryBytes(bucketByteSource(parts.s3, parts.bucket), file.listed);
   if (!body) throw new PublishLogError(`the committed output object ${file.listed.key} is missing`);
   // The lineage column alone: a final object can hold 250,000 rows of every column.
   const rows = await decodeParquetRows(body, ['source']);

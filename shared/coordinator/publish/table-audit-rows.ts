@@ -13,6 +13,7 @@
  */
 import type { S3Client } from '@aws-sdk/client-s3';
 import { mapLimit } from '../../concurrency.ts';
+import { bucketByteSource, readEntryBytes } from '../../sink/entry-bytes.ts';
 import { GenerationView, rowOffset } from '../../sink/generations.ts';
 import type { Manifest, ManifestFile } from '../../sink/manifest.ts';
 import { getBytes } from '../../sink/objects.ts';
@@ -111,7 +112,8 @@ export async function rowViolations(
   deleted: ReadonlySet<number> | undefined,
 ): Promise<string[]> {
   if (file.whole && deleted === undefined) return [];
-  const body = await getBytes(s3, bucket, file.listed.key);
+  // Through the entry's reader: a data file is a whole Parquet object (`data-files.ts` takes no slice).
+  const body = await readEntryBytes(bucketByteSource(s3, bucket), file.listed);
   if (!body) return [`${file.listed.key} is a live data file, but it is not in the bucket`];
   const rows = await decodeParquetRows(body, ['source']);
   let [visible, lost] = [0, 0];
