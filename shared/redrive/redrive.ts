@@ -328,6 +328,7 @@ export class Redriver {
     if (file.stream === 'deadletter' && view.visibility(file) === 'none') return;
     // Taken on the first row the run keeps: a partition whose dead letters a switch hides is nobody's to report.
     const state = () => stateOf(sourceLaneOf(file.topic), file.partition);
+    // Checked as the committed reader checks it; a slice of a merged object by one ranged read of its bytes.
     for await (const row of readCommittedFile(source, file, manifest.checkpointId)) {
       const offset = (row.source as { offset?: unknown } | undefined)?.offset;
       if (!Number.isSafeInteger(offset)) continue;
