@@ -19,7 +19,8 @@
  * checkpoint's calls are a fixed part plus parts per shard (one per `partitionsPerShard` partitions that moved, at
  * most `maxShards`), per partition, per staged file and per final object, fitted from measured checkpoints of five
  * shapes; the final objects of a partition are its files cut by the promotion limits (members, rows and bytes,
- * bytes taken as the records' size: an upper bound, since staged files are compressed).
+ * bytes taken as the records' size: an upper bound, since staged files are compressed), and merged final objects
+ * (the default) pack a shard's partition objects whole into objects of the same limits.
  */
 
 /** How a count grows with the size of a batch. */
@@ -164,6 +165,11 @@ export interface CostInput {
   readonly stateKeys: number;
   /** Managed Flink KPUs; default from the assumed throughput per KPU. */
   readonly flinkKpus?: number;
+  /**
+   * How NDJSON final objects are cut (the `finalObjects` setting): `merged`, a shard's partition objects packed
+   * into objects of up to the promotion limits; `partition`, one a partition. Default `merged`.
+   */
+  readonly finalObjects?: 'merged' | 'partition';
 }
 
 export interface BillLine {
@@ -275,17 +281,45 @@ export function trafficOf(counts: CostCounts, input: CostInput): Traffic {
           Math.ceil((recordsEach * input.recordBytes) / limits.maxObjectBytes),
         )
       : 0;
+  const shards = Math.min(counts.maxShards, Math.max(1, Math.ceil(touched / counts.partitionsPerShard)));
+  const partitionObjects = touched * objectsEach;
   return {
     batchesPerSecond,
     recordsPerBatch,
     checkpointsPerMonth: MONTH_SECONDS / intervalSeconds,
     checkpoint: {
-      shards: Math.min(counts.maxShards, Math.max(1, Math.ceil(touched / counts.partitionsPerShard))),
+      shards,
       partitions: touched,
       stagedFiles: files,
-      finalObjects: touched * objectsEach,
+      finalObjects:
+        (input.finalObjects ?? 'merged') === 'merged' && partitionObjects > 0
+          ? mergedObjectCount(partitionObjects, shards, {
+              bytes: (recordsEach * input.recordBytes) / objectsEach,
+              members: filesEach / objectsEach,
+              limits,
+            })
+          : partitionObjects,
     },
   };
+}
+
+/**
+ * Merged final objects (`coordinator/promote/merged-plan.ts`): each shard packs its partition objects whole, in
+ * order, into objects of at most the promotion limits' bytes and members, so as many fit one as fit by both.
+ */
+function mergedObjectCount(
+  partitionObjects: number,
+  shards: number,
+  each: { bytes: number; members: number; limits: CostCounts['promotionLimits'] },
+): number {
+  const fit = Math.max(
+    1,
+    Math.min(
+      Math.floor(each.limits.maxObjectBytes / Math.max(1, each.bytes)),
+      Math.floor(each.limits.maxMembers / Math.max(1, each.members)),
+    ),
+  );
+  return shards * Math.ceil(partitionObjects / shards / fit);
 }
 
 interface Usage {

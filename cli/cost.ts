@@ -86,6 +86,7 @@ interface RawOptions {
   batchSize?: number;
   stateKeys?: number;
   flinkKpus?: number;
+  finalObjects?: 'merged' | 'partition';
   json: boolean;
 }
 
@@ -100,6 +101,7 @@ export function costInput(raw: RawOptions, counts: CostCounts): CostInput {
     batchSize: raw.batchSize ?? d.batchSize,
     stateKeys: raw.stateKeys ?? 0,
     ...(raw.flinkKpus === undefined ? {} : { flinkKpus: raw.flinkKpus }),
+    ...(raw.finalObjects === undefined ? {} : { finalObjects: raw.finalObjects }),
   };
 }
 
@@ -139,6 +141,12 @@ export function registerCostCommand(program: Command, deps: CostDependencies = {
       '--flink-kpus <n>',
       'Managed Flink KPUs (default: from the assumed throughput per KPU)',
       integer(1),
+    )
+    .addOption(
+      new Option(
+        '--final-objects <layout>',
+        'NDJSON final objects: merged (a few a checkpoint shard) or partition (one a partition); default merged, the stack’s',
+      ).choices(['merged', 'partition']),
     )
     .option('--json', 'print JSON instead of text', false)
     .action(async (raw: RawOptions) => {

@@ -26,6 +26,8 @@ export interface LocalCommandOptions {
   readonly partitionBy?: string;
   /** `--time-field`: the output column whose time files a row (EOS_TIME_FIELD). */
   readonly timeField?: string;
+  /** `--final-objects merged|partition`: how NDJSON final objects are cut (EOS_FINAL_OBJECTS). */
+  readonly finalObjects?: string;
   /** `--output files|iceberg`: the committed objects, or those and an Iceberg table over them (default files). */
   readonly output?: LocalOutput;
   readonly faults: FaultRates;

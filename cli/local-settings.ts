@@ -39,6 +39,8 @@ export interface SettingFlags {
   readonly partitionBy?: string;
   /** `--time-field <column>`. */
   readonly timeField?: string;
+  /** `--final-objects merged|partition`. */
+  readonly finalObjects?: string;
 }
 
 /** Each flag that sets a setting: [setting, flag as written, option property]. */
@@ -50,6 +52,7 @@ const SETTING_FLAGS = [
   ['outputFormat', '--format', 'format'],
   ['timePartitioning', '--partition-by', 'partitionBy'],
   ['timeField', '--time-field', 'timeField'],
+  ['finalObjects', '--final-objects', 'finalObjects'],
 ] as const satisfies readonly (readonly [keyof Settings, string, keyof SettingFlags])[];
 
 export interface LocalSettings {

@@ -126,6 +126,12 @@ function withInputOptions(command: Command): Command {
       '--time-field <column>',
       "with --partition-by: the output column whose time files a row (default $EOS_TIME_FIELD, else the record's Kafka timestamp)",
     )
+    .addOption(
+      new Option(
+        '--final-objects <layout>',
+        'NDJSON final objects: merged (a few a checkpoint, partitions as slices) or partition (one a partition); default $EOS_FINAL_OBJECTS, else merged',
+      ).choices(['merged', 'partition']),
+    )
     .option(
       '--guarantee <g>',
       `${GUARANTEES.join(' | ')} (default $EOS_DELIVERY_GUARANTEE, else ${LOCAL_DEFAULTS.guarantee})`,

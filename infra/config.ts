@@ -250,6 +250,7 @@ export function pipelineSettingsOf(config: PipelineConfig): PipelineSettings {
     maxFenceJump: config.maxFenceJump,
     outputFormat: config.outputFormat,
     timePartitioning: config.timePartitioning,
+    finalObjects: config.finalObjects,
     timeField: config.timeField,
   };
 }

@@ -110,6 +110,13 @@ export interface ExactlyOncePipelineProps {
   readonly outputFormat?: 'ndjson' | 'parquet';
   /** Hive-style time folders of final objects by record time, UTC. Default `none`. */
   readonly timePartitioning?: 'none' | 'day' | 'hour';
+  /**
+   * NDJSON final objects without time folders: `merged`, a few objects a checkpoint's shard, each partition's
+   * range listed by the manifest as a slice of one; `partition`, one object a partition at
+   * `topic=<t>/partition=<p>/`, for readers that list those folders. Default `merged` (a checkpoint pays a PUT and
+   * a COPY an object, not a partition: docs/benchmark.md).
+   */
+  readonly finalObjects?: 'merged' | 'partition';
   /** The output column holding a row's record time (timestamp or long, ms); default the Kafka timestamp. */
   readonly timeField?: string;
   /** Items per DynamoDB transaction, 8–100. Default 100. */

@@ -50,6 +50,7 @@ const PROPS = {
   transform: 'transform',
   outputFormat: 'outputFormat',
   timePartitioning: 'timePartitioning',
+  finalObjects: 'finalObjects',
   timeField: 'timeField',
 } as const;
 

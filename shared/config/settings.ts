@@ -65,6 +65,14 @@ export function formatIdempotencyKeySource(source: IdempotencyKeySource): string
 export const MISSING_IDEMPOTENCY_KEY = ['dead-letter', 'offset-only'] as const;
 export type MissingIdempotencyKey = (typeof MISSING_IDEMPOTENCY_KEY)[number];
 
+/**
+ * How a checkpoint's NDJSON final objects are cut (output without time folders, and dead letters): `merged`, a few
+ * objects a shard holding its partitions' ranges as slices the manifest lists; `partition`, one object a partition
+ * and stream (`sink/layout.ts`). Re-encoded objects (Parquet, time folders) are always per partition.
+ */
+export const FINAL_OBJECT_LAYOUTS = ['merged', 'partition'] as const;
+export type FinalObjectLayout = (typeof FINAL_OBJECT_LAYOUTS)[number];
+
 export const OUTPUT_FORMATS = ['ndjson', 'parquet'] as const;
 export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
@@ -199,6 +207,12 @@ export const settingsSchema = z
     /** Hive-style time folders of final objects by record time, UTC: `none`, `day` (`dt=`), `hour` (`dt=/hour=`). */
     timePartitioning: z.enum(TIME_PARTITIONINGS).default('none'),
     /**
+     * NDJSON final objects without time folders: `merged` (a few a checkpoint's shard, each partition's range a
+     * slice of one; a checkpoint pays a PUT and a COPY an object, not a partition) or `partition` (one a
+     * partition, at `topic=<t>/partition=<p>/`, for readers that list those folders).
+     */
+    finalObjects: z.enum(FINAL_OBJECT_LAYOUTS).default('merged'),
+    /**
      * The output column whose value is a row's record time (a `timestamp` or `long` column, milliseconds); unset:
      * the Kafka timestamp. A row whose value is null falls back to the Kafka timestamp.
      */
@@ -310,6 +324,7 @@ export const ENV_NAMES = {
   gzip: 'EOS_GZIP',
   outputFormat: 'EOS_OUTPUT_FORMAT',
   timePartitioning: 'EOS_TIME_PARTITIONING',
+  finalObjects: 'EOS_FINAL_OBJECTS',
   timeField: 'EOS_TIME_FIELD',
   outputColumns: 'EOS_OUTPUT_COLUMNS',
   transform: 'EOS_TRANSFORM',

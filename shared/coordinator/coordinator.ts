@@ -81,7 +81,7 @@ import {
 import { coveredEntries } from './prepare/covered.ts';
 import { planShard } from './prepare/plan-shard.ts';
 import type { ShardPlan } from './promote/plan-store.ts';
-import { assertPlannedObject, Promoter } from './promote/promoter.ts';
+import { assertPlannedObjects, Promoter } from './promote/promoter.ts';
 import { loadVotedPlan } from './promote/voted-plan.ts';
 import {
   NoPublishTargetError,
@@ -369,9 +369,9 @@ class CheckpointCoordinator implements Coordinator {
     const now = this.clock.now();
     await this.store.renewLease(input.checkpointId, input.attempt, 'COMMITTING', this.leaseUntil(now), now);
     const plan = await this.readVotedPlan(record, input.shard);
-    const from = { checkpointId: input.checkpointId, attempt: input.attempt };
+    const from = { checkpointId: input.checkpointId, attempt: input.attempt, shard: input.shard };
     // Every object is checked against the layout before any is written: a plan with one forged object writes none.
-    for (const object of plan.objects) assertPlannedObject(this.parts.settings.pipelineId, object, from);
+    assertPlannedObjects(this.parts.settings.pipelineId, plan.objects, from);
     // One pinned server-side copy of each object's candidate (promoter.ts); a plan without candidates is merged
     // from its verified copies, two objects at once.
     const files = await this.promoter.promoteShard(plan.objects, from, plan.encoding, 2);

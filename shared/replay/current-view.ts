@@ -5,7 +5,8 @@
  * when its lane's generation is the one the manifest log makes current at its (epoch lane, partition, offset) —
  * generation 0 outside every switched range, the latest switch's generation inside one.
  *
- * A row's lane is in its object's key only (`topic=<lane>/partition=<p>/…` without time folders,
+ * A row's lane is in its object's key only (`topic=<lane>/partition=<p>/…` or, merged, `topic=<lane>/checkpoint=<N>/…`
+ * without time folders,
  * `dt=…/<lane>+<p>+<first>-<last>.<ext>` with them); the path column is the engine's (`"$path"` in Athena,
  * `filename` in DuckDB's `read_parquet(…, filename = true)`, which the tests run it on). Only functions Athena (Trino)
  * and DuckDB both have, with the same meaning, are used.
@@ -20,7 +21,7 @@ import { ReplayPlanError } from '../sink/generation-switch.ts';
 export const MAX_VIEW_STATEMENT_BYTES = 262_144;
 
 /** The object's lane from its key, either layout (see the module comment). */
-const LANE_OF_KEY = String.raw`(?:topic=|/)([^/=+]+)(?:/partition=[0-9]+/|\+[0-9]+\+)[^/]*$`;
+const LANE_OF_KEY = String.raw`(?:topic=|/)([^/=+]+)(?:/partition=[0-9]+/|/checkpoint=[0-9]+/|\+[0-9]+\+)[^/]*$`;
 
 function literal(text: string): string {
   return `'${text.replace(/'/g, "''")}'`;

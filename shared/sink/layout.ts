@@ -16,14 +16,16 @@
  *        written by: commit only (manifestsPrefix)
  * <pl>/final/<stream>/topic=<t>/partition=<p>/<first>-<last>.<ext>                         final data (C5)
  * <pl>/final/<stream>/dt=<YYYY-MM-DD>[/hour=<HH>]/<t>+<p>+<first>-<last>.<ext>             time-partitioned
- * <pl>/final/<stream>/checkpoints/<N, 12 digits>/<attempt>-<shard>-<index>.ndjson[.gz]       merged (C5)
+ * <pl>/final/<stream>/topic=<t>/checkpoint=<N, 12 digits>/<attempt>-<shard>-<index>.ndjson[.gz]  merged (C5)
  *        written by: promote only (finalPrefix), at the key finalObjectKey derives; <ext> is .ndjson, .ndjson.gz
  *        or .parquet (output stream only); the folders are defined in time-partitions.ts
  * ```
- * A merged final object holds the concatenated NDJSON of several partitions' ranges of one checkpoint's shard, each
- * listed by the manifest as a slice of it (`ManifestFile.sliceStart`): one object a shard and stream where
- * per-partition objects take one a partition, so a checkpoint writes (and pays for) a few objects, not one per
- * partition. Its key is deterministic in the decided attempt's plan: (stream, checkpoint, attempt, shard, index).
+ * A merged final object holds the concatenated NDJSON of several partitions' ranges of one lane in one checkpoint's
+ * shard, each listed by the manifest as a slice of it (`ManifestFile.sliceStart`): one object a shard, lane and
+ * stream where per-partition objects take one a partition, so a checkpoint writes (and pays for) a few objects, not
+ * one per partition. Its key is deterministic in the decided attempt's plan: (stream, lane, checkpoint, attempt,
+ * shard, index); the lane stays in the key, where the replay view reads it from the object's path
+ * (`replay/current-view.ts`).
  * With time partitioning a Hive-style reader of `final/<stream>/` sees only `dt=`/`hour=` folders and data files;
  * the topic and Kafka partition move into the file name, joined by `+` as Kafka Connect's S3 sink joins them (`+`
  * cannot occur in a topic name, so the split is unambiguous), so the key stays
@@ -244,6 +246,8 @@ export function directFinalObjectKey(
 /** What a merged final object's key names: the plan it was decided in, and its place there. */
 export interface MergedObjectName {
   readonly stream: Stream;
+  /** The lane (a topic, or `<topic>~…`) all its slices belong to. */
+  readonly topic: string;
   readonly checkpointId: number;
   readonly attempt: number;
   readonly shard: number;
@@ -252,20 +256,19 @@ export interface MergedObjectName {
   readonly gzip: boolean;
 }
 
-export const MERGED_DIR = 'checkpoints';
-
 /**
- * The key of a merged final object (C5): `<pl>/final/<stream>/checkpoints/<N>/<attempt>-<shard>-<index>.ndjson[.gz]`.
+ * The key of a merged final object (C5):
+ * `<pl>/final/<stream>/topic=<t>/checkpoint=<N>/<attempt>-<shard>-<index>.ndjson[.gz]`.
  * One attempt of a checkpoint is ever decided, and its plan names each key once, so a key is written with one
  * content only; the attempt in the key keeps that so even if two attempts' plans were ever promoted.
  */
 export function mergedObjectKey(pipeline: string, name: MergedObjectName): string {
   const place = `${name.attempt}-${String(name.shard).padStart(2, '0')}-${String(name.index).padStart(4, '0')}`;
-  return `${finalPrefix(pipeline)}${name.stream}/${MERGED_DIR}/${padCheckpointId(name.checkpointId)}/${place}${ndjsonExtension(name.gzip)}`;
+  return `${finalPrefix(pipeline)}${name.stream}/topic=${name.topic}/checkpoint=${padCheckpointId(name.checkpointId)}/${place}${ndjsonExtension(name.gzip)}`;
 }
 
 const MERGED_PATH = new RegExp(
-  `^(output|deadletter)\\/${MERGED_DIR}\\/(\\d{12})\\/([1-9]\\d{0,5})-(\\d{2})-(\\d{4})\\.ndjson(\\.gz)?$`,
+  `^(output|deadletter)\\/topic=(${LANE_PATTERN})\\/checkpoint=(\\d{12})\\/([1-9]\\d{0,5})-(\\d{2})-(\\d{4})\\.ndjson(\\.gz)?$`,
 );
 
 /** The name of a merged final key of this pipeline (exactly what {@link mergedObjectKey} writes), else undefined. */
@@ -276,11 +279,12 @@ export function parseMergedObjectKey(pipeline: string, key: string): MergedObjec
   if (!match) return undefined;
   const name: MergedObjectName = {
     stream: match[1] as Stream,
-    checkpointId: Number(match[2]),
-    attempt: Number(match[3]),
-    shard: Number(match[4]),
-    index: Number(match[5]),
-    gzip: match[6] !== undefined,
+    topic: match[2]!,
+    checkpointId: Number(match[3]),
+    attempt: Number(match[4]),
+    shard: Number(match[5]),
+    index: Number(match[6]),
+    gzip: match[7] !== undefined,
   };
   return name.checkpointId >= 1 && mergedObjectKey(pipeline, name) === key ? name : undefined;
 }

@@ -303,9 +303,11 @@ describe('what the commit path costs', () => {
     expect(count('GetObjectCommand', (key) => key.startsWith(staged))).toBe(files);
     expect(count('GetObjectCommand')).toBe(files);
     expect(count('CopyObjectCommand')).toBe(0);
-    // One final object per partition here: one candidate each, and one plan per shard. No other S3 request.
-    expect(count('PutObjectCommand', (key) => key.includes('/candidate-'))).toBe(partitions);
-    expect(count('PutObjectCommand')).toBe(begun.shards.length + partitions);
+    // One merged final object per shard here (its partitions' objects as slices): one candidate each, and one
+    // plan per shard. No other S3 request.
+    const objects = begun.shards.length;
+    expect(count('PutObjectCommand', (key) => key.includes('/candidate-'))).toBe(objects);
+    expect(count('PutObjectCommand')).toBe(begun.shards.length + objects);
     expect(calls.filter((c) => !c.command.startsWith('Get') && !c.command.startsWith('Put'))).toEqual([]);
     calls.length = 0;
     await s.core.decide(ref);
@@ -313,10 +315,10 @@ describe('what the commit path costs', () => {
     // Promote: its plan, one pinned copy per final object, its promotion record. Nothing else.
     expect(count('GetObjectCommand')).toBe(begun.shards.length);
     expect(count('CopyObjectCommand', (key) => key.startsWith(finalPrefix(s.settings.pipelineId)))).toBe(
-      partitions,
+      objects,
     );
     expect(count('PutObjectCommand')).toBe(begun.shards.length);
-    expect(calls).toHaveLength(2 * begun.shards.length + partitions);
+    expect(calls).toHaveLength(2 * begun.shards.length + objects);
     calls.length = 0;
     await s.core.commit(ref);
     for (const shard of begun.shards) await s.core.cleanup({ ...ref, shard });

@@ -16,7 +16,7 @@ import { PlanStore, shardPlanSchema, workObjectJson } from '../../shared/coordin
 import { checkpointAttemptPrefix, planKey, stagedCopyKey } from '../../shared/coordinator/work-objects.ts';
 import { CheckpointConflictError } from '../../shared/ledger/checkpoint-records.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
-import { finalPrefix } from '../../shared/sink/layout.ts';
+import { finalObjectKey, finalPrefix } from '../../shared/sink/layout.ts';
 import { getBytes } from '../../shared/sink/objects.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 import { finish, keysUnder, swapEntry } from '../support/checkpoint-steps.ts';
@@ -272,7 +272,14 @@ describe('an upgrade in the middle of a checkpoint', () => {
       ),
     );
     expect(newPlan.objects.map((o) => o.members.map((m) => m.key))).toEqual([[e0!.key]]);
-    const oldPlan = { ...newPlan, objects: newPlan.objects.map(({ candidate: _c, ...object }) => object) };
+    // That release wrote one final object a partition, at its range's key.
+    const oldPlan = {
+      ...newPlan,
+      objects: newPlan.objects.map(({ candidate: _c, slice: _s, ...object }) => ({
+        ...object,
+        finalKey: finalObjectKey(pl, object, object.gzip),
+      })),
+    };
     await res.clients.s3.send(
       new PutObjectCommand({
         Bucket: res.bucket,

@@ -26,7 +26,7 @@ import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import type { StagedFileEntry } from '../../shared/ledger/records.ts';
 import { StagedEntries } from '../../shared/ledger/staged-entries.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
-import { finalObjectKey, finalPrefix, manifestKey } from '../../shared/sink/layout.ts';
+import { finalPrefix, manifestKey, mergedObjectKey } from '../../shared/sink/layout.ts';
 import { ManifestLogError } from '../../shared/sink/manifest-store.ts';
 import { getBytes, headObject, listObjects } from '../../shared/sink/objects.ts';
 import { CommittedFileError, readCommitted, readManifests } from '../../shared/sink/reader.ts';
@@ -452,11 +452,12 @@ describe('C5 promotion', () => {
     expect(await Promise.all(first.map((k) => getBytes(res.clients.s3, s.settings.bucket, k)))).toEqual(
       bytes,
     );
-    const range0 = { topic: 'orders', partition: 0, firstOffset: 0, lastOffset: 9 };
+    // The key names the decided attempt's plan: checkpoint, attempt, shard and place (merged final objects).
+    const place = { topic: 'orders', checkpointId: 1, attempt: 1, shard: 0, index: 0, gzip: true };
     expect(first.sort()).toEqual(
       [
-        finalObjectKey(s.settings.pipelineId, { ...range0, stream: 'deadletter' }, true),
-        finalObjectKey(s.settings.pipelineId, { ...range0, stream: 'output' }, true),
+        mergedObjectKey(s.settings.pipelineId, { ...place, stream: 'deadletter' }),
+        mergedObjectKey(s.settings.pipelineId, { ...place, stream: 'output' }),
       ].sort(),
     );
   });

@@ -85,7 +85,7 @@ async function switchesOf(
 
 /**
  * Commit's check of one shard's promotion record against its digest-checked plan: the same objects, in order, each
- * with the planned key, range and record count, and the SHA-256 and size of its candidate (a plan without
+ * with the planned key, range and record count, and the SHA-256 and size of its candidate or slice (a plan without
  * candidates leaves those to promote, which computed them from the bytes it wrote); everything that decides what a
  * manifest may list comes from the voted plan.
  */
@@ -110,9 +110,14 @@ export function matchPromotion(plan: ShardPlan, promotion: ShardPromotion): Shar
       file.lastOffset === object.lastOffset &&
       file.recordCount === object.recordCount &&
       (file.format ?? 'ndjson') === (object.format ?? 'ndjson') &&
-      // A candidate's SHA-256 and size are voted for: the manifest lists those.
-      (object.candidate === undefined ||
-        (file.sha256 === object.candidate.sha256 && file.bytes === object.candidate.bytes));
+      // A candidate's SHA-256 and size are voted for, or a slice's of a merged object: the manifest lists those.
+      (object.slice !== undefined
+        ? file.sha256 === object.slice.sha256 &&
+          file.bytes === object.slice.bytes &&
+          file.sliceStart === object.slice.start
+        : file.sliceStart === undefined &&
+          (object.candidate === undefined ||
+            (file.sha256 === object.candidate.sha256 && file.bytes === object.candidate.bytes)));
     if (!same)
       throw new PromotionRecordError(`${where}: promoted ${file.key}, the voted plan has ${object.finalKey}`);
   });

@@ -1,5 +1,6 @@
 /**
- * One shard's promotion plan (C3, C5), partition by partition (`plan-partition.ts`): the covered entries, each
+ * One shard's promotion plan (C3, C5): in merged final objects where nothing is re-encoded (`plan-merged.ts`), else
+ * partition by partition (`plan-partition.ts`): the covered entries, each
  * staged object read and verified (`staged-check.ts`), grouped into final objects (`promote/final-plan.ts`
  * planFinalObjects), and each final object's bytes merged from verified bytes and written once as its candidate
  * (`candidates.ts`), which the plan names and promote copies to the final key. What a vote is for cannot be
@@ -14,6 +15,7 @@ import type { StagedFileEntry } from '../../ledger/records.ts';
 import { planEncoding } from '../promote/folder-plan.ts';
 import type { ShardPlan } from '../promote/plan-store.ts';
 import type { CandidateRef } from './candidates.ts';
+import { planMergedShard } from './plan-merged.ts';
 import { type PlanParts, planPartition } from './plan-partition.ts';
 import { ByteBudget, Slots } from './slots.ts';
 
@@ -43,18 +45,27 @@ export async function planShard(
     builds: new Slots(OBJECTS_AT_ONCE),
     held: new ByteBudget(OBJECTS_AT_ONCE * parts.limits.maxObjectBytes),
   };
-  const planned = await mapLimit(covered, Math.max(1, Math.floor(parts.concurrency / 4)), (entries) =>
-    planPartition(parts, ref, entries, slots),
-  );
-  const stagedFiles = covered.reduce((sum, entries) => sum + entries.length, 0);
   const encoding = planEncoding(parts.shape);
+  // Merged objects concatenate: with nothing re-encoded, the shard's partitions share a few final objects.
+  const merged =
+    parts.settings.finalObjects === 'merged' && encoding === undefined
+      ? await planMergedShard(parts, ref, shard, covered, slots)
+      : undefined;
+  const planned =
+    merged ??
+    (
+      await mapLimit(covered, Math.max(1, Math.floor(parts.concurrency / 4)), (entries) =>
+        planPartition(parts, ref, entries, slots),
+      )
+    ).flat();
+  const stagedFiles = covered.reduce((sum, entries) => sum + entries.length, 0);
   const oldestStagedAt = oldestOf(covered);
   return {
     checkpointId,
     attempt,
     shard,
     stagedFiles,
-    objects: planned.flat(),
+    objects: planned,
     ...(encoding ? { encoding } : {}),
     ...(oldestStagedAt === undefined ? {} : { oldestStagedAt }),
     inlinePartitions: [...inlinePartitions].sort(),

@@ -48,6 +48,18 @@ export interface FinalCandidate {
   readonly bytes: number;
 }
 
+/**
+ * Where a planned object's bytes lie in a merged final object (`merged-plan.ts`): one NDJSON object holding several
+ * partitions' objects of a shard, concatenated. Each is listed by the manifest as a slice of it.
+ */
+export interface ObjectSlice {
+  /** Where its bytes start in the merged object (the candidate's bytes). */
+  readonly start: number;
+  readonly bytes: number;
+  /** Hex SHA-256 of its bytes alone. */
+  readonly sha256: string;
+}
+
 export interface PlannedObject extends ObjectRange {
   readonly finalKey: string;
   /** Gzip NDJSON (false for Parquet). */
@@ -62,6 +74,11 @@ export interface PlannedObject extends ObjectRange {
    * candidates: promote then merges the members' verified copies itself, as that release did.
    */
   readonly candidate?: FinalCandidate;
+  /**
+   * Present when the object's bytes are a slice of a merged final object: `finalKey` is then the merged object's
+   * key (`mergedObjectKey`) and `candidate` its candidate, the same for every slice of it.
+   */
+  readonly slice?: ObjectSlice;
 }
 
 /** How promote encodes re-encoded objects: recorded in the plan, so promote depends on no setting. */

@@ -108,6 +108,8 @@ export const shardPlanSchema = z
             .object({ key: z.string().min(1), sha256, etag: z.string().min(1), bytes: count })
             .strict()
             .optional(),
+          // A slice of a merged final object (`merged-plan.ts`); absent in plans of earlier releases.
+          slice: z.object({ start: count, bytes: count, sha256 }).strict().optional(),
         })
         .strict(),
     ),
@@ -150,6 +152,7 @@ export const shardPromotionSchema = z
           bytes: count,
           sha256,
           format: z.enum(['ndjson', 'parquet']).optional(),
+          sliceStart: count.optional(),
         })
         .strict(),
     ),

@@ -25,7 +25,12 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { mapLimit } from '../../concurrency.ts';
 import { PipelineError } from '../../errors.ts';
 import type { StagedFileEntry } from '../../ledger/records.ts';
-import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from '../../sink/layout.ts';
+import {
+  finalObjectKey,
+  type ObjectRange,
+  parseMergedObjectKey,
+  parseStagedObjectKey,
+} from '../../sink/layout.ts';
 import type { ManifestFile } from '../../sink/manifest.ts';
 import { copyPinned, getBytes, putIfAbsent } from '../../sink/objects.ts';
 import { parseTimeFolder } from '../../sink/time-partitions.ts';
@@ -38,6 +43,7 @@ import {
   type PlannedObject,
   type StagedMember,
 } from './final-plan.ts';
+import { assertMergedSlices } from './merged-plan.ts';
 import { buildObjects, PlanRejectedError } from './object-bytes.ts';
 
 /** The plan's objects and limits, planned in prepare (`final-plan.ts`). */
@@ -102,6 +108,8 @@ export class CandidateLostError extends PipelineError {
 export interface PromotionSource {
   readonly checkpointId: number;
   readonly attempt: number;
+  /** The shard whose plan it is: merged keys must name it (absent: any shard of the attempt). */
+  readonly shard?: number;
 }
 
 /** A staged entry names an object that is not a staged key of this pipeline for its own partition and range. */
@@ -142,8 +150,23 @@ export function assertStagedEntry(
 }
 
 /**
+ * Promote's check of a plan's objects, `from` the plan voted for, before any is written: each object
+ * ({@link assertPlannedObject}), then the slices of merged objects together (`merged-plan.ts`). Throws
+ * {@link PlanRejectedError}: a plan with one forged object writes none.
+ */
+export function assertPlannedObjects(
+  pipeline: string,
+  objects: readonly PlannedObject[],
+  from: PromotionSource,
+): void {
+  for (const object of objects) assertPlannedObject(pipeline, object, from);
+  assertMergedSlices(pipeline, objects, from);
+}
+
+/**
  * Promote's check of a planned object (see the module comment) of the plan `from` voted for; throws
- * {@link PlanRejectedError}.
+ * {@link PlanRejectedError}. A slice's merged key and its place are checked with the plan's other slices
+ * ({@link assertPlannedObjects}).
  */
 export function assertPlannedObject(pipeline: string, object: PlannedObject, from: PromotionSource): void {
   const range: ObjectRange = {
@@ -166,7 +189,10 @@ export function assertPlannedObject(pipeline: string, object: PlannedObject, fro
   ) {
     reject('only output objects may be Parquet');
   }
-  if (object.finalKey !== finalObjectKey(pipeline, range, object.format ?? object.gzip)) {
+  const key = object.slice
+    ? parseMergedObjectKey(pipeline, object.finalKey) && object.finalKey
+    : finalObjectKey(pipeline, range, object.format ?? object.gzip);
+  if (object.finalKey !== key) {
     reject(
       `not the final key of ${object.stream} ${object.topic}/${object.partition} ${object.firstOffset}-${object.lastOffset}`,
     );
@@ -300,10 +326,24 @@ export class Promoter {
     encoding: PlanEncoding = {},
     concurrency = 2,
   ): Promise<ManifestFile[]> {
-    for (const object of objects) assertPlannedObject(this.pipeline, object, from);
-    const copied = await mapLimit(objects, Math.max(concurrency, this.concurrency), async (object) =>
-      object.candidate ? this.copyCandidate(object, object.candidate) : undefined,
-    );
+    assertPlannedObjects(this.pipeline, objects, from);
+    // The slices of a merged object share its one copy.
+    const copies = new Map<string, Promise<void>>();
+    const copyOnce = (object: PlannedObject, candidate: FinalCandidate): Promise<void> => {
+      let copy = copies.get(object.finalKey);
+      if (!copy) {
+        copy = this.copyCandidate(object, candidate);
+        copies.set(object.finalKey, copy);
+      }
+      return copy;
+    };
+    const copied = await mapLimit(objects, Math.max(concurrency, this.concurrency), async (object) => {
+      if (!object.candidate) return undefined;
+      await copyOnce(object, object.candidate);
+      return object.slice
+        ? manifestFile(object, object.slice.bytes, object.slice.sha256, object.slice.start)
+        : manifestFile(object, object.candidate.bytes, object.candidate.sha256);
+    });
     const merged = objects.filter((object) => !object.candidate);
     const written = await buildObjects(
       this.pipeline,
@@ -318,7 +358,7 @@ export class Promoter {
   }
 
   /** One pinned copy of the candidate to the final key; a 412 is settled by what the final key holds. */
-  private async copyCandidate(object: PlannedObject, candidate: FinalCandidate): Promise<ManifestFile> {
+  private async copyCandidate(object: PlannedObject, candidate: FinalCandidate): Promise<void> {
     const outcome = await copyPinned(this.s3, this.bucket, {
       sourceKey: candidate.key,
       sourceEtag: candidate.etag,
@@ -335,7 +375,6 @@ export class Promoter {
       if (found !== candidate.sha256)
         throw new FinalObjectConflictError(object.finalKey, candidate.sha256, found);
     }
-    return manifestFile(object, candidate.bytes, candidate.sha256);
   }
 
   /** A member's verified copy (plans without candidates), checked against its voted SHA-256. */
@@ -387,7 +426,12 @@ export function finalObjectPut(
   };
 }
 
-function manifestFile(object: PlannedObject, bytes: number, sha256: string): ManifestFile {
+function manifestFile(
+  object: PlannedObject,
+  bytes: number,
+  sha256: string,
+  sliceStart?: number,
+): ManifestFile {
   return {
     key: object.finalKey,
     stream: object.stream,
@@ -399,5 +443,6 @@ function manifestFile(object: PlannedObject, bytes: number, sha256: string): Man
     bytes,
     sha256,
     format: object.format ?? 'ndjson',
+    ...(sliceStart === undefined ? {} : { sliceStart }),
   };
 }

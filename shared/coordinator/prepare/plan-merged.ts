@@ -1,0 +1,104 @@
+/**
+ * A shard's plan in merged final objects (C3, C5; `promote/merged-plan.ts`), where nothing is re-encoded: each
+ * partition's covered entries are planned into objects as before (`planFinalObjects`), those objects are packed
+ * across the shard's partitions into merged groups, and each group's members are read and verified, concatenated
+ * object by object (each object's bytes and SHA-256 become its slice) and written once as the group's candidate.
+ * ONE read per staged object, and one candidate a group rather than one a partition.
+ *
+ * What prepare holds is bounded as before: a group is at most `maxObjectBytes` of staged bytes (or one larger
+ * object alone), and the shard's `builds` slots bound the groups merged at once.
+ *
+ * A member holding rows staged with a timestamp (time folders switched off since) needs its stream re-encoded from
+ * a census, which merged objects do not do: the whole shard is then planned per partition (`plan-partition.ts`)
+ * instead, and the candidates written so far are left unnamed in the attempt's working prefix (cleanup removes them
+ * with it). Only such a switch meets that path.
+ */
+import { createHash } from 'node:crypto';
+import { mapLimit } from '../../concurrency.ts';
+import type { StagedFileEntry } from '../../ledger/records.ts';
+import { mayHoldStagedTime } from '../../sink/record-time.ts';
+import { type PlannedObject, planFinalObjects, type StagedMember } from '../promote/final-plan.ts';
+import { type MergedGroup, mergedGroups, mergedKeyOf } from '../promote/merged-plan.ts';
+import { StagedObjectLostError } from '../promote/promoter.ts';
+import { type CandidateRef, writeCandidate } from './candidates.ts';
+import type { PlanParts, PrepareSlots } from './plan-partition.ts';
+import { verifyStagedObject } from './staged-check.ts';
+
+/** A member holds rows staged with a timestamp: the shard is planned per partition instead. */
+class StampedMember extends Error {}
+
+/**
+ * The shard's planned objects as slices of merged objects, each group's candidate written; undefined if a member
+ * holds rows staged with a timestamp (plan the shard per partition then).
+ */
+export async function planMergedShard(
+  parts: PlanParts,
+  ref: CandidateRef,
+  shard: number,
+  covered: readonly (readonly StagedFileEntry[])[],
+  slots: PrepareSlots,
+): Promise<PlannedObject[] | undefined> {
+  const { s3 } = parts.clients;
+  const { bucket } = parts.settings;
+  const entries = covered.flat();
+  const byKey = new Map(entries.map((e) => [e.key, e]));
+  // Objects without rows are no member of any object: verified all the same.
+  await mapLimit(
+    entries.filter((e) => e.recordCount === 0),
+    slots.reads.size,
+    (entry) => slots.reads.run(() => verifyStagedObject(s3, bucket, entry)),
+  );
+  const objects = covered.flatMap((ofPartition) =>
+    planFinalObjects(ref.pipeline, ofPartition, parts.limits, parts.shape),
+  );
+  let stamped = false;
+  const read = (m: StagedMember): Promise<Buffer> =>
+    slots.reads.run(async () => {
+      if (stamped) throw new StampedMember();
+      const entry = byKey.get(m.key);
+      if (!entry) throw new StagedObjectLostError(m.key, 'not among the covered objects of its shard');
+      const { body, text } = await verifyStagedObject(s3, bucket, entry);
+      if (mayHoldStagedTime(text)) stamped = true;
+      if (stamped) throw new StampedMember();
+      return body;
+    });
+  const source = { ...ref, shard };
+  try {
+    const built = await mapLimit(mergedGroups(objects, parts.limits), slots.builds.size, (group) =>
+      slots.builds.run(() => buildGroup(parts, ref, mergedKeyOf(source, group), group, read)),
+    );
+    return built.flat();
+  } catch (error) {
+    if (error instanceof StampedMember) return undefined;
+    throw error;
+  }
+}
+
+/** One group's objects as slices of its merged object, its candidate written. */
+async function buildGroup(
+  parts: PlanParts,
+  ref: CandidateRef,
+  finalKey: string,
+  group: MergedGroup,
+  read: (m: StagedMember) => Promise<Buffer>,
+): Promise<PlannedObject[]> {
+  const bodies: Buffer[] = [];
+  for (const object of group.objects) {
+    bodies.push(Buffer.concat(await mapLimit(object.members, parts.concurrency, read)));
+  }
+  const recordCount = group.objects.reduce((sum, o) => sum + o.recordCount, 0);
+  const candidate = await writeCandidate(
+    parts.clients.s3,
+    parts.settings.bucket,
+    ref,
+    { recordCount },
+    Buffer.concat(bodies),
+  );
+  let start = 0;
+  return group.objects.map((object, index) => {
+    const body = bodies[index]!;
+    const slice = { start, bytes: body.length, sha256: createHash('sha256').update(body).digest('hex') };
+    start += body.length;
+    return { ...object, finalKey, candidate, slice };
+  });
+}
