@@ -8,8 +8,9 @@ import { describe, expect, it } from 'vitest';
 import { checkpointDataFiles, PublishDataFileError } from '../../shared/coordinator/publish/data-files.ts';
 import { publishedTable } from '../../shared/coordinator/publish/target.ts';
 import { tableLayout } from '../../shared/iceberg/append.ts';
-import { finalObjectKey, mergedObjectKey } from '../../shared/sink/layout.ts';
+import { finalObjectKey } from '../../shared/sink/layout.ts';
 import type { Manifest, ManifestFile } from '../../shared/sink/manifest.ts';
+import { mergedKey } from '../support/merged.ts';
 
 const PIPELINE = 'orders-pl';
 const LAYOUT = tableLayout(
@@ -21,7 +22,7 @@ const LAYOUT = tableLayout(
 );
 
 const merged = (stream: 'output' | 'deadletter', checkpointId = 4, pipeline = PIPELINE) =>
-  mergedObjectKey(pipeline, { stream, checkpointId, attempt: 1, shard: 0, index: 0, gzip: true });
+  mergedKey(pipeline, { stream, checkpointId });
 
 function slice(
   key: string,

@@ -16,14 +16,21 @@ import {
   tilingProblems,
 } from '../../shared/sink/entry-bytes.ts';
 import type { KeyedObjects } from '../../shared/sink/folder-objects.ts';
-import { finalObjectKey, mergedObjectKey } from '../../shared/sink/layout.ts';
+import { finalObjectKey, parseMergedObjectKey } from '../../shared/sink/layout.ts';
 import type { ManifestFile } from '../../shared/sink/manifest.ts';
 import { encodeNdjson } from '../../shared/sink/ndjson.ts';
 import { getBytes } from '../../shared/sink/objects.ts';
 import { CommittedFileError, readCommitted } from '../../shared/sink/reader.ts';
 import { listKeys, type ProblemKind, readFinalRows, verifySink } from '../../shared/sink/verify.ts';
 import { freshResources, uniqueName } from '../support/aws.ts';
-import { buildMerged, type MergedObject, putManifest, putObject, sha256Of } from '../support/merged.ts';
+import {
+  buildMerged,
+  type MergedObject,
+  mergedKey,
+  putManifest,
+  putObject,
+  sha256Of,
+} from '../support/merged.ts';
 
 let clients: AwsClients;
 let bucket: string;
@@ -488,14 +495,7 @@ describe('eos verify over slices', () => {
       {},
     );
     await clients.s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: b.key }));
-    const stray = mergedObjectKey(pipeline, {
-      stream: 'output',
-      checkpointId: 2,
-      attempt: 1,
-      shard: 3,
-      index: 0,
-      gzip: true,
-    });
+    const stray = mergedKey(pipeline, { stream: 'output', checkpointId: 2, shard: 3 });
     await put(stray, a.body);
     const result = await verifySink({ s3: clients.s3, bucket, pipeline });
     expect(kinds(result.problems)).toEqual([
@@ -516,20 +516,15 @@ describe('eos verify over slices', () => {
 
   it('readFinalRows gives each row of a slice its entry lane', async () => {
     const pipeline = uniqueName('pl');
-    const merged = buildMerged(pipeline, { stream: 'output', checkpointId: 1 }, [
+    const live = buildMerged(pipeline, { stream: 'output', checkpointId: 1 }, [
       { partition: 0, offsets: [0, 1] },
-      { topic: 'orders~1', partition: 0, offsets: [0] },
     ]);
-    await write(merged);
-    await putManifest(
-      clients.s3,
-      bucket,
-      pipeline,
-      1,
-      merged.entries,
-      { 'orders#0': 1, 'orders~1#0': 0 },
-      {},
-    );
+    const epoch = buildMerged(pipeline, { stream: 'output', checkpointId: 1, topic: 'orders~1', index: 1 }, [
+      { partition: 0, offsets: [0] },
+    ]);
+    await Promise.all([write(live), write(epoch)]);
+    const cut = { 'orders#0': 1, 'orders~1#0': 0 };
+    await putManifest(clients.s3, bucket, pipeline, 1, [...live.entries, ...epoch.entries], cut, {});
     expect((await verifySink({ s3: clients.s3, bucket, pipeline })).problems).toEqual([]);
     const rows = await readFinalRows({ s3: clients.s3, bucket, pipeline });
     expect(rows.map((row) => `${row.topic}@${(row.row.source as { offset: number }).offset}`)).toEqual([
@@ -537,5 +532,22 @@ describe('eos verify over slices', () => {
       'orders@1',
       'orders~1@0',
     ]);
+  });
+
+  // Only for a layout whose merged keys name their lane (`topic=<lane>/checkpoint=<N>/…`).
+  const lanesInKeys =
+    (parseMergedObjectKey('pl', mergedKey('pl', { stream: 'output', checkpointId: 1 })) as { topic?: string })
+      ?.topic !== undefined;
+  it.runIf(lanesInKeys)('finds a slice of another lane than its key names', async () => {
+    const { pipeline, merged, cut } = await oneObject();
+    const entries = [merged.entries[0]!, { ...merged.entries[1]!, topic: 'orders~1' }, merged.entries[2]!];
+    await putManifest(clients.s3, bucket, pipeline, 1, entries, { ...cut, 'orders~1#1': 2 }, {});
+    const result = await verifySink({ s3: clients.s3, bucket, pipeline });
+    expect(result.problems.find((p) => p.kind === 'foreign-key')?.message).toMatch(
+      /merged object of lane orders, listed as a slice of orders~1/,
+    );
+    await expect(readAll(pipeline)).rejects.toThrow(
+      /merged object of lane orders, listed as a slice of orders~1/,
+    );
   });
 });

@@ -15,7 +15,6 @@ import { getBytes } from '../../shared/sink/objects.ts';
 
 /** One range of a merged object: a partition's rows at `offsets` (the row's lineage names `orders` by default). */
 export interface SlicePart {
-  readonly topic?: string;
   readonly partition: number;
   readonly offsets: readonly number[];
   /** The entry's range; default the first and last offset. */
@@ -34,8 +33,8 @@ export interface MergedObject {
 export const sha256Of = (body: Uint8Array): string => createHash('sha256').update(body).digest('hex');
 
 /** The rows of a part: `{ source: { topic, partition, offset }, orderId, ...extra }`. */
-export function partRows(part: SlicePart): Record<string, unknown>[] {
-  const lineageTopic = (part.topic ?? 'orders').split('~')[0]!;
+export function partRows(part: SlicePart, lane = 'orders'): Record<string, unknown>[] {
+  const lineageTopic = lane.split('~')[0]!;
   return part.offsets.map((offset) => ({
     source: { topic: lineageTopic, partition: part.partition, offset },
     orderId: `o${part.partition}-${offset}`,
@@ -43,24 +42,34 @@ export function partRows(part: SlicePart): Record<string, unknown>[] {
   }));
 }
 
-/** Builds (does not write) a merged object of `parts` and its slice entries. */
-export function buildMerged(
-  pipeline: string,
-  name: Partial<MergedObjectName> & { readonly stream: Stream; readonly checkpointId: number },
-  parts: readonly SlicePart[],
-): MergedObject {
-  const full: MergedObjectName = { attempt: 1, shard: 0, index: 0, gzip: true, ...name };
-  const key = mergedObjectKey(pipeline, full);
+/** What names a merged object here: its stream and checkpoint, the rest defaulted (attempt 1, shard 0, …). */
+export type MergedName = Partial<MergedObjectName> & {
+  readonly stream: Stream;
+  readonly checkpointId: number;
+  /** The lane its slices belong to, for a layout whose merged keys name one; default `orders`. */
+  readonly topic?: string;
+};
+
+/** A merged object's key: attempt 1, shard 0, index 0, gzip, lane `orders` unless `name` says otherwise. */
+export function mergedKey(pipeline: string, name: MergedName): string {
+  const full = { attempt: 1, shard: 0, index: 0, gzip: true, topic: 'orders', ...name };
+  return mergedObjectKey(pipeline, full as MergedObjectName);
+}
+
+/** Builds (does not write) a merged object of `parts` (all of one lane: `name.topic`) and its slice entries. */
+export function buildMerged(pipeline: string, name: MergedName, parts: readonly SlicePart[]): MergedObject {
+  const full = { gzip: true, topic: 'orders', ...name };
+  const key = mergedKey(pipeline, full);
   const bodies: Buffer[] = [];
   const entries: ManifestFile[] = [];
   let at = 0;
   for (const part of parts) {
-    const encoded = encodeNdjson(partRows(part), full.gzip);
+    const encoded = encodeNdjson(partRows(part, full.topic), full.gzip);
     const [firstOffset, lastOffset] = part.range ?? [part.offsets[0]!, part.offsets.at(-1)!];
     entries.push({
       key,
       stream: full.stream,
-      topic: part.topic ?? 'orders',
+      topic: full.topic,
       partition: part.partition,
       firstOffset,
       lastOffset,
@@ -104,8 +113,8 @@ export async function putManifest(
 }
 
 /**
- * Rewrites committed checkpoint `checkpointId` (NDJSON entries only) into merged objects, one per stream (shard 0,
- * index 0): each entry's bytes, as committed, become its slice, in manifest order; the per-partition objects are
+ * Rewrites committed checkpoint `checkpointId` (NDJSON entries only) into merged objects, one per stream and lane
+ * (shard 0): each entry's bytes, as committed, become its slice, in manifest order; the per-partition objects are
  * deleted and the manifest rewritten to list the slices. Returns the merged keys.
  */
 export async function mergeCommittedCheckpoint(
@@ -116,23 +125,18 @@ export async function mergeCommittedCheckpoint(
 ): Promise<string[]> {
   const manifest = await new ManifestStore(s3, bucket, pipeline).read(checkpointId);
   if (!manifest) throw new Error(`no manifest ${checkpointId}`);
-  const merged = new Map<Stream, { key: string; bodies: Buffer[]; at: number }>();
+  const merged = new Map<string, { key: string; bodies: Buffer[]; at: number }>();
   const files: ManifestFile[] = [];
   for (const file of manifest.files) {
     if (file.key.endsWith('.parquet')) throw new Error('merged objects are NDJSON only');
-    let target = merged.get(file.stream);
+    // One object a stream and lane (a layout whose merged keys name the lane needs that; one that does not takes it).
+    const group = `${file.stream} ${file.topic}`;
+    let target = merged.get(group);
     if (!target) {
       const gzip = file.key.endsWith('.gz');
-      const key = mergedObjectKey(pipeline, {
-        stream: file.stream,
-        checkpointId,
-        attempt: 1,
-        shard: 0,
-        index: 0,
-        gzip,
-      });
-      target = { key, bodies: [], at: 0 };
-      merged.set(file.stream, target);
+      const name = { stream: file.stream, topic: file.topic, checkpointId, index: merged.size, gzip };
+      target = { key: mergedKey(pipeline, name), bodies: [], at: 0 };
+      merged.set(group, target);
     }
     const body = await getBytes(s3, bucket, file.key);
     if (!body) throw new Error(`${file.key} is missing`);
