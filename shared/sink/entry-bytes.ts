@@ -6,7 +6,7 @@
  * merged object once and cuts its slices locally ({@link groupByObject}, {@link cutSlice}, {@link splitSlices}).
  *
  * What a slice entry must be before anything is read ({@link sliceEntryProblem}): its key a merged key of this
- * pipeline, of the entry's stream (and lane, when the key names one), naming the checkpoint of the manifest that
+ * pipeline, of the entry's stream and lane, naming the checkpoint of the manifest that
  * lists it (all of a merged object's slices are listed by that one manifest); `sliceStart` a non-negative integer, `bytes` a positive one; NDJSON.
  * Whether the slices tile their object (no gap, no overlap, nothing past the last) is checked where the whole
  * object is read: {@link tilingProblems}. A whole entry's key is checked by its reader as before (`parseFinalKey`),
@@ -77,10 +77,9 @@ export function sliceKeyProblem(
   if (name === undefined) return `is listed as a slice but is not a merged final key of pipeline ${pipeline}`;
   if (name.stream !== file.stream)
     return `is a merged ${name.stream} object, listed as a ${file.stream} slice`;
-  // A key that names a lane (`topic=<lane>/` in the merged path) holds that lane's slices only.
-  const lane = (name as { readonly topic?: string }).topic;
-  if (lane !== undefined && lane !== file.topic) {
-    return `is a merged object of lane ${lane}, listed as a slice of ${file.topic}`;
+  // A merged object holds one lane's slices: the one its key names (`topic=<lane>/`).
+  if (name.topic !== file.topic) {
+    return `is a merged object of lane ${name.topic}, listed as a slice of ${file.topic}`;
   }
   if (name.checkpointId !== checkpointId) {
     return `is a merged object of checkpoint ${name.checkpointId}, listed as a slice by checkpoint ${checkpointId}'s manifest`;

@@ -1,17 +1,15 @@
 /**
  * Merged final objects built by hand for the readers' tests (`shared/sink/entry-bytes.ts`): several partitions'
  * ranges, each its own NDJSON (gzip) stream, concatenated into one object at `mergedObjectKey`, and the manifest
- * entries that list each range as a slice of it (`sliceStart`). Also rewrites a checkpoint a real run committed into
- * that layout, so a reader can be run on merged objects of real rows.
+ * entries that list each range as a slice of it (`sliceStart`).
  */
 import { createHash } from 'node:crypto';
-import { DeleteObjectCommand, PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import { PutObjectCommand, type S3Client } from '@aws-sdk/client-s3';
 import type { Stream } from '../../shared/ledger/layout.ts';
 import { type MergedObjectName, manifestKey, mergedObjectKey } from '../../shared/sink/layout.ts';
 import type { Manifest, ManifestFile } from '../../shared/sink/manifest.ts';
-import { encodeManifest, ManifestStore } from '../../shared/sink/manifest-store.ts';
+import { encodeManifest } from '../../shared/sink/manifest-store.ts';
 import { encodeNdjson } from '../../shared/sink/ndjson.ts';
-import { getBytes } from '../../shared/sink/objects.ts';
 
 /** One range of a merged object: a partition's rows at `offsets` (the row's lineage names `orders` by default). */
 export interface SlicePart {
@@ -46,14 +44,13 @@ export function partRows(part: SlicePart, lane = 'orders'): Record<string, unkno
 export type MergedName = Partial<MergedObjectName> & {
   readonly stream: Stream;
   readonly checkpointId: number;
-  /** The lane its slices belong to, for a layout whose merged keys name one; default `orders`. */
+  /** The lane its slices belong to (the key names it); default `orders`. */
   readonly topic?: string;
 };
 
 /** A merged object's key: attempt 1, shard 0, index 0, gzip, lane `orders` unless `name` says otherwise. */
 export function mergedKey(pipeline: string, name: MergedName): string {
-  const full = { attempt: 1, shard: 0, index: 0, gzip: true, topic: 'orders', ...name };
-  return mergedObjectKey(pipeline, full as MergedObjectName);
+  return mergedObjectKey(pipeline, { attempt: 1, shard: 0, index: 0, gzip: true, topic: 'orders', ...name });
 }
 
 /** Builds (does not write) a merged object of `parts` (all of one lane: `name.topic`) and its slice entries. */
@@ -110,42 +107,4 @@ export async function putManifest(
   };
   await putObject(s3, bucket, manifestKey(pipeline, checkpointId), encodeManifest(manifest));
   return manifest;
-}
-
-/**
- * Rewrites committed checkpoint `checkpointId` (NDJSON entries only) into merged objects, one per stream and lane
- * (shard 0): each entry's bytes, as committed, become its slice, in manifest order; the per-partition objects are
- * deleted and the manifest rewritten to list the slices. Returns the merged keys.
- */
-export async function mergeCommittedCheckpoint(
-  s3: S3Client,
-  bucket: string,
-  pipeline: string,
-  checkpointId: number,
-): Promise<string[]> {
-  const manifest = await new ManifestStore(s3, bucket, pipeline).read(checkpointId);
-  if (!manifest) throw new Error(`no manifest ${checkpointId}`);
-  const merged = new Map<string, { key: string; bodies: Buffer[]; at: number }>();
-  const files: ManifestFile[] = [];
-  for (const file of manifest.files) {
-    if (file.key.endsWith('.parquet')) throw new Error('merged objects are NDJSON only');
-    // One object a stream and lane (a layout whose merged keys name the lane needs that; one that does not takes it).
-    const group = `${file.stream} ${file.topic}`;
-    let target = merged.get(group);
-    if (!target) {
-      const gzip = file.key.endsWith('.gz');
-      const name = { stream: file.stream, topic: file.topic, checkpointId, index: merged.size, gzip };
-      target = { key: mergedKey(pipeline, name), bodies: [], at: 0 };
-      merged.set(group, target);
-    }
-    const body = await getBytes(s3, bucket, file.key);
-    if (!body) throw new Error(`${file.key} is missing`);
-    files.push({ ...file, key: target.key, sliceStart: target.at });
-    target.bodies.push(body);
-    target.at += body.length;
-    await s3.send(new DeleteObjectCommand({ Bucket: bucket, Key: file.key }));
-  }
-  for (const { key, bodies } of merged.values()) await putObject(s3, bucket, key, Buffer.concat(bodies));
-  await putObject(s3, bucket, manifestKey(pipeline, checkpointId), encodeManifest({ ...manifest, files }));
-  return [...merged.values()].map(({ key }) => key);
 }
