@@ -176,7 +176,7 @@ async function fetchSlicesChecked(
     if (bytes !== entry.bytes || sha256 !== entry.sha256) {
       throw new CommittedFileError(
         key,
-        `does not match its manifest at the slice ${span!.start}-${span!.end - 1} (${bytes} bytes, SHA-256 ${sha256}; the manifest says ${entry.bytes} bytes, ${entry.sha256})`,
+        `does not match its manifest (${bytes} bytes, SHA-256 ${sha256}; the manifest says ${entry.bytes} bytes, ${entry.sha256} for its slice at ${span!.start}-${span!.end - 1})`,
       );
     }
   });

@@ -4,7 +4,7 @@
  * directory, with DuckDB as the engine. Counts are checked against the run's own report and against the
  * exported files read independently (gunzip and JSON.parse), never against the query itself.
  */
-import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
@@ -136,6 +136,8 @@ describe('eos query over a local run', () => {
     await clients.s3.send(new PutObjectCommand({ Bucket: bucket, Key: key, Body: body }));
     const planted = mkdtempSync(join(tmpdir(), 'eos-query-planted-'));
     cpSync(exportDir, planted, { recursive: true });
+    // Its folder may not exist in the export (merged final objects sit elsewhere).
+    mkdirSync(join(planted, 'bucket', ...key.split('/').slice(0, -1)), { recursive: true });
     writeFileSync(join(planted, 'bucket', ...key.split('/')), body);
     // The plant is where a prefix listing would pick it up.
     expect(exportedRows(planted, 'output')).toHaveLength(report.records.committed + 1);

@@ -1,8 +1,8 @@
 /**
  * Redrive reads committed dead letters from slices of merged final objects (`shared/sink/entry-bytes.ts`): a real
- * run commits dead letters, its checkpoint is rewritten into merged objects (`test/support/merged.ts`: each
- * entry's committed bytes become a slice, the per-partition objects are gone), and the redrive finds every dead
- * letter there, sends each fixed record once, and the result reads and verifies as exactly-once.
+ * run commits dead letters into merged objects (`finalObjects: merged`, the coordinator's own promote), and the
+ * redrive finds every dead letter in their slices, sends each fixed record once, and the result reads and verifies
+ * as exactly-once.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import { createProcessor } from '../../shared/processor/processor.ts';
@@ -13,7 +13,6 @@ import { builtinTransform } from '../../shared/transforms/registry.ts';
 import type { Transform } from '../../shared/transforms/types.ts';
 import { freshResources, settingsIn, type TestResources } from '../support/aws.ts';
 import { checkpoint } from '../support/checkpoint-steps.ts';
-import { mergeCommittedCheckpoint } from '../support/merged.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 
 let res: TestResources;
@@ -34,19 +33,21 @@ const buggy: Transform = {
 
 describe('redrive over slices of merged objects', () => {
   it('finds every dead letter in the slices and sends each fixed record once', async () => {
-    const settings = settingsIn(res, 'rdm');
+    const settings = settingsIn(res, 'rdm', { finalObjects: 'merged' });
     const source = { s3: res.clients.s3, bucket: settings.bucket, pipeline: settings.pipelineId };
     await createProcessor({ settings, clients: res.clients, transform: buggy }).processEvent(
       mskEvent([...orderRecords(0, 0, 20), ...orderRecords(1, 0, 20)]),
     );
     await checkpoint(res, settings);
-    const merged = await mergeCommittedCheckpoint(res.clients.s3, settings.bucket, settings.pipelineId, 1);
-    expect(merged).toHaveLength(2);
-    const sliced = [];
-    for await (const manifest of readManifests(source)) sliced.push(...manifest.files);
-    expect(
-      sliced.filter((file) => file.stream === 'deadletter').map((file) => file.sliceStart !== undefined),
-    ).toEqual([true, true]);
+    const listed = async () => {
+      const files = [];
+      for await (const manifest of readManifests(source)) files.push(...manifest.files);
+      return files;
+    };
+    // Both partitions' dead letters are slices of one merged object.
+    const dead = (await listed()).filter((file) => file.stream === 'deadletter');
+    expect(dead.map((file) => file.sliceStart !== undefined)).toEqual([true, true]);
+    expect(new Set(dead.map((file) => file.key)).size).toBe(1);
 
     const report = await redrive({ settings, clients: res.clients, transform: orders });
     expect(report.partitions.map((p) => [p.lane, p.partition, p.outcome, p.sent])).toEqual([
@@ -66,6 +67,7 @@ describe('redrive over slices of merged objects', () => {
     );
     expect(output.sort()).toEqual(expected.sort());
     expect((await verifySink(source)).problems).toEqual([]);
+    expect((await listed()).every((file) => file.sliceStart !== undefined)).toBe(true);
     // A second run finds every dead letter redriven (read from the slices again): nothing is sent.
     const again = await redrive({ settings, clients: res.clients, transform: orders });
     expect(again.partitions.map((p) => [p.outcome, p.sent])).toEqual([
