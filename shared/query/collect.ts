@@ -74,7 +74,10 @@ function localPlace(
     // A slice is NDJSON, gzip by the merged key's extension; merged objects sit in no time folder.
     const merged = parseMergedObjectKey(pipeline, entry.key);
     if (merged === undefined) {
-      throw new CommittedFileError(entry.key, `is not a merged final key of pipeline ${pipeline}`);
+      throw new CommittedFileError(
+        entry.key,
+        `is not the final data key of a merged object of pipeline ${pipeline}`,
+      );
     }
     return { format: 'ndjson', encoding: merged.gzip ? 'ndjson.gz' : 'ndjson' };
   }

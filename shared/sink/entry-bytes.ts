@@ -74,7 +74,8 @@ export function sliceKeyProblem(
   file: ManifestFile,
 ): string | undefined {
   const name = parseMergedObjectKey(pipeline, String(file.key));
-  if (name === undefined) return `is listed as a slice but is not a merged final key of pipeline ${pipeline}`;
+  if (name === undefined)
+    return `is listed as a slice but is not the final data key of a merged object of pipeline ${pipeline}`;
   if (name.stream !== file.stream)
     return `is a merged ${name.stream} object, listed as a ${file.stream} slice`;
   // A merged object holds one lane's slices: the one its key names (`topic=<lane>/`).

@@ -101,9 +101,9 @@ describe('checkpointDataFiles with slices of merged objects', () => {
     [
       'a merged object of another pipeline',
       slice(merged('output', 4, 'other'), 0, 0),
-      /not a merged final key/,
+      /not the final data key of a merged object/,
     ],
-    ['a per-partition final key', slice(parquet.key, 7, 0), /not a merged final key/],
+    ['a per-partition final key', slice(parquet.key, 7, 0), /not the final data key of a merged object/],
     ['a slice claiming to be Parquet', slice(merged('output'), 0, 0, { format: 'parquet' }), /parquet slice/],
   ])('refuses the checkpoint for a slice of %s, in one line', (_what, bad, message) => {
     expect(() => checkpointDataFiles(manifest([parquet, bad]), 'bkt', LAYOUT)).toThrow(PublishDataFileError);

@@ -271,7 +271,7 @@ describe('the committed reader over slices', () => {
           await write(other);
           return other.entries;
         },
-        /is not a merged final key of pipeline/,
+        /is not the final data key of a merged object of pipeline/,
       ],
       [
         'a slice of the other stream',
