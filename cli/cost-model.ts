@@ -307,7 +307,7 @@ export function trafficOf(counts: CostCounts, input: CostInput): Traffic {
  * Merged final objects (`coordinator/promote/merged-plan.ts`): each shard packs its partition objects whole, in
  * order, into objects of at most the promotion limits' bytes and members, so as many fit one as fit by both.
  */
-function mergedObjectCount(
+export function mergedObjectCount(
   partitionObjects: number,
   shards: number,
   each: { bytes: number; members: number; limits: CostCounts['promotionLimits'] },

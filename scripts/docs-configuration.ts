@@ -134,7 +134,9 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   outputFormat:
     "Final objects of the `output` stream: `ndjson` (gzip per `gzip`) or `parquet` (the transform's columns, then the lineage struct `source`; needs `outputColumns`). Dead letters stay NDJSON. See [output.md](output.md).",
   timePartitioning:
-    'Hive-style time folders of final objects by record time, UTC: `none` (`topic=/partition=` folders, as before), `day` (`dt=YYYY-MM-DD/`) or `hour` (`dt=YYYY-MM-DD/hour=HH/`). Each checkpoint writes at most one file per folder, Kafka partition and stream (a size/row limit splits larger ones).',
+    'Hive-style time folders of final objects by record time, UTC: `none` (no time folders: see `finalObjects`), `day` (`dt=YYYY-MM-DD/`) or `hour` (`dt=YYYY-MM-DD/hour=HH/`). Each checkpoint writes at most one file per folder, Kafka partition and stream (a size/row limit splits larger ones).',
+  finalObjects:
+    'How NDJSON final objects without time folders are cut: `merged`, about one object per checkpoint shard (64 partitions), lane and stream, each partition range a slice the manifest lists (`sliceStart`), so a checkpoint pays a PUT and a COPY per object, not per partition; or `partition`, one object per partition at `topic=<t>/partition=<p>/`, for readers that list those folders. Parquet and time folders are always per partition. See [output.md](output.md#how-many-files-a-day).',
   timeField:
     "The output column (a `timestamp` or `long` column of `outputColumns`, milliseconds) whose value is a row's record time; unset, or null in a row: the record's Kafka timestamp. Needs `timePartitioning`.",
   outputColumns:

@@ -31,6 +31,7 @@ import {
   filesPerPartition,
   MONTH_SECONDS,
   meanOverCycle,
+  mergedObjectCount,
   monthlyCost,
   trafficOf,
 } from '../../cli/cost-model.ts';
@@ -109,8 +110,14 @@ describe('checkpoint counts', () => {
     for (const spec of unseen) {
       const m = await measureCheckpoint(base, spec);
       expect(m.status).toBe('committed');
+      // Each partition's files cut by the member limit, then packed whole into each shard's merged objects.
+      const each = Math.ceil(spec.filesPerPartition / (spec.maxMembers ?? 2000));
       expect(m.shape.finalObjects).toBe(
-        spec.partitions * Math.ceil(spec.filesPerPartition / (spec.maxMembers ?? 2000)),
+        mergedObjectCount(spec.partitions * each, m.shape.shards, {
+          bytes: 1,
+          members: spec.filesPerPartition / each,
+          limits: { ...shipped.promotionLimits, ...(spec.maxMembers ? { maxMembers: spec.maxMembers } : {}) },
+        }),
       );
       expect(predicted(fit, m)).toEqual(pick(m));
     }
