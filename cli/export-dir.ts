@@ -4,6 +4,7 @@
  * gone. The folder's manifest log is checked as a bucket's is (`shared/query/sources.ts`).
  */
 import { InvalidArgumentError } from 'commander';
+import type { ByteSpan } from '../shared/sink/entry-bytes.ts';
 import type { CommittedObjects } from '../shared/sink/reader.ts';
 import type { OperatorEnvironment } from './environment.ts';
 
@@ -28,14 +29,13 @@ export function readLocation(
 export async function exportDirObjects(dir: string, pipeline: string): Promise<CommittedObjects> {
   const { exportDirectorySource } = await import('../shared/query/sources.ts');
   const source = exportDirectorySource(dir, pipeline);
-  return {
-    manifests: () => source.manifests(),
-    bytes: async (key) => {
-      const stream = await source.open(key);
-      if (stream === undefined) return undefined;
-      const chunks: Buffer[] = [];
-      for await (const chunk of stream) chunks.push(chunk as Buffer);
-      return Buffer.concat(chunks);
-    },
+  const read = async (key: string, span?: ByteSpan): Promise<Buffer | undefined> => {
+    const stream = await source.open(key, span);
+    if (stream === undefined) return undefined;
+    const chunks: Buffer[] = [];
+    for await (const chunk of stream) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks);
   };
+  // A slice of a merged object is read alone, as from a bucket by a ranged GET.
+  return { manifests: () => source.manifests(), bytes: (key) => read(key), range: read };
 }

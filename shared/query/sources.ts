@@ -8,6 +8,7 @@ import { createReadStream, existsSync, readdirSync, readFileSync } from 'node:fs
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { GetObjectCommand, type S3Client } from '@aws-sdk/client-s3';
+import type { ByteSpan } from '../sink/entry-bytes.ts';
 import { FINAL_DIR, manifestKey, manifestsPrefix } from '../sink/layout.ts';
 import type { Manifest } from '../sink/manifest.ts';
 import { ManifestLogError, ManifestStore } from '../sink/manifest-store.ts';
@@ -19,17 +20,21 @@ export interface CommittedSource {
   readonly description: string;
   /** Every manifest in id order, gap-free from 1 and each naming the previous one (else `ManifestLogError`). */
   manifests(): AsyncIterable<Manifest>;
-  /** The bytes of a key a manifest lists, as a stream; `undefined` when there is no such object. */
-  open(key: string): Promise<Readable | undefined>;
+  /**
+   * The bytes of a key a manifest lists, as a stream (only bytes [span.start, span.end) when a span is given, fewer
+   * when the object ends first); `undefined` when there is no such object.
+   */
+  open(key: string, span?: ByteSpan): Promise<Readable | undefined>;
 }
 
 export function bucketSource(s3: S3Client, bucket: string, pipeline: string): CommittedSource {
   return {
     description: `s3://${bucket}/${pipeline}`,
     manifests: () => new ManifestStore(s3, bucket, pipeline).all(),
-    open: async (key) => {
+    open: async (key, span) => {
       try {
-        const response = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key }));
+        const range = span ? { Range: `bytes=${span.start}-${span.end - 1}` } : {};
+        const response = await s3.send(new GetObjectCommand({ Bucket: bucket, Key: key, ...range }));
         return response.Body as Readable;
       } catch (error) {
         if (isNotFound(error)) return undefined;
@@ -56,11 +61,11 @@ export function exportDirectorySource(dir: string, pipeline: string): CommittedS
   return {
     description: dir,
     manifests: () => directoryManifests(root, manifestsDir, pipeline),
-    open: async (key) => {
+    open: async (key, span) => {
       const path = join(root, ...key.split('/'));
       // Keys are final data keys checked by the caller (no `..`, no other prefix); refuse anything else anyway.
       if (!key.startsWith(`${pipeline}/${FINAL_DIR}/`) || !existsSync(path)) return undefined;
-      return createReadStream(path);
+      return createReadStream(path, span ? { start: span.start, end: span.end - 1 } : {});
     },
   };
 }
