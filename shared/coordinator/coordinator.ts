@@ -381,7 +381,8 @@ class CheckpointCoordinator implements Coordinator {
       shard: input.shard,
       files,
     });
-    return { shard: input.shard, count: files.length };
+    // Final objects, not manifest entries: a merged object's slices are one object.
+    return { shard: input.shard, count: new Set(files.map((file) => file.key)).size };
   }
 
   /** The plan `shard` voted for, digest-checked (`promote/voted-plan.ts`). */
@@ -416,7 +417,7 @@ class CheckpointCoordinator implements Coordinator {
     return {
       checkpointId: record.checkpointId,
       begunAt: record.begunAt,
-      files: files.length,
+      files: new Set(files.map((file) => file.key)).size,
       records: files.reduce((sum, file) => sum + file.recordCount, 0),
       ...(await commitLatency(this.parts, record, committedAt, manifest && oldestOfPlans(plans))),
     };

@@ -80,6 +80,7 @@ export interface CommitOutput {
   readonly checkpointId: number;
   /** When the checkpoint began (epoch ms): its duration is measured from here. */
   readonly begunAt: number;
+  /** Final objects the manifest lists (a merged object once, however many slices). */
   readonly files: number;
   readonly records: number;
   /**
