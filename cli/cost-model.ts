@@ -23,6 +23,25 @@
  * (the default) pack a shard's partition objects whole into objects of the same limits.
  */
 
+import {
+  type CheckpointLayout,
+  type CheckpointShape,
+  type CostInput,
+  MONTH_SECONDS,
+  type Traffic,
+  trafficOf,
+} from './cost-traffic.ts';
+
+export {
+  type CheckpointLayout,
+  type CheckpointShape,
+  type CostInput,
+  MONTH_SECONDS,
+  mergedObjectCount,
+  type Traffic,
+  trafficOf,
+} from './cost-traffic.ts';
+
 /** How a count grows with the size of a batch. */
 export interface BatchTerms {
   readonly fixed: number;
@@ -36,13 +55,6 @@ export interface CheckpointTerms {
   readonly perPartition: number;
   readonly perStagedFile: number;
   readonly perFinalObject: number;
-}
-
-export interface CheckpointShape {
-  readonly shards: number;
-  readonly partitions: number;
-  readonly stagedFiles: number;
-  readonly finalObjects: number;
 }
 
 export interface ProcessorCounts {
@@ -119,7 +131,7 @@ export interface Prices {
 }
 
 /** What the benchmark measured, as shipped with the package. */
-export interface CostCounts {
+export interface CostCounts extends CheckpointLayout {
   readonly measuredAt: string;
   readonly by: string;
   /** The stack's defaults, read from its configuration. */
@@ -130,14 +142,6 @@ export interface CostCounts {
     readonly processorMemoryMb: number;
     readonly coordinatorMemoryMb: number;
     readonly monitorMemoryMb: number;
-  };
-  readonly maxShards: number;
-  /** Partitions that moved per shard before a checkpoint gets another (the coordinator's `PARTITIONS_PER_SHARD`). */
-  readonly partitionsPerShard: number;
-  readonly promotionLimits: {
-    readonly maxObjectBytes: number;
-    readonly maxMembers: number;
-    readonly maxObjectRows: number;
   };
   /** The benchmark workload's pool of state keys: at most this many distinct keys per batch, by default. */
   readonly stateKeys: number;
@@ -154,24 +158,6 @@ export interface CostCounts {
   readonly prices: Prices;
 }
 
-export interface CostInput {
-  readonly recordsPerSecond: number;
-  readonly recordBytes: number;
-  readonly partitions: number;
-  readonly checkpointIntervalMinutes: number;
-  readonly batchingWindowSeconds: number;
-  readonly batchSize: number;
-  /** Distinct state keys a batch can touch (0: a transform without keyed state). */
-  readonly stateKeys: number;
-  /** Managed Flink KPUs; default from the assumed throughput per KPU. */
-  readonly flinkKpus?: number;
-  /**
-   * How NDJSON final objects are cut (the `finalObjects` setting): `merged`, a shard's partition objects packed
-   * into objects of up to the promotion limits; `partition`, one a partition. Default `merged`.
-   */
-  readonly finalObjects?: 'merged' | 'partition';
-}
-
 export interface BillLine {
   readonly item: string;
   readonly quantity: number;
@@ -182,13 +168,6 @@ export interface BillLine {
 export interface Bill {
   readonly lines: readonly BillLine[];
   readonly total: number;
-}
-
-export interface Traffic {
-  readonly batchesPerSecond: number;
-  readonly recordsPerBatch: number;
-  readonly checkpointsPerMonth: number;
-  readonly checkpoint: CheckpointShape;
 }
 
 export interface MonthlyCost {
@@ -202,7 +181,6 @@ export interface MonthlyCost {
   readonly managedFlink: Bill;
 }
 
-export const MONTH_SECONDS = 30 * 24 * 3600;
 const MONTH_HOURS = MONTH_SECONDS / 3600;
 const PUT_CLASS = [
   's3:PutObject',
@@ -257,69 +235,6 @@ export function checkpointCalls(counts: CheckpointCounts, shape: CheckpointShape
     lambdaInvocations: atShape(counts.lambdaInvocations, shape),
     transitions: atShape(counts.transitions, shape),
   };
-}
-
-/** Batches, their size and the shape of a checkpoint at a steady rate (see the module's comment). */
-export function trafficOf(counts: CostCounts, input: CostInput): Traffic {
-  const { recordsPerSecond: rate, partitions, batchingWindowSeconds: window, batchSize } = input;
-  const perPartitionWindow = window > 0 ? partitions / window : Number.POSITIVE_INFINITY;
-  const batchesPerSecond = rate <= 0 ? 0 : Math.max(rate / batchSize, Math.min(perPartitionWindow, rate));
-  const recordsPerBatch = batchesPerSecond > 0 ? rate / batchesPerSecond : 0;
-  const intervalSeconds = input.checkpointIntervalMinutes * 60;
-  const files = batchesPerSecond * intervalSeconds;
-  const touched = Math.min(partitions, files);
-  const limits = counts.promotionLimits;
-  const perPartition = (x: number) => (touched > 0 ? x / touched : 0);
-  const filesEach = perPartition(files);
-  const recordsEach = perPartition(rate * intervalSeconds);
-  const objectsEach =
-    touched > 0
-      ? Math.max(
-          1,
-          Math.ceil(filesEach / limits.maxMembers),
-          Math.ceil(recordsEach / limits.maxObjectRows),
-          Math.ceil((recordsEach * input.recordBytes) / limits.maxObjectBytes),
-        )
-      : 0;
-  const shards = Math.min(counts.maxShards, Math.max(1, Math.ceil(touched / counts.partitionsPerShard)));
-  const partitionObjects = touched * objectsEach;
-  return {
-    batchesPerSecond,
-    recordsPerBatch,
-    checkpointsPerMonth: MONTH_SECONDS / intervalSeconds,
-    checkpoint: {
-      shards,
-      partitions: touched,
-      stagedFiles: files,
-      finalObjects:
-        (input.finalObjects ?? 'merged') === 'merged' && partitionObjects > 0
-          ? mergedObjectCount(partitionObjects, shards, {
-              bytes: (recordsEach * input.recordBytes) / objectsEach,
-              members: filesEach / objectsEach,
-              limits,
-            })
-          : partitionObjects,
-    },
-  };
-}
-
-/**
- * Merged final objects (`coordinator/promote/merged-plan.ts`): each shard packs its partition objects whole, in
- * order, into objects of at most the promotion limits' bytes and members, so as many fit one as fit by both.
- */
-export function mergedObjectCount(
-  partitionObjects: number,
-  shards: number,
-  each: { bytes: number; members: number; limits: CostCounts['promotionLimits'] },
-): number {
-  const fit = Math.max(
-    1,
-    Math.min(
-      Math.floor(each.limits.maxObjectBytes / Math.max(1, each.bytes)),
-      Math.floor(each.limits.maxMembers / Math.max(1, each.members)),
-    ),
-  );
-  return shards * Math.ceil(partitionObjects / shards / fit);
 }
 
 interface Usage {
