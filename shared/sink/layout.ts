@@ -267,8 +267,10 @@ export function mergedObjectKey(pipeline: string, name: MergedObjectName): strin
   return `${finalPrefix(pipeline)}${name.stream}/topic=${name.topic}/checkpoint=${padCheckpointId(name.checkpointId)}/${place}${ndjsonExtension(name.gzip)}`;
 }
 
+// Padding is a floor, not a bound: a shard with more than 9,999 objects of a stream and lane (a vast backlog)
+// still has a key that round-trips, so no producer's volume can leave a plan promote refuses.
 const MERGED_PATH = new RegExp(
-  `^(output|deadletter)\\/topic=(${LANE_PATTERN})\\/checkpoint=(\\d{12})\\/([1-9]\\d{0,5})-(\\d{2})-(\\d{4})\\.ndjson(\\.gz)?$`,
+  `^(output|deadletter)\\/topic=(${LANE_PATTERN})\\/checkpoint=(\\d{12})\\/([1-9]\\d{0,14})-(\\d{2,15})-(\\d{4,15})\\.ndjson(\\.gz)?$`,
 );
 
 /** The name of a merged final key of this pipeline (exactly what {@link mergedObjectKey} writes), else undefined. */

@@ -273,3 +273,24 @@ describe("promote's check of a plan's slices", () => {
     ]);
   });
 });
+
+describe('merged object keys', () => {
+  it('round-trip past their padding (index 10,000 and beyond, shards past 99, attempts in the millions): a vast backlog never makes a key promote refuses', () => {
+    const name = {
+      stream: 'output' as const,
+      topic: 'orders~1',
+      checkpointId: 42,
+      attempt: 1_000_000,
+      shard: 123,
+      index: 10_000,
+      gzip: true,
+    };
+    const key = mergedObjectKey('pl', name);
+    expect(key).toBe('pl/final/output/topic=orders~1/checkpoint=000000000042/1000000-123-10000.ndjson.gz');
+    expect(parseMergedObjectKey('pl', key)).toEqual(name);
+    // Another spelling of the same name is no key of it.
+    expect(parseMergedObjectKey('pl', key.replace('-10000.', '-010000.'))).toBeUndefined();
+    expect(parseMergedObjectKey('pl', key.replace('-123-', '-0123-'))).toBeUndefined();
+    expect(parseMergedObjectKey('other', key)).toBeUndefined();
+  });
+});
