@@ -6,7 +6,7 @@ import type { AwsClients } from '../shared/aws/clients.ts';
 import type { Settings } from '../shared/config/settings.ts';
 import type { Lineage } from '../shared/kafka/record.ts';
 import { epochLaneOf, parseLane } from '../shared/ledger/epochs.ts';
-import { parseFinalKey } from '../shared/sink/layout.ts';
+import { parseFinalKey, parseMergedObjectKey } from '../shared/sink/layout.ts';
 import { readCommitted } from '../shared/sink/reader.ts';
 import { type FinalRow, readFinalRows, type VerifyResult, verifySink } from '../shared/sink/verify.ts';
 import {
@@ -73,9 +73,14 @@ export async function judge(
   const laned = rows.flatMap(({ key, stream, row, topic }) => {
     const source = row.source as { topic: string; partition: number; offset: number } | undefined;
     // Judged per epoch: a row counts under the lane its object names (its own topic in epoch 0); a redriven row
-    // under the lane of the dead letter it redrove, ranked by its round. A merged object's key names no lane: its
-    // slice's manifest entry does.
-    const name = topic ?? parseFinalKey(pipeline, key)?.topic ?? source?.topic ?? '';
+    // under the lane of the dead letter it redrove, ranked by its round. A merged object's key names its lane as
+    // its slices' manifest entries do (an unlisted or wrongly sliced one too).
+    const name =
+      topic ??
+      parseFinalKey(pipeline, key)?.topic ??
+      parseMergedObjectKey(pipeline, key)?.topic ??
+      source?.topic ??
+      '';
     const lane = parseLane(name);
     if (!source || !lane) return [];
     return [{ stream, source: { ...source, topic: epochLaneOf(name) }, round: lane.round ?? 0 }];

@@ -128,6 +128,11 @@ export function assertCommittedKey(pipeline: string, checkpointId: number, file:
 export class ListingCheck {
   /** Every key listed so far, with the checkpoint that listed it. */
   private readonly keys = new Map<string, number>();
+  /**
+   * The offset ranges slices listed so far, by stream, lane and partition: a merged object is never re-encoded nor
+   * in a time folder, so one range of a partition is in one slice only (two keys listing it would yield it twice).
+   */
+  private readonly sliceRanges = new Map<string, Array<readonly [number, number, string]>>();
 
   constructor(private readonly pipeline: string) {}
 
@@ -136,6 +141,7 @@ export class ListingCheck {
     for (const file of manifest.files) {
       assertCommittedKey(this.pipeline, manifest.checkpointId, file);
       const span = sliceSpan(file);
+      if (span !== undefined) this.addSliceRange(file);
       const own = slices.get(file.key);
       if (span !== undefined && own !== undefined) {
         own.push(span);
@@ -147,6 +153,25 @@ export class ListingCheck {
       this.keys.set(file.key, manifest.checkpointId);
       if (span !== undefined) slices.set(file.key, [span]);
     }
+    this.tile(slices);
+  }
+
+  private addSliceRange(file: ManifestFile): void {
+    const where = `${file.stream}#${file.topic}#${file.partition}`;
+    const ranges = this.sliceRanges.get(where) ?? [];
+    const overlapping = ranges.find(([first, last]) => file.firstOffset <= last && first <= file.lastOffset);
+    if (overlapping) {
+      throw new CommittedFileError(
+        file.key,
+        `lists ${file.stream} ${file.topic}/${file.partition} ${file.firstOffset}-${file.lastOffset}, which a slice of ${overlapping[2]} lists too: its rows would be read twice`,
+      );
+    }
+    ranges.push([file.firstOffset, file.lastOffset, file.key]);
+    this.sliceRanges.set(where, ranges);
+  }
+
+  /** The slices one manifest lists of each merged object follow each other from byte 0. */
+  private tile(slices: ReadonlyMap<string, ByteSpan[]>): void {
     for (const [key, spans] of slices) {
       let covered = 0;
       for (const span of spans.sort((a, b) => a.start - b.start)) {

@@ -63,15 +63,19 @@ export async function planMergedShard(
       return body;
     });
   const source = { ...ref, shard };
-  try {
-    const built = await mapLimit(mergedGroups(objects, parts.limits), slots.builds.size, (group) =>
-      slots.builds.run(() => buildGroup(parts, ref, mergedKeyOf(source, group), group, read)),
-    );
-    return built.flat();
-  } catch (error) {
-    if (error instanceof StampedMember) return undefined;
-    throw error;
-  }
+  // Every build settles before this returns (a stray one must not write a candidate after the fallback began).
+  const built = await mapLimit(mergedGroups(objects, parts.limits), slots.builds.size, (group) =>
+    slots.builds
+      .run(() => buildGroup(parts, ref, mergedKeyOf(source, group), group, read))
+      .then(
+        (planned) => ({ planned }),
+        (error: unknown) => ({ error }),
+      ),
+  );
+  const failed = built.find((b) => 'error' in b && !(b.error instanceof StampedMember));
+  if (failed && 'error' in failed) throw failed.error;
+  if (stamped) return undefined;
+  return built.flatMap((b) => ('planned' in b ? b.planned : []));
 }
 
 /** One group's objects as slices of its merged object, its candidate written. */
@@ -82,9 +86,14 @@ async function buildGroup(
   group: MergedGroup,
   read: (m: StagedMember) => Promise<Buffer>,
 ): Promise<PlannedObject[]> {
+  // The group's members read at once (a group of one-file partitions would otherwise read one at a time).
+  const members = group.objects.flatMap((object) => object.members);
+  const memberBodies = await mapLimit(members, parts.concurrency, read);
   const bodies: Buffer[] = [];
+  let next = 0;
   for (const object of group.objects) {
-    bodies.push(Buffer.concat(await mapLimit(object.members, parts.concurrency, read)));
+    bodies.push(Buffer.concat(memberBodies.slice(next, next + object.members.length)));
+    next += object.members.length;
   }
   const recordCount = group.objects.reduce((sum, o) => sum + o.recordCount, 0);
   const candidate = await writeCandidate(

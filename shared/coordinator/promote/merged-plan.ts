@@ -116,7 +116,8 @@ export function mergedKeyOf(source: MergedSource, group: MergedGroup): string {
  * Promote's check of a plan's slices, before anything is written; throws {@link PlanRejectedError}. A sliced object
  * must name a merged key of this pipeline, of its stream, lane and gzip flag, of the plan's checkpoint and attempt (and
  * shard, when given), be concatenated (never re-encoded) and name a candidate; the slices of one key must name the
- * same candidate and tile its bytes exactly, with no gap, overlap or byte past the last. An object without a slice
+ * same candidate and tile its bytes exactly, with no gap, overlap or byte past the last, and no two slices may name
+ * overlapping offsets of one stream, lane and partition. An object without a slice
  * may not name a merged key (`assertPlannedObject` holds it to its per-partition key).
  */
 export function assertMergedSlices(
@@ -156,6 +157,29 @@ export function assertMergedSlices(
     byKey.set(object.finalKey, [...(byKey.get(object.finalKey) ?? []), object]);
   }
   for (const [key, slices] of byKey) assertTiling(key, slices);
+  assertRangesOnce(objects.filter((object) => object.slice !== undefined));
+}
+
+/**
+ * No two slices of a plan name overlapping offsets of one stream, lane and partition: under two merged keys one
+ * range would be committed twice (with one key a partition, the key itself made that a conflict).
+ */
+function assertRangesOnce(slices: readonly PlannedObject[]): void {
+  const seen = new Map<string, PlannedObject[]>();
+  for (const object of slices) {
+    const where = `${object.stream}#${object.topic}#${object.partition}`;
+    const earlier = seen.get(where) ?? [];
+    const clash = earlier.find(
+      (o) => object.firstOffset <= o.lastOffset && o.firstOffset <= object.lastOffset,
+    );
+    if (clash) {
+      throw new PlanRejectedError(
+        object.finalKey,
+        `its slice ${object.stream} ${object.topic}/${object.partition} ${object.firstOffset}-${object.lastOffset} overlaps one of ${clash.finalKey}`,
+      );
+    }
+    seen.set(where, [...earlier, object]);
+  }
 }
 
 /** The slices of one merged object name one candidate and cover its bytes exactly. */
