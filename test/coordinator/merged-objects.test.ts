@@ -246,6 +246,17 @@ describe("promote's check of a plan's slices", () => {
     refused([bare], /without its merged candidate/);
   });
 
+  it('refuses one partition range named by slices of two merged objects (it would be committed twice)', () => {
+    const second = mergedObjectKey(pipeline, { ...name, index: 1 });
+    const other = { ...candidate, key: 'pl/_coordinator/d', sha256: 'c'.repeat(64) };
+    const twice = { ...slice(0, 0, 30), finalKey: second, candidate: other };
+    refused([slice(0, 0, 30), twice], /overlaps one of/);
+    refused([slice(0, 0, 30), { ...twice, firstOffset: 4, lastOffset: 9 }], /overlaps one of/);
+    expect(() =>
+      assertMergedSlices(pipeline, [slice(0, 0, 30), { ...twice, firstOffset: 5, lastOffset: 9 }], from),
+    ).not.toThrow();
+  });
+
   it('refuses a merged key on an object that is no slice, and a re-encoded slice', () => {
     const { slice: _s, ...whole } = slice(0, 0, 30);
     refused([whole], /no slice/);
