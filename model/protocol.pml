@@ -35,6 +35,19 @@
 #ifndef EXECUTIONS
 #define EXECUTIONS 2        /* coordinator executions running alongside the processors */
 #endif
+/* The final-object layout a prepare plans (finalObjects, shared/config/settings.ts; code: planShard()): merged
+   objects by default, as the code's default; PARTITION_OBJECTS: one object per partition range (finalObjects:
+   partition, or a re-encoded stream); FINAL_OBJECTS_SWITCH: each run of prepare plans either (a redeploy that
+   changes the setting while checkpoints are in flight, or a shard that falls back to per-partition objects). */
+#if defined(PARTITION_OBJECTS) && defined(FINAL_OBJECTS_SWITCH)
+#error "PARTITION_OBJECTS and FINAL_OBJECTS_SWITCH exclude each other"
+#endif
+#if !defined(PARTITION_OBJECTS)
+#define MERGED_LAYOUT       /* a plan may be merged: its variables and steps are compiled in */
+#endif
+#if defined(PARTITION_OBJECTS) || defined(FINAL_OBJECTS_SWITCH)
+#define PARTITION_LAYOUT    /* a plan may be per partition */
+#endif
 
 /* executions: the concurrent ones (0..EXECUTIONS-1), then the fault-free ones after the faults */
 #define FIRST_CLEAN (EXECUTIONS > 2 -> EXECUTIONS : 2)
@@ -75,14 +88,28 @@ typedef Record { byte att; byte status; short cut[NP]; short prev[NP]; byte vote
 Record rec[MAXCID + 1];     /* rec[0]: the empty cut before the first checkpoint */
 
 /* ── S3: working objects, final objects, manifests ────────────────────────────────────────────────────── */
-typedef Plan { bool written; byte first[NP]; byte last[NP]; byte content[NP] };   /* content 0: no object */
+/* A plan: per partition its covered range and content (0: no object), and how it was written: W_PARTITION, one
+   final object per partition range, or W_MERGED, the partitions' objects concatenated into ONE merged object (one
+   shard, one stream, one lane, and 4 records are far within the promotion limits: one merged object a plan). */
+typedef Plan { byte written; byte first[NP]; byte last[NP]; byte content[NP] };
+#define W_PARTITION 1
+#define W_MERGED 2
 Plan plan[(MAXCID + 1) * (MAXATT + 1)];
 /* Candidates: the final objects' bytes prepare merged from what it verified, written once under keys that name
-   those bytes (candidateKey), per attempt: bit CBIT(p, content) for a candidate of partition p with that content.
-   Promote copies the one its voted plan names to the final key, pinned to its ETag. */
+   those bytes (candidateKey), per attempt: in cand, bit CBIT(p, content) for a candidate of partition p with that
+   content; in mcand, bit MCBIT(content) for a merged candidate holding those records (the plan's partitions'
+   objects concatenated). Promote copies the one its voted plan names to the final key, pinned to its ETag. */
+#ifdef PARTITION_LAYOUT
 byte cand[(MAXCID + 1) * (MAXATT + 1)];
 #define CBIT(p, c) BIT((p) * 4 + ((c) >> ((p) * NO)))
-typedef Promotion { bool written; int files };   /* files: bitmask of final-object slots */
+#endif
+#ifdef MERGED_LAYOUT
+short mcand[(MAXCID + 1) * (MAXATT + 1)];
+#define MCBIT(c) BIT((c) - 1)
+#endif
+/* files: bitmask of per-partition final-object slots (key 0), or of the slices SL(p, first, last) of the merged
+   object `key` (the manifest entries promote recorded: each partition range a slice, with its own bytes). */
+typedef Promotion { bool written; int files; byte key };
 Promotion promo[(MAXCID + 1) * (MAXATT + 1)];
 #define WORK(c, a) ((c) * (MAXATT + 1) + (a))
 
@@ -91,9 +118,31 @@ Promotion promo[(MAXCID + 1) * (MAXATT + 1)];
 #define NSALT 4
 #define SLOT(p, f, l, s) ((((p) * NO + (f)) * NO + (l)) * NSALT + (s))
 #define NSLOTS 32
+#ifdef PARTITION_LAYOUT
 byte finalObj[NSLOTS];      /* content (record bitmask); 0: absent */
+#endif
+/* A merged object's key is (checkpoint, attempt, shard, index), named by the plan of that attempt and shard
+   (code: mergedObjectKey(), mergedKeyOf()); one shard and one object a plan, so (checkpoint, attempt). Key 0 is
+   no key. The mutations drop the attempt or the checkpoint from it. */
+#if defined(MUT_MERGED_KEY_WITHOUT_ATTEMPT)
+#define MKEY(c, a) WORK(c, 0)
+#elif defined(MUT_MERGED_KEY_WITHOUT_CHECKPOINT)
+#define MKEY(c, a) WORK(0, a)
+#else
+#define MKEY(c, a) WORK(c, a)
+#endif
+#define NMKEYS ((MAXCID + 1) * (MAXATT + 1))
+#ifdef MERGED_LAYOUT
+byte mergedObj[NMKEYS];     /* content (record bitmask: the concatenation of its slices); 0: absent */
+#endif
+/* A slice: partition p's range first..last of a merged object; its records are that range's (offsets 0..NO-1,
+   one record each, the covered ones contiguous). */
+#define SL(p, f, l) (((p) * NO + (f)) * NO + (l))
+#define NSL 8
+#define RANGE(p, f, l) ((BIT((l) - (f) + 1) - 1) << REC(p, f))
 bool manifest[MAXCID + 1];
-int manifestFiles[MAXCID + 1];
+int manifestFiles[MAXCID + 1];  /* per-partition slots, or slices of manifestKey */
+byte manifestKey[MAXCID + 1];   /* the merged object whose slices the manifest lists; 0: whole objects */
 
 /* ── ghosts: what happened, for the properties ─────────────────────────────────────────────────────────── */
 byte stagedCnt[NR];         /* effects applied per record (P1, P2: at most once) */
@@ -284,7 +333,8 @@ proctype Stager(byte p) {
 /* A step that fails on a condition a fault-free run never meets (progress): only after faults. */
 #define STUCK assert(faulty); goto conflict
 /* Prepare's candidates, merged from the bytes its first step verified (the plan's contents), each written once
-   under the key its bytes name (If-None-Match: *; a 412 finds the same bytes). */
+   under the key its bytes name (If-None-Match: *; a 412 finds the same bytes): one a partition, or, merged, one
+   for all of the plan's partitions (their objects' bytes concatenated, code: planMergedShard()). */
 #define CANDIDATES \
   atomic {                                    /* code: writeCandidate(), putOnce() (If-None-Match: *) */ \
     FAULT; \
@@ -292,12 +342,41 @@ proctype Stager(byte p) {
     do \
     :: p < NP -> \
        content = plan[WORK(cid, att)].content[p]; \
-       if :: content != 0 -> cand[WORK(cid, att)] = cand[WORK(cid, att)] | CBIT(p, content) :: else -> skip fi; \
+       if \
+       :: content != 0 && !merged -> PARTITION_CANDIDATE \
+       :: else -> whole = whole | content \
+       fi; \
        p++ \
     :: else -> break \
     od; \
-    p = 0; content = 0 \
+    if :: whole != 0 -> MERGED_CANDIDATE :: else -> skip fi; \
+    p = 0; content = 0; whole = 0 \
   }
+#ifdef PARTITION_LAYOUT
+#define PARTITION_CANDIDATE cand[WORK(cid, att)] = cand[WORK(cid, att)] | CBIT(p, content)
+#define CLEAR_CANDIDATES_P cand[WORK(cid, att)] = 0
+#else
+#define PARTITION_CANDIDATE assert(false)
+#define CLEAR_CANDIDATES_P skip
+#endif
+#ifdef MERGED_LAYOUT
+#define MERGED_CANDIDATE mcand[WORK(cid, att)] = mcand[WORK(cid, att)] | MCBIT(whole)
+#define CLEAR_CANDIDATES_M mcand[WORK(cid, att)] = 0
+#else
+#define MERGED_CANDIDATE assert(false)
+#define CLEAR_CANDIDATES_M skip
+#endif
+
+/* Promote's copy of a candidate holding `bytes` to a final object `obj`: write-once (If-None-Match: *), and S3's
+   412 is accepted only if the object there holds the candidate's bytes (a retry, a concurrent roll-forward), else
+   FinalObjectConflictError. */
+#if defined(MUT_FINAL_NO_IF_NONE_MATCH)
+#define COPY_ONCE(obj, bytes) assert(obj == 0 || obj == bytes); obj = bytes   /* C7: a final object never changes */
+#elif defined(MUT_FINAL_CONFLICT_UNCHECKED)
+#define COPY_ONCE(obj, bytes) if :: obj == 0 -> obj = bytes :: else -> skip fi   /* any 412 taken for a retry's */
+#else
+#define COPY_ONCE(obj, bytes) if :: obj == 0 || obj == bytes -> obj = bytes :: else -> STUCK fi
+#endif
 
 #ifdef MUT_TRANSITION_NO_ATTEMPT
 #define HATT_OK true
@@ -333,6 +412,8 @@ proctype Execution(byte e; bool faulty) {
   byte cid; byte att; byte st; byte p; byte o; byte s; byte slot; int files; bool ok;
   byte sId; byte sAtt; byte sStatus; byte sOwner; bool sLive; byte sLease; byte sCommitted;
   short cut[NP]; byte first; byte last; byte content;
+  bool merged;                /* the layout of the plan this prepare writes, or promote copies (Plan.written) */
+  byte whole;                 /* a merged object's records: its slices' together */
 
 s_begin:
   atomic {                                                   /* code: CheckpointCoordinator.begin */
@@ -428,6 +509,13 @@ s_prepare:
     /* A retry after this shard's vote counted, or after it voted in this attempt: its plan and candidates stand. */
     if :: !ok -> CONFLICT :: ok && (rec[cid].status != BEGUN || rec[cid].vote != 0) -> goto s_decide :: else -> skip fi;
     /* code: StagedEntries.entries: previousCut < lastOffset <= cut; code: planFinalObjects() */
+#if defined(FINAL_OBJECTS_SWITCH)
+    if :: merged = true :: merged = false fi;                /* code: planShard(): merged, or per partition */
+#elif defined(PARTITION_OBJECTS)
+    merged = false;
+#else
+    merged = true;                                           /* code: planShard(), planMergedShard() */
+#endif
     p = 0;
     do
     :: p < NP ->
@@ -458,7 +546,7 @@ s_prepare:
 #endif
   atomic {                                    /* code: PlanStore.writePlan, then CheckpointStore.vote (TransactWriteItems) */
     FAULT;
-    plan[WORK(cid, att)].written = true;
+    plan[WORK(cid, att)].written = (merged -> W_MERGED : W_PARTITION);
 #ifdef MUT_VOTE_NO_ATTEMPT
     ok = rec[cid].status == BEGUN && hId == cid && hStatus == BEGUN;
 #else
@@ -472,7 +560,7 @@ s_prepare:
 
 s_decide:
   atomic {                                                   /* code: CheckpointCoordinator.decide */
-    st = S_DECIDE;
+    st = S_DECIDE; merged = false;
     FAULT;
     ok = rec[cid].att == att && (rec[cid].status == BEGUN || rec[cid].status == PREPARED ||
                                  rec[cid].status == COMMITTING);
@@ -530,8 +618,12 @@ s_promote:
        the recorded digest names. A digest recorded by another attempt's prepare names none there, and a lost plan
        is not derived again: WorkObjectMissingError or PlanDigestMismatchError, every time, until restored. */
     if :: !plan[WORK(cid, att)].written || rec[cid].vote != att -> STUCK :: else -> skip fi
-    files = 0; p = 0
+    files = 0; p = 0;
+    merged = (plan[WORK(cid, att)].written == W_MERGED);
+    if :: merged -> goto p_merged :: else -> skip fi
   }
+#ifdef PARTITION_LAYOUT
+  /* One final object per partition range. */
   do
   :: p < NP ->
      atomic {   /* code: Promoter.promoteShard: copyPinned() of the candidate (x-amz-copy-source-if-match, If-None-Match: *) */
@@ -547,23 +639,53 @@ s_promote:
 #else
           slot = SLOT(p, first, last, 0);                    /* code: finalObjectKey() */
 #endif
-#ifdef MUT_FINAL_NO_IF_NONE_MATCH
-          ok = true;
-#else
-          ok = (finalObj[slot] == 0 || finalObj[slot] == content);
-#endif
-          if :: ok -> finalObj[slot] = content :: else -> STUCK fi;   /* FinalObjectConflictError */
+          COPY_ONCE(finalObj[slot], content);
           files = files | BIT(slot)
        :: else -> skip
        fi;
        slot = 0; first = 0; last = 0; content = 0;
        p++
      }
-  :: else -> p = 0; break
+  :: else -> p = 0; goto p_record
   od;
+#endif
+p_merged:
+#ifdef MERGED_LAYOUT
+  /* Merged: the plan's partition ranges are slices of one merged object, copied once. */
+  atomic {   /* code: Promoter.promoteShard: assertMergedSlices(), then one copyPinned() of the merged candidate for all of its slices */
+    FAULT;
+    p = 0;
+    do
+    :: p < NP ->
+       content = plan[WORK(cid, att)].content[p];
+       if
+       :: content != 0 ->
+          whole = whole | content;
+          /* the manifest entry: the partition's range as a slice, with its own bytes and SHA-256 (manifestFile()) */
+          files = files | BIT(SL(p, plan[WORK(cid, att)].first[p], plan[WORK(cid, att)].last[p]))
+       :: else -> skip
+       fi;
+       p++
+    :: else -> break
+    od;
+    p = 0; content = 0;
+    if
+    :: whole != 0 ->
+       if :: (mcand[WORK(cid, att)] & MCBIT(whole)) == 0 -> STUCK :: else -> skip fi;   /* CandidateLostError */
+       /* The key the voted plan names (code: mergedKeyOf()), of its own checkpoint, attempt and shard
+          (assertMergedSlices()): MKEY(cid, att). */
+       slot = MKEY(cid, att);
+       COPY_ONCE(mergedObj[slot], whole)
+    :: else -> skip
+    fi;
+    whole = 0
+  }
+#endif
+p_record:
   atomic {                                                   /* code: PlanStore.writePromotion */
     FAULT;
-    promo[WORK(cid, att)].written = true; promo[WORK(cid, att)].files = files; files = 0
+    promo[WORK(cid, att)].written = true; promo[WORK(cid, att)].files = files; promo[WORK(cid, att)].key = slot;
+    files = 0; slot = 0
 #ifdef MUT_PROMOTE_BEFORE_DECISION
     ; if :: rec[cid].status == PREPARED -> goto d_commit :: else -> skip fi
 #endif
@@ -575,7 +697,10 @@ s_commit:
     FAULT;
     ok = rec[cid].att == att && (rec[cid].status == COMMITTING || rec[cid].status == COMMITTED);
     if :: !ok -> CONFLICT :: ok && rec[cid].status == COMMITTED -> goto s_cleanup :: else -> skip fi;
-    if :: !promo[WORK(cid, att)].written -> STUCK :: else -> files = promo[WORK(cid, att)].files fi
+    if
+    :: !promo[WORK(cid, att)].written -> STUCK
+    :: else -> files = promo[WORK(cid, att)].files; slot = promo[WORK(cid, att)].key
+    fi
   }
   atomic {                                                   /* code: ManifestStore.write, putIfAbsent() (If-None-Match: *) */
     FAULT;
@@ -584,11 +709,14 @@ s_commit:
     assert(cid == 1 || manifest[cid - 1]);
 #ifdef MUT_MANIFEST_NO_IF_NONE_MATCH
     ok = true;
-    assert(!manifest[cid] || manifestFiles[cid] == files);  /* C7: a visible manifest never changes */
+    assert(!manifest[cid] || (manifestFiles[cid] == files && manifestKey[cid] == slot));   /* C7: never changes */
 #else
-    ok = !manifest[cid] || manifestFiles[cid] == files;
+    ok = !manifest[cid] || (manifestFiles[cid] == files && manifestKey[cid] == slot);
 #endif
-    if :: ok -> manifest[cid] = true; manifestFiles[cid] = files; files = 0 :: else -> STUCK fi   /* ManifestConflictError */
+    if
+    :: ok -> manifest[cid] = true; manifestFiles[cid] = files; manifestKey[cid] = slot; files = 0; slot = 0
+    :: else -> STUCK                                         /* ManifestConflictError */
+    fi
   }
   atomic {           /* code: CheckpointStore.transition COMMITTING -> COMMITTED (CheckpointCoordinator.markCommitted) */
     FAULT;
@@ -637,7 +765,8 @@ s_abort:
     /* code: CheckpointStore.transition (CheckpointCoordinator.markAborted) */
     if :: ABORTABLE(cid) -> hStatus = ABORTED; rec[cid].status = ABORTED :: else -> skip fi;
     /* code: PlanStore.deleteAttempt (plans, candidates, promotion records) */
-    plan[WORK(cid, att)].written = false; promo[WORK(cid, att)].written = false; cand[WORK(cid, att)] = 0;
+    plan[WORK(cid, att)].written = false; promo[WORK(cid, att)].written = false;
+    CLEAR_CANDIDATES_P; CLEAR_CANDIDATES_M;
     goto stopped
   }
 
@@ -660,7 +789,7 @@ conflict:
   }
 retry:
   atomic {
-    p = 0; o = 0; s = 0; slot = 0; files = 0; first = 0; last = 0; content = 0;
+    p = 0; o = 0; s = 0; slot = 0; files = 0; first = 0; last = 0; content = 0; merged = false; whole = 0;
     if
     :: st == S_BEGIN -> goto s_begin
     :: st == S_PREPARE -> goto s_prepare
@@ -674,7 +803,7 @@ retry:
 stopped:
   atomic {
     cid = 0; att = 0; st = 0; p = 0; o = 0; s = 0; slot = 0; files = 0; ok = false; FORGET_HEAD;
-    sCommitted = 0; cut[0] = 0; cut[1] = 0; first = 0; last = 0; content = 0;
+    sCommitted = 0; cut[0] = 0; cut[1] = 0; first = 0; last = 0; content = 0; merged = false; whole = 0;
     if :: faulty -> running-- :: else -> skip fi
   }
 }
@@ -692,6 +821,7 @@ proctype Clock() {
 /* ══ the end-to-end property (docs/architecture.md) ══════════════════════════════════════════════════════ */
 init {
   byte i; byte p; byte c; byte first; byte last; byte seen; int listed; short upTo[NP];
+  byte k; byte whole; int listedMerged;
   atomic {
     rec[0].status = COMMITTED; rec[0].cut[0] = -1; rec[0].cut[1] = -1; rec[0].prev[0] = -1; rec[0].prev[1] = -1;
 #if defined(PRESTAGED)
@@ -737,12 +867,15 @@ init {
     assert(acked[0] && acked[1]);
     assert(!IN_FLIGHT(hStatus));
     /* The committed output: manifests 1..committedId, gap-free, none beyond. */
-    c = 1; seen = 0; listed = 0; upTo[0] = -1; upTo[1] = -1;
+    c = 1; seen = 0; listed = 0; listedMerged = 0; upTo[0] = -1; upTo[1] = -1;
     do
     :: c <= MAXCID ->
        assert(manifest[c] == (c <= hCommitted));
        if
-       :: c <= hCommitted ->
+       :: c <= hCommitted && manifestKey[c] == 0 ->          /* whole objects, one per partition range */
+#ifndef PARTITION_LAYOUT
+          assert(manifestFiles[c] == 0);                     /* (merged only: an empty plan, nothing listed) */
+#else
           i = 0;
           do
           :: i < NSLOTS ->
@@ -760,17 +893,57 @@ init {
           :: else -> break
           od;
           listed = listed | manifestFiles[c]
+#endif
+       :: c <= hCommitted && manifestKey[c] != 0 ->          /* slices of one merged object */
+#ifndef MERGED_LAYOUT
+          assert(false)
+#else
+          k = manifestKey[c];
+          /* a merged object's slices are all listed by one manifest (as the reader's ListingCheck requires) */
+          assert((listedMerged & BIT(k)) == 0);
+          listedMerged = listedMerged | BIT(k);
+          i = 0; whole = 0;
+          do
+          :: i < NSL ->
+             if
+             :: manifestFiles[c] & BIT(i) ->
+                p = i / (NO * NO); first = (i / NO) % NO; last = i % NO;
+                /* per partition in offset order */
+                assert(first > upTo[p] && first <= last); upTo[p] = last;
+                /* slices do not overlap: no slice repeats another's record */
+                assert((whole & RANGE(p, first, last)) == 0);
+                whole = whole | RANGE(p, first, last)
+             :: else -> skip
+             fi;
+             i++
+          :: else -> break
+          od;
+          /* and tile the object exactly: each slice's bytes (its SHA-256 in the manifest) are its range's records */
+          assert(whole == mergedObj[k]);
+          /* each record exactly once */
+          assert((seen & whole) == 0);
+          seen = seen | whole
+#endif
        :: else -> skip
        fi;
        c++
     :: else -> break
     od;
     /* 3: nothing under the final prefix that no manifest lists */
+#ifdef PARTITION_LAYOUT
     i = 0;
     do
     :: i < NSLOTS -> assert(finalObj[i] == 0 || (listed & BIT(i))); i++
     :: else -> break
     od;
+#endif
+#ifdef MERGED_LAYOUT
+    k = 0;
+    do
+    :: k < NMKEYS -> assert(mergedObj[k] == 0 || (listedMerged & BIT(k))); k++
+    :: else -> break
+    od;
+#endif
     /* 1: every record once after business-key dedupe; the unkeyed records all, the key K once (twice only
        after its claim outlived the TTL); the output is exactly what was staged (keyed state rides along). */
 #if defined(STAGERS) || defined(PRESTAGED)

@@ -40,6 +40,8 @@ let useCache = true;
 /**
  * The bounds, as scenarios: each is checked exhaustively. One scenario with every fault at once does not fit
  * the time budget (tens of millions of states), so each concentrates the faults on one side of the protocol.
+ * The protocol's prepare plans merged final objects (finalObjects: merged, the code's default) unless a scenario
+ * says otherwise: -DPARTITION_OBJECTS plans one object per partition range, -DFINAL_OBJECTS_SWITCH either, per run.
  */
 export const SCENARIOS = [
   {
@@ -66,7 +68,7 @@ export const SCENARIOS = [
   {
     name: 'checkpoint-faults',
     model: 'protocol',
-    what: '1 coordinator execution with 1 step failure anywhere (retry, crash, or catch to abort) while both partitions stage; then fault-free checkpoints',
+    what: '1 coordinator execution with 1 step failure anywhere (retry, crash, or catch to abort) while both partitions stage; each run of prepare plans merged or per-partition final objects (finalObjects changed by a redeploy, or a shard falling back); then fault-free checkpoints',
     flags: [
       '-DSTAGERS',
       '-DZOMBIES=0',
@@ -75,6 +77,7 @@ export const SCENARIOS = [
       '-DCFAULTS=1',
       '-DLAPSES=0',
       '-DEXPIRIES=0',
+      '-DFINAL_OBJECTS_SWITCH',
     ],
   },
   {
@@ -229,7 +232,8 @@ export const KNOWN_COUNTEREXAMPLES = [
 
 /**
  * One line per mutation: MACRO | guard | code. MACRO may join several macros with `+`: a mutation that weakens
- * two guards together, for guards that cover the same hazard (each survives alone; the pair must not).
+ * two guards together, for guards that cover the same hazard (each survives alone; the pair must not), or, where
+ * its line says so, a caught mutation with the guard that stops it weakened too, to show what that guard stops.
  */
 function readMutations(file) {
   return readFileSync(join(root, 'model', file), 'utf8')
