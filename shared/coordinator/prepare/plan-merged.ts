@@ -16,16 +16,12 @@
 import { createHash } from 'node:crypto';
 import { mapLimit } from '../../concurrency.ts';
 import type { StagedFileEntry } from '../../ledger/records.ts';
-import { mayHoldStagedTime } from '../../sink/record-time.ts';
-import { type PlannedObject, planFinalObjects, type StagedMember } from '../promote/final-plan.ts';
+import { type PlannedObject, planFinalObjects } from '../promote/final-plan.ts';
 import { type MergedGroup, mergedGroups, mergedKeyOf } from '../promote/merged-plan.ts';
-import { StagedObjectLostError } from '../promote/promoter.ts';
+import type { ReadMember } from '../promote/object-bytes.ts';
 import { type CandidateRef, writeCandidate } from './candidates.ts';
+import { concatenatedReads, StampedMemberError, verifyEmptyEntries } from './concatenated-reads.ts';
 import type { PlanParts, PrepareSlots } from './plan-partition.ts';
-import { verifyStagedObject } from './staged-check.ts';
-
-/** A member holds rows staged with a timestamp: the shard is planned per partition instead. */
-class StampedMember extends Error {}
 
 /**
  * The shard's planned objects as slices of merged objects, each group's candidate written; undefined if a member
@@ -38,30 +34,13 @@ export async function planMergedShard(
   covered: readonly (readonly StagedFileEntry[])[],
   slots: PrepareSlots,
 ): Promise<PlannedObject[] | undefined> {
-  const { s3 } = parts.clients;
-  const { bucket } = parts.settings;
   const entries = covered.flat();
-  const byKey = new Map(entries.map((e) => [e.key, e]));
-  // Objects without rows are no member of any object: verified all the same.
-  await mapLimit(
-    entries.filter((e) => e.recordCount === 0),
-    slots.reads.size,
-    (entry) => slots.reads.run(() => verifyStagedObject(s3, bucket, entry)),
-  );
+  const where = { s3: parts.clients.s3, bucket: parts.settings.bucket, slots: slots.reads };
+  await verifyEmptyEntries(where, entries);
   const objects = covered.flatMap((ofPartition) =>
     planFinalObjects(ref.pipeline, ofPartition, parts.limits, parts.shape),
   );
-  let stamped = false;
-  const read = (m: StagedMember): Promise<Buffer> =>
-    slots.reads.run(async () => {
-      if (stamped) throw new StampedMember();
-      const entry = byKey.get(m.key);
-      if (!entry) throw new StagedObjectLostError(m.key, 'not among the covered objects of its shard');
-      const { body, text } = await verifyStagedObject(s3, bucket, entry);
-      if (mayHoldStagedTime(text)) stamped = true;
-      if (stamped) throw new StampedMember();
-      return body;
-    });
+  const { read, stamped } = concatenatedReads(where, entries, 'shard');
   const source = { ...ref, shard };
   // Every build settles before this returns (a stray one must not write a candidate after the fallback began).
   const built = await mapLimit(mergedGroups(objects, parts.limits), slots.builds.size, (group) =>
@@ -72,9 +51,9 @@ export async function planMergedShard(
         (error: unknown) => ({ error }),
       ),
   );
-  const failed = built.find((b) => 'error' in b && !(b.error instanceof StampedMember));
+  const failed = built.find((b) => 'error' in b && !(b.error instanceof StampedMemberError));
   if (failed && 'error' in failed) throw failed.error;
-  if (stamped) return undefined;
+  if (stamped()) return undefined;
   return built.flatMap((b) => ('planned' in b ? b.planned : []));
 }
 
@@ -84,7 +63,7 @@ async function buildGroup(
   ref: CandidateRef,
   finalKey: string,
   group: MergedGroup,
-  read: (m: StagedMember) => Promise<Buffer>,
+  read: ReadMember,
 ): Promise<PlannedObject[]> {
   // The group's members read at once (a group of one-file partitions would otherwise read one at a time).
   const members = group.objects.flatMap((object) => object.members);

@@ -33,6 +33,7 @@ import { censusOf, type FolderCounts, planEncoding, reencodes } from '../promote
 import { buildObjects, type ReadMember } from '../promote/object-bytes.ts';
 import { StagedObjectLostError } from '../promote/promoter.ts';
 import { type CandidateRef, writeCandidate } from './candidates.ts';
+import { concatenatedReads, StampedMemberError, verifyEmptyEntries } from './concatenated-reads.ts';
 import type { ByteBudget, Slots } from './slots.ts';
 import { verifyStagedObject } from './staged-check.ts';
 
@@ -63,7 +64,7 @@ export async function planPartition(
   for (const stream of STREAMS) {
     const ofStream = entries.filter((e) => e.stream === stream);
     if (!reencodedFromCensus(parts, stream, entries, census)) {
-      const merged = await mergeFromEntries(parts, ref, slots, byKey, ofStream);
+      const merged = await mergeFromEntries(parts, ref, slots, ofStream);
       if (merged) {
         planned.push(...merged);
         continue;
@@ -167,43 +168,25 @@ async function mergeFromEntries(
   parts: PlanParts,
   ref: CandidateRef,
   slots: PrepareSlots,
-  byKey: ReadonlyMap<string, StagedFileEntry>,
   ofStream: readonly StagedFileEntry[],
 ): Promise<PlannedObject[] | undefined> {
-  const { s3 } = parts.clients;
-  const { bucket } = parts.settings;
-  // Objects without rows are no member of any object: verified all the same.
-  await mapLimit(
-    ofStream.filter((e) => e.recordCount === 0),
-    slots.reads.size,
-    async (entry) => {
-      await slots.reads.run(() => verifyStagedObject(s3, bucket, entry));
-    },
-  );
-  const stamped = new Error('a member holds rows staged with a timestamp');
-  let found = false;
-  const read: ReadMember = (m) =>
-    slots.reads.run(async () => {
-      if (found) throw stamped;
-      const { body, text } = await verifyStagedObject(s3, bucket, entryOf(byKey, m));
-      if (mayHoldStagedTime(text)) found = true;
-      if (found) throw stamped;
-      return body;
-    });
+  const where = { s3: parts.clients.s3, bucket: parts.settings.bucket, slots: slots.reads };
+  await verifyEmptyEntries(where, ofStream);
+  const reads = concatenatedReads(where, ofStream, 'partition');
   const objects = planFinalObjects(ref.pipeline, ofStream, parts.limits, parts.shape);
   const built = await mapLimit(objects, slots.builds.size, (object) =>
     slots.builds.run(async () => {
-      if (found) return undefined;
+      if (reads.stamped()) return undefined;
       try {
-        const [built] = await buildCandidates(parts, ref, [object], read);
+        const [built] = await buildCandidates(parts, ref, [object], reads.read);
         return built;
       } catch (error) {
-        if (error === stamped) return undefined;
+        if (error instanceof StampedMemberError) return undefined;
         throw error;
       }
     }),
   );
-  return found ? undefined : built.map((object) => object!);
+  return reads.stamped() ? undefined : built.map((object) => object!);
 }
 
 /**
