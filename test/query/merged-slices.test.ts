@@ -185,6 +185,24 @@ describe('eos query over slices of merged objects', () => {
   });
 });
 
+describe('a committed source opened at a span', () => {
+  it('gives exactly those bytes, from the bucket (one ranged GET) and from an export folder alike', async () => {
+    const { pipeline, exportDir, objects } = await layout();
+    const { key, body } = objects[0]!;
+    const span = { start: 3, end: body.length - 2 };
+    for (const source of [
+      bucketSource(clients.s3, bucket, pipeline),
+      exportDirectorySource(exportDir, pipeline),
+    ]) {
+      const stream = await source.open(key, span);
+      const chunks: Buffer[] = [];
+      for await (const chunk of stream!) chunks.push(chunk as Buffer);
+      expect(Buffer.concat(chunks)).toEqual(body.subarray(span.start, span.end));
+      expect(await source.open(`${key}.missing`, span)).toBeUndefined();
+    }
+  });
+});
+
 describe('eos read --export-dir over slices', () => {
   it('yields each record once, cutting each slice out of the exported object', async () => {
     const { pipeline, exportDir } = await layout();
