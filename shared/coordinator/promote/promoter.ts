@@ -13,9 +13,10 @@
  * merged (`object-bytes.ts`) and written with `If-None-Match: *`, as that release did.
  *
  * Trust: the promoter writes under `final/`, so it is the one place a forged plan could do harm. Before reading or
- * writing anything it checks the planned object in code ({@link assertPlannedObject}): the final key must be
+ * writing anything it checks the planned object in code ({@link assertPlannedObjects}): the final key must be
  * exactly the layout's key for the object's (stream, topic, partition, offset range) — so never a manifest, never
- * another pipeline's key, never a second spelling of a range —, the candidate must be the content-addressed key
+ * another pipeline's key, never a second spelling of a range — or, for a slice, the merged key of the plan's own
+ * checkpoint, attempt, shard, lane and stream (`merged-plan.ts`), the candidate must be the content-addressed key
  * of this attempt (never a staged key a processor can write), and every member must be a staged key of this
  * pipeline for the same stream, topic and partition, inside the object's range, in offset order. Prepare applies
  * the same rule to staged entries before planning ({@link assertStagedEntry}).
@@ -25,12 +26,7 @@ import type { S3Client } from '@aws-sdk/client-s3';
 import { mapLimit } from '../../concurrency.ts';
 import { PipelineError } from '../../errors.ts';
 import type { StagedFileEntry } from '../../ledger/records.ts';
-import {
-  finalObjectKey,
-  type ObjectRange,
-  parseMergedObjectKey,
-  parseStagedObjectKey,
-} from '../../sink/layout.ts';
+import { finalObjectKey, type ObjectRange, parseStagedObjectKey } from '../../sink/layout.ts';
 import type { ManifestFile } from '../../sink/manifest.ts';
 import { copyPinned, getBytes, putIfAbsent } from '../../sink/objects.ts';
 import { parseTimeFolder } from '../../sink/time-partitions.ts';
@@ -168,7 +164,7 @@ export function assertPlannedObjects(
  * {@link PlanRejectedError}. A slice's merged key and its place are checked with the plan's other slices
  * ({@link assertPlannedObjects}).
  */
-export function assertPlannedObject(pipeline: string, object: PlannedObject, from: PromotionSource): void {
+function assertPlannedObject(pipeline: string, object: PlannedObject, from: PromotionSource): void {
   const range: ObjectRange = {
     stream: object.stream,
     topic: object.topic,
@@ -189,10 +185,8 @@ export function assertPlannedObject(pipeline: string, object: PlannedObject, fro
   ) {
     reject('only output objects may be Parquet');
   }
-  const key = object.slice
-    ? parseMergedObjectKey(pipeline, object.finalKey) && object.finalKey
-    : finalObjectKey(pipeline, range, object.format ?? object.gzip);
-  if (object.finalKey !== key) {
+  // A slice's merged key is checked with the plan's other slices, by assertMergedSlices.
+  if (!object.slice && object.finalKey !== finalObjectKey(pipeline, range, object.format ?? object.gzip)) {
     reject(
       `not the final key of ${object.stream} ${object.topic}/${object.partition} ${object.firstOffset}-${object.lastOffset}`,
     );
