@@ -154,7 +154,9 @@ export function assertMergedSlices(
     if (!Number.isSafeInteger(start) || start < 0 || !Number.isSafeInteger(bytes) || bytes < 1)
       reject('a slice without a place or size');
     if (!/^[0-9a-f]{64}$/.test(sha256)) reject('a slice without its SHA-256');
-    byKey.set(object.finalKey, [...(byKey.get(object.finalKey) ?? []), object]);
+    const slices = byKey.get(object.finalKey);
+    if (slices) slices.push(object);
+    else byKey.set(object.finalKey, [object]);
   }
   for (const [key, slices] of byKey) assertTiling(key, slices);
   assertRangesOnce(objects.filter((object) => object.slice !== undefined));
@@ -168,7 +170,11 @@ function assertRangesOnce(slices: readonly PlannedObject[]): void {
   const seen = new Map<string, PlannedObject[]>();
   for (const object of slices) {
     const where = `${object.stream}#${object.topic}#${object.partition}`;
-    const earlier = seen.get(where) ?? [];
+    let earlier = seen.get(where);
+    if (!earlier) {
+      earlier = [];
+      seen.set(where, earlier);
+    }
     const clash = earlier.find(
       (o) => object.firstOffset <= o.lastOffset && o.firstOffset <= object.lastOffset,
     );
@@ -178,7 +184,7 @@ function assertRangesOnce(slices: readonly PlannedObject[]): void {
         `its slice ${object.stream} ${object.topic}/${object.partition} ${object.firstOffset}-${object.lastOffset} overlaps one of ${clash.finalKey}`,
       );
     }
-    seen.set(where, [...earlier, object]);
+    earlier.push(object);
   }
 }
 
