@@ -7,7 +7,6 @@
  */
 import { DeleteObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
@@ -17,39 +16,13 @@ import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { getBytes } from '../../shared/sink/objects.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 import { finish, keysUnder, swapEntry } from '../support/checkpoint-steps.ts';
+import { type ServiceHook as Hook, hookedClients } from '../support/hooked-clients.ts';
 import { committedOffsets, expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
 beforeAll(async () => {
   res = await freshResources('candidates-adv');
 });
-
-type Hook = (
-  service: 's3' | 'dynamodb',
-  command: string,
-  input: Record<string, unknown>,
-  phase: 'before' | 'after',
-) => Promise<void>;
-
-/** Clients whose S3 and DynamoDB calls pass `hook` before and after they are sent. */
-function hookedClients(hook: Hook): AwsClients {
-  const clients = createAwsClients();
-  for (const service of ['s3', 'dynamodb'] as const) {
-    // biome-ignore lint/suspicious/noExplicitAny: both clients have a middleware stack of the same shape
-    (clients[service] as any).middlewareStack.add(
-      // biome-ignore lint/suspicious/noExplicitAny: middleware signature
-      (next: any, context: any) => async (args: any) => {
-        const input = args.input as Record<string, unknown>;
-        await hook(service, String(context.commandName), input, 'before');
-        const result = await next(args);
-        await hook(service, String(context.commandName), input, 'after');
-        return result;
-      },
-      { step: 'initialize', name: 'candidatesHook' },
-    );
-  }
-  return clients;
-}
 
 function setup() {
   const settings: Settings = parseSettings({

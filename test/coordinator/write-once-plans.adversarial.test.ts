@@ -15,7 +15,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type AwsClients, createAwsClients } from '../../shared/aws/clients.ts';
+import type { AwsClients } from '../../shared/aws/clients.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import { type Coordinator, createCoordinator } from '../../shared/coordinator/coordinator.ts';
@@ -29,6 +29,7 @@ import { encodeNdjson } from '../../shared/sink/ndjson.ts';
 import { getBytes, putIfAbsent } from '../../shared/sink/objects.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 import { finish, keysUnder, swapEntry } from '../support/checkpoint-steps.ts';
+import { type ServiceHook as Hook, hookedClients } from '../support/hooked-clients.ts';
 import { committedOffsets, defaultRows, expectExactlyOnce, range, stageFiles } from '../support/staging.ts';
 
 let res: TestResources;
@@ -37,13 +38,6 @@ beforeAll(async () => {
   res = await freshResources('write-once');
   doc = DynamoDBDocumentClient.from(res.clients.dynamodb);
 });
-
-type Hook = (
-  service: 's3' | 'dynamodb',
-  command: string,
-  input: Record<string, unknown>,
-  phase: 'before' | 'after',
-) => Promise<void>;
 
 interface ClientOptions {
   /** Called before and after each call is sent; a throw in 'before' replaces the call's answer. */
@@ -54,25 +48,9 @@ function s3Error(status: number, name: string): Error {
   return Object.assign(new Error(name), { name, $metadata: { httpStatusCode: status } });
 }
 
-/** Clients with the hooks of `options` on their S3 and DynamoDB middleware stacks. */
-function hookedClients(options: ClientOptions): AwsClients {
-  const clients = createAwsClients();
-  for (const service of ['s3', 'dynamodb'] as const) {
-    // biome-ignore lint/suspicious/noExplicitAny: both clients have a middleware stack of the same shape
-    (clients[service] as any).middlewareStack.add(
-      // biome-ignore lint/suspicious/noExplicitAny: middleware signature
-      (next: any, context: any) => async (args: any) => {
-        const input = args.input as Record<string, unknown>;
-        const command = String(context.commandName);
-        await options.hook?.(service, command, input, 'before');
-        const result = await next(args);
-        await options.hook?.(service, command, input, 'after');
-        return result;
-      },
-      { step: 'initialize', name: 'r4Hook' },
-    );
-  }
-  return clients;
+/** Clients with the hook of `options`, if any, on their S3 and DynamoDB calls. */
+function clientsWith(options: ClientOptions): AwsClients {
+  return hookedClients(async (...call) => options.hook?.(...call));
 }
 
 function setup() {
@@ -87,7 +65,7 @@ function setup() {
   const coordinatorFor = (options: ClientOptions = {}): Coordinator =>
     createCoordinator({
       settings,
-      clients: options.hook ? hookedClients(options) : res.clients,
+      clients: options.hook ? clientsWith(options) : res.clients,
       clock,
     });
   return {
