@@ -18,6 +18,10 @@
  *   `s3:ListBucket` only with an `s3:prefix` condition, KMS only through S3 and DynamoDB.
  * - An EventBridge rule starts an execution every `interval` (default 60 s; EventBridge's floor is one minute),
  *   unless `scheduled` is false.
+ * - `workflow: 'express'` (the default): the rule starts an Express state machine of the same definition, which
+ *   bills a request and its duration instead of each transition, and hands an expired checkpoint, or the attempt
+ *   after an abort, to the Standard one (`definition.ts`), which it alone may start. `standard`: the rule starts
+ *   the Standard state machine, as before.
  */
 
 import { Duration, Names, RemovalPolicy } from 'aws-cdk-lib';
@@ -37,8 +41,11 @@ import {
   COORDINATOR_STEPS,
   type CoordinatorStep,
   type CoordinatorTask,
+  EXPRESS_TIMEOUT_SECONDS,
   functionArnSubstitution,
   PUBLISH_STEP,
+  STANDARD_STATE_MACHINE_SUBSTITUTION,
+  type Workflow,
 } from '../shared/coordinator/definition.ts';
 import { checkpointWorkPrefix } from '../shared/coordinator/work-objects.ts';
 import { fenceKeys, fenceLeadingKeys } from '../shared/ledger/fences.ts';
@@ -72,6 +79,13 @@ export interface CheckpointCoordinatorProps {
   readonly encryptionKey?: kms.IKey;
   /** An Iceberg table to publish each committed checkpoint to: a `Publish` step and its function. Default none. */
   readonly publish?: CoordinatorPublishProps;
+  /**
+   * Which workflow the schedule starts. `express`: an Express state machine, about a fortieth of the Standard
+   * one's bill at one checkpoint a minute, handing what may take longer than five minutes (an expired checkpoint,
+   * the attempt after an abort) to the Standard state machine. `standard`: the Standard state machine only.
+   * @default 'express'
+   */
+  readonly workflow?: Workflow;
 }
 
 /** The publish step's own part of the coordinator (`iceberg-table.ts` makes it from the `iceberg` prop). */
@@ -100,7 +114,10 @@ const PUBLISH_ENTRY = projectModule('../functions/coordinator-publish.ts', impor
 const DEFAULT_TIMEOUT = Duration.minutes(5);
 
 export class CheckpointCoordinator extends Construct {
+  /** The Standard state machine: every checkpoint with `workflow: 'standard'`; else recoveries and retries. */
   readonly stateMachine: sfn.StateMachine;
+  /** The Express state machine the schedule starts (`workflow: 'express'`, the default); none otherwise. */
+  readonly expressStateMachine?: sfn.StateMachine;
   readonly functions: Readonly<Record<CoordinatorStep, BundledFunction>>;
   /** The publish step's function, with an Iceberg table (the `publish` prop). */
   readonly publishFunction?: BundledFunction;
@@ -135,41 +152,83 @@ export class CheckpointCoordinator extends Construct {
       ...(this.publishFunction ? { [PUBLISH_STEP]: this.publishFunction } : {}),
     };
 
-    const definition = buildCoordinatorDefinition({
-      taskTimeoutSeconds: timeout.toSeconds() + 60,
-      executionTimeoutSeconds: 3600,
-      ...(props.publish ? { publish: true } : {}),
-    });
-    const logGroup = new logs.LogGroup(this, 'StateMachineLogs', {
-      // Under /aws/vendedlogs/: otherwise every state machine log group is added to the account's one CloudWatch
-      // Logs resource policy, whose size limit eventually fails deploys of many pipelines.
-      logGroupName: `/aws/vendedlogs/states/eos-${this.pipelineId}-coordinator-${Names.uniqueId(this).slice(-8)}`,
-      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
-      removalPolicy: props.removalPolicy ?? RemovalPolicy.DESTROY,
-      encryptionKey: props.encryptionKey,
-    });
+    const substitutions = Object.fromEntries(
+      Object.entries(tasks).map(([step, fn]) => [
+        functionArnSubstitution(step as CoordinatorTask),
+        fn.functionArn,
+      ]),
+    );
+    const definition = (workflow: Workflow) =>
+      JSON.stringify(
+        buildCoordinatorDefinition({
+          taskTimeoutSeconds: timeout.toSeconds() + 60,
+          executionTimeoutSeconds: workflow === 'express' ? EXPRESS_TIMEOUT_SECONDS : 3600,
+          ...(props.publish ? { publish: true } : {}),
+          workflow,
+        }),
+      );
     this.stateMachine = new sfn.StateMachine(this, 'StateMachine', {
       stateMachineType: sfn.StateMachineType.STANDARD,
-      definitionBody: sfn.DefinitionBody.fromString(JSON.stringify(definition)),
-      definitionSubstitutions: Object.fromEntries(
-        Object.entries(tasks).map(([step, fn]) => [
-          functionArnSubstitution(step as CoordinatorTask),
-          fn.functionArn,
-        ]),
-      ),
+      definitionBody: sfn.DefinitionBody.fromString(definition('standard')),
+      definitionSubstitutions: substitutions,
       tracingEnabled: true,
-      logs: { destination: logGroup, level: sfn.LogLevel.ALL, includeExecutionData: false },
+      logs: {
+        destination: this.logGroup('StateMachineLogs', 'coordinator', props),
+        level: sfn.LogLevel.ALL,
+        includeExecutionData: false,
+      },
     });
     for (const fn of Object.values(tasks)) fn.grantInvoke(this.stateMachine);
+
+    if ((props.workflow ?? 'express') === 'express') {
+      this.expressStateMachine = new sfn.StateMachine(this, 'ExpressStateMachine', {
+        stateMachineType: sfn.StateMachineType.EXPRESS,
+        definitionBody: sfn.DefinitionBody.fromString(definition('express')),
+        definitionSubstitutions: {
+          ...substitutions,
+          [STANDARD_STATE_MACHINE_SUBSTITUTION]: this.stateMachine.stateMachineArn,
+        },
+        tracingEnabled: true,
+        // An Express workflow keeps no execution history: its log is the only record of its executions.
+        logs: {
+          destination: this.logGroup('ExpressStateMachineLogs', 'coordinator-express', props),
+          level: sfn.LogLevel.ALL,
+          includeExecutionData: false,
+        },
+      });
+      for (const fn of Object.values(tasks)) fn.grantInvoke(this.expressStateMachine);
+      this.stateMachine.grantStartExecution(this.expressStateMachine);
+    }
 
     this.schedule =
       (props.scheduled ?? true)
         ? new events.Rule(this, 'Schedule', {
             description: `Starts a checkpoint of pipeline ${this.pipelineId}`,
             schedule: events.Schedule.rate(interval),
-            targets: [new targets.SfnStateMachine(this.stateMachine)],
+            targets: [new targets.SfnStateMachine(this.scheduledStateMachine)],
           })
         : undefined;
+  }
+
+  /** The state machine the schedule starts: the Express one, or the Standard one with `workflow: 'standard'`. */
+  get scheduledStateMachine(): sfn.StateMachine {
+    return this.expressStateMachine ?? this.stateMachine;
+  }
+
+  /** Every state machine of the coordinator, the Standard one first. */
+  get stateMachines(): sfn.StateMachine[] {
+    return this.expressStateMachine ? [this.stateMachine, this.expressStateMachine] : [this.stateMachine];
+  }
+
+  private logGroup(id: string, kind: string, props: CheckpointCoordinatorProps): logs.LogGroup {
+    return new logs.LogGroup(this, id, {
+      // Under /aws/vendedlogs/: otherwise every state machine log group is added to the account's one CloudWatch
+      // Logs resource policy, whose size limit eventually fails deploys of many pipelines.
+      logGroupName: `/aws/vendedlogs/states/eos-${this.pipelineId}-${kind}-${Names.uniqueId(this).slice(-8)}`,
+      retention: props.logRetention ?? logs.RetentionDays.ONE_MONTH,
+      removalPolicy: props.removalPolicy ?? RemovalPolicy.DESTROY,
+      encryptionKey: props.encryptionKey,
+    });
   }
 
   /** One step's function: entry `functions/coordinator.ts` (publish: its own), handler = the step's name. */

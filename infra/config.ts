@@ -9,6 +9,7 @@
  */
 import { z } from 'zod';
 import { type SettingsInput, settingsSchema } from '../shared/config/settings.ts';
+import { WORKFLOWS } from '../shared/coordinator/definition.ts';
 import { InvalidSettingError } from '../shared/errors.ts';
 import { parseTransformRef } from '../shared/transforms/load.ts';
 import { MAX_REPLAY_GENERATION, type ReplayProps, replayConfigOf } from './replay.ts';
@@ -91,6 +92,11 @@ const deploymentShape = {
   processorMemoryMb: int(128, 10_240).default(1024),
   /** The timeout of each coordinator step (seconds); `checkpointLeaseSeconds` must exceed it. */
   coordinatorStepTimeoutSeconds: int(10, 900).default(300),
+  /**
+   * The workflow the schedule starts: `express` bills a request and its duration a checkpoint, and hands what may
+   * need more than five minutes to a Standard one; `standard` bills every state transition.
+   */
+  coordinatorWorkflow: z.enum(WORKFLOWS).default('express'),
   /** How often the coordinator takes a checkpoint (minutes). */
   checkpointIntervalMinutes: int(1, 1440).default(1),
   /** Alarm when no checkpoint commits for this many intervals. */

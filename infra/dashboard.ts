@@ -15,6 +15,8 @@ export interface PipelineDashboardInput {
   readonly pipelineId: string;
   readonly processor: lambda.IFunction;
   readonly stateMachine: sfn.IStateMachine;
+  /** The Express state machine the schedule starts, when the coordinator has one. */
+  readonly expressStateMachine?: sfn.IStateMachine;
   readonly monitor: lambda.IFunction;
   readonly checkpointInterval: Duration;
   readonly noCommitIntervals: number;
@@ -98,7 +100,9 @@ function recordWidgets(input: PipelineDashboardInput): cloudwatch.IWidget[] {
 
 /** The processor's invocations and the checkpoints' executions. */
 function runtimeWidgets(input: PipelineDashboardInput): cloudwatch.IWidget[] {
-  const { processor, stateMachine, failedExecutions } = input;
+  const { processor, failedExecutions } = input;
+  // The one the schedule starts: its executions are the checkpoints.
+  const stateMachine = input.expressStateMachine ?? input.stateMachine;
   const fiveMinutes = Duration.minutes(5);
   return [
     new cloudwatch.GraphWidget({

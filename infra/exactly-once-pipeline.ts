@@ -339,6 +339,7 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
       bucket: this.bucket,
       environment: this.environment,
       interval: Duration.minutes(config.checkpointIntervalMinutes),
+      workflow: config.coordinatorWorkflow,
       // The weaker guarantees write final objects directly: a checkpoint would have nothing to commit.
       scheduled: config.deliveryGuarantee === 'exactly-once',
       functionDefaults: pipelineFunctionDefaults(
@@ -380,6 +381,9 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
         generation: this.replay.generation,
       },
       stateMachine: this.coordinator.stateMachine,
+      ...(this.coordinator.expressStateMachine
+        ? { expressStateMachine: this.coordinator.expressStateMachine }
+        : {}),
       monitor: this.monitor,
       checkpointInterval: Duration.minutes(config.checkpointIntervalMinutes),
       noCommitIntervals: config.noCommitAlarmIntervals,
@@ -398,6 +402,7 @@ export class ExactlyOncePipeline extends Construct implements PipelineParts {
       processorFunctionName: this.processor.functionName,
       bucketName: this.bucket.bucketName,
       stateMachineArn: this.coordinator.stateMachine.stateMachineArn,
+      expressStateMachineArn: this.coordinator.expressStateMachine?.stateMachineArn,
       clusterArn: this.clusterArn,
       ...(this.analytics ? { analytics: this.analytics } : {}),
       ...(this.iceberg ? { iceberg: this.iceberg.outputValue } : {}),

@@ -122,17 +122,18 @@ export function acknowledgeNagFindings(pipeline: ExactlyOncePipeline): void {
   // A Kafka secret named without its suffix is granted as `<arn>-??????`: cdk-nag's IAM5 flags `*` only, so
   // there is nothing to acknowledge for it.
 
-  const stateMachine = pipeline.coordinator.stateMachine;
-  acknowledge(stateMachine, 'AwsSolutions-IAM5[Resource::*]', REASONS.stateMachineStar);
-  for (const fn of [
-    ...COORDINATOR_STEPS.map((step) => pipeline.coordinator.functions[step]),
-    ...(publish ? [publish] : []),
-  ]) {
-    acknowledge(
-      stateMachine,
-      `AwsSolutions-IAM5[Resource::<${logicalId(fn.node.defaultChild as CfnElement)}.Arn>:*]`,
-      REASONS.invokeVersions,
-    );
+  for (const stateMachine of pipeline.coordinator.stateMachines) {
+    acknowledge(stateMachine, 'AwsSolutions-IAM5[Resource::*]', REASONS.stateMachineStar);
+    for (const fn of [
+      ...COORDINATOR_STEPS.map((step) => pipeline.coordinator.functions[step]),
+      ...(publish ? [publish] : []),
+    ]) {
+      acknowledge(
+        stateMachine,
+        `AwsSolutions-IAM5[Resource::<${logicalId(fn.node.defaultChild as CfnElement)}.Arn>:*]`,
+        REASONS.invokeVersions,
+      );
+    }
   }
 }
 

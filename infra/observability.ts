@@ -54,7 +54,10 @@ import { buildPipelineDashboard } from './dashboard.ts';
 export interface PipelineObservabilityProps {
   readonly pipelineId: string;
   readonly processor: lambda.IFunction;
+  /** The Standard state machine: every checkpoint, or (with `expressStateMachine`) recoveries and retries. */
   readonly stateMachine: sfn.IStateMachine;
+  /** The Express state machine the schedule starts, when the coordinator has one. */
+  readonly expressStateMachine?: sfn.IStateMachine;
   readonly monitor: lambda.IFunction;
   readonly checkpointInterval: Duration;
   readonly noCommitIntervals: number;
@@ -116,14 +119,20 @@ export class PipelineObservability extends Construct {
   ) {
     super(scope, id);
     const pl = props.pipelineId;
+    const machines = [props.stateMachine, ...(props.expressStateMachine ? [props.expressStateMachine] : [])];
+    // The executions of either workflow that failed, timed out (an Express one cut off at five minutes) or aborted.
+    const usingMetrics: Record<string, cloudwatch.IMetric> = {};
+    machines.forEach((machine, i) => {
+      usingMetrics[`failed${i}`] = machine.metricFailed({ statistic: 'Sum' });
+      usingMetrics[`timedOut${i}`] = machine.metricTimedOut({ statistic: 'Sum' });
+      usingMetrics[`aborted${i}`] = machine.metricAborted({ statistic: 'Sum' });
+    });
     const failedExecutions = new cloudwatch.MathExpression({
       label: 'failed, timed out or aborted executions',
-      expression: 'FILL(failed, 0) + FILL(timedOut, 0) + FILL(aborted, 0)',
-      usingMetrics: {
-        failed: props.stateMachine.metricFailed({ statistic: 'Sum' }),
-        timedOut: props.stateMachine.metricTimedOut({ statistic: 'Sum' }),
-        aborted: props.stateMachine.metricAborted({ statistic: 'Sum' }),
-      },
+      expression: Object.keys(usingMetrics)
+        .map((name) => `FILL(${name}, 0)`)
+        .join(' + '),
+      usingMetrics,
       period: Duration.minutes(5),
     });
     this.alarms = {

@@ -8,6 +8,8 @@ export interface PipelineOutputValues {
   readonly processorFunctionName: string;
   readonly bucketName: string;
   readonly stateMachineArn: string;
+  /** The Express state machine the schedule starts (`coordinatorWorkflow: 'express'`). */
+  readonly expressStateMachineArn?: string | undefined;
   readonly clusterArn?: string | undefined;
   readonly analytics?: {
     readonly databaseName: string;
@@ -40,7 +42,19 @@ export function addPipelineOutputs(scope: Construct, values: PipelineOutputValue
     });
   }
   new CfnOutput(scope, 'BucketName', { value: values.bucketName, description: 'The sink bucket' });
-  new CfnOutput(scope, 'StateMachineArn', { value: values.stateMachineArn });
+  new CfnOutput(scope, 'StateMachineArn', {
+    value: values.stateMachineArn,
+    description: values.expressStateMachineArn
+      ? 'The Standard checkpoint workflow: recoveries and retries after an abort (start it to take a checkpoint now)'
+      : 'The checkpoint workflow (start it to take a checkpoint now)',
+  });
+  if (values.expressStateMachineArn) {
+    new CfnOutput(scope, 'ExpressStateMachineArn', {
+      value: values.expressStateMachineArn,
+      description:
+        'The Express checkpoint workflow the schedule starts (its executions are in its log group)',
+    });
+  }
   const clusterOption = values.clusterArn ? ` --cluster-arn ${values.clusterArn}` : '';
   if (values.clusterArn) {
     new CfnOutput(scope, 'ClusterArn', {

@@ -117,6 +117,12 @@ export interface ExactlyOncePipelineProps {
    * a COPY an object, not a partition: docs/benchmark.md).
    */
   readonly finalObjects?: 'merged' | 'partition';
+  /**
+   * The workflow each scheduled checkpoint runs: `express` (about a fortieth of the Standard bill at one checkpoint
+   * a minute; what may need longer than five minutes is handed to a Standard workflow) or `standard` (every
+   * checkpoint on the Standard workflow, each transition billed). Default `express`.
+   */
+  readonly coordinatorWorkflow?: 'express' | 'standard';
   /** The output column holding a row's record time (timestamp or long, ms); default the Kafka timestamp. */
   readonly timeField?: string;
   /** Items per DynamoDB transaction, 8–100. Default 100. */

@@ -36,6 +36,7 @@ const PROPS = {
   processorTimeoutSeconds: 'processorTimeout',
   processorMemoryMb: 'processorMemorySize',
   coordinatorStepTimeoutSeconds: 'coordinatorStepTimeout',
+  coordinatorWorkflow: 'coordinatorWorkflow',
   checkpointIntervalMinutes: 'checkpointInterval',
   noCommitAlarmIntervals: 'noCommitAlarmIntervals',
   offsetLagAlarmThreshold: 'offsetLagAlarmThreshold',

@@ -17,7 +17,10 @@
  * - `hooks.failedStep(step, payload, error)` sees each failed invocation's own error (`eos checkpoint` names it).
  * - Retry waits are overridden to 0 ms, so retries are instant.
  * - `definition` + `functionSteps` (FunctionName/ARN → step) run another definition, e.g. the synthesized one.
- *   Without them, {@link localDefinition} is used.
+ *   Without them, {@link localDefinition} is used, for the `workflow` option (default `express`, as deployed).
+ * - An Express definition's `HandOff` state (`definition.ts`) starts the Standard one: here, once the Express
+ *   execution has ended, `runCheckpoint` runs `handOffDefinition` (default the local Standard definition) and
+ *   reports both executions.
  * - Needs `Promise.withResolvers` (Node 22+, or the polyfill in `test/support/polyfills.ts`).
  */
 import { randomUUID } from 'node:crypto';
@@ -41,7 +44,10 @@ import {
   type CoordinatorStep,
   type CoordinatorTask,
   functionArnSubstitution,
+  HAND_OFF_STATE_NAME,
   PUBLISH_STEP,
+  STANDARD_STATE_MACHINE_SUBSTITUTION,
+  type Workflow,
 } from '../shared/coordinator/definition.ts';
 import type { PromotionLimits } from '../shared/coordinator/promote/promoter.ts';
 import { tablePublisher } from '../shared/coordinator/publish/step.ts';
@@ -74,8 +80,12 @@ export interface LocalCoordinatorOptions {
   readonly partitionsPerShard?: number;
   /** An ASL definition whose Lambda tasks name their function by ARN; default {@link localDefinition}. */
   readonly definition?: Record<string, unknown>;
-  /** FunctionName (ARN) → step, for `definition`. */
+  /** FunctionName (ARN) → step, for `definition` (and `handOffDefinition`). */
   readonly functionSteps?: Readonly<Record<string, CoordinatorTask>>;
+  /** The workflow of the built-in definition (without `definition`). Default `express`, as deployed. */
+  readonly workflow?: Workflow;
+  /** What an Express definition's `HandOff` starts; default the local Standard definition. */
+  readonly handOffDefinition?: Record<string, unknown>;
   /**
    * The Iceberg table each committed checkpoint is published to: the definition then has the `Publish` step
    * (`definition.ts`). Default: none.
@@ -97,8 +107,19 @@ export interface StepInvocation {
   readonly durationMs: number;
 }
 
+/** One execution of a checkpoint's run: an Express one that handed off is followed by a Standard one. */
+export interface ExecutionRun {
+  readonly workflow: Workflow;
+  readonly execution: string;
+  /** States entered and retried in this execution: what a Standard workflow bills. */
+  readonly transitions: number;
+  /** From start to end: what an Express workflow bills (with its memory), here on the local interpreter. */
+  readonly durationMs: number;
+}
+
 export interface CheckpointOutcome {
   readonly status: CheckpointOutcomeStatus;
+  /** The execution whose end this outcome reports: the Standard one after a hand-off. */
   readonly execution: string;
   /** The checkpoint this execution worked on (0 when none). */
   readonly checkpointId: number;
@@ -111,10 +132,13 @@ export interface CheckpointOutcome {
   /** History events the interpreter logged (an estimate of Step Functions' count). */
   readonly events: number;
   /**
-   * State transitions, what a Standard workflow bills: every state entered, inside a Map's iterations too (an
-   * inline Map's iterations themselves are not billed), and every retry of a state.
+   * State transitions of every execution: every state entered, inside a Map's iterations too (an inline Map's
+   * iterations themselves are not billed), and every retry of a state. A Standard workflow bills them; see
+   * `executions` for which workflow ran them.
    */
   readonly transitions: number;
+  /** The executions, in order: one, or an Express one that handed off and the Standard one it started. */
+  readonly executions: readonly ExecutionRun[];
   /** The largest state input/output the interpreter saw, in bytes of JSON. */
   readonly maxStateBytes: number;
 }
@@ -137,15 +161,29 @@ export function substitute(definition: unknown, values: Readonly<Record<string, 
   );
 }
 
-/** The deployable definition with local ARNs in place of the Lambda substitutions. */
-export function localDefinition({ publish = false }: { readonly publish?: boolean } = {}): {
+export const LOCAL_STANDARD_ARN = 'arn:aws:states:local:000000000000:stateMachine:eos-coordinator-standard';
+
+/** The deployable definition with local ARNs in place of the Lambda (and Standard workflow) substitutions. */
+export function localDefinition({
+  publish = false,
+  workflow = 'standard',
+}: {
+  readonly publish?: boolean;
+  readonly workflow?: Workflow;
+} = {}): {
   definition: Record<string, unknown>;
   functionSteps: Record<string, CoordinatorTask>;
 } {
   const steps: CoordinatorTask[] = publish ? [...COORDINATOR_STEPS, PUBLISH_STEP] : [...COORDINATOR_STEPS];
-  const values = Object.fromEntries(steps.map((step) => [functionArnSubstitution(step), LOCAL_ARN(step)]));
+  const values = {
+    ...Object.fromEntries(steps.map((step) => [functionArnSubstitution(step), LOCAL_ARN(step)])),
+    [STANDARD_STATE_MACHINE_SUBSTITUTION]: LOCAL_STANDARD_ARN,
+  };
   return {
-    definition: substitute(buildCoordinatorDefinition({ publish }), values) as Record<string, unknown>,
+    definition: substitute(buildCoordinatorDefinition({ publish, workflow }), values) as Record<
+      string,
+      unknown
+    >,
     functionSteps: Object.fromEntries(steps.map((step) => [LOCAL_ARN(step), step])),
   };
 }
@@ -191,6 +229,33 @@ function machineFor(definition: Record<string, unknown>, source: string, validat
   return machine;
 }
 
+/** A definition ready to run: its states by name, whether the caller brought it (validated), its cache key. */
+interface Runnable {
+  readonly definition: Record<string, unknown>;
+  readonly states: Array<[string, StateJson]>;
+  readonly workflow: Workflow;
+  readonly validate: boolean;
+  readonly source: string;
+}
+
+function runnable(definition: Record<string, unknown>, validate: boolean): Runnable {
+  const top = (definition as { States: Record<string, StateJson> }).States;
+  return {
+    definition,
+    states: allStates(top),
+    // An Express definition is the one that can hand off (`definition.ts`).
+    workflow: HAND_OFF_STATE_NAME in top ? 'express' : 'standard',
+    validate,
+    source: `${validate}:${JSON.stringify(definition)}`,
+  };
+}
+
+/** What one execution left: its outcome so far, and whether it handed off to the Standard workflow. */
+interface ExecutionResult {
+  readonly outcome: CheckpointOutcome;
+  readonly handedOff: boolean;
+}
+
 export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalCoordinator {
   const coordinator = createCoordinator({
     settings: options.settings,
@@ -201,16 +266,18 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
     ...(options.partitionsPerShard ? { partitionsPerShard: options.partitionsPerShard } : {}),
     ...(options.publishTarget ? { publisher: tablePublisher(options.publishTarget) } : {}),
   });
-  const fallback = localDefinition({ publish: options.publishTarget !== undefined });
-  const definition = options.definition ?? fallback.definition;
+  const publish = options.publishTarget !== undefined;
+  const fallback = localDefinition({ publish, workflow: options.workflow ?? 'express' });
   const functionSteps = options.functionSteps ?? fallback.functionSteps;
-  const states = allStates((definition as { States: Record<string, StateJson> }).States);
-  const validate = options.definition !== undefined;
-  const source = `${validate}:${JSON.stringify(definition)}`;
+  const entry = runnable(options.definition ?? fallback.definition, options.definition !== undefined);
+  const standard = runnable(
+    options.handOffDefinition ?? localDefinition({ publish, workflow: 'standard' }).definition,
+    options.handOffDefinition !== undefined,
+  );
 
-  async function runCheckpoint(): Promise<CheckpointOutcome> {
-    const invocations: StepInvocation[] = [];
-    const invoke = async (input: JsonValue): Promise<JsonValue> => {
+  const invoke =
+    (invocations: StepInvocation[]) =>
+    async (input: JsonValue): Promise<JsonValue> => {
       const { FunctionName, Payload } = input as unknown as { FunctionName: string; Payload: unknown };
       const step = functionSteps[FunctionName];
       if (!step) throw new Error(`no local handler for function ${FunctionName}`);
@@ -247,21 +314,30 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
         throw error;
       }
     };
+
+  async function runExecution(machine: Runnable, input: JsonValue): Promise<ExecutionResult> {
+    const invocations: StepInvocation[] = [];
+    let handOffs = 0;
+    // Starting the Standard execution is all the HandOff task does; it runs once this execution has ended.
+    const handOff = async (): Promise<JsonValue> => {
+      handOffs++;
+      return {} as JsonValue;
+    };
     const taskResourceLocalHandlers = Object.fromEntries(
-      states.filter(([, state]) => state.Type === 'Task').map(([name]) => [name, invoke]),
+      machine.states
+        .filter(([, state]) => state.Type === 'Task')
+        .map(([name]) => [name, name === HAND_OFF_STATE_NAME ? handOff : invoke(invocations)]),
     );
     const retryIntervalOverrides = Object.fromEntries(
-      states.filter(([, s]) => s.Retry).map(([name]) => [name, 0]),
+      machine.states.filter(([, s]) => s.Retry).map(([name]) => [name, 0]),
     );
     const name = options.executionName?.() ?? randomUUID();
-    const execution = `arn:aws:states:local:000000000000:execution:eos-coordinator:${name}`;
-    const run = machineFor(definition, source, validate).run(
-      { source: 'local' },
-      {
-        overrides: { taskResourceLocalHandlers, retryIntervalOverrides },
-        context: { Execution: { Id: execution, Name: name } },
-      },
-    );
+    const execution = `arn:aws:states:local:000000000000:${machine.workflow === 'express' ? 'express' : 'execution'}:eos-coordinator:${name}`;
+    const started = performance.now();
+    const run = machineFor(machine.definition, machine.source, machine.validate).run(input, {
+      overrides: { taskResourceLocalHandlers, retryIntervalOverrides },
+      context: { Execution: { Id: execution, Name: name } },
+    });
     let events = 0;
     let transitions = 0;
     let maxStateBytes = 0;
@@ -278,6 +354,12 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
         if (typeof id === 'number' && id > 0) seenCheckpointId = id;
       }
     })();
+    const ran = (): ExecutionRun => ({
+      workflow: machine.workflow,
+      execution,
+      transitions,
+      durationMs: Math.round(performance.now() - started),
+    });
     const base = { execution, invocations };
     try {
       const output = (await run.result) as { checkpoint?: { action?: string; checkpointId?: number } };
@@ -286,15 +368,17 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
       // `publish` found nothing to commit either: it only published a committed checkpoint the table lacked.
       const status: CheckpointOutcomeStatus =
         action === 'busy' ? 'busy' : action === 'empty' || action === 'publish' ? 'empty' : 'committed';
-      return {
+      const outcome = {
         ...base,
         status,
         checkpointId: output.checkpoint?.checkpointId ?? 0,
         output,
         events,
         transitions,
+        executions: [ran()],
         maxStateBytes,
       };
+      return { outcome, handedOff: action === 'handoff' && handOffs > 0 };
     } catch (error) {
       await logged.catch(() => {});
       const cause = error instanceof ExecutionError ? (error.cause as Error | undefined) : (error as Error);
@@ -305,7 +389,7 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
           : errorName === 'CheckpointCommitIncomplete'
             ? 'incomplete'
             : 'failed';
-      return {
+      const outcome = {
         ...base,
         status,
         checkpointId: seenCheckpointId,
@@ -313,9 +397,26 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
         cause: cause?.message ?? String(error),
         events,
         transitions,
+        executions: [ran()],
         maxStateBytes,
       };
+      return { outcome, handedOff: false };
     }
+  }
+
+  async function runCheckpoint(): Promise<CheckpointOutcome> {
+    const first = await runExecution(entry, { source: 'local' } as JsonValue);
+    if (!first.handedOff) return first.outcome;
+    const { outcome } = await runExecution(standard, { handedOffBy: first.outcome.execution } as JsonValue);
+    const before = first.outcome;
+    return {
+      ...outcome,
+      invocations: [...before.invocations, ...outcome.invocations],
+      events: before.events + outcome.events,
+      transitions: before.transitions + outcome.transitions,
+      executions: [...before.executions, ...outcome.executions],
+      maxStateBytes: Math.max(before.maxStateBytes, outcome.maxStateBytes),
+    };
   }
 
   return { coordinator, runCheckpoint };

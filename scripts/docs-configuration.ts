@@ -189,6 +189,8 @@ export const SETTING_DESCRIPTIONS: Readonly<Record<string, string>> = {
   processorTimeoutSeconds: "The processor Lambda's timeout (10–900 s).",
   processorMemoryMb: "The processor Lambda's memory (128–10,240 MB).",
   coordinatorStepTimeoutSeconds: 'The timeout of each coordinator step Lambda (10–900 s).',
+  coordinatorWorkflow:
+    'The Step Functions workflow each scheduled checkpoint runs. `express` bills a request and its duration, a few hundredths of what a Standard workflow bills for the same checkpoints in transitions (docs/benchmark.md), and stops at five minutes, so it hands an expired checkpoint and the attempt after an abort to a Standard workflow of the same definition; its executions are in its own log group. `standard`: every checkpoint on the Standard workflow, with its execution history in the console.',
   checkpointIntervalMinutes:
     'How often a checkpoint is taken and the monitor runs. Committed output is at most about this old.',
   noCommitAlarmIntervals: 'The `NoCommit` alarm fires when staged data has waited this many intervals.',

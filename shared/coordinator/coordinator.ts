@@ -50,7 +50,7 @@ import {
 import { parsePartitionId } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { TableSnapshots } from '../ledger/table-snapshots.ts';
-import { allocateCheckpoint, BUSY } from './begin/allocate.ts';
+import { allocateCheckpoint, BUSY, HAND_OFF } from './begin/allocate.ts';
 import { idleAnswer } from './begin/publish-lag.ts';
 import { catchUpCleanups } from './cleanup/catch-up.ts';
 import { sweepCoordinatorOrphans } from './cleanup/orphans.ts';
@@ -196,10 +196,14 @@ class CheckpointCoordinator implements Coordinator {
         });
         return BUSY;
       }
+      // An expired checkpoint is recovered by a Standard workflow, which a step's timeout bounds, not five minutes.
+      if (input.handOff) return HAND_OFF;
       if (head.status === 'COMMITTING') return this.rollForward(head, input.execution, now);
       if (!(await this.abortExpired(head, input.execution, now))) return BUSY;
       head = await this.store.readHead();
     }
+    // The attempt after an abort may have aborted for want of time: it runs where it has more.
+    if (input.handOff && head && head.consecutiveAborts > 0) return HAND_OFF;
     const allocated = await allocateCheckpoint(this.parts, head, input.execution, now);
     if (allocated.action !== 'empty' || !input.publish) return allocated;
     return idleAnswer(this.parts, this.snapshots, head?.committedId ?? 0);

@@ -29,6 +29,20 @@
  *
  * Without a table the definition has none of this, byte for byte what it was.
  *
+ * Two workflows run this definition ({@link DefinitionOptions.workflow}). A Standard workflow bills every state
+ * transition (about fifteen a checkpoint); an Express one bills a request and its duration, a few hundredths of
+ * that, but stops at five minutes and may run an execution more than once. So the scheduled checkpoint runs
+ * Express, and whatever may need longer is handed to a Standard workflow of the same definition: begin, told the
+ * workflow hands off, answers `handoff` instead of recovering an expired checkpoint or allocating the attempt
+ * after an abort, having changed nothing, and the Express execution starts the Standard one and ends:
+ *
+ * ```
+ *  Route ─ handoff (an expired lease, or the last attempt aborted) ─▶ HandOff (start the Standard) ─▶ HandedOff
+ * ```
+ *
+ * An Express execution cut off at five minutes is an execution that died: its lease expires and the next one
+ * hands the checkpoint to the Standard workflow, which recovers it (C4) with a step's own timeout as its bound.
+ *
  * Step Functions limits: the state data carries references only — the checkpoint id, the attempt and a list of
  * at most {@link MAX_SHARDS} shard numbers; each shard's Lambda reads its partitions from the checkpoint record
  * and its files from the ledger (prepare) or from the plan object prepare wrote (promote). So the payloads stay
@@ -51,6 +65,17 @@ export type CoordinatorStep = (typeof COORDINATOR_STEPS)[number];
 export const PUBLISH_STEP = 'publish';
 /** Every Lambda-backed step a definition may have. */
 export type CoordinatorTask = CoordinatorStep | typeof PUBLISH_STEP;
+/** The Task state of an Express workflow that starts the Standard workflow (begin answered `handoff`). */
+export const HAND_OFF_STATE_NAME = 'HandOff';
+/** The `definitionSubstitutions` key for the Standard workflow an Express one hands off to. */
+export const STANDARD_STATE_MACHINE_SUBSTITUTION = 'StandardStateMachineArn';
+/** An Express workflow's longest execution: Step Functions stops it at five minutes. */
+export const EXPRESS_TIMEOUT_SECONDS = 300;
+
+export const WORKFLOWS = ['express', 'standard'] as const;
+/** The Step Functions workflow type a definition is built for. */
+export type Workflow = (typeof WORKFLOWS)[number];
+
 /** The Task state of the publish step. */
 export const PUBLISH_STATE_NAME = 'Publish';
 /** The Task state of the publish step on an idle pipeline whose table is behind (begin answered `publish`). */
@@ -96,6 +121,12 @@ export interface DefinitionOptions {
   readonly executionTimeoutSeconds?: number;
   /** A `Publish` task between Commit and Cleanup (an Iceberg table is configured). Default: none. */
   readonly publish?: boolean;
+  /**
+   * `express`: the definition an Express workflow runs, which hands recoveries and retries after an abort to the
+   * Standard workflow named by `${StandardStateMachineArn}` (see the module comment); its execution timeout is
+   * {@link EXPRESS_TIMEOUT_SECONDS}. Default `standard`: the definition a Standard workflow runs.
+   */
+  readonly workflow?: Workflow;
 }
 
 type Json = Record<string, unknown>;
@@ -227,9 +258,41 @@ function publishStates(task: number): Json {
   };
 }
 
-/** Route's choices; a state machine that publishes also routes begin's `publish`. */
-function routeChoices(publish: boolean): Json[] {
+/**
+ * Starts the Standard workflow and ends: begin changed nothing, so the Standard execution begins afresh. Its
+ * input names this execution, for an operator following a checkpoint from one workflow to the other.
+ */
+function handOffStates(): Json {
+  return {
+    [HAND_OFF_STATE_NAME]: {
+      Type: 'Task',
+      Resource: 'arn:aws:states:::states:startExecution',
+      Parameters: {
+        StateMachineArn: `\${${STANDARD_STATE_MACHINE_SUBSTITUTION}}`,
+        Input: { 'handedOffBy.$': '$.execution' },
+      },
+      ResultPath: null,
+      Retry: [
+        {
+          ErrorEquals: ['States.ALL'],
+          IntervalSeconds: 1,
+          BackoffRate: 2,
+          MaxAttempts: 3,
+          MaxDelaySeconds: 10,
+        },
+      ],
+      Next: 'HandedOff',
+    },
+    HandedOff: { Type: 'Succeed' },
+  };
+}
+
+/** Route's choices; a state machine that publishes also routes begin's `publish`, an Express one `handoff`. */
+function routeChoices(publish: boolean, express: boolean): Json[] {
   return [
+    ...(express
+      ? [{ Variable: '$.checkpoint.action', StringEquals: 'handoff', Next: HAND_OFF_STATE_NAME }]
+      : []),
     { Variable: '$.checkpoint.action', StringEquals: 'checkpoint', Next: 'Prepare' },
     { Variable: '$.checkpoint.action', StringEquals: 'commit', Next: 'Promote' },
     { Variable: '$.checkpoint.action', StringEquals: 'empty', Next: 'NothingToCommit' },
@@ -246,10 +309,18 @@ function routeChoices(publish: boolean): Json[] {
 export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Json {
   const task = options.taskTimeoutSeconds ?? 900;
   const publish = options.publish === true;
+  const express = options.workflow === 'express';
+  const beginPayload = {
+    'execution.$': '$.execution',
+    ...(publish ? { publish } : {}),
+    ...(express ? { handOff: true } : {}),
+  };
   return {
     Comment:
       'Checkpoint coordinator: begin, prepare, decide, promote, commit, cleanup; abort before the decision',
-    TimeoutSeconds: options.executionTimeoutSeconds ?? 3600,
+    TimeoutSeconds: express
+      ? Math.min(options.executionTimeoutSeconds ?? EXPRESS_TIMEOUT_SECONDS, EXPRESS_TIMEOUT_SECONDS)
+      : (options.executionTimeoutSeconds ?? 3600),
     StartAt: 'Init',
     States: {
       // Seeds the state data so that every later path (Abort included) finds the fields it references.
@@ -261,7 +332,7 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
         },
         Next: 'Begin',
       },
-      Begin: lambdaTask('begin', { 'execution.$': '$.execution', ...(publish ? { publish } : {}) }, task, {
+      Begin: lambdaTask('begin', beginPayload, task, {
         ResultSelector: {
           'action.$': '$.Payload.action',
           'checkpointId.$': '$.Payload.checkpointId',
@@ -275,7 +346,7 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
       }),
       Route: {
         Type: 'Choice',
-        Choices: routeChoices(publish),
+        Choices: routeChoices(publish, express),
         Default: 'AnotherCheckpointInFlight',
       },
       Prepare: { ...shardMap('prepare', task, RETRY_BEFORE_DECISION), Catch: CATCH_TO_ABORT, Next: 'Decide' },
@@ -297,6 +368,7 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
         Next: publish ? PUBLISH_STATE_NAME : 'Cleanup',
       }),
       ...(publish ? publishStates(task) : {}),
+      ...(express ? handOffStates() : {}),
       // Cleanup failures never undo a commit: what is left is cleaned by the next checkpoint.
       Cleanup: {
         ...shardMap('cleanup', task, RETRY_AFTER_DECISION),

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 
-export const BEGIN_ACTIONS = ['checkpoint', 'commit', 'busy', 'empty', 'publish'] as const;
+export const BEGIN_ACTIONS = ['checkpoint', 'commit', 'busy', 'empty', 'publish', 'handoff'] as const;
 /**
  * - `checkpoint`: a new checkpoint (or attempt) was allocated: prepare it.
  * - `commit`: an expired checkpoint past its decision was taken over: roll it forward (promote, commit).
@@ -13,6 +13,9 @@ export const BEGIN_ACTIONS = ['checkpoint', 'commit', 'busy', 'empty', 'publish'
  * - `publish`: as `empty`, but the Iceberg table's published mark is behind the last committed checkpoint (its
  *   publish failed and no later checkpoint came to catch it up): publish that checkpoint, then end. Only when the
  *   begin input says the state machine publishes.
+ * - `handoff`: this is an Express workflow (the begin input says it hands off) and the work may take longer than
+ *   its five minutes: an expired checkpoint to recover, or the attempt after an abort. Nothing was changed; the
+ *   Standard workflow begins afresh.
  */
 export type BeginAction = (typeof BEGIN_ACTIONS)[number];
 
@@ -28,6 +31,8 @@ export const beginInputSchema = z.object({
   execution: z.string().min(1),
   /** The state machine has a publish step (an Iceberg table is configured): report a lagging published mark. */
   publish: z.boolean().optional(),
+  /** The state machine is an Express workflow that hands recoveries and retries to the Standard one. */
+  handOff: z.boolean().optional(),
 });
 export type BeginInput = z.infer<typeof beginInputSchema>;
 

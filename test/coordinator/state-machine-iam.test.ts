@@ -71,8 +71,7 @@ async function recordStepCalls(): Promise<StepCall[]> {
     settings,
     clients,
     clock,
-    definition: deployed.definition,
-    functionSteps: deployed.functionSteps,
+    ...deployed.runOptions,
     hooks: {
       beforeStep: (step) => {
         current = step;

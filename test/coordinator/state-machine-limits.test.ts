@@ -45,8 +45,7 @@ describe('Step Functions limits', () => {
       clients: res.clients,
       // One shard per partition: the fan-out reaches the most shards a checkpoint has.
       partitionsPerShard: 1,
-      definition: deployed.definition,
-      functionSteps: deployed.functionSteps,
+      ...deployed.runOptions,
     });
     const outcome = await local.runCheckpoint();
     expect(outcome.status).toBe('committed');

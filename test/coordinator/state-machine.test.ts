@@ -77,8 +77,7 @@ function harness(extraHooks: CoordinatorHooks = {}): Harness {
     settings,
     clients: res.clients,
     clock,
-    definition: deployed.definition,
-    functionSteps: deployed.functionSteps,
+    ...deployed.runOptions,
     hooks: {
       beforeStep: async (step, payload) => {
         h.fault?.(step, 'before');

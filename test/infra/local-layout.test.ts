@@ -9,13 +9,17 @@ import { DescribeTableCommand, DescribeTimeToLiveCommand } from '@aws-sdk/client
 import type { CfnFunction } from 'aws-cdk-lib/aws-lambda';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { STEP_TASK_TIMEOUT_MARGIN_SECONDS } from '../../infra/config.ts';
-import { localDefinition } from '../../local/coordinator-runner.ts';
+import { LOCAL_STANDARD_ARN, localDefinition } from '../../local/coordinator-runner.ts';
 import { createLedgerTable } from '../../local/provision.ts';
 import {
   buildCoordinatorDefinition,
   COORDINATOR_STEPS,
   type CoordinatorStep,
+  EXPRESS_TIMEOUT_SECONDS,
   functionArnSubstitution,
+  STANDARD_STATE_MACHINE_SUBSTITUTION,
+  WORKFLOWS,
+  type Workflow,
 } from '../../shared/coordinator/definition.ts';
 import { planKey } from '../../shared/coordinator/work-objects.ts';
 import { finalObjectKey, manifestKey, type ObjectRange, stagedObjectKey } from '../../shared/sink/layout.ts';
@@ -129,15 +133,20 @@ describe('the bucket prefixes', () => {
 });
 
 describe('the state machine', () => {
-  const machine = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine'))[0]!.Properties;
-  const text = String(resolveIntrinsics(machine.DefinitionString, templateJson));
-  const substitutions = resolveIntrinsics(machine.DefinitionSubstitutions, templateJson) as Record<
-    string,
-    string
-  >;
+  const machines = Object.values(resourcesOf(template, 'AWS::StepFunctions::StateMachine')).map(
+    (m) => m.Properties,
+  );
+  const machineOf = (workflow: Workflow) =>
+    machines.find((m) => (m.StateMachineType === 'EXPRESS') === (workflow === 'express'))!;
 
-  /** The deployed definition with each function's ARN turned back into its `${…FunctionArn}` placeholder. */
-  function deployedWithPlaceholders(): Record<string, unknown> {
+  /** A deployed definition with each function's ARN turned back into its `${…FunctionArn}` placeholder. */
+  function deployedWithPlaceholders(workflow: Workflow = 'standard'): Record<string, unknown> {
+    const machine = machineOf(workflow);
+    const text = String(resolveIntrinsics(machine.DefinitionString, templateJson));
+    const substitutions = resolveIntrinsics(machine.DefinitionSubstitutions, templateJson) as Record<
+      string,
+      string
+    >;
     const arnToPlaceholder = new Map<string, string>();
     for (const step of COORDINATOR_STEPS) {
       const arn = substitutions[functionArnSubstitution(step)]!;
@@ -153,15 +162,26 @@ describe('the state machine', () => {
     );
     let json = substituted;
     for (const [arn, placeholder] of arnToPlaceholder) json = json.split(arn).join(placeholder);
+    // The Express one names the Standard one it hands off to: back to its placeholder too.
+    const standardArn = substitutions[STANDARD_STATE_MACHINE_SUBSTITUTION];
+    if (standardArn) json = json.split(standardArn).join(`\${${STANDARD_STATE_MACHINE_SUBSTITUTION}}`);
     return JSON.parse(json);
   }
 
-  it("is the pure definition builder's output with the stack's step timeouts", () => {
+  it("is the pure definition builder's output with the stack's step timeouts, for each workflow", () => {
     const stepTimeout = pipeline.config.coordinatorStepTimeoutSeconds;
-    expect(deployedWithPlaceholders()).toEqual(
+    expect(machines).toHaveLength(2);
+    expect(deployedWithPlaceholders('standard')).toEqual(
       buildCoordinatorDefinition({
         taskTimeoutSeconds: stepTimeout + STEP_TASK_TIMEOUT_MARGIN_SECONDS,
         executionTimeoutSeconds: 3600,
+      }),
+    );
+    expect(deployedWithPlaceholders('express')).toEqual(
+      buildCoordinatorDefinition({
+        taskTimeoutSeconds: stepTimeout + STEP_TASK_TIMEOUT_MARGIN_SECONDS,
+        executionTimeoutSeconds: EXPRESS_TIMEOUT_SECONDS,
+        workflow: 'express',
       }),
     );
   });
@@ -176,13 +196,29 @@ describe('the state machine', () => {
         json = json.split(arn).join(`\${${functionArnSubstitution(step)}}`);
       return JSON.parse(json);
     };
-    expect(placeholders(tested.definition, tested.functionSteps)).toEqual(deployedWithPlaceholders());
-    const { isValid, errorsText } = aslValidator(deployedWithPlaceholders());
-    expect(isValid, errorsText()).toBe(true);
+    expect(placeholders(tested.standardDefinition, tested.functionSteps)).toEqual(deployedWithPlaceholders());
+    expect(tested.runOptions.handOffDefinition).toBe(tested.standardDefinition);
+    const express = placeholders(tested.definition, tested.functionSteps) as {
+      States: Record<string, unknown>;
+    };
+    const deployedExpress = deployedWithPlaceholders('express') as typeof express;
+    // The hand-off names the test stack's Standard machine there, the pipeline's here: the rest is the same.
+    expect({ ...express.States, HandOff: undefined }).toEqual({
+      ...deployedExpress.States,
+      HandOff: undefined,
+    });
+    for (const workflow of WORKFLOWS) {
+      const { isValid, errorsText } = aslValidator(deployedWithPlaceholders(workflow));
+      expect(isValid, `${workflow}: ${errorsText()}`).toBe(true);
+    }
   });
 
-  it("differs from the local runner's default definition only in task timeouts", () => {
-    const local = localDefinition();
+  it("differs from the local runner's definitions only in task timeouts", () => {
+    for (const workflow of WORKFLOWS) expectLocalLikeDeployed(workflow);
+  });
+
+  function expectLocalLikeDeployed(workflow: Workflow): void {
+    const local = localDefinition({ workflow });
     const withoutTaskTimeouts = (value: unknown): unknown => {
       if (Array.isArray(value)) return value.map(withoutTaskTimeouts);
       if (typeof value !== 'object' || value === null) return value;
@@ -196,6 +232,9 @@ describe('the state machine', () => {
     let json = JSON.stringify(local.definition);
     for (const [arn, step] of Object.entries(local.functionSteps))
       json = json.split(arn).join(`\${${functionArnSubstitution(step)}}`);
-    expect(withoutTaskTimeouts(JSON.parse(json))).toEqual(withoutTaskTimeouts(deployedWithPlaceholders()));
-  });
+    json = json.split(LOCAL_STANDARD_ARN).join(`\${${STANDARD_STATE_MACHINE_SUBSTITUTION}}`);
+    expect(withoutTaskTimeouts(JSON.parse(json))).toEqual(
+      withoutTaskTimeouts(deployedWithPlaceholders(workflow)),
+    );
+  }
 });

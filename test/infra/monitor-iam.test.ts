@@ -50,8 +50,7 @@ describe("the monitor's role", () => {
       settings,
       clients: res.clients,
       clock,
-      definition: deployed.definition,
-      functionSteps: deployed.functionSteps,
+      ...deployed.runOptions,
     });
     const processor = createProcessor({ settings, clients: res.clients });
     await processor.processEvent(mskEvent([...orderRecords(0, 0, 4), ...orderRecords(1, 0, 4)]));

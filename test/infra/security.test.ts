@@ -58,7 +58,7 @@ describe('logs', () => {
   it('are encrypted with the pipeline key under encryption=kms, which CloudWatch Logs may use for this account only', () => {
     const keyId = kms.stack.getLogicalId(kms.stack.pipeline.encryptionKey!.node.defaultChild as never);
     const groups = Object.values(resourcesOf(kms.template, 'AWS::Logs::LogGroup'));
-    expect(groups.length).toBe(10); // nine functions and the state machine
+    expect(groups.length).toBe(11); // nine functions and the two state machines
     for (const group of groups) expect(group.Properties.KmsKeyId).toEqual({ 'Fn::GetAtt': [keyId, 'Arn'] });
     kms.template.hasResourceProperties('AWS::KMS::Key', {
       KeyPolicy: {

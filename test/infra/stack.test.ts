@@ -349,10 +349,10 @@ describe('the functions', () => {
 });
 
 describe('schedules and alarms', () => {
-  it('start a checkpoint and the monitor every checkpoint interval', () => {
-    const sm = base.stack.getLogicalId(
-      base.stack.pipeline.coordinator.stateMachine.node.defaultChild as never,
-    );
+  it('start a checkpoint (the Express workflow by default) and the monitor every checkpoint interval', () => {
+    const coordinator = base.stack.pipeline.coordinator;
+    expect(coordinator.scheduledStateMachine).toBe(coordinator.expressStateMachine);
+    const sm = base.stack.getLogicalId(coordinator.expressStateMachine!.node.defaultChild as never);
     template.hasResourceProperties('AWS::Events::Rule', {
       ScheduleExpression: 'rate(1 minute)',
       Targets: [Match.objectLike({ Arn: { Ref: sm } })],
@@ -366,6 +366,34 @@ describe('schedules and alarms', () => {
     expect(
       Object.values(resourcesOf(custom, 'AWS::Events::Rule')).map((r) => r.Properties.ScheduleExpression),
     ).toEqual(['rate(5 minutes)', 'rate(5 minutes)']);
+    const standard = synthesize({ coordinatorWorkflow: 'standard' });
+    const only = standard.stack.pipeline.coordinator;
+    expect(only.expressStateMachine).toBeUndefined();
+    expect(Object.keys(resourcesOf(standard.template, 'AWS::StepFunctions::StateMachine'))).toHaveLength(1);
+    const standardId = standard.stack.getLogicalId(only.stateMachine.node.defaultChild as never);
+    standard.template.hasResourceProperties('AWS::Events::Rule', {
+      Targets: [Match.objectLike({ Arn: { Ref: standardId } })],
+    });
+  });
+
+  it('let the Express workflow start the Standard one, and nothing else start it', () => {
+    const coordinator = base.stack.pipeline.coordinator;
+    const standardId = base.stack.getLogicalId(coordinator.stateMachine.node.defaultChild as never);
+    const express = resourcesOf(template, 'AWS::StepFunctions::StateMachine');
+    const expressMachine = Object.values(express).find((m) => m.Properties.StateMachineType === 'EXPRESS')!;
+    const roleId = (expressMachine.Properties.RoleArn as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+    const starts = Object.values(resourcesOf(template, 'AWS::IAM::Policy')).flatMap((policy) =>
+      (
+        policy.Properties.PolicyDocument as { Statement: Array<{ Action: unknown; Resource: unknown }> }
+      ).Statement.filter((st) => [st.Action].flat().includes('states:StartExecution')).map((st) => ({
+        roles: policy.Properties.Roles,
+        resource: st.Resource,
+      })),
+    );
+    // The schedule's role starts the Express one; only the Express one's role may start the Standard one.
+    expect(starts.filter((start) => JSON.stringify(start.resource).includes(standardId))).toEqual([
+      { roles: [{ Ref: roleId }], resource: { Ref: standardId } },
+    ]);
   });
 
   it('start no checkpoint under the weaker guarantees, which stage nothing; the monitor still runs', () => {
@@ -431,7 +459,7 @@ describe('schedules and alarms', () => {
     });
   });
 
-  it('count failed, timed-out and aborted executions of the state machine as failed checkpoints', () => {
+  it('count failed, timed-out and aborted executions of either workflow as failed checkpoints', () => {
     const metrics = alarm('CheckpointFailed').Metrics as Array<{
       Id: string;
       MetricStat?: { Metric: { MetricName: string; Namespace: string } };
@@ -443,7 +471,10 @@ describe('schedules and alarms', () => {
         .sort(),
     ).toEqual([
       'AWS/States/ExecutionsAborted',
+      'AWS/States/ExecutionsAborted',
       'AWS/States/ExecutionsFailed',
+      'AWS/States/ExecutionsFailed',
+      'AWS/States/ExecutionsTimedOut',
       'AWS/States/ExecutionsTimedOut',
     ]);
   });

@@ -219,7 +219,12 @@ describe('the package, installed from its tarball into a CDK app outside the rep
       expect(mappings[0]!.Properties?.Topics).toEqual([TOPIC]);
       expect(mappings[0]!.Properties?.EventSourceArn).toBe(CLUSTER_ARN);
       expect(ofType('AWS::DynamoDB::Table')).toHaveLength(1);
-      expect(ofType('AWS::StepFunctions::StateMachine')).toHaveLength(1);
+      // The Express workflow the schedule starts, and the Standard one it hands recoveries to.
+      expect(
+        ofType('AWS::StepFunctions::StateMachine')
+          .map((m) => m.Properties?.StateMachineType)
+          .sort(),
+      ).toEqual(['EXPRESS', 'STANDARD']);
       // Every function's code is a bundle built at synth in the user's app, from the installed package.
       for (const fn of ofType('AWS::Lambda::Function')) {
         const code = fn.Properties?.Code as { S3Key?: string } | undefined;

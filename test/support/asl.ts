@@ -23,10 +23,21 @@ export interface SynthesizedCoordinator {
   readonly template: Template;
   readonly construct: CheckpointCoordinator;
   readonly stack: Stack;
-  /** The state machine definition as deployed, intrinsics and substitutions resolved. */
+  /**
+   * The definition the schedule starts, as deployed (intrinsics and substitutions resolved): the Express one, or
+   * the Standard one with `workflow: 'standard'`.
+   */
   readonly definition: Record<string, unknown>;
+  /** The Standard state machine's definition, as deployed. */
+  readonly standardDefinition: Record<string, unknown>;
   /** Lambda ARN → the step whose handler that function runs. */
   readonly functionSteps: Record<string, CoordinatorStep>;
+  /** What `createLocalCoordinator` takes to run the deployed workflows: the scheduled one, and its hand-off. */
+  readonly runOptions: {
+    readonly definition: Record<string, unknown>;
+    readonly functionSteps: Record<string, CoordinatorStep>;
+    readonly handOffDefinition?: Record<string, unknown>;
+  };
 }
 
 function arnOf(logicalId: string): string {
@@ -102,8 +113,40 @@ export function synthesizeCoordinator(
   const machines = Object.values(template.Resources).filter(
     (r) => r.Type === 'AWS::StepFunctions::StateMachine',
   );
-  if (machines.length !== 1) throw new Error(`expected one state machine, found ${machines.length}`);
-  const properties = machines[0]!.Properties!;
+  const express = machines.filter((m) => m.Properties?.StateMachineType === 'EXPRESS');
+  const standard = machines.filter((m) => m.Properties?.StateMachineType !== 'EXPRESS');
+  if (standard.length !== 1 || express.length > 1) {
+    throw new Error(`expected one Standard state machine and at most one Express, found ${machines.length}`);
+  }
+  const functionSteps: Record<string, CoordinatorStep> = {};
+  for (const step of COORDINATOR_STEPS) {
+    const logicalId = stack.getLogicalId(construct.functions[step].node.defaultChild as CfnFunction);
+    functionSteps[arnOf(logicalId)] = step;
+  }
+  const standardDefinition = deployedDefinition(standard[0]!, template);
+  const expressDefinition = express[0] && deployedDefinition(express[0], template);
+  const definition = expressDefinition ?? standardDefinition;
+  return {
+    template,
+    construct,
+    stack,
+    definition,
+    standardDefinition,
+    functionSteps,
+    runOptions: {
+      definition,
+      functionSteps,
+      ...(expressDefinition ? { handOffDefinition: standardDefinition } : {}),
+    },
+  };
+}
+
+/** A state machine's definition as deployed: intrinsics and substitutions resolved. */
+function deployedDefinition(
+  machine: Template['Resources'][string],
+  template: Template,
+): Record<string, unknown> {
+  const properties = machine.Properties!;
   const text = String(resolveIntrinsics(properties.DefinitionString, template));
   const substitutions = resolveIntrinsics(properties.DefinitionSubstitutions ?? {}, template) as Record<
     string,
@@ -113,10 +156,5 @@ export function synthesizeCoordinator(
     /\$\{([A-Za-z0-9_]+)\}/g,
     (whole, key: string) => substitutions[key] ?? whole,
   );
-  const functionSteps: Record<string, CoordinatorStep> = {};
-  for (const step of COORDINATOR_STEPS) {
-    const logicalId = stack.getLogicalId(construct.functions[step].node.defaultChild as CfnFunction);
-    functionSteps[arnOf(logicalId)] = step;
-  }
-  return { template, construct, stack, definition: JSON.parse(substituted), functionSteps };
+  return JSON.parse(substituted);
 }

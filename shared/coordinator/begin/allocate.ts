@@ -18,6 +18,9 @@ import { coveredSwitches } from './switches.ts';
 /** Another execution's checkpoint is live, or it won the race: exit cleanly. */
 export const BUSY: BeginOutput = { action: 'busy', checkpointId: 0, attempt: 0, shards: [] };
 
+/** An Express workflow leaves this checkpoint to the Standard workflow (see `definition.ts`). */
+export const HAND_OFF: BeginOutput = { action: 'handoff', checkpointId: 0, attempt: 0, shards: [] };
+
 /** Nothing staged since the last commit: no checkpoint. */
 export const EMPTY: BeginOutput = { action: 'empty', checkpointId: 0, attempt: 0, shards: [] };
 

@@ -1,0 +1,209 @@
+/**
+ * The Express workflow the schedule starts, and its hand-off to the Standard one (`definition.ts`): both
+ * definitions taken from the synthesized construct, run in aws-local-stepfunctions against DynamoDB Local and the
+ * S3 server. An Express execution stops at five minutes and may run twice; what may take longer than that (an
+ * expired checkpoint, the attempt after an abort) begins on the Standard workflow, and every record is committed
+ * once whichever workflow ran it.
+ */
+import { beforeAll, describe, expect, it } from 'vitest';
+import { type CheckpointOutcome, createLocalCoordinator } from '../../local/coordinator-runner.ts';
+import { ManualClock } from '../../shared/clock.ts';
+import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import type { CoordinatorStep } from '../../shared/coordinator/definition.ts';
+import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
+import { createProcessor } from '../../shared/processor/processor.ts';
+import { type SynthesizedCoordinator, synthesizeCoordinator } from '../support/asl.ts';
+import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { mskEvent, orderRecords } from '../support/msk.ts';
+import { expectExactlyOnce, range } from '../support/staging.ts';
+
+let res: TestResources;
+let deployed: SynthesizedCoordinator;
+
+beforeAll(async () => {
+  res = await freshResources('express');
+  deployed = synthesizeCoordinator();
+});
+
+interface Harness {
+  readonly settings: Settings;
+  readonly clock: ManualClock;
+  readonly store: CheckpointStore;
+  /** Consulted before every step: throwing fails it (persistently, as the test decides). */
+  fault?: (step: CoordinatorStep) => void;
+  readonly run: () => Promise<CheckpointOutcome>;
+  readonly stage: (partition: number, from: number, count: number) => Promise<void>;
+}
+
+function harness(executionName?: () => string): Harness {
+  const settings = parseSettings({
+    ledgerTable: res.table,
+    bucket: res.bucket,
+    pipelineId: uniqueName('ex'),
+    checkpointLeaseSeconds: 600,
+    orphanGraceSeconds: 3600,
+  });
+  const clock = new ManualClock(Date.now());
+  const processor = createProcessor({ settings, clients: res.clients });
+  const h: Harness = {
+    settings,
+    clock,
+    store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
+    run: () => local.runCheckpoint(),
+    stage: async (partition, from, count) => {
+      await processor.processEvent(mskEvent(orderRecords(partition, from, count)));
+    },
+  };
+  const local = createLocalCoordinator({
+    settings,
+    clients: res.clients,
+    clock,
+    ...deployed.runOptions,
+    ...(executionName ? { executionName } : {}),
+    hooks: { beforeStep: (step) => h.fault?.(step) },
+  });
+  return h;
+}
+
+const workflows = (outcome: CheckpointOutcome) => outcome.executions.map((e) => e.workflow);
+const steps = (outcome: CheckpointOutcome) => outcome.invocations.map((i) => i.step);
+
+describe('the Express workflow', () => {
+  it('runs a checkpoint in one execution when nothing needs recovering', async () => {
+    const h = harness();
+    await h.stage(0, 0, 5);
+    const outcome = await h.run();
+    expect(outcome.status).toBe('committed');
+    expect(workflows(outcome)).toEqual(['express']);
+    expect(deployed.runOptions.handOffDefinition).toBeDefined();
+    await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 5) });
+  });
+
+  it('hands the attempt after an abort to the Standard workflow, which commits it; then runs Express again', async () => {
+    const h = harness();
+    await h.stage(0, 0, 5);
+    await h.stage(1, 0, 3);
+    h.fault = (step) => {
+      if (step === 'prepare') throw new Error('prepare keeps failing');
+    };
+    const aborted = await h.run();
+    expect(aborted.status).toBe('aborted');
+    expect(workflows(aborted)).toEqual(['express']);
+    expect((await h.store.readHead())?.consecutiveAborts).toBe(1);
+
+    h.fault = undefined;
+    const second = await h.run();
+    expect(second.status).toBe('committed');
+    expect(workflows(second)).toEqual(['express', 'standard']);
+    // The Express execution only began, and changed nothing: the Standard one allocated attempt 2.
+    expect(steps(second)[0]).toBe('begin');
+    expect(steps(second).filter((s) => s === 'begin')).toHaveLength(2);
+    expect(second.checkpointId).toBe(1);
+    expect((await h.store.readRecord(1))?.attempt).toBe(2);
+    expect((await h.store.readHead())?.consecutiveAborts).toBe(0);
+
+    await h.stage(0, 5, 2);
+    const third = await h.run();
+    expect(third.status).toBe('committed');
+    expect(workflows(third)).toEqual(['express']);
+    await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 7), 'orders#1': range(0, 3) });
+  });
+
+  it('leaves a checkpoint cut off before its decision alone while its lease lasts, then the Standard workflow recovers it', async () => {
+    const h = harness();
+    await h.stage(0, 0, 4);
+    // An execution that stops mid-way and never aborts: what an Express execution cut off at five minutes leaves.
+    h.fault = (step) => {
+      if (step === 'prepare' || step === 'abort') throw new Error('cut off');
+    };
+    const cut = await h.run();
+    expect(cut.status).toBe('failed');
+    const head = await h.store.readHead();
+    expect(head?.status).toBe('BEGUN');
+
+    h.fault = undefined;
+    const live = await h.run();
+    expect(live.status).toBe('busy');
+    expect(workflows(live)).toEqual(['express']);
+    expect(await h.store.readHead()).toEqual(head);
+
+    h.clock.advance(h.settings.checkpointLeaseSeconds * 1000 + 1);
+    const recovered = await h.run();
+    expect(workflows(recovered)).toEqual(['express', 'standard']);
+    expect(recovered.status).toBe('committed');
+    expect((await h.store.readRecord(1))?.attempt).toBe(2);
+    await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 4) });
+  });
+
+  it('hands a checkpoint cut off after its decision to the Standard workflow, which rolls it forward', async () => {
+    const h = harness();
+    await h.stage(0, 0, 4);
+    await h.stage(2, 0, 6);
+    h.fault = (step) => {
+      if (step === 'promote') throw new Error('cut off');
+    };
+    const cut = await h.run();
+    expect(cut.status).toBe('incomplete');
+    expect((await h.store.readHead())?.status).toBe('COMMITTING');
+
+    h.fault = undefined;
+    h.clock.advance(h.settings.checkpointLeaseSeconds * 1000 + 1);
+    const before = await h.store.readHead();
+    const rolled = await h.run();
+    expect(workflows(rolled)).toEqual(['express', 'standard']);
+    expect(rolled.status).toBe('committed');
+    // The same attempt, taken over by the Standard execution: the Express one did not touch the head.
+    expect(rolled.checkpointId).toBe(before?.checkpointId);
+    expect((await h.store.readRecord(1))?.attempt).toBe(before?.attempt);
+    await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 4), 'orders#2': range(0, 6) });
+  });
+
+  it('commits every record once when one execution runs twice at the same time (at-least-once starts)', async () => {
+    const name = `twice-${uniqueName('x')}`;
+    const h = harness(() => name);
+    // The same execution, started again: the same pipeline, the same execution name, another interpreter run.
+    const again = createLocalCoordinator({
+      settings: h.settings,
+      clients: res.clients,
+      clock: h.clock,
+      ...deployed.runOptions,
+      executionName: () => name,
+    });
+    await h.stage(0, 0, 6);
+    await h.stage(1, 0, 2);
+    const [a, b] = await Promise.all([h.run(), again.runCheckpoint()]);
+    expect([a.status, b.status].sort()).toContain('committed');
+    for (const outcome of [a, b]) expect(['committed', 'busy', 'empty']).toContain(outcome.status);
+    await h.stage(0, 6, 1);
+    for (let i = 0; i < 3; i++) {
+      h.clock.advance(h.settings.checkpointLeaseSeconds * 1000 + 1);
+      if ((await h.run()).status === 'empty') break;
+    }
+    await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 7), 'orders#1': range(0, 2) });
+  });
+});
+
+describe('begin in an Express workflow', () => {
+  it('changes nothing when it hands off: an expired checkpoint stays as it was for the Standard execution', async () => {
+    const h = harness();
+    await h.stage(0, 0, 3);
+    h.fault = (step) => {
+      if (step === 'prepare' || step === 'abort') throw new Error('cut off');
+    };
+    await h.run();
+    h.clock.advance(h.settings.checkpointLeaseSeconds * 1000 + 1);
+    const coordinator = createLocalCoordinator({
+      settings: h.settings,
+      clients: res.clients,
+      clock: h.clock,
+    }).coordinator;
+    const before = await h.store.readHead();
+    const answer = await coordinator.begin({ execution: 'arn:express:later', handOff: true });
+    expect(answer).toEqual({ action: 'handoff', checkpointId: 0, attempt: 0, shards: [] });
+    expect(await h.store.readHead()).toEqual(before);
+    // Without the flag (the Standard workflow) the same begin recovers it.
+    const standard = await coordinator.begin({ execution: 'arn:standard:later' });
+    expect(standard.action).toBe('checkpoint');
+    expect(standard.attempt).toBe(2);
+  });
+});
