@@ -14,7 +14,13 @@ interface IdlePrices {
   asOf: string;
   dynamodb: { readRequestUnitPerMillion: number };
   lambda: { arm64GbSecond: number; requestsPerMillion: number };
-  stepFunctions: { standardTransitionPer1000: number };
+  stepFunctions: {
+    standardTransitionPer1000: number;
+    expressRequestsPerMillion: number;
+    expressGbSecond: number;
+    expressMemoryChunkMb: number;
+    expressBillingIncrementMs: number;
+  };
   cloudWatch: { alarmStandardPerMonth: number; dashboardPerMonth: number; customMetricPerMonth: number };
 }
 
@@ -38,6 +44,8 @@ const SCHEDULED_INVOCATION_MS = 100;
 
 export interface IdleCost {
   executionsPerMonth: number;
+  /** The workflow the schedule starts: Express bills an execution and its duration, Standard its transitions. */
+  workflow: string;
   stateTransitionsPerExecution: number;
   perMonth: {
     stepFunctions: number;
@@ -53,16 +61,26 @@ export interface IdleCost {
 /**
  * The fixed monthly cost of a deployed pipeline that receives nothing: the scheduled coordinator executions that
  * find nothing to commit and the monitor runs (one each per checkpoint interval), the alarms, the dashboard, and the
- * monitor's metrics. Step Functions transitions are the states the interpreter entered, as for checkpoints; the
- * dashboard is billed only beyond the account's first three.
+ * monitor's metrics. Step Functions transitions are the states the interpreter entered, as for checkpoints (a
+ * Standard workflow); an Express one bills the execution and its duration, its invocations at the assumed billed
+ * duration each, at one memory chunk. The dashboard is billed only beyond the account's first three.
  */
 export function idleMonthlyCost(idle: IdleResult): IdleCost {
   const executions = MONTH_SECONDS / 60 / idle.checkpointIntervalMinutes;
   const transitions = idle.emptyCheckpoint.transitions;
   const reads = sum(idle.emptyCheckpoint.calls, DDB_READS) + sum(idle.monitor.calls, DDB_READS);
   const invocations = idle.emptyCheckpoint.lambdaInvocations + 1;
+  const sf = prices.stepFunctions;
+  const express = idle.defaults.coordinatorWorkflow === 'express';
+  const expressMs =
+    Math.ceil((idle.emptyCheckpoint.lambdaInvocations * SCHEDULED_INVOCATION_MS) / sf.expressBillingIncrementMs) *
+    sf.expressBillingIncrementMs;
   const parts = {
-    stepFunctions: (executions * transitions * prices.stepFunctions.standardTransitionPer1000) / 1000,
+    stepFunctions: express
+      ? executions *
+        (sf.expressRequestsPerMillion / MILLION +
+          (expressMs / 1000) * (sf.expressMemoryChunkMb / 1024) * sf.expressGbSecond)
+      : (executions * transitions * sf.standardTransitionPer1000) / 1000,
     lambda:
       executions *
       invocations *
@@ -77,6 +95,7 @@ export function idleMonthlyCost(idle: IdleResult): IdleCost {
   const total = Object.values(parts).reduce((a, b) => a + b, 0);
   return {
     executionsPerMonth: executions,
+    workflow: idle.defaults.coordinatorWorkflow,
     stateTransitionsPerExecution: transitions,
     perMonth: {
       ...(Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, round(v)])) as Omit<

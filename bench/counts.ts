@@ -70,8 +70,10 @@ export interface MeasuredCheckpoint {
   /** Write units of the single writes, as DynamoDB Local reported them by item size. */
   readonly singleWriteUnits: number;
   readonly lambdaInvocations: number;
-  /** State transitions (states entered and retried), what Step Functions bills. */
+  /** State transitions (states entered and retried), what a Standard workflow bills. */
   readonly transitions: number;
+  /** Step Functions executions (one, or an Express one and the Standard one it handed off to). */
+  readonly executions: number;
   /** Summed over the coordinator's invocations. */
   readonly invocationMs: number;
 }
@@ -148,6 +150,7 @@ export async function measureCheckpoint(
     singleWriteUnits: calls.singleWriteUnits(),
     lambdaInvocations: outcome.invocations.length,
     transitions: outcome.transitions,
+    executions: outcome.executions.length,
     invocationMs: outcome.invocations.reduce((a, i) => a + i.durationMs, 0),
   };
 }
@@ -347,6 +350,10 @@ export function fitCheckpoints(measured: readonly MeasuredCheckpoint[]): CostCou
     transitions: fitCheckpointTerms(
       shapes,
       measured.map((m) => m.transitions),
+    ),
+    executions: fitCheckpointTerms(
+      shapes,
+      measured.map((m) => m.executions),
     ),
     msPerInvocation: Number((measured.reduce((a, m) => a + m.invocationMs, 0) / invocations).toFixed(1)),
   };

@@ -13,6 +13,7 @@ import { CallCounter } from '../shared/aws/call-counter.ts';
 import { createAwsClients } from '../shared/aws/clients.ts';
 import { systemClock } from '../shared/clock.ts';
 import { parseSettings } from '../shared/config/settings.ts';
+import type { Workflow } from '../shared/coordinator/definition.ts';
 import { runMonitor } from '../shared/observability/monitor.ts';
 import { METRIC, TABLE_ONLY_METRICS } from '../shared/observability/names.ts';
 import { createTelemetry } from '../shared/observability/telemetry.ts';
@@ -51,6 +52,8 @@ export interface StackDefaults {
   processorMemoryMb: number;
   coordinatorMemoryMb: number;
   monitorMemoryMb: number;
+  /** The workflow the schedule starts. */
+  coordinatorWorkflow: Workflow;
 }
 
 /** The memory of the stack's functions whose logical id contains `name` (the largest, if several). */
@@ -99,6 +102,7 @@ function countStackResources(): {
       processorMemoryMb: config.processorMemoryMb,
       coordinatorMemoryMb: memoryOf(template, 'Coordinator'),
       monitorMemoryMb: memoryOf(template, 'Monitor'),
+      coordinatorWorkflow: config.coordinatorWorkflow,
     },
   };
 }

@@ -79,6 +79,7 @@ function countsRows(c: CostCounts): string[] {
     `| checkpoint: PartiQL batch writes | ${terms(cp.statementWrites)} | — |`,
     `| checkpoint: Lambda invocations | ${terms(cp.lambdaInvocations)} (${cp.msPerInvocation} ms each, local) | — |`,
     `| checkpoint: Step Functions transitions | ${terms(cp.transitions)} | — |`,
+    `| checkpoint: Step Functions executions | ${terms(cp.executions)} | — |`,
     `| monitor run, each interval | ${calls(c.monitor)} | ${calls(c.monitor)} |`,
   ];
 }
@@ -199,8 +200,11 @@ export function costSection(r: CostResults, e2eRatio?: Spread): string[] {
     '  are items, and cleanup deletes each (one write unit a staged file, not in the figures with state keys); S3',
     '  PUT/COPY/LIST and GET/HEAD classes; Lambda billed for the locally measured time per batch and per coordinator',
     "  invocation at the stack's memory (DynamoDB Local and s3rver are not AWS: an approximation); Step Functions",
-    "  transitions counted as the interpreter enters and retries states (inside Map iterations too; an inline Map's",
-    "  iterations themselves are not billed); the stack's alarms, dashboard and metrics.",
+    "  as the stack's workflow bills it: the default Express workflow each execution and its duration (its",
+    "  invocations' measured time end to end, an upper bound since a Map's shards overlap, rounded up to 100 ms, at",
+    '  one 64 MB chunk); a Standard one (`--coordinator-workflow standard`) each transition, counted as the',
+    "  interpreter enters and retries states (inside Map iterations too; an inline Map's iterations themselves are",
+    "  not billed); the stack's alarms, dashboard and metrics.",
     '- **Firehose** bills an MSK source per GB, without the 5 KB rounding per record of other sources; it is',
     '  at-least-once and keeps no keyed state. **Managed Flink** bills KPU-hours, one KPU more for orchestration;',
     '  the KPUs a job needs are assumed from a throughput per KPU (`bench/prices.json`: an assumption, `eos cost',

@@ -106,39 +106,37 @@ function costBarExplanations(r: BenchResults): string[] {
       `  exactly-once adds a month, by line: ${extra.join(', ')} USD. The DynamoDB units are the fence's`,
       "  conditional UpdateItem with the staged entry inline, billed by the fence item's size per started KB (its",
       '  own fields about 0.4 KB, each inline entry about 75 bytes: one unit up to eight entries, two after), and',
-      `  cleanup's one UpdateItem a partition that removes them: ${path.unitsPerBatch} a batch, measured. Step Functions`,
-      "  bills each checkpoint's transitions. Final objects are merged across a shard's partitions already",
-      `  (${path.finals} a checkpoint here, counted at the records' size before compression: fewer where they compress).`,
-      `  What the bar still takes, priced on this bill: a fence write of one unit a batch would bring the ratio to`,
-      `  ${path.oneUnit}, and an Express workflow for the coordinator (under 1 USD a month) with it to ${path.express};`,
-      '  Express stops at five minutes, so it waits for a bound on the work one checkpoint covers. Exactly-once is',
-      '  already below Firehose at this rate (the row above).',
+      `  cleanup's one UpdateItem a partition that removes them: ${path.unitsPerBatch} a batch, measured. The checkpoint`,
+      `  runs on an Express workflow (${path.stepFunctions} USD a month). Final objects are merged across a shard's partitions`,
+      `  already (${path.finals} a checkpoint here, counted at the records' size before compression: fewer where they`,
+      `  compress). What the bar still takes, priced on this bill: a fence write of one unit a batch would bring the`,
+      `  ratio to ${path.oneUnit}. Exactly-once is already below Firehose at this rate (the row above).`,
     );
   }
   return lines;
 }
 
-/** The ratio the headline bill would have with one write unit a batch, and also with an Express coordinator. */
+/** The ratio the headline bill would have with one write unit a batch; what its workflows cost. */
 function costBarPath(h: BenchResults['cost']['headline']): {
   unitsPerBatch: string;
   oneUnit: string;
   finals: number;
-  express: string;
+  stepFunctions: string;
 } {
   const line = (item: string) => h.exactlyOnce.lines.find((l) => l.item === item)!;
   const wru = line('DynamoDB write request units');
-  const transitions = line('Step Functions state transitions');
+  const stepFunctions = h.exactlyOnce.lines
+    .filter((l) => l.item.startsWith('Step Functions'))
+    .reduce((a, l) => a + l.usd, 0);
   const batchesPerMonth = h.traffic.batchesPerSecond * 30 * 24 * 3600;
   const unitsPerBatch = wru.quantity / batchesPerMonth;
   const wruSaved = wru.usd * (1 - 1 / unitsPerBatch);
-  // Express bills requests and duration, not transitions: about 1 USD a month at one execution a minute.
-  const expressSaved = Math.max(0, transitions.usd - 1);
   const ratio = (usd: number) => ((h.exactlyOnce.total - usd) / h.atLeastOnce.total).toFixed(2);
   return {
     unitsPerBatch: `${unitsPerBatch.toFixed(2)} units`,
     oneUnit: ratio(wruSaved),
     finals: h.traffic.checkpoint.finalObjects,
-    express: ratio(wruSaved + expressSaved),
+    stepFunctions: stepFunctions.toFixed(2),
   };
 }
 
@@ -391,8 +389,8 @@ function idleSection(r: BenchResults): string[] {
     `Every ${r.idle.checkpointIntervalMinutes}-minute checkpoint interval the schedule starts one coordinator execution and one`,
     `monitor run. An execution that finds nothing to commit makes ${r.idle.emptyCheckpoint.lambdaInvocations} Lambda`,
     `invocation (begin: ${calls(r.idle.emptyCheckpoint.calls)}) and ${r.idle.emptyCheckpoint.historyEvents} history events`,
-    `(begin, the choice, the end: ${r.idle_cost.stateTransitionsPerExecution} billed transitions, the fewest a`,
-    `scheduled execution can make); the monitor makes ${calls(r.idle.monitor.calls)}.`,
+    `(begin, the choice, the end: ${r.idle_cost.stateTransitionsPerExecution} transitions, the fewest a scheduled execution`,
+    `can make; ${r.idle_cost.workflow === 'express' ? 'the Express workflow bills the execution and its duration instead' : 'the Standard workflow bills each'}); the monitor makes ${calls(r.idle.monitor.calls)}.`,
     '',
     '| fixed monthly cost, idle (USD) | Step Functions | Lambda | DynamoDB reads | alarms | dashboard | metrics | total |',
     '|---|---|---|---|---|---|---|---|',

@@ -20,9 +20,11 @@
  * most `maxShards`), per partition, per staged file and per final object, fitted from measured checkpoints of five
  * shapes; the final objects of a partition are its files cut by the promotion limits (members, rows and bytes,
  * bytes taken as the records' size: an upper bound, since staged files are compressed), and merged final objects
- * (the default) pack a shard's partition objects whole into objects of the same limits.
+ * (the default) pack a shard's partition objects whole into objects of the same limits. Step Functions: a Standard
+ * workflow bills each transition; an Express one (the default) each execution and its duration ({@link workflowUsage}).
  */
 
+import type { Workflow } from '../shared/coordinator/definition.ts';
 import {
   type CheckpointLayout,
   type CheckpointShape,
@@ -102,6 +104,8 @@ export interface CheckpointCounts {
   readonly lambdaInvocations: CheckpointTerms;
   /** State transitions, what a Standard workflow bills: states entered (inside Map iterations too) and retries. */
   readonly transitions: CheckpointTerms;
+  /** Step Functions executions a checkpoint takes (one, unless an Express one hands off): what Express bills. */
+  readonly executions: CheckpointTerms;
   /** Measured milliseconds per coordinator invocation (the checkpoints' wall time over their invocations). */
   readonly msPerInvocation: number;
 }
@@ -114,7 +118,15 @@ export interface Prices {
     readonly readRequestUnitPerMillion: number;
   };
   readonly s3: { readonly putCopyPostListPer1000: number; readonly getHeadPer1000: number };
-  readonly stepFunctions: { readonly standardTransitionPer1000: number };
+  readonly stepFunctions: {
+    readonly standardTransitionPer1000: number;
+    readonly expressRequestsPerMillion: number;
+    readonly expressGbSecond: number;
+    /** Express bills the memory an execution uses in chunks of this size; a checkpoint's state needs one. */
+    readonly expressMemoryChunkMb: number;
+    /** Express bills an execution's duration rounded up to this. */
+    readonly expressBillingIncrementMs: number;
+  };
   readonly lambda: { readonly arm64GbSecond: number; readonly requestsPerMillion: number };
   readonly cloudWatch: {
     readonly alarmStandardPerMonth: number;
@@ -142,6 +154,8 @@ export interface CostCounts extends CheckpointLayout {
     readonly processorMemoryMb: number;
     readonly coordinatorMemoryMb: number;
     readonly monitorMemoryMb: number;
+    /** The workflow the schedule starts (`coordinatorWorkflow`); counts measured before it existed: Standard. */
+    readonly coordinatorWorkflow?: Workflow;
   };
   /** The benchmark workload's pool of state keys: at most this many distinct keys per batch, by default. */
   readonly stateKeys: number;
@@ -234,6 +248,7 @@ export function checkpointCalls(counts: CheckpointCounts, shape: CheckpointShape
     singleWriteUnits: atShape(counts.singleWriteUnits, shape),
     lambdaInvocations: atShape(counts.lambdaInvocations, shape),
     transitions: atShape(counts.transitions, shape),
+    executions: atShape(counts.executions, shape),
   };
 }
 
@@ -245,7 +260,11 @@ interface Usage {
   writeUnits: number;
   invocations: number;
   gbSeconds: number;
+  /** Billed by a Standard workflow. */
   transitions: number;
+  /** Billed by an Express workflow: its executions, and their duration at the memory they are billed for. */
+  expressRequests: number;
+  expressGbSeconds: number;
 }
 
 function addUsage(into: Usage, from: Usage, times: number): void {
@@ -256,6 +275,8 @@ function addUsage(into: Usage, from: Usage, times: number): void {
   into.invocations += from.invocations * times;
   into.gbSeconds += from.gbSeconds * times;
   into.transitions += from.transitions * times;
+  into.expressRequests += from.expressRequests * times;
+  into.expressGbSeconds += from.expressGbSeconds * times;
 }
 
 const emptyUsage = (): Usage => ({
@@ -266,6 +287,8 @@ const emptyUsage = (): Usage => ({
   invocations: 0,
   gbSeconds: 0,
   transitions: 0,
+  expressRequests: 0,
+  expressGbSeconds: 0,
 });
 
 function line(item: string, quantity: number, unit: string, usd: number): BillLine {
@@ -300,6 +323,18 @@ function billOf(usage: Usage, counts: CostCounts, withDashboard: boolean): Bill 
       usage.transitions,
       'transitions',
       (usage.transitions * p.stepFunctions.standardTransitionPer1000) / 1000,
+    ),
+    line(
+      'Step Functions Express requests',
+      usage.expressRequests,
+      'executions',
+      (usage.expressRequests * p.stepFunctions.expressRequestsPerMillion) / 1e6,
+    ),
+    line(
+      'Step Functions Express duration',
+      usage.expressGbSeconds,
+      'GB-s',
+      usage.expressGbSeconds * p.stepFunctions.expressGbSecond,
     ),
     line(
       `CloudWatch (${alarms} alarms, ${withDashboard ? `${dashboards} dashboard, ` : ''}${customMetrics} metrics)`,
@@ -370,6 +405,8 @@ function processorUsage(
     invocations: 1,
     gbSeconds: (ms / 1000) * (counts.defaults.processorMemoryMb / 1024),
     transitions: 0,
+    expressRequests: 0,
+    expressGbSeconds: 0,
   };
 }
 
@@ -384,10 +421,34 @@ function monitorUsage(counts: CostCounts): Usage {
     invocations: 1,
     gbSeconds: (counts.checkpoint.msPerInvocation / 1000) * (counts.defaults.monitorMemoryMb / 1024),
     transitions: 0,
+    expressRequests: 0,
+    expressGbSeconds: 0,
   };
 }
 
-function checkpointUsage(counts: CostCounts, shape: CheckpointShape): Usage {
+/**
+ * What Step Functions bills for a checkpoint's executions. Standard: each transition. Express: each execution, and
+ * its duration, taken as its invocations' measured time end to end (an upper bound: a Map's shards overlap), rounded
+ * up to the billing increment, at one memory chunk.
+ */
+export function workflowUsage(
+  counts: CostCounts,
+  c: ReturnType<typeof checkpointCalls>,
+  workflow: Workflow,
+): Pick<Usage, 'transitions' | 'expressRequests' | 'expressGbSeconds'> {
+  if (workflow === 'standard') return { transitions: c.transitions, expressRequests: 0, expressGbSeconds: 0 };
+  const sf = counts.prices.stepFunctions;
+  const executions = Math.max(1, c.executions);
+  const msEach = (c.lambdaInvocations * counts.checkpoint.msPerInvocation) / executions;
+  const billedMs = Math.ceil(msEach / sf.expressBillingIncrementMs) * sf.expressBillingIncrementMs;
+  return {
+    transitions: 0,
+    expressRequests: executions,
+    expressGbSeconds: executions * (billedMs / 1000) * (sf.expressMemoryChunkMb / 1024),
+  };
+}
+
+function checkpointUsage(counts: CostCounts, shape: CheckpointShape, workflow: Workflow): Usage {
   const c = checkpointCalls(counts.checkpoint, shape);
   return {
     calls: c.calls,
@@ -399,7 +460,7 @@ function checkpointUsage(counts: CostCounts, shape: CheckpointShape): Usage {
       c.lambdaInvocations *
       (counts.checkpoint.msPerInvocation / 1000) *
       (counts.defaults.coordinatorMemoryMb / 1024),
-    transitions: c.transitions,
+    ...workflowUsage(counts, c, workflow),
   };
 }
 
@@ -409,7 +470,8 @@ export function monthlyCost(counts: CostCounts, input: CostInput): MonthlyCost {
   const batchesPerMonth = traffic.batchesPerSecond * MONTH_SECONDS;
   const eo = emptyUsage();
   addUsage(eo, processorUsage(counts, 'exactly-once', input, traffic), batchesPerMonth);
-  addUsage(eo, checkpointUsage(counts, traffic.checkpoint), traffic.checkpointsPerMonth);
+  const workflow = input.coordinatorWorkflow ?? counts.defaults.coordinatorWorkflow ?? 'standard';
+  addUsage(eo, checkpointUsage(counts, traffic.checkpoint, workflow), traffic.checkpointsPerMonth);
   addUsage(eo, monitorUsage(counts), traffic.checkpointsPerMonth);
   const alo = emptyUsage();
   addUsage(alo, processorUsage(counts, 'at-least-once', input, traffic), batchesPerMonth);

@@ -4,6 +4,7 @@
  * rule MSK's batching follows and how final objects are cut and merged.
  */
 
+import type { Workflow } from '../shared/coordinator/definition.ts';
 export const MONTH_SECONDS = 30 * 24 * 3600;
 
 export interface CheckpointShape {
@@ -29,6 +30,8 @@ export interface CostInput {
    * into objects of up to the promotion limits; `partition`, one a partition. Default `merged`.
    */
   readonly finalObjects?: 'merged' | 'partition';
+  /** The workflow each checkpoint runs (`coordinatorWorkflow`); default the stack's. */
+  readonly coordinatorWorkflow?: Workflow;
 }
 
 /** How the coordinator cuts a checkpoint into shards and final objects, as the benchmark read it. */

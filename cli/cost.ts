@@ -56,7 +56,7 @@ export function formatCost(cost: MonthlyCost): string {
   return `${[
     `${input.recordsPerSecond} records/s of ${input.recordBytes} B over ${input.partitions} partitions; batching ` +
       `window ${input.batchingWindowSeconds} s, batch size ${input.batchSize}, a checkpoint every ` +
-      `${input.checkpointIntervalMinutes} min, ${input.stateKeys} state keys at most per batch`,
+      `${input.checkpointIntervalMinutes} min on the ${input.coordinatorWorkflow ?? 'standard'} workflow, ${input.stateKeys} state keys at most per batch`,
     `traffic: ${traffic.batchesPerSecond.toFixed(2)} batches/s of ${traffic.recordsPerBatch.toFixed(1)} records ` +
       `(one staged file each); each checkpoint covers ${count(cp.partitions)} partitions, ` +
       `${count(cp.stagedFiles)} staged files, ${count(cp.finalObjects)} final objects`,
@@ -87,6 +87,7 @@ interface RawOptions {
   stateKeys?: number;
   flinkKpus?: number;
   finalObjects?: 'merged' | 'partition';
+  coordinatorWorkflow?: 'express' | 'standard';
   json: boolean;
 }
 
@@ -102,6 +103,7 @@ export function costInput(raw: RawOptions, counts: CostCounts): CostInput {
     stateKeys: raw.stateKeys ?? 0,
     ...(raw.flinkKpus === undefined ? {} : { flinkKpus: raw.flinkKpus }),
     ...(raw.finalObjects === undefined ? {} : { finalObjects: raw.finalObjects }),
+    coordinatorWorkflow: raw.coordinatorWorkflow ?? d.coordinatorWorkflow ?? 'standard',
   };
 }
 
@@ -147,6 +149,12 @@ export function registerCostCommand(program: Command, deps: CostDependencies = {
         '--final-objects <layout>',
         'NDJSON final objects: merged (a few a checkpoint shard) or partition (one a partition); default merged, the stack’s',
       ).choices(['merged', 'partition']),
+    )
+    .addOption(
+      new Option(
+        '--coordinator-workflow <workflow>',
+        'the Step Functions workflow of each checkpoint: express (a request and its duration) or standard (each transition); default the stack’s',
+      ).choices(['express', 'standard']),
     )
     .option('--json', 'print JSON instead of text', false)
     .action(async (raw: RawOptions) => {

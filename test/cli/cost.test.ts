@@ -31,6 +31,7 @@ const headlineInput = {
   batchingWindowSeconds: counts.defaults.maxBatchingWindowSeconds,
   batchSize: counts.defaults.batchSize,
   stateKeys: 0,
+  coordinatorWorkflow: counts.defaults.coordinatorWorkflow ?? 'standard',
 };
 
 const usd = (n: number) => n.toLocaleString('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 2 });
@@ -101,6 +102,8 @@ describe('eos cost', () => {
       '0',
       '--flink-kpus',
       '3',
+      '--coordinator-workflow',
+      'standard',
       '--json',
     ]);
     expect(JSON.parse(out).input).toEqual({
@@ -112,7 +115,30 @@ describe('eos cost', () => {
       batchSize: 100,
       stateKeys: 0,
       flinkKpus: 3,
+      coordinatorWorkflow: 'standard',
     });
+  });
+
+  it('prices the Express workflow by executions and duration, the Standard one by transitions', async () => {
+    const bill = async (workflow: string) =>
+      JSON.parse((await eos([...HEADLINE, '--coordinator-workflow', workflow, '--json'])).out);
+    const express = await bill('express');
+    const standard = await bill('standard');
+    const usdOf = (
+      b: { exactlyOnce: { lines: { item: string; usd: number; quantity: number }[] } },
+      item: string,
+    ) => b.exactlyOnce.lines.find((l) => l.item === item)!;
+    const checkpoints = express.traffic.checkpointsPerMonth;
+    expect(usdOf(express, 'Step Functions state transitions').quantity).toBe(0);
+    expect(usdOf(express, 'Step Functions Express requests').quantity).toBe(Math.round(checkpoints));
+    expect(usdOf(standard, 'Step Functions Express requests').quantity).toBe(0);
+    const transitions = usdOf(standard, 'Step Functions state transitions');
+    expect(transitions.quantity).toBeGreaterThanOrEqual(9 * checkpoints);
+    // Every other line is the same: only the workflow's own billing differs.
+    const others = (b: typeof express) =>
+      b.exactlyOnce.lines.filter((l: { item: string }) => !l.item.startsWith('Step Functions'));
+    expect(others(express)).toEqual(others(standard));
+    expect(standard.exactlyOnce.total - express.exactlyOnce.total).toBeGreaterThan(transitions.usd * 0.9);
   });
 
   it.each([
