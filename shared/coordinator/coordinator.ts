@@ -209,10 +209,15 @@ class CheckpointCoordinator implements Coordinator {
     return idleAnswer(this.parts, this.snapshots, head?.committedId ?? 0);
   }
 
-  /** A retried begin of the execution that already allocated: hand back the same checkpoint. */
+  /**
+   * A retried begin of the execution that already allocated, or a second run of it (an Express execution runs at
+   * least once): hand back the same checkpoint, wherever the other run has taken it since the head was read. One
+   * that has ended since is not this run's to act on: it exits as another execution's would.
+   */
   private async resume(head: CheckpointHead): Promise<BeginOutput> {
-    const record = await this.requireRecord(head.checkpointId, head.attempt, [head.status]);
-    const action = head.status === 'COMMITTING' ? 'commit' : 'checkpoint';
+    const record = await this.store.readRecord(head.checkpointId);
+    if (record?.attempt !== head.attempt || !isInFlight(record.status)) return BUSY;
+    const action = record.status === 'COMMITTING' ? 'commit' : 'checkpoint';
     return {
       action,
       checkpointId: head.checkpointId,
@@ -338,28 +343,59 @@ class CheckpointCoordinator implements Coordinator {
           `checkpoint ${input.checkpointId} attempt ${input.attempt}: ${votes} of ${record.shardCount} shards voted`,
         );
       }
-      await this.store.transition({
-        ...ref,
-        from: ['BEGUN'],
-        to: 'PREPARED',
-        recordCondition: {
-          expression: 'size(votes) = :shardCount',
-          values: { ':shardCount': record.shardCount },
-        },
-      });
+      const moved = await this.decidedByTwin(input, 'PREPARED', () =>
+        this.store.transition({
+          ...ref,
+          from: ['BEGUN'],
+          to: 'PREPARED',
+          recordCondition: {
+            expression: 'size(votes) = :shardCount',
+            values: { ':shardCount': record.shardCount },
+          },
+        }),
+      );
+      if (moved) return moved;
     }
-    await this.store.transition({
-      ...ref,
-      from: ['PREPARED'],
-      to: 'COMMITTING',
-      head: { leaseUntil: this.leaseUntil(now) },
-      record: { decidedAt: now },
-    });
+    const moved = await this.decidedByTwin(input, undefined, () =>
+      this.store.transition({
+        ...ref,
+        from: ['PREPARED'],
+        to: 'COMMITTING',
+        head: { leaseUntil: this.leaseUntil(now) },
+        record: { decidedAt: now },
+      }),
+    );
+    if (moved) return moved;
     this.log.info('checkpoint decided: COMMITTING', {
       checkpointId: input.checkpointId,
       attempt: input.attempt,
     });
     return { checkpointId: input.checkpointId, decidedAt: now };
+  }
+
+  /**
+   * Runs one of decide's transitions. A conflict may be another run of this very step (a retry whose first
+   * invocation still runs, or a second run of an Express execution) that moved the attempt first: `goOnAt` (the
+   * status this transition writes) lets this one go on (undefined), COMMITTING is the decision already taken (its
+   * output). Anything else is a real conflict.
+   */
+  private async decidedByTwin(
+    input: CheckpointRef,
+    goOnAt: 'PREPARED' | undefined,
+    transition: () => Promise<unknown>,
+  ): Promise<DecideOutput | undefined> {
+    try {
+      await transition();
+      return undefined;
+    } catch (error) {
+      if (!(error instanceof CheckpointConflictError)) throw error;
+      const now = await this.store.readRecord(input.checkpointId);
+      if (now?.attempt !== input.attempt) throw error;
+      if (now.status === 'COMMITTING')
+        return { checkpointId: now.checkpointId, decidedAt: now.decidedAt ?? 0 };
+      if (goOnAt !== undefined && now.status === goOnAt) return undefined;
+      throw error;
+    }
   }
 
   // ── promote ───────────────────────────────────────────────────────────────────────────────────────────────

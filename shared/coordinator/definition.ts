@@ -41,7 +41,9 @@
  * ```
  *
  * An Express execution cut off at five minutes is an execution that died: its lease expires and the next one
- * hands the checkpoint to the Standard workflow, which recovers it (C4) with a step's own timeout as its bound.
+ * hands the checkpoint to the Standard workflow, which recovers it (C4) with a step's own timeout as its bound. An
+ * Express execution whose begin fails ends at `BeginFailed` without aborting: a second run of the same execution
+ * may own the checkpoint, and the lease decides instead.
  *
  * Step Functions limits: the state data carries references only — the checkpoint id, the attempt and a list of
  * at most {@link MAX_SHARDS} shard numbers; each shard's Lambda reads its partitions from the checkpoint record
@@ -162,6 +164,14 @@ const RETRY_PUBLISH: Json[] = [
 ];
 
 const CATCH_TO_ABORT: Json[] = [{ ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'Abort' }];
+/**
+ * An Express execution whose begin failed does not abort: abort would take the checkpoint this execution id owns,
+ * which a second run of the same execution may be preparing. Its lease lapses instead, and the Standard workflow
+ * recovers it.
+ */
+const CATCH_TO_BEGIN_FAILED: Json[] = [
+  { ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'BeginFailed' },
+];
 const CATCH_TO_INCOMPLETE: Json[] = [
   { ErrorEquals: ['States.ALL'], ResultPath: '$.error', Next: 'CommitIncomplete' },
 ];
@@ -259,11 +269,19 @@ function publishStates(task: number): Json {
 }
 
 /**
- * Starts the Standard workflow and ends: begin changed nothing, so the Standard execution begins afresh. Its
- * input names this execution, for an operator following a checkpoint from one workflow to the other.
+ * The states only an Express definition has. `HandOff` starts the Standard workflow and ends: begin changed
+ * nothing, so the Standard execution begins afresh; its input names this execution, for an operator following a
+ * checkpoint from one workflow to the other. `BeginFailed` ends an execution whose begin failed, without an abort
+ * ({@link CATCH_TO_BEGIN_FAILED}).
  */
-function handOffStates(): Json {
+function expressStates(): Json {
   return {
+    BeginFailed: {
+      Type: 'Fail',
+      Error: 'CheckpointBeginFailed',
+      Cause:
+        'begin failed; a checkpoint it allocated is recovered by the Standard workflow once its lease expires',
+    },
     [HAND_OFF_STATE_NAME]: {
       Type: 'Task',
       Resource: 'arn:aws:states:::states:startExecution',
@@ -341,7 +359,7 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
         },
         ResultPath: '$.checkpoint',
         Retry: RETRY_BEFORE_DECISION,
-        Catch: CATCH_TO_ABORT,
+        Catch: express ? CATCH_TO_BEGIN_FAILED : CATCH_TO_ABORT,
         Next: 'Route',
       }),
       Route: {
@@ -368,7 +386,7 @@ export function buildCoordinatorDefinition(options: DefinitionOptions = {}): Jso
         Next: publish ? PUBLISH_STATE_NAME : 'Cleanup',
       }),
       ...(publish ? publishStates(task) : {}),
-      ...(express ? handOffStates() : {}),
+      ...(express ? expressStates() : {}),
       // Cleanup failures never undo a commit: what is left is cleaned by the next checkpoint.
       Cleanup: {
         ...shardMap('cleanup', task, RETRY_AFTER_DECISION),

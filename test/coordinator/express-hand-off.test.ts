@@ -183,6 +183,34 @@ describe('the Express workflow', () => {
   });
 });
 
+describe('the Standard workflow alone', () => {
+  it('aborts what a begin that failed after allocating had begun (no second run of its execution exists)', async () => {
+    const h = harness();
+    await h.stage(0, 0, 3);
+    let crashes = 0;
+    const standard = createLocalCoordinator({
+      settings: h.settings,
+      clients: res.clients,
+      clock: h.clock,
+      definition: deployed.standardDefinition,
+      functionSteps: deployed.functionSteps,
+      hooks: {
+        afterStep: (step) => {
+          if (step === 'begin' && crashes++ < 10) throw new Error('begin lost its answer');
+        },
+      },
+    });
+    const outcome = await standard.runCheckpoint();
+    expect(outcome.status).toBe('aborted');
+    expect(workflows(outcome)).toEqual(['standard']);
+    expect((await h.store.readHead())?.status).toBe('ABORTED');
+    const next = await h.run();
+    expect(next.status).toBe('committed');
+    expect(workflows(next)).toEqual(['express', 'standard']);
+    await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 3) });
+  });
+});
+
 describe('begin in an Express workflow', () => {
   it('changes nothing when it hands off: an expired checkpoint stays as it was for the Standard execution', async () => {
     const h = harness();

@@ -130,11 +130,21 @@ describe('the synthesized definition', () => {
 
   it('retries with backoff, catches failures before the decision into Abort, bounds the Map fan-out', () => {
     const states = (deployed.definition as { States: Record<string, Record<string, unknown>> }).States;
-    for (const name of ['Begin', 'Prepare', 'Decide']) {
+    const standard = (deployed.standardDefinition as typeof deployed.definition & { States: typeof states })
+      .States;
+    for (const name of ['Prepare', 'Decide']) {
       expect(states[name]!.Catch).toEqual([
         expect.objectContaining({ ErrorEquals: ['States.ALL'], Next: 'Abort' }),
       ]);
     }
+    // A failed begin aborts on the Standard workflow; on the Express one a second run of the execution may own
+    // the checkpoint, so it ends without an abort and the lease decides.
+    expect(standard.Begin!.Catch).toEqual([
+      expect.objectContaining({ ErrorEquals: ['States.ALL'], Next: 'Abort' }),
+    ]);
+    expect(states.Begin!.Catch).toEqual([
+      expect.objectContaining({ ErrorEquals: ['States.ALL'], Next: 'BeginFailed' }),
+    ]);
     for (const name of ['Promote', 'Commit']) {
       expect(JSON.stringify(states[name]!.Catch)).not.toContain('"Abort"');
     }
@@ -149,10 +159,10 @@ describe('the synthesized definition', () => {
     }
     const schedule = Object.values(deployed.template.Resources).find((r) => r.Type === 'AWS::Events::Rule');
     expect(schedule?.Properties?.ScheduleExpression).toBe('rate(1 minute)');
-    const machine = Object.values(deployed.template.Resources).find(
+    const machines = Object.values(deployed.template.Resources).filter(
       (r) => r.Type === 'AWS::StepFunctions::StateMachine',
     );
-    expect(machine?.Properties?.StateMachineType).toBe('STANDARD');
+    expect(machines.map((m) => m.Properties?.StateMachineType).sort()).toEqual(['EXPRESS', 'STANDARD']);
   });
 
   it('grants least privilege: no wildcard resources on DynamoDB or S3 actions, objects only under the pipeline prefixes', () => {
@@ -256,7 +266,7 @@ describe('the deployed state machine in the interpreter', () => {
           });
         });
 
-        it(`persistent crash ${phase} ${step}: ${['begin', 'prepare'].includes(step) || (step === 'decide' && phase === 'before') ? 'aborts (C4, C6), the next checkpoint carries the data' : 'rolls forward (C4)'}`, async () => {
+        it(`persistent crash ${phase} ${step}: ${step === 'begin' ? 'ends without an abort (the Express workflow), the next checkpoint carries the data' : step === 'prepare' || (step === 'decide' && phase === 'before') ? 'aborts (C4, C6), the next checkpoint carries the data' : 'rolls forward (C4)'}`, async () => {
           const h = harness();
           await h.stage(0, 0, 5);
           await h.stage(1, 0, 4);
@@ -266,9 +276,17 @@ describe('the deployed state machine in the interpreter', () => {
           const outcome = await h.run();
           const beforeDecision =
             step === 'begin' || step === 'prepare' || (step === 'decide' && phase === 'before');
-          if (beforeDecision) {
+          if (step === 'begin') {
+            // A second run of the same Express execution may own what this begin allocated: no abort, the lease
+            // lapses and the Standard workflow recovers it.
+            expect(outcome.status).toBe('failed');
+            expect(outcome.error).toBe('CheckpointBeginFailed');
+            expect((await h.store.readHead())?.status).toBe(phase === 'after' ? 'BEGUN' : undefined);
+          } else if (beforeDecision) {
             expect(outcome.status).toBe('aborted');
             expect(outcome.cause).toContain(`persistent failure at ${step}:${phase}`);
+          }
+          if (beforeDecision) {
             const manifests = [];
             for await (const m of readManifests({
               s3: res.clients.s3,
