@@ -204,7 +204,9 @@ class CheckpointCoordinator implements Coordinator {
     }
     // The attempt after an abort may have aborted for want of time: it runs where it has more.
     if (input.handOff && head && head.consecutiveAborts > 0) return HAND_OFF;
-    const allocated = await allocateCheckpoint(this.parts, head, input.execution, now);
+    const allocated = await allocateCheckpoint(this.parts, head, input.execution, now, {
+      handOff: input.handOff === true,
+    });
     if (allocated.action !== 'empty' || !input.publish) return allocated;
     return idleAnswer(this.parts, this.snapshots, head?.committedId ?? 0);
   }

@@ -33,11 +33,12 @@
  * transition (about fifteen a checkpoint); an Express one bills a request and its duration, a few hundredths of
  * that, but stops at five minutes and may run an execution more than once. So the scheduled checkpoint runs
  * Express, and whatever may need longer is handed to a Standard workflow of the same definition: begin, told the
- * workflow hands off, answers `handoff` instead of recovering an expired checkpoint or allocating the attempt
- * after an abort, having changed nothing, and the Express execution starts the Standard one and ends:
+ * workflow hands off, answers `handoff` instead of recovering an expired checkpoint, allocating the attempt after
+ * an abort, or allocating the checkpoint after a long one, having changed nothing, and the Express execution starts
+ * the Standard one and ends:
  *
  * ```
- *  Route ─ handoff (an expired lease, or the last attempt aborted) ─▶ HandOff (start the Standard) ─▶ HandedOff
+ *  Route ─ handoff (an expired lease, the last attempt aborted, a long last one) ─▶ HandOff (start the Standard) ─▶ HandedOff
  * ```
  *
  * An Express execution cut off at five minutes is an execution that died: its lease expires and the next one

@@ -14,8 +14,8 @@ export const BEGIN_ACTIONS = ['checkpoint', 'commit', 'busy', 'empty', 'publish'
  *   publish failed and no later checkpoint came to catch it up): publish that checkpoint, then end. Only when the
  *   begin input says the state machine publishes.
  * - `handoff`: this is an Express workflow (the begin input says it hands off) and the work may take longer than
- *   its five minutes: an expired checkpoint to recover, or the attempt after an abort. Nothing was changed; the
- *   Standard workflow begins afresh.
+ *   its five minutes: an expired checkpoint to recover, the attempt after an abort, or the checkpoint after a long
+ *   one. Nothing was changed; the Standard workflow begins afresh.
  */
 export type BeginAction = (typeof BEGIN_ACTIONS)[number];
 

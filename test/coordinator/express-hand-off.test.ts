@@ -9,6 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { type CheckpointOutcome, createLocalCoordinator } from '../../local/coordinator-runner.ts';
 import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
+import { LONG_CHECKPOINT_MS } from '../../shared/coordinator/begin/allocate.ts';
 import type { CoordinatorStep } from '../../shared/coordinator/definition.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
@@ -156,6 +157,29 @@ describe('the Express workflow', () => {
     expect(rolled.checkpointId).toBe(before?.checkpointId);
     expect((await h.store.readRecord(1))?.attempt).toBe(before?.attempt);
     await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 4), 'orders#2': range(0, 6) });
+  });
+
+  it('hands the checkpoint after a long one to the Standard workflow, before an Express one is cut off', async () => {
+    const h = harness();
+    await h.stage(0, 0, 4);
+    h.fault = (step) => {
+      // The checkpoint takes longer than LONG_CHECKPOINT_MS from begin to commit.
+      if (step === 'commit') h.clock.advance(LONG_CHECKPOINT_MS + 1);
+    };
+    const long = await h.run();
+    expect(long.status).toBe('committed');
+    expect(workflows(long)).toEqual(['express']);
+    h.fault = undefined;
+    await h.stage(0, 4, 2);
+    const after = await h.run();
+    expect(after.status).toBe('committed');
+    expect(workflows(after)).toEqual(['express', 'standard']);
+    await h.stage(0, 6, 1);
+    // That one was quick: the next runs on Express again.
+    expect(workflows(await h.run())).toEqual(['express']);
+    // Nothing staged: no hand-off either, whatever the last checkpoint took.
+    expect(workflows(await h.run())).toEqual(['express']);
+    await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 7) });
   });
 
   it('commits every record once when one execution runs twice at the same time (at-least-once starts)', async () => {

@@ -21,6 +21,13 @@ export const BUSY: BeginOutput = { action: 'busy', checkpointId: 0, attempt: 0, 
 /** An Express workflow leaves this checkpoint to the Standard workflow (see `definition.ts`). */
 export const HAND_OFF: BeginOutput = { action: 'handoff', checkpointId: 0, attempt: 0, shards: [] };
 
+/**
+ * An Express workflow hands the next checkpoint to the Standard one when the last committed one took longer than
+ * this from begin to commit: well inside Express's five minutes, so that a pipeline whose checkpoints grow long
+ * moves to the Standard workflow before one is cut off (and waits a lease to be recovered).
+ */
+export const LONG_CHECKPOINT_MS = 120_000;
+
 /** Nothing staged since the last commit: no checkpoint. */
 export const EMPTY: BeginOutput = { action: 'empty', checkpointId: 0, attempt: 0, shards: [] };
 
@@ -43,12 +50,16 @@ async function readCutNow(parts: AllocateParts, committedId: number) {
   return { previous, cut, ...splitCut(cut.values()) };
 }
 
-/** Allocates the next checkpoint (or attempt) over `head`, which is not in flight, for `execution`. */
+/**
+ * Allocates the next checkpoint (or attempt) over `head`, which is not in flight, for `execution`. `handOff` (an
+ * Express workflow): a checkpoint after a long one is left to the Standard workflow ({@link LONG_CHECKPOINT_MS}).
+ */
 export async function allocateCheckpoint(
   parts: AllocateParts,
   head: CheckpointHead | undefined,
   execution: string,
   now: number,
+  { handOff = false }: { readonly handOff?: boolean } = {},
 ): Promise<BeginOutput> {
   const { store, log } = parts;
   const committedId = head?.committedId ?? 0;
@@ -56,6 +67,9 @@ export async function allocateCheckpoint(
   const switches = await coveredSwitches(parts, cut);
   // A requested switch whose ranges are all committed already needs a checkpoint of its own on an idle pipeline.
   if (changed.length === 0 && switches.length === 0) return EMPTY;
+  const last = previous.record;
+  if (handOff && last?.committedAt !== undefined && last.committedAt - last.begunAt > LONG_CHECKPOINT_MS)
+    return HAND_OFF;
 
   const checkpointId = committedId + 1;
   const attempt = head && head.checkpointId === checkpointId ? head.attempt + 1 : 1;
