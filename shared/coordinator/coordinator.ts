@@ -202,8 +202,6 @@ class CheckpointCoordinator implements Coordinator {
       if (!(await this.abortExpired(head, input.execution, now))) return BUSY;
       head = await this.store.readHead();
     }
-    // The attempt after an abort may have aborted for want of time: it runs where it has more.
-    if (input.handOff && head && head.consecutiveAborts > 0) return HAND_OFF;
     const allocated = await allocateCheckpoint(this.parts, head, input.execution, now, {
       handOff: input.handOff === true,
     });

@@ -52,7 +52,8 @@ async function readCutNow(parts: AllocateParts, committedId: number) {
 
 /**
  * Allocates the next checkpoint (or attempt) over `head`, which is not in flight, for `execution`. `handOff` (an
- * Express workflow): a checkpoint after a long one is left to the Standard workflow ({@link LONG_CHECKPOINT_MS}).
+ * Express workflow): the attempt after an abort, and a checkpoint after a long one ({@link LONG_CHECKPOINT_MS}),
+ * are left to the Standard workflow.
  */
 export async function allocateCheckpoint(
   parts: AllocateParts,
@@ -67,7 +68,10 @@ export async function allocateCheckpoint(
   const switches = await coveredSwitches(parts, cut);
   // A requested switch whose ranges are all committed already needs a checkpoint of its own on an idle pipeline.
   if (changed.length === 0 && switches.length === 0) return EMPTY;
+  // The attempt after an abort (which may have aborted for want of time), or the checkpoint after a long one, runs
+  // where it has more time. Only with work to do: an idle pipeline does not hand off every interval.
   const last = previous.record;
+  if (handOff && (head?.consecutiveAborts ?? 0) > 0) return HAND_OFF;
   if (handOff && last?.committedAt !== undefined && last.committedAt - last.begunAt > LONG_CHECKPOINT_MS)
     return HAND_OFF;
 
