@@ -51,7 +51,26 @@
 
 /* executions: the concurrent ones (0..EXECUTIONS-1), then the fault-free ones after the faults */
 #define FIRST_CLEAN (EXECUTIONS > 2 -> EXECUTIONS : 2)
-#define NEXEC 7
+#define NEXEC 12
+/* EXPRESS: the scheduled executions (the concurrent ones and the fault-free ones) run on an Express workflow, whose
+   begin is told it hands off (definition.ts, workflow: express); a hand-off starts a Standard execution, a fresh
+   Execution process with a fresh id from FIRST_STANDARD on. TWIN_EXECUTIONS (implies EXPRESS): execution 0 runs
+   twice at once, two processes with the same id (an asynchronous Express execution is at-least-once). */
+#if defined(TWIN_EXECUTIONS) && !defined(EXPRESS)
+#define EXPRESS
+#endif
+#ifdef EXPRESS
+#define SCHEDULED_EXPRESS true
+#else
+#define SCHEDULED_EXPRESS false
+#endif
+#define FIRST_STANDARD (FIRST_CLEAN + CLEAN_RUNS)
+#ifdef TWIN_EXECUTIONS
+#define TWINS 1
+#else
+#define TWINS 0
+#endif
+#define CLEAN_RUNS 4
 
 #define REC(p, o) ((p) * NO + (o))
 #define BIT(x) (1 << (x))
@@ -79,19 +98,23 @@ bool claimExpired;          /* its expiresAt has passed */
 
 /* ── DynamoDB: the checkpoint side ────────────────────────────────────────────────────────────────────── */
 byte hId; byte hAtt; byte hStatus = COMMITTED; byte hOwner = 255; byte hCommitted;
+bool hAborted;              /* consecutiveAborts > 0: an abort since the last commit (the model needs no count) */
 bool hLive;                 /* leaseUntil > now */
 byte hLease;                /* the leaseUntil value, as a generation: takeOver is conditioned on it */
 
 /* vote: the shard's vote (votes) with the digest it recorded (planDigests): the attempt whose prepare wrote the
-   plan that digest names, 0 for none. A plan holds its (id, attempt), so a digest names one attempt's plan. */
-typedef Record { byte att; byte status; short cut[NP]; short prev[NP]; byte vote };
+   plan that digest names, 0 for none. A plan holds its (id, attempt), so a digest names one attempt's plan.
+   vlay: that plan's layout (W_PARTITION or W_MERGED). Plans are keyed by their digest (planKey()): two runs of one
+   shard's prepare in one attempt (twin executions) that plan differently write two plans, and the vote names one;
+   within an attempt the covered entries are fixed, so a plan's bytes are fixed by its layout (asserted). */
+typedef Record { byte att; byte status; short cut[NP]; short prev[NP]; byte vote; byte vlay };
 Record rec[MAXCID + 1];     /* rec[0]: the empty cut before the first checkpoint */
 
 /* ── S3: working objects, final objects, manifests ────────────────────────────────────────────────────── */
 /* A plan: per partition its covered range and content (0: no object), and how it was written: W_PARTITION, one
    final object per partition range, or W_MERGED, the partitions' objects concatenated into ONE merged object (one
    shard, one stream, one lane, and 4 records are far within the promotion limits: one merged object a plan). */
-typedef Plan { byte written; byte first[NP]; byte last[NP]; byte content[NP] };
+typedef Plan { byte written; byte first[NP]; byte last[NP]; byte content[NP] };   /* written: layouts, bitmask */
 #define W_PARTITION 1
 #define W_MERGED 2
 Plan plan[(MAXCID + 1) * (MAXATT + 1)];
@@ -156,6 +179,8 @@ byte outcome[NEXEC];            /* how execution e's Begin routed */
 #define R_BUSY 1
 #define R_EMPTY 2
 #define R_WORK 3
+#define R_HANDOFF 4         /* begin answered handoff: the Express execution started a Standard one and ended */
+byte nextExec = FIRST_STANDARD;   /* the id of the next Standard execution a hand-off starts */
 
 /* ══ processor (shared/processor/processor.ts) ═══════════════════════════════════════════════════════════ */
 
@@ -408,7 +433,10 @@ proctype Stager(byte p) {
                   sCommitted = hCommitted
 #define FORGET_HEAD sId = 0; sAtt = 0; sStatus = 0; sOwner = 0; sLive = false; sLease = 0
 
-proctype Execution(byte e; bool faulty) {
+/* begin answered handoff (an Express execution, EXPRESS): nothing was changed; go to the HandOff state. */
+#define HAND_OFF outcome[e] = R_HANDOFF; goto handoff
+
+proctype Execution(byte e; bool faulty; bool express) {
   byte cid; byte att; byte st; byte p; byte o; byte s; byte slot; int files; bool ok;
   byte sId; byte sAtt; byte sStatus; byte sOwner; bool sLive; byte sLease; byte sCommitted;
   short cut[NP]; byte first; byte last; byte content;
@@ -422,18 +450,41 @@ s_begin:
     READ_HEAD;                                               /* code: CheckpointStore.readHead */
     if
     :: IN_FLIGHT(sStatus) && sOwner == e ->                  /* code: CheckpointCoordinator.resume */
-       cid = sId; att = sAtt; s = sStatus; FORGET_HEAD;
-       if :: rec[cid].att != att || rec[cid].status != s -> CONFLICT :: else -> skip fi;
-       outcome[e] = R_WORK;
-       if :: s == COMMITTING -> goto s_promote :: else -> goto s_prepare fi
+       cid = sId; att = sAtt; s = sStatus; FORGET_HEAD; goto b_resume
     :: IN_FLIGHT(sStatus) && sOwner != e && !LEASE_PASSED -> /* head.leaseUntil > now: another one is alive */
        outcome[e] = R_BUSY; goto stopped
-    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && sStatus == COMMITTING && !ABORT_DECIDED ->
+#if defined(MUT_HANDOFF_AFTER_ABORT_EXPIRED)
+    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && express && sStatus == COMMITTING -> HAND_OFF
+    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && express && sStatus != COMMITTING -> goto b_abort_expired
+#elif defined(MUT_HANDOFF_AFTER_TAKEOVER)
+    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && express && sStatus != COMMITTING -> HAND_OFF
+    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && express && sStatus == COMMITTING -> goto b_takeover
+#else
+    /* An expired checkpoint is recovered by a Standard workflow: the Express one hands it off, changing nothing. */
+    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && express -> HAND_OFF
+#endif
+    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && !express && sStatus == COMMITTING && !ABORT_DECIDED ->
        goto b_takeover
-    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && (sStatus != COMMITTING || ABORT_DECIDED) ->
+    :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && !express && (sStatus != COMMITTING || ABORT_DECIDED) ->
        goto b_abort_expired
+    /* The attempt after an abort runs on the Standard workflow: the Express one hands it off, changing nothing. */
+#if defined(MUT_HANDOFF_AFTER_ALLOCATE)
     :: else -> goto b_cut
+#else
+    :: !IN_FLIGHT(sStatus) && express && hAborted -> HAND_OFF
+    :: else -> goto b_cut
+#endif
     fi
+  }
+/* A retried begin of the execution that allocated, or (EXPRESS) the other run of the same execution: the record is
+   read in a second call, so the other run may have moved it on since the head was read (CheckpointStateError:
+   begin fails, Catch -> Abort with no id, which aborts the head this execution id owns if before the decision). */
+b_resume:
+  atomic {                             /* code: CheckpointCoordinator.requireRecord (CheckpointCoordinator.resume) */
+    FAULT;
+    if :: rec[cid].att != att || rec[cid].status != s -> s = 0; CONFLICT :: else -> skip fi;
+    outcome[e] = R_WORK;
+    if :: s == COMMITTING -> s = 0; goto s_promote :: else -> s = 0; goto s_prepare fi
   }
 b_takeover:
   atomic {                                    /* code: CheckpointStore.takeOver (CheckpointCoordinator.rollForward) */
@@ -447,6 +498,9 @@ b_takeover:
     :: ok -> assert(lapsed[hOwner]); hOwner = e; hLive = true; hLease++   /* C1: only a lapsed lease is taken */
     :: else -> outcome[e] = R_BUSY; goto stopped
     fi;
+#ifdef MUT_HANDOFF_AFTER_TAKEOVER
+    if :: express -> FORGET_HEAD; HAND_OFF :: else -> skip fi;
+#endif
     cid = sId; att = sAtt; FORGET_HEAD;
     /* code: CheckpointCoordinator.requireRecord */
     if :: rec[cid].att != att || rec[cid].status != COMMITTING -> CONFLICT :: else -> skip fi;
@@ -459,10 +513,13 @@ b_abort_expired:
     cid = sId; att = sAtt;
     ok = ABORTABLE(cid);
     if
-    :: ok -> assert(lapsed[hOwner]); hStatus = ABORTED; rec[cid].status = ABORTED   /* C1 */
+    :: ok -> assert(lapsed[hOwner]); hStatus = ABORTED; rec[cid].status = ABORTED; hAborted = true   /* C1 */
     :: else -> outcome[e] = R_BUSY; goto stopped
     fi;
     cid = 0; att = 0;
+#ifdef MUT_HANDOFF_AFTER_ABORT_EXPIRED
+    if :: express -> HAND_OFF :: else -> skip fi;
+#endif
     READ_HEAD                                                /* code: CheckpointStore.readHead */
   }
 b_cut:
@@ -491,13 +548,16 @@ b_cut:
     if
     :: ok ->
        hId = cid; hAtt = att; hStatus = BEGUN; hOwner = e; hLive = true; hLease++; hCommitted = sCommitted;
-       rec[cid].att = att; rec[cid].status = BEGUN; rec[cid].vote = 0;   /* REMOVE votes, planDigests: {} */
+       rec[cid].att = att; rec[cid].status = BEGUN; rec[cid].vote = 0; rec[cid].vlay = 0;   /* REMOVE votes, planDigests: {} */
        rec[cid].cut[0] = cut[0]; rec[cid].cut[1] = cut[1];
        rec[cid].prev[0] = rec[sCommitted].cut[0]; rec[cid].prev[1] = rec[sCommitted].cut[1];
        outcome[e] = R_WORK
     :: else -> outcome[e] = R_BUSY; goto stopped
     fi;
     FORGET_HEAD; sCommitted = 0; cut[0] = 0; cut[1] = 0
+#ifdef MUT_HANDOFF_AFTER_ALLOCATE
+    ; if :: express && hAborted -> HAND_OFF :: else -> skip fi
+#endif
   }
 
 s_prepare:
@@ -534,6 +594,9 @@ s_prepare:
           o++
        :: else -> break
        od;
+       /* A plan already written in this attempt (by a twin) covered the same entries: one content per attempt. */
+       assert(plan[WORK(cid, att)].written == 0 || (plan[WORK(cid, att)].first[p] == first &&
+              plan[WORK(cid, att)].last[p] == last && plan[WORK(cid, att)].content[p] == content));
        plan[WORK(cid, att)].first[p] = first; plan[WORK(cid, att)].last[p] = last;
        plan[WORK(cid, att)].content[p] = content;
        p++
@@ -546,13 +609,20 @@ s_prepare:
 #endif
   atomic {                                    /* code: PlanStore.writePlan, then CheckpointStore.vote (TransactWriteItems) */
     FAULT;
-    plan[WORK(cid, att)].written = (merged -> W_MERGED : W_PARTITION);
-#ifdef MUT_VOTE_NO_ATTEMPT
+#ifdef MUT_PLAN_KEY_WITHOUT_DIGEST
+    plan[WORK(cid, att)].written = (merged -> W_MERGED : W_PARTITION);   /* one key per shard: replaced */
+#else
+    plan[WORK(cid, att)].written = plan[WORK(cid, att)].written | (merged -> W_MERGED : W_PARTITION);   /* planKey() */
+#endif
+#if defined(MUT_VOTE_NO_ATTEMPT)
     ok = rec[cid].status == BEGUN && hId == cid && hStatus == BEGUN;
+#elif defined(MUT_VOTE_AFTER_DECISION)
+    ok = rec[cid].att == att && hId == cid && hAtt == att;
 #else
     ok = rec[cid].att == att && rec[cid].status == BEGUN && hId == cid && hAtt == att && hStatus == BEGUN;
 #endif
-    if :: ok -> rec[cid].vote = att; hLive = true; hLease++ :: else -> CONFLICT fi   /* the last vote wins */
+    if :: ok -> rec[cid].vote = att; rec[cid].vlay = (merged -> W_MERGED : W_PARTITION); hLive = true; hLease++
+       :: else -> CONFLICT fi   /* the last vote wins */
   }
 #ifdef MUT_VOTE_BEFORE_CANDIDATES
   CANDIDATES;
@@ -617,9 +687,9 @@ s_promote:
     /* code: PlanStore.readPlan, CheckpointCoordinator.readVotedPlan: the plan under this attempt's prefix whose key
        the recorded digest names. A digest recorded by another attempt's prepare names none there, and a lost plan
        is not derived again: WorkObjectMissingError or PlanDigestMismatchError, every time, until restored. */
-    if :: !plan[WORK(cid, att)].written || rec[cid].vote != att -> STUCK :: else -> skip fi
+    if :: (plan[WORK(cid, att)].written & rec[cid].vlay) == 0 || rec[cid].vote != att -> STUCK :: else -> skip fi
     files = 0; p = 0;
-    merged = (plan[WORK(cid, att)].written == W_MERGED);
+    merged = (rec[cid].vlay == W_MERGED);
     if :: merged -> goto p_merged :: else -> skip fi
   }
 #ifdef PARTITION_LAYOUT
@@ -721,7 +791,7 @@ s_commit:
   atomic {           /* code: CheckpointStore.transition COMMITTING -> COMMITTED (CheckpointCoordinator.markCommitted) */
     FAULT;
     ok = TRANSITION_OK(COMMITTING, COMMITTING);
-    if :: ok -> hStatus = COMMITTED; rec[cid].status = COMMITTED; hCommitted = cid :: else -> skip fi;
+    if :: ok -> hStatus = COMMITTED; rec[cid].status = COMMITTED; hCommitted = cid; hAborted = false :: else -> skip fi;
     /* lost the race to a concurrent roll-forward: fine if it committed (requireRecord COMMITTED) */
     if :: !ok && !(rec[cid].att == att && rec[cid].status == COMMITTED) -> CONFLICT :: else -> skip fi
   }
@@ -763,9 +833,9 @@ s_abort:
        :: else -> skip fi;
 #endif
     /* code: CheckpointStore.transition (CheckpointCoordinator.markAborted) */
-    if :: ABORTABLE(cid) -> hStatus = ABORTED; rec[cid].status = ABORTED :: else -> skip fi;
+    if :: ABORTABLE(cid) -> hStatus = ABORTED; rec[cid].status = ABORTED; hAborted = true :: else -> skip fi;
     /* code: PlanStore.deleteAttempt (plans, candidates, promotion records) */
-    plan[WORK(cid, att)].written = false; promo[WORK(cid, att)].written = false;
+    plan[WORK(cid, att)].written = 0; promo[WORK(cid, att)].written = false;
     CLEAR_CANDIDATES_P; CLEAR_CANDIDATES_M;
     goto stopped
   }
@@ -800,6 +870,19 @@ retry:
     :: st == S_ABORT -> goto s_abort
     fi
   }
+handoff:
+  atomic {        /* code: definition.ts HandOff (states:startExecution of the Standard workflow, retried), HandedOff */
+    FORGET_HEAD;
+    if
+    :: faulty && cfaults < CFAULTS -> cfaults++                 /* the start failed: nothing was changed */
+    :: true ->
+       /* A fresh execution (no Name: a new execution id), Standard: no hand-off, exactly once. */
+       assert(nextExec < NEXEC);
+       if :: faulty -> running++ :: else -> skip fi;
+       run Execution(nextExec, faulty, false); nextExec++
+    fi;
+    goto stopped
+  }
 stopped:
   atomic {
     cid = 0; att = 0; st = 0; p = 0; o = 0; s = 0; slot = 0; files = 0; ok = false; FORGET_HEAD;
@@ -830,12 +913,12 @@ init {
     i = 0;
     do :: i < NR -> entry[i] = 1; stagedCnt[i] = 1; i++ :: else -> break od;
     i = 0;
-    running = 1 + EXECUTIONS;
+    running = 1 + EXECUTIONS + TWINS;
 #elif defined(STAGERS)
-    running = 3 + ZOMBIES + EXECUTIONS;
+    running = 3 + ZOMBIES + EXECUTIONS + TWINS;
     run Stager(0); run Stager(1);
 #else
-    running = 3 + ZOMBIES + EXECUTIONS;
+    running = 3 + ZOMBIES + EXECUTIONS + TWINS;
     run Processor(0, false); run Processor(1, false);
 #endif
 #if ZOMBIES > 0
@@ -845,22 +928,35 @@ init {
     run Processor(1, true);
 #endif
 #if EXECUTIONS > 0
-    run Execution(0, true);
+    run Execution(0, true, SCHEDULED_EXPRESS);
+#endif
+#if TWINS > 0
+    run Execution(0, true, SCHEDULED_EXPRESS);             /* the same execution, run again at once */
 #endif
 #if EXECUTIONS > 1
-    run Execution(1, true);
+    run Execution(1, true, SCHEDULED_EXPRESS);
 #endif
 #if EXECUTIONS > 2
-    run Execution(2, true);
+    run Execution(2, true, SCHEDULED_EXPRESS);
 #endif
     run Clock()
   }
   running == 0;
   /* Faults are over, every lease has passed: fault-free executions run until Begin finds nothing to commit
      (progress: every staged record is committed once faults stop). */
-  atomic { hLive = false; lapsed[0] = true; lapsed[1] = true; lapsed[2] = true; i = FIRST_CLEAN }
+  atomic {
+    hLive = false; i = 0;
+    do :: i < NEXEC -> lapsed[i] = true; i++ :: else -> break od;
+    i = FIRST_CLEAN
+  }
+  /* (_nr_pr == 1): the execution has ended, and so has the Standard one it handed off to, if any. */
   do
-  :: i < FIRST_CLEAN + 4 -> run Execution(i, false); (_nr_pr == 1); if :: outcome[i] == R_EMPTY -> break :: else -> i++ fi
+  :: i < FIRST_CLEAN + CLEAN_RUNS ->
+     run Execution(i, false, SCHEDULED_EXPRESS); (_nr_pr == 1);
+     if
+     :: outcome[i] == R_EMPTY || (outcome[i] == R_HANDOFF && outcome[nextExec - 1] == R_EMPTY) -> break
+     :: else -> i++
+     fi
   :: else -> assert(false)                                   /* no fixpoint within the bounds */
   od;
   atomic {
