@@ -57,7 +57,8 @@ export interface CheckpointerTable {
   readonly root: string;
 }
 
-export type CheckpointCounts = Record<CheckpointOutcomeStatus, number>;
+/** Checkpoint runs by outcome, and how many of them an Express execution handed to the Standard workflow. */
+export type CheckpointCounts = Record<CheckpointOutcomeStatus, number> & { handedOff: number };
 
 export interface CheckpointerOptions {
   readonly settings: Settings;
@@ -85,6 +86,7 @@ export class Checkpointer {
     empty: 0,
     incomplete: 0,
     failed: 0,
+    handedOff: 0,
   };
   readonly outcomes: CheckpointOutcome[] = [];
   private readonly local: LocalCoordinator;
@@ -136,6 +138,7 @@ export class Checkpointer {
       const context = attemptContext(transient ? { transient, loseCommit: false } : { loseCommit: false });
       const outcome = await this.slot.run(context, () => this.local.runCheckpoint());
       this.counts[outcome.status]++;
+      if (outcome.executions.length > 1) this.counts.handedOff++;
       this.outcomes.push(outcome);
       return outcome;
     } finally {

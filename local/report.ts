@@ -23,6 +23,7 @@ function checkpointsLine(report: RunReport): string {
     c.busy ? `${c.busy} busy` : '',
     c.incomplete ? `${c.incomplete} incomplete (rolled forward later)` : '',
     c.failed ? `${c.failed} failed` : '',
+    c.handedOff ? `${c.handedOff} run on the Standard workflow after a hand-off` : '',
   ].filter(Boolean);
   return `${c.committed} committed, ${c.aborted} aborted${extra.length ? `, ${extra.join(', ')}` : ''}`;
 }

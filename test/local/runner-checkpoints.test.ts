@@ -62,7 +62,8 @@ describe('local runner checkpoints under coordinator crashes', () => {
     expect(faults.count('coordinator-crash')).toBeGreaterThan(1);
     expect((await verify()).files).toBe(0);
     expect((await checkpointer.final()).status).toBe('empty');
-    expect(checkpointer.counts).toMatchObject({ aborted: 1, committed: 1, empty: 1 });
+    // The attempt after the abort ran on the Standard workflow, handed off by the Express execution.
+    expect(checkpointer.counts).toMatchObject({ aborted: 1, committed: 1, empty: 1, handedOff: 1 });
     const result = await verify();
     expect(result.ok).toBe(true);
     expect(result.rows.output + result.rows.deadletter).toBeGreaterThan(30);
@@ -74,6 +75,7 @@ describe('local runner checkpoints under coordinator crashes', () => {
     expect(first.status).toBe('incomplete');
     expect((await checkpointer.final()).status).toBe('empty');
     expect(checkpointer.counts.committed).toBe(1);
+    expect(checkpointer.counts.handedOff).toBe(1);
     expect((await verify()).ok).toBe(true);
   });
 
