@@ -58,6 +58,7 @@ import { sweepPendingCuts } from './cleanup/pending-cuts.ts';
 import { cleanShard } from './cleanup/shard.ts';
 import { commitLatency, oldestOfPlans } from './commit/latency.ts';
 import { buildManifest } from './commit/manifest.ts';
+import { decideCheckpoint } from './decide/decide.ts';
 import {
   type AbortInput,
   type AbortOutput,
@@ -103,9 +104,6 @@ export class CheckpointStateError extends PipelineError {
   }
 }
 
-/** Decide found shards that did not vote: prepare did not complete for this attempt. */
-export class VotesIncompleteError extends PipelineError {}
-
 /**
  * A shard step named a shard the checkpoint's attempt was not dealt: its vote would count toward the decision
  * without the real shard's plan, and its cleanup mark toward the cleanup's end.
@@ -125,6 +123,7 @@ function requireShard(record: CheckpointRecord, shard: number): void {
 
 /** The checkpoint statuses (BEGUN, PREPARED, COMMITTING, COMMITTED, ABORTED), stored by the ledger module. */
 export { CHECKPOINT_STATUS, type CheckpointStatus } from '../ledger/checkpoints.ts';
+export { VotesIncompleteError } from './decide/decide.ts';
 export type { CoordinatorLog, CoordinatorOptions } from './parts.ts';
 export type { PublishOutput } from './publish/publisher.ts';
 
@@ -332,70 +331,7 @@ class CheckpointCoordinator implements Coordinator {
       'PREPARED',
       'COMMITTING',
     ]);
-    if (record.status === 'COMMITTING')
-      return { checkpointId: record.checkpointId, decidedAt: record.decidedAt ?? 0 };
-    const now = this.clock.now();
-    const ref = { checkpointId: input.checkpointId, attempt: input.attempt, now };
-    if (record.status === 'BEGUN') {
-      const votes = record.votes?.size ?? 0;
-      if (votes !== record.shardCount) {
-        throw new VotesIncompleteError(
-          `checkpoint ${input.checkpointId} attempt ${input.attempt}: ${votes} of ${record.shardCount} shards voted`,
-        );
-      }
-      const moved = await this.decidedByTwin(input, 'PREPARED', () =>
-        this.store.transition({
-          ...ref,
-          from: ['BEGUN'],
-          to: 'PREPARED',
-          recordCondition: {
-            expression: 'size(votes) = :shardCount',
-            values: { ':shardCount': record.shardCount },
-          },
-        }),
-      );
-      if (moved) return moved;
-    }
-    const moved = await this.decidedByTwin(input, undefined, () =>
-      this.store.transition({
-        ...ref,
-        from: ['PREPARED'],
-        to: 'COMMITTING',
-        head: { leaseUntil: this.leaseUntil(now) },
-        record: { decidedAt: now },
-      }),
-    );
-    if (moved) return moved;
-    this.log.info('checkpoint decided: COMMITTING', {
-      checkpointId: input.checkpointId,
-      attempt: input.attempt,
-    });
-    return { checkpointId: input.checkpointId, decidedAt: now };
-  }
-
-  /**
-   * Runs one of decide's transitions. A conflict may be another run of this very step (a retry whose first
-   * invocation still runs, or a second run of an Express execution) that moved the attempt first: `goOnAt` (the
-   * status this transition writes) lets this one go on (undefined), COMMITTING is the decision already taken (its
-   * output). Anything else is a real conflict.
-   */
-  private async decidedByTwin(
-    input: CheckpointRef,
-    goOnAt: 'PREPARED' | undefined,
-    transition: () => Promise<unknown>,
-  ): Promise<DecideOutput | undefined> {
-    try {
-      await transition();
-      return undefined;
-    } catch (error) {
-      if (!(error instanceof CheckpointConflictError)) throw error;
-      const now = await this.store.readRecord(input.checkpointId);
-      if (now?.attempt !== input.attempt) throw error;
-      if (now.status === 'COMMITTING')
-        return { checkpointId: now.checkpointId, decidedAt: now.decidedAt ?? 0 };
-      if (goOnAt !== undefined && now.status === goOnAt) return undefined;
-      throw error;
-    }
+    return decideCheckpoint(this.parts, record, input);
   }
 
   // ── promote ───────────────────────────────────────────────────────────────────────────────────────────────
