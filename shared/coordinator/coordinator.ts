@@ -288,10 +288,12 @@ class CheckpointCoordinator implements Coordinator {
   // ── prepare ───────────────────────────────────────────────────────────────────────────────────────────────
 
   async prepare(input: ShardInput): Promise<ShardOutput> {
+    // COMMITTED too: a run trailing another run of its execution (Express runs one at least once) ends as done.
     const record = await this.requireRecord(input.checkpointId, input.attempt, [
       'BEGUN',
       'PREPARED',
       'COMMITTING',
+      'COMMITTED',
     ]);
     requireShard(record, input.shard);
     // A retry after this shard's vote counted: the decision may already have moved on. Or, still BEGUN, after this
@@ -330,6 +332,7 @@ class CheckpointCoordinator implements Coordinator {
       'BEGUN',
       'PREPARED',
       'COMMITTING',
+      'COMMITTED',
     ]);
     return decideCheckpoint(this.parts, record, input);
   }

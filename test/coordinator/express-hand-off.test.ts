@@ -207,6 +207,68 @@ describe('the Express workflow', () => {
   });
 });
 
+describe('a second run of one Express execution', () => {
+  it('trailing its twin past the commit, ends committed without an abort', async () => {
+    const name = `trail-${uniqueName('x')}`;
+    const h = harness(() => name);
+    await h.stage(0, 0, 5);
+    let twinBegan!: () => void;
+    const began = new Promise<void>((resolve) => {
+      twinBegan = resolve;
+    });
+    let firstDone!: () => void;
+    const done = new Promise<void>((resolve) => {
+      firstDone = resolve;
+    });
+    let firstBegan!: () => void;
+    const allocated = new Promise<void>((resolve) => {
+      firstBegan = resolve;
+    });
+    const first = createLocalCoordinator({
+      settings: h.settings,
+      clients: res.clients,
+      clock: h.clock,
+      ...deployed.runOptions,
+      executionName: () => name,
+      hooks: {
+        afterStep: (step) => {
+          if (step === 'begin') firstBegan();
+        },
+        beforeStep: async (step) => {
+          if (step === 'prepare') await began;
+        },
+      },
+    });
+    const twin = createLocalCoordinator({
+      settings: h.settings,
+      clients: res.clients,
+      clock: h.clock,
+      ...deployed.runOptions,
+      executionName: () => name,
+      hooks: {
+        afterStep: (step) => {
+          if (step === 'begin') twinBegan();
+        },
+        beforeStep: async (step) => {
+          if (step === 'prepare') await done;
+        },
+      },
+    });
+    const running = first.runCheckpoint().then((outcome) => {
+      firstDone();
+      return outcome;
+    });
+    // The second run begins once the first has allocated: it resumes the same checkpoint.
+    await allocated;
+    const trailing = await twin.runCheckpoint();
+    expect((await running).status).toBe('committed');
+    expect(trailing.status).toBe('committed');
+    expect(steps(trailing)).not.toContain('abort');
+    expect((await h.store.readHead())?.consecutiveAborts).toBe(0);
+    await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 5) });
+  });
+});
+
 describe('the Standard workflow alone', () => {
   it('aborts what a begin that failed after allocating had begun (no second run of its execution exists)', async () => {
     const h = harness();

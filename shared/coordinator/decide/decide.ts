@@ -14,13 +14,16 @@ export class VotesIncompleteError extends PipelineError {}
 
 type DecideParts = Pick<CoordinatorParts, 'settings' | 'store' | 'clock' | 'log'>;
 
-/** Decides `record`, the attempt `input` names (BEGUN, PREPARED or COMMITTING). */
+/**
+ * Decides `record`, the attempt `input` names (BEGUN, PREPARED, COMMITTING, or COMMITTED: a run trailing another
+ * run of its execution finds the decision taken, and the checkpoint committed since).
+ */
 export async function decideCheckpoint(
   parts: DecideParts,
   record: CheckpointRecord,
   input: CheckpointRef,
 ): Promise<DecideOutput> {
-  if (record.status === 'COMMITTING')
+  if (record.status === 'COMMITTING' || record.status === 'COMMITTED')
     return { checkpointId: record.checkpointId, decidedAt: record.decidedAt ?? 0 };
   const { store, clock, log } = parts;
   const now = clock.now();
