@@ -107,7 +107,11 @@ byte hLease;                /* the leaseUntil value, as a generation: takeOver i
    vlay: that plan's layout (W_PARTITION or W_MERGED). Plans are keyed by their digest (planKey()): two runs of one
    shard's prepare in one attempt (twin executions) that plan differently write two plans, and the vote names one;
    within an attempt the covered entries are fixed, so a plan's bytes are fixed by its layout (asserted). */
-typedef Record { byte att; byte status; short cut[NP]; short prev[NP]; byte vote; byte vlay };
+typedef Record { byte att; byte status; short cut[NP]; short prev[NP]; byte vote; byte vlay
+#ifdef LONG_CHECKPOINTS
+  ; bool slow               /* committed: it took longer than LONG_CHECKPOINT_MS from begin to commit */
+#endif
+};
 Record rec[MAXCID + 1];     /* rec[0]: the empty cut before the first checkpoint */
 
 /* ── S3: working objects, final objects, manifests ────────────────────────────────────────────────────── */
@@ -430,15 +434,35 @@ proctype Stager(byte p) {
 #define ABORT_DECIDED false
 #endif
 #define READ_HEAD sId = hId; sAtt = hAtt; sStatus = hStatus; sOwner = hOwner; sLive = hLive; sLease = hLease; \
-                  sCommitted = hCommitted
-#define FORGET_HEAD sId = 0; sAtt = 0; sStatus = 0; sOwner = 0; sLive = false; sLease = 0
+                  sCommitted = hCommitted; sAborted = hAborted
+#define FORGET_HEAD sId = 0; sAtt = 0; sStatus = 0; sOwner = 0; sLive = false; sLease = 0; sAborted = false
 
 /* begin answered handoff (an Express execution, EXPRESS): nothing was changed; go to the HandOff state. */
 #define HAND_OFF outcome[e] = R_HANDOFF; goto handoff
+/* Begin's Catch (buildCoordinatorDefinition()): Standard, Abort with no id (which aborts a checkpoint this execution
+   id owns before its decision); Express, the Fail state BeginFailed, no abort (expressStates()): the checkpoint this
+   execution id owns may be the other run's, and its lease decides. */
+#ifdef MUT_EXPRESS_BEGIN_FAIL_ABORTS
+#define BEGIN_CATCH_ABORTS true
+#else
+#define BEGIN_CATCH_ABORTS (!express)
+#endif
+/* Prepare's vote refused (CheckpointConflictError: the attempt is no longer BEGUN): the step fails, Catch -> Abort.
+   With twins the attempt may be no longer BEGUN because the other run voted and decided: its abort then takes the
+   attempt PREPARED. T2 is not asserted for this conflict (the code has the counterexample: KNOWN_COUNTEREXAMPLES,
+   express-twins-vote-conflict, compiles with -DCHECK_VOTE_CONFLICT). */
+#ifdef CHECK_VOTE_CONFLICT
+#define VOTE_REFUSED CONFLICT
+#else
+#define VOTE_REFUSED goto s_abort
+#endif
 
 proctype Execution(byte e; bool faulty; bool express) {
   byte cid; byte att; byte st; byte p; byte o; byte s; byte slot; int files; bool ok;
-  byte sId; byte sAtt; byte sStatus; byte sOwner; bool sLive; byte sLease; byte sCommitted;
+  byte sId; byte sAtt; byte sStatus; byte sOwner; bool sLive; byte sLease; byte sCommitted; bool sAborted;
+  byte mine;                  /* ghost: WORK(id, attempt) of the attempt this run allocated, 0 for none (T1) */
+  bool moved;                 /* ghost: this run is in Abort because another run moved its attempt first, not
+                                 because a step of its own failed: it must find nothing to abort (T2) */
   short cut[NP]; byte first; byte last; byte content;
   bool merged;                /* the layout of the plan this prepare writes, or promote copies (Plan.written) */
   byte whole;                 /* a merged object's records: its slices' together */
@@ -467,22 +491,23 @@ s_begin:
        goto b_takeover
     :: IN_FLIGHT(sStatus) && sOwner != e && LEASE_PASSED && !express && (sStatus != COMMITTING || ABORT_DECIDED) ->
        goto b_abort_expired
-    /* The attempt after an abort runs on the Standard workflow: the Express one hands it off, changing nothing. */
-#if defined(MUT_HANDOFF_AFTER_ALLOCATE)
     :: else -> goto b_cut
-#else
-    :: !IN_FLIGHT(sStatus) && express && hAborted -> HAND_OFF
-    :: else -> goto b_cut
-#endif
     fi
   }
 /* A retried begin of the execution that allocated, or (EXPRESS) the other run of the same execution: the record is
-   read in a second call, so the other run may have moved it on since the head was read (CheckpointStateError:
-   begin fails, Catch -> Abort with no id, which aborts the head this execution id owns if before the decision). */
+   read in a second call, so the other run may have moved it on since the head was read. The attempt is taken
+   wherever it is now, routed by the record's status (COMMITTING: commit, else checkpoint); an attempt that has
+   ended (or been superseded) since is not this run's to act on: busy, as another execution's would be. */
 b_resume:
-  atomic {                             /* code: CheckpointCoordinator.requireRecord (CheckpointCoordinator.resume) */
+  atomic {                             /* code: CheckpointStore.readRecord (CheckpointCoordinator.resume) */
     FAULT;
+#ifdef MUT_RESUME_EXACT_STATUS
+    /* 03f684b: requireRecord(id, attempt, [the head's status]): CheckpointStateError once the other run moved it */
     if :: rec[cid].att != att || rec[cid].status != s -> s = 0; CONFLICT :: else -> skip fi;
+#else
+    if :: rec[cid].att != att || !IN_FLIGHT(rec[cid].status) -> s = 0; outcome[e] = R_BUSY; goto stopped
+       :: else -> s = rec[cid].status fi;
+#endif
     outcome[e] = R_WORK;
     if :: s == COMMITTING -> s = 0; goto s_promote :: else -> s = 0; goto s_prepare fi
   }
@@ -530,9 +555,26 @@ b_cut:
     cut[1] = (fence[1] > rec[sCommitted].cut[1] -> fence[1] : rec[sCommitted].cut[1]);
     if                                                       /* code: splitCut() */
     :: cut[0] == rec[sCommitted].cut[0] && cut[1] == rec[sCommitted].cut[1] ->
+#ifdef MUT_HANDOFF_BEFORE_EMPTY_CHECK
+       if :: express && sAborted -> HAND_OFF :: else -> skip fi;
+#endif
+       /* An abort leaves its attempt's cut uncommitted, and fences only grow: after an abort the cut is never empty
+          (within the model: no partition leaves the fences), so where the hand-off after an abort is decided,
+          before or after this check, does not show here (model/survivors.txt, MUT_HANDOFF_BEFORE_EMPTY_CHECK). */
+       assert(!sAborted);
        outcome[e] = R_EMPTY; goto stopped
     :: else -> skip
     fi;
+    /* code: allocateCheckpoint(): an Express begin leaves the attempt after an abort (consecutiveAborts > 0 in the
+       head as read) to the Standard workflow, only with work to do, changing nothing */
+#if !defined(MUT_HANDOFF_AFTER_ALLOCATE) && !defined(MUT_HANDOFF_BEFORE_EMPTY_CHECK)
+    if :: express && sAborted -> HAND_OFF :: else -> skip fi;
+#endif
+#if defined(LONG_CHECKPOINTS) && !defined(MUT_LONG_HANDOFF_AFTER_ALLOCATE)
+    /* and so the checkpoint after one that took longer than LONG_CHECKPOINT_MS from begin to commit, as recorded in
+       the committed record begin reads (its `slow`, fixed when it committed) */
+    if :: express && rec[sCommitted].slow -> HAND_OFF :: else -> skip fi;
+#endif
     cid = sCommitted + 1;
     att = ((IN_FLIGHT(sStatus) || sStatus == ABORTED) && sId == cid -> sAtt + 1 : 1);
     assert(cid <= MAXCID && att <= MAXATT)                   /* the bounds hold every behaviour */
@@ -551,12 +593,15 @@ b_cut:
        rec[cid].att = att; rec[cid].status = BEGUN; rec[cid].vote = 0; rec[cid].vlay = 0;   /* REMOVE votes, planDigests: {} */
        rec[cid].cut[0] = cut[0]; rec[cid].cut[1] = cut[1];
        rec[cid].prev[0] = rec[sCommitted].cut[0]; rec[cid].prev[1] = rec[sCommitted].cut[1];
-       outcome[e] = R_WORK
+       outcome[e] = R_WORK; mine = WORK(cid, att)
     :: else -> outcome[e] = R_BUSY; goto stopped
     fi;
     FORGET_HEAD; sCommitted = 0; cut[0] = 0; cut[1] = 0
 #ifdef MUT_HANDOFF_AFTER_ALLOCATE
     ; if :: express && hAborted -> HAND_OFF :: else -> skip fi
+#endif
+#if defined(LONG_CHECKPOINTS) && defined(MUT_LONG_HANDOFF_AFTER_ALLOCATE)
+    ; if :: express && rec[hCommitted].slow -> HAND_OFF :: else -> skip fi
 #endif
   }
 
@@ -564,8 +609,9 @@ s_prepare:
   atomic {            /* code: CheckpointCoordinator.prepare: CheckpointCoordinator.requireRecord, CheckpointCoordinator.coveredEntries, verifyStagedContents() */
     st = S_PREPARE;
     FAULT;
+    /* COMMITTED too: a run trailing another run of its execution (twins) past the commit ends as done. */
     ok = rec[cid].att == att && (rec[cid].status == BEGUN || rec[cid].status == PREPARED ||
-                                 rec[cid].status == COMMITTING);
+                                 rec[cid].status == COMMITTING || rec[cid].status == COMMITTED);
     /* A retry after this shard's vote counted, or after it voted in this attempt: its plan and candidates stand. */
     if :: !ok -> CONFLICT :: ok && (rec[cid].status != BEGUN || rec[cid].vote != 0) -> goto s_decide :: else -> skip fi;
     /* code: StagedEntries.entries: previousCut < lastOffset <= cut; code: planFinalObjects() */
@@ -622,22 +668,23 @@ s_prepare:
     ok = rec[cid].att == att && rec[cid].status == BEGUN && hId == cid && hAtt == att && hStatus == BEGUN;
 #endif
     if :: ok -> rec[cid].vote = att; rec[cid].vlay = (merged -> W_MERGED : W_PARTITION); hLive = true; hLease++
-       :: else -> CONFLICT fi   /* the last vote wins */
+       :: else -> VOTE_REFUSED fi   /* the last vote wins */
   }
 #ifdef MUT_VOTE_BEFORE_CANDIDATES
   CANDIDATES;
 #endif
 
 s_decide:
-  atomic {                                                   /* code: CheckpointCoordinator.decide */
+  atomic {                               /* code: CheckpointCoordinator.decide, decideCheckpoint() */
     st = S_DECIDE; merged = false;
     FAULT;
+    /* COMMITTED too: a run trailing another run of its execution finds the decision taken (and committed since). */
     ok = rec[cid].att == att && (rec[cid].status == BEGUN || rec[cid].status == PREPARED ||
-                                 rec[cid].status == COMMITTING);
+                                 rec[cid].status == COMMITTING || rec[cid].status == COMMITTED);
     s = rec[cid].status;
     if
     :: !ok -> CONFLICT
-    :: ok && s == COMMITTING -> s = 0; goto s_promote
+    :: ok && (s == COMMITTING || s == COMMITTED) -> s = 0; goto s_promote
     :: ok && s == PREPARED -> s = 0; goto d_commit
     :: else -> s = 0
     fi;
@@ -648,7 +695,8 @@ s_decide:
 #endif
   }
   /* The record was read above; the transition is a second call, so a superseded attempt's Decide can land here
-     after its attempt was aborted and the next one allocated (a zombie execution whose lease lapsed). */
+     after its attempt was aborted and the next one allocated (a zombie execution whose lease lapsed), and the other
+     run of the same execution (twins) can have moved the attempt in between. */
   atomic {                                                   /* code: CheckpointStore.transition BEGUN -> PREPARED */
     FAULT;
 #ifdef MUT_DECIDE_WITHOUT_VOTES
@@ -656,8 +704,23 @@ s_decide:
 #else
     ok = TRANSITION_OK(BEGUN, BEGUN) && rec[cid].vote != 0;   /* size(votes) = :shardCount */
 #endif
-    if :: ok -> hStatus = PREPARED; rec[cid].status = PREPARED :: else -> CONFLICT fi
+    if :: ok -> hStatus = PREPARED; rec[cid].status = PREPARED; goto d_prepared :: else -> skip fi
   }
+  /* The conflict, re-read in a third call: the same attempt PREPARED is another run's transition, taken as this
+     one's (go on); COMMITTING is the decision already taken (decided: promote); else the conflict stands. */
+  atomic {                            /* code: CheckpointStore.readRecord (decidedByTwin()) */
+    FAULT;
+#ifdef MUT_DECIDE_CONFLICT_ABORTS
+    CONFLICT                                                 /* 03f684b: every conflict throws, Catch -> Abort */
+#else
+    if
+    :: rec[cid].att == att && rec[cid].status == PREPARED -> goto d_commit
+    :: rec[cid].att == att && rec[cid].status == COMMITTING -> goto d_decided
+    :: else -> CONFLICT
+    fi
+#endif
+  }
+d_prepared:
 #ifdef MUT_PROMOTE_BEFORE_DECISION
   goto s_promote;                                            /* promotion before the decision record */
 #endif
@@ -665,11 +728,21 @@ d_commit:
   atomic {                                                   /* code: CheckpointStore.transition PREPARED -> COMMITTING */
     FAULT;
     ok = TRANSITION_OK(PREPARED, PREPARED);
-    if :: ok -> hStatus = COMMITTING; rec[cid].status = COMMITTING; hLive = true; hLease++ :: else -> CONFLICT fi
-#ifdef MUT_PROMOTE_BEFORE_DECISION
-    ; goto s_commit
+    if :: ok -> hStatus = COMMITTING; rec[cid].status = COMMITTING; hLive = true; hLease++; goto d_decided
+       :: else -> skip fi
+  }
+  atomic {                            /* code: CheckpointStore.readRecord (decidedByTwin()) */
+    FAULT;
+#ifdef MUT_DECIDE_CONFLICT_ABORTS
+    CONFLICT
+#else
+    if :: rec[cid].att == att && rec[cid].status == COMMITTING -> goto d_decided :: else -> CONFLICT fi
 #endif
   }
+d_decided:
+#ifdef MUT_PROMOTE_BEFORE_DECISION
+  goto s_commit;
+#endif
 
 s_promote:
   atomic {                                                   /* code: CheckpointCoordinator.promote */
@@ -791,7 +864,12 @@ s_commit:
   atomic {           /* code: CheckpointStore.transition COMMITTING -> COMMITTED (CheckpointCoordinator.markCommitted) */
     FAULT;
     ok = TRANSITION_OK(COMMITTING, COMMITTING);
-    if :: ok -> hStatus = COMMITTED; rec[cid].status = COMMITTED; hCommitted = cid; hAborted = false :: else -> skip fi;
+    if :: ok -> hStatus = COMMITTED; rec[cid].status = COMMITTED; hCommitted = cid; hAborted = false;
+#ifdef LONG_CHECKPOINTS
+          if :: rec[cid].slow = true :: true -> skip fi;     /* committedAt - begunAt > LONG_CHECKPOINT_MS, or not */
+#endif
+          skip
+       :: else -> skip fi;
     /* lost the race to a concurrent roll-forward: fine if it committed (requireRecord COMMITTED) */
     if :: !ok && !(rec[cid].att == att && rec[cid].status == COMMITTED) -> CONFLICT :: else -> skip fi
   }
@@ -823,7 +901,11 @@ s_abort:
     st = S_ABORT;
     FAULT;
     if
-    :: cid == 0 && hOwner == e && BEFORE_DECISION(hStatus) -> cid = hId; att = hAtt   /* begin failed after allocating */
+    :: cid == 0 && hOwner == e && BEFORE_DECISION(hStatus) ->   /* begin failed after allocating */
+       /* T1: begin's Catch aborts the checkpoint this execution id owns only when this very run allocated it: not
+          one the other run of the same execution (twins) allocated and is running */
+       assert(mine == WORK(hId, hAtt));
+       cid = hId; att = hAtt
     :: cid == 0 -> goto stopped
     :: else -> skip
     fi;
@@ -833,7 +915,14 @@ s_abort:
        :: else -> skip fi;
 #endif
     /* code: CheckpointStore.transition (CheckpointCoordinator.markAborted) */
-    if :: ABORTABLE(cid) -> hStatus = ABORTED; rec[cid].status = ABORTED; hAborted = true :: else -> skip fi;
+    if
+    :: ABORTABLE(cid) ->
+       /* T2: an abort caught from a conflict (another run moved the attempt first: a twin, a recoverer) finds the
+          attempt ended or decided: only a step failure of this run's own aborts an attempt it is running */
+       assert(!moved);
+       hStatus = ABORTED; rec[cid].status = ABORTED; hAborted = true
+    :: else -> skip
+    fi;
     /* code: PlanStore.deleteAttempt (plans, candidates, promotion records) */
     plan[WORK(cid, att)].written = 0; promo[WORK(cid, att)].written = false;
     CLEAR_CANDIDATES_P; CLEAR_CANDIDATES_M;
@@ -844,16 +933,20 @@ failed:
   atomic {
     if
     :: goto retry                                            /* Step Functions retries the step */
-    :: goto stopped                                          /* the execution dies (timeout; CommitIncomplete) */
-    :: st == S_BEGIN -> cid = 0; att = 0; goto s_abort       /* Catch -> Abort: begin handed back no id */
+    :: goto stopped                      /* the execution dies (timeout; CommitIncomplete; Express: BeginFailed) */
+    :: st == S_BEGIN && BEGIN_CATCH_ABORTS -> cid = 0; att = 0; goto s_abort   /* Catch -> Abort: no id handed back */
     :: st == S_PREPARE || st == S_DECIDE -> goto s_abort     /* Catch -> Abort */
     fi
   }
 conflict:
   atomic {
     if
-    :: st == S_BEGIN -> cid = 0; att = 0; goto s_abort
-    :: st == S_PREPARE || st == S_DECIDE -> goto s_abort
+    :: st == S_BEGIN && BEGIN_CATCH_ABORTS -> cid = 0; att = 0; moved = true; goto s_abort
+    :: st == S_BEGIN && !BEGIN_CATCH_ABORTS ->
+       /* T3: an Express execution fails at BeginFailed (an alarm) only on a step failure of its own: begin's reads
+          after the head answer busy when the other run has moved the attempt on, never a conflict */
+       assert(st != S_BEGIN)
+    :: st == S_PREPARE || st == S_DECIDE -> moved = true; goto s_abort
     :: else -> goto stopped
     fi
   }
@@ -885,7 +978,7 @@ handoff:
   }
 stopped:
   atomic {
-    cid = 0; att = 0; st = 0; p = 0; o = 0; s = 0; slot = 0; files = 0; ok = false; FORGET_HEAD;
+    cid = 0; att = 0; st = 0; p = 0; o = 0; s = 0; slot = 0; files = 0; ok = false; FORGET_HEAD; mine = 0; moved = false;
     sCommitted = 0; cut[0] = 0; cut[1] = 0; first = 0; last = 0; content = 0; merged = false; whole = 0;
     if :: faulty -> running-- :: else -> skip fi
   }

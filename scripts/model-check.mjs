@@ -157,6 +157,22 @@ export const SCENARIOS = [
     ],
   },
   {
+    name: 'express-long',
+    model: 'protocol',
+    what: 'both partitions stage concurrently; 1 Express execution, 1 step failure anywhere, 1 lease lapse; a committed checkpoint may have taken longer than LONG_CHECKPOINT_MS, and the Express begin after it hands the next checkpoint off; then fault-free Express checkpoints',
+    flags: [
+      '-DSTAGERS',
+      '-DZOMBIES=0',
+      '-DPFAULTS=0',
+      '-DEXECUTIONS=1',
+      '-DCFAULTS=1',
+      '-DLAPSES=1',
+      '-DEXPIRIES=0',
+      '-DEXPRESS',
+      '-DLONG_CHECKPOINTS',
+    ],
+  },
+  {
     name: 'publish-crashes',
     model: 'publish',
     what: 'publish: checkpoints 1, 2 committed in order, their publish steps concurrent; 2 crashes (before the swap, after it before the record, after the record before the mark; retried or into Cleanup); 1 compaction and 1 expiry at any time; then an idle execution',
@@ -254,6 +270,22 @@ export const SCENARIOS = [
  * run only with `--known`, each expected to find one until the code changes.
  */
 export const KNOWN_COUNTEREXAMPLES = [
+  {
+    name: 'express-twins-vote-conflict',
+    model: 'protocol',
+    what: "express-twins without faults or lapses, T2 asserted for prepare's vote too: copy B prepares (the record BEGUN, no vote yet); copy A votes and moves the attempt BEGUN -> PREPARED; B's vote is refused (no longer BEGUN), its Catch aborts the PREPARED attempt before A's PREPARED -> COMMITTING (CheckpointCoordinator.prepare: no re-read of the record after the vote's conflict)",
+    flags: [
+      '-DPRESTAGED',
+      '-DZOMBIES=0',
+      '-DPFAULTS=0',
+      '-DEXECUTIONS=1',
+      '-DCFAULTS=0',
+      '-DLAPSES=0',
+      '-DEXPIRIES=0',
+      '-DTWIN_EXECUTIONS',
+      '-DCHECK_VOTE_CONFLICT',
+    ],
+  },
   {
     name: 'publish-zombie-evidence-erased',
     model: 'publish',
