@@ -305,11 +305,30 @@ class CheckpointCoordinator implements Coordinator {
     const digest = await this.parts.plans.writePlan(plan);
     const now = this.clock.now();
     // A vote renews the lease, so a long prepare is not mistaken for a dead one.
-    await this.store.vote(checkpointId, attempt, shard, digest, this.leaseUntil(now), now);
+    try {
+      await this.store.vote(checkpointId, attempt, shard, digest, this.leaseUntil(now), now);
+    } catch (error) {
+      if (!(error instanceof CheckpointConflictError) || !(await this.votedByTwin(input))) throw error;
+      return { shard, count: 0 };
+    }
     return { shard, count: plan.stagedFiles };
   }
 
   /** One shard's plan from its covered entries (C2), verified (C3) and its candidates written (`prepare/plan-shard.ts`). */
+  /**
+   * A vote refused because the attempt left BEGUN: another run of this step (a retry whose first invocation still
+   * runs, a second run of an Express execution) voted for this shard and the attempt was decided on from there.
+   * That vote stands; aborting now would throw away an attempt that lost nothing.
+   */
+  private async votedByTwin(input: ShardInput): Promise<boolean> {
+    const record = await this.store.readRecord(input.checkpointId);
+    return (
+      record?.attempt === input.attempt &&
+      ['PREPARED', 'COMMITTING', 'COMMITTED'].includes(record.status) &&
+      record.votes?.has(input.shard) === true
+    );
+  }
+
   private async planShard(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
     const cuts = await this.store.readCut(record, shard);
     // The shard's fence items in batches of 100 (their inline entries), not one read a partition.

@@ -15,6 +15,7 @@ import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { type SynthesizedCoordinator, synthesizeCoordinator } from '../support/asl.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { hookedClients } from '../support/hooked-clients.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 import { expectExactlyOnce, range } from '../support/staging.ts';
 
@@ -266,6 +267,47 @@ describe('a second run of one Express execution', () => {
     expect(steps(trailing)).not.toContain('abort');
     expect((await h.store.readHead())?.consecutiveAborts).toBe(0);
     await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 5) });
+  });
+});
+
+describe('a refused vote of a second run', () => {
+  it('stands down when the other run voted and the attempt was decided on from there: no abort', async () => {
+    const h = harness();
+    await h.stage(0, 0, 4);
+    const plain = createLocalCoordinator({ settings: h.settings, clients: res.clients, clock: h.clock });
+    const a = plain.coordinator;
+    const begun = await a.begin({ execution: 'arn:express:once', handOff: true });
+    expect(begun.action).toBe('checkpoint');
+    const ref = { execution: 'arn:express:once', checkpointId: begun.checkpointId, attempt: begun.attempt };
+    // Run B has read the record BEGUN and planned; just before its vote is sent, run A votes and decide moves
+    // the attempt BEGUN → PREPARED.
+    let raced = false;
+    const b = createLocalCoordinator({
+      settings: h.settings,
+      clients: hookedClients(async (_service, command, input, phase) => {
+        const vote = command === 'TransactWriteItemsCommand' && JSON.stringify(input).includes(':begun');
+        if (!vote || phase !== 'before' || raced) return;
+        raced = true;
+        await a.prepare({ ...ref, shard: 0 });
+        await h.store.transition({
+          checkpointId: ref.checkpointId,
+          attempt: ref.attempt,
+          now: h.clock.now(),
+          from: ['BEGUN'],
+          to: 'PREPARED',
+        });
+      }),
+      clock: h.clock,
+    }).coordinator;
+    expect(await b.prepare({ ...ref, shard: 0 })).toEqual({ shard: 0, count: 0 });
+    expect(raced).toBe(true);
+    // A goes on from PREPARED and commits: the attempt was not lost.
+    expect((await a.decide(ref)).checkpointId).toBe(ref.checkpointId);
+    await a.promote({ ...ref, shard: 0 });
+    await a.commit(ref);
+    await a.cleanup({ ...ref, shard: 0 });
+    expect((await h.store.readHead())?.consecutiveAborts).toBe(0);
+    await expectExactlyOnce(res.clients, h.settings, { 'orders#0': range(0, 4) });
   });
 });
 

@@ -64,8 +64,8 @@ export async function decideCheckpoint(
 
 /**
  * Runs one of decide's transitions. A conflict may be another run of this very step that moved the attempt first:
- * `goOnAt` (the status this transition writes) lets this one go on (undefined), COMMITTING is the decision already
- * taken (its output). Anything else is a real conflict.
+ * `goOnAt` (the status this transition writes) lets this one go on (undefined), COMMITTING (or COMMITTED since) is
+ * the decision already taken (its output). Anything else is a real conflict.
  */
 async function decidedByTwin(
   parts: DecideParts,
@@ -80,7 +80,8 @@ async function decidedByTwin(
     if (!(error instanceof CheckpointConflictError)) throw error;
     const now = await parts.store.readRecord(input.checkpointId);
     if (now?.attempt !== input.attempt) throw error;
-    if (now.status === 'COMMITTING') return { checkpointId: now.checkpointId, decidedAt: now.decidedAt ?? 0 };
+    if (now.status === 'COMMITTING' || now.status === 'COMMITTED')
+      return { checkpointId: now.checkpointId, decidedAt: now.decidedAt ?? 0 };
     if (goOnAt !== undefined && now.status === goOnAt) return undefined;
     throw error;
   }
