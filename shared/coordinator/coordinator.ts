@@ -300,25 +300,27 @@ class CheckpointCoordinator implements Coordinator {
     // shard voted in this attempt: its plan and candidates are written and the vote names them; reading the staged
     // objects again could only find one rewritten since, and fail a shard whose vote stands.
     if (record.status !== 'BEGUN' || record.votes?.has(input.shard)) return { shard: input.shard, count: 0 };
-    const plan = await this.planShard(record, input.shard);
     const { checkpointId, attempt, shard } = input;
-    const digest = await this.parts.plans.writePlan(plan);
-    const now = this.clock.now();
-    // A vote renews the lease, so a long prepare is not mistaken for a dead one.
     try {
+      const plan = await this.planShard(record, shard);
+      const digest = await this.parts.plans.writePlan(plan);
+      const now = this.clock.now();
+      // A vote renews the lease, so a long prepare is not mistaken for a dead one.
       await this.store.vote(checkpointId, attempt, shard, digest, this.leaseUntil(now), now);
+      return { shard, count: plan.stagedFiles };
     } catch (error) {
-      if (!(error instanceof CheckpointConflictError) || !(await this.votedByTwin(input))) throw error;
-      return { shard, count: 0 };
+      // Its vote refused, or a staged object gone: another run may have voted and gone on (then cleaned up).
+      if (await this.votedByTwin(input).catch(() => false)) return { shard, count: 0 };
+      throw error;
     }
-    return { shard, count: plan.stagedFiles };
   }
 
   /** One shard's plan from its covered entries (C2), verified (C3) and its candidates written (`prepare/plan-shard.ts`). */
   /**
-   * A vote refused because the attempt left BEGUN: another run of this step (a retry whose first invocation still
-   * runs, a second run of an Express execution) voted for this shard and the attempt was decided on from there.
-   * That vote stands; aborting now would throw away an attempt that lost nothing.
+   * Whether another run of this step (a retry whose first invocation still runs, a second run of an Express
+   * execution) voted for this shard and the attempt was decided on from there: then whatever failed in this run
+   * (a vote refused because the attempt left BEGUN, a staged object its cleanup deleted) changes nothing, and
+   * aborting would throw away an attempt that lost nothing.
    */
   private async votedByTwin(input: ShardInput): Promise<boolean> {
     const record = await this.store.readRecord(input.checkpointId);

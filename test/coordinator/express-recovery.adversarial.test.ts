@@ -317,6 +317,8 @@ describe("a copy racing its twin's decision", () => {
     const firstOutcome = await first;
     expect(firstOutcome.status).toBe('committed');
     expect(copy.status).toBe('committed');
+    // Its prepare found the twin's vote in and the attempt decided on: done, without a detour through Abort.
+    expect(copy.invocations.map((i) => i.step)).not.toContain('abort');
     expect(await p.store.readRecord(1)).toMatchObject({ attempt: 1, status: 'COMMITTED' });
     expect((await p.store.readHead())?.consecutiveAborts).toBe(0);
     await p.stage(2, 2, 1);
