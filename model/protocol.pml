@@ -447,14 +447,31 @@ proctype Stager(byte p) {
 #else
 #define BEGIN_CATCH_ABORTS (!express)
 #endif
-/* Prepare's vote refused (CheckpointConflictError: the attempt is no longer BEGUN): the step fails, Catch -> Abort.
-   With twins the attempt may be no longer BEGUN because the other run voted and decided: its abort then takes the
-   attempt PREPARED. T2 is not asserted for this conflict (the code has the counterexample: KNOWN_COUNTEREXAMPLES,
-   express-twins-vote-conflict, compiles with -DCHECK_VOTE_CONFLICT). */
-#ifdef CHECK_VOTE_CONFLICT
-#define VOTE_REFUSED CONFLICT
+/* Prepare's vote refused (CheckpointConflictError: the attempt is no longer BEGUN) is read again (CheckpointCoordinator.votedByTwin):
+   the same attempt PREPARED, COMMITTING or COMMITTED with this shard's vote in is another run's vote (a twin, a
+   retry whose first invocation still runs) decided on from there: prepare stands down (done, count 0) and the state
+   machine goes on to Decide. Anything else: the conflict stands (Catch -> Abort, which T2 requires to find nothing
+   to abort). */
+#if defined(MUT_VOTE_STANDS_DOWN_WITHOUT_OWN_VOTE)
+#define VOTED_BY_TWIN (rec[cid].att == att && (rec[cid].status == PREPARED || rec[cid].status == COMMITTING || \
+                       rec[cid].status == COMMITTED))
+#elif defined(MUT_VOTE_STANDS_DOWN_ONLY_DECIDED)
+#define VOTED_BY_TWIN (rec[cid].att == att && (rec[cid].status == COMMITTING || rec[cid].status == COMMITTED) && \
+                       rec[cid].vote != 0)
+#elif defined(MUT_VOTE_STANDS_DOWN_ANY_ATTEMPT)
+#define VOTED_BY_TWIN ((rec[cid].status == PREPARED || rec[cid].status == COMMITTING || \
+                        rec[cid].status == COMMITTED) && rec[cid].vote != 0)
 #else
-#define VOTE_REFUSED goto s_abort
+#define VOTED_BY_TWIN (rec[cid].att == att && (rec[cid].status == PREPARED || rec[cid].status == COMMITTING || \
+                       rec[cid].status == COMMITTED) && rec[cid].vote != 0)
+#endif
+
+/* decide's re-read after a conflict (decidedByTwin()): the decision already taken, COMMITTING or committed since.
+   MUT_DECIDE_COMMITTED_CONFLICT: COMMITTED is a conflict, as at 486907a (Catch -> Abort, which finds it decided). */
+#ifdef MUT_DECIDE_COMMITTED_CONFLICT
+#define DECIDED_BY_TWIN (rec[cid].status == COMMITTING)
+#else
+#define DECIDED_BY_TWIN (rec[cid].status == COMMITTING || rec[cid].status == COMMITTED)
 #endif
 
 proctype Execution(byte e; bool faulty; bool express) {
@@ -667,9 +684,20 @@ s_prepare:
 #else
     ok = rec[cid].att == att && rec[cid].status == BEGUN && hId == cid && hAtt == att && hStatus == BEGUN;
 #endif
-    if :: ok -> rec[cid].vote = att; rec[cid].vlay = (merged -> W_MERGED : W_PARTITION); hLive = true; hLease++
-       :: else -> VOTE_REFUSED fi   /* the last vote wins */
+    if :: ok -> rec[cid].vote = att; rec[cid].vlay = (merged -> W_MERGED : W_PARTITION); hLive = true; hLease++;
+             goto p_voted                                    /* the last vote wins */
+       :: else -> skip fi
   }
+  /* The refused vote, re-read in a second call: the other run may have moved the attempt on in between too. */
+  atomic {                            /* code: CheckpointStore.readRecord (CheckpointCoordinator.votedByTwin) */
+    FAULT;
+#ifdef MUT_VOTE_CONFLICT_ABORTS
+    CONFLICT                                                 /* before 131ffa7: the refused vote throws, Catch -> Abort */
+#else
+    if :: VOTED_BY_TWIN -> goto s_decide :: else -> CONFLICT fi
+#endif
+  }
+p_voted:
 #ifdef MUT_VOTE_BEFORE_CANDIDATES
   CANDIDATES;
 #endif
@@ -707,7 +735,8 @@ s_decide:
     if :: ok -> hStatus = PREPARED; rec[cid].status = PREPARED; goto d_prepared :: else -> skip fi
   }
   /* The conflict, re-read in a third call: the same attempt PREPARED is another run's transition, taken as this
-     one's (go on); COMMITTING is the decision already taken (decided: promote); else the conflict stands. */
+     one's (go on); COMMITTING, or COMMITTED since, is the decision already taken (decided: promote, which finds
+     COMMITTED done too); else the conflict stands. */
   atomic {                            /* code: CheckpointStore.readRecord (decidedByTwin()) */
     FAULT;
 #ifdef MUT_DECIDE_CONFLICT_ABORTS
@@ -715,7 +744,7 @@ s_decide:
 #else
     if
     :: rec[cid].att == att && rec[cid].status == PREPARED -> goto d_commit
-    :: rec[cid].att == att && rec[cid].status == COMMITTING -> goto d_decided
+    :: rec[cid].att == att && DECIDED_BY_TWIN -> goto d_decided
     :: else -> CONFLICT
     fi
 #endif
@@ -736,7 +765,7 @@ d_commit:
 #ifdef MUT_DECIDE_CONFLICT_ABORTS
     CONFLICT
 #else
-    if :: rec[cid].att == att && rec[cid].status == COMMITTING -> goto d_decided :: else -> CONFLICT fi
+    if :: rec[cid].att == att && DECIDED_BY_TWIN -> goto d_decided :: else -> CONFLICT fi
 #endif
   }
 d_decided:

@@ -143,7 +143,7 @@ export const SCENARIOS = [
     name: 'express-twins',
     large: true,
     model: 'protocol',
-    what: 'both partitions staged up front; one Express execution run twice at once (two processes, one execution id: resume, prepare, vote, decide, abort of the same attempt), with the Standard executions its hand-offs start; 1 step failure anywhere, 1 lease lapse; each run of prepare plans merged or per-partition final objects; then fault-free Express checkpoints',
+    what: 'both partitions staged up front; one Express execution run twice at once (two processes, one execution id: resume, prepare, vote, decide, abort of the same attempt; a refused vote and a lost transition read again), with the Standard executions its hand-offs start; 1 step failure anywhere, 1 lease lapse; each run of prepare plans merged or per-partition final objects; then fault-free Express checkpoints',
     flags: [
       '-DPRESTAGED',
       '-DZOMBIES=0',
@@ -270,22 +270,6 @@ export const SCENARIOS = [
  * run only with `--known`, each expected to find one until the code changes.
  */
 export const KNOWN_COUNTEREXAMPLES = [
-  {
-    name: 'express-twins-vote-conflict',
-    model: 'protocol',
-    what: "express-twins without faults or lapses, T2 asserted for prepare's vote too: copy B prepares (the record BEGUN, no vote yet); copy A votes and moves the attempt BEGUN -> PREPARED; B's vote is refused (no longer BEGUN), its Catch aborts the PREPARED attempt before A's PREPARED -> COMMITTING (CheckpointCoordinator.prepare: no re-read of the record after the vote's conflict)",
-    flags: [
-      '-DPRESTAGED',
-      '-DZOMBIES=0',
-      '-DPFAULTS=0',
-      '-DEXECUTIONS=1',
-      '-DCFAULTS=0',
-      '-DLAPSES=0',
-      '-DEXPIRIES=0',
-      '-DTWIN_EXECUTIONS',
-      '-DCHECK_VOTE_CONFLICT',
-    ],
-  },
   {
     name: 'publish-zombie-evidence-erased',
     model: 'publish',
