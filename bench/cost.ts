@@ -73,8 +73,9 @@ export function idleMonthlyCost(idle: IdleResult): IdleCost {
   const sf = prices.stepFunctions;
   const express = idle.defaults.coordinatorWorkflow === 'express';
   const expressMs =
-    Math.ceil((idle.emptyCheckpoint.lambdaInvocations * SCHEDULED_INVOCATION_MS) / sf.expressBillingIncrementMs) *
-    sf.expressBillingIncrementMs;
+    Math.ceil(
+      (idle.emptyCheckpoint.lambdaInvocations * SCHEDULED_INVOCATION_MS) / sf.expressBillingIncrementMs,
+    ) * sf.expressBillingIncrementMs;
   const parts = {
     stepFunctions: express
       ? executions *

@@ -26,7 +26,6 @@
 
 import type { Workflow } from '../shared/coordinator/definition.ts';
 import {
-  type CheckpointLayout,
   type CheckpointShape,
   type CostInput,
   MONTH_SECONDS,
