@@ -15,7 +15,9 @@ import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import { type SynthesizedCoordinator, synthesizeCoordinator } from '../support/asl.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
+import { steps, workflows } from '../support/express-pipeline.ts';
 import { hookedClients } from '../support/hooked-clients.ts';
+import { gate } from '../support/hooks.ts';
 import { mskEvent, orderRecords } from '../support/msk.ts';
 import { expectExactlyOnce, range } from '../support/staging.ts';
 
@@ -66,9 +68,6 @@ function harness(executionName?: () => string): Harness {
   });
   return h;
 }
-
-const workflows = (outcome: CheckpointOutcome) => outcome.executions.map((e) => e.workflow);
-const steps = (outcome: CheckpointOutcome) => outcome.invocations.map((i) => i.step);
 
 describe('the Express workflow', () => {
   it('runs a checkpoint in one execution when nothing needs recovering', async () => {
@@ -213,18 +212,9 @@ describe('a second run of one Express execution', () => {
     const name = `trail-${uniqueName('x')}`;
     const h = harness(() => name);
     await h.stage(0, 0, 5);
-    let twinBegan!: () => void;
-    const began = new Promise<void>((resolve) => {
-      twinBegan = resolve;
-    });
-    let firstDone!: () => void;
-    const done = new Promise<void>((resolve) => {
-      firstDone = resolve;
-    });
-    let firstBegan!: () => void;
-    const allocated = new Promise<void>((resolve) => {
-      firstBegan = resolve;
-    });
+    const twinBegan = gate();
+    const firstDone = gate();
+    const firstBegan = gate();
     const first = createLocalCoordinator({
       settings: h.settings,
       clients: res.clients,
@@ -233,10 +223,10 @@ describe('a second run of one Express execution', () => {
       executionName: () => name,
       hooks: {
         afterStep: (step) => {
-          if (step === 'begin') firstBegan();
+          if (step === 'begin') firstBegan.open();
         },
         beforeStep: async (step) => {
-          if (step === 'prepare') await began;
+          if (step === 'prepare') await twinBegan.opened;
         },
       },
     });
@@ -248,19 +238,19 @@ describe('a second run of one Express execution', () => {
       executionName: () => name,
       hooks: {
         afterStep: (step) => {
-          if (step === 'begin') twinBegan();
+          if (step === 'begin') twinBegan.open();
         },
         beforeStep: async (step) => {
-          if (step === 'prepare') await done;
+          if (step === 'prepare') await firstDone.opened;
         },
       },
     });
     const running = first.runCheckpoint().then((outcome) => {
-      firstDone();
+      firstDone.open();
       return outcome;
     });
     // The second run begins once the first has allocated: it resumes the same checkpoint.
-    await allocated;
+    await firstBegan.opened;
     const trailing = await twin.runCheckpoint();
     expect((await running).status).toBe('committed');
     expect(trailing.status).toBe('committed');

@@ -10,25 +10,21 @@
 
 import { GetObjectCommand, PutObjectCommand } from '@aws-sdk/client-s3';
 import { beforeAll, describe, expect, it } from 'vitest';
-import {
-  type CheckpointOutcome,
-  type CoordinatorHooks,
-  createLocalCoordinator,
-  type LocalCoordinator,
-} from '../../local/coordinator-runner.ts';
-import { ManualClock } from '../../shared/clock.ts';
-import { parseSettings, type Settings } from '../../shared/config/settings.ts';
-import type { Coordinator } from '../../shared/coordinator/coordinator.ts';
 import { HAND_OFF_STATE_NAME } from '../../shared/coordinator/definition.ts';
-import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
-import { createProcessor } from '../../shared/processor/processor.ts';
 import { inProgressPrefix } from '../../shared/sink/layout.ts';
 import { type SynthesizedCoordinator, synthesizeCoordinator } from '../support/asl.ts';
 import { freshResources, type TestResources, uniqueName } from '../support/aws.ts';
 import { keysUnder } from '../support/checkpoint-steps.ts';
-import { hookedClients, type ServiceHook } from '../support/hooked-clients.ts';
+import {
+  attempt,
+  type ExpressPipeline,
+  expressId,
+  expressPipeline,
+  PAST_LEASE_MS,
+  readsHead,
+  workflows,
+} from '../support/express-pipeline.ts';
 import { gate } from '../support/hooks.ts';
-import { mskEvent, orderRecords } from '../support/msk.ts';
 import { expectExactlyOnce, range } from '../support/staging.ts';
 
 let res: TestResources;
@@ -39,94 +35,10 @@ beforeAll(async () => {
   deployed = synthesizeCoordinator();
 });
 
-const LEASE_SECONDS = 600;
-/** Past any lease written "now". */
-const PAST_LEASE_MS = LEASE_SECONDS * 1000 + 1;
-
-/** The id the local runner gives an Express execution of `name` (`coordinator-runner.ts`). */
-const expressId = (name: string) => `arn:aws:states:local:000000000000:express:eos-coordinator:${name}`;
-
-interface RunnerOptions {
-  /** The execution's name: two runners with one name are one execution delivered twice. */
-  readonly name?: string;
-  readonly hooks?: CoordinatorHooks;
-  /** Sees every S3 and DynamoDB call of this runner's steps. */
-  readonly hook?: ServiceHook;
-  readonly definition?: Record<string, unknown>;
-}
-
-interface Pipeline {
-  readonly settings: Settings;
-  readonly clock: ManualClock;
-  readonly store: CheckpointStore;
-  /** A coordinator for zombie steps: called directly, as a Lambda of a dead execution would run. */
-  readonly core: Coordinator;
-  readonly stage: (partition: number, from: number, count: number) => Promise<void>;
-  readonly runner: (options?: RunnerOptions) => LocalCoordinator;
-  readonly run: (options?: RunnerOptions) => Promise<CheckpointOutcome>;
-  /** Runs checkpoints (each past the last lease) until one finds nothing to commit; returns them. */
-  readonly settle: () => Promise<CheckpointOutcome[]>;
-}
-
-function pipeline(): Pipeline {
-  const settings = parseSettings({
-    ledgerTable: res.table,
-    bucket: res.bucket,
-    pipelineId: uniqueName('xa'),
-    checkpointLeaseSeconds: LEASE_SECONDS,
-    orphanGraceSeconds: 3600,
-  });
-  const clock = new ManualClock(Date.now());
-  const processor = createProcessor({ settings, clients: res.clients });
-  const runner = (options: RunnerOptions = {}) =>
-    createLocalCoordinator({
-      settings,
-      clients: options.hook ? hookedClients(options.hook) : res.clients,
-      clock,
-      ...deployed.runOptions,
-      ...(options.definition ? { definition: options.definition } : {}),
-      ...(options.name ? { executionName: () => options.name! } : {}),
-      ...(options.hooks ? { hooks: options.hooks } : {}),
-    });
-  const p: Pipeline = {
-    settings,
-    clock,
-    store: new CheckpointStore(res.clients.dynamodb, settings.ledgerTable, settings.pipelineId),
-    core: createLocalCoordinator({ settings, clients: res.clients, clock }).coordinator,
-    stage: async (partition, from, count) => {
-      await processor.processEvent(mskEvent(orderRecords(partition, from, count)));
-    },
-    runner,
-    run: (options) => runner(options).runCheckpoint(),
-    settle: async () => {
-      const outcomes: CheckpointOutcome[] = [];
-      for (let i = 0; i < 6; i++) {
-        clock.advance(PAST_LEASE_MS);
-        const outcome = await p.run();
-        outcomes.push(outcome);
-        if (outcome.status === 'empty') return outcomes;
-      }
-      throw new Error(`the pipeline did not settle: ${outcomes.map((o) => o.status).join(', ')}`);
-    },
-  };
-  return p;
-}
-
-const workflows = (outcome: CheckpointOutcome) => outcome.executions.map((e) => e.workflow);
-
-/** A zombie step's call: what it answered, or the name of what it threw. */
-async function attempt(call: () => Promise<unknown>): Promise<unknown> {
-  try {
-    return await call();
-  } catch (error) {
-    return error instanceof Error ? error.name : String(error);
-  }
-}
+type Pipeline = ExpressPipeline;
+const pipeline = (): Pipeline => expressPipeline(res, deployed, { prefix: 'xa' });
 
 const text = (value: unknown) => JSON.stringify(value);
-/** A DynamoDB call that reads the checkpoint head (`CheckpointStore.readHead`). */
-const readsHead = (command: string, input: Record<string, unknown>) =>
-  command === 'GetItemCommand' && text(input.Key).includes('"HEAD"');
 /** The decide transaction BEGUN → PREPARED (the first of its two). */
 const writesPrepared = (command: string, input: Record<string, unknown>) =>
   command === 'TransactWriteItemsCommand' &&
