@@ -270,10 +270,13 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
   const fallback = localDefinition({ publish, workflow: options.workflow ?? 'express' });
   const functionSteps = options.functionSteps ?? fallback.functionSteps;
   const entry = runnable(options.definition ?? fallback.definition, options.definition !== undefined);
-  const standard = runnable(
-    options.handOffDefinition ?? localDefinition({ publish, workflow: 'standard' }).definition,
-    options.handOffDefinition !== undefined,
-  );
+  // Built on the first hand-off only: most checkpoints never hand off.
+  let standard: Runnable | undefined;
+  const handOffTarget = () =>
+    (standard ??= runnable(
+      options.handOffDefinition ?? localDefinition({ publish, workflow: 'standard' }).definition,
+      options.handOffDefinition !== undefined,
+    ));
 
   const invoke =
     (invocations: StepInvocation[]) =>
@@ -407,7 +410,9 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
   async function runCheckpoint(): Promise<CheckpointOutcome> {
     const first = await runExecution(entry, { source: 'local' } as JsonValue);
     if (!first.handedOff) return first.outcome;
-    const { outcome } = await runExecution(standard, { handedOffBy: first.outcome.execution } as JsonValue);
+    const { outcome } = await runExecution(handOffTarget(), {
+      handedOffBy: first.outcome.execution,
+    } as JsonValue);
     const before = first.outcome;
     return {
       ...outcome,
