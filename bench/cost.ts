@@ -7,7 +7,7 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { type CostCounts, type MonthlyCost, monthlyCost } from '../cli/cost-model.ts';
+import { type CostCounts, expressGbSeconds, type MonthlyCost, monthlyCost } from '../cli/cost-model.ts';
 import type { IdleResult } from './idle.ts';
 
 interface IdlePrices {
@@ -72,15 +72,10 @@ export function idleMonthlyCost(idle: IdleResult): IdleCost {
   const invocations = idle.emptyCheckpoint.lambdaInvocations + 1;
   const sf = prices.stepFunctions;
   const express = idle.defaults.coordinatorWorkflow === 'express';
-  const expressMs =
-    Math.ceil(
-      (idle.emptyCheckpoint.lambdaInvocations * SCHEDULED_INVOCATION_MS) / sf.expressBillingIncrementMs,
-    ) * sf.expressBillingIncrementMs;
+  const gbSeconds = expressGbSeconds(sf, idle.emptyCheckpoint.lambdaInvocations * SCHEDULED_INVOCATION_MS);
   const parts = {
     stepFunctions: express
-      ? executions *
-        (sf.expressRequestsPerMillion / MILLION +
-          (expressMs / 1000) * (sf.expressMemoryChunkMb / 1024) * sf.expressGbSecond)
+      ? executions * (sf.expressRequestsPerMillion / MILLION + gbSeconds * sf.expressGbSecond)
       : (executions * transitions * sf.standardTransitionPer1000) / 1000,
     lambda:
       executions *

@@ -37,6 +37,7 @@ import type {
   CheckpointCounts,
   CheckpointTerms,
   CostCounts,
+  Prices,
   ProcessorCounts,
 } from './measured-counts.ts';
 
@@ -319,6 +320,15 @@ function monitorUsage(counts: CostCounts): Usage {
  * its duration, taken as its invocations' measured time end to end (an upper bound: a Map's shards overlap), rounded
  * up to the billing increment, at one memory chunk.
  */
+/** What Express bills for one execution of `ms`: its duration rounded up to the increment, at one memory chunk. */
+export function expressGbSeconds(
+  sf: Pick<Prices['stepFunctions'], 'expressBillingIncrementMs' | 'expressMemoryChunkMb'>,
+  ms: number,
+): number {
+  const billedMs = Math.ceil(ms / sf.expressBillingIncrementMs) * sf.expressBillingIncrementMs;
+  return (billedMs / 1000) * (sf.expressMemoryChunkMb / 1024);
+}
+
 export function workflowUsage(
   counts: CostCounts,
   c: ReturnType<typeof checkpointCalls>,
@@ -328,11 +338,10 @@ export function workflowUsage(
   const sf = counts.prices.stepFunctions;
   const executions = Math.max(1, c.executions);
   const msEach = (c.lambdaInvocations * counts.checkpoint.msPerInvocation) / executions;
-  const billedMs = Math.ceil(msEach / sf.expressBillingIncrementMs) * sf.expressBillingIncrementMs;
   return {
     transitions: 0,
     expressRequests: executions,
-    expressGbSeconds: executions * (billedMs / 1000) * (sf.expressMemoryChunkMb / 1024),
+    expressGbSeconds: executions * expressGbSeconds(sf, msEach),
   };
 }
 
