@@ -229,6 +229,18 @@ function machineFor(definition: Record<string, unknown>, source: string, validat
   return machine;
 }
 
+/** The outcome of an execution that succeeded, by begin's action. */
+function succeededStatus(action: string | undefined): CheckpointOutcomeStatus {
+  // `publish` found nothing to commit either: it only published a committed checkpoint the table lacked.
+  return action === 'busy' ? 'busy' : action === 'empty' || action === 'publish' ? 'empty' : 'committed';
+}
+
+/** The outcome of an execution that failed, by its Fail state's error. */
+function failedStatus(errorName: string): CheckpointOutcomeStatus {
+  if (errorName === 'CheckpointAborted') return 'aborted';
+  return errorName === 'CheckpointCommitIncomplete' ? 'incomplete' : 'failed';
+}
+
 /** A definition ready to run: its states by name, whether the caller brought it (validated), its cache key. */
 interface Runnable {
   readonly definition: Record<string, unknown>;
@@ -357,51 +369,43 @@ export function createLocalCoordinator(options: LocalCoordinatorOptions): LocalC
         if (typeof id === 'number' && id > 0) seenCheckpointId = id;
       }
     })();
-    const ran = (): ExecutionRun => ({
-      workflow: machine.workflow,
+    // What every outcome of this execution carries, read once it has ended.
+    const counted = () => ({
       execution,
+      invocations,
+      events,
       transitions,
-      durationMs: Math.round(performance.now() - started),
+      executions: [
+        {
+          workflow: machine.workflow,
+          execution,
+          transitions,
+          durationMs: Math.round(performance.now() - started),
+        },
+      ],
+      maxStateBytes,
     });
-    const base = { execution, invocations };
     try {
       const output = (await run.result) as { checkpoint?: { action?: string; checkpointId?: number } };
       await logged;
       const action = output.checkpoint?.action;
-      // `publish` found nothing to commit either: it only published a committed checkpoint the table lacked.
-      const status: CheckpointOutcomeStatus =
-        action === 'busy' ? 'busy' : action === 'empty' || action === 'publish' ? 'empty' : 'committed';
       const outcome = {
-        ...base,
-        status,
+        ...counted(),
+        status: succeededStatus(action),
         checkpointId: output.checkpoint?.checkpointId ?? 0,
         output,
-        events,
-        transitions,
-        executions: [ran()],
-        maxStateBytes,
       };
       return { outcome, handedOff: action === 'handoff' && handOffs > 0 };
     } catch (error) {
       await logged.catch(() => {});
       const cause = error instanceof ExecutionError ? (error.cause as Error | undefined) : (error as Error);
       const errorName = cause?.name ?? 'Error';
-      const status: CheckpointOutcomeStatus =
-        errorName === 'CheckpointAborted'
-          ? 'aborted'
-          : errorName === 'CheckpointCommitIncomplete'
-            ? 'incomplete'
-            : 'failed';
       const outcome = {
-        ...base,
-        status,
+        ...counted(),
+        status: failedStatus(errorName),
         checkpointId: seenCheckpointId,
         error: errorName,
         cause: cause?.message ?? String(error),
-        events,
-        transitions,
-        executions: [ran()],
-        maxStateBytes,
       };
       return { outcome, handedOff: false };
     }
