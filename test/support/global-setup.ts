@@ -42,7 +42,8 @@ export async function setup(_project: TestProject): Promise<void> {
   process.env.TEST_RUN_TMPDIR = runTemp;
   // Endpoints given from outside (LocalStack, say: the README) are used as they are.
   if (process.env.AWS_ENDPOINT_URL_DYNAMODB && process.env.AWS_ENDPOINT_URL_S3) return;
-  parts = await startLocalParts();
+  // A run of many minutes: the emulator's optimising compiler pays back its warm-up (local/parts.ts).
+  parts = await startLocalParts({ compilation: 'tiered' });
   Object.assign(process.env, parts.env);
 }
 
