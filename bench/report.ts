@@ -30,6 +30,10 @@ export interface BenchResults extends CostResults {
   keyed_partition_slowdown?: number;
   /** Offset-only exactly-once records/s ÷ keyed with `idempotencyScope: global` (batch 500). Goal ≤ 5. */
   keyed_global_slowdown?: number;
+  /** Milliseconds a batch of 500 keyed records spends in its claim calls (global scope). */
+  keyed_global_claims_ms?: number;
+  /** 1 + those milliseconds ÷ the offset-only batch's: the slowdown the claims alone put a floor under. */
+  keyed_global_floor?: number;
   throughput: ThroughputResult[];
   checkpoints: CheckpointResult[];
   bundles: BundleResult[];
@@ -140,6 +144,14 @@ function costBarPath(h: BenchResults['cost']['headline']): {
   };
 }
 
+/** The claim time a batch could spend and still meet the keyed-global bar: (bar − 1) × the offset-only batch. */
+function claimsBudget(r: BenchResults): number {
+  const offsetsOnly = r.throughput.find(
+    (t) => t.mode === 'exactly-once' && t.batchSize === 500 && !t.idempotencyKeys,
+  );
+  return offsetsOnly ? Math.round((KEYED_GLOBAL_SLOWDOWN_BAR - 1) * offsetsOnly.msPerBatch) : Number.NaN;
+}
+
 /** A paragraph with figures for every target the run missed: each target is met or its miss explained. */
 function explanations(r: BenchResults): string[] {
   const lines: string[] = [];
@@ -181,6 +193,13 @@ function explanations(r: BenchResults): string[] {
       "  shares this machine's two cores with the benchmark, where each item written costs its own time whatever",
       '  the number of calls. The claims are what makes a key unique across partitions, so they stay; when keys',
       '  never cross partitions, `idempotencyScope: partition` dedupes at offset-only cost (the row above).',
+      ...(r.keyed_global_claims_ms !== undefined && r.keyed_global_floor !== undefined
+        ? [
+            `  Measured: the claim calls alone kept the batch waiting ${r.keyed_global_claims_ms} ms, and the batch makes the offset-only`,
+            `  batch's calls after them (its staged object holds only the records they let through), so the slowdown cannot`,
+            `  fall below ${r.keyed_global_floor} on this emulator whatever else is saved: the bar needs claims under ${claimsBudget(r)} ms a batch.`,
+          ]
+        : []),
     );
   }
   if (r.firstRun && (r.firstRun.exitCode !== 0 || r.firstRun.seconds >= 30)) {
@@ -286,7 +305,7 @@ function targetsSection(r: BenchResults): string[] {
     ...(r.keyed_partition_slowdown !== undefined && r.keyed_global_slowdown !== undefined
       ? [
           `| \`keyed_partition_slowdown\` ≤ 1.5 (offset-only ÷ keys per partition, batch 500) | ${r.keyed_partition_slowdown} | ${verdict(r.keyed_partition_slowdown <= 1.5)} |`,
-          `| \`keyed_global_slowdown\` ≤ ${KEYED_GLOBAL_SLOWDOWN_BAR} (offset-only ÷ one claim per key, batch 500) | ${r.keyed_global_slowdown} | ${verdict(r.keyed_global_slowdown <= KEYED_GLOBAL_SLOWDOWN_BAR)} |`,
+          `| \`keyed_global_slowdown\` ≤ ${KEYED_GLOBAL_SLOWDOWN_BAR} (offset-only ÷ one claim per key, batch 500) | ${r.keyed_global_slowdown}${r.keyed_global_floor === undefined ? '' : ` (the claims alone: at least ${r.keyed_global_floor})`} | ${verdict(r.keyed_global_slowdown <= KEYED_GLOBAL_SLOWDOWN_BAR)} |`,
         ]
       : []),
     ...(r.firstRun

@@ -37,6 +37,8 @@ import { median } from './stats.ts';
 import { batchEvent, CUSTOMER_POOL, recordBytes } from './workload.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+/** The call global-scope claims are created with, 25 INSERTs each (`shared/ledger/claim-batch.ts`). */
+const CLAIMS_OPERATION = 'dynamodb:BatchExecuteStatement';
 const MODES: readonly DeliveryGuarantee[] = ['exactly-once', 'at-least-once', 'none'];
 const BATCH_SIZES = [100, 500, 2000] as const;
 const RUNS = Number(process.env.BENCH_RUNS ?? 7);
@@ -58,6 +60,11 @@ export interface ThroughputResult {
   callsPerBatchSteadyTotal: number;
   callsColdStart: Record<string, number>;
   transactionItemsPerBatch: number;
+  /**
+   * Per batch in steady state, by operation: milliseconds during which a call of it was in flight
+   * (`CallCounter.busyMs`). Absent in results of runs before it.
+   */
+  busyMsPerBatch?: Record<string, number>;
 }
 
 function progress(message: string): void {
@@ -79,6 +86,7 @@ interface Lane {
   steadyCalls: Record<string, number>;
   steadyBatches: number;
   steadyItems: number;
+  steadyBusyMs: Record<string, number>;
   cold: Record<string, number>;
 }
 
@@ -116,6 +124,7 @@ function newLane(
     steadyCalls: {},
     steadyBatches: 0,
     steadyItems: 0,
+    steadyBusyMs: {},
     cold: {},
   };
 }
@@ -145,6 +154,9 @@ async function timedRun(lane: Lane): Promise<void> {
   for (const [operation, count] of Object.entries(lane.calls.snapshot())) {
     lane.steadyCalls[operation] = (lane.steadyCalls[operation] ?? 0) + count;
   }
+  for (const [operation, ms] of Object.entries(lane.calls.busyMs())) {
+    lane.steadyBusyMs[operation] = (lane.steadyBusyMs[operation] ?? 0) + ms;
+  }
   lane.steadyItems += lane.calls.transactionItems();
   lane.steadyBatches += batches;
 }
@@ -166,6 +178,12 @@ function resultOf(lane: Lane): ThroughputResult {
     callsPerBatchSteadyTotal: Object.values(perBatch).reduce((a, b) => a + b, 0),
     callsColdStart: lane.cold,
     transactionItemsPerBatch: lane.steadyItems / lane.steadyBatches,
+    busyMsPerBatch: Object.fromEntries(
+      Object.entries(lane.steadyBusyMs).map(([operation, ms]) => [
+        operation,
+        Number((ms / lane.steadyBatches).toFixed(2)),
+      ]),
+    ),
   };
 }
 
@@ -182,6 +200,23 @@ async function measureThroughput(base: { table: string; bucket: string }): Promi
     for (let i = 0; i < lanes.length; i++) await timedRun(lanes[(i + run) % lanes.length]!);
   }
   return lanes.map(resultOf);
+}
+
+/**
+ * What global-scope claims alone take a batch, and the slowdown they put a floor under: a keyed batch makes the
+ * offset-only batch's calls after its claims (the staged object is written once the claims have decided which
+ * records it holds), so it takes at least the offset-only batch's time plus the claims'.
+ */
+function claimsFloor(
+  offsetsOnly: ThroughputResult,
+  keyed: ThroughputResult,
+): Pick<BenchResults, 'keyed_global_claims_ms' | 'keyed_global_floor'> {
+  const claimsMs = keyed.busyMsPerBatch?.[CLAIMS_OPERATION];
+  if (claimsMs === undefined) return {};
+  return {
+    keyed_global_claims_ms: claimsMs,
+    keyed_global_floor: Number((1 + claimsMs / offsetsOnly.msPerBatch).toFixed(2)),
+  };
 }
 
 /** Offset-only throughput divided by a keyed mode's (`keyed_*_slowdown` in the targets): 1 means keys cost nothing. */
@@ -220,6 +255,7 @@ async function throughputSection(base: Base): Promise<Fragment> {
       .callsPerBatchSteadyTotal,
     keyed_partition_slowdown: slowdown(eo, find('exactly-once', 500, true, 'partition')),
     keyed_global_slowdown: slowdown(eo, find('exactly-once', 500, true)),
+    ...claimsFloor(eo, find('exactly-once', 500, true)),
     throughput,
   };
 }

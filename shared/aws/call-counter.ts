@@ -47,6 +47,9 @@ export class CallCounter {
   private singleUnits = 0;
   /** Write units of TransactWriteItems, by the items' sizes ({@link transactionUnitsOf}). */
   private txUnits = 0;
+  /** Per operation: calls in flight, when the first of them started, and the time any was in flight. */
+  private readonly inFlight = new Map<string, { calls: number; since: number }>();
+  private readonly busy = new Map<string, number>();
 
   /** Adds the counting middleware to both clients (adding it again replaces it). */
   attach(clients: AwsClients): this {
@@ -59,34 +62,61 @@ export class CallCounter {
     const middleware: InitializeMiddleware<object, MetadataBearer> = (next, context) => async (args) => {
       const operation = `${service}:${String(context.commandName).replace(/Command$/, '')}`;
       this.counts.set(operation, (this.counts.get(operation) ?? 0) + 1);
-      const input = args.input as {
-        TransactItems?: unknown[];
-        Statements?: Array<{ Statement?: string }>;
-        ReturnConsumedCapacity?: string;
-      };
-      if (input.TransactItems) this.items += input.TransactItems.length;
-      for (const { Statement = '' } of input.Statements ?? [])
-        if (/^\s*(INSERT|UPDATE|DELETE)\b/i.test(Statement)) this.statements++;
-      const transaction = operation === TRANSACT_WRITE;
-      if (!SINGLE_WRITES.has(operation) && !transaction) return next(args);
-      // Asked of DynamoDB, which bills a write by the size of the items it writes (before or after, the larger); a
-      // write refused by its condition is billed too: a single write at least one unit, a transaction two an item.
-      input.ReturnConsumedCapacity ??= 'TOTAL';
-      const items = input.TransactItems?.length ?? 0;
+      this.started(operation);
       try {
-        const result = await next(args);
-        const reported = reportedUnits((result.output as { ConsumedCapacity?: Consumed }).ConsumedCapacity);
-        if (transaction) this.txUnits += transactionUnitsOf(items, reported);
-        else this.singleUnits += reported ?? 1;
-        return result;
-      } catch (error) {
-        if (transaction) this.txUnits += transactionUnitsOf(items, undefined);
-        else this.singleUnits += 1;
-        throw error;
+        return await this.measure(operation, next, args);
+      } finally {
+        this.ended(operation);
       }
     };
     // 'initialize' runs once per call, before the SDK's own retries: calls as the code makes them.
     stack.add(middleware, { step: 'initialize', name: 'eosCallCounter', override: true });
+  }
+
+  private started(operation: string): void {
+    const flight = this.inFlight.get(operation);
+    if (flight) flight.calls++;
+    else this.inFlight.set(operation, { calls: 1, since: performance.now() });
+  }
+
+  private ended(operation: string): void {
+    const flight = this.inFlight.get(operation);
+    if (!flight || --flight.calls > 0) return;
+    this.inFlight.delete(operation);
+    this.busy.set(operation, (this.busy.get(operation) ?? 0) + performance.now() - flight.since);
+  }
+
+  /** Counts what one call writes, and the write units DynamoDB reports for it. */
+  private async measure(
+    operation: string,
+    next: Parameters<InitializeMiddleware<object, MetadataBearer>>[0],
+    args: Parameters<ReturnType<InitializeMiddleware<object, MetadataBearer>>>[0],
+  ) {
+    const input = args.input as {
+      TransactItems?: unknown[];
+      Statements?: Array<{ Statement?: string }>;
+      ReturnConsumedCapacity?: string;
+    };
+    if (input.TransactItems) this.items += input.TransactItems.length;
+    for (const { Statement = '' } of input.Statements ?? [])
+      if (/^\s*(INSERT|UPDATE|DELETE)\b/i.test(Statement)) this.statements++;
+    const transaction = operation === TRANSACT_WRITE;
+    if (!SINGLE_WRITES.has(operation) && !transaction) return next(args);
+    // Asked of DynamoDB, which bills a write by the size of the items it writes (before or after, the larger); a
+    // write refused by its condition is billed too: a single write at least one unit, a transaction two an item.
+    input.ReturnConsumedCapacity ??= 'TOTAL';
+    const items = input.TransactItems?.length ?? 0;
+    try {
+      const result = await next(args);
+      const reported = reportedUnits((result.output as { ConsumedCapacity?: Consumed }).ConsumedCapacity);
+      if (transaction) this.txUnits += transactionUnitsOf(items, reported);
+      else this.singleUnits += reported ?? 1;
+      return result;
+    } catch (error) {
+      if (transaction) this.txUnits += transactionUnitsOf(items, undefined);
+      else this.singleUnits += 1;
+      throw error;
+    }
   }
 
   snapshot(): Record<string, number> {
@@ -119,7 +149,16 @@ export class CallCounter {
     return this.singleUnits;
   }
 
+  /**
+   * Milliseconds during which at least one call of each operation was in flight (calls of one operation that
+   * overlap count once): how long the caller waited on it, when it waited on nothing else meanwhile.
+   */
+  busyMs(): Record<string, number> {
+    return Object.fromEntries([...this.busy].sort(([a], [b]) => a.localeCompare(b)));
+  }
+
   reset(): void {
+    this.busy.clear();
     this.counts.clear();
     this.items = 0;
     this.statements = 0;

@@ -97,3 +97,37 @@ describe('transactionUnitsOf', () => {
     expect(transactionUnitsOf(2, 28)).toBe(14);
   });
 });
+
+describe('busyMs', () => {
+  it('counts the time calls of an operation were in flight once, however many overlapped', async () => {
+    const calls = new CallCounter().attach(clients);
+    const started = performance.now();
+    await Promise.all(
+      Array.from({ length: 8 }, () =>
+        doc.send(new PutCommand({ TableName: res.table, Item: put(100).Put.Item })),
+      ),
+    );
+    const wall = performance.now() - started;
+    const busy = calls.busyMs()['dynamodb:PutItem']!;
+    // Eight overlapping calls each last most of the wall time: summed, they would be several times it.
+    expect(busy).toBeGreaterThan(0);
+    expect(busy).toBeLessThanOrEqual(wall);
+    expect(Object.keys(calls.busyMs())).toEqual(['dynamodb:PutItem']);
+  });
+
+  it('adds up calls one after another, and forgets them on reset', async () => {
+    const calls = new CallCounter().attach(clients);
+    const single = async () => {
+      const before = performance.now();
+      await doc.send(new PutCommand({ TableName: res.table, Item: put(100).Put.Item }));
+      return performance.now() - before;
+    };
+    const durations = [await single(), await single(), await single()];
+    const busy = calls.busyMs()['dynamodb:PutItem']!;
+    // Each call's span inside the middleware is within the span around it.
+    expect(busy).toBeLessThanOrEqual(durations.reduce((a, b) => a + b, 0));
+    expect(busy).toBeGreaterThan(Math.max(...durations) * 0.5);
+    calls.reset();
+    expect(calls.busyMs()).toEqual({});
+  });
+});
