@@ -124,7 +124,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   /**
    * Hazard (a redriven record sent by every run; its state applied once per run): with `outputFormat: parquet`, a
    * redriven record whose output row does not fit the columns is committed by promote as a schema-misfit dead letter
-   * in the round lane (`{source, error: 'schema-mismatch: …', raw: null-ish, row}`). redrive.ts `readFile` skips
+   * in the round lane (`{source, error: 'schema-mismatch: …', raw: null-ish, row}`). partition-state.ts `readFile` skips
    * every row holding `row` ("nothing to redrive") before it looks at the round: such a row of round R > 0 neither
    * marks the record redriven nor becomes its latest dead letter. The next run finds the original dead letter
    * latest and not redriven, starts round R+1 and sends it again: again the misfit, again its keyed state (here a
@@ -242,11 +242,11 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
   });
 
   /**
-   * Hazard (a key conflict redriven by every run, one new dead letter per run): redrive.ts `LEDGER_REASONS` recognises
-   * a dead letter the processor made from the ledger by its full text, anchored at the end
-   * (`… with a different payload$`). evaluate.ts `deadLetterOf` cuts every reason at MAX_ERROR_CHARS (1,000) and
-   * appends "…"; a key conflict's reason quotes the key (up to MAX_KEY_BYTES, 1,024), so with a key of about 930
-   * characters or more the stored reason no longer matches. Redrive then sends the record (the transform accepts it),
+   * Hazard (a key conflict redriven by every run, one new dead letter per run): evaluate.ts `deadLetterOf` cuts every
+   * reason at MAX_ERROR_CHARS (1,000) and appends "…"; a key conflict's reason quotes the key (up to MAX_KEY_BYTES,
+   * 1,024), so with a key of about 930 characters or more a judge that matched the reason's full text, anchored at
+   * its end (`… with a different payload$`), no longer recognises it (judge.ts `KEY_CONFLICT` matches the prefix).
+   * Redrive then sends the record (the transform accepts it),
    * the processor dead-letters it again as the same conflict, and every later run does the same in a new round:
    * "running a redrive again without a fix writes nothing" does not hold. The same for a state-type reason whose
    * state key or field name is long (its pattern needs the text after them).
@@ -408,7 +408,7 @@ describe('redrive rounds and epoch lanes: transaction sizes, claims, fence reads
    * Suspicion: a hostile record shapes its dead-letter row so that it carries `resolved: true` and redrive
    * takes it as handled; or a round's ordinary dead letter (a new reason) is read as resolved. Why it holds: the
    * processor builds a dead-letter row as `{source, error, raw}` (evaluate.ts `deadLetterOf`), the raw key and value
-   * base64, so no record can set a top-level field; `resolved` is read only in round lanes (redrive.ts:276). A
+   * base64, so no record can set a top-level field; `resolved` is read only in round lanes (partition-state.ts `readFile`). A
    * round-1 dead letter with a new reason is redriven by round 2 once a later fix accepts it, the `resolved` notes
    * pass `eos verify` (no lineage-twice), and a further run sends nothing.
    */

@@ -533,7 +533,7 @@ describe('selections, lanes and layouts', () => {
 });
 
 describe('dead letters redrive cannot take for the record', () => {
-  // Without the `'row' in row` check of shared/redrive/redrive.ts a run sends 3: each misfit row goes through
+  // Without the `'row' in row` check of shared/redrive/partition-state.ts a run sends 3: each misfit row goes through
   // `orders` as a tombstone and is dead-lettered again as one.
   it("a coordinator's schema-mismatch dead letter (raw has no key, value or headers) is not redriven as a fabricated tombstone", async () => {
     const v1 = settingsFor({ outputFormat: 'parquet', outputColumns: [...orderDefinition.columns] });
