@@ -21,14 +21,8 @@
  */
 import type { PartitionBatch } from '../kafka/record.ts';
 import { isRootLane, parseLane } from '../ledger/epochs.ts';
-import {
-  INLINE_BYTES_BUDGET,
-  inlineBytesOf,
-  type KeyTemplates,
-  packEntry,
-} from '../ledger/inline-entries.ts';
-import type { BucketWrite, KeyWindow } from '../ledger/key-window.ts';
-import { type ClaimItem, type FenceIdentity, type StagedFileEntry, withStart } from '../ledger/records.ts';
+import { INLINE_BYTES_BUDGET } from '../ledger/inline-entries.ts';
+import type { BucketWrite } from '../ledger/key-window.ts';
 import {
   ClaimHandoverLostError,
   type ClaimHolder,
@@ -40,47 +34,24 @@ import {
   type StagedFence,
   type StagingTransaction,
 } from '../ledger/staging-ledger.ts';
-import { createsFence, entriesInline, entryItemsMarkAfter } from '../ledger/staging-transaction.ts';
 import { stagedObjectKey } from '../sink/layout.ts';
-import type { Fingerprints } from './batch-judge.ts';
+import { BatchWindow } from './batch-window.ts';
+import { fenceEntriesAfter, identityFor } from './chunk-fence.ts';
 import { type Chunk, planChunk } from './chunks.ts';
-import type { Claims, HeldClaims } from './claims.ts';
+import type { HeldClaims } from './claims.ts';
+import { reportCommitted } from './committed-chunk.ts';
 import type { ProcessorContext } from './context.ts';
+import { inlineBytesOfAll, placeEntries } from './entry-placement.ts';
 import { type EvaluatedRecord, foldState } from './evaluate.ts';
 import { evaluateBatch, LEGACY_FENCE_ITEMS } from './evaluate-batch.ts';
-import type { FenceJudge } from './fence-judge.ts';
-import type { InlineEntriesGate } from './inline-gate.ts';
 import { decideKeys } from './key-decision.ts';
-import type { KeyWindows } from './key-windows.ts';
-import type { LaneFences } from './lane-fences.ts';
 import type { KeyConflict } from './observer.ts';
-import type { ReplayMode } from './replay-mode.ts';
 import { type Counts, NO_COUNTS, type PartitionReport } from './report.ts';
 import { entryFor, type StagedObject, writeObjects } from './staged-objects.ts';
+import type { StagerAttempt, StagerParts } from './stager-parts.ts';
 import { isStateRefusal, RelearningBound, refusedStateRecords } from './state-refusal.ts';
 
-/** The container-wide parts a stager works with (built once by `Processor`). */
-export interface StagerParts {
-  readonly ctx: ProcessorContext;
-  readonly fences: LaneFences;
-  readonly judge: FenceJudge;
-  readonly windows: KeyWindows;
-  readonly claims: Claims;
-  readonly replay: ReplayMode;
-  readonly inlineGate: InlineEntriesGate;
-}
-
-/** What an attempt knows of the batch it stages. */
-export interface StagerAttempt {
-  /** The batch, filed under its lane. */
-  readonly prints: Fingerprints;
-  /** The fence the batch was judged against at its start. */
-  readonly start: FenceState;
-  /** Claims this attempt holds: filled here, read by the caller to release them if the batch fails. */
-  readonly held: Map<number, ClaimItem>;
-  readonly attemptId: string;
-  readonly startedAt: number;
-}
+export type { StagerAttempt, StagerParts } from './stager-parts.ts';
 
 export class PartitionStager {
   private readonly ctx: ProcessorContext;
@@ -102,9 +73,9 @@ export class PartitionStager {
   private dropped: ReadonlySet<number> = new Set();
   /** Offsets dead-lettered as key conflicts, reported once their transaction commits. */
   private conflicts: ReadonlyMap<number, KeyConflict> = new Map();
-  /** Partition-scoped idempotency: the key window as of `known` (see `key-window.ts`). */
+  /** Partition-scoped idempotency: the key window as of `known` (`batch-window.ts`). */
   private readonly windowScope: boolean;
-  private window: KeyWindow | undefined;
+  private readonly window: BatchWindow;
   private windowMismatches = 0;
   /** Condition refusals of the chunk that made no progress (see `MAX_CONDITION_RELEARNING`). */
   private readonly relearning = new RelearningBound();
@@ -129,6 +100,7 @@ export class PartitionStager {
     this.partition = this.batch.partition;
     this.known = attempt.start;
     this.windowScope = this.ctx.settings.idempotencyScope === 'partition';
+    this.window = new BatchWindow(parts.windows, this.ctx.clock, this.topic, this.partition);
     this.claimsAhead = !this.windowScope && this.ctx.settings.claimWrite === 'ahead';
     this.holds = { held: attempt.held, takeovers: new Set() };
   }
@@ -217,17 +189,7 @@ export class PartitionStager {
   /** The window's holders of the batch's keys become `external`, as claims found taken do in global scope. */
   private async loadWindow(): Promise<void> {
     if (!this.windowScope || this.firstWithKey.size === 0) return;
-    const { topic, partition } = this;
-    this.window = await this.parts.windows.of(topic, partition, this.known);
-    this.external.clear();
-    for (const [key, holder] of this.window.holders(this.firstWithKey.keys(), this.ctx.clock.now())) {
-      this.external.set(key, {
-        idempotencyKey: key,
-        claimant: `an earlier record of ${topic}-${partition} (key window)`,
-        digest: holder.digestPrefix,
-        prefixOnly: true,
-      });
-    }
+    await this.window.loadHolders(this.known, this.firstWithKey.keys(), this.external);
   }
 
   private setFence(fence: FenceState): void {
@@ -315,34 +277,16 @@ export class PartitionStager {
     this.resolveTaken(taken);
   }
 
-  /**
-   * The fence identity the chunk's transaction writes. The fence as known is the fence as stored (a staged offset
-   * is written once: the transaction's condition proves it), so the ring carried forward is exact; a fence without
-   * a ring seeds it with its own batch start.
-   */
-  private identityFor(chunk: Chunk): FenceIdentity {
-    const { prints } = this.attempt;
-    const batchStart = prints.of(prints.firstOffset);
-    const before = this.known.identity;
-    const ring =
-      before === undefined ? [] : before.recentStarts.length > 0 ? before.recentStarts : [before.batchStart];
-    return {
-      fenceRecord: prints.of(chunk.lastOffset),
-      batchStart,
-      recentStarts: withStart(ring, batchStart),
-    };
-  }
-
   /** The chunk's staging transaction; true once committed, false when the chunk must be planned again. */
   private async commit(chunk: Chunk, objects: readonly StagedObject[]): Promise<boolean> {
     const { ctx, topic, partition, known } = this;
     const { attemptId } = this.attempt;
-    const identity = this.identityFor(chunk);
+    const identity = identityFor(this.attempt.prints, this.known, chunk);
     const from = known.stagedOffset;
     const keys = chunk.kept.flatMap((record) =>
       record.idempotencyKey === undefined ? [] : [{ key: record.idempotencyKey, digest: record.digest }],
     );
-    const keyWindow: BucketWrite[] = this.window?.writesFor(keys, ctx.clock.now()) ?? [];
+    const keyWindow: BucketWrite[] = this.window.writesFor(keys);
     const handovers = this.parts.claims.handoversOf(chunk.kept, this.stateRefused, this.holds.held);
     const entries = objects.map((object) => entryFor(ctx, chunk, object, topic, partition, attemptId));
     const added = inlineBytesOfAll(entries, known.templates);
@@ -350,7 +294,14 @@ export class PartitionStager {
       entries.length > 0 && (fence.inlineBytes ?? 0) + added <= INLINE_BYTES_BUDGET;
     // One gate lets entries inline and the identity be packed: both wait for this release's readers.
     const compact = await this.parts.inlineGate.allows(ctx.clock.now());
-    const { inline, flush } = await this.placeEntries(entries, fits, compact);
+    const target = {
+      ctx,
+      topic,
+      partition,
+      known: this.known,
+      remember: (fence: FenceState) => this.setFence(fence),
+    };
+    const { inline, flush } = await placeEntries(target, entries, fits, compact);
     // The fence as known now: placing the entries may have read it again (the same offset, a fresher copy).
     const current = this.known;
     let staged: StagingTransaction;
@@ -383,7 +334,7 @@ export class PartitionStager {
       await this.refused(error, chunk);
       return false;
     }
-    this.reportCommitted(chunk, from);
+    reportCommitted(ctx, this.report, { chunk, from, topic, partition, conflicts: this.conflicts });
     this.relearning.committed();
     this.setFence({
       stagedOffset: chunk.lastOffset,
@@ -391,43 +342,12 @@ export class PartitionStager {
       updatedAt: ctx.clock.now(),
       ...fenceEntriesAfter(current, staged, written, added),
     });
-    this.afterCommitWindow(chunk, from, keyWindow);
+    if (this.windowScope) this.window.committed(chunk, from, keyWindow);
     // Released or handed over by the transaction: no longer this attempt's to release if the batch fails.
     for (const record of chunk.kept)
       if (this.stateRefused.has(record.offset)) this.holds.held.delete(record.offset);
     this.decide();
     return true;
-  }
-
-  /**
-   * Where the chunk's entries go: inline when the gate is open (`gateOpen`) and they fit the budget as this
-   * container knows the fence. Past it, one read of the fence tells (a transaction, which reports nothing back, may
-   * have put the fence there, and cleanup may have removed entries since; what it read counts only while the fence
-   * is still at the offset this chunk was planned from): inline if they fit now, else as items, moving the fence's
-   * inline entries into items with them (`flush`, `staging-transaction.ts`), so that the chunks after it write a
-   * small fence again.
-   */
-  private async placeEntries(
-    entries: readonly StagedFileEntry[],
-    fits: (fence: FenceState) => boolean,
-    gateOpen: boolean,
-  ): Promise<{ inline: boolean; flush?: Readonly<Record<string, unknown>> }> {
-    const { ctx, topic, partition, known } = this;
-    if (entries.length === 0 || !gateOpen) return { inline: false };
-    if (fits(known)) return { inline: true };
-    const fresh = await ctx.ledger.readFence(ctx.settings.pipelineId, topic, partition);
-    if (fresh.stagedOffset !== known.stagedOffset || fresh.closed) return { inline: false };
-    this.setFence({
-      ...known,
-      inlineBytes: fresh.inlineBytes ?? 0,
-      entryItemsUpTo: fresh.entryItemsUpTo,
-      templates: fresh.templates,
-      inlineAttributes: fresh.inlineAttributes,
-    });
-    if (fits(this.known)) return { inline: true };
-    return fresh.inlineAttributes === undefined
-      ? { inline: false }
-      : { inline: false, flush: fresh.inlineAttributes };
   }
 
   /** What a refused staging transaction teaches; throws what it cannot resolve (the batch fails). */
@@ -465,70 +385,4 @@ export class PartitionStager {
       this.parts.claims.handOverRefusedClaims(this.pending, refused, this.holds);
     }
   }
-
-  /**
-   * The window as stored after a commit: the one this transaction's fence condition proved, plus its writes (a
-   * chunk without keys leaves a copy of the window it started from as it was, now under the new fence).
-   */
-  private afterCommitWindow(chunk: Chunk, from: number, keyWindow: readonly BucketWrite[]): void {
-    if (!this.windowScope) return;
-    const { topic, partition } = this;
-    if (this.window) {
-      this.window = this.window.withWrites(keyWindow, this.ctx.clock.now());
-      this.parts.windows.remember(topic, partition, chunk.lastOffset, this.window);
-    } else {
-      this.parts.windows.carry(topic, partition, from, chunk.lastOffset);
-    }
-  }
-
-  /** Counts a committed chunk and reports its fence jump and key conflicts (final now: see the observer). */
-  private reportCommitted(chunk: Chunk, from: number): void {
-    const { report, topic, partition } = this;
-    const { observer, settings } = this.ctx;
-    report.chunks += 1;
-    report.duplicatesByKey += chunk.records.length - chunk.kept.length;
-    report.stagedRows += chunk.kept.reduce((n, record) => n + record.output.length, 0);
-    report.deadLettered += chunk.kept.filter((record) => record.deadLetter).length;
-    report.missingKeys += chunk.kept.filter((record) => record.missingKey).length;
-    const committed = chunk.kept.flatMap((record) => {
-      const found = this.conflicts.get(record.offset);
-      return found ? [found] : [];
-    });
-    if (committed.length > 0) {
-      report.keyConflicts += committed.length;
-      observer?.keyConflicts?.(committed);
-    }
-    if (from !== NO_FENCE && chunk.firstOffset - from > settings.maxFenceJump) {
-      report.fenceJumps += 1;
-      observer?.fenceJumped?.({ topic, partition, fence: from, firstOffset: chunk.firstOffset });
-    }
-  }
-}
-
-/** The bytes a chunk's entries add to the fence item if they go inline (`inline-entries.ts`). */
-function inlineBytesOfAll(entries: readonly StagedFileEntry[], templates: KeyTemplates | undefined): number {
-  return entries.reduce((sum, entry) => {
-    const { name, value } = packEntry(entry, templates);
-    return sum + inlineBytesOf(name, value);
-  }, 0);
-}
-
-/**
- * What the fence says of its entries after a staging write: the inline bytes the write reported (a write of the
- * fence alone), else as known plus what it added; the entry-item mark it wrote (`staging-transaction.ts`).
- */
-function fenceEntriesAfter(
-  known: FenceState,
-  txn: StagingTransaction,
-  written: StagedFence,
-  added: number,
-): Pick<FenceState, 'inlineBytes' | 'entryItemsUpTo' | 'templates'> {
-  const bytes = written.inlineBytes ?? (known.inlineBytes ?? 0) + (entriesInline(txn) ? added : 0);
-  // A transaction writes no template: the fence's are as known, and none on a fence it created.
-  const templates = written.templates ?? (createsFence(txn) ? {} : known.templates);
-  return {
-    ...(bytes > 0 ? { inlineBytes: bytes } : {}),
-    entryItemsUpTo: entryItemsMarkAfter(txn),
-    ...(templates === undefined ? {} : { templates }),
-  };
 }
