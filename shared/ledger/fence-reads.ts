@@ -63,7 +63,7 @@ export interface FenceState {
   readonly templates?: KeyTemplates;
   /**
    * The inline entries' attributes as the fence item holds them (packed values by name), when read from the item:
-   * what a chunk past the inline budget moves into entry items (`staging-transaction.ts`).
+   * what a chunk past the inline budget moves into entry items (`staging-effects.ts` `flushedEntries`).
    */
   readonly inlineAttributes?: Readonly<Record<string, unknown>>;
 }

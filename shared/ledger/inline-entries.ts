@@ -41,7 +41,7 @@ export const ENTRY_ITEMS_NOTED_AT = 'entryItemsNotedAt';
  * batches at the stack's defaults (12: a 5 s batching window, 1 minute checkpoints) with room. An inline write
  * costs what the fence item weighs, `ceil(F / 1 KB)` units, so each entry makes the writes after it dearer until a
  * cleanup; the chunk past the budget moves the fence's entries into items (two units each, once: a transaction
- * bills each item twice) and the fence is small again (`staging-transaction.ts`). The budget bounds the item (L3)
+ * bills each item twice) and the fence is small again (`staging-effects.ts` `flushedEntries`). The budget bounds the item (L3)
  * and sets where growing costs more than moving: a larger one makes every write dearer, a smaller one moves sooner.
  */
 export const INLINE_BYTES_BUDGET = 3072;

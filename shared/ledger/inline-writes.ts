@@ -1,8 +1,8 @@
 /**
  * The parts of a staging write's fence update that concern inline staged entries (`inline-entries.ts`): the
  * entry-item mark every write leaves, each inline entry's attribute (and the key template it shares), and, for a
- * chunk past the inline budget, the entries it moves out of the fence into entry items. `staging-transaction.ts`
- * decides which applies and joins the parts into one UpdateItem or transaction item.
+ * chunk past the inline budget, the entries it moves out of the fence into entry items. `staging-effects.ts`
+ * decides which applies, and `staging-items.ts` joins the parts into one UpdateItem or transaction item.
  */
 import { NO_FENCE } from './fence-reads.ts';
 import {

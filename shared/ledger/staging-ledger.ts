@@ -3,7 +3,9 @@
  * in ONE DynamoDB transaction (P1, P2). This adapter only translates; the protocol lives in `shared/processor`.
  * Each part lives in its own module, and this class gives the processor one object over a table:
  *   fence-reads.ts          the fence of a lane, the partition's current lane, the stop record
- *   staging-transaction.ts  the staging transaction (its items and their order) and the key-window read
+ *   staging-transaction.ts  the staging write; its items and their order (staging-items.ts), what a chunk's
+ *                           write implies (staging-effects.ts), its refusals (staging-refusals.ts)
+ *   key-window-reads.ts     the key-window read
  *   claim-items.ts          idempotency claims: written ahead, released, read for a replay's judgement
  *   state-items.ts          keyed-state items: in the transaction, or applied on their own
  */
@@ -91,7 +93,7 @@ export class StagingLedger {
     return readState(this.at, pipeline, stateKey);
   }
 
-  /** Applies a chunk's effects atomically (P1, P2), or throws what names the refusal (`staging-transaction.ts`). */
+  /** Applies a chunk's effects atomically (P1, P2), or throws what names the refusal (`staging-refusals.ts`). */
   stage(txn: StagingTransaction): Promise<StagedFence> {
     return stage(this.at, txn);
   }
@@ -140,7 +142,7 @@ export class StagingLedger {
     return applyState(this.at, txn);
   }
 
-  /** The newest `buckets` key-window buckets of a partition (`staging-transaction.ts`). */
+  /** The newest `buckets` key-window buckets of a partition (`key-window-reads.ts`). */
   readKeyWindow(
     pipeline: string,
     topic: string,

@@ -139,7 +139,7 @@ describe('the legacy item is one more transaction item than the chunk planner co
   it('a new partition whose first chunk would fill 100 items keeps a slot for the moved marker', async () => {
     // Hazard (stall, L2/L3, P6 "the partition never stalls"). shared/processor/chunks.ts plans a chunk of at
     // most `maxTransactionItems` (default 100) items: 1 fence + 1 entry per stream + claims + key-window buckets +
-    // state keys. The commit adds the legacy fence item (`legacyItem` in shared/ledger/staging-transaction.ts) to
+    // state keys. The commit adds the legacy fence item (`legacyItem` in shared/ledger/staging-items.ts) to
     // every transaction that creates a sharded fence: the first staging of EVERY new partition (NO_FENCE → moved
     // marker) and the first staging after the upgrade of every legacy fence. The planner does not count it, so a first chunk of 98
     // records with 98 distinct state keys (1 fence + 1 output entry + 98 state = 100, fine before) is a

@@ -1,6 +1,6 @@
 /**
  * A chunk whose entries do not fit the inline budget moves the fence's inline entries into entry items in its own
- * transaction (shared/ledger/staging-transaction.ts `flushedEntries`), so the chunks after it write a small fence
+ * transaction (shared/ledger/staging-effects.ts `flushedEntries`), so the chunks after it write a small fence
  * again: the entries end up as items, each once, the fence holds none, every record is committed once, and a
  * reader that read the fence before the move and the items after reads each entry once.
  */
