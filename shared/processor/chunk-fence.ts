@@ -27,7 +27,8 @@ export function identityFor(prints: Fingerprints, known: FenceState, chunk: Chun
 
 /**
  * What the fence says of its entries after a staging write: the inline bytes the write reported (a write of the
- * fence alone), else as known plus what it added; the entry-item mark it wrote (`staging-transaction.ts`).
+ * fence alone), else as known plus what it added; the entry-item mark it wrote (`entryItemsMarkAfter`,
+ * `staging-effects.ts`).
  */
 export function fenceEntriesAfter(
   known: FenceState,

@@ -1,7 +1,7 @@
 /**
  * Where a chunk's staged-file entries go: inline in the fence item while they fit its budget
- * (`inline-entries.ts`), else as entry items, moving the fence's inline entries into items with them (`flush`,
- * `staging-transaction.ts`).
+ * (`inline-entries.ts`), else as entry items, moving the fence's inline entries into items with them (`flushedEntries`,
+ * `staging-effects.ts`).
  */
 import { inlineBytesOf, type KeyTemplates, packEntry } from '../ledger/inline-entries.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
@@ -29,7 +29,7 @@ export interface EntryPlacement {
  * container knows the fence. Past it, one read of the fence tells (a transaction, which reports nothing back, may
  * have put the fence there, and cleanup may have removed entries since; what it read counts only while the fence
  * is still at the offset this chunk was planned from): inline if they fit now, else as items, moving the fence's
- * inline entries into items with them (`flush`, `staging-transaction.ts`), so that the chunks after it write a
+ * inline entries into items with them (`flushedEntries`, `staging-effects.ts`), so that the chunks after it write a
  * small fence again.
  */
 export async function placeEntries(

@@ -6,7 +6,10 @@
  * - `event-source.ts`: the event parsed and its source checked, before any effect.
  * - `lane-fences.ts`, `fence-judge.ts`, `batch-judge.ts`: the fence a batch starts from, and whether the batch is
  *   new, a redelivery, or offsets that went backwards (a loud stop, L2).
- * - `partition-stager.ts`: a partition batch staged chunk by chunk (objects, claims, the staging transaction).
+ * - `partition-stager.ts`: a partition batch staged chunk by chunk (objects, claims, the staging transaction), with
+ *   what it is given (`stager-parts.ts`), where a chunk's entries go (`entry-placement.ts`), the fence a chunk leaves
+ *   (`chunk-fence.ts`), one batch's copy of the key window (`batch-window.ts`) and what a committed chunk reports
+ *   (`committed-chunk.ts`).
  * - `claims.ts`, `key-decision.ts`, `key-windows.ts`: idempotency keys (P4), claimed ahead or in the transaction,
  *   or kept in a partition's key window.
  * - `replay-mode.ts`: a replay generation's slice of a batch; `direct-write.ts`: at-least-once and none.

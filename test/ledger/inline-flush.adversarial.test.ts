@@ -1,6 +1,6 @@
 /**
  * The chunk past the inline budget moves the fence's inline entries into entry items in its own staging
- * transaction (shared/ledger/staging-effects.ts `flushedEntries`, shared/processor/partition-stager.ts
+ * transaction (shared/ledger/staging-effects.ts `flushedEntries`, shared/processor/entry-placement.ts
  * `placeEntries`), under the interleavings a deployed pipeline meets: prepare, cleanup, the orphan sweep and `eos
  * status` reading the fence before the move and the items after; cleanup's REMOVE before the move; a crash after
  * the move and the mapping's retry; a zombie holding the same batch; entries of the release before the packed
