@@ -4,7 +4,7 @@
  * capacity. The stack's batching window is chosen by cost (fewer, fuller batches, so fewer staged files and
  * transactions); what it may cost in freshness is bounded: a record must be in committed output within one
  * checkpoint interval plus 10 s of its arrival. Each record's latency is its append to the end of the commit step
- * of the checkpoint whose manifest covers it (bench/e2e.ts `visibilityLatencies`).
+ * of the checkpoint whose manifest covers it (bench/e2e-visibility.ts `visibilityLatencies`).
  *
  * Locally a checkpoint takes well under a second; on AWS each step is a Lambda invocation and the state machine
  * adds its own transitions, a few seconds more, which the margin left by the window must absorb.
