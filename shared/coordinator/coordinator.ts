@@ -4,10 +4,10 @@
  * docs/architecture.md). Each step is one Lambda of the state machine in `definition.ts`; every step is safe to
  * rerun. This class is the steps' facade; their work lives beside it:
  *
- * - **begin** (C1, C2): recovery of an expired checkpoint here (before its decision: ABORTED; after it: taken over
- *   and rolled forward), then the cut and the allocation (`begin/allocate.ts`, `begin/switches.ts`); with nothing
- *   to commit in a state machine that publishes, the last committed checkpoint when the table lags behind it
- *   (`begin/publish-lag.ts`).
+ * - **begin** (C1, C2; `begin/begin.ts`): recovery of an expired checkpoint (`begin/recovery.ts`; before its
+ *   decision: ABORTED; after it: taken over and rolled forward), then the cut and the allocation
+ *   (`begin/allocate.ts`, `begin/switches.ts`); with nothing to commit in a state machine that publishes, the last
+ *   committed checkpoint when the table lags behind it (`begin/publish-lag.ts`).
  * - **prepare** (C3), per shard: the covered entries (`prepare/covered.ts`) read once and verified, planned and
  *   merged into write-once candidate final objects (`prepare/plan-shard.ts`), the plan written
  *   (`promote/plan-store.ts`) and the vote with its digest, which covers the candidates.
@@ -23,8 +23,9 @@
  *   shard is clean the checkpoint's working objects; shard 0 also catches up on earlier cleanups
  *   (`cleanup/catch-up.ts`) and sweeps orphans and crashed begins' pages (`cleanup/orphans.ts`,
  *   `cleanup/pending-cuts.ts`).
- * - **abort** (C6), for any failure before the decision: BEGUN|PREPARED → ABORTED with the reason; staged entries
- *   stay for the next checkpoint. Refused (`decided`) once COMMITTING: the state machine then rolls forward.
+ * - **abort** (C6; `abort/abort.ts`), for any failure before the decision: BEGUN|PREPARED → ABORTED with the
+ *   reason; staged entries stay for the next checkpoint. Refused (`decided`) once COMMITTING: the state machine
+ *   then rolls forward.
  *
  * ```
  *  head:   COMMITTED(N-1) ── BEGUN(N,k) ── PREPARED ── COMMITTING ────────── COMMITTED(N) ─▶
@@ -38,20 +39,16 @@
 import type { Clock } from '../clock.ts';
 import { PipelineError } from '../errors.ts';
 import {
-  BEFORE_DECISION_STATUSES,
   CheckpointConflictError,
-  type CheckpointHead,
   type CheckpointRecord,
   type CheckpointStatus,
-  CheckpointStore,
-  isInFlight,
-  truncateReason,
+  type CheckpointStore,
 } from '../ledger/checkpoints.ts';
 import { parsePartitionId } from '../ledger/layout.ts';
 import type { StagedFileEntry } from '../ledger/records.ts';
 import { TableSnapshots } from '../ledger/table-snapshots.ts';
-import { allocateCheckpoint, BUSY, HAND_OFF } from './begin/allocate.ts';
-import { idleAnswer } from './begin/publish-lag.ts';
+import { abortCheckpoint } from './abort/abort.ts';
+import { beginCheckpoint } from './begin/begin.ts';
 import { catchUpCleanups } from './cleanup/catch-up.ts';
 import { sweepCoordinatorOrphans } from './cleanup/orphans.ts';
 import { sweepPendingCuts } from './cleanup/pending-cuts.ts';
@@ -59,18 +56,16 @@ import { cleanShard } from './cleanup/shard.ts';
 import { commitLatency, oldestOfPlans } from './commit/latency.ts';
 import { buildManifest } from './commit/manifest.ts';
 import { decideCheckpoint } from './decide/decide.ts';
-import {
-  type AbortInput,
-  type AbortOutput,
-  abortInputSchema,
-  type BeginInput,
-  type BeginOutput,
-  type CheckpointRef,
-  type CommitOutput,
-  type DecideOutput,
-  describeCaughtError,
-  type ShardInput,
-  type ShardOutput,
+import type {
+  AbortInput,
+  AbortOutput,
+  BeginInput,
+  BeginOutput,
+  CheckpointRef,
+  CommitOutput,
+  DecideOutput,
+  ShardInput,
+  ShardOutput,
 } from './messages.ts';
 import {
   type CoordinatorLog,
@@ -90,7 +85,6 @@ import {
   type PublisherFactory,
   type PublishOutput,
 } from './publish/publisher.ts';
-import { shardList } from './shards.ts';
 
 /** A step was asked to act on a checkpoint that is not in the status the step needs (superseded, or out of order). */
 export class CheckpointStateError extends PipelineError {
@@ -184,105 +178,7 @@ class CheckpointCoordinator implements Coordinator {
   // ── begin ─────────────────────────────────────────────────────────────────────────────────────────────────
 
   async begin(input: BeginInput): Promise<BeginOutput> {
-    const now = this.clock.now();
-    let head = await this.store.readHead();
-    if (head && isInFlight(head.status)) {
-      if (head.owner === input.execution) return this.resume(head);
-      if (head.leaseUntil > now) {
-        this.log.info('another checkpoint is in flight', {
-          checkpointId: head.checkpointId,
-          owner: head.owner,
-        });
-        return BUSY;
-      }
-      // An expired checkpoint is recovered by a Standard workflow, which a step's timeout bounds, not five minutes.
-      if (input.handOff) return HAND_OFF;
-      if (head.status === 'COMMITTING') return this.rollForward(head, input.execution, now);
-      if (!(await this.abortExpired(head, input.execution, now))) return BUSY;
-      head = await this.store.readHead();
-    }
-    const allocated = await allocateCheckpoint(this.parts, head, input.execution, now, {
-      handOff: input.handOff === true,
-    });
-    if (allocated.action !== 'empty' || !input.publish) return allocated;
-    return idleAnswer(this.parts, this.snapshots, head?.committedId ?? 0);
-  }
-
-  /**
-   * A retried begin of the execution that already allocated, or a second run of it (an Express execution runs at
-   * least once): hand back the same checkpoint, wherever the other run has taken it since the head was read. One
-   * that has ended since is not this run's to act on: it exits as another execution's would.
-   */
-  private async resume(head: CheckpointHead): Promise<BeginOutput> {
-    const record = await this.store.readRecord(head.checkpointId);
-    if (record?.attempt !== head.attempt || !isInFlight(record.status)) return BUSY;
-    const action = record.status === 'COMMITTING' ? 'commit' : 'checkpoint';
-    return {
-      action,
-      checkpointId: head.checkpointId,
-      attempt: head.attempt,
-      shards: shardList(record.shardCount),
-    };
-  }
-
-  /** Recovery after the decision (C4): take the expired checkpoint over and roll it forward. */
-  private async rollForward(head: CheckpointHead, execution: string, now: number): Promise<BeginOutput> {
-    if (!(await this.store.takeOver(head, execution, this.leaseUntil(now), now))) return BUSY;
-    const record = await this.requireRecord(head.checkpointId, head.attempt, ['COMMITTING']);
-    this.log.error('recovering an expired checkpoint after its decision: rolling forward', {
-      checkpointId: head.checkpointId,
-      attempt: head.attempt,
-      previousOwner: head.owner,
-    });
-    return {
-      action: 'commit',
-      checkpointId: head.checkpointId,
-      attempt: head.attempt,
-      shards: shardList(record.shardCount),
-    };
-  }
-
-  /** Recovery before the decision (C4): presume abort. False when another execution changed it first. */
-  private async abortExpired(head: CheckpointHead, execution: string, now: number): Promise<boolean> {
-    const reason = `lease expired in ${head.status} (owner ${head.owner}); recovered by ${execution}`;
-    try {
-      await this.markAborted(head, reason, now);
-      return true;
-    } catch (error) {
-      if (error instanceof CheckpointConflictError) return false;
-      throw error;
-    }
-  }
-
-  private async markAborted(head: CheckpointHead, fullReason: string, now: number): Promise<void> {
-    const consecutiveAborts = head.consecutiveAborts + 1;
-    const reason = truncateReason(fullReason);
-    // Read-modify-write of the bounded history is safe: the transition below is conditioned on (attempt, status
-    // before the decision), and only an abort of this very attempt — which that condition lets through once —
-    // changes the history.
-    const current = await this.store.readRecord(head.checkpointId);
-    const history = CheckpointStore.abortHistory(current?.attempt === head.attempt ? current : undefined, {
-      attempt: head.attempt,
-      reason,
-      at: now,
-    });
-    await this.store.transition({
-      checkpointId: head.checkpointId,
-      attempt: head.attempt,
-      from: BEFORE_DECISION_STATUSES,
-      to: 'ABORTED',
-      head: { consecutiveAborts, lastAbortReason: reason },
-      record: { abortedAt: now, abortReason: reason, ...history },
-      now,
-    });
-    this.log.error('checkpoint aborted: its staged data waits for the next checkpoint', {
-      checkpointId: head.checkpointId,
-      attempt: head.attempt,
-      reason: fullReason,
-      consecutiveAborts,
-    });
-    // The attempt's cut is never read again (a zombie step of it fails on the missing pages, harmlessly).
-    if (current?.attempt === head.attempt) await this.store.deleteCut(current.cutId);
+    return beginCheckpoint(this.parts, this.snapshots, this.requireRecord.bind(this), input);
   }
 
   // ── prepare ───────────────────────────────────────────────────────────────────────────────────────────────
@@ -315,7 +211,6 @@ class CheckpointCoordinator implements Coordinator {
     }
   }
 
-  /** One shard's plan from its covered entries (C2), verified (C3) and its candidates written (`prepare/plan-shard.ts`). */
   /**
    * Whether another run of this step (a retry whose first invocation still runs, a second run of an Express
    * execution) voted for this shard and the attempt was decided on from there: then whatever failed in this run
@@ -331,6 +226,7 @@ class CheckpointCoordinator implements Coordinator {
     );
   }
 
+  /** One shard's plan from its covered entries (C2), verified (C3) and its candidates written (`prepare/plan-shard.ts`). */
   private async planShard(record: CheckpointRecord, shard: number): Promise<ShardPlan> {
     const cuts = await this.store.readCut(record, shard);
     // The shard's fence items in batches of 100 (their inline entries), not one read a partition.
@@ -485,55 +381,8 @@ class CheckpointCoordinator implements Coordinator {
 
   // ── abort ─────────────────────────────────────────────────────────────────────────────────────────────────
 
-  async abort(raw: AbortInput): Promise<AbortOutput> {
-    const input = abortInputSchema.parse(raw);
-    const cause = describeCaughtError(input.error);
-    const head = await this.store.readHead();
-    let { checkpointId, attempt } = input;
-    if (checkpointId === 0) {
-      // Begin failed without handing back an id: abort only a checkpoint this execution allocated.
-      if (!head || head.owner !== input.execution || !BEFORE_DECISION_STATUSES.includes(head.status)) {
-        return { outcome: 'nothing', reason: `no checkpoint begun: ${cause}`, orphansDeleted: 0 };
-      }
-      ({ checkpointId, attempt } = head);
-    }
-    const reason = `checkpoint ${checkpointId} attempt ${attempt} aborted: ${cause}`;
-    const current = await this.store.readRecord(checkpointId);
-    if (current?.attempt === attempt && (current.status === 'COMMITTING' || current.status === 'COMMITTED')) {
-      this.log.error('abort refused: the checkpoint is past its decision and rolls forward', {
-        checkpointId,
-        attempt,
-        cause,
-      });
-      return {
-        outcome: 'decided',
-        reason: `checkpoint ${checkpointId} is ${current.status}; rolling forward (${cause})`,
-        orphansDeleted: 0,
-      };
-    }
-    if (
-      head &&
-      head.checkpointId === checkpointId &&
-      head.attempt === attempt &&
-      BEFORE_DECISION_STATUSES.includes(head.status)
-    ) {
-      try {
-        await this.markAborted(head, reason, this.clock.now());
-      } catch (error) {
-        if (!(error instanceof CheckpointConflictError)) throw error;
-        return this.abort(raw);
-      }
-    }
-    // The attempt's working objects go, its candidates too; an attempt aborted by lease expiry in begin keeps
-    // them until checkpoint N's cleanup deletes every attempt's.
-    await this.parts.plans.deleteAttempt(checkpointId, attempt);
-    // Again here (idempotent): a retried abort whose first run marked the attempt ABORTED but died before
-    // markAborted deleted the pages finds the head already ABORTED and would otherwise leave them behind.
-    const aborted = await this.store.readRecord(checkpointId);
-    if (aborted?.attempt === attempt && aborted.status === 'ABORTED')
-      await this.store.deleteCut(aborted.cutId);
-    const orphansDeleted = await sweepCoordinatorOrphans(this.parts);
-    return { outcome: 'aborted', reason, orphansDeleted };
+  async abort(input: AbortInput): Promise<AbortOutput> {
+    return abortCheckpoint(this.parts, input);
   }
 
   // ── shared ────────────────────────────────────────────────────────────────────────────────────────────────
