@@ -490,7 +490,7 @@ s_begin:
     FAULT;
     READ_HEAD;                                               /* code: CheckpointStore.readHead */
     if
-    :: IN_FLIGHT(sStatus) && sOwner == e ->                  /* code: CheckpointCoordinator.resume */
+    :: IN_FLIGHT(sStatus) && sOwner == e ->                  /* code: resume() */
        cid = sId; att = sAtt; s = sStatus; FORGET_HEAD; goto b_resume
     :: IN_FLIGHT(sStatus) && sOwner != e && !LEASE_PASSED -> /* head.leaseUntil > now: another one is alive */
        outcome[e] = R_BUSY; goto stopped
@@ -516,7 +516,7 @@ s_begin:
    wherever it is now, routed by the record's status (COMMITTING: commit, else checkpoint); an attempt that has
    ended (or been superseded) since is not this run's to act on: busy, as another execution's would be. */
 b_resume:
-  atomic {                             /* code: CheckpointStore.readRecord (CheckpointCoordinator.resume) */
+  atomic {                             /* code: CheckpointStore.readRecord (resume()) */
     FAULT;
 #ifdef MUT_RESUME_EXACT_STATUS
     /* 03f684b: requireRecord(id, attempt, [the head's status]): CheckpointStateError once the other run moved it */
@@ -529,7 +529,7 @@ b_resume:
     if :: s == COMMITTING -> s = 0; goto s_promote :: else -> s = 0; goto s_prepare fi
   }
 b_takeover:
-  atomic {                                    /* code: CheckpointStore.takeOver (CheckpointCoordinator.rollForward) */
+  atomic {                                    /* code: CheckpointStore.takeOver (rollForward()) */
     FAULT;
 #ifdef MUT_TAKEOVER_NO_LEASE_CONDITION
     ok = (hId == sId && hAtt == sAtt && hStatus == sStatus);
@@ -550,7 +550,7 @@ b_takeover:
     goto s_promote
   }
 b_abort_expired:
-  atomic {                          /* code: CheckpointStore.transition (CheckpointCoordinator.abortExpired) */
+  atomic {                          /* code: CheckpointStore.transition (abortExpired()) */
     FAULT;
     cid = sId; att = sAtt;
     ok = ABORTABLE(cid);
@@ -943,7 +943,7 @@ s_abort:
     if :: rec[cid].att == att && (rec[cid].status == COMMITTING || rec[cid].status == COMMITTED) -> goto s_promote
        :: else -> skip fi;
 #endif
-    /* code: CheckpointStore.transition (CheckpointCoordinator.markAborted) */
+    /* code: CheckpointStore.transition (markAborted()) */
     if
     :: ABORTABLE(cid) ->
        /* T2: an abort caught from a conflict (another run moved the attempt first: a twin, a recoverer) finds the

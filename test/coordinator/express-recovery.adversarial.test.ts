@@ -1,6 +1,6 @@
 /**
  * A second review of the Express workflow's hand-off rules, after the fixes that let one execution run twice
- * (`CheckpointCoordinator.resume`, decide's `decidedByTwin`, prepare and decide accepting COMMITTED, an Express
+ * (`resume()`, decide's `decidedByTwin`, prepare and decide accepting COMMITTED, an Express
  * begin failing to `BeginFailed`, the hand-off after a long checkpoint in `begin/allocate.ts`). Each test plays an
  * interleaving those rules must bear: a copy of an execution racing its twin's decision through prepare's vote and
  * through decide, a copy resuming an attempt that a recovery aborts or takes over at that moment, zombie steps of an
