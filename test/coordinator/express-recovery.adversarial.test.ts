@@ -23,6 +23,7 @@ import {
   type ExpressPipeline,
   expressId,
   expressPipeline,
+  failBefore,
   LEASE_SECONDS,
   PAST_LEASE_MS,
   readsHead,
@@ -364,11 +365,7 @@ describe('a copy resuming while a recovery acts on its attempt', () => {
     await p.stage(1, 0, 2);
     const cut = await p.run({
       name,
-      hooks: {
-        beforeStep: (step) => {
-          if (step === 'promote') throw new Error('cut off');
-        },
-      },
+      hooks: failBefore('promote', 'cut off'),
     });
     expect(cut.status).toBe('incomplete');
     p.clock.advance(PAST_LEASE_MS);
@@ -451,11 +448,7 @@ describe('the hand-off after a long checkpoint', () => {
     const p = pipeline();
     await p.stage(0, 0, 4);
     const cut = await p.run({
-      hooks: {
-        beforeStep: (step) => {
-          if (step === 'promote') throw new Error('cut off');
-        },
-      },
+      hooks: failBefore('promote', 'cut off'),
     });
     expect(cut.status).toBe('incomplete');
     p.clock.advance(PAST_LEASE_MS);

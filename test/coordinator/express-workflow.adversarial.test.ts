@@ -20,6 +20,7 @@ import {
   type ExpressPipeline,
   expressId,
   expressPipeline,
+  failBefore,
   PAST_LEASE_MS,
   readsHead,
   workflows,
@@ -146,11 +147,7 @@ describe('one Express execution delivered twice (at-least-once)', () => {
     // checkpoint 0, which aborts "the checkpoint this execution allocated": the twin's, live.
     const copy = await p.run({
       name,
-      hooks: {
-        beforeStep: (step) => {
-          if (step === 'begin') throw new Error('the copy never began');
-        },
-      },
+      hooks: failBefore('begin', 'the copy never began'),
     });
     expect(copy.status).not.toBe('committed');
     held.open();
@@ -278,11 +275,7 @@ describe('one Express execution delivered twice (at-least-once)', () => {
     await atPrepare.opened;
     await p.run({
       name,
-      hooks: {
-        beforeStep: (step) => {
-          if (step === 'begin') throw new Error('the copy never began');
-        },
-      },
+      hooks: failBefore('begin', 'the copy never began'),
     });
     held.open();
     expect((await first).status).toBe('committed');
@@ -350,11 +343,7 @@ describe('an Express execution cut off', () => {
     await p.stage(2, 0, 3);
     const cut = await p.run({
       name,
-      hooks: {
-        beforeStep: (step) => {
-          if (step === 'promote') throw new Error('cut off');
-        },
-      },
+      hooks: failBefore('promote', 'cut off'),
     });
     expect(cut.status).toBe('incomplete');
     const head = await p.store.readHead();
@@ -436,11 +425,7 @@ describe('hand-off races', () => {
     await p.stage(1, 0, 4);
     // An abort first, so the next checkpoint is the Standard workflow's.
     const aborted = await p.run({
-      hooks: {
-        beforeStep: (step) => {
-          if (step === 'prepare') throw new Error('prepare fails once');
-        },
-      },
+      hooks: failBefore('prepare', 'prepare fails once'),
     });
     expect(aborted.status).toBe('aborted');
     const held = gate();
@@ -475,11 +460,7 @@ describe('hand-off races', () => {
     const p = pipeline();
     await p.stage(0, 0, 3);
     await p.run({
-      hooks: {
-        beforeStep: (step) => {
-          if (step === 'prepare') throw new Error('prepare fails once');
-        },
-      },
+      hooks: failBefore('prepare', 'prepare fails once'),
     });
     const before = await p.store.readHead();
     expect(before?.consecutiveAborts).toBe(1);
@@ -542,11 +523,7 @@ describe('after aborts', () => {
     await p.stage(0, 0, 3);
     await p.stage(1, 0, 3);
     const aborted = await p.run({
-      hooks: {
-        beforeStep: (step) => {
-          if (step === 'decide') throw new Error('decide fails once');
-        },
-      },
+      hooks: failBefore('decide', 'decide fails once'),
     });
     expect(aborted.status).toBe('aborted');
     const next = await p.run();

@@ -12,6 +12,7 @@ import {
 import { ManualClock } from '../../shared/clock.ts';
 import { parseSettings, type Settings } from '../../shared/config/settings.ts';
 import type { Coordinator } from '../../shared/coordinator/coordinator.ts';
+import type { CoordinatorStep } from '../../shared/coordinator/definition.ts';
 import { CheckpointStore } from '../../shared/ledger/checkpoints.ts';
 import { createProcessor } from '../../shared/processor/processor.ts';
 import type { SynthesizedCoordinator } from './asl.ts';
@@ -22,6 +23,13 @@ import { mskEvent, orderRecords } from './msk.ts';
 export const LEASE_SECONDS = 600;
 /** Past any lease written "now". */
 export const PAST_LEASE_MS = LEASE_SECONDS * 1000 + 1;
+
+/** Hooks under which every start of `step` fails with `message`, before the step runs. */
+export const failBefore = (step: CoordinatorStep, message: string): CoordinatorHooks => ({
+  beforeStep: (at) => {
+    if (at === step) throw new Error(message);
+  },
+});
 
 /** The id the local runner gives an Express execution of `name` (`coordinator-runner.ts`). */
 export const expressId = (name: string) =>
