@@ -159,6 +159,9 @@ export class CallCounter {
 
   reset(): void {
     this.busy.clear();
+    // A call in flight across a reset counts from the reset on, not from before it.
+    const now = performance.now();
+    for (const flight of this.inFlight.values()) flight.since = now;
     this.counts.clear();
     this.items = 0;
     this.statements = 0;

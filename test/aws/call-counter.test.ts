@@ -130,4 +130,27 @@ describe('busyMs', () => {
     calls.reset();
     expect(calls.busyMs()).toEqual({});
   });
+
+  it('counts a call in flight across a reset from the reset on', async () => {
+    const calls = new CallCounter().attach(clients);
+    // Holds each request 150 ms before it is sent, so the call is surely in flight when the counter resets.
+    clients.dynamodb.middlewareStack.add(
+      (next) => async (args) => {
+        await new Promise((resolve) => setTimeout(resolve, 150));
+        return next(args);
+      },
+      { step: 'finalizeRequest', name: 'testSlowRequest' },
+    );
+    try {
+      const pending = doc.send(new PutCommand({ TableName: res.table, Item: put(100).Put.Item }));
+      await new Promise((resolve) => setTimeout(resolve, 75));
+      const sinceReset = performance.now();
+      calls.reset();
+      await pending;
+      const afterReset = performance.now() - sinceReset;
+      expect(calls.busyMs()['dynamodb:PutItem']!).toBeLessThanOrEqual(afterReset);
+    } finally {
+      clients.dynamodb.middlewareStack.remove('testSlowRequest');
+    }
+  });
 });
