@@ -29,7 +29,7 @@ export interface BenchResults extends CostResults {
   calls_per_batch_eo_keyed_partition_steady?: number;
   /** Offset-only exactly-once records/s ÷ keyed with `idempotencyScope: partition` (batch 500). Goal ≤ 1.5. */
   keyed_partition_slowdown?: number;
-  /** Offset-only exactly-once records/s ÷ keyed with `idempotencyScope: global` (batch 500). Goal ≤ 5. */
+  /** Offset-only exactly-once records/s ÷ keyed with `idempotencyScope: global` (batch 500). Bar: {@link KEYED_GLOBAL_SLOWDOWN_BAR}. */
   keyed_global_slowdown?: number;
   /** Milliseconds a batch of 500 keyed records spends in its claim calls (global scope). */
   keyed_global_claims_ms?: number;
