@@ -544,7 +544,7 @@ b_takeover:
     if :: express -> FORGET_HEAD; HAND_OFF :: else -> skip fi;
 #endif
     cid = sId; att = sAtt; FORGET_HEAD;
-    /* code: CheckpointCoordinator.requireRecord */
+    /* code: requireRecord() */
     if :: rec[cid].att != att || rec[cid].status != COMMITTING -> CONFLICT :: else -> skip fi;
     outcome[e] = R_WORK;
     goto s_promote

@@ -49,6 +49,7 @@ import type { StagedFileEntry } from '../ledger/records.ts';
 import { TableSnapshots } from '../ledger/table-snapshots.ts';
 import { abortCheckpoint } from './abort/abort.ts';
 import { beginCheckpoint } from './begin/begin.ts';
+import { requireRecord } from './checkpoint-state.ts';
 import { catchUpCleanups } from './cleanup/catch-up.ts';
 import { sweepCoordinatorOrphans } from './cleanup/orphans.ts';
 import { sweepPendingCuts } from './cleanup/pending-cuts.ts';
@@ -86,18 +87,6 @@ import {
   type PublishOutput,
 } from './publish/publisher.ts';
 
-/** A step was asked to act on a checkpoint that is not in the status the step needs (superseded, or out of order). */
-export class CheckpointStateError extends PipelineError {
-  constructor(
-    readonly checkpointId: number,
-    readonly attempt: number,
-    readonly found: string,
-    expected: string,
-  ) {
-    super(`checkpoint ${checkpointId} attempt ${attempt} is ${found}, expected ${expected}`);
-  }
-}
-
 /**
  * A shard step named a shard the checkpoint's attempt was not dealt: its vote would count toward the decision
  * without the real shard's plan, and its cleanup mark toward the cleanup's end.
@@ -117,6 +106,7 @@ function requireShard(record: CheckpointRecord, shard: number): void {
 
 /** The checkpoint statuses (BEGUN, PREPARED, COMMITTING, COMMITTED, ABORTED), stored by the ledger module. */
 export { CHECKPOINT_STATUS, type CheckpointStatus } from '../ledger/checkpoints.ts';
+export { CheckpointStateError } from './checkpoint-state.ts';
 export { VotesIncompleteError } from './decide/decide.ts';
 export type { CoordinatorLog, CoordinatorOptions } from './parts.ts';
 export type { PublishOutput } from './publish/publisher.ts';
@@ -178,7 +168,7 @@ class CheckpointCoordinator implements Coordinator {
   // ── begin ─────────────────────────────────────────────────────────────────────────────────────────────────
 
   async begin(input: BeginInput): Promise<BeginOutput> {
-    return beginCheckpoint(this.parts, this.snapshots, this.requireRecord.bind(this), input);
+    return beginCheckpoint(this.parts, this.snapshots, input);
   }
 
   // ── prepare ───────────────────────────────────────────────────────────────────────────────────────────────
@@ -387,16 +377,11 @@ class CheckpointCoordinator implements Coordinator {
 
   // ── shared ────────────────────────────────────────────────────────────────────────────────────────────────
 
-  private async requireRecord(
+  private requireRecord(
     checkpointId: number,
     attempt: number,
     statuses: readonly CheckpointStatus[],
   ): Promise<CheckpointRecord> {
-    const record = await this.store.readRecord(checkpointId);
-    if (!record || record.attempt !== attempt || !statuses.includes(record.status)) {
-      const found = record ? `attempt ${record.attempt} ${record.status}` : 'absent';
-      throw new CheckpointStateError(checkpointId, attempt, found, statuses.join('|'));
-    }
-    return record;
+    return requireRecord(this.store, checkpointId, attempt, statuses);
   }
 }

@@ -10,7 +10,7 @@ import type { BeginInput, BeginOutput } from '../messages.ts';
 import type { CoordinatorParts } from '../parts.ts';
 import { allocateCheckpoint, BUSY, HAND_OFF } from './allocate.ts';
 import { idleAnswer } from './publish-lag.ts';
-import { abortExpired, type RequireRecord, resume, rollForward } from './recovery.ts';
+import { abortExpired, resume, rollForward } from './recovery.ts';
 
 /** What begin reads, writes and allocates with. */
 export type BeginParts = Pick<
@@ -21,7 +21,6 @@ export type BeginParts = Pick<
 export async function beginCheckpoint(
   parts: BeginParts,
   snapshots: Pick<TableSnapshots, 'readMark'>,
-  requireRecord: RequireRecord,
   input: BeginInput,
 ): Promise<BeginOutput> {
   const { store, log, clock } = parts;
@@ -38,7 +37,7 @@ export async function beginCheckpoint(
     }
     // An expired checkpoint is recovered by a Standard workflow, which a step's timeout bounds, not five minutes.
     if (input.handOff) return HAND_OFF;
-    if (head.status === 'COMMITTING') return rollForward(parts, requireRecord, head, input.execution, now);
+    if (head.status === 'COMMITTING') return rollForward(parts, head, input.execution, now);
     if (!(await abortExpired(parts, head, input.execution, now))) return BUSY;
     head = await store.readHead();
   }

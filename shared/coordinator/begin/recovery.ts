@@ -3,25 +3,13 @@
  * handed back ({@link resume}); another's whose lease expired is rolled forward when past its decision
  * ({@link rollForward}) and presumed aborted before it ({@link abortExpired}), C4.
  */
-import {
-  CheckpointConflictError,
-  type CheckpointHead,
-  type CheckpointRecord,
-  type CheckpointStatus,
-  isInFlight,
-} from '../../ledger/checkpoints.ts';
+import { CheckpointConflictError, type CheckpointHead, isInFlight } from '../../ledger/checkpoints.ts';
 import { markAborted } from '../abort/abort.ts';
+import { requireRecord } from '../checkpoint-state.ts';
 import type { BeginOutput } from '../messages.ts';
 import { type CoordinatorParts, leaseUntil } from '../parts.ts';
 import { shardList } from '../shards.ts';
 import { BUSY } from './allocate.ts';
-
-/** The record of (checkpointId, attempt) in one of `statuses`, or the coordinator's refusal to act on it. */
-export type RequireRecord = (
-  checkpointId: number,
-  attempt: number,
-  statuses: readonly CheckpointStatus[],
-) => Promise<CheckpointRecord>;
 
 /**
  * A retried begin of the execution that already allocated, or a second run of it (an Express execution runs at
@@ -46,13 +34,12 @@ export async function resume(
 /** Recovery after the decision (C4): take the expired checkpoint over and roll it forward. */
 export async function rollForward(
   parts: Pick<CoordinatorParts, 'settings' | 'store' | 'log'>,
-  requireRecord: RequireRecord,
   head: CheckpointHead,
   execution: string,
   now: number,
 ): Promise<BeginOutput> {
   if (!(await parts.store.takeOver(head, execution, leaseUntil(parts.settings, now), now))) return BUSY;
-  const record = await requireRecord(head.checkpointId, head.attempt, ['COMMITTING']);
+  const record = await requireRecord(parts.store, head.checkpointId, head.attempt, ['COMMITTING']);
   parts.log.error('recovering an expired checkpoint after its decision: rolling forward', {
     checkpointId: head.checkpointId,
     attempt: head.attempt,
